@@ -1,0 +1,109 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+
+int fd_nonblock(int fd, bool nonblock) {
+        int flags = fcntl(fd, F_GETFL);
+        if (flags < 0)
+                return -errno;
+        flags = nonblock ? flags | O_NONBLOCK : flags & ~O_NONBLOCK;
+        if (fcntl(fd, F_SETFL, flags) < 0)
+                return -errno;
+        return 0;
+}
+
+int fd_move_to(int fd, int target) {
+        if (fd == target) {
+                if (fcntl(fd, F_SETFD, 0) < 0)
+                        return -errno;
+                return 0;
+        }
+        /* dup2 clears FD_CLOEXEC on the new number, which is what exec needs. */
+        if (dup2(fd, target) < 0)
+                return -errno;
+        return 0;
+}
+
+int loop_write(int fd, const void *buf, size_t len) {
+        const char *p = buf;
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                len -= (size_t) n;
+        }
+        return 0;
+}
+
+ssize_t loop_read(int fd, void *buf, size_t len) {
+        char *p = buf;
+        size_t done = 0;
+        while (done < len) {
+                ssize_t n = read(fd, p + done, len - done);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                done += (size_t) n;
+        }
+        return (ssize_t) done;
+}
+
+unsigned long long now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (unsigned long long) ts.tv_sec * 1000000ull + (unsigned long long) ts.tv_nsec / 1000u;
+}
+
+long long now_unix_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (long long) ts.tv_sec * 1000000ll + ts.tv_nsec / 1000;
+}
+
+int random_hex(char *buf, size_t n) {
+        unsigned char raw[64];
+        if (n > sizeof(raw) * 2)
+                return -EINVAL;
+        if (getrandom(raw, (n + 1) / 2, 0) < 0)
+                return -errno;
+        for (size_t i = 0; i < n; i++)
+                buf[i] = "0123456789abcdef"[(raw[i / 2] >> ((i % 2) * 4)) & 0xf];
+        buf[n] = '\0';
+        return 0;
+}
+
+int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode) {
+        char tmp[256];
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (snprintf(tmp, sizeof(tmp), ".%s.tmp", name) >= (int) sizeof(tmp))
+                return -ENAMETOOLONG;
+        fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+                return -errno;
+        r = loop_write(fd, buf, len);
+        if (r >= 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r >= 0 && renameat(dirfd, tmp, dirfd, name) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void) unlinkat(dirfd, tmp, 0);
+                return r;
+        }
+        return fsync(dirfd) < 0 && errno != EINVAL && errno != EBADF ? -errno : 0;
+}

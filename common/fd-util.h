@@ -1,0 +1,20 @@
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+int fd_nonblock(int fd, bool nonblock);
+/* Move fd to number target (clearing close-on-exec there); used right before exec. */
+int fd_move_to(int fd, int target);
+/* Write all of buf (blocking fd). */
+int loop_write(int fd, const void *buf, size_t len);
+/* Read up to len bytes until EOF (blocking fd); returns bytes read. */
+ssize_t loop_read(int fd, void *buf, size_t len);
+/* Monotonic and wall clocks in microseconds. */
+unsigned long long now_usec(void);
+long long now_unix_usec(void);
+/* Fill buf with n random lowercase hex characters and a NUL. */
+int random_hex(char *buf, size_t n);
+/* Write a whole file atomically and durably below dirfd (tmp + fsync + rename). */
+int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);

@@ -1,0 +1,42 @@
+/* Every user-controllable resource has a named limit here; sbxd.conf(5)
+ * and sbxd(8) document them and tests/ hit each one. */
+#pragma once
+
+/* Wire */
+#define SBX_FRAME_MAX (128u * 1024u)            /* bytes of one protobuf frame body */
+#define SBX_OUTPUT_CHUNK_MAX (32u * 1024u)      /* worker output bytes per frame */
+#define SBX_STDIN_MAX (64u * 1024u)             /* bytes per write_command_stdin */
+#define SBX_CMD_MAX (64u * 1024u)               /* bytes of an exec_command cmd */
+#define SBX_NAME_MAX 64u                        /* sandbox and session names */
+
+/* Broker */
+#define SBX_MCP_LINE_MAX (4u * 1024u * 1024u)   /* one JSON-RPC input line */
+#define SBX_MCP_MAX_PENDING 256u                /* concurrent tools/call per broker */
+
+/* Supervisor */
+#define SBX_MAX_CLIENTS 256u                    /* connections on sbxd.sock */
+#define SBX_MAX_CLIENTS_PER_UID 64u
+#define SBX_MAX_PENDING_PER_CLIENT 256u         /* unanswered requests per connection */
+#define SBX_MAX_SANDBOXES 1024u
+#define SBX_MAX_LIVE_SESSIONS 512u              /* workspace sessions with a worker */
+#define SBX_MAX_COMMANDS_PER_SESSION 64u        /* running commands in one session */
+
+/* Commands */
+#define SBX_YIELD_DEFAULT_MS 10000u             /* exec_command yield_time_ms default */
+#define SBX_STDIN_YIELD_DEFAULT_MS 1000u        /* write_command_stdin yield default */
+#define SBX_YIELD_MAX_MS 30000u                 /* clamp: stays under clients' 60 s timeout */
+#define SBX_TIMEOUT_DEFAULT_MS (10u * 60u * 1000u)
+#define SBX_TIMEOUT_MAX_MS (24ull * 3600u * 1000u)
+
+/* Transcript windows returned in one reply */
+#define SBX_WINDOW_MAX_LINES 200u               /* exec/stdin yield window */
+#define SBX_READ_DEFAULT_LINES 200u             /* read_command_lines default limit */
+#define SBX_READ_MAX_LINES 1000u                /* read_command_lines maximum limit */
+#define SBX_WINDOW_MAX_BYTES (96u * 1024u)      /* rendered bytes in one reply */
+#define SBX_LINE_MAX 4096u                      /* longer rendered lines wrap */
+#define SBX_TRANSCRIPT_CAP_DEFAULT (256ull << 20) /* rendered bytes kept on disk */
+
+/* Sandbox defaults */
+#define SBX_MEMORY_DEFAULT (1ull << 30)
+#define SBX_PIDS_DEFAULT 512u
+#define SBX_SESSION_DISK_DEFAULT (1ull << 30)   /* tmpfs size of a session's writes */

@@ -1,0 +1,2 @@
+COMMON_SRCS += common/log.c
+COMMON_SRCS += common/fd-util.c

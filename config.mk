@@ -1,0 +1,18 @@
+# Installation paths and build knobs; override on the command line.
+VERSION    ?= 0.1.0
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+LIBEXECDIR ?= $(PREFIX)/libexec
+MANDIR     ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
+UNITDIR    ?= /lib/systemd/system
+
+CC         ?= cc
+PKG_CONFIG ?= pkg-config
+PKGS       := libnl-3.0 libnl-route-3.0 libcap libprotobuf-c libbsd-overlay jansson libseccomp sqlite3
+
+CFLAGS     ?= -O2 -g
+WARNFLAGS  := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wformat=2 \
+              -Werror=implicit-function-declaration -Wno-unused-parameter
+HARDEN     := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE

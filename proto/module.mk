@@ -1,0 +1,1 @@
+PROTO_SRCS += proto/wire.c

@@ -1,0 +1,50 @@
+/* Session cgroups behind one small interface, for cgroup v2 (production,
+ * systemd Delegate=yes) and the v1/hybrid layout (memory, pids and cpu
+ * controllers under ROOT/<controller>). Session cgroups are pooled and reused
+ * because removed memory cgroups linger in the kernel. Non-logging. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum CgroupBackend {
+        CGROUP_BACKEND_V1,
+        CGROUP_BACKEND_V2,
+} CgroupBackend;
+
+typedef struct CgroupLimits {
+        uint64_t memory_bytes;      /* 0: unlimited */
+        uint64_t pids_max;          /* 0: unlimited */
+        uint64_t cpu_weight;        /* 1..10000, 100 = default share; 0: leave */
+} CgroupLimits;
+
+typedef struct CgroupManager CgroupManager;
+typedef struct CgroupSession CgroupSession;
+
+/* Detect the backend under root ("/sys/fs/cgroup"; tests pass a fake tree)
+ * and create this supervisor's subtree. self_cgroup is the content of
+ * /proc/self/cgroup (tests pass their own). instance names the subtree
+ * ("sbxd-<pid>") so several supervisors can run side by side.
+ * On v2 the layout is <own>/supervisor (this process moves itself there) and
+ * <own>/sessions/<name>; on v1 <ctrl>/<own>/<instance>/<name> per controller. */
+int cgroup_manager_new(const char *root, const char *self_cgroup, const char *instance,
+                       CgroupManager **ret);
+CgroupBackend cgroup_manager_backend(const CgroupManager *m);
+const char *cgroup_backend_to_string(CgroupBackend b);
+/* Kill everything left in the subtree, remove every cgroup it created. */
+CgroupManager *cgroup_manager_free(CgroupManager *m);
+/* Remove subtrees left by supervisors that died (instance "sbxd-<pid>" whose
+ * pid no longer runs), killing what is still in them. */
+int cgroup_manager_cleanup_stale(CgroupManager *m);
+
+/* A cgroup for one session (a pooled one if available), limits applied. */
+int cgroup_session_new(CgroupManager *m, const CgroupLimits *limits, CgroupSession **ret);
+int cgroup_session_attach(CgroupSession *s, pid_t pid);
+/* Events counted since the session got this cgroup. */
+int cgroup_session_oom_kills(CgroupSession *s, uint64_t *ret);
+int cgroup_session_pids_max_hits(CgroupSession *s, uint64_t *ret);
+/* SIGKILL every process in it. */
+int cgroup_session_kill(CgroupSession *s);
+/* Kill, wait until empty, and return the cgroup to the pool. */
+CgroupSession *cgroup_session_release(CgroupSession *s);

@@ -1,0 +1,48 @@
+/* A command's transcript on disk: raw output is rendered as a terminal would
+ * show it (CR overwrites, backspace, ANSI CSI/OSC removed, invalid UTF-8 as
+ * U+FFFD, lines longer than SBX_LINE_MAX wrapped) and stored as committed lines
+ * with a fixed-width index, so any line offset is found in O(1).
+ *
+ * Files in dirfd: "<id>.log" (rendered lines, each ending in '\n') and
+ * "<id>.idx" (one little-endian u64 per committed line: the byte offset just
+ * past that line in .log). Offsets are 0-based and never shift. A line not yet
+ * ended by '\n' is "pending": it counts in total_lines and is readable, but its
+ * text may still change until it is committed. Non-logging. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Transcript Transcript;
+
+/* New, empty transcript. cap_bytes bounds the rendered bytes kept in .log;
+ * on reaching it one marker line is committed saying so, and later output is
+ * counted (raw bytes) but not stored. */
+int transcript_create(int dirfd, const char *id, uint64_t cap_bytes, Transcript **ret);
+/* Existing transcript, read-only (finished commands, after a restart). */
+int transcript_open(int dirfd, const char *id, Transcript **ret);
+/* Render and append raw command output. */
+int transcript_feed(Transcript *t, const void *data, size_t len);
+/* The command ended: commit the pending line, if any, and fsync both files. */
+int transcript_finish(Transcript *t);
+
+uint64_t transcript_total_lines(const Transcript *t);   /* committed + pending */
+uint64_t transcript_committed_lines(const Transcript *t);
+uint64_t transcript_raw_bytes(const Transcript *t);     /* fed since create */
+bool transcript_capped(const Transcript *t);
+
+/* Lines [start, start + limit), stopping early so that the text stays within
+ * max_bytes (but at least one line when start < total). Returns the text
+ * (malloc'd, NUL-terminated, each line ending in '\n') and the offset after
+ * the last line returned. start >= total gives "" and end = total. */
+int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t max_bytes,
+                    char **ret_text, size_t *ret_len, uint64_t *ret_end);
+
+/* Remove the files of a transcript. */
+int transcript_remove(int dirfd, const char *id);
+
+Transcript *transcript_free(Transcript *t);
+static inline void transcript_freep(Transcript **t) {
+        transcript_free(*t);
+}

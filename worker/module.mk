@@ -1,0 +1,1 @@
+WORKER_SRCS += worker/worker.c
