@@ -1,5 +1,13 @@
 # sbxd; the *_LIB_ sources are also linked into unit tests.
 SUPERVISOR_SRCS += supervisor/sbxd.c
+SUPERVISOR_SRCS += supervisor/control.c
+SUPERVISOR_SRCS += supervisor/session.c
+SUPERVISOR_SRCS += supervisor/sandbox.c
+SUPERVISOR_SRCS += supervisor/ns.c
+SUPERVISOR_SRCS += supervisor/netns.c
+SUPERVISOR_SRCS += supervisor/image.c
+SUPERVISOR_LIB_SRCS += supervisor/store.c
+SUPERVISOR_LIB_SRCS += supervisor/layer.c
 SUPERVISOR_LIB_SRCS += supervisor/transcript.c
 SUPERVISOR_LIB_SRCS += supervisor/cgroup.c
 

@@ -1,1 +1,518 @@
-int main(void) { return 1; }
+/* sbxd: the supervisor. Owns all durable state, creates and destroys
+ * workspace sessions, and serves sbxd.sock. See sbxd(8). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <ini.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "image.h"
+#include "sbx-limits.h"
+#include "log.h"
+#include "sbxd.h"
+
+extern char **environ;
+
+#define DEFAULT_CONFIG SBX_SYSCONFDIR "/sbx/sbxd.conf"
+
+int server_watch(Server *s, EventSource *src, int fd, uint32_t events) {
+        src->fd = fd;
+        if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &(struct epoll_event){ .events = events, .data.ptr = src }) < 0) {
+                src->fd = -EBADF;
+                return -errno;
+        }
+        return 0;
+}
+
+void server_unwatch(Server *s, EventSource *src) {
+        if (src->fd < 0)
+                return;
+        (void) epoll_ctl(s->epoll_fd, EPOLL_CTL_DEL, src->fd, NULL);
+        src->fd = safe_close(src->fd);
+}
+
+/* ---- configuration ---------------------------------------------------------- */
+
+typedef struct ConfigParse {
+        Config *cfg;
+        char error[256];
+} ConfigParse;
+
+static int parse_u64(const char *v, uint64_t *ret) {
+        char *end;
+        unsigned long long x;
+
+        errno = 0;
+        x = strtoull(v, &end, 10);
+        if (errno || end == v || v[0] == '-')
+                return -EINVAL;
+        switch (*end) {
+        case 'K': x <<= 10; end++; break;
+        case 'M': x <<= 20; end++; break;
+        case 'G': x <<= 30; end++; break;
+        default: break;
+        }
+        if (*end)
+                return -EINVAL;
+        *ret = x;
+        return 0;
+}
+
+static int config_set(Config *cfg, const char *key, const char *value, char *err, size_t err_size) {
+        uint64_t v = 0;
+
+        if (strcmp(key, "state_dir") == 0 || strcmp(key, "run_dir") == 0 || strcmp(key, "worker_path") == 0) {
+                char **dst = key[0] == 's' ? &cfg->state_dir : key[0] == 'r' ? &cfg->run_dir : &cfg->worker_path;
+                if (value[0] != '/') {
+                        snprintf(err, err_size, "%s must be an absolute path", key);
+                        return -EINVAL;
+                }
+                free(*dst);
+                *dst = strdup(value);
+                return *dst ? 0 : -ENOMEM;
+        }
+        if (strcmp(key, "log_level") == 0) {
+                int l = log_level_from_string(value);
+                if (l < 0) {
+                        snprintf(err, err_size, "log_level must be one of error, warning, notice, info, debug");
+                        return -EINVAL;
+                }
+                cfg->log_level = l;
+                return 0;
+        }
+        if (parse_u64(value, &v) < 0) {
+                snprintf(err, err_size, "%s: '%.40s' is not a number (suffixes K, M, G allowed)", key, value);
+                return -EINVAL;
+        }
+        if (strcmp(key, "transcript_cap_bytes") == 0 && v >= 4096)
+                cfg->transcript_cap_bytes = v;
+        else if (strcmp(key, "default_memory_bytes") == 0 && v >= (16u << 20))
+                cfg->default_memory_bytes = v;
+        else if (strcmp(key, "default_pids_max") == 0 && v >= 8 && v <= 1u << 22)
+                cfg->default_pids_max = (uint32_t) v;
+        else if (strcmp(key, "session_disk_bytes") == 0 && v >= (1u << 20))
+                cfg->session_disk_bytes = v;
+        else if (strcmp(key, "uid_base") == 0 && v >= 1000 && v < UINT32_MAX - 65536)
+                cfg->uid_base = (uid_t) v;
+        else if (strcmp(key, "uid_count") == 0 && v >= 1 && v <= 65536)
+                cfg->uid_count = (uint32_t) v;
+        else {
+                snprintf(err, err_size, "unknown key '%.40s' or value out of range (see sbxd.conf(5))", key);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static int config_handler(void *user, const char *section, const char *name, const char *value) {
+        ConfigParse *p = user;
+
+        if (strcmp(section, "sbxd") != 0) {
+                snprintf(p->error, sizeof(p->error), "unknown section [%.40s]", section);
+                return 0;
+        }
+        return config_set(p->cfg, name, value, p->error, sizeof(p->error)) < 0 ? 0 : 1;
+}
+
+static int config_load(Config *cfg, const char *path, bool required) {
+        ConfigParse p = { .cfg = cfg };
+        int line;
+
+        if (access(path, F_OK) < 0 && !required)
+                return 0;
+        line = ini_parse(path, config_handler, &p);
+        if (line < 0) {
+                log_error("%s: cannot read: %s", path, strerror(errno));
+                return -EINVAL;
+        }
+        if (line > 0) {
+                log_error("%s:%d: %s", path, line, p.error[0] ? p.error : "syntax error");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* ---- start-up ---------------------------------------------------------------- */
+
+static int open_dir(const char *path, mode_t mode, int *ret) {
+        int fd;
+
+        if (mkdir(path, mode) < 0 && errno != EEXIST)
+                return -errno;
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        *ret = fd;
+        return 0;
+}
+
+static int open_subdir(int dirfd, const char *name, mode_t mode, int *ret) {
+        int fd;
+
+        if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
+                return -errno;
+        fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        *ret = fd;
+        return 0;
+}
+
+static int open_worker(const Config *cfg, int *ret) {
+        char self[PATH_MAX], path[PATH_MAX + 16];
+        ssize_t n;
+        int fd;
+
+        if (cfg->worker_path)
+                strlcpy(path, cfg->worker_path, sizeof(path));
+        else {
+                /* Beside sbxd in a build tree, else the installed libexec path. */
+                n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+                if (n < 0)
+                        return -errno;
+                self[n] = '\0';
+                *strrchr(self, '/') = '\0';
+                snprintf(path, sizeof(path), "%s/sbx-worker", self);
+                if (access(path, X_OK) < 0)
+                        snprintf(path, sizeof(path), "%s/sbx/sbx-worker", SBX_LIBEXECDIR);
+        }
+        fd = open(path, O_PATH | O_CLOEXEC);
+        if (fd < 0)
+                return log_error_errno(-errno, "Cannot open the worker binary '%s': %m", path);
+        *ret = fd;
+        return 0;
+}
+
+static int listen_socket(Server *s) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd, r;
+
+        if ((size_t) snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sbxd.sock", s->cfg.run_dir) >= sizeof(sa.sun_path))
+                return log_error_errno(-ENAMETOOLONG, "Run directory path too long for a socket");
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return log_error_errno(-errno, "Cannot create the socket: %m");
+        /* A live sbxd on the same run directory keeps it. */
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0 || errno == EAGAIN) {
+                safe_close(fd);
+                return log_error_errno(-EADDRINUSE, "Another sbxd is serving %s", sa.sun_path);
+        }
+        safe_close(fd);
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        (void) unlink(sa.sun_path);
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || chmod(sa.sun_path, 0666) < 0 || listen(fd, 64) < 0) {
+                r = -errno;
+                safe_close(fd);
+                return log_error_errno(r, "Cannot listen on %s: %m", sa.sun_path);
+        }
+        s->listen_src.dispatch = control_accept;
+        r = server_watch(s, &s->listen_src, fd, EPOLLIN);
+        if (r < 0)
+                safe_close(fd);
+        return r;
+}
+
+static void notify_ready(void) {
+        const char *path = getenv("NOTIFY_SOCKET");
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        socklen_t len;
+        int fd;
+
+        if (!path || (path[0] != '/' && path[0] != '@') || strlen(path) >= sizeof(sa.sun_path))
+                return;
+        strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+        if (sa.sun_path[0] == '@')
+                sa.sun_path[0] = '\0';
+        len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + strlen(path));
+        fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return;
+        (void) sendto(fd, "READY=1", 7, MSG_NOSIGNAL, (struct sockaddr *) &sa, len);
+        safe_close(fd);
+}
+
+static void on_signal(Server *s, EventSource *src, uint32_t events) {
+        struct signalfd_siginfo si;
+
+        while (read(src->fd, &si, sizeof(si)) == sizeof(si)) {
+                switch (si.ssi_signo) {
+                case SIGTERM:
+                case SIGINT:
+                        log_info("Received %s, stopping", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+                        s->quit = true;
+                        break;
+                default:
+                        break;
+                }
+        }
+}
+
+static int read_self_cgroup(char *buf, size_t size) {
+        _cleanup_close_ int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+        ssize_t n;
+
+        if (fd < 0)
+                return -errno;
+        n = loop_read(fd, buf, size - 1);
+        if (n < 0)
+                return (int) n;
+        buf[n] = '\0';
+        return 0;
+}
+
+static bool path_is_mount_safe(const char *p) {
+        /* These directories end up in overlayfs option strings. */
+        return !strpbrk(p, ",:\\\n");
+}
+
+static int server_init(Server *s) {
+        char cgroup_self[4096], instance[32], image[PATH_MAX];
+        sigset_t mask;
+        unsigned lost = 0;
+        int fd, r;
+
+        TAILQ_INIT(&s->clients);
+        TAILQ_INIT(&s->sandboxes);
+        TAILQ_INIT(&s->sessions);
+        TAILQ_INIT(&s->commands);
+        s->started_usec = now_usec();
+
+        if (!path_is_mount_safe(s->cfg.state_dir) || !path_is_mount_safe(s->cfg.run_dir))
+                return log_error_errno(-EINVAL, "State and run directories may not contain ',', ':' or '\\'");
+        r = open_dir(s->cfg.state_dir, 0700, &s->state_fd);
+        if (r < 0)
+                return log_error_errno(r, "Cannot open state directory '%s': %m", s->cfg.state_dir);
+        r = open_dir(s->cfg.run_dir, 0755, &fd);
+        if (r < 0)
+                return log_error_errno(r, "Cannot open run directory '%s': %m", s->cfg.run_dir);
+        if (mkdirat(fd, "session-root", 0700) < 0 && errno != EEXIST)
+                r = -errno;
+        safe_close(fd);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create %s/session-root: %m", s->cfg.run_dir);
+        r = open_subdir(s->state_fd, "sandboxes", 0700, &s->sandboxes_fd);
+        if (r >= 0)
+                r = open_subdir(s->state_fd, "transcripts", 0700, &s->transcripts_fd);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create directories in '%s': %m", s->cfg.state_dir);
+
+        r = store_open(s->state_fd, &s->store);
+        if (r < 0)
+                return log_error_errno(r, "Cannot open %s/sbx.db: %m", s->cfg.state_dir);
+        r = store_commands_mark_lost(s->store, now_unix_usec(), &lost);
+        if (r < 0)
+                return log_error_errno(r, "Cannot update command records: %m");
+        if (lost)
+                log_notice("%u commands of a previous sbxd were running; marked supervisor_lost", lost);
+        r = sandboxes_load(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot load sandboxes: %m");
+
+        r = image_build_default(s->state_fd, s->cfg.uid_base);
+        if (r < 0)
+                return log_error_errno(r, "Cannot build the default image: %m");
+        snprintf(image, sizeof(image), "%s/image-default", s->cfg.state_dir);
+        s->image_dir = strdup(image);
+        if (!s->image_dir)
+                return -ENOMEM;
+
+        r = read_self_cgroup(cgroup_self, sizeof(cgroup_self));
+        if (r < 0)
+                return log_error_errno(r, "Cannot read /proc/self/cgroup: %m");
+        snprintf(instance, sizeof(instance), "sbxd-%d", (int) getpid());
+        r = cgroup_manager_new("/sys/fs/cgroup", cgroup_self, instance, &s->cgroups);
+        if (r < 0)
+                return log_error_errno(r, "Cannot set up cgroups (v2 needs Delegate=yes; v1 needs memory and pids): %m");
+        r = cgroup_manager_cleanup_stale(s->cgroups);
+        if (r < 0)
+                log_warning_errno(r, "Failed to remove cgroups of dead supervisors, ignoring: %m");
+        log_info("Using cgroup %s", cgroup_backend_to_string(cgroup_manager_backend(s->cgroups)));
+
+        r = open_worker(&s->cfg, &s->worker_exe_fd);
+        if (r < 0)
+                return r;
+
+        s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (s->epoll_fd < 0)
+                return -errno;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        s->signal_src.dispatch = on_signal;
+        r = server_watch(s, &s->signal_src, fd, EPOLLIN);
+        if (r < 0)
+                return r;
+        return listen_socket(s);
+}
+
+static void server_done(Server *s) {
+        WorkspaceSession *ws;
+        Client *c;
+        char path[PATH_MAX];
+
+        /* Nothing of a session outlives the supervisor: its commands are supervisor_lost. */
+        while ((ws = TAILQ_FIRST(&s->sessions))) {
+                Command *cmd;
+                TAILQ_FOREACH(cmd, &ws->commands, session_link)
+                        if (!cmd->finished)
+                                cmd->cancelled = false;
+                session_destroy(s, ws, false);
+        }
+        while ((c = TAILQ_FIRST(&s->clients)))
+                client_free(s, c);
+        if (s->listen_src.fd >= 0) {
+                snprintf(path, sizeof(path), "%s/sbxd.sock", s->cfg.run_dir);
+                (void) unlink(path);
+        }
+        server_unwatch(s, &s->listen_src);
+        server_unwatch(s, &s->signal_src);
+        s->cgroups = cgroup_manager_free(s->cgroups);
+        sandboxes_free(s);
+        s->store = store_close(s->store);
+        safe_close(s->worker_exe_fd);
+        safe_close(s->transcripts_fd);
+        safe_close(s->sandboxes_fd);
+        safe_close(s->state_fd);
+        safe_close(s->epoll_fd);
+        free(s->image_dir);
+}
+
+static int server_run(Server *s) {
+        struct epoll_event events[32];
+
+        while (!s->quit) {
+                unsigned long long deadline = commands_next_deadline(s), now = now_usec();
+                int timeout = deadline == ~0ull ? -1 : deadline <= now ? 0 : (int) MIN((deadline - now + 999) / 1000, 60000ull);
+                int n = epoll_wait(s->epoll_fd, events, ELEMENTSOF(events), timeout);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return log_error_errno(-errno, "epoll_wait failed: %m");
+                }
+                for (int i = 0; i < n; i++) {
+                        EventSource *src = events[i].data.ptr;
+                        src->dispatch(s, src, events[i].events);
+                        /* A handler may have freed other sources of this batch: start over. */
+                        if (src == &s->listen_src || src == &s->signal_src)
+                                continue;
+                        break;
+                }
+                commands_run_deadlines(s);
+                clients_reap(s);
+        }
+        return 0;
+}
+
+static _noreturn_ void usage(int status) {
+        fprintf(status ? stderr : stdout,
+                "Usage: sbxd [--config FILE] [--state-dir DIR] [--run-dir DIR] [--log-level LEVEL]\n"
+                "            [--check-config] [--help] [--version]\n"
+                "The sbx supervisor; see sbxd(8).\n");
+        exit(status);
+}
+
+int main(int argc, char **argv) {
+        static const struct option options[] = {
+                { "config", required_argument, NULL, 'c' },    { "state-dir", required_argument, NULL, 's' },
+                { "run-dir", required_argument, NULL, 'r' },   { "log-level", required_argument, NULL, 'l' },
+                { "check-config", no_argument, NULL, 'C' },    { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },         {},
+        };
+        Server s = {
+                .cfg = {
+                        .log_level = LOG_INFO,
+                        .transcript_cap_bytes = SBX_TRANSCRIPT_CAP_DEFAULT,
+                        .default_memory_bytes = SBX_MEMORY_DEFAULT,
+                        .default_pids_max = SBX_PIDS_DEFAULT,
+                        .session_disk_bytes = SBX_SESSION_DISK_DEFAULT,
+                        .uid_base = 100000,
+                        .uid_count = 65536,
+                },
+                .epoll_fd = -EBADF, .state_fd = -EBADF, .sandboxes_fd = -EBADF, .transcripts_fd = -EBADF,
+                .worker_exe_fd = -EBADF, .listen_src.fd = -EBADF, .signal_src.fd = -EBADF,
+        };
+        const char *config = NULL, *state_dir = NULL, *run_dir = NULL, *log_level = NULL;
+        bool check_only = false;
+        int c, r;
+
+        log_open("sbxd");
+        setproctitle_init(argc, argv, environ);
+        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
+                switch (c) {
+                case 'c': config = optarg; break;
+                case 's': state_dir = optarg; break;
+                case 'r': run_dir = optarg; break;
+                case 'l': log_level = optarg; break;
+                case 'C': check_only = true; break;
+                case 'h': usage(0);
+                case 'V': printf("sbxd %s\n", SBX_VERSION); return 0;
+                default: usage(2);
+                }
+        }
+        if (optind < argc)
+                usage(2);
+
+        r = config_load(&s.cfg, config ?: DEFAULT_CONFIG, config != NULL);
+        if (r < 0)
+                return 1;
+        if (check_only) {
+                printf("%s: configuration OK\n", config ?: DEFAULT_CONFIG);
+                return 0;
+        }
+        /* The command line wins over the configuration file. */
+        {
+                char err[256];
+                if ((state_dir && config_set(&s.cfg, "state_dir", state_dir, err, sizeof(err)) < 0) ||
+                    (run_dir && config_set(&s.cfg, "run_dir", run_dir, err, sizeof(err)) < 0) ||
+                    (log_level && config_set(&s.cfg, "log_level", log_level, err, sizeof(err)) < 0)) {
+                        fprintf(stderr, "sbxd: %s\n", err);
+                        return 2;
+                }
+        }
+        if (!s.cfg.state_dir)
+                s.cfg.state_dir = strdup("/var/lib/sbx");
+        if (!s.cfg.run_dir)
+                s.cfg.run_dir = strdup("/run/sbx");
+        if (!s.cfg.state_dir || !s.cfg.run_dir)
+                return 1;
+        log_set_level(s.cfg.log_level);
+        if (geteuid() != 0) {
+                log_error("sbxd must run as root: it creates namespaces, mounts and cgroups");
+                return 1;
+        }
+        setproctitle("[priv]");
+
+        r = server_init(&s);
+        if (r >= 0) {
+                log_info("sbxd %s ready on %s/sbxd.sock (state in %s)", SBX_VERSION, s.cfg.run_dir, s.cfg.state_dir);
+                notify_ready();
+                r = server_run(&s);
+        }
+        server_done(&s);
+        free(s.cfg.state_dir);
+        free(s.cfg.run_dir);
+        free(s.cfg.worker_path);
+        log_info("sbxd stopped");
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,163 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "image.h"
+#include "layer.h"
+#include "macro.h"
+
+static const struct {
+        const char *path;
+        mode_t mode;
+        bool sandbox_owned;
+} image_dirs[] = {
+        { "usr", 0755, false },       { "etc", 0755, false },      { "tmp", 01777, false },
+        { "var", 0755, false },       { "var/tmp", 01777, false }, { "root", 0700, true },
+        { "home", 0755, false },      { "workspace", 0755, true }, { "proc", 0555, false },
+        { "dev", 0755, false },       { "run", 0755, true },       { "opt", 0755, false },
+        { "mnt", 0755, false },       { "srv", 0755, false },
+};
+
+/* Only what programs need: loader, alternatives, locale and certificate data. */
+static const char *const etc_copies[] = {
+        "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "timezone",
+        "profile", "profile.d", "bash.bashrc", "inputrc", "mime.types", "protocols", "services",
+        "os-release", "debian_version", "shells", "login.defs", "environment", "ssl/certs",
+        "ssl/openssl.cnf", "ca-certificates.conf", "magic", "magic.mime", "gai.conf", "host.conf",
+        "locale.alias", "gitconfig", "mke2fs.conf", "skel", "lsb-release", "issue",
+};
+
+static const struct {
+        const char *name, *content;
+} etc_generated[] = {
+        { "passwd", "root:x:0:0:root:/root:/bin/sh\n"
+                    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n" },
+        { "group", "root:x:0:\nnogroup:x:65534:\n" },
+        { "hostname", "sbx\n" },
+        { "hosts", "127.0.0.1\tlocalhost sbx\n::1\tlocalhost ip6-localhost ip6-loopback\n" },
+        { "nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n" },
+        { "resolv.conf", "" },
+};
+
+static int copy_host_etc(int host_etc, int etc, const char *rel) {
+        struct stat st;
+        char parent[256];
+        const char *slash = strrchr(rel, '/');
+        _cleanup_close_ int dst_parent = -EBADF;
+        const char *name = slash ? slash + 1 : rel;
+
+        if (fstatat(host_etc, rel, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (slash) {
+                snprintf(parent, sizeof(parent), "%.*s", (int) (slash - rel), rel);
+                if (mkdirat(etc, parent, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                dst_parent = openat(etc, parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        } else
+                dst_parent = openat(etc, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dst_parent < 0)
+                return -errno;
+
+        if (S_ISLNK(st.st_mode)) {
+                char target[4096];
+                ssize_t n = readlinkat(host_etc, rel, target, sizeof(target) - 1);
+                if (n < 0)
+                        return -errno;
+                target[n] = '\0';
+                return symlinkat(target, dst_parent, name) < 0 ? -errno : 0;
+        }
+        if (S_ISDIR(st.st_mode)) {
+                _cleanup_close_ int src = -EBADF, dst = -EBADF;
+                src = openat(host_etc, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (src < 0)
+                        return -errno;
+                if (mkdirat(dst_parent, name, 0755) < 0)
+                        return -errno;
+                dst = openat(dst_parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (dst < 0)
+                        return -errno;
+                return tree_copy(src, dst, 0, NULL);
+        }
+        if (S_ISREG(st.st_mode)) {
+                _cleanup_close_ int src = -EBADF, tmpdir = -EBADF;
+                char buf[1 << 16];
+                ssize_t n;
+                /* Small regular files: those we copy are world-readable configuration. */
+                if (!(st.st_mode & S_IROTH))
+                        return 0;
+                src = openat(host_etc, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                if (src < 0)
+                        return -errno;
+                n = loop_read(src, buf, sizeof(buf));
+                if (n < 0)
+                        return (int) n;
+                return write_file_atomic_at(dst_parent, name, buf, (size_t) n, 0644);
+        }
+        return 0;
+}
+
+int image_build_default(int state_dirfd, uid_t root_uid) {
+        _cleanup_close_ int img = -EBADF, etc = -EBADF, host_etc = -EBADF;
+        static const char *const system_links[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+        int r;
+
+        (void) tree_remove_at(state_dirfd, "image-default.tmp");
+        if (mkdirat(state_dirfd, "image-default.tmp", 0755) < 0)
+                return -errno;
+        img = openat(state_dirfd, "image-default.tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (img < 0)
+                return -errno;
+
+        for (size_t i = 0; i < ELEMENTSOF(image_dirs); i++) {
+                if (mkdirat(img, image_dirs[i].path, 0755) < 0)
+                        return -errno;
+                if (fchmodat(img, image_dirs[i].path, image_dirs[i].mode, 0) < 0)
+                        return -errno;
+                if (image_dirs[i].sandbox_owned &&
+                    fchownat(img, image_dirs[i].path, root_uid, root_uid, 0) < 0)
+                        return -errno;
+        }
+        /* Mirror the host's merged-usr layout: links stay links, real directories get bound. */
+        for (size_t i = 0; i < ELEMENTSOF(system_links); i++) {
+                char host[32], target[256];
+                struct stat st;
+                snprintf(host, sizeof(host), "/%s", system_links[i]);
+                if (lstat(host, &st) < 0)
+                        continue;
+                if (S_ISLNK(st.st_mode)) {
+                        ssize_t n = readlink(host, target, sizeof(target) - 1);
+                        if (n < 0)
+                                return -errno;
+                        target[n] = '\0';
+                        if (symlinkat(target, img, system_links[i]) < 0)
+                                return -errno;
+                } else if (S_ISDIR(st.st_mode) && mkdirat(img, system_links[i], 0755) < 0)
+                        return -errno;
+        }
+
+        etc = openat(img, "etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        host_etc = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (etc < 0 || host_etc < 0)
+                return -errno;
+        for (size_t i = 0; i < ELEMENTSOF(etc_copies); i++) {
+                r = copy_host_etc(host_etc, etc, etc_copies[i]);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(etc_generated); i++) {
+                r = write_file_atomic_at(etc, etc_generated[i].name, etc_generated[i].content,
+                                         strlen(etc_generated[i].content), 0644);
+                if (r < 0)
+                        return r;
+        }
+        if (syncfs(img) < 0)
+                return -errno;
+        (void) tree_remove_at(state_dirfd, "image-default");
+        if (renameat(state_dirfd, "image-default.tmp", state_dirfd, "image-default") < 0)
+                return -errno;
+        return 0;
+}

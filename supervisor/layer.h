@@ -1,0 +1,29 @@
+/* Layers on disk: immutable directories of workspace changes, in overlayfs
+ * format (whiteouts are 0/0 character devices, opaque directories carry
+ * trusted.overlay.opaque=y). A layer is built under a temporary name, synced,
+ * then renamed to its sequence number, so after a crash it is either wholly
+ * present or absent. Non-logging. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SBX_TREE_DEPTH_MAX 256u   /* deeper trees are refused, not recursed into */
+
+/* Copy the tree under src_dirfd into the existing empty dst_dirfd. With
+ * force_uid set (>= 0), every entry gets that owner; otherwise ownership is
+ * kept. Regular files, directories, symlinks, fifos and whiteouts are copied;
+ * sockets and devices are skipped. ret_entries counts non-directory entries
+ * and opaque directories (the changed paths of a layer). */
+int tree_copy(int src_dirfd, int dst_dirfd, int force_uid, uint32_t *ret_entries);
+/* Remove name below dirfd, recursively. */
+int tree_remove_at(int dirfd, const char *name);
+/* true if the directory has no entry besides . and .. */
+int tree_is_empty(int dirfd);
+
+/* Build layer `seq` in layers_dirfd from the tree under src_dirfd (see tree_copy). */
+int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, uint32_t *ret_entries);
+/* Remove directories of layers above top (left by a crash before their record was written)
+ * and temporary build directories. */
+int layer_remove_unrecorded(int layers_dirfd, uint32_t top);

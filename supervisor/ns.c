@@ -1,0 +1,362 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <grp.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "netns.h"
+#include "ns.h"
+
+/* Between the supervisor and its own fork only: not a protocol between programs. */
+typedef struct ChildError {
+        int err;
+        char step[120];
+} ChildError;
+
+enum { SYNC_GO = 'G', SYNC_USERNS = 'U', SYNC_MAPPED = 'M' };
+
+static _noreturn_ void child_fail(int sync, int err, const char *step) {
+        ChildError e = { .err = err < 0 ? err : -err };
+        strlcpy(e.step, step, sizeof(e.step));
+        (void) send(sync, &e, sizeof(e), MSG_NOSIGNAL);
+        _exit(127);
+}
+
+#define CHECK(sync, expr, step)                              \
+        do {                                                 \
+                if ((expr) < 0)                              \
+                        child_fail((sync), errno, (step));   \
+        } while (0)
+
+static void sync_expect(int sync, char want) {
+        char c;
+        ssize_t n = recv(sync, &c, 1, 0);
+        if (n != 1 || c != want)
+                child_fail(sync, n < 0 ? errno : EPIPE, "waiting for the supervisor");
+}
+
+static void child_setup_dev(int sync, const char *dev) {
+        static const struct {
+                const char *name;
+                unsigned maj, min;
+        } nodes[] = {
+                { "null", 1, 3 }, { "zero", 1, 5 }, { "full", 1, 7 },
+                { "random", 1, 8 }, { "urandom", 1, 9 }, { "tty", 5, 0 },
+        };
+        static const struct {
+                const char *name, *target;
+        } links[] = {
+                { "ptmx", "pts/ptmx" }, { "fd", "/proc/self/fd" }, { "stdin", "/proc/self/fd/0" },
+                { "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
+        };
+        _cleanup_close_ int fd = -EBADF;
+
+        CHECK(sync, mount("sbx-dev", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k"), "mount /dev");
+        fd = open(dev, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(sync, fd, "open /dev");
+        for (size_t i = 0; i < ELEMENTSOF(nodes); i++) {
+                CHECK(sync, mknodat(fd, nodes[i].name, S_IFCHR | 0666, makedev(nodes[i].maj, nodes[i].min)),
+                      "mknod in /dev");
+                CHECK(sync, fchmodat(fd, nodes[i].name, 0666, 0), "chmod in /dev");
+        }
+        for (size_t i = 0; i < ELEMENTSOF(links); i++)
+                CHECK(sync, symlinkat(links[i].target, fd, links[i].name), "symlink in /dev");
+        CHECK(sync, mkdirat(fd, "pts", 0755), "mkdir /dev/pts");
+        CHECK(sync, mkdirat(fd, "shm", 01777), "mkdir /dev/shm");
+        CHECK(sync, fchmodat(fd, "shm", 01777, 0), "chmod /dev/shm");
+}
+
+static void bind_readonly(int sync, const char *src, const char *dst) {
+        CHECK(sync, mount(src, dst, NULL, MS_BIND | MS_REC, NULL), "bind host system directory");
+        CHECK(sync, mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
+              "remount host system directory read-only");
+}
+
+static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_sock) {
+        char T[4096], path[4096 + 64], opts[8192];
+        static const char *const system_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+        _cleanup_close_ int tfd = -EBADF;
+        int upper_fd, n;
+
+        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        sync_expect(sync, SYNC_GO);
+
+        CHECK(sync, unshare(CLONE_NEWCGROUP), "unshare cgroup namespace");
+        CHECK(sync, mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
+
+        /* The session's writable layer: a tmpfs sized by the disk limit. */
+        snprintf(T, sizeof(T), "%s/session-root", p->run_dir);
+        snprintf(opts, sizeof(opts), "size=%llu,mode=0755,uid=%u,gid=%u",
+                 (unsigned long long) p->disk_bytes, p->uid_base, p->uid_base);
+        CHECK(sync, mount("sbx-session", T, "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount session tmpfs");
+        tfd = open(T, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(sync, tfd, "open session tmpfs");
+        static const char *const dirs[] = { "ws", "ws/upper", "ws/work", "sys", "sys/upper", "sys/work", "root" };
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
+                CHECK(sync, mkdirat(tfd, dirs[i], 0755), "create session directories");
+        CHECK(sync, fchownat(tfd, "ws/upper", p->uid_base, p->uid_base, 0), "chown workspace upper");
+        CHECK(sync, fchownat(tfd, "sys/upper", p->uid_base, p->uid_base, 0), "chown root upper");
+
+        /* Root: the image, with private writes; host system directories read-only. */
+        snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/sys/upper,workdir=%s/sys/work,redirect_dir=off",
+                 p->image_dir, T, T);
+        snprintf(path, sizeof(path), "%s/root", T);
+        CHECK(sync, mount("sbx-root", path, "overlay", MS_NOSUID | MS_NODEV, opts), "mount root overlay");
+        for (size_t i = 0; i < ELEMENTSOF(system_dirs); i++) {
+                char host[64];
+                struct stat st;
+                snprintf(host, sizeof(host), "/%s", system_dirs[i]);
+                if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
+                        continue; /* absent, or a merged-usr symlink the image mirrors */
+                snprintf(path, sizeof(path), "%s/root/%s", T, system_dirs[i]);
+                bind_readonly(sync, host, path);
+        }
+
+        /* Workspace: the published layers, newest first, under the session's upper. */
+        CHECK(sync, fchdir(p->layers_dirfd), "enter layers directory");
+        n = snprintf(opts, sizeof(opts), "lowerdir=");
+        for (uint32_t i = p->top_layer + 1; i-- > 0;) {
+                n += snprintf(opts + n, sizeof(opts) - (size_t) n, "%u%s", i, i ? ":" : "");
+                if ((size_t) n >= sizeof(opts) - 512)
+                        child_fail(sync, E2BIG, "too many layers for one overlay mount");
+        }
+        snprintf(opts + n, sizeof(opts) - (size_t) n, ",upperdir=%s/ws/upper,workdir=%s/ws/work,redirect_dir=off", T, T);
+        snprintf(path, sizeof(path), "%s/root/workspace", T);
+        CHECK(sync, mount("sbx-workspace", path, "overlay", MS_NOSUID | MS_NODEV, opts), "mount workspace overlay");
+
+        snprintf(path, sizeof(path), "%s/root/proc", T);
+        CHECK(sync, mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
+        snprintf(path, sizeof(path), "%s/root/dev", T);
+        child_setup_dev(sync, path);
+        snprintf(path, sizeof(path), "%s/root/dev/pts", T);
+        CHECK(sync, mount("devpts", path, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"),
+              "mount /dev/pts");
+        snprintf(path, sizeof(path), "%s/root/dev/shm", T);
+        CHECK(sync, mount("shm", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m"), "mount /dev/shm");
+
+        CHECK(sync, sethostname("sbx", 3), "set hostname");
+        if (netns_loopback_up() < 0)
+                child_fail(sync, EIO, "bring loopback up");
+
+        snprintf(path, sizeof(path), "%s/ws/upper", T);
+        upper_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        CHECK(sync, upper_fd, "open workspace upper");
+
+        snprintf(path, sizeof(path), "%s/root", T);
+        CHECK(sync, chdir(path), "enter new root");
+        CHECK(sync, syscall(SYS_pivot_root, ".", "."), "pivot_root");
+        CHECK(sync, umount2(".", MNT_DETACH), "detach old root");
+        CHECK(sync, chdir("/workspace"), "enter /workspace");
+
+        /* From here on nothing we hold is a capability on the host. */
+        CHECK(sync, unshare(CLONE_NEWUSER), "unshare user namespace");
+        {
+                char c = SYNC_USERNS;
+                union {
+                        struct cmsghdr align;
+                        char buf[CMSG_SPACE(sizeof(int))];
+                } control = {};
+                struct iovec iov = { .iov_base = &c, .iov_len = 1 };
+                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+                                     .msg_control = control.buf, .msg_controllen = sizeof(control.buf) };
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(cm), &upper_fd, sizeof(int));
+                CHECK(sync, sendmsg(sync, &mh, MSG_NOSIGNAL), "send upper fd");
+        }
+        upper_fd = safe_close(upper_fd);
+        sync_expect(sync, SYNC_MAPPED);
+
+        CHECK(sync, setgroups(0, NULL), "setgroups");
+        CHECK(sync, setresgid(0, 0, 0), "setresgid");
+        CHECK(sync, setresuid(0, 0, 0), "setresuid");
+        CHECK(sync, prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs");
+
+        /* fd 3: worker socket; 4: worker executable; 5: sync (close-on-exec: EOF = exec ok). */
+        {
+                int sock = fcntl(worker_sock, F_DUPFD_CLOEXEC, 10);
+                int exe = fcntl(p->worker_exe_fd, F_DUPFD_CLOEXEC, 10);
+                int syn = fcntl(sync, F_DUPFD_CLOEXEC, 10);
+                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                if (sock < 0 || exe < 0 || syn < 0 || null < 0)
+                        child_fail(sync, errno, "arrange worker fds");
+                if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(sock, 3) < 0 ||
+                    dup3(exe, 4, O_CLOEXEC) < 0 || dup3(syn, 5, O_CLOEXEC) < 0)
+                        child_fail(syn, errno, "arrange worker fds");
+                sync = 5;
+                if (syscall(SYS_close_range, 6, ~0U, 0) < 0)
+                        child_fail(sync, errno, "close inherited fds");
+        }
+        {
+                sigset_t none;
+                sigemptyset(&none);
+                (void) sigprocmask(SIG_SETMASK, &none, NULL);
+        }
+        {
+                char *const argv[] = { (char *) "sbx-worker", (char *) "--session", (char *) p->session_id, NULL };
+                char *const envp[] = { NULL };
+                syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
+                child_fail(sync, errno, "exec sbx-worker");
+        }
+}
+
+static int write_map(pid_t pid, const char *file, uid_t base, uint32_t count) {
+        char path[64], line[64];
+        _cleanup_close_ int fd = -EBADF;
+        int len;
+
+        snprintf(path, sizeof(path), "/proc/%d/%s", (int) pid, file);
+        len = snprintf(line, sizeof(line), "0 %u %u\n", base, count);
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, line, (size_t) len) != len)
+                return -errno;
+        return 0;
+}
+
+static int recv_child(int sync, char *ret_c, int *ret_fd, ChildError *ret_err) {
+        union {
+                ChildError e;
+                char c;
+        } buf;
+        union {
+                struct cmsghdr align;
+                char b[CMSG_SPACE(sizeof(int))];
+        } control;
+        struct iovec iov = { .iov_base = &buf, .iov_len = sizeof(buf) };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.b,
+                             .msg_controllen = sizeof(control.b) };
+        ssize_t n;
+
+        n = recvmsg(sync, &mh, MSG_CMSG_CLOEXEC);
+        if (n < 0)
+                return -errno;
+        if (ret_fd) {
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+                *ret_fd = -EBADF;
+                if (cm && cm->cmsg_type == SCM_RIGHTS)
+                        memcpy(ret_fd, CMSG_DATA(cm), sizeof(int));
+        }
+        if (n == sizeof(ChildError)) {
+                *ret_err = buf.e;
+                ret_err->step[sizeof(ret_err->step) - 1] = '\0';
+                return ret_err->err < 0 ? ret_err->err : -EIO;
+        }
+        if (n == 0)
+                return -ECONNRESET;
+        *ret_c = buf.c;
+        return 0;
+}
+
+int session_spawn(const SpawnParams *p, SpawnResult *ret, char *ret_errmsg, size_t errmsg_size) {
+        int sync[2] = { -EBADF, -EBADF }, wsock[2] = { -EBADF, -EBADF };
+        _cleanup_close_ int upper_fd = -EBADF, pidfd = -EBADF;
+        ChildError cerr = {};
+        const char *step = "spawn";
+        struct timeval tv = { .tv_sec = 10 };
+        char c;
+        pid_t pid;
+        int r;
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0 ||
+            socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, wsock) < 0) {
+                r = -errno;
+                goto out;
+        }
+        /* Never hang the supervisor on a stuck child. */
+        (void) setsockopt(sync[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+
+        pid = (pid_t) syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+                                                 CLONE_NEWNET | SIGCHLD,
+                              NULL, NULL, NULL, 0);
+        if (pid < 0) {
+                r = -errno;
+                step = "clone";
+                goto out;
+        }
+        if (pid == 0) {
+                safe_close(sync[0]);
+                safe_close(wsock[0]);
+                child_main(p, sync[1], wsock[1]);
+        }
+        sync[1] = safe_close(sync[1]);
+        wsock[1] = safe_close(wsock[1]);
+
+        pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0) {
+                r = -errno;
+                step = "pidfd_open";
+                goto kill;
+        }
+        if (p->cgroup) {
+                r = cgroup_session_attach(p->cgroup, pid);
+                if (r < 0) {
+                        step = "attach to cgroup";
+                        goto kill;
+                }
+        }
+        c = SYNC_GO;
+        if (send(sync[0], &c, 1, MSG_NOSIGNAL) != 1) {
+                r = -errno;
+                goto kill;
+        }
+        r = recv_child(sync[0], &c, &upper_fd, &cerr);
+        if (r < 0 || c != SYNC_USERNS || upper_fd < 0) {
+                step = cerr.step[0] ? cerr.step : "session set-up";
+                r = r < 0 ? r : -EPROTO;
+                goto kill;
+        }
+        r = write_map(pid, "uid_map", p->uid_base, p->uid_count);
+        if (r >= 0)
+                r = write_map(pid, "gid_map", p->uid_base, p->uid_count);
+        if (r < 0) {
+                step = "write user namespace maps";
+                goto kill;
+        }
+        c = SYNC_MAPPED;
+        if (send(sync[0], &c, 1, MSG_NOSIGNAL) != 1) {
+                r = -errno;
+                goto kill;
+        }
+        /* EOF means the exec happened (the sync fd is close-on-exec). */
+        r = recv_child(sync[0], &c, NULL, &cerr);
+        if (r != -ECONNRESET) {
+                step = cerr.step[0] ? cerr.step : "exec worker";
+                r = r < 0 ? r : -EPROTO;
+                goto kill;
+        }
+        ret->pid = pid;
+        ret->pidfd = TAKE_FD(pidfd);
+        ret->sock = TAKE_FD(wsock[0]);
+        ret->upper_fd = TAKE_FD(upper_fd);
+        r = 0;
+        goto out;
+kill:
+        (void) kill(pid, SIGKILL);
+        (void) waitpid(pid, NULL, 0);
+out:
+        if (r < 0 && ret_errmsg)
+                snprintf(ret_errmsg, errmsg_size, "%s: %s", step, strerror(-r));
+        safe_close(sync[0]);
+        safe_close(sync[1]);
+        safe_close(wsock[0]);
+        safe_close(wsock[1]);
+        return r;
+}

@@ -1,0 +1,38 @@
+/* Creating a workspace session's isolation: a child in new mount, pid, ipc,
+ * uts, net and cgroup namespaces builds the session's root (image overlay,
+ * host /usr read-only, the workspace overlay of the published layers at
+ * /workspace, /proc, a minimal /dev), pivots into it, enters a new user
+ * namespace whose root is an unprivileged host uid, sets no_new_privs and
+ * execs sbx-worker as PID 1. The session's writable layer lives on a tmpfs
+ * that is mounted only in the session's mount namespace; the supervisor keeps
+ * an fd to its upper directory to publish from. Nothing is mounted on the host.
+ * Non-logging. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+
+typedef struct SpawnParams {
+        const char *session_id;
+        const char *run_dir;            /* absolute, holds the "session-root" mount point */
+        const char *image_dir;          /* absolute, the root image's lower directory */
+        int layers_dirfd;               /* the sandbox's layers/ directory */
+        uint32_t top_layer;             /* layers 0..top_layer form the workspace */
+        uid_t uid_base;                 /* host uid of root inside */
+        uint32_t uid_count;
+        uint64_t disk_bytes;            /* size of the session tmpfs */
+        int worker_exe_fd;              /* O_PATH fd of sbx-worker */
+        CgroupSession *cgroup;
+} SpawnParams;
+
+typedef struct SpawnResult {
+        pid_t pid;
+        int pidfd;
+        int sock;                       /* SOCK_SEQPACKET to the worker */
+        int upper_fd;                   /* the workspace overlay's upper directory */
+} SpawnResult;
+
+/* On failure ret_errmsg (if given) holds a short description of the step that failed. */
+int session_spawn(const SpawnParams *p, SpawnResult *ret, char *ret_errmsg, size_t errmsg_size);

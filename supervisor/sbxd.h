@@ -1,0 +1,184 @@
+/* sbxd's objects and the functions its files share. One process, one epoll
+ * loop: clients on sbxd.sock, one socket and one pidfd per live workspace
+ * session, a signalfd. Nothing a peer sends may end this process. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "store.h"
+#include "transcript.h"
+#include "wire.h"
+
+typedef struct Server Server;
+typedef struct EventSource EventSource;
+
+struct EventSource {
+        int fd;
+        void (*dispatch)(Server *s, EventSource *src, uint32_t events);
+};
+
+typedef struct Config {
+        char *state_dir;
+        char *run_dir;
+        char *worker_path;
+        int log_level;
+        uint64_t transcript_cap_bytes;
+        uint64_t default_memory_bytes;
+        uint32_t default_pids_max;
+        uint64_t session_disk_bytes;
+        uid_t uid_base;
+        uint32_t uid_count;
+} Config;
+
+typedef struct Sandbox {
+        TAILQ_ENTRY(Sandbox) link;
+        char name[65];
+        uid_t owner_uid;
+        char *source_dir;
+        uint64_t memory_bytes;
+        uint32_t pids_max;
+        uint32_t top_layer;
+        int64_t created_unix;
+        int dirfd;
+        int layers_fd;
+        unsigned live_sessions;
+} Sandbox;
+
+typedef enum SessionState {
+        SESSION_SPAWNING,
+        SESSION_READY,
+        SESSION_DEAD,
+} SessionState;
+
+typedef struct Command Command;
+typedef struct Client Client;
+
+typedef struct WorkspaceSession {
+        TAILQ_ENTRY(WorkspaceSession) link;
+        char id[33];
+        Sandbox *sandbox;
+        bool automatic;
+        SessionState state;
+        EventSource sock_src;
+        EventSource pidfd_src;
+        pid_t pid;
+        int upper_fd;
+        CgroupSession *cgroup;
+        uint64_t oom_base, pids_base;
+        uint32_t base_layer;
+        uint32_t next_command;
+        unsigned running;
+        TAILQ_HEAD(, Command) commands;
+} WorkspaceSession;
+
+typedef struct Waiter {
+        TAILQ_ENTRY(Waiter) command_link;
+        TAILQ_ENTRY(Waiter) client_link;
+        Client *client;
+        Command *command;
+        uint32_t seq;
+        unsigned long long call_start_usec;
+        unsigned long long deadline_usec;
+} Waiter;
+
+struct Command {
+        TAILQ_ENTRY(Command) link;          /* Server.commands: every live command */
+        TAILQ_ENTRY(Command) session_link;
+        StoreCommand rec;                   /* id, status, exit, end reason, as stored */
+        WorkspaceSession *session;
+        uint32_t number;                    /* the worker's command number */
+        bool sent;
+        char *cmd;
+        Transcript *transcript;
+        unsigned long long start_usec, end_usec, deadline_usec, kill_deadline_usec;
+        bool finished, timed_out, cancelled;
+        uint64_t delivered;                 /* lines already given to a yielding caller */
+        bool has_publication;
+        Sbx__Publication publication;
+        char publication_owner[64];
+        char publication_error[256];
+        TAILQ_HEAD(, Waiter) waiters;
+};
+
+typedef struct OutFrame {
+        TAILQ_ENTRY(OutFrame) link;
+        size_t len;
+        uint8_t data[];
+} OutFrame;
+
+struct Client {
+        TAILQ_ENTRY(Client) link;
+        EventSource src;
+        uid_t uid;
+        pid_t pid;
+        bool hello;
+        bool dead;              /* dropped; freed by the loop once no handler holds it */
+        unsigned queued;
+        TAILQ_HEAD(, OutFrame) outq;
+        TAILQ_HEAD(, Waiter) waiters;
+};
+
+struct Server {
+        Config cfg;
+        int epoll_fd;
+        EventSource listen_src;
+        EventSource signal_src;
+        int state_fd, sandboxes_fd, transcripts_fd;
+        int worker_exe_fd;
+        char *image_dir;
+        Store *store;
+        CgroupManager *cgroups;
+        unsigned long long started_usec;
+        bool quit;
+        unsigned n_clients;
+        TAILQ_HEAD(, Client) clients;
+        TAILQ_HEAD(, Sandbox) sandboxes;
+        TAILQ_HEAD(, WorkspaceSession) sessions;
+        TAILQ_HEAD(, Command) commands;
+};
+
+/* sbxd.c */
+int server_watch(Server *s, EventSource *src, int fd, uint32_t events);
+void server_unwatch(Server *s, EventSource *src);
+
+/* control.c: clients */
+void control_accept(Server *s, EventSource *src, uint32_t events);
+void client_free(Server *s, Client *c);
+void clients_reap(Server *s);
+void client_reply_error(Server *s, Client *c, uint32_t seq, int err, const char *fmt, ...) _printf_(5, 6);
+void client_reply(Server *s, Client *c, uint32_t seq, Sbx__Reply *reply);
+
+/* sandbox.c */
+int sandboxes_load(Server *s);
+Sandbox *sandbox_find(Server *s, const char *name);
+int sandbox_create(Server *s, const Sbx__SandboxCreate *req, uid_t caller, Sandbox **ret,
+                   char *errmsg, size_t errmsg_size);
+int sandbox_delete(Server *s, Sandbox *sb);
+void sandbox_info(Server *s, const Sandbox *sb, Sbx__SandboxInfo *ret);
+void sandboxes_free(Server *s);
+/* Publish the tree under upper_fd as the sandbox's next layer; *ret_published false if empty. */
+int sandbox_publish(Server *s, Sandbox *sb, int upper_fd, const char *owner, bool *ret_published,
+                    uint32_t *ret_layer, uint32_t *ret_changed);
+bool name_is_valid(const char *name);
+
+/* session.c: workspace sessions and commands */
+int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *errmsg, size_t errmsg_size);
+WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id);
+void session_destroy(Server *s, WorkspaceSession *ws, bool publish);
+int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, Command **ret);
+Command *command_find_live(Server *s, const char *id);
+int command_write_stdin(Server *s, Command *c, const void *data, size_t len, bool close_stdin);
+void command_cancel(Server *s, Command *c);
+void command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq,
+                        unsigned long long call_start, uint64_t yield_ms);
+void waiter_free(Waiter *w);
+void waiter_answer(Server *s, Waiter *w);
+/* Build the command-output reply for a read of [start, start+limit). */
+int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t start, uint64_t limit,
+                       Client *client, uint32_t seq);
+unsigned long long commands_next_deadline(Server *s);
+void commands_run_deadlines(Server *s);

@@ -1,0 +1,692 @@
+/* Workspace sessions (a worker inside its namespaces) and the commands they
+ * run: starting, output into the transcript, yields, timeouts, cancellation,
+ * and the publish-then-destroy end of automatic sessions. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "sbx-limits.h"
+#include "log.h"
+#include "ns.h"
+#include "sbxd.h"
+
+#define KILL_GRACE_USEC (2ull * 1000000ull)   /* a killed group that lingers costs its session */
+
+static const char *const command_env[] = {
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME=/root", "USER=root", "LOGNAME=root", "LANG=C.UTF-8", "TERM=dumb", "NO_COLOR=1",
+        "PAGER=cat", "GIT_PAGER=cat",
+};
+
+static void session_dispatch_worker(Server *s, EventSource *src, uint32_t events);
+static void session_dispatch_pidfd(Server *s, EventSource *src, uint32_t events);
+static void command_finish(Server *s, Command *c, bool exited, int exit_code, int sig);
+
+static int make_id(const char *prefix, char *buf, size_t size) {
+        char hex[17];
+        int r = random_hex(hex, 12);
+        if (r < 0)
+                return r;
+        snprintf(buf, size, "%s%s", prefix, hex);
+        return 0;
+}
+
+static int worker_send(WorkspaceSession *ws, Sbx__Msg *m) {
+        /* The worker reads promptly; a full socket means a wedged worker. */
+        return wire_send(ws->sock_src.fd, m, 0, NULL, 0);
+}
+
+int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *errmsg, size_t errmsg_size) {
+        WorkspaceSession *ws;
+        SpawnResult sr = { .pidfd = -EBADF, .sock = -EBADF, .upper_fd = -EBADF };
+        CgroupLimits limits = {
+                .memory_bytes = sb->memory_bytes,
+                .pids_max = sb->pids_max,
+        };
+        unsigned live = 0;
+        int r;
+
+        TAILQ_FOREACH(ws, &s->sessions, link)
+                live++;
+        if (live >= SBX_MAX_LIVE_SESSIONS) {
+                snprintf(errmsg, errmsg_size, "too many live workspace sessions (limit %u)", SBX_MAX_LIVE_SESSIONS);
+                return -EAGAIN;
+        }
+
+        ws = calloc(1, sizeof(*ws));
+        if (!ws)
+                return -ENOMEM;
+        ws->sandbox = sb;
+        ws->automatic = true;
+        ws->upper_fd = -EBADF;
+        ws->sock_src.fd = ws->pidfd_src.fd = -EBADF;
+        ws->base_layer = sb->top_layer;
+        TAILQ_INIT(&ws->commands);
+        r = make_id("ws-", ws->id, sizeof(ws->id));
+        if (r < 0)
+                goto fail;
+
+        if (s->cgroups) {
+                r = cgroup_session_new(s->cgroups, &limits, &ws->cgroup);
+                if (r < 0) {
+                        snprintf(errmsg, errmsg_size, "cannot create the session's cgroup: %s", strerror(-r));
+                        goto fail;
+                }
+                (void) cgroup_session_oom_kills(ws->cgroup, &ws->oom_base);
+                (void) cgroup_session_pids_max_hits(ws->cgroup, &ws->pids_base);
+        }
+
+        SpawnParams p = {
+                .session_id = ws->id,
+                .run_dir = s->cfg.run_dir,
+                .image_dir = s->image_dir,
+                .layers_dirfd = sb->layers_fd,
+                .top_layer = sb->top_layer,
+                .uid_base = s->cfg.uid_base,
+                .uid_count = s->cfg.uid_count,
+                .disk_bytes = s->cfg.session_disk_bytes,
+                .worker_exe_fd = s->worker_exe_fd,
+                .cgroup = ws->cgroup,
+        };
+        char why[200] = "";
+        r = session_spawn(&p, &sr, why, sizeof(why));
+        if (r < 0) {
+                log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id, sb->name, why);
+                snprintf(errmsg, errmsg_size, "cannot start a workspace session: %s", why);
+                goto fail;
+        }
+        ws->pid = sr.pid;
+        ws->upper_fd = sr.upper_fd;
+        ws->state = SESSION_SPAWNING;
+        ws->sock_src.dispatch = session_dispatch_worker;
+        ws->pidfd_src.dispatch = session_dispatch_pidfd;
+        (void) fd_nonblock(sr.sock, true);
+        r = server_watch(s, &ws->sock_src, sr.sock, EPOLLIN);
+        if (r >= 0)
+                r = server_watch(s, &ws->pidfd_src, sr.pidfd, EPOLLIN);
+        if (r < 0) {
+                if (ws->sock_src.fd < 0)
+                        safe_close(sr.sock);
+                if (ws->pidfd_src.fd < 0)
+                        safe_close(sr.pidfd);
+                snprintf(errmsg, errmsg_size, "cannot watch the session: %s", strerror(-r));
+                TAILQ_INSERT_TAIL(&s->sessions, ws, link);
+                sb->live_sessions++;
+                session_destroy(s, ws, false);
+                return r;
+        }
+        TAILQ_INSERT_TAIL(&s->sessions, ws, link);
+        sb->live_sessions++;
+        log_debug("Started workspace session %s of sandbox '%s' (worker pid %d, base layer %u)", ws->id,
+                  sb->name, (int) ws->pid, ws->base_layer);
+        *ret = ws;
+        return 0;
+fail:
+        if (ws->cgroup)
+                cgroup_session_release(ws->cgroup);
+        free(ws);
+        return r < 0 ? r : -EIO;
+}
+
+WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id) {
+        WorkspaceSession *ws;
+        TAILQ_FOREACH(ws, &s->sessions, link)
+                if (ws->sandbox == sb && ws->state != SESSION_DEAD && strcmp(ws->id, id) == 0)
+                        return ws;
+        return NULL;
+}
+
+static void session_kill_worker(Server *s, WorkspaceSession *ws) {
+        if (ws->pidfd_src.fd < 0)
+                return;
+        (void) syscall(SYS_pidfd_send_signal, ws->pidfd_src.fd, SIGKILL, NULL, 0);
+        /* PID 1 of the session: when it is reaped, its namespace is empty and unmounted. */
+        (void) waitpid(ws->pid, NULL, 0);
+        server_unwatch(s, &ws->pidfd_src);
+}
+
+static void session_publish(Server *s, WorkspaceSession *ws, Command *last) {
+        char owner[64];
+        bool published = false;
+        uint32_t layer = 0, changed = 0;
+        int r;
+
+        snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
+        r = sandbox_publish(s, ws->sandbox, ws->upper_fd, owner, &published, &layer, &changed);
+        if (!last)
+                return;
+        last->has_publication = true;
+        last->publication.published = published;
+        last->publication.layer = layer;
+        last->publication.changed_paths = changed;
+        strlcpy(last->publication_owner, owner, sizeof(last->publication_owner));
+        if (r < 0) {
+                log_error_errno(r, "Failed to publish workspace session %s of sandbox '%s': %m", ws->id,
+                                ws->sandbox->name);
+                snprintf(last->publication_error, sizeof(last->publication_error), "publication failed: %s",
+                         strerror(-r));
+        } else if (published)
+                log_info("Published layer %u of sandbox '%s' from %s (%u paths)", layer, ws->sandbox->name,
+                         ws->id, changed);
+}
+
+void session_destroy(Server *s, WorkspaceSession *ws, bool publish) {
+        Command *c, *last = NULL;
+
+        ws->state = SESSION_DEAD;
+        session_kill_worker(s, ws);
+        server_unwatch(s, &ws->sock_src);
+
+        /* Whatever still runs died with the worker. */
+        TAILQ_FOREACH(c, &ws->commands, session_link)
+                if (!c->finished)
+                        command_finish(s, c, false, 0, SIGKILL);
+        TAILQ_FOREACH(c, &ws->commands, session_link)
+                last = c;
+        if (publish && ws->upper_fd >= 0)
+                session_publish(s, ws, last);
+        ws->upper_fd = safe_close(ws->upper_fd);
+        if (ws->cgroup)
+                ws->cgroup = cgroup_session_release(ws->cgroup);
+
+        /* Answer the waiters only now, so the answer carries the publication. */
+        while ((c = TAILQ_FIRST(&ws->commands))) {
+                Waiter *w;
+                TAILQ_REMOVE(&ws->commands, c, session_link);
+                while ((w = TAILQ_FIRST(&c->waiters)))
+                        waiter_answer(s, w);
+                c->session = NULL;
+                TAILQ_REMOVE(&s->commands, c, link);
+                transcript_free(c->transcript);
+                free(c->cmd);
+                free(c);
+        }
+        ws->sandbox->live_sessions--;
+        TAILQ_REMOVE(&s->sessions, ws, link);
+        log_debug("Destroyed workspace session %s", ws->id);
+        free(ws);
+}
+
+static int command_send_exec(WorkspaceSession *ws, Command *c) {
+        Sbx__Msg m = SBX__MSG__INIT;
+        Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
+
+        e.command = c->number;
+        e.cmd = c->cmd;
+        e.n_env = ELEMENTSOF(command_env);
+        e.env = (char **) command_env;
+        e.cwd = (char *) "/workspace";
+        m.type = SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC;
+        m.body_case = SBX__MSG__BODY_SUPERVISOR_EXEC;
+        m.supervisor_exec = &e;
+        c->sent = true;
+        c->start_usec = now_usec();
+        return worker_send(ws, &m);
+}
+
+int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, Command **ret) {
+        Command *c;
+        unsigned running = 0;
+        int r;
+
+        TAILQ_FOREACH(c, &ws->commands, session_link)
+                if (!c->finished)
+                        running++;
+        if (running >= SBX_MAX_COMMANDS_PER_SESSION)
+                return -EAGAIN;
+
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        TAILQ_INIT(&c->waiters);
+        c->cmd = strdup(cmd);
+        if (!c->cmd) {
+                free(c);
+                return -ENOMEM;
+        }
+        r = make_id("cmd-", c->rec.id, sizeof(c->rec.id));
+        if (r >= 0)
+                r = transcript_create(s->transcripts_fd, c->rec.id, s->cfg.transcript_cap_bytes, &c->transcript);
+        if (r < 0) {
+                free(c->cmd);
+                free(c);
+                return r;
+        }
+        strlcpy(c->rec.sandbox, ws->sandbox->name, sizeof(c->rec.sandbox));
+        strlcpy(c->rec.workspace_session, ws->id, sizeof(c->rec.workspace_session));
+        strlcpy(c->rec.status, "running", sizeof(c->rec.status));
+        c->rec.started_unix_usec = now_unix_usec();
+        c->session = ws;
+        c->number = ++ws->next_command;
+        c->start_usec = now_usec();
+        c->deadline_usec = c->start_usec + timeout_ms * 1000ull;
+
+        r = store_command_insert(s->store, &c->rec);
+        if (r < 0) {
+                transcript_free(c->transcript);
+                (void) transcript_remove(s->transcripts_fd, c->rec.id);
+                free(c->cmd);
+                free(c);
+                return r;
+        }
+        TAILQ_INSERT_TAIL(&s->commands, c, link);
+        TAILQ_INSERT_TAIL(&ws->commands, c, session_link);
+        ws->running++;
+        if (ws->state == SESSION_READY) {
+                r = command_send_exec(ws, c);
+                if (r < 0) {
+                        log_error_errno(r, "Failed to send command %s to worker of %s: %m", c->rec.id, ws->id);
+                        command_finish(s, c, false, 0, SIGKILL);
+                }
+        }
+        log_info("Command %s started in %s of sandbox '%s'", c->rec.id, ws->id, ws->sandbox->name);
+        *ret = c;
+        return 0;
+}
+
+Command *command_find_live(Server *s, const char *id) {
+        Command *c;
+        TAILQ_FOREACH(c, &s->commands, link)
+                if (strcmp(c->rec.id, id) == 0)
+                        return c;
+        return NULL;
+}
+
+static int command_signal(Command *c, int sig) {
+        Sbx__Msg m = SBX__MSG__INIT;
+        Sbx__SupervisorSignal sg = SBX__SUPERVISOR_SIGNAL__INIT;
+
+        if (!c->session || c->session->state != SESSION_READY || !c->sent)
+                return -ESRCH;
+        sg.command = c->number;
+        sg.signal = sig;
+        m.type = SBX__MSG_TYPE__MSG_SUPERVISOR_SIGNAL;
+        m.body_case = SBX__MSG__BODY_SUPERVISOR_SIGNAL;
+        m.supervisor_signal = &sg;
+        return worker_send(c->session, &m);
+}
+
+int command_write_stdin(Server *s, Command *c, const void *data, size_t len, bool close_stdin) {
+        Sbx__Msg m = SBX__MSG__INIT;
+        Sbx__SupervisorStdin in = SBX__SUPERVISOR_STDIN__INIT;
+
+        if (c->finished)
+                return -EPIPE;
+        if (!c->session || c->session->state != SESSION_READY || !c->sent)
+                return -EAGAIN;
+        in.command = c->number;
+        in.data.data = (uint8_t *) data;
+        in.data.len = len;
+        in.close = close_stdin;
+        m.type = SBX__MSG_TYPE__MSG_SUPERVISOR_STDIN;
+        m.body_case = SBX__MSG__BODY_SUPERVISOR_STDIN;
+        m.supervisor_stdin = &in;
+        return worker_send(c->session, &m);
+}
+
+static void command_kill(Server *s, Command *c) {
+        if (command_signal(c, SIGKILL) < 0 && c->session)
+                c->kill_deadline_usec = now_usec(); /* no worker to ask: end the session now */
+        else
+                c->kill_deadline_usec = now_usec() + KILL_GRACE_USEC;
+}
+
+void command_cancel(Server *s, Command *c) {
+        if (c->finished)
+                return;
+        c->cancelled = true;
+        log_info("Command %s cancelled", c->rec.id);
+        command_kill(s, c);
+}
+
+/* Record how the command ended, durably; an automatic session ends with its last command. */
+static void command_finish(Server *s, Command *c, bool exited, int exit_code, int sig) {
+        WorkspaceSession *ws = c->session;
+        uint64_t oom = 0, pids = 0;
+        int r;
+
+        if (c->finished)
+                return;
+        c->finished = true;
+        c->end_usec = now_usec();
+        r = transcript_finish(c->transcript);
+        if (r < 0)
+                log_warning_errno(r, "Failed to flush transcript of %s, ignoring: %m", c->rec.id);
+        if (ws && ws->cgroup) {
+                (void) cgroup_session_oom_kills(ws->cgroup, &oom);
+                (void) cgroup_session_pids_max_hits(ws->cgroup, &pids);
+        }
+        c->rec.has_exit_code = exited;
+        c->rec.exit_code = exit_code;
+        c->rec.signal = exited ? 0 : sig;
+        if (c->cancelled) {
+                strlcpy(c->rec.status, "cancelled", sizeof(c->rec.status));
+                strlcpy(c->rec.end_reason, "cancelled", sizeof(c->rec.end_reason));
+        } else if (c->timed_out) {
+                strlcpy(c->rec.status, "timed_out", sizeof(c->rec.status));
+                strlcpy(c->rec.end_reason, "timeout", sizeof(c->rec.end_reason));
+        } else {
+                strlcpy(c->rec.status, exited && exit_code == 0 ? "ok" : "error", sizeof(c->rec.status));
+                if (ws && oom > ws->oom_base)
+                        strlcpy(c->rec.end_reason, "out_of_memory", sizeof(c->rec.end_reason));
+                else if (ws && pids > ws->pids_base && !(exited && exit_code == 0))
+                        strlcpy(c->rec.end_reason, "pids_limit", sizeof(c->rec.end_reason));
+                else
+                        strlcpy(c->rec.end_reason, exited ? "exit" : "signal", sizeof(c->rec.end_reason));
+        }
+        c->rec.ended_unix_usec = now_unix_usec();
+        c->rec.raw_bytes = transcript_raw_bytes(c->transcript);
+        r = store_command_finish(s->store, &c->rec);
+        if (r < 0)
+                log_error_errno(r, "Failed to record the end of command %s: %m", c->rec.id);
+        log_info("Command %s ended: %s (%s %d)", c->rec.id, c->rec.status, c->rec.end_reason,
+                 exited ? exit_code : sig);
+        if (ws)
+                ws->running--;
+}
+
+/* After a command ended: an automatic session with nothing left running publishes and goes.
+ * Returns true if the session was destroyed. */
+static bool command_settle(Server *s, Command *c) {
+        WorkspaceSession *ws = c->session;
+        Waiter *w;
+
+        if (ws && ws->automatic && ws->running == 0 && ws->state != SESSION_DEAD) {
+                session_destroy(s, ws, true);
+                return true; /* it answered the waiters */
+        }
+        while ((w = TAILQ_FIRST(&c->waiters)))
+                waiter_answer(s, w);
+        return false;
+}
+
+static bool session_worker_lost(Server *s, WorkspaceSession *ws, const char *why) {
+        log_warning("Lost worker of %s: %s", ws->id, why);
+        session_destroy(s, ws, ws->automatic);
+        return true;
+}
+
+/* Returns true if the session was destroyed. */
+static bool on_worker_message(Server *s, WorkspaceSession *ws, Sbx__Msg *m) {
+        Command *c = NULL;
+        uint32_t number = 0;
+
+        switch (m->type) {
+        case SBX__MSG_TYPE__MSG_WORKER_READY:
+                if (ws->state != SESSION_SPAWNING)
+                        return session_worker_lost(s, ws, "unexpected READY");
+                ws->state = SESSION_READY;
+                TAILQ_FOREACH(c, &ws->commands, session_link)
+                        if (!c->sent && !c->finished && command_send_exec(ws, c) < 0)
+                                return session_worker_lost(s, ws, "cannot send a command");
+                return false;
+        case SBX__MSG_TYPE__MSG_WORKER_OUTPUT:
+                number = m->worker_output->command;
+                break;
+        case SBX__MSG_TYPE__MSG_WORKER_EXITED:
+                number = m->worker_exited->command;
+                break;
+        case SBX__MSG_TYPE__MSG_WORKER_EXEC_FAILED:
+                number = m->worker_exec_failed->command;
+                break;
+        default:
+                return session_worker_lost(s, ws, "message type not allowed from a worker");
+        }
+        if (ws->state != SESSION_READY)
+                return session_worker_lost(s, ws, "message before READY");
+        TAILQ_FOREACH(c, &ws->commands, session_link)
+                if (c->number == number)
+                        break;
+        if (!c || c->finished)
+                return session_worker_lost(s, ws, "message for an unknown or finished command");
+        switch (m->type) {
+        case SBX__MSG_TYPE__MSG_WORKER_OUTPUT: {
+                int r = transcript_feed(c->transcript, m->worker_output->data.data, m->worker_output->data.len);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
+                return false;
+        }
+        case SBX__MSG_TYPE__MSG_WORKER_EXITED:
+                if (m->worker_exited->signal)
+                        command_finish(s, c, false, 0, m->worker_exited->signal);
+                else
+                        command_finish(s, c, true, m->worker_exited->exit_code, 0);
+                return command_settle(s, c);
+        case SBX__MSG_TYPE__MSG_WORKER_EXEC_FAILED: {
+                char line[320];
+                int n = snprintf(line, sizeof(line), "[sbx: cannot start the command: %s]\n",
+                                 m->worker_exec_failed->errmsg);
+                (void) transcript_feed(c->transcript, line, (size_t) MIN(n, (int) sizeof(line) - 1));
+                command_finish(s, c, true, 127, 0);
+                return command_settle(s, c);
+        }
+        default:
+                return false;
+        }
+}
+
+static void session_dispatch_worker(Server *s, EventSource *src, uint32_t events) {
+        WorkspaceSession *ws = (WorkspaceSession *) ((char *) src - offsetof(WorkspaceSession, sock_src));
+
+        /* Bounded per wakeup, so one chatty worker cannot starve the others. */
+        for (unsigned i = 0; i < 64; i++) {
+                _cleanup_msg_ Sbx__Msg *m = NULL;
+                uint32_t seq;
+                int r = wire_recv(src->fd, &m, &seq, NULL, NULL);
+                if (r == -EAGAIN)
+                        return;
+                if (r < 0) {
+                        (void) session_worker_lost(s, ws, r == -ECONNRESET ? "worker closed its socket"
+                                                                           : "malformed frame from worker");
+                        return;
+                }
+                log_set_context(ws->id);
+                bool gone = on_worker_message(s, ws, m);
+                log_set_context(NULL);
+                if (gone)
+                        return;
+        }
+}
+
+static void session_dispatch_pidfd(Server *s, EventSource *src, uint32_t events) {
+        WorkspaceSession *ws = (WorkspaceSession *) ((char *) src - offsetof(WorkspaceSession, pidfd_src));
+        (void) session_worker_lost(s, ws, "worker exited");
+}
+
+/* ---- waiters and replies ---------------------------------------------------- */
+
+void waiter_free(Waiter *w) {
+        if (!w)
+                return;
+        if (w->command)
+                TAILQ_REMOVE(&w->command->waiters, w, command_link);
+        if (w->client)
+                TAILQ_REMOVE(&w->client->waiters, w, client_link);
+        free(w);
+}
+
+void command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
+                        uint64_t yield_ms) {
+        Waiter *w = calloc(1, sizeof(*w));
+        if (!w) {
+                client_reply_error(s, client, seq, -ENOMEM, "out of memory");
+                return;
+        }
+        w->client = client;
+        w->command = c;
+        w->seq = seq;
+        w->call_start_usec = call_start;
+        w->deadline_usec = call_start + yield_ms * 1000ull;
+        TAILQ_INSERT_TAIL(&c->waiters, w, command_link);
+        TAILQ_INSERT_TAIL(&client->waiters, w, client_link);
+        if (c->finished)
+                waiter_answer(s, w);
+}
+
+static void fill_output(Sbx__CommandOutput *o, const StoreCommand *rec, double total_seconds) {
+        o->command_session = (char *) rec->id;
+        o->workspace_session = (char *) rec->workspace_session;
+        o->status = (char *) rec->status;
+        o->has_exit_code = rec->has_exit_code;
+        o->exit_code = rec->exit_code;
+        o->signal = rec->signal;
+        o->end_reason = (char *) rec->end_reason;
+        o->command_total_time_seconds = total_seconds;
+}
+
+static int read_window(Transcript *t, uint64_t start, uint64_t limit, Sbx__CommandOutput *o, char **ret_text) {
+        char *text = NULL;
+        size_t len = 0;
+        uint64_t end = 0;
+        int r;
+
+        r = transcript_read(t, start, limit, SBX_WINDOW_MAX_BYTES, &text, &len, &end);
+        if (r < 0)
+                return r;
+        o->start_offset = MIN(start, transcript_total_lines(t));
+        o->end_offset = end;
+        o->total_lines = transcript_total_lines(t);
+        o->output.data = (uint8_t *) text;
+        o->output.len = len;
+        *ret_text = text;
+        return 0;
+}
+
+static uint64_t token_count(uint64_t raw_bytes) {
+        return (raw_bytes + 3) / 4;
+}
+
+/* A yield: the lines this caller has not been given, at most SBX_WINDOW_MAX_LINES, the newest. */
+void waiter_answer(Server *s, Waiter *w) {
+        Command *c = w->command;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__CommandOutput o = SBX__COMMAND_OUTPUT__INIT;
+        _cleanup_free_ char *text = NULL;
+        unsigned long long now = now_usec();
+        uint64_t total = transcript_total_lines(c->transcript), start;
+        int r;
+
+        start = c->delivered;
+        if (total > start + SBX_WINDOW_MAX_LINES)
+                start = total - SBX_WINDOW_MAX_LINES;
+        fill_output(&o, &c->rec, (double) ((c->finished ? c->end_usec : now) - c->start_usec) / 1e6);
+        o.wall_time_seconds = (double) (now - w->call_start_usec) / 1e6;
+        o.original_token_count = token_count(transcript_raw_bytes(c->transcript));
+        r = read_window(c->transcript, start, SBX_WINDOW_MAX_LINES, &o, &text);
+        if (r < 0) {
+                client_reply_error(s, w->client, w->seq, r, "cannot read the transcript of %s: %s", c->rec.id,
+                                   strerror(-r));
+                waiter_free(w);
+                return;
+        }
+        /* A pending last line may still change: it is given again next time. */
+        c->delivered = MAX(c->delivered, MIN(o.end_offset, transcript_committed_lines(c->transcript)));
+        if (c->has_publication) {
+                c->publication.owner = c->publication_owner;
+                c->publication.error = c->publication_error;
+                o.publication = &c->publication;
+        }
+        reply.body_case = SBX__REPLY__BODY_COMMAND;
+        reply.command = &o;
+        client_reply(s, w->client, w->seq, &reply);
+        waiter_free(w);
+}
+
+int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t start, uint64_t limit, Client *client,
+                       uint32_t seq) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__CommandOutput o = SBX__COMMAND_OUTPUT__INIT;
+        _cleanup_free_ char *text = NULL;
+        _cleanup_(transcript_freep) Transcript *opened = NULL;
+        Transcript *t;
+        StoreCommand rec;
+        Command *c = command_find_live(s, id);
+        double total_seconds;
+        int r;
+
+        if (c) {
+                if (strcmp(c->rec.sandbox, sb->name) != 0)
+                        return -ENOENT;
+                rec = c->rec;
+                t = c->transcript;
+                total_seconds = (double) ((c->finished ? c->end_usec : now_usec()) - c->start_usec) / 1e6;
+                o.original_token_count = token_count(transcript_raw_bytes(t));
+        } else {
+                r = store_command_get(s->store, id, &rec);
+                if (r < 0)
+                        return r;
+                if (strcmp(rec.sandbox, sb->name) != 0)
+                        return -ENOENT;
+                r = transcript_open(s->transcripts_fd, id, &opened);
+                if (r < 0)
+                        return r;
+                t = opened;
+                total_seconds = rec.ended_unix_usec > rec.started_unix_usec
+                                        ? (double) (rec.ended_unix_usec - rec.started_unix_usec) / 1e6
+                                        : 0.0;
+                o.original_token_count = token_count(rec.raw_bytes);
+        }
+        fill_output(&o, &rec, total_seconds);
+        r = read_window(t, start, limit, &o, &text);
+        if (r < 0)
+                return r;
+        reply.body_case = SBX__REPLY__BODY_COMMAND;
+        reply.command = &o;
+        client_reply(s, client, seq, &reply);
+        return 0;
+}
+
+/* ---- deadlines ------------------------------------------------------------------ */
+
+unsigned long long commands_next_deadline(Server *s) {
+        unsigned long long next = ~0ull;
+        Command *c;
+        Waiter *w;
+
+        TAILQ_FOREACH(c, &s->commands, link) {
+                TAILQ_FOREACH(w, &c->waiters, command_link)
+                        next = MIN(next, w->deadline_usec);
+                if (!c->finished) {
+                        if (c->kill_deadline_usec)
+                                next = MIN(next, c->kill_deadline_usec);
+                        else if (!c->timed_out)
+                                next = MIN(next, c->deadline_usec);
+                }
+        }
+        return next;
+}
+
+void commands_run_deadlines(Server *s) {
+        unsigned long long now = now_usec();
+        Command *c, *next;
+
+restart:
+        TAILQ_FOREACH_SAFE(c, &s->commands, link, next) {
+                Waiter *w, *wn;
+                TAILQ_FOREACH_SAFE(w, &c->waiters, command_link, wn)
+                        if (w->deadline_usec <= now)
+                                waiter_answer(s, w);
+                if (c->finished)
+                        continue;
+                if (!c->timed_out && !c->kill_deadline_usec && c->deadline_usec <= now) {
+                        c->timed_out = true;
+                        log_info("Command %s timed out", c->rec.id);
+                        command_kill(s, c);
+                }
+                if (c->kill_deadline_usec && c->kill_deadline_usec <= now && c->session) {
+                        /* The group did not die (or escaped it): the session goes. */
+                        log_warning("Command %s outlived SIGKILL of its process group, ending session %s",
+                                    c->rec.id, c->session->id);
+                        session_destroy(s, c->session, c->session->automatic);
+                        goto restart; /* the lists changed under us */
+                }
+        }
+}

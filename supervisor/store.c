@@ -1,0 +1,277 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "store.h"
+
+struct Store {
+        sqlite3 *db;
+};
+
+static const char schema[] =
+        "PRAGMA journal_mode=WAL;"
+        "PRAGMA synchronous=FULL;"
+        "PRAGMA foreign_keys=ON;"
+        "CREATE TABLE IF NOT EXISTS sandboxes ("
+        "  name TEXT PRIMARY KEY, owner_uid INTEGER NOT NULL, source_dir TEXT NOT NULL,"
+        "  memory_bytes INTEGER NOT NULL, pids_max INTEGER NOT NULL,"
+        "  created_unix INTEGER NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS layers ("
+        "  sandbox TEXT NOT NULL REFERENCES sandboxes(name) ON DELETE CASCADE,"
+        "  seq INTEGER NOT NULL, owner TEXT NOT NULL, changed_paths INTEGER NOT NULL,"
+        "  created_unix INTEGER NOT NULL, PRIMARY KEY (sandbox, seq));"
+        "CREATE TABLE IF NOT EXISTS commands ("
+        "  id TEXT PRIMARY KEY, sandbox TEXT NOT NULL, workspace_session TEXT NOT NULL,"
+        "  status TEXT NOT NULL, exit_code INTEGER, signal INTEGER NOT NULL DEFAULT 0,"
+        "  end_reason TEXT NOT NULL DEFAULT '', started_usec INTEGER NOT NULL,"
+        "  ended_usec INTEGER NOT NULL DEFAULT 0, raw_bytes INTEGER NOT NULL DEFAULT 0);";
+
+static int sql_err(int rc) {
+        switch (rc) {
+        case SQLITE_OK:
+        case SQLITE_DONE:
+        case SQLITE_ROW:
+                return 0;
+        case SQLITE_CONSTRAINT:
+                return -EEXIST;
+        case SQLITE_NOMEM:
+                return -ENOMEM;
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+                return -EBUSY;
+        default:
+                return -EIO;
+        }
+}
+
+static void stmt_finalizep(sqlite3_stmt **st) {
+        if (*st)
+                sqlite3_finalize(*st);
+}
+#define _cleanup_stmt_ _cleanup_(stmt_finalizep)
+
+int store_open(int state_dirfd, Store **ret) {
+        char path[64];
+        Store *s;
+        int rc;
+
+        /* SQLite wants a path; /proc/self/fd keeps us anchored to the dir fd. */
+        snprintf(path, sizeof(path), "/proc/self/fd/%d/sbx.db", state_dirfd);
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                           SQLITE_OPEN_NOMUTEX, NULL);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_exec(s->db, schema, NULL, NULL, NULL);
+        if (rc != SQLITE_OK) {
+                store_close(s);
+                return sql_err(rc) ?: -EIO;
+        }
+        sqlite3_busy_timeout(s->db, 2000);
+        *ret = s;
+        return 0;
+}
+
+Store *store_close(Store *s) {
+        if (!s)
+                return NULL;
+        sqlite3_close(s->db);
+        free(s);
+        return NULL;
+}
+
+static int prepare(Store *s, const char *sql, sqlite3_stmt **ret) {
+        return sql_err(sqlite3_prepare_v2(s->db, sql, -1, ret, NULL)) ?: 0;
+}
+
+static int step_done(sqlite3_stmt *st) {
+        int rc = sqlite3_step(st);
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+static int exec_sql(Store *s, const char *sql) {
+        return sql_err(sqlite3_exec(s->db, sql, NULL, NULL, NULL));
+}
+
+int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_owner) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = exec_sql(s, "BEGIN IMMEDIATE");
+        if (r < 0)
+                return r;
+        r = prepare(s, "INSERT INTO sandboxes VALUES (?,?,?,?,?,?)", &st);
+        if (r >= 0) {
+                sqlite3_bind_text(st, 1, sb->name, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 2, sb->owner_uid);
+                sqlite3_bind_text(st, 3, sb->source_dir, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 4, (sqlite3_int64) sb->memory_bytes);
+                sqlite3_bind_int64(st, 5, sb->pids_max);
+                sqlite3_bind_int64(st, 6, sb->created_unix);
+                r = step_done(st);
+        }
+        if (r >= 0)
+                r = store_layer_insert(s, sb->name, 0, layer0_owner, 0, sb->created_unix);
+        if (r < 0) {
+                (void) exec_sql(s, "ROLLBACK");
+                return r;
+        }
+        return exec_sql(s, "COMMIT");
+}
+
+int store_sandbox_delete(Store *s, const char *name) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s, "DELETE FROM sandboxes WHERE name = ?", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        r = step_done(st);
+        if (r < 0)
+                return r;
+        return sqlite3_changes(s->db) > 0 ? 0 : -ENOENT;
+}
+
+int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(s,
+                    "SELECT s.name, s.owner_uid, s.source_dir, s.memory_bytes, s.pids_max,"
+                    " s.created_unix, (SELECT MAX(seq) FROM layers l WHERE l.sandbox = s.name)"
+                    " FROM sandboxes s ORDER BY s.name",
+                    &st);
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                StoreSandbox sb = {
+                        .owner_uid = (uid_t) sqlite3_column_int64(st, 1),
+                        .source_dir = (char *) sqlite3_column_text(st, 2),
+                        .memory_bytes = (uint64_t) sqlite3_column_int64(st, 3),
+                        .pids_max = (uint32_t) sqlite3_column_int64(st, 4),
+                        .created_unix = sqlite3_column_int64(st, 5),
+                        .top_layer = (uint32_t) sqlite3_column_int64(st, 6),
+                };
+                strlcpy(sb.name, (const char *) sqlite3_column_text(st, 0), sizeof(sb.name));
+                r = cb(&sb, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *owner,
+                       uint32_t changed_paths, int64_t created_unix) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s, "INSERT INTO layers VALUES (?,?,?,?,?)", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, seq);
+        sqlite3_bind_text(st, 3, owner, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, changed_paths);
+        sqlite3_bind_int64(st, 5, created_unix);
+        return step_done(st);
+}
+
+int store_command_insert(Store *s, const StoreCommand *c) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s,
+                    "INSERT INTO commands (id, sandbox, workspace_session, status, started_usec)"
+                    " VALUES (?,?,?,?,?)",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, c->sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, c->workspace_session, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, c->status, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, c->started_unix_usec);
+        return step_done(st);
+}
+
+int store_command_finish(Store *s, const StoreCommand *c) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s,
+                    "UPDATE commands SET status = ?, exit_code = ?, signal = ?, end_reason = ?,"
+                    " ended_usec = ?, raw_bytes = ? WHERE id = ?",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, c->status, -1, SQLITE_STATIC);
+        if (c->has_exit_code)
+                sqlite3_bind_int(st, 2, c->exit_code);
+        else
+                sqlite3_bind_null(st, 2);
+        sqlite3_bind_int(st, 3, c->signal);
+        sqlite3_bind_text(st, 4, c->end_reason, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, c->ended_unix_usec);
+        sqlite3_bind_int64(st, 6, (sqlite3_int64) c->raw_bytes);
+        sqlite3_bind_text(st, 7, c->id, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_command_get(Store *s, const char *id, StoreCommand *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        StoreCommand c = {};
+        int r, rc;
+
+        r = prepare(s,
+                    "SELECT id, sandbox, workspace_session, status, exit_code, signal, end_reason,"
+                    " started_usec, ended_usec, raw_bytes FROM commands WHERE id = ?",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        strlcpy(c.id, (const char *) sqlite3_column_text(st, 0), sizeof(c.id));
+        strlcpy(c.sandbox, (const char *) sqlite3_column_text(st, 1), sizeof(c.sandbox));
+        strlcpy(c.workspace_session, (const char *) sqlite3_column_text(st, 2),
+                sizeof(c.workspace_session));
+        strlcpy(c.status, (const char *) sqlite3_column_text(st, 3), sizeof(c.status));
+        c.has_exit_code = sqlite3_column_type(st, 4) != SQLITE_NULL;
+        c.exit_code = sqlite3_column_int(st, 4);
+        c.signal = sqlite3_column_int(st, 5);
+        strlcpy(c.end_reason, (const char *) sqlite3_column_text(st, 6), sizeof(c.end_reason));
+        c.started_unix_usec = sqlite3_column_int64(st, 7);
+        c.ended_unix_usec = sqlite3_column_int64(st, 8);
+        c.raw_bytes = (uint64_t) sqlite3_column_int64(st, 9);
+        *ret = c;
+        return 0;
+}
+
+int store_commands_mark_lost(Store *s, int64_t now_unix_usec, unsigned *ret_count) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s,
+                    "UPDATE commands SET status = 'error', end_reason = 'supervisor_lost',"
+                    " ended_usec = ? WHERE status = 'running'",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, now_unix_usec);
+        r = step_done(st);
+        if (r < 0)
+                return r;
+        *ret_count = (unsigned) sqlite3_changes(s->db);
+        return 0;
+}
