@@ -127,7 +127,9 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
         }
 
         /* Workspace: the published layers, newest first, under the session's upper. */
-        CHECK(sync, fchdir(p->layers_dirfd), "enter layers directory");
+        /* By path: an fd opened in the supervisor's namespace would name the host's
+         * mount, which overlayfs refuses to clone into this namespace. */
+        CHECK(sync, chdir(p->layers_dir), "enter layers directory");
         n = snprintf(opts, sizeof(opts), "lowerdir=");
         for (uint32_t i = p->top_layer + 1; i-- > 0;) {
                 n += snprintf(opts + n, sizeof(opts) - (size_t) n, "%u%s", i, i ? ":" : "");

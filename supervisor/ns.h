@@ -18,7 +18,7 @@ typedef struct SpawnParams {
         const char *session_id;
         const char *run_dir;            /* absolute, holds the "session-root" mount point */
         const char *image_dir;          /* absolute, the root image's lower directory */
-        int layers_dirfd;               /* the sandbox's layers/ directory */
+        const char *layers_dir;         /* absolute path of the sandbox's layers/ directory */
         uint32_t top_layer;             /* layers 0..top_layer form the workspace */
         uid_t uid_base;                 /* host uid of root inside */
         uint32_t uid_count;

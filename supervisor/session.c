@@ -84,11 +84,13 @@ int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *
                 (void) cgroup_session_pids_max_hits(ws->cgroup, &ws->pids_base);
         }
 
+        char layers_dir[4096];
+        snprintf(layers_dir, sizeof(layers_dir), "%s/sandboxes/%s/layers", s->cfg.state_dir, sb->name);
         SpawnParams p = {
                 .session_id = ws->id,
                 .run_dir = s->cfg.run_dir,
                 .image_dir = s->image_dir,
-                .layers_dirfd = sb->layers_fd,
+                .layers_dir = layers_dir,
                 .top_layer = sb->top_layer,
                 .uid_base = s->cfg.uid_base,
                 .uid_count = s->cfg.uid_count,
@@ -247,6 +249,7 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
         if (!c)
                 return -ENOMEM;
         TAILQ_INIT(&c->waiters);
+        sbx__publication__init(&c->publication);
         c->cmd = strdup(cmd);
         if (!c->cmd) {
                 free(c);
