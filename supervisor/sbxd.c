@@ -374,8 +374,7 @@ static void server_done(Server *s) {
         while ((ws = TAILQ_FIRST(&s->sessions))) {
                 Command *cmd;
                 TAILQ_FOREACH(cmd, &ws->commands, session_link)
-                        if (!cmd->finished)
-                                cmd->cancelled = false;
+                        cmd->supervisor_lost = true;
                 session_destroy(s, ws, false);
         }
         while ((c = TAILQ_FIRST(&s->clients)))

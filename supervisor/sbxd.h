@@ -95,7 +95,7 @@ struct Command {
         char *cmd;
         Transcript *transcript;
         unsigned long long start_usec, end_usec, deadline_usec, kill_deadline_usec;
-        bool finished, timed_out, cancelled;
+        bool finished, timed_out, cancelled, supervisor_lost;
         uint64_t delivered;                 /* lines already given to a yielding caller */
         bool has_publication;
         Sbx__Publication publication;

@@ -370,7 +370,10 @@ static void command_finish(Server *s, Command *c, bool exited, int exit_code, in
         c->rec.has_exit_code = exited;
         c->rec.exit_code = exit_code;
         c->rec.signal = exited ? 0 : sig;
-        if (c->cancelled) {
+        if (c->supervisor_lost) {
+                strlcpy(c->rec.status, "error", sizeof(c->rec.status));
+                strlcpy(c->rec.end_reason, "supervisor_lost", sizeof(c->rec.end_reason));
+        } else if (c->cancelled) {
                 strlcpy(c->rec.status, "cancelled", sizeof(c->rec.status));
                 strlcpy(c->rec.end_reason, "cancelled", sizeof(c->rec.end_reason));
         } else if (c->timed_out) {

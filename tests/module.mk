@@ -1,3 +1,12 @@
 # Unit tests (cmocka): tests/unit/<name>.c, linked with <name>_DEPS and libsbx.
 UNIT_TESTS += tests/unit/test-wire.c
 test-wire_DEPS :=
+UNIT_TESTS += tests/unit/test-transcript.c
+test-transcript_DEPS := supervisor/transcript.c
+UNIT_TESTS += tests/unit/test-cgroup.c
+test-cgroup_DEPS := supervisor/cgroup.c
+test-cgroup_LDFLAGS := -Wl,--wrap=mkdirat,--wrap=unlinkat
+UNIT_TESTS += tests/unit/test-jsonrpc.c
+test-jsonrpc_DEPS := broker/jsonrpc.c broker/mcp.c
+UNIT_TESTS += tests/unit/test-schema.c
+test-schema_DEPS := broker/schema.c broker/tools.c

@@ -1,0 +1,759 @@
+/* Unit tests for supervisor/cgroup.c.
+ *
+ * v1 and v2 run against fake trees in a temporary directory: the binary is
+ * linked with -Wl,--wrap=mkdirat,--wrap=unlinkat, and while a fake tree is
+ * active the wrappers give a new directory the interface files the kernel
+ * would (and remove them again before rmdir). The real-v1 tests use this
+ * machine's /sys/fs/cgroup and skip when that is not possible (not root, no
+ * v1 memory hierarchy, or a pure v2 host, where the manager would move the
+ * test process around); SBX_TESTS_MUST_WORK=1 turns those skips into failures. */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "../../supervisor/cgroup.h"
+#include "macro.h"
+
+/* ---- fake tree -------------------------------------------------------------- */
+
+typedef enum FakeMode {
+        FAKE_OFF,
+        FAKE_V1,
+        FAKE_V2,
+} FakeMode;
+
+static FakeMode fake_mode = FAKE_OFF;
+static char fake_root[64];
+
+int __real_mkdirat(int dirfd, const char *path, mode_t mode);
+int __wrap_mkdirat(int dirfd, const char *path, mode_t mode);
+int __real_unlinkat(int dirfd, const char *path, int flags);
+int __wrap_unlinkat(int dirfd, const char *path, int flags);
+
+static void put_at(int dirfd, const char *name, const char *content) {
+        int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, content, strlen(content)), (ssize_t) strlen(content));
+        close(fd);
+}
+
+int __wrap_mkdirat(int dirfd, const char *path, mode_t mode) {
+        int r = __real_mkdirat(dirfd, path, mode), fd, saved = errno;
+
+        if (r < 0 || fake_mode == FAKE_OFF)
+                return r;
+        fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        put_at(fd, "cgroup.procs", "");
+        if (fake_mode == FAKE_V2) {
+                put_at(fd, "cgroup.subtree_control", "");
+                put_at(fd, "cgroup.kill", "");
+                put_at(fd, "memory.max", "max\n");
+                put_at(fd, "memory.swap.max", "max\n");
+                put_at(fd, "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+                put_at(fd, "pids.max", "max\n");
+                put_at(fd, "pids.events", "max 0\n");
+                put_at(fd, "cpu.weight", "100\n");
+        } else {
+                put_at(fd, "memory.limit_in_bytes", "9223372036854771712\n");
+                put_at(fd, "memory.memsw.limit_in_bytes", "9223372036854771712\n");
+                put_at(fd, "memory.swappiness", "60\n");
+                put_at(fd, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+                put_at(fd, "pids.max", "max\n");
+                put_at(fd, "pids.events", "max 0\n");
+                put_at(fd, "cpu.shares", "1024\n");
+        }
+        close(fd);
+        errno = saved;
+        return r;
+}
+
+int __wrap_unlinkat(int dirfd, const char *path, int flags) {
+        if (fake_mode != FAKE_OFF && (flags & AT_REMOVEDIR)) {
+                int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                DIR *d;
+
+                if (fd >= 0) {
+                        d = fdopendir(fd);
+                        assert_non_null(d);
+                        for (struct dirent *de; (de = readdir(d)); )
+                                if (de->d_type == DT_REG)
+                                        (void) unlinkat(fd, de->d_name, 0);
+                        closedir(d);
+                }
+        }
+        return __real_unlinkat(dirfd, path, flags);
+}
+
+static int rm_rf_cb(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+        (void) st;
+        (void) ftw;
+        return type == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static void fake_begin(FakeMode mode) {
+        (void) strcpy(fake_root, "/tmp/test-cgroup-XXXXXX");
+        assert_non_null(mkdtemp(fake_root));
+        fake_mode = mode;
+}
+
+static void fake_end(void) {
+        fake_mode = FAKE_OFF;
+        assert_int_equal(nftw(fake_root, rm_rf_cb, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+/* Paths are relative to the fake root. */
+static char *fpath(const char *rel) {
+        static char buf[4][512];
+        static unsigned next;
+        char *b = buf[next++ % 4];
+
+        (void) snprintf(b, sizeof(buf[0]), "%s/%s", fake_root, rel);
+        return b;
+}
+
+static void fput(const char *rel, const char *content) {
+        put_at(AT_FDCWD, fpath(rel), content);
+}
+
+static void fmkdir(const char *rel) {
+        assert_int_equal(mkdir(fpath(rel), 0755), 0);
+}
+
+static char *slurp(const char *path) {
+        static char buf[4096];
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n;
+
+        if (fd < 0)
+                return NULL;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        assert_true(n >= 0);
+        buf[n] = '\0';
+        return buf;
+}
+
+static char *fget(const char *rel) {
+        char *s = slurp(fpath(rel));
+
+        assert_non_null(s);
+        return s;
+}
+
+static bool fexists(const char *rel) {
+        return access(fpath(rel), F_OK) == 0;
+}
+
+static void assert_fget(const char *rel, const char *want) {
+        assert_string_equal(fget(rel), want);
+}
+
+static const CgroupLimits limits_a = { .memory_bytes = 64ull << 20, .pids_max = 16, .cpu_weight = 200 };
+static const CgroupLimits limits_b = { .memory_bytes = 32ull << 20, .pids_max = 0, .cpu_weight = 0 };
+
+/* ---- v2 ---------------------------------------------------------------------- */
+
+#define OWN "sys.slice/sbxd.service"
+
+static char self_v2[64] = "0::/" OWN "\n";
+
+static void fake_v2_tree(const char *own_procs) {
+        fput("cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n");
+        fmkdir("sys.slice");
+        fmkdir(OWN);
+        fput(OWN "/cgroup.controllers", "cpu memory pids\n");
+        fput(OWN "/cgroup.subtree_control", "");
+        fput(OWN "/cgroup.procs", own_procs);
+}
+
+static char *pid_line(pid_t pid) {
+        static char buf[32];
+
+        (void) snprintf(buf, sizeof(buf), "%d\n", (int) pid);
+        return buf;
+}
+
+static void test_v2_layout_limits_pool(void **state) {
+        CgroupManager *m = NULL;
+        CgroupSession *s = NULL, *s2 = NULL;
+        char pid[32];
+        uint64_t n;
+
+        (void) state;
+        fake_begin(FAKE_V2);
+        fake_v2_tree(pid_line(getpid()));
+
+        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), 0);
+        assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V2);
+        assert_string_equal(cgroup_backend_to_string(cgroup_manager_backend(m)), "v2");
+
+        /* Layout: this process moved into supervisor/, controllers enabled
+         * for <own>'s children and for the sessions. */
+        (void) snprintf(pid, sizeof(pid), "%d", (int) getpid());
+        assert_fget(OWN "/supervisor/cgroup.procs", pid);
+        assert_non_null(strstr(fget(OWN "/cgroup.subtree_control"), "+memory"));
+        assert_non_null(strstr(fget(OWN "/cgroup.subtree_control"), "+pids"));
+        assert_non_null(strstr(fget(OWN "/cgroup.subtree_control"), "+cpu"));
+        assert_non_null(strstr(fget(OWN "/sessions/cgroup.subtree_control"), "+memory"));
+        assert_non_null(strstr(fget(OWN "/sessions/cgroup.subtree_control"), "+pids"));
+        /* The parent's files are never written. */
+        assert_fget("cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n");
+
+        /* A session with limits. */
+        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
+        assert_true(fexists(OWN "/sessions/s0"));
+        assert_fget(OWN "/sessions/s0/memory.max", "67108864");
+        assert_fget(OWN "/sessions/s0/memory.swap.max", "0");
+        assert_fget(OWN "/sessions/s0/pids.max", "16");
+        assert_fget(OWN "/sessions/s0/cpu.weight", "200");
+
+        assert_int_equal(cgroup_session_attach(s, 4242), 0);
+        assert_fget(OWN "/sessions/s0/cgroup.procs", "4242");
+        assert_int_equal(cgroup_session_attach(s, 0), -EINVAL);
+        fput(OWN "/sessions/s0/cgroup.procs", "");       /* "it exited" */
+
+        /* Events counted from the session start. */
+        assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
+        assert_int_equal(n, 0);
+        fput(OWN "/sessions/s0/memory.events", "low 0\nhigh 0\nmax 7\noom 2\noom_kill 2\n");
+        fput(OWN "/sessions/s0/pids.events", "max 5\n");
+        assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
+        assert_int_equal(n, 5);
+
+        /* Release pools s0; the next session reuses it with new limits and a
+         * new baseline. */
+        assert_null(cgroup_session_release(s));
+        assert_true(fexists(OWN "/sessions/s0"));
+        assert_int_equal(cgroup_session_new(m, &limits_b, &s), 0);
+        assert_false(fexists(OWN "/sessions/s1"));
+        assert_fget(OWN "/sessions/s0/memory.max", "33554432");
+        assert_fget(OWN "/sessions/s0/pids.max", "max");
+        assert_fget(OWN "/sessions/s0/cpu.weight", "100");
+        assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
+        assert_int_equal(n, 0);
+        assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
+        assert_int_equal(n, 0);
+        fput(OWN "/sessions/s0/memory.events", "oom_kill 3\n");
+        assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
+        assert_int_equal(n, 1);
+
+        /* A second live session gets its own cgroup; kill uses cgroup.kill. */
+        assert_int_equal(cgroup_session_new(m, &limits_a, &s2), 0);
+        assert_true(fexists(OWN "/sessions/s1"));
+        assert_int_equal(cgroup_session_kill(s2), 0);
+        assert_fget(OWN "/sessions/s1/cgroup.kill", "1");
+
+        /* Stale cleanup only touches sessions/ entries we do not track. */
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sessions/s9"), 0755), 0);
+        assert_int_equal(cgroup_manager_cleanup_stale(m), 1);
+        assert_false(fexists(OWN "/sessions/s9"));
+        assert_true(fexists(OWN "/sessions/s0"));
+        assert_true(fexists(OWN "/sessions/s1"));
+
+        /* Free removes everything it made and moves us back into <own>. */
+        assert_null(cgroup_session_release(s2));
+        assert_null(cgroup_manager_free(m));
+        assert_false(fexists(OWN "/sessions"));
+        assert_false(fexists(OWN "/supervisor"));
+        assert_fget(OWN "/cgroup.procs", pid);
+        assert_fget(OWN "/cgroup.subtree_control", "-memory -pids -cpu");
+        assert_null(cgroup_manager_free(NULL));
+        assert_null(cgroup_session_release(NULL));
+        fake_end();
+}
+
+static void test_v2_busy_when_not_alone(void **state) {
+        CgroupManager *m = NULL;
+        char procs[64];
+
+        (void) state;
+        fake_begin(FAKE_V2);
+        (void) snprintf(procs, sizeof(procs), "1\n%d\n", (int) getpid());
+        fake_v2_tree(procs);
+        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), -EBUSY);
+        assert_null(m);
+        assert_false(fexists(OWN "/supervisor"));
+        assert_false(fexists(OWN "/sessions"));
+        assert_fget(OWN "/cgroup.subtree_control", "");
+        /* A process from another pid namespace is listed as 0. */
+        (void) snprintf(procs, sizeof(procs), "0\n%d\n", (int) getpid());
+        fput(OWN "/cgroup.procs", procs);
+        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), -EBUSY);
+        assert_false(fexists(OWN "/supervisor"));
+        fake_end();
+}
+
+static void test_v2_missing_controller(void **state) {
+        CgroupManager *m = NULL;
+
+        (void) state;
+        fake_begin(FAKE_V2);
+        fake_v2_tree(pid_line(getpid()));
+        /* The parent did not delegate pids: no limits possible, refuse. */
+        fput(OWN "/cgroup.controllers", "cpu memory\n");
+        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), -EOPNOTSUPP);
+        assert_false(fexists(OWN "/supervisor"));
+        fake_end();
+}
+
+/* ---- detection ---------------------------------------------------------------- */
+
+static void test_detect_none(void **state) {
+        CgroupManager *m = NULL;
+
+        (void) state;
+        fake_begin(FAKE_V2);
+        assert_int_equal(cgroup_manager_new(fake_root, "0::/\n", "sbxd-1", &m), -EOPNOTSUPP);
+        /* cgroup2 without memory and pids (this machine's "unified") is not v2. */
+        fput("cgroup.controllers", "hugetlb\n");
+        assert_int_equal(cgroup_manager_new(fake_root, "0::/\n", "sbxd-1", &m), -EOPNOTSUPP);
+        /* memory alone is not a v1 layout either. */
+        fmkdir("memory");
+        fput("memory/cgroup.procs", "");
+        assert_int_equal(cgroup_manager_new(fake_root, "4:memory:/\n0::/\n", "sbxd-1", &m),
+                         -EOPNOTSUPP);
+        assert_null(m);
+        assert_int_equal(cgroup_manager_new(fake_root, "0::/\n", "../x", &m), -EINVAL);
+        assert_int_equal(cgroup_manager_new(NULL, "0::/\n", "sbxd-1", &m), -EINVAL);
+        fake_end();
+}
+
+/* ---- v1 fake -------------------------------------------------------------------- */
+
+static const char self_v1[] =
+        "9:name=systemd:/\n"
+        "8:pids:/\n"
+        "4:memory:/a/b\n"
+        "2:cpu,cpuacct:/\n"
+        "0::/\n";
+
+static void fake_v1_tree(void) {
+        fmkdir("memory");
+        fput("memory/cgroup.procs", "1\n");
+        fmkdir("memory/a");
+        fmkdir("memory/a/b");
+        fput("memory/a/b/cgroup.procs", "");
+        fmkdir("pids");
+        fput("pids/cgroup.procs", "1\n");
+        fmkdir("cpu");
+        fput("cpu/cgroup.procs", "1\n");
+}
+
+static pid_t dead_pid(void) {
+        pid_t pid = fork();
+
+        assert_true(pid >= 0);
+        if (pid == 0)
+                _exit(0);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+        return pid;
+}
+
+static void test_v1_fake(void **state) {
+        CgroupManager *m = NULL;
+        CgroupSession *s = NULL;
+        char stale[128], stale_child[160], alive[128];
+        uint64_t n;
+
+        (void) state;
+        fake_begin(FAKE_V1);
+        fake_v1_tree();
+
+        assert_int_equal(cgroup_manager_new(fake_root, self_v1, "sbxd-test", &m), 0);
+        assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V1);
+        assert_string_equal(cgroup_backend_to_string(CGROUP_BACKEND_V1), "v1");
+        assert_true(fexists("memory/a/b/sbxd-test"));
+        assert_true(fexists("pids/sbxd-test"));
+        assert_true(fexists("cpu/sbxd-test"));
+
+        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
+        assert_fget("memory/a/b/sbxd-test/s0/memory.limit_in_bytes", "67108864");
+        assert_fget("memory/a/b/sbxd-test/s0/memory.memsw.limit_in_bytes", "67108864");
+        assert_fget("memory/a/b/sbxd-test/s0/memory.swappiness", "0");
+        assert_fget("pids/sbxd-test/s0/pids.max", "16");
+        assert_fget("cpu/sbxd-test/s0/cpu.shares", "2048");
+
+        assert_int_equal(cgroup_session_attach(s, 4242), 0);
+        assert_fget("memory/a/b/sbxd-test/s0/cgroup.procs", "4242");
+        assert_fget("pids/sbxd-test/s0/cgroup.procs", "4242");
+        assert_fget("cpu/sbxd-test/s0/cgroup.procs", "4242");
+        fput("memory/a/b/sbxd-test/s0/cgroup.procs", "");
+        fput("pids/sbxd-test/s0/cgroup.procs", "");
+        fput("cpu/sbxd-test/s0/cgroup.procs", "");
+
+        fput("memory/a/b/sbxd-test/s0/memory.oom_control",
+             "oom_kill_disable 0\nunder_oom 0\noom_kill 4\n");
+        fput("pids/sbxd-test/s0/pids.events", "max 3\n");
+        assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
+        assert_int_equal(n, 4);
+        assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
+        assert_int_equal(n, 3);
+
+        /* Reuse rewrites the limits: unlimited is -1/max, weight 0 the default. */
+        assert_null(cgroup_session_release(s));
+        assert_int_equal(cgroup_session_new(m, &limits_b, &s), 0);
+        assert_false(fexists("pids/sbxd-test/s1"));
+        assert_fget("memory/a/b/sbxd-test/s0/memory.limit_in_bytes", "33554432");
+        assert_fget("pids/sbxd-test/s0/pids.max", "max");
+        assert_fget("cpu/sbxd-test/s0/cpu.shares", "1024");
+        assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
+        assert_int_equal(n, 0);
+        assert_null(cgroup_session_release(s));
+        assert_int_equal(cgroup_session_new(m, &(CgroupLimits) { .cpu_weight = 10000 }, &s), 0);
+        assert_fget("memory/a/b/sbxd-test/s0/memory.limit_in_bytes", "-1");
+        assert_fget("cpu/sbxd-test/s0/cpu.shares", "102400");
+
+        /* Stale instances: a dead supervisor's tree goes, a live one and
+         * foreign directories stay. */
+        (void) snprintf(stale, sizeof(stale), "%s/pids/sbxd-%d", fake_root, (int) dead_pid());
+        (void) snprintf(stale_child, sizeof(stale_child), "%s/s0", stale);
+        (void) snprintf(alive, sizeof(alive), "%s/pids/sbxd-1", fake_root);
+        assert_int_equal(mkdirat(AT_FDCWD, stale, 0755), 0);
+        assert_int_equal(mkdirat(AT_FDCWD, stale_child, 0755), 0);
+        assert_int_equal(mkdirat(AT_FDCWD, alive, 0755), 0);
+        assert_int_equal(mkdirat(AT_FDCWD, fpath("pids/other"), 0755), 0);
+        assert_int_equal(cgroup_manager_cleanup_stale(m), 1);
+        assert_int_equal(access(stale, F_OK), -1);
+        assert_int_equal(access(alive, F_OK), 0);
+        assert_true(fexists("pids/other"));
+        assert_true(fexists("pids/sbxd-test/s0"));
+        assert_int_equal(unlinkat(AT_FDCWD, alive, AT_REMOVEDIR), 0);
+        assert_int_equal(unlinkat(AT_FDCWD, fpath("pids/other"), AT_REMOVEDIR), 0);
+
+        assert_null(cgroup_manager_free(m));
+        assert_false(fexists("memory/a/b/sbxd-test"));
+        assert_false(fexists("pids/sbxd-test"));
+        assert_false(fexists("cpu/sbxd-test"));
+        assert_true(fexists("memory/a/b"));
+        fake_end();
+}
+
+/* A cgroup that cannot be emptied (a listed pid that never goes away) is
+ * given up on after ~2 s and not handed out again. */
+static void test_v1_fake_stuck_not_reused(void **state) {
+        CgroupManager *m = NULL;
+        CgroupSession *s = NULL;
+
+        (void) state;
+        fake_begin(FAKE_V1);
+        fake_v1_tree();
+        assert_int_equal(cgroup_manager_new(fake_root, self_v1, "sbxd-test", &m), 0);
+        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
+        fput("pids/sbxd-test/s0/cgroup.procs", "999999999\n");
+        assert_null(cgroup_session_release(s));         /* gives up: -EBUSY inside */
+        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
+        assert_true(fexists("pids/sbxd-test/s1"));
+        fput("pids/sbxd-test/s0/cgroup.procs", "");
+        assert_null(cgroup_manager_free(m));
+        assert_false(fexists("pids/sbxd-test"));
+        assert_false(fexists("memory/a/b/sbxd-test"));
+        fake_end();
+}
+
+static void test_v1_fake_without_cpu(void **state) {
+        CgroupManager *m = NULL;
+        CgroupSession *s = NULL;
+
+        (void) state;
+        fake_begin(FAKE_V1);
+        fake_v1_tree();
+        assert_int_equal(nftw(fpath("cpu"), rm_rf_cb, 4, FTW_DEPTH | FTW_PHYS), 0);
+        assert_int_equal(cgroup_manager_new(fake_root, self_v1, "sbxd-test", &m), 0);
+        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
+        assert_fget("pids/sbxd-test/s0/pids.max", "16");
+        assert_null(cgroup_manager_free(m));
+        assert_false(fexists("pids/sbxd-test"));
+        fake_end();
+}
+
+/* ---- v1 for real ------------------------------------------------------------------ */
+
+#define REAL_ROOT "/sys/fs/cgroup"
+
+static bool must_work(void) {
+        const char *e = getenv("SBX_TESTS_MUST_WORK");
+        return e && strcmp(e, "1") == 0;
+}
+
+static bool real_v1_usable(void) {
+        char *c;
+
+        if (geteuid() != 0 || access(REAL_ROOT "/memory/cgroup.procs", F_OK) < 0 ||
+            access(REAL_ROOT "/pids/cgroup.procs", F_OK) < 0)
+                return false;
+        /* A v2 root would make the manager move this process. */
+        c = slurp(REAL_ROOT "/cgroup.controllers");
+        return !c || !strstr(c, "memory");
+}
+
+#define REQUIRE_REAL_V1()                                                          \
+        do {                                                                      \
+                if (!real_v1_usable()) {                                          \
+                        if (must_work())                                          \
+                                fail_msg("real cgroup v1 unavailable");           \
+                        skip();                                                   \
+                }                                                                 \
+        } while (0)
+
+static char self_real[4096];
+static char instance_real[64];
+
+static void real_setup(void) {
+        char *c = slurp("/proc/self/cgroup");
+
+        assert_non_null(c);
+        (void) strcpy(self_real, c);
+        (void) snprintf(instance_real, sizeof(instance_real), "sbxd-test-%d", (int) getpid());
+}
+
+/* Directory of controller ctrl for session s<idx>, from our own path. */
+static void real_session_path(const char *ctrl, unsigned idx, char *buf, size_t size) {
+        char key[32];
+        const char *p, *nl;
+        int len;
+
+        (void) snprintf(key, sizeof(key), ":%s:", ctrl);
+        p = strstr(self_real, key);
+        assert_non_null(p);
+        p += strlen(key);
+        nl = strchr(p, '\n');
+        assert_non_null(nl);
+        len = (int) (nl - p);
+        if (len == 1)           /* "/" */
+                len = 0;
+        (void) snprintf(buf, size, "%s/%s%.*s/%s/s%u", REAL_ROOT, ctrl, len, p, instance_real, idx);
+}
+
+static char *real_read(const char *ctrl, unsigned idx, const char *file) {
+        char path[1024];
+
+        real_session_path(ctrl, idx, path, sizeof(path) - 64);
+        (void) strcat(path, "/");
+        (void) strcat(path, file);
+        return slurp(path);
+}
+
+static bool found_instance;
+static int find_instance_cb(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+        (void) st;
+        if (type == FTW_D && strcmp(path + ftw->base, instance_real) == 0)
+                found_instance = true;
+        return 0;
+}
+
+static void assert_no_instance_left(void) {
+        found_instance = false;
+        assert_int_equal(nftw(REAL_ROOT, find_instance_cb, 32, FTW_PHYS), 0);
+        assert_false(found_instance);
+}
+
+/* Child: attach itself, report, then do what is asked. */
+static pid_t spawn_in(CgroupSession *s, void (*body)(void)) {
+        int p[2];
+        char c = 0;
+        pid_t pid;
+
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                c = cgroup_session_attach(s, getpid()) < 0 ? 'E' : 'A';
+                if (write(p[1], &c, 1) != 1)
+                        _exit(5);
+                if (c == 'A')
+                        body();
+                _exit(3);
+        }
+        close(p[1]);
+        assert_int_equal(read(p[0], &c, 1), 1);
+        close(p[0]);
+        assert_int_equal(c, 'A');
+        return pid;
+}
+
+static void body_sleep(void) {
+        for (;;)
+                pause();
+}
+
+static void body_fork_sleepers(void) {
+        for (int i = 0; i < 12; i++) {
+                pid_t pid = fork();
+
+                if (pid == 0)
+                        body_sleep();
+        }
+        body_sleep();
+}
+
+static void body_eat_memory(void) {
+        size_t size = 200u << 20;
+        char *p = malloc(size);
+
+        if (!p)
+                _exit(4);
+        for (size_t i = 0; i < size; i += 4096)
+                p[i] = 1;
+        _exit(0);
+}
+
+static void test_v1_real_kill(void **state) {
+        CgroupManager *m = NULL;
+        CgroupSession *s = NULL;
+        char want[32], *v, *cg;
+        int status;
+        pid_t child;
+
+        (void) state;
+        REQUIRE_REAL_V1();
+        real_setup();
+
+        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &m), 0);
+        assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V1);
+        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
+
+        child = spawn_in(s, body_sleep);
+        v = real_read("memory", 0, "memory.limit_in_bytes");
+        assert_non_null(v);
+        assert_string_equal(v, "67108864\n");
+        v = real_read("pids", 0, "pids.max");
+        assert_non_null(v);
+        assert_string_equal(v, "16\n");
+        v = real_read("cpu", 0, "cpu.shares");
+        if (v)
+                assert_string_equal(v, "2048\n");
+        v = real_read("pids", 0, "cgroup.procs");
+        assert_non_null(v);
+        (void) snprintf(want, sizeof(want), "%d\n", (int) child);
+        assert_string_equal(v, want);
+        (void) snprintf(want, sizeof(want), "/proc/%d/cgroup", (int) child);
+        cg = slurp(want);
+        assert_non_null(cg);
+        assert_non_null(strstr(cg, instance_real));
+
+        assert_int_equal(cgroup_session_kill(s), 0);
+        assert_int_equal(waitpid(child, &status, 0), child);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), SIGKILL);
+
+        assert_null(cgroup_session_release(s));
+        assert_null(cgroup_manager_free(m));
+        assert_no_instance_left();
+}
+
+static void test_v1_real_pids_limit_and_release(void **state) {
+        static const CgroupLimits l = { .memory_bytes = 32ull << 20, .pids_max = 4 };
+        CgroupManager *m = NULL;
+        CgroupSession *s = NULL;
+        uint64_t hits = 0;
+        int status;
+        pid_t child;
+
+        (void) state;
+        REQUIRE_REAL_V1();
+        real_setup();
+
+        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &m), 0);
+        assert_int_equal(cgroup_session_new(m, &l, &s), 0);
+        child = spawn_in(s, body_fork_sleepers);
+        /* Wait for the forks to hit the limit. */
+        for (int i = 0; i < 2000 && hits == 0; i++) {
+                assert_int_equal(cgroup_session_pids_max_hits(s, &hits), 0);
+                if (hits == 0)
+                        usleep(1000);
+        }
+        assert_true(hits >= 1);
+
+        /* Release kills all of them (the grandchildren get reparented, but
+         * stay in the cgroup) and waits until it is empty. */
+        assert_null(cgroup_session_release(s));
+        assert_int_equal(waitpid(child, &status, 0), child);
+        assert_true(WIFSIGNALED(status));
+        assert_string_equal(real_read("pids", 0, "cgroup.procs"), "");
+
+        /* Reused with a new baseline, and limits raised (memsw before the
+         * limit), removed, and lowered again (limit before memsw). */
+        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
+        assert_int_equal(cgroup_session_pids_max_hits(s, &hits), 0);
+        assert_int_equal(hits, 0);
+        assert_string_equal(real_read("pids", 0, "pids.max"), "16\n");
+        assert_string_equal(real_read("memory", 0, "memory.limit_in_bytes"), "67108864\n");
+        assert_null(real_read("pids", 1, "pids.max"));
+        assert_null(cgroup_session_release(s));
+        assert_int_equal(cgroup_session_new(m, &(CgroupLimits) {}, &s), 0);
+        assert_string_equal(real_read("pids", 0, "pids.max"), "max\n");
+        assert_string_not_equal(real_read("memory", 0, "memory.limit_in_bytes"), "67108864\n");
+        assert_null(cgroup_session_release(s));
+        assert_int_equal(cgroup_session_new(m, &l, &s), 0);
+        assert_string_equal(real_read("memory", 0, "memory.limit_in_bytes"), "33554432\n");
+        if (real_read("memory", 0, "memory.memsw.limit_in_bytes"))
+                assert_string_equal(real_read("memory", 0, "memory.memsw.limit_in_bytes"),
+                                    "33554432\n");
+        assert_null(cgroup_session_release(s));
+
+        assert_int_equal(cgroup_manager_cleanup_stale(m), 0);
+        assert_null(cgroup_manager_free(m));
+        assert_no_instance_left();
+}
+
+static void test_v1_real_oom(void **state) {
+        static const CgroupLimits l = { .memory_bytes = 32ull << 20, .pids_max = 16 };
+        CgroupManager *m = NULL;
+        CgroupSession *s = NULL;
+        uint64_t kills = 0;
+        int status;
+        pid_t child;
+
+        (void) state;
+        REQUIRE_REAL_V1();
+        real_setup();
+
+        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &m), 0);
+        assert_int_equal(cgroup_session_new(m, &l, &s), 0);
+        child = spawn_in(s, body_eat_memory);
+        assert_int_equal(waitpid(child, &status, 0), child);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), SIGKILL);
+        assert_int_equal(cgroup_session_oom_kills(s, &kills), 0);
+        assert_true(kills >= 1);
+
+        assert_null(cgroup_session_release(s));
+        assert_null(cgroup_manager_free(m));
+        assert_no_instance_left();
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_v2_layout_limits_pool),
+                cmocka_unit_test(test_v2_busy_when_not_alone),
+                cmocka_unit_test(test_v2_missing_controller),
+                cmocka_unit_test(test_detect_none),
+                cmocka_unit_test(test_v1_fake),
+                cmocka_unit_test(test_v1_fake_stuck_not_reused),
+                cmocka_unit_test(test_v1_fake_without_cpu),
+                cmocka_unit_test(test_v1_real_kill),
+                cmocka_unit_test(test_v1_real_pids_limit_and_release),
+                cmocka_unit_test(test_v1_real_oom),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
