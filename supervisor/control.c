@@ -178,7 +178,6 @@ static Sandbox *authorize(Server *s, Client *c, uint32_t seq, const char *name) 
         Sandbox *sb = sandbox_find(s, name);
 
         if (!sb || (c->uid != 0 && c->uid != sb->owner_uid)) {
-                /* Not telling others which sandboxes exist. */
                 if (sb)
                         client_reply_error(s, c, seq, -EPERM, "permission denied: sandbox '%.80s' belongs to another user",
                                            name);

@@ -188,6 +188,8 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
         CHECK(sync, setgroups(0, NULL), "setgroups");
         CHECK(sync, setresgid(0, 0, 0), "setresgid");
         CHECK(sync, setresuid(0, 0, 0), "setresuid");
+        /* Changing credentials cleared the parent-death signal: set it again. */
+        CHECK(sync, prctl(PR_SET_PDEATHSIG, SIGKILL), "parent-death signal");
         CHECK(sync, prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs");
 
         /* fd 3: worker socket; 4: worker executable; 5: sync (close-on-exec: EOF = exec ok). */
