@@ -4,7 +4,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#include "limits.h"
+#include "sbx-limits.h"
 #include "macro.h"
 #include "wire.h"
 
@@ -176,6 +176,8 @@ int wire_recv(int fd, Sbx__Msg **ret_msg, uint32_t *ret_seq, int *ret_fds, size_
         };
         int fds[SBX_WIRE_MAX_FDS];
         size_t n_fds = 0;
+        Sbx__Msg *msg;
+        uint32_t seq;
         ssize_t n;
         int r;
 
@@ -197,24 +199,28 @@ int wire_recv(int fd, Sbx__Msg **ret_msg, uint32_t *ret_seq, int *ret_fds, size_
                         }
                 }
         }
+        /* On SEQPACKET an empty datagram cannot be told from EOF: both end the peer. */
         if (n == 0 && n_fds == 0)
                 return -ECONNRESET;
         if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
                 close_fds(fds, n_fds);
                 return -EBADMSG;
         }
-        r = wire_parse(buf, (size_t) n, n_fds, ret_msg, ret_seq);
-        if (r < 0 || !ret_fds) {
+        /* fds only where the caller takes them. */
+        if (n_fds > 0 && (!ret_fds || !ret_n_fds)) {
                 close_fds(fds, n_fds);
-                if (r >= 0 && n_fds > 0) {
-                        sbx__msg__free_unpacked(*ret_msg, NULL);
-                        return -EBADMSG;
-                }
-                if (ret_n_fds)
-                        *ret_n_fds = 0;
+                return -EBADMSG;
+        }
+        r = wire_parse(buf, (size_t) n, n_fds, &msg, &seq);
+        if (r < 0) {
+                close_fds(fds, n_fds);
                 return r;
         }
-        memcpy(ret_fds, fds, sizeof(int) * n_fds);
-        *ret_n_fds = n_fds;
+        if (ret_fds)
+                memcpy(ret_fds, fds, sizeof(int) * n_fds);
+        if (ret_n_fds)
+                *ret_n_fds = n_fds;
+        *ret_msg = msg;
+        *ret_seq = seq;
         return 0;
 }

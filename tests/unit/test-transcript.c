@@ -1,0 +1,825 @@
+/* Unit tests for supervisor/transcript.c: rendering, storage, paging, cap,
+ * reopen and repair. Each test works in its own mkdtemp directory. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sbx-limits.h"
+#include "macro.h"
+#include "../../supervisor/transcript.h"
+
+#define FFFD "\xef\xbf\xbd"
+
+typedef struct Fixture {
+        char path[64];
+        int dirfd;
+} Fixture;
+
+static int setup(void **state) {
+        Fixture *f = calloc(1, sizeof(Fixture));
+
+        assert_non_null(f);
+        strcpy(f->path, "/tmp/test-transcript.XXXXXX");
+        assert_non_null(mkdtemp(f->path));
+        f->dirfd = open(f->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(f->dirfd >= 0);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        Fixture *f = *state;
+        DIR *d = fdopendir(f->dirfd);
+        struct dirent *de;
+
+        assert_non_null(d);
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                        assert_int_equal(unlinkat(dirfd(d), de->d_name, 0), 0);
+        closedir(d);
+        assert_int_equal(rmdir(f->path), 0);
+        free(f);
+        return 0;
+}
+
+static Transcript *new_transcript(Fixture *f, const char *id, uint64_t cap) {
+        Transcript *t = NULL;
+        assert_int_equal(transcript_create(f->dirfd, id, cap, &t), 0);
+        assert_non_null(t);
+        return t;
+}
+
+static void feed_str(Transcript *t, const char *s) {
+        assert_int_equal(transcript_feed(t, s, strlen(s)), 0);
+}
+
+/* All lines of t (pending included) as one string. */
+static char *read_all(Transcript *t) {
+        char *text = NULL;
+        size_t len = 0;
+        uint64_t end = 0;
+
+        assert_int_equal(transcript_read(t, 0, UINT64_MAX, SIZE_MAX, &text, &len, &end), 0);
+        assert_int_equal(strlen(text), len);
+        assert_int_equal(end, transcript_total_lines(t));
+        return text;
+}
+
+static char *read_range(Transcript *t, uint64_t start, uint64_t limit, size_t max_bytes, uint64_t *ret_end) {
+        char *text = NULL;
+        size_t len = 0;
+
+        assert_int_equal(transcript_read(t, start, limit, max_bytes, &text, &len, ret_end), 0);
+        assert_int_equal(strlen(text), len);
+        return text;
+}
+
+static unsigned counter;
+
+/* Render input fed in the given chunk sizes (0 = one piece) and finished. */
+static char *render_chunks(Fixture *f, const char *in, size_t in_len, size_t split, size_t step) {
+        char id[32];
+        Transcript *t;
+        char *text;
+
+        snprintf(id, sizeof(id), "r%u", counter++);
+        t = new_transcript(f, id, SBX_TRANSCRIPT_CAP_DEFAULT);
+        if (step > 0) {
+                for (size_t i = 0; i < in_len; i += step)
+                        assert_int_equal(transcript_feed(t, in + i, MIN(step, in_len - i)), 0);
+        } else {
+                assert_int_equal(transcript_feed(t, in, split), 0);
+                assert_int_equal(transcript_feed(t, in + split, in_len - split), 0);
+        }
+        assert_int_equal(transcript_finish(t), 0);
+        assert_int_equal(transcript_raw_bytes(t), in_len);
+        text = read_all(t);
+        transcript_free(t);
+        assert_int_equal(transcript_remove(f->dirfd, id), 0);
+        return text;
+}
+
+static char *render(Fixture *f, const char *in) {
+        return render_chunks(f, in, strlen(in), strlen(in), 0);
+}
+
+static void check_render(Fixture *f, const char *in, const char *want) {
+        _cleanup_free_ char *got = render(f, in);
+        assert_string_equal(got, want);
+}
+
+static bool utf8_valid(const char *s, size_t n) {
+        const uint8_t *p = (const uint8_t *) s;
+        size_t i = 0;
+
+        while (i < n) {
+                uint8_t c = p[i];
+                size_t k;
+                uint32_t cp;
+
+                if (c < 0x80) {
+                        i++;
+                        continue;
+                }
+                if (c >= 0xc2 && c <= 0xdf)
+                        k = 1, cp = c & 0x1f;
+                else if (c >= 0xe0 && c <= 0xef)
+                        k = 2, cp = c & 0x0f;
+                else if (c >= 0xf0 && c <= 0xf4)
+                        k = 3, cp = c & 0x07;
+                else
+                        return false;
+                if (i + k >= n)
+                        return false;
+                for (size_t j = 1; j <= k; j++) {
+                        if ((p[i + j] & 0xc0) != 0x80)
+                                return false;
+                        cp = (cp << 6) | (p[i + j] & 0x3f);
+                }
+                if ((k == 2 && cp < 0x800) || (k == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+                    (cp >= 0xd800 && cp <= 0xdfff))
+                        return false;
+                i += k + 1;
+        }
+        return true;
+}
+
+static void test_names(void **state) {
+        Fixture *f = *state;
+        Transcript *t = NULL;
+        const char *bad[] = { "", "a/b", "..", ".x", "a b", "a.log", "é" };
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                assert_int_equal(transcript_create(f->dirfd, bad[i], 100, &t), -EINVAL);
+                assert_int_equal(transcript_open(f->dirfd, bad[i], &t), -EINVAL);
+                assert_int_equal(transcript_remove(f->dirfd, bad[i]), -EINVAL);
+        }
+        assert_null(t);
+        assert_int_equal(transcript_open(f->dirfd, "missing", &t), -ENOENT);
+        assert_int_equal(transcript_remove(f->dirfd, "missing"), -ENOENT);
+
+        t = new_transcript(f, "Ok_name-1", 100);
+        assert_int_equal(transcript_finish(t), 0);
+        assert_int_equal(transcript_feed(t, "x", 1), -EBADF);
+        transcript_free(t);
+        assert_int_equal(transcript_remove(f->dirfd, "Ok_name-1"), 0);
+        assert_int_equal(faccessat(f->dirfd, "Ok_name-1.log", F_OK, 0), -1);
+}
+
+static void test_files_cloexec(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_transcript(f, "fds", 100);
+        int n = 0;
+
+        /* Every fd above 2 that points into our directory must be close-on-exec. */
+        for (int fd = 3; fd < 256; fd++) {
+                char link[64], target[256];
+                ssize_t k;
+
+                snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+                k = readlink(link, target, sizeof(target) - 1);
+                if (k < 0)
+                        continue;
+                target[k] = '\0';
+                if (strncmp(target, f->path, strlen(f->path)) != 0 || strcmp(target, f->path) == 0)
+                        continue;
+                assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+                n++;
+        }
+        assert_int_equal(n, 2);
+        transcript_free(t);
+}
+
+static void test_offsets_stable(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_transcript(f, "stable", SBX_TRANSCRIPT_CAP_DEFAULT);
+        char buf[64];
+
+        for (unsigned i = 0; i < 500; i++) {
+                /* Each line arrives in two pieces; the first piece leaves a pending line. */
+                snprintf(buf, sizeof(buf), "line %u", i);
+                feed_str(t, buf);
+                assert_int_equal(transcript_committed_lines(t), i);
+                assert_int_equal(transcript_total_lines(t), i + 1);
+                feed_str(t, "\n");
+                assert_int_equal(transcript_committed_lines(t), i + 1);
+                if (i % 37 == 0) {
+                        for (unsigned j = 0; j <= i; j += 7) {
+                                _cleanup_free_ char *text = NULL;
+                                char want[64];
+                                uint64_t end;
+
+                                text = read_range(t, j, 1, SIZE_MAX, &end);
+                                snprintf(want, sizeof(want), "line %u\n", j);
+                                assert_string_equal(text, want);
+                                assert_int_equal(end, j + 1);
+                        }
+                }
+        }
+        assert_int_equal(transcript_finish(t), 0);
+        transcript_free(t);
+}
+
+static void test_pending(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_transcript(f, "pend", SBX_TRANSCRIPT_CAP_DEFAULT);
+        char *text;
+
+        assert_int_equal(transcript_total_lines(t), 0);
+        feed_str(t, "first\nsec");
+        assert_int_equal(transcript_committed_lines(t), 1);
+        assert_int_equal(transcript_total_lines(t), 2);
+        text = read_all(t);
+        assert_string_equal(text, "first\nsec\n");
+        free(text);
+
+        feed_str(t, "ond\rS");
+        text = read_all(t);
+        assert_string_equal(text, "first\nSecond\n");
+        free(text);
+
+        feed_str(t, "\nthird");
+        assert_int_equal(transcript_committed_lines(t), 2);
+        assert_int_equal(transcript_total_lines(t), 3);
+        assert_int_equal(transcript_finish(t), 0);
+        assert_int_equal(transcript_committed_lines(t), 3);
+        assert_int_equal(transcript_total_lines(t), 3);
+        text = read_all(t);
+        assert_string_equal(text, "first\nSecond\nthird\n");
+        free(text);
+        assert_int_equal(transcript_finish(t), 0);  /* idempotent */
+        transcript_free(t);
+
+        /* A finish without pending text adds no line. */
+        t = new_transcript(f, "pend2", SBX_TRANSCRIPT_CAP_DEFAULT);
+        feed_str(t, "a\n\033[31m\r");
+        assert_int_equal(transcript_total_lines(t), 1);
+        assert_int_equal(transcript_finish(t), 0);
+        assert_int_equal(transcript_total_lines(t), 1);
+        transcript_free(t);
+
+        /* Erasing the pending line keeps it counted: total never decreases. */
+        t = new_transcript(f, "pend3", SBX_TRANSCRIPT_CAP_DEFAULT);
+        feed_str(t, "50%");
+        assert_int_equal(transcript_total_lines(t), 1);
+        feed_str(t, "\r\033[K");
+        assert_int_equal(transcript_total_lines(t), 1);
+        text = read_all(t);
+        assert_string_equal(text, "\n");
+        free(text);
+        feed_str(t, "done\n");
+        text = read_all(t);
+        assert_string_equal(text, "done\n");
+        free(text);
+        transcript_free(t);
+}
+
+static void test_cr_bs(void **state) {
+        Fixture *f = *state;
+
+        check_render(f, "abc\rX\n", "Xbc\n");
+        check_render(f, "abc\r\n", "abc\n");
+        check_render(f, "one\r\ntwo\r\n", "one\ntwo\n");
+        check_render(f, "10%\r20%\r100%\n", "100%\n");
+        check_render(f, "\n\n", "\n\n");
+        check_render(f, "abc\b\bX\n", "aXc\n");
+        check_render(f, "\b\bab\bc\n", "ac\n");
+        check_render(f, "ab\b\b\b\bc\n", "cb\n");
+        check_render(f, "a\tb\n", "a\tb\n");
+        check_render(f, "a\tb\r\tX\n", "\tXb\n");
+        /* Columns are characters: overwriting replaces whole characters. */
+        check_render(f, "héllo\rHE\n", "HEllo\n");
+        check_render(f, "abc\r€\n", "€bc\n");
+        check_render(f, "€€€\rx\n", "x€€\n");
+        check_render(f, "a€b\b\bé\n", "aéb\n");
+        check_render(f, "😀x\b\by\n", "yx\n");
+        /* Other controls and DEL are dropped. */
+        check_render(f, "a\x01\x02\x07\x0b\x0c\x7f" "bc\n", "abc\n");
+        {
+                _cleanup_free_ char *got = render_chunks(f, "a\0b\0\n", 5, 2, 0);
+                assert_string_equal(got, "ab\n");
+        }
+        /* C1 controls as characters are invisible too. */
+        check_render(f, "a\xc2\x9b" "b\n", "ab\n");
+}
+
+static void test_csi(void **state) {
+        Fixture *f = *state;
+
+        check_render(f, "\033[31mred\033[0m plain\n", "red plain\n");
+        check_render(f, "\033[1;32;48;5;200mok\033[m\n", "ok\n");
+        check_render(f, "\033[?25lhidden cursor\033[?25h\n", "hidden cursor\n");
+        check_render(f, "a\033[2Cb\033[1Ac\033[H\033[2J\n", "abc\n");
+        check_render(f, "\033(Bx\033=y\0337z\n", "xyz\n");
+        /* EL */
+        check_render(f, "abcdef\r\033[Kxy\n", "xy\n");
+        check_render(f, "abcdef\rab\033[K\n", "ab\n");
+        check_render(f, "abcdef\rab\033[0K\n", "ab\n");
+        check_render(f, "abcdef\rab\033[0Kc\n", "abc\n");
+        check_render(f, "abcdef\033[2K\n", "\n");
+        check_render(f, "abc\033[2Kx\n", "   x\n");
+        check_render(f, "abc\033[2K\rxy\n", "xy\n");
+        check_render(f, "abcdef\rabc\033[2K\n", "\n");
+        check_render(f, "abcdef\r\033[2Kxy\n", "xy\n");
+        check_render(f, "abcdef\b\b\b\033[1K\n", "    ef\n");
+        check_render(f, "ab\033[1Kc\n", "  c\n");
+        /* Progress bar idiom. */
+        check_render(f, "[##  ] 50%\r\033[K[####] 100%\ndone\n", "[####] 100%\ndone\n");
+        /* Non-EL with K final but private/extra params are ignored. */
+        check_render(f, "abc\r\033[?2Kx\n", "xbc\n");
+        check_render(f, "abc\r\033[1;2Kx\n", "xbc\n");
+        /* A newline inside a CSI is executed. */
+        check_render(f, "a\033[3\n1mb\n", "a\nb\n");
+        /* ESC aborts a CSI and starts a new sequence; CAN cancels. */
+        check_render(f, "a\033[12\033[31mb\033[5\x18" "c\n", "abc\n");
+        /* An 8-bit byte ends a CSI and is rendered. */
+        check_render(f, "a\033[1é\n", "aé\n");
+}
+
+static void test_osc(void **state) {
+        Fixture *f = *state;
+
+        check_render(f, "\033]0;window title\007text\n", "text\n");
+        check_render(f, "\033]0;title\033\\text\n", "text\n");
+        check_render(f, "\033]8;;http://example.com\033\\link\033]8;;\033\\ after\n", "link after\n");
+        check_render(f, "\033P1$r0m\033\\dcs\n", "dcs\n");
+        check_render(f, "\033_apc\007x\n", "x\n");
+        /* ESC not followed by '\\' ends the string and starts a new sequence. */
+        check_render(f, "\033]0;t\033[31mred\n", "red\n");
+}
+
+/* Every split point of every input renders like the whole input, and so does
+ * feeding one byte at a time. */
+static void test_split(void **state) {
+        Fixture *f = *state;
+        const char *inputs[] = {
+                "\033[31mred\033[0m\n",
+                "ab\033[2Kc\n",
+                "xyz\r\033[Kq\n",
+                "\033]0;title\033\\t\n",
+                "\033]0;title\007t\n",
+                "h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80!\n",
+                "bad \xe2\x82\n\xf0\x9f\x98 \xff\xc3\n",
+                "a\r\nb\b\bc\td\n",
+                "\033(B\0337x\033[?25l\n",
+                "abc\r\xe2\x82\xac\n",
+                "tail without newline \xe2\x82",
+                "pending \033[3",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(inputs); i++) {
+                size_t n = strlen(inputs[i]);
+                _cleanup_free_ char *whole = render(f, inputs[i]);
+                _cleanup_free_ char *bytes = render_chunks(f, inputs[i], n, 0, 1);
+
+                assert_true(utf8_valid(whole, strlen(whole)));
+                assert_string_equal(bytes, whole);
+                for (size_t s = 0; s <= n; s++) {
+                        _cleanup_free_ char *split = render_chunks(f, inputs[i], n, s, 0);
+                        assert_string_equal(split, whole);
+                }
+        }
+}
+
+/* Random mixes of controls, escapes and UTF-8 fragments render the same
+ * whatever the chunking, and always as valid UTF-8. */
+static void test_split_random(void **state) {
+        Fixture *f = *state;
+        static const char alphabet[] = "aaaaabbbbb     \n\r\b\t\033[]K02;\\\x07\xe2\x82\xac\xc3\xa9\xff\x80m?P";
+        uint32_t x = 42;
+        char in[12000];
+
+        for (int round = 0; round < 40; round++) {
+                size_t n = sizeof(in);
+                char *whole, *chunked, *bytes;
+
+                for (size_t i = 0; i < n; i++) {
+                        x = x * 1103515245u + 12345u;
+                        in[i] = alphabet[(x >> 16) % (sizeof(alphabet) - 1)];
+                }
+                /* Some rounds get a long plain stretch, to wrap mid-sequence. */
+                if (round % 4 == 0)
+                        memset(in + 100, 'z', 2 * SBX_LINE_MAX > n - 200 ? n - 200 : 2 * SBX_LINE_MAX);
+                whole = render_chunks(f, in, n, n, 0);
+                assert_true(utf8_valid(whole, strlen(whole)));
+                chunked = render_chunks(f, in, n, 0, 1 + (size_t) round % 37);
+                assert_string_equal(chunked, whole);
+                bytes = render_chunks(f, in, n, 0, 1);
+                assert_string_equal(bytes, whole);
+                free(whole);
+                free(chunked);
+                free(bytes);
+        }
+}
+
+static void test_invalid_utf8(void **state) {
+        Fixture *f = *state;
+
+        check_render(f, "\xff\n", FFFD "\n");
+        check_render(f, "a\x80z\n", "a" FFFD "z\n");
+        check_render(f, "\xe2\x82\n", FFFD "\n");
+        check_render(f, "\xe2\x82x\n", FFFD "x\n");
+        check_render(f, "\xc0\xaf\n", FFFD FFFD "\n");
+        check_render(f, "\xed\xa0\x80\n", FFFD FFFD FFFD "\n");  /* surrogate */
+        check_render(f, "\xf4\x90\x80\x80\n", FFFD FFFD FFFD FFFD "\n");  /* > U+10FFFF */
+        check_render(f, "\xe0\x80\xaf\n", FFFD FFFD FFFD "\n");  /* overlong */
+        check_render(f, "\xf0\x9f\x98\033[31m\n", FFFD "\n");
+        check_render(f, "\xef\xbf\xbd\n", FFFD "\n");
+        check_render(f, "ok\xe2\x82", "ok" FFFD "\n");  /* partial at finish */
+
+        /* Random bytes always give valid UTF-8. */
+        {
+                Transcript *t = new_transcript(f, "random", SBX_TRANSCRIPT_CAP_DEFAULT);
+                uint8_t buf[4096];
+                uint32_t x = 12345;
+                _cleanup_free_ char *text = NULL;
+
+                for (int round = 0; round < 64; round++) {
+                        for (size_t i = 0; i < sizeof(buf); i++) {
+                                x = x * 1103515245u + 12345u;
+                                buf[i] = (uint8_t) (x >> 16);
+                        }
+                        assert_int_equal(transcript_feed(t, buf, sizeof(buf)), 0);
+                }
+                assert_int_equal(transcript_finish(t), 0);
+                text = read_all(t);
+                assert_true(utf8_valid(text, strlen(text)));
+                transcript_free(t);
+        }
+}
+
+static void test_long_lines(void **state) {
+        Fixture *f = *state;
+        size_t n = 10000;
+        _cleanup_free_ char *in = malloc(3 * n + 2);
+        _cleanup_free_ char *want = malloc(3 * n + 16);
+        char *got;
+
+        /* ASCII wraps at exactly SBX_LINE_MAX bytes. */
+        memset(in, 'a', n);
+        strcpy(in + n, "\n");
+        got = render(f, in);
+        assert_int_equal(strlen(got), n + 3);
+        for (size_t i = 0, pos = 0; i < 3; i++) {
+                size_t len = MIN((size_t) SBX_LINE_MAX, n - i * SBX_LINE_MAX);
+                assert_int_equal(strspn(got + pos, "a"), len);
+                assert_int_equal(got[pos + len], '\n');
+                pos += len + 1;
+        }
+        free(got);
+
+        /* Multi-byte characters are never cut: 1365 * 3 = 4095 bytes per line. */
+        for (size_t i = 0; i < n; i++)
+                memcpy(in + 3 * i, "\xe2\x82\xac", 3);
+        strcpy(in + 3 * n, "\n");
+        got = render(f, in);
+        {
+                char *p = got;
+                size_t chars = 0;
+                while (*p) {
+                        char *nl = strchr(p, '\n');
+                        assert_non_null(nl);
+                        assert_true((size_t) (nl - p) <= SBX_LINE_MAX);
+                        assert_int_equal((nl - p) % 3, 0);
+                        if (nl[1])
+                                assert_int_equal(nl - p, 4095);
+                        chars += (size_t) (nl - p) / 3;
+                        p = nl + 1;
+                }
+                assert_int_equal(chars, n);
+                assert_true(utf8_valid(got, strlen(got)));
+        }
+        free(got);
+
+        /* A line of exactly SBX_LINE_MAX bytes is one line; one more byte wraps. */
+        memset(in, 'b', SBX_LINE_MAX);
+        strcpy(in + SBX_LINE_MAX, "\n");
+        got = render(f, in);
+        assert_int_equal(strlen(got), SBX_LINE_MAX + 1);
+        free(got);
+        memset(in, 'b', SBX_LINE_MAX + 1);
+        strcpy(in + SBX_LINE_MAX + 1, "\n");
+        got = render(f, in);
+        memset(want, 'b', SBX_LINE_MAX);
+        strcpy(want + SBX_LINE_MAX, "\nb\n");
+        assert_string_equal(got, want);
+        free(got);
+}
+
+static void test_cap(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_transcript(f, "cap", 1000);
+        const char *marker = "[sbx: transcript cap of 1000 bytes reached; further output is not kept]\n";
+        struct stat st;
+        uint64_t total;
+        char *text;
+        int logfd;
+
+        for (int i = 0; i < 200; i++)
+                feed_str(t, "123456789\n");
+        assert_true(transcript_capped(t));
+        assert_int_equal(transcript_raw_bytes(t), 2000);
+        total = transcript_total_lines(t);
+        assert_int_equal(total, transcript_committed_lines(t));
+        /* Room for the marker is kept: (1000 - marker) / 10 lines, then the marker. */
+        assert_int_equal(total, (1000 - strlen(marker)) / 10 + 1);
+        text = read_all(t);
+        assert_int_equal(strlen(text), (total - 1) * 10 + strlen(marker));
+        assert_string_equal(text + (total - 1) * 10, marker);
+        assert_memory_equal(text, "123456789\n", 10);
+        free(text);
+
+        /* After the cap output is only counted. */
+        feed_str(t, "more\npending");
+        assert_int_equal(transcript_raw_bytes(t), 2012);
+        assert_int_equal(transcript_total_lines(t), total);
+        assert_int_equal(transcript_finish(t), 0);
+        assert_int_equal(transcript_total_lines(t), total);
+        transcript_free(t);
+
+        logfd = openat(f->dirfd, "cap.log", O_RDONLY | O_CLOEXEC);
+        assert_true(logfd >= 0);
+        assert_int_equal(fstat(logfd, &st), 0);
+        assert_true(st.st_size <= 1000);
+        close(logfd);
+
+        /* The capped state survives a reopen. */
+        assert_int_equal(transcript_open(f->dirfd, "cap", &t), 0);
+        assert_true(transcript_capped(t));
+        assert_int_equal(transcript_total_lines(t), total);
+        transcript_free(t);
+
+        /* A long pending line that does not fit is replaced by the marker too. */
+        t = new_transcript(f, "cap2", 200);
+        feed_str(t, "short\n");
+        for (int i = 0; i < 30; i++)
+                feed_str(t, "0123456789");
+        assert_false(transcript_capped(t));
+        assert_int_equal(transcript_finish(t), 0);
+        assert_true(transcript_capped(t));
+        text = read_all(t);
+        assert_string_equal(text, "short\n[sbx: transcript cap of 200 bytes reached; further output is not kept]\n");
+        free(text);
+        transcript_free(t);
+}
+
+static void test_read_limits(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_transcript(f, "limits", SBX_TRANSCRIPT_CAP_DEFAULT);
+        char *text;
+        uint64_t end;
+
+        feed_str(t, "zero\none\ntwo\nthree\nfour\npend");
+        assert_int_equal(transcript_total_lines(t), 6);
+
+        text = read_range(t, 1, 2, SIZE_MAX, &end);
+        assert_string_equal(text, "one\ntwo\n");
+        assert_int_equal(end, 3);
+        free(text);
+
+        text = read_range(t, 4, 10, SIZE_MAX, &end);
+        assert_string_equal(text, "four\npend\n");
+        assert_int_equal(end, 6);
+        free(text);
+
+        text = read_range(t, 5, 1, SIZE_MAX, &end);
+        assert_string_equal(text, "pend\n");
+        assert_int_equal(end, 6);
+        free(text);
+
+        /* max_bytes: whole lines only, at least one. */
+        text = read_range(t, 0, 100, 9, &end);
+        assert_string_equal(text, "zero\none\n");
+        assert_int_equal(end, 2);
+        free(text);
+        text = read_range(t, 0, 100, 8, &end);
+        assert_string_equal(text, "zero\n");
+        assert_int_equal(end, 1);
+        free(text);
+        text = read_range(t, 3, 100, 1, &end);
+        assert_string_equal(text, "three\n");
+        assert_int_equal(end, 4);
+        free(text);
+        text = read_range(t, 4, 100, 0, &end);
+        assert_string_equal(text, "four\n");
+        assert_int_equal(end, 5);
+        free(text);
+        text = read_range(t, 4, 100, 10, &end);    /* "four\npend\n" is 10 */
+        assert_string_equal(text, "four\npend\n");
+        assert_int_equal(end, 6);
+        free(text);
+        text = read_range(t, 4, 100, 9, &end);
+        assert_string_equal(text, "four\n");
+        assert_int_equal(end, 5);
+        free(text);
+        text = read_range(t, 5, 100, 1, &end);
+        assert_string_equal(text, "pend\n");
+        assert_int_equal(end, 6);
+        free(text);
+
+        /* limit 0 returns nothing. */
+        text = read_range(t, 2, 0, SIZE_MAX, &end);
+        assert_string_equal(text, "");
+        assert_int_equal(end, 2);
+        free(text);
+
+        /* Start at or beyond the end. */
+        text = read_range(t, 6, 10, SIZE_MAX, &end);
+        assert_string_equal(text, "");
+        assert_int_equal(end, 6);
+        free(text);
+        text = read_range(t, 1000000, 10, SIZE_MAX, &end);
+        assert_string_equal(text, "");
+        assert_int_equal(end, 6);
+        free(text);
+
+        assert_int_equal(transcript_finish(t), 0);
+        text = read_range(t, 5, 10, SIZE_MAX, &end);
+        assert_string_equal(text, "pend\n");
+        assert_int_equal(end, 6);
+        free(text);
+        transcript_free(t);
+}
+
+static void test_reopen(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_transcript(f, "reopen", SBX_TRANSCRIPT_CAP_DEFAULT);
+        Transcript *o = NULL;
+        char *a, *b, *c;
+        uint64_t end;
+
+        feed_str(t, "\033[32mgreen\033[0m\nprog 1%\rprog 100%\nh\xc3\xa9\n\nlast");
+        assert_int_equal(transcript_finish(t), 0);
+        a = read_all(t);
+
+        assert_int_equal(transcript_open(f->dirfd, "reopen", &o), 0);
+        assert_int_equal(transcript_total_lines(o), 5);
+        assert_int_equal(transcript_committed_lines(o), 5);
+        assert_false(transcript_capped(o));
+        assert_int_equal(transcript_feed(o, "x", 1), -EBADF);
+        assert_int_equal(transcript_finish(o), 0);
+        b = read_all(o);
+        assert_string_equal(a, b);
+        assert_string_equal(b, "green\nprog 100%\nhé\n\nlast\n");
+        c = read_range(o, 2, 2, SIZE_MAX, &end);
+        assert_string_equal(c, "hé\n\n");
+        assert_int_equal(end, 4);
+        free(a);
+        free(b);
+        free(c);
+        transcript_free(o);
+        transcript_free(t);
+
+        /* An empty transcript reopens as empty. */
+        t = new_transcript(f, "empty", 100);
+        assert_int_equal(transcript_finish(t), 0);
+        transcript_free(t);
+        assert_int_equal(transcript_open(f->dirfd, "empty", &o), 0);
+        assert_int_equal(transcript_total_lines(o), 0);
+        a = read_all(o);
+        assert_string_equal(a, "");
+        free(a);
+        transcript_free(o);
+}
+
+static off_t file_size(Fixture *f, const char *name) {
+        struct stat st;
+        assert_int_equal(fstatat(f->dirfd, name, &st, 0), 0);
+        return st.st_size;
+}
+
+static void append_file(Fixture *f, const char *name, const void *data, size_t len) {
+        int fd = openat(f->dirfd, name, O_WRONLY | O_APPEND | O_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, data, len), (ssize_t) len);
+        close(fd);
+}
+
+static void test_torn(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_transcript(f, "torn", SBX_TRANSCRIPT_CAP_DEFAULT);
+        Transcript *o = NULL;
+        uint64_t huge = UINT64_MAX / 2, zero = 0;
+        char *text;
+
+        feed_str(t, "one\ntwo\nthree\n");
+        assert_int_equal(transcript_finish(t), 0);
+        transcript_free(t);
+
+        /* A partial entry at the end of .idx. */
+        append_file(f, "torn.idx", "\x20\x00\x00", 3);
+        assert_int_equal(transcript_open(f->dirfd, "torn", &o), 0);
+        assert_int_equal(transcript_total_lines(o), 3);
+        text = read_all(o);
+        assert_string_equal(text, "one\ntwo\nthree\n");
+        free(text);
+        transcript_free(o);
+        assert_int_equal(file_size(f, "torn.idx"), 24);
+
+        /* Entries past the end of .log, zero-filled entries and a torn line of text. */
+        append_file(f, "torn.log", "four", 4);
+        append_file(f, "torn.idx", &huge, 8);
+        append_file(f, "torn.idx", &zero, 8);
+        append_file(f, "torn.idx", &zero, 8);
+        assert_int_equal(transcript_open(f->dirfd, "torn", &o), 0);
+        assert_int_equal(transcript_total_lines(o), 3);
+        text = read_all(o);
+        assert_string_equal(text, "one\ntwo\nthree\n");
+        free(text);
+        transcript_free(o);
+        assert_int_equal(file_size(f, "torn.idx"), 24);
+        assert_int_equal(file_size(f, "torn.log"), 14);
+
+        /* .log cut short: the line it no longer holds is dropped. */
+        {
+                int fd = openat(f->dirfd, "torn.log", O_WRONLY | O_CLOEXEC);
+                assert_true(fd >= 0);
+                assert_int_equal(ftruncate(fd, 11), 0);
+                close(fd);
+        }
+        assert_int_equal(transcript_open(f->dirfd, "torn", &o), 0);
+        assert_int_equal(transcript_total_lines(o), 2);
+        text = read_all(o);
+        assert_string_equal(text, "one\ntwo\n");
+        free(text);
+        transcript_free(o);
+        assert_int_equal(file_size(f, "torn.idx"), 16);
+        assert_int_equal(file_size(f, "torn.log"), 8);
+}
+
+static void test_big(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_transcript(f, "big", SBX_TRANSCRIPT_CAP_DEFAULT);
+        Transcript *o = NULL;
+        const size_t lines = 1000000, chunk_lines = 5000;
+        _cleanup_free_ char *buf = malloc(chunk_lines * 32);
+        char *text, *p;
+        uint64_t end;
+
+        for (size_t i = 0; i < lines; i += chunk_lines) {
+                size_t n = 0;
+                for (size_t j = i; j < i + chunk_lines; j++)
+                        n += (size_t) sprintf(buf + n, "line %zu of the big one\n", j);
+                assert_int_equal(transcript_feed(t, buf, n), 0);
+        }
+        assert_int_equal(transcript_total_lines(t), lines);
+        text = read_range(t, 999000, 1000, SIZE_MAX, &end);
+        assert_int_equal(end, 1000000);
+        p = text;
+        for (size_t j = 999000; j < 1000000; j++) {
+                char want[64];
+                int n = sprintf(want, "line %zu of the big one\n", j);
+                assert_memory_equal(p, want, (size_t) n);
+                p += n;
+        }
+        assert_int_equal(*p, '\0');
+        free(text);
+        assert_int_equal(transcript_finish(t), 0);
+        transcript_free(t);
+
+        assert_int_equal(transcript_open(f->dirfd, "big", &o), 0);
+        assert_int_equal(transcript_total_lines(o), lines);
+        text = read_range(o, 999000, 1000, SBX_WINDOW_MAX_BYTES, &end);
+        assert_int_equal(end, 1000000);
+        assert_memory_equal(text, "line 999000 of the big one\n", 27);
+        free(text);
+        text = read_range(o, 123456, 3, SIZE_MAX, &end);
+        assert_string_equal(text, "line 123456 of the big one\nline 123457 of the big one\nline 123458 of the big one\n");
+        assert_int_equal(end, 123459);
+        free(text);
+        transcript_free(o);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_names, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_files_cloexec, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_offsets_stable, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pending, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cr_bs, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_csi, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_osc, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_split, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_split_random, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_invalid_utf8, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_long_lines, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cap, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_read_limits, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_torn, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_big, setup, teardown),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
