@@ -99,6 +99,7 @@ int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *
                 .cgroup = ws->cgroup,
         };
         char why[200] = "";
+        unsigned long long t0 = now_usec();
         r = session_spawn(&p, &sr, why, sizeof(why));
         if (r < 0) {
                 log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id, sb->name, why);
@@ -127,8 +128,8 @@ int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *
         }
         TAILQ_INSERT_TAIL(&s->sessions, ws, link);
         sb->live_sessions++;
-        log_debug("Started workspace session %s of sandbox '%s' (worker pid %d, base layer %u)", ws->id,
-                  sb->name, (int) ws->pid, ws->base_layer);
+        log_debug("Started workspace session %s of sandbox '%s' in %llu us (worker pid %d, base layer %u)", ws->id,
+                  sb->name, now_usec() - t0, (int) ws->pid, ws->base_layer);
         *ret = ws;
         return 0;
 fail:
@@ -182,6 +183,7 @@ static void session_publish(Server *s, WorkspaceSession *ws, Command *last) {
 
 void session_destroy(Server *s, WorkspaceSession *ws, bool publish) {
         Command *c, *last = NULL;
+        unsigned long long t0 = now_usec();
 
         ws->state = SESSION_DEAD;
         session_kill_worker(s, ws);
@@ -213,7 +215,7 @@ void session_destroy(Server *s, WorkspaceSession *ws, bool publish) {
         }
         ws->sandbox->live_sessions--;
         TAILQ_REMOVE(&s->sessions, ws, link);
-        log_debug("Destroyed workspace session %s", ws->id);
+        log_debug("Destroyed workspace session %s in %llu us", ws->id, now_usec() - t0);
         free(ws);
 }
 
