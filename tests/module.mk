@@ -10,3 +10,5 @@ UNIT_TESTS += tests/unit/test-jsonrpc.c
 test-jsonrpc_DEPS := broker/jsonrpc.c broker/mcp.c
 UNIT_TESTS += tests/unit/test-schema.c
 test-schema_DEPS := broker/schema.c broker/tools.c
+UNIT_TESTS += tests/unit/test-layer.c
+test-layer_DEPS := supervisor/layer.c
