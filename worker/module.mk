@@ -1,1 +1,2 @@
 WORKER_SRCS += worker/worker.c
+WORKER_SRCS += worker/worker-exec.c

@@ -1,0 +1,133 @@
+/* The pre-exec side of a command: fork, wire the pipes, exec /bin/sh. A
+ * failure in the child is sent to the worker on a close-on-exec sync pipe as
+ * {errno, step}, then the child exits 127 (style R9). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "worker.h"
+
+_noreturn_ _printf_(3, 4)
+static void child_fail(int sync_fd, int err, const char *fmt, ...) {
+        SpawnError e = { .err = err };
+        va_list ap;
+
+        va_start(ap, fmt);
+        (void) vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+        va_end(ap);
+        (void) loop_write(sync_fd, &e, sizeof(e));
+        _exit(127);
+}
+
+static int reset_signals(void) {
+        struct sigaction sa = { .sa_handler = SIG_DFL };
+        sigset_t none;
+
+        /* Dispositions first, so nothing the worker ignores (SIGPIPE) stays ignored. */
+        for (int sig = 1; sig < _NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        (void) sigaction(sig, &sa, NULL);   /* EINVAL for glibc's reserved RT signals */
+        sigemptyset(&none);
+        return RET_NERRNO(sigprocmask(SIG_SETMASK, &none, NULL));
+}
+
+_noreturn_
+static void command_child(const char *cmd, char *const env[], const char *cwd, pid_t parent,
+                          int stdin_fd, int output_fd, int sync_fd) {
+        char *const argv[] = { (char *) "sh", (char *) "-c", (char *) cmd, NULL };
+        int r;
+
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                child_fail(sync_fd, -errno, "Failed to set the parent death signal");
+        if (getppid() != parent)
+                child_fail(sync_fd, -ESRCH, "Worker exited before the command started");
+        if (setsid() < 0)
+                child_fail(sync_fd, -errno, "Failed to start a new session");
+        /* The pipe ends are >= 4 (0-3 are taken), so these never clobber each other. */
+        r = fd_move_to(stdin_fd, STDIN_FILENO);
+        if (r >= 0)
+                r = fd_move_to(output_fd, STDOUT_FILENO);
+        if (r >= 0)
+                r = fd_move_to(output_fd, STDERR_FILENO);
+        if (r < 0)
+                child_fail(sync_fd, r, "Failed to set up standard input and output");
+        /* Everything above 2 is close-on-exec already; make sure of it. */
+        if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                child_fail(sync_fd, -errno, "Failed to mark descriptors close-on-exec");
+        if (chdir(cwd) < 0)
+                child_fail(sync_fd, -errno, "Failed to change directory to '%s'", cwd);
+        r = reset_signals();
+        if (r < 0)
+                child_fail(sync_fd, r, "Failed to reset the signal mask");
+        execve("/bin/sh", argv, env);
+        child_fail(sync_fd, -errno, "Failed to execute /bin/sh");
+}
+
+static int pipe_cloexec(int *ret_read, int *ret_write) {
+        int p[2];
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        *ret_read = p[0];
+        *ret_write = p[1];
+        return 0;
+}
+
+int command_spawn(const char *cmd, char *const env[], const char *cwd, SpawnError *error,
+                  pid_t *ret_pid, int *ret_stdin_fd, int *ret_output_fd) {
+        _cleanup_close_ int in_r = -EBADF, in_w = -EBADF, out_r = -EBADF, out_w = -EBADF,
+                            sync_r = -EBADF, sync_w = -EBADF;
+        SpawnError e;
+        pid_t parent = getpid(), pid;
+        ssize_t n;
+        int r;
+
+        error->msg[0] = '\0';
+        r = pipe_cloexec(&in_r, &in_w);
+        if (r >= 0)
+                r = pipe_cloexec(&out_r, &out_w);
+        if (r >= 0)
+                r = pipe_cloexec(&sync_r, &sync_w);
+        if (r >= 0)
+                r = fd_nonblock(in_w, true);
+        if (r >= 0)
+                r = fd_nonblock(out_r, true);
+        if (r < 0)
+                return r;
+
+        pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0)
+                command_child(cmd, env, cwd, parent, in_r, out_w, sync_w);
+
+        sync_w = safe_close(sync_w);
+        /* EOF: the exec closed the child's end. A record: a step failed. */
+        do
+                n = read(sync_r, &e, sizeof(e));
+        while (n < 0 && errno == EINTR);
+        if (n < 0) {
+                r = -errno;
+                (void) kill(pid, SIGKILL);
+                return r;
+        }
+        if (n > 0) {
+                if ((size_t) n != sizeof(e) || e.err >= 0)
+                        return -EIO;
+                e.msg[sizeof(e.msg) - 1] = '\0';
+                *error = e;
+                return e.err;
+        }
+
+        *ret_pid = pid;
+        *ret_stdin_fd = TAKE_FD(in_w);
+        *ret_output_fd = TAKE_FD(out_r);
+        return 0;
+}

@@ -1,0 +1,21 @@
+/* sbx-worker internals shared by worker.c (event loop, supervisor protocol)
+ * and worker-exec.c (starting a command). */
+#pragma once
+
+#include <sys/types.h>
+
+/* What went wrong in a command child before its exec: the step, and its errno. */
+typedef struct SpawnError {
+        int err;                        /* negative errno */
+        char msg[256];                  /* "Failed to change directory to '/x'" */
+} SpawnError;
+
+/* Start "/bin/sh -c cmd" with exactly env (NULL-terminated) in cwd, as the
+ * leader of a new session and process group, stdin from a pipe and stdout and
+ * stderr into one other pipe. Returns once the exec happened or failed. On
+ * success returns 0 with the pid, the write end of its stdin and the read end
+ * of its output (both non-blocking, close-on-exec). On failure returns -errno;
+ * if the child itself failed, error->msg says which step (else it is empty).
+ * A child that failed exits 127 and is left for the caller's reaper. */
+int command_spawn(const char *cmd, char *const env[], const char *cwd, SpawnError *error,
+                  pid_t *ret_pid, int *ret_stdin_fd, int *ret_output_fd);
