@@ -1,1 +1,678 @@
-int main(void) { return 1; }
+/* sandbox-mcp: the MCP broker. Speaks newline-delimited JSON-RPC 2.0 on
+ * stdin/stdout, validates every tool call against the tool's published
+ * schema, and forwards it as one protobuf request to sbxd over a
+ * SOCK_SEQPACKET socket. Single-threaded: one poll() loop over stdin, the
+ * supervisor socket and a signalfd; calls are answered in completion order.
+ * Holds no privilege and no sandbox state. Logs go to stderr only. */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "jsonrpc.h"
+#include "sbx-limits.h"
+#include "log.h"
+#include "macro.h"
+#include "mcp.h"
+#include "tools.h"
+#include "wire.h"
+
+#define DEFAULT_SOCKET "/run/sbx/sbxd.sock"
+#define STDIN_CHUNK (64u * 1024u)
+#define TOOL_NAME_SHOWN 128u            /* bytes of an unknown tool name echoed back */
+/* Frames waiting for sbxd to read: the hello, one request per call in flight
+ * and cancellations. More means sbxd stopped reading; memory stays bounded. */
+#define QUEUE_MAX (2u * SBX_MCP_MAX_PENDING + 1u)
+
+typedef struct Pending {
+        uint32_t seq;                   /* of the request sent to sbxd */
+        json_t *id;                     /* JSON-RPC id to answer */
+        const Tool *tool;
+} Pending;
+
+/* A packed frame waiting for room in the socket. */
+typedef struct Frame {
+        struct Frame *next;
+        size_t len;
+        uint8_t data[];
+} Frame;
+
+typedef struct Broker {
+        const char *socket_path;
+        bool content_text;
+        Tools *tools;
+        LineReader reader;
+        int signal_fd;
+        int sock;                       /* -EBADF while not connected */
+        uint32_t next_seq;
+        Frame *out_head, *out_tail;
+        size_t n_out;
+        Pending pending[SBX_MCP_MAX_PENDING];
+        size_t n_pending;
+        char input[STDIN_CHUNK];        /* one read() of stdin */
+} Broker;
+
+#define _cleanup_json_ _cleanup_(json_decrefp)
+
+/* ---- stdout -------------------------------------------------------------------
+ * Writes to stdout block: stdout is shared with the client (and maybe a
+ * terminal), so it is not switched to non-blocking mode, and the client is
+ * the only reader anyway. */
+
+static int send_message(json_t *msg) {
+        _cleanup_json_ json_t *m = msg;
+        _cleanup_free_ char *line = NULL;
+        size_t len;
+        int r;
+
+        if (!m)
+                return -ENOMEM;
+        r = jsonrpc_serialize(m, JSONRPC_OUT_MAX, &line, &len);
+        if (r == -EMSGSIZE) {
+                _cleanup_json_ json_t *e = NULL;
+                char text[96];
+
+                log_warning("Response to a request exceeds %u bytes, sending an error instead", JSONRPC_OUT_MAX);
+                snprintf(text, sizeof(text), "response exceeds %u bytes", JSONRPC_OUT_MAX);
+                e = jsonrpc_error(json_object_get(m, "id"), JSONRPC_INTERNAL_ERROR, text);
+                if (!e)
+                        return -ENOMEM;
+                r = jsonrpc_serialize(e, JSONRPC_OUT_MAX, &line, &len);
+        }
+        if (r < 0)
+                return r;
+        return loop_write(STDOUT_FILENO, line, len);
+}
+
+static int send_error(const json_t *id, int code, const char *message) {
+        return send_message(jsonrpc_error(id, code, message));
+}
+
+static int send_tool_error(const json_t *id, const char *text) {
+        return send_message(jsonrpc_result(id, tool_error_result(text)));
+}
+
+/* ---- the supervisor connection ---------------------------------------------------- */
+
+static Pending *pending_find_seq(Broker *b, uint32_t seq) {
+        for (size_t i = 0; i < b->n_pending; i++)
+                if (b->pending[i].seq == seq)
+                        return &b->pending[i];
+        return NULL;
+}
+
+static Pending *pending_find_id(Broker *b, const json_t *id) {
+        for (size_t i = 0; i < b->n_pending; i++)
+                if (json_equal(b->pending[i].id, (json_t *) id))
+                        return &b->pending[i];
+        return NULL;
+}
+
+/* Forget p; returns its id, owned by the caller. */
+static json_t *pending_remove(Broker *b, Pending *p) {
+        json_t *id = p->id;
+
+        *p = b->pending[--b->n_pending];
+        return id;
+}
+
+static uint32_t broker_next_seq(Broker *b) {
+        uint32_t seq;
+
+        do
+                seq = b->next_seq++;
+        while (seq == 0 || pending_find_seq(b, seq));   /* 0 is the hello's */
+        return seq;
+}
+
+static void broker_clear_queue(Broker *b) {
+        while (b->out_head) {
+                Frame *f = b->out_head;
+                b->out_head = f->next;
+                free(f);
+        }
+        b->out_tail = NULL;
+        b->n_out = 0;
+}
+
+/* Close the connection; every call in flight gets an error result. */
+static int broker_drop(Broker *b, const char *text) {
+        int r = 0;
+
+        b->sock = safe_close(b->sock);
+        broker_clear_queue(b);
+        while (b->n_pending > 0) {
+                _cleanup_json_ json_t *id = pending_remove(b, &b->pending[b->n_pending - 1]);
+                int k = send_tool_error(id, text);
+                if (k < 0 && r == 0)
+                        r = k;
+        }
+        return r;
+}
+
+static int broker_queue(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
+        size_t body = sbx__msg__get_packed_size(msg);
+        ssize_t len;
+        Frame *f;
+
+        if (body > SBX_FRAME_MAX)
+                return -EMSGSIZE;
+        if (b->n_out >= QUEUE_MAX)
+                return -ENOBUFS;
+        f = malloc(sizeof(Frame) + SBX_WIRE_HEADER_SIZE + body);
+        if (!f)
+                return -ENOMEM;
+        len = wire_pack(msg, seq, 0, f->data, SBX_WIRE_HEADER_SIZE + body);
+        if (len < 0) {
+                free(f);
+                return (int) len;
+        }
+        f->len = (size_t) len;
+        f->next = NULL;
+        if (b->out_tail)
+                b->out_tail->next = f;
+        else
+                b->out_head = f;
+        b->out_tail = f;
+        b->n_out++;
+        return 0;
+}
+
+/* Send what the socket takes. A failed socket is dropped (r < 0 only when
+ * stdout failed while telling the calls). */
+static int broker_flush(Broker *b) {
+        while (b->sock >= 0 && b->out_head) {
+                Frame *f = b->out_head;
+                ssize_t n = send(b->sock, f->data, f->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN || errno == EWOULDBLOCK)
+                                return 0;
+                        log_warning_errno(-errno, "Lost connection to sbxd at %s: %m", b->socket_path);
+                        return broker_drop(b, "lost connection to sbxd");
+                }
+                b->out_head = f->next;
+                if (!b->out_head)
+                        b->out_tail = NULL;
+                b->n_out--;
+                free(f);
+        }
+        return 0;
+}
+
+static int broker_connect(Broker *b) {
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        Sbx__ClientHello hello = SBX__CLIENT_HELLO__INIT;
+        Sbx__Msg msg = SBX__MSG__INIT;
+        int r;
+
+        if (b->sock >= 0)
+                return 0;
+        if (strlen(b->socket_path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, b->socket_path);
+
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        while (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        r = fd_nonblock(fd, true);
+        if (r < 0)
+                return r;
+
+        hello.client_name = (char *) "sandbox-mcp";
+        msg.type = SBX__MSG_TYPE__MSG_CLIENT_HELLO;
+        msg.body_case = SBX__MSG__BODY_HELLO;
+        msg.hello = &hello;
+        r = broker_queue(b, &msg, 0);
+        if (r < 0)
+                return r;
+        b->sock = TAKE_FD(fd);
+        log_debug("Connected to sbxd at %s", b->socket_path);
+        return 0;
+}
+
+static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
+        _cleanup_json_ json_t *id = NULL, *result = NULL;
+        const Sbx__Reply *reply = msg->reply;
+        Pending *p;
+        int r;
+
+        if (msg->type != SBX__MSG_TYPE__MSG_REPLY) {
+                log_warning("sbxd sent unexpected message type %d, dropping the connection", (int) msg->type);
+                return broker_drop(b, "lost connection to sbxd");
+        }
+        if (seq == 0) {
+                if (reply->err < 0) {
+                        _cleanup_free_ char *text = NULL;
+
+                        log_warning("sbxd refused the connection: %s", reply->errmsg);
+                        if (asprintf(&text, "sbxd refused the connection: %s",
+                                     reply->errmsg && reply->errmsg[0] ? reply->errmsg : strerror(-reply->err)) < 0)
+                                return -ENOMEM;
+                        return broker_drop(b, text);
+                }
+                return 0;
+        }
+        p = pending_find_seq(b, seq);
+        if (!p) {
+                log_debug("Reply to seq %u, which is no longer pending, ignoring", seq);
+                return 0;
+        }
+        r = tool_result_from_reply(p->tool, reply, b->content_text, &result);
+        if (r < 0)
+                return r;
+        id = pending_remove(b, p);
+        return send_message(jsonrpc_result(id, TAKE_PTR(result)));
+}
+
+static int broker_on_socket(Broker *b, short revents) {
+        int r;
+
+        if (revents & POLLOUT) {
+                r = broker_flush(b);
+                if (r < 0)
+                        return r;
+        }
+        while (b->sock >= 0 && (revents & (POLLIN | POLLHUP | POLLERR))) {
+                _cleanup_msg_ Sbx__Msg *msg = NULL;
+                uint32_t seq;
+
+                r = wire_recv(b->sock, &msg, &seq, NULL, NULL);
+                if (r == -EAGAIN)
+                        break;
+                if (r < 0) {
+                        if (r == -ECONNRESET)
+                                log_warning("sbxd at %s closed the connection", b->socket_path);
+                        else if (r == -EPROTO)
+                                log_warning("sbxd at %s speaks another protocol version", b->socket_path);
+                        else
+                                log_warning_errno(r, "Failed to receive from sbxd at %s: %m", b->socket_path);
+                        return broker_drop(b, "lost connection to sbxd");
+                }
+                r = broker_on_frame(b, msg, seq);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- MCP methods --------------------------------------------------------------- */
+
+/* "Unknown tool: X" with X shortened at a character boundary. */
+static int send_unknown_tool(const json_t *id, const char *name, size_t len) {
+        char text[TOOL_NAME_SHOWN + 64];
+        size_t n = strnlen(name, MIN(len, (size_t) TOOL_NAME_SHOWN));
+
+        while (n < len && n > 0 && ((unsigned char) name[n] & 0xc0) == 0x80)
+                n--;
+        snprintf(text, sizeof(text), "Unknown tool: %.*s%s", (int) n, name, n < len ? "…" : "");
+        return send_error(id, JSONRPC_INVALID_PARAMS, text);
+}
+
+static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
+        _cleanup_json_ json_t *empty = NULL;
+        _cleanup_free_ char *error = NULL;
+        json_t *name, *args;
+        ToolRequest req;
+        const Tool *tool;
+        uint32_t seq;
+        int r;
+
+        if (!json_is_object(m->params))
+                return send_error(m->id, JSONRPC_INVALID_PARAMS, "Invalid params: params must be an object");
+        name = json_object_get(m->params, "name");
+        if (!json_is_string(name))
+                return send_error(m->id, JSONRPC_INVALID_PARAMS, "Invalid params: name must be a string");
+        tool = tools_find(b->tools, json_string_value(name), json_string_length(name));
+        if (!tool)
+                return send_unknown_tool(m->id, json_string_value(name), json_string_length(name));
+
+        args = json_object_get(m->params, "arguments");
+        if (!args) {
+                args = empty = json_object();
+                if (!args)
+                        return -ENOMEM;
+        }
+        r = tool_prepare(tool, args, &req, &error);
+        if (r == -EINVAL) {
+                log_debug("%s: %s", tool_name(tool), error);
+                return send_tool_error(m->id, error);
+        }
+        if (r < 0)
+                return r;
+
+        if (b->n_pending >= SBX_MCP_MAX_PENDING)
+                return send_tool_error(m->id, "too many concurrent calls");
+
+        r = broker_connect(b);
+        if (r < 0) {
+                _cleanup_free_ char *text = NULL;
+
+                log_debug("Cannot reach sbxd at %s: %s", b->socket_path, strerror(-r));
+                if (asprintf(&text, "cannot reach sbxd at %s: %s; is sbxd running?", b->socket_path,
+                             strerror(-r)) < 0)
+                        return -ENOMEM;
+                return send_tool_error(m->id, text);
+        }
+
+        seq = broker_next_seq(b);
+        r = broker_queue(b, &req.msg, seq);
+        if (r == -EMSGSIZE || r == -EINVAL)
+                return send_tool_error(m->id, "request too large for sbxd");
+        if (r == -ENOBUFS) {
+                log_warning("sbxd at %s is not reading requests", b->socket_path);
+                return send_tool_error(m->id, "too many concurrent calls");
+        }
+        if (r < 0)
+                return r;
+        b->pending[b->n_pending++] = (Pending) {
+                .seq = seq,
+                .id = json_incref(m->id),
+                .tool = tool,
+        };
+        log_debug("%s: sent as seq %u", tool_name(tool), seq);
+        return broker_flush(b);
+}
+
+static int handle_cancelled(Broker *b, const JsonRpcMessage *m) {
+        Sbx__Cancel cancel = SBX__CANCEL__INIT;
+        Sbx__Msg msg = SBX__MSG__INIT;
+        json_t *request_id = json_is_object(m->params) ? json_object_get(m->params, "requestId") : NULL;
+        Pending *p;
+        int r;
+
+        p = request_id ? pending_find_id(b, request_id) : NULL;
+        if (!p) {
+                log_debug("Cancellation of a request not in flight, ignoring");
+                return 0;
+        }
+        cancel.request_seq = p->seq;
+        msg.type = SBX__MSG_TYPE__MSG_CLIENT_CANCEL;
+        msg.body_case = SBX__MSG__BODY_CANCEL;
+        msg.cancel = &cancel;
+        json_decref(pending_remove(b, p));      /* never answered */
+        r = broker_queue(b, &msg, broker_next_seq(b));
+        if (r == -ENOBUFS) {
+                log_warning("sbxd at %s is not reading requests, not sending a cancellation", b->socket_path);
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        return broker_flush(b);
+}
+
+static int handle_request(Broker *b, const JsonRpcMessage *m) {
+        if (strcmp(m->method, "initialize") == 0)
+                return send_message(jsonrpc_result(m->id, mcp_initialize_result(m->params, SBX_VERSION)));
+        if (strcmp(m->method, "ping") == 0)
+                return send_message(jsonrpc_result(m->id, json_object()));
+        if (strcmp(m->method, "tools/list") == 0)
+                return send_message(jsonrpc_result(m->id, json_incref((json_t *) tools_list_result(b->tools))));
+        if (strcmp(m->method, "tools/call") == 0)
+                return handle_tools_call(b, m);
+        return send_error(m->id, JSONRPC_METHOD_NOT_FOUND, "Method not found");
+}
+
+static int handle_line(const char *line, size_t len, bool oversize, void *userdata) {
+        _cleanup_jsonrpc_message_ JsonRpcMessage *m = NULL;
+        Broker *b = userdata;
+        int r;
+
+        if (oversize) {
+                char text[64];
+
+                log_warning("Discarded an input line longer than %u bytes", SBX_MCP_LINE_MAX);
+                snprintf(text, sizeof(text), "request line exceeds %u bytes", SBX_MCP_LINE_MAX);
+                return send_error(NULL, JSONRPC_INVALID_REQUEST, text);
+        }
+        r = jsonrpc_parse(line, len, &m);
+        if (r < 0)
+                return r;
+        switch (m->kind) {
+        case JSONRPC_EMPTY:
+                return 0;
+        case JSONRPC_INVALID:
+                log_debug("Invalid input line: %s", m->error_message);
+                return send_error(m->id, m->error_code, m->error_message);
+        case JSONRPC_RESPONSE:
+                log_debug("Ignoring a response: this server sends no requests");
+                return 0;
+        case JSONRPC_NOTIFICATION:
+                if (strcmp(m->method, "notifications/cancelled") == 0)
+                        return handle_cancelled(b, m);
+                return 0;       /* notifications/initialized and anything else */
+        case JSONRPC_REQUEST:
+                return handle_request(b, m);
+        }
+        return 0;
+}
+
+/* ---- main loop ----------------------------------------------------------------- */
+
+static int broker_run(Broker *b) {
+        int r;
+
+        for (;;) {
+                struct pollfd p[3] = {
+                        { .fd = STDIN_FILENO, .events = POLLIN },
+                        { .fd = b->signal_fd, .events = POLLIN },
+                        { .fd = b->sock, .events = POLLIN | (b->out_head ? POLLOUT : 0) },
+                };
+                ssize_t n;
+
+                /* A negative fd (no connection) is skipped by poll(). */
+                if (poll(p, ELEMENTSOF(p), -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return log_error_errno(-errno, "poll() failed: %m");
+                }
+                if (p[1].revents) {
+                        struct signalfd_siginfo si;
+
+                        if (read(b->signal_fd, &si, sizeof(si)) == sizeof(si))
+                                log_debug("Got signal %u, exiting", si.ssi_signo);
+                        return 0;
+                }
+                if (p[2].fd >= 0 && p[2].revents) {
+                        r = broker_on_socket(b, p[2].revents);
+                        if (r < 0)
+                                return r;
+                }
+                if (p[0].revents) {
+                        n = read(STDIN_FILENO, b->input, sizeof(b->input));
+                        if (n < 0) {
+                                if (errno == EINTR || errno == EAGAIN)
+                                        continue;
+                                return log_error_errno(-errno, "Failed to read standard input: %m");
+                        }
+                        if (n == 0) {
+                                log_debug("End of standard input, exiting");
+                                return line_reader_finish(&b->reader, handle_line, b);
+                        }
+                        r = line_reader_feed(&b->reader, b->input, (size_t) n, handle_line, b);
+                        if (r < 0)
+                                return r;
+                }
+        }
+}
+
+/* ---- command line ----------------------------------------------------------- */
+
+static void help(void) {
+        printf("Usage: sandbox-mcp [--set SET[,SET...]] [--socket PATH] [--content text|none]\n"
+               "                   [--log-level LEVEL]\n"
+               "       sandbox-mcp --help | --version\n\n"
+               "MCP server on standard input and output for sbx sandboxes.\n\n"
+               "  --set LIST         tool sets to offer (default runtime; known: runtime)\n"
+               "  --socket PATH      sbxd socket (default $SBX_SOCKET or " DEFAULT_SOCKET ")\n"
+               "  --content MODE     text: results repeat structuredContent as a text block\n"
+               "                     (default); none: empty content array\n"
+               "  --log-level LEVEL  error, warning, notice, info (default) or debug\n"
+               "  -h, --help         show this help\n"
+               "  -V, --version      show the version\n\n"
+               "See sandbox-mcp(1).\n");
+}
+
+_printf_(1, 2) _noreturn_
+static void usage_error(const char *fmt, ...) {
+        va_list ap;
+
+        fputs("sandbox-mcp: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputs("\nTry 'sandbox-mcp --help'.\n", stderr);
+        exit(2);
+}
+
+typedef struct Options {
+        unsigned sets;
+        const char *socket_path;
+        bool content_text;
+} Options;
+
+static void parse_argv(int argc, char **argv, Options *o) {
+        enum { OPT_SET = 0x100, OPT_SOCKET, OPT_CONTENT, OPT_LOG_LEVEL };
+        static const struct option options[] = {
+                { "set", required_argument, NULL, OPT_SET },
+                { "socket", required_argument, NULL, OPT_SOCKET },
+                { "content", required_argument, NULL, OPT_CONTENT },
+                { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {}
+        };
+        const char *env = getenv("SBX_SOCKET");
+        int c;
+
+        *o = (Options) {
+                .socket_path = env && env[0] ? env : DEFAULT_SOCKET,
+                .content_text = true,
+        };
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":hV", options, NULL)) >= 0) {
+                switch (c) {
+                case OPT_SET: {
+                        const char *bad = NULL;
+                        unsigned sets;
+
+                        if (tool_sets_parse(optarg, &sets, &bad) < 0)
+                                usage_error("unknown tool set '%.*s' in --set (known: runtime)",
+                                            (int) strcspn(bad, ","), bad);
+                        o->sets |= sets;
+                        break;
+                }
+                case OPT_SOCKET:
+                        if (!optarg[0])
+                                usage_error("--socket needs a path");
+                        o->socket_path = optarg;
+                        break;
+                case OPT_CONTENT:
+                        if (strcmp(optarg, "text") == 0)
+                                o->content_text = true;
+                        else if (strcmp(optarg, "none") == 0)
+                                o->content_text = false;
+                        else
+                                usage_error("--content must be text or none, not '%s'", optarg);
+                        break;
+                case OPT_LOG_LEVEL: {
+                        int level = log_level_from_string(optarg);
+                        if (level < 0)
+                                usage_error("unknown log level '%s'", optarg);
+                        log_set_level(level);
+                        break;
+                }
+                case 'h':
+                        help();
+                        exit(0);
+                case 'V':
+                        printf("sandbox-mcp %s\n", SBX_VERSION);
+                        exit(0);
+                case ':':
+                        usage_error("option '%s' needs an argument", argv[optind - 1]);
+                default:
+                        usage_error("unknown option '%s'", argv[optind - 1]);
+                }
+        }
+        if (optind < argc)
+                usage_error("unexpected argument '%s'", argv[optind]);
+        if (o->sets == 0)
+                o->sets = TOOL_SET_RUNTIME;
+}
+
+static int setup_signals(int *ret_fd) {
+        sigset_t mask;
+        int fd;
+
+        /* A client gone from stdout shows as EPIPE from write(), not a signal. */
+        if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+                return -errno;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return -errno;
+        fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        *ret_fd = fd;
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        Broker b = { .sock = -EBADF, .signal_fd = -EBADF, .next_seq = 1 };
+        Options o;
+        int r;
+
+        log_open("sandbox-mcp");
+        parse_argv(argc, argv, &o);
+
+        b.socket_path = o.socket_path;
+        b.content_text = o.content_text;
+        line_reader_init(&b.reader, SBX_MCP_LINE_MAX);
+
+        r = setup_signals(&b.signal_fd);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up signal handling: %m");
+                return 1;
+        }
+        r = tools_new(o.sets, &b.tools);
+        if (r < 0) {
+                log_error_errno(r, "Failed to load the tool table: %m");
+                return 1;
+        }
+        log_debug("Serving on stdio, sbxd at %s", b.socket_path);
+
+        r = broker_run(&b);
+        if (r == -EPIPE) {
+                log_debug("Standard output closed, exiting");
+                r = 0;
+        } else if (r < 0)
+                log_error_errno(r, "Exiting: %m");
+
+        /* Calls still in flight are abandoned; sbxd sees the connection close. */
+        for (size_t i = 0; i < b.n_pending; i++)
+                json_decref(b.pending[i].id);
+        broker_clear_queue(&b);
+        (void) safe_close(b.sock);
+        (void) safe_close(b.signal_fd);
+        line_reader_done(&b.reader);
+        tools_free(b.tools);
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,283 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonrpc.h"
+#include "macro.h"
+
+/* A buffer that grew past this for one long line is released afterwards. */
+#define LINE_READER_KEEP (64u * 1024u)
+
+JsonRpcMessage *jsonrpc_message_free(JsonRpcMessage *m) {
+        if (!m)
+                return NULL;
+        json_decref(m->id);
+        json_decref(m->root);
+        free(m);
+        return NULL;
+}
+
+static bool is_blank(const char *s, size_t len) {
+        for (size_t i = 0; i < len; i++)
+                if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+                        return false;
+        return true;
+}
+
+_printf_(3, 4)
+static void set_invalid(JsonRpcMessage *m, int code, const char *fmt, ...) {
+        va_list ap;
+
+        m->kind = JSONRPC_INVALID;
+        m->error_code = code;
+        va_start(ap, fmt);
+        vsnprintf(m->error_message, sizeof(m->error_message), fmt, ap);
+        va_end(ap);
+}
+
+/* A real that holds an integral value representable as int64. */
+static bool real_is_int64(double d) {
+        if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+                return false;
+        return (double) (long long) d == d;
+}
+
+int jsonrpc_parse(const char *line, size_t len, JsonRpcMessage **ret_msg) {
+        _cleanup_jsonrpc_message_ JsonRpcMessage *m = NULL;
+        const size_t flags = JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
+        json_t *id, *version, *method, *params;
+        bool ints_as_real = false;
+        json_error_t err;
+
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+
+        if (len > 0 && line[len - 1] == '\r')
+                len--;
+        if (is_blank(line, len)) {
+                m->kind = JSONRPC_EMPTY;
+                *ret_msg = TAKE_PTR(m);
+                return 0;
+        }
+
+        m->root = json_loadb(line, len, flags, &err);
+        if (!m->root && json_error_code(&err) == json_error_numeric_overflow) {
+                /* An integer beyond int64 (say a huge timeout_ms) is a bad
+                 * argument, not bad JSON: read the numbers as reals and let the
+                 * schema validator name the argument. Integral reals become
+                 * integers again there, and for the id below. */
+                m->root = json_loadb(line, len, flags | JSON_DECODE_INT_AS_REAL, &err);
+                ints_as_real = true;
+        }
+        if (!m->root) {
+                if (json_error_code(&err) == json_error_out_of_memory)
+                        return -ENOMEM;
+                set_invalid(m, JSONRPC_PARSE_ERROR, "Parse error: %s (at byte %d)", err.text, err.position);
+                *ret_msg = TAKE_PTR(m);
+                return 0;
+        }
+
+        if (json_is_array(m->root)) {
+                set_invalid(m, JSONRPC_INVALID_REQUEST, "Invalid Request: batch requests are not supported");
+                *ret_msg = TAKE_PTR(m);
+                return 0;
+        }
+        if (!json_is_object(m->root)) {
+                set_invalid(m, JSONRPC_INVALID_REQUEST, "Invalid Request: a request must be a JSON object");
+                *ret_msg = TAKE_PTR(m);
+                return 0;
+        }
+
+        id = json_object_get(m->root, "id");
+        version = json_object_get(m->root, "jsonrpc");
+        method = json_object_get(m->root, "method");
+        params = json_object_get(m->root, "params");
+
+        /* A response to a request of ours. We send none, so it is ignored. */
+        if (!method && (json_object_get(m->root, "result") || json_object_get(m->root, "error"))) {
+                m->kind = JSONRPC_RESPONSE;
+                *ret_msg = TAKE_PTR(m);
+                return 0;
+        }
+
+        if (id) {
+                if (json_is_string(id) || json_is_integer(id))
+                        m->id = json_incref(id);
+                else if (ints_as_real && json_is_real(id) && real_is_int64(json_real_value(id))) {
+                        m->id = json_integer((json_int_t) json_real_value(id));
+                        if (!m->id)
+                                return -ENOMEM;
+                } else {
+                        set_invalid(m, JSONRPC_INVALID_REQUEST,
+                                    "Invalid Request: id must be a string or an integer");
+                        *ret_msg = TAKE_PTR(m);
+                        return 0;
+                }
+        }
+
+        if (!json_is_string(version) || json_string_length(version) != 3 ||
+            memcmp(json_string_value(version), "2.0", 3) != 0) {
+                set_invalid(m, JSONRPC_INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"");
+                *ret_msg = TAKE_PTR(m);
+                return 0;
+        }
+        if (!json_is_string(method)) {
+                set_invalid(m, JSONRPC_INVALID_REQUEST, "Invalid Request: method must be a string");
+                *ret_msg = TAKE_PTR(m);
+                return 0;
+        }
+        if (memchr(json_string_value(method), '\0', json_string_length(method))) {
+                set_invalid(m, JSONRPC_INVALID_REQUEST, "Invalid Request: method must not contain NUL");
+                *ret_msg = TAKE_PTR(m);
+                return 0;
+        }
+        if (params && !json_is_object(params) && !json_is_array(params)) {
+                set_invalid(m, JSONRPC_INVALID_REQUEST, "Invalid Request: params must be an object or an array");
+                *ret_msg = TAKE_PTR(m);
+                return 0;
+        }
+
+        m->kind = id ? JSONRPC_REQUEST : JSONRPC_NOTIFICATION;
+        m->method = json_string_value(method);
+        m->params = params;
+        *ret_msg = TAKE_PTR(m);
+        return 0;
+}
+
+static json_t *id_or_null(const json_t *id) {
+        if (!id)
+                return json_null();
+        return json_incref((json_t *) id);
+}
+
+json_t *jsonrpc_result(const json_t *id, json_t *result) {
+        json_t *msg;
+
+        if (!result)
+                return NULL;
+        msg = json_pack("{s:s, s:o, s:o}", "jsonrpc", "2.0", "id", id_or_null(id), "result", result);
+        return msg;
+}
+
+json_t *jsonrpc_error(const json_t *id, int code, const char *message) {
+        return json_pack("{s:s, s:o, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id_or_null(id),
+                         "error", "code", code, "message", message);
+}
+
+int jsonrpc_serialize(const json_t *msg, size_t max, char **ret_line, size_t *ret_len) {
+        _cleanup_free_ char *s = NULL;
+        char *line;
+        size_t len;
+
+        s = json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(9));
+        if (!s)
+                return -ENOMEM;
+        len = strlen(s);
+        if (len + 1 >= max)
+                return -EMSGSIZE;
+        line = realloc(s, len + 2);
+        if (!line)
+                return -ENOMEM;
+        s = NULL;
+        line[len] = '\n';
+        line[len + 1] = '\0';
+        *ret_line = line;
+        *ret_len = len + 1;
+        return 0;
+}
+
+void line_reader_init(LineReader *lr, size_t max) {
+        *lr = (LineReader) { .max = max };
+}
+
+void line_reader_done(LineReader *lr) {
+        free(lr->buf);
+        *lr = (LineReader) { .max = lr->max };
+}
+
+static void line_reader_release(LineReader *lr) {
+        free(lr->buf);
+        lr->buf = NULL;
+        lr->len = lr->size = 0;
+}
+
+static int line_reader_append(LineReader *lr, const char *data, size_t n) {
+        size_t need = lr->len + n + 1;
+
+        if (need > lr->size) {
+                size_t size = MAX(lr->size * 2, MAX(need, (size_t) 4096));
+                char *p;
+
+                size = MIN(size, lr->max + 1);
+                p = realloc(lr->buf, size);
+                if (!p)
+                        return -ENOMEM;
+                lr->buf = p;
+                lr->size = size;
+        }
+        memcpy(lr->buf + lr->len, data, n);
+        lr->len += n;
+        lr->buf[lr->len] = '\0';
+        return 0;
+}
+
+int line_reader_feed(LineReader *lr, const char *data, size_t n, line_handler_t handler, void *userdata) {
+        int r;
+
+        while (n > 0) {
+                const char *nl = memchr(data, '\n', n);
+                size_t seg = nl ? (size_t) (nl - data) : n;
+                size_t used = seg + (nl ? 1 : 0);
+
+                if (!lr->discarding && lr->len + seg > lr->max) {
+                        /* Too long: drop what we have and skip to the newline. */
+                        lr->discarding = true;
+                        line_reader_release(lr);
+                }
+
+                if (lr->discarding) {
+                        if (nl) {
+                                lr->discarding = false;
+                                r = handler(NULL, 0, true, userdata);
+                                if (r < 0)
+                                        return r;
+                        }
+                } else if (nl && lr->len == 0) {
+                        /* The whole line is in this chunk: no copy. */
+                        r = handler(data, seg, false, userdata);
+                        if (r < 0)
+                                return r;
+                } else {
+                        r = line_reader_append(lr, data, seg);
+                        if (r < 0)
+                                return r;
+                        if (nl) {
+                                r = handler(lr->buf, lr->len, false, userdata);
+                                lr->len = 0;
+                                if (lr->size > LINE_READER_KEEP)
+                                        line_reader_release(lr);
+                                if (r < 0)
+                                        return r;
+                        }
+                }
+                data += used;
+                n -= used;
+        }
+        return 0;
+}
+
+int line_reader_finish(LineReader *lr, line_handler_t handler, void *userdata) {
+        int r = 0;
+
+        if (lr->discarding)
+                r = handler(NULL, 0, true, userdata);
+        else if (lr->len > 0)
+                r = handler(lr->buf, lr->len, false, userdata);
+        lr->discarding = false;
+        line_reader_release(lr);
+        return r;
+}

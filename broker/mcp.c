@@ -1,0 +1,37 @@
+#include <string.h>
+
+#include "macro.h"
+#include "mcp.h"
+
+static const char *const supported_versions[] = {
+        "2025-11-25",
+        "2025-06-18",
+        "2025-03-26",
+};
+
+static const char instructions[] =
+        "Runs shell commands in sbx sandboxes. Every tool needs a sandbox_id. "
+        "exec_command starts a command and returns when it ends or when yield_time_ms passes "
+        "(status \"running\"); then keep its command_session_id, send input with "
+        "write_command_stdin and page the full transcript by line offset with read_command_lines. "
+        "Without workspace_session_id a command gets its own session, whose workspace changes "
+        "are published when the command ends.";
+
+const char *mcp_negotiate_version(const char *requested) {
+        if (requested)
+                for (size_t i = 0; i < ELEMENTSOF(supported_versions); i++)
+                        if (strcmp(requested, supported_versions[i]) == 0)
+                                return supported_versions[i];
+        return MCP_LATEST_VERSION;
+}
+
+json_t *mcp_initialize_result(const json_t *params, const char *version) {
+        const json_t *requested = json_is_object(params) ? json_object_get(params, "protocolVersion") : NULL;
+
+        return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}",
+                         "protocolVersion",
+                         mcp_negotiate_version(json_is_string(requested) ? json_string_value(requested) : NULL),
+                         "capabilities", "tools", "listChanged", 0,
+                         "serverInfo", "name", MCP_SERVER_NAME, "title", MCP_SERVER_TITLE, "version", version,
+                         "instructions", instructions);
+}

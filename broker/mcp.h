@@ -1,0 +1,17 @@
+/* MCP lifecycle pieces that need no I/O: protocol version negotiation and
+ * the initialize result. Non-logging. */
+#pragma once
+
+#include <jansson.h>
+
+#define MCP_LATEST_VERSION "2025-11-25"
+#define MCP_SERVER_NAME "sandbox-mcp"
+#define MCP_SERVER_TITLE "sbx sandbox"
+
+/* The revision to answer for the requested one (NULL: not given): the same
+ * if supported, otherwise the latest. Never fails. */
+const char *mcp_negotiate_version(const char *requested);
+
+/* The result of "initialize" for its params (may be NULL or malformed: a
+ * missing or odd protocolVersion gets the latest). NULL on ENOMEM. */
+json_t *mcp_initialize_result(const json_t *params, const char *version);

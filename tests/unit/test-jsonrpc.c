@@ -1,0 +1,494 @@
+/* Unit tests for broker/jsonrpc.c (the MCP line parser, line reader and
+ * response serializer) and broker/mcp.c (initialize and version negotiation). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../broker/jsonrpc.h"
+#include "macro.h"
+#include "../../broker/mcp.h"
+#include "sbx-limits.h"
+
+/* Parse a C string; the message is checked by the caller and freed here. */
+static JsonRpcMessage *parse(const char *line) {
+        JsonRpcMessage *m = NULL;
+
+        assert_int_equal(jsonrpc_parse(line, strlen(line), &m), 0);
+        assert_non_null(m);
+        return m;
+}
+
+/* The serialized error response for an invalid line. */
+static char *error_line(const char *line) {
+        _cleanup_jsonrpc_message_ JsonRpcMessage *m = parse(line);
+        json_t *e;
+        char *out;
+        size_t len;
+
+        assert_int_equal(m->kind, JSONRPC_INVALID);
+        e = jsonrpc_error(m->id, m->error_code, m->error_message);
+        assert_non_null(e);
+        assert_int_equal(jsonrpc_serialize(e, JSONRPC_OUT_MAX, &out, &len), 0);
+        json_decref(e);
+        return out;
+}
+
+static void assert_invalid(const char *line, int code, bool id_null, const char *message_part) {
+        _cleanup_jsonrpc_message_ JsonRpcMessage *m = parse(line);
+
+        assert_int_equal(m->kind, JSONRPC_INVALID);
+        assert_int_equal(m->error_code, code);
+        if (id_null)
+                assert_null(m->id);
+        else
+                assert_non_null(m->id);
+        if (!strstr(m->error_message, message_part))
+                fail_msg("'%s': message '%s' lacks '%s'", line, m->error_message, message_part);
+}
+
+/* ---- valid messages ------------------------------------------------------------ */
+
+static void test_request(void **state) {
+        _cleanup_jsonrpc_message_ JsonRpcMessage *m =
+                parse("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}");
+
+        assert_int_equal(m->kind, JSONRPC_REQUEST);
+        assert_string_equal(m->method, "tools/call");
+        assert_true(json_is_integer(m->id));
+        assert_int_equal(json_integer_value(m->id), 7);
+        assert_true(json_is_object(m->params));
+        assert_string_equal(json_string_value(json_object_get(m->params, "name")), "x");
+}
+
+static void test_request_key_order_and_no_params(void **state) {
+        /* The SDK sends "jsonrpc" last. */
+        _cleanup_jsonrpc_message_ JsonRpcMessage *m = parse("{\"method\":\"ping\",\"id\":\"a\",\"jsonrpc\":\"2.0\"}");
+
+        assert_int_equal(m->kind, JSONRPC_REQUEST);
+        assert_string_equal(m->method, "ping");
+        assert_null(m->params);
+}
+
+static void test_notification(void **state) {
+        _cleanup_jsonrpc_message_ JsonRpcMessage *m =
+                parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":3}}");
+
+        assert_int_equal(m->kind, JSONRPC_NOTIFICATION);
+        assert_null(m->id);
+        assert_string_equal(m->method, "notifications/cancelled");
+        assert_int_equal(json_integer_value(json_object_get(m->params, "requestId")), 3);
+}
+
+static void test_response_ignored(void **state) {
+        JsonRpcMessage *m = parse("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}");
+        assert_int_equal(m->kind, JSONRPC_RESPONSE);
+        jsonrpc_message_free(m);
+        m = parse("{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":1,\"message\":\"x\"}}");
+        assert_int_equal(m->kind, JSONRPC_RESPONSE);
+        jsonrpc_message_free(m);
+}
+
+static void test_blank_lines(void **state) {
+        static const char *const lines[] = { "", "\r", "   ", "\t \r" };
+
+        for (size_t i = 0; i < ELEMENTSOF(lines); i++) {
+                _cleanup_jsonrpc_message_ JsonRpcMessage *m = parse(lines[i]);
+                assert_int_equal(m->kind, JSONRPC_EMPTY);
+        }
+}
+
+static void test_trailing_cr(void **state) {
+        _cleanup_jsonrpc_message_ JsonRpcMessage *m = parse("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\r");
+
+        assert_int_equal(m->kind, JSONRPC_REQUEST);
+        assert_string_equal(m->method, "ping");
+}
+
+static void test_line_with_nul_and_length(void **state) {
+        /* The parser takes a length, not a C string: bytes past it are not read. */
+        static const char line[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}garbage";
+        _cleanup_jsonrpc_message_ JsonRpcMessage *m = NULL;
+
+        assert_int_equal(jsonrpc_parse(line, strlen(line) - strlen("garbage"), &m), 0);
+        assert_int_equal(m->kind, JSONRPC_REQUEST);
+}
+
+/* ---- ids are echoed with their exact type and value ------------------------------ */
+
+static void check_echo(const char *id_json, const char *expect) {
+        _cleanup_free_ char *line = NULL, *out = NULL;
+        _cleanup_jsonrpc_message_ JsonRpcMessage *m = NULL;
+        json_t *resp;
+        size_t len;
+
+        assert_true(asprintf(&line, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"ping\"}", id_json) > 0);
+        m = parse(line);
+        assert_int_equal(m->kind, JSONRPC_REQUEST);
+        resp = jsonrpc_result(m->id, json_object());
+        assert_non_null(resp);
+        assert_int_equal(jsonrpc_serialize(resp, JSONRPC_OUT_MAX, &out, &len), 0);
+        json_decref(resp);
+        assert_string_equal(out, expect);
+        assert_int_equal(len, strlen(expect));
+}
+
+static void test_id_echo(void **state) {
+        check_echo("0", "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}\n");
+        check_echo("-5", "{\"jsonrpc\":\"2.0\",\"id\":-5,\"result\":{}}\n");
+        check_echo("9007199254740993", "{\"jsonrpc\":\"2.0\",\"id\":9007199254740993,\"result\":{}}\n");
+        check_echo("9223372036854775807", "{\"jsonrpc\":\"2.0\",\"id\":9223372036854775807,\"result\":{}}\n");
+        check_echo("\"1\"", "{\"jsonrpc\":\"2.0\",\"id\":\"1\",\"result\":{}}\n");
+        check_echo("\"\"", "{\"jsonrpc\":\"2.0\",\"id\":\"\",\"result\":{}}\n");
+        check_echo("\"req-\\u00e9\\n\\\"x\\\"\"", "{\"jsonrpc\":\"2.0\",\"id\":\"req-\xc3\xa9\\n\\\"x\\\"\",\"result\":{}}\n");
+}
+
+static void test_id_with_huge_argument(void **state) {
+        /* An integer argument beyond int64 is not a parse error; the id stays an integer. */
+        _cleanup_jsonrpc_message_ JsonRpcMessage *m = parse(
+                "{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"tools/call\","
+                "\"params\":{\"name\":\"x\",\"arguments\":{\"limit\":123456789012345678901234567890}}}");
+
+        assert_int_equal(m->kind, JSONRPC_REQUEST);
+        assert_true(json_is_integer(m->id));
+        assert_int_equal(json_integer_value(m->id), 42);
+}
+
+/* ---- every error class ---------------------------------------------------------- */
+
+static void test_parse_errors(void **state) {
+        static const char *const lines[] = {
+                "not json",
+                "{",
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"",
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} {}",
+                "{'jsonrpc':'2.0'}",
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"ping\"}",      /* duplicate key */
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xffing\"}",              /* invalid UTF-8 */
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":1e999}",     /* real overflow */
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(lines); i++)
+                assert_invalid(lines[i], JSONRPC_PARSE_ERROR, true, "Parse error");
+}
+
+static void test_parse_error_response(void **state) {
+        _cleanup_free_ char *out = error_line("not json");
+
+        assert_non_null(strstr(out, "\"id\":null"));
+        assert_non_null(strstr(out, "\"code\":-32700"));
+        assert_ptr_equal(strchr(out, '\n'), out + strlen(out) - 1);
+}
+
+static void test_not_an_object(void **state) {
+        static const char *const lines[] = { "42", "\"ping\"", "null", "true", "1.5" };
+
+        for (size_t i = 0; i < ELEMENTSOF(lines); i++)
+                assert_invalid(lines[i], JSONRPC_INVALID_REQUEST, true, "must be a JSON object");
+}
+
+static void test_batch_rejected(void **state) {
+        assert_invalid("[]", JSONRPC_INVALID_REQUEST, true, "batch");
+        assert_invalid("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", JSONRPC_INVALID_REQUEST, true,
+                       "batch");
+}
+
+static void test_bad_jsonrpc(void **state) {
+        assert_invalid("{\"id\":1,\"method\":\"ping\"}", JSONRPC_INVALID_REQUEST, false, "jsonrpc");
+        assert_invalid("{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}", JSONRPC_INVALID_REQUEST, false,
+                       "jsonrpc");
+        assert_invalid("{\"jsonrpc\":2.0,\"id\":1,\"method\":\"ping\"}", JSONRPC_INVALID_REQUEST, false, "jsonrpc");
+        assert_invalid("{\"jsonrpc\":\"2.0\\u0000\",\"id\":1,\"method\":\"ping\"}", JSONRPC_INVALID_REQUEST,
+                       false, "jsonrpc");
+        /* Without an id it is still answered, with id null. */
+        assert_invalid("{\"jsonrpc\":\"2.1\",\"method\":\"ping\"}", JSONRPC_INVALID_REQUEST, true, "jsonrpc");
+}
+
+static void test_bad_id(void **state) {
+        static const char *const ids[] = { "null", "1.5", "1.0", "{}", "[]", "true", "[1]" };
+
+        for (size_t i = 0; i < ELEMENTSOF(ids); i++) {
+                _cleanup_free_ char *line = NULL;
+
+                assert_true(asprintf(&line, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"ping\"}", ids[i]) > 0);
+                assert_invalid(line, JSONRPC_INVALID_REQUEST, true, "id must be a string or an integer");
+        }
+}
+
+static void test_bad_method(void **state) {
+        assert_invalid("{\"jsonrpc\":\"2.0\",\"id\":1}", JSONRPC_INVALID_REQUEST, false, "method must be a string");
+        assert_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":7}", JSONRPC_INVALID_REQUEST, false,
+                       "method must be a string");
+        assert_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":null}", JSONRPC_INVALID_REQUEST, false,
+                       "method must be a string");
+        assert_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\\u0000x\"}", JSONRPC_INVALID_REQUEST,
+                       false, "NUL");
+        assert_invalid("{\"jsonrpc\":\"2.0\",\"method\":[]}", JSONRPC_INVALID_REQUEST, true,
+                       "method must be a string");
+}
+
+static void test_bad_params(void **state) {
+        assert_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":3}", JSONRPC_INVALID_REQUEST,
+                       false, "params");
+        assert_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":\"x\"}",
+                       JSONRPC_INVALID_REQUEST, false, "params");
+}
+
+static void test_error_echoes_valid_id(void **state) {
+        _cleanup_free_ char *out = error_line("{\"jsonrpc\":\"1.0\",\"id\":\"abc\",\"method\":\"ping\"}");
+
+        assert_string_equal(out, "{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"error\":{\"code\":-32600,"
+                                 "\"message\":\"Invalid Request: jsonrpc must be \\\"2.0\\\"\"}}\n");
+}
+
+/* ---- serialization --------------------------------------------------------------- */
+
+static void test_serialize_one_line(void **state) {
+        json_t *r = jsonrpc_result(NULL, json_pack("{s:s}", "text", "a\nb\r\nc\x01"));
+        _cleanup_free_ char *out = NULL;
+        size_t len;
+
+        assert_int_equal(jsonrpc_serialize(r, JSONRPC_OUT_MAX, &out, &len), 0);
+        assert_int_equal(len, strlen(out));
+        assert_ptr_equal(strchr(out, '\n'), out + len - 1);
+        assert_null(strchr(out, '\r'));
+        assert_non_null(strstr(out, "\"id\":null"));
+        json_decref(r);
+}
+
+static void test_serialize_too_big(void **state) {
+        json_t *r = jsonrpc_result(NULL, json_pack("{s:s}", "text", "0123456789012345678901234567890123456789"));
+        char *out = NULL;
+        size_t len;
+
+        assert_int_equal(jsonrpc_serialize(r, 40, &out, &len), -EMSGSIZE);
+        assert_null(out);
+        json_decref(r);
+}
+
+/* ---- line reader ------------------------------------------------------------------ */
+
+typedef struct Collected {
+        char lines[16][64];
+        bool oversize[16];
+        size_t n;
+        int fail_at;    /* return -EIO for this line number, or -1 */
+} Collected;
+
+static int collect(const char *line, size_t len, bool oversize, void *userdata) {
+        Collected *c = userdata;
+
+        assert_true(c->n < ELEMENTSOF(c->lines));
+        assert_true(len < sizeof(c->lines[0]));
+        if (oversize)
+                assert_null(line);
+        else
+                memcpy(c->lines[c->n], line, len);
+        c->lines[c->n][len] = '\0';
+        c->oversize[c->n] = oversize;
+        if ((int) c->n++ == c->fail_at)
+                return -EIO;
+        return 0;
+}
+
+static void feed_bytewise(LineReader *lr, const char *s, Collected *c) {
+        for (size_t i = 0; s[i]; i++)
+                assert_int_equal(line_reader_feed(lr, s + i, 1, collect, c), 0);
+}
+
+static void test_reader_lines(void **state) {
+        Collected c = { .fail_at = -1 };
+        LineReader lr;
+        static const char input[] = "one\ntwo\r\n\nthree";
+
+        line_reader_init(&lr, 16);
+        assert_int_equal(line_reader_feed(&lr, input, strlen(input), collect, &c), 0);
+        assert_int_equal(c.n, 3);
+        assert_string_equal(c.lines[0], "one");
+        assert_string_equal(c.lines[1], "two\r");      /* the parser drops the "\r" */
+        assert_string_equal(c.lines[2], "");
+        assert_int_equal(line_reader_finish(&lr, collect, &c), 0);
+        assert_int_equal(c.n, 4);
+        assert_string_equal(c.lines[3], "three");
+        assert_false(c.oversize[3]);
+        line_reader_done(&lr);
+}
+
+static void test_reader_split_chunks(void **state) {
+        Collected c = { .fail_at = -1 };
+        LineReader lr;
+
+        line_reader_init(&lr, 16);
+        feed_bytewise(&lr, "hello world\nsecond\n", &c);
+        assert_int_equal(c.n, 2);
+        assert_string_equal(c.lines[0], "hello world");
+        assert_string_equal(c.lines[1], "second");
+        line_reader_done(&lr);
+}
+
+static void test_reader_oversize(void **state) {
+        Collected c = { .fail_at = -1 };
+        LineReader lr;
+        static const char input[] = "0123456789abcdef\n"       /* exactly max: kept */
+                                    "0123456789abcdefX\n"      /* max + 1: discarded */
+                                    "ok\n";
+
+        line_reader_init(&lr, 16);
+        assert_int_equal(line_reader_feed(&lr, input, strlen(input), collect, &c), 0);
+        assert_int_equal(c.n, 3);
+        assert_string_equal(c.lines[0], "0123456789abcdef");
+        assert_false(c.oversize[0]);
+        assert_true(c.oversize[1]);
+        assert_string_equal(c.lines[2], "ok");
+        assert_false(c.oversize[2]);
+        line_reader_done(&lr);
+}
+
+static void test_reader_oversize_streamed(void **state) {
+        /* A long line arriving in pieces never grows the buffer past max. */
+        Collected c = { .fail_at = -1 };
+        LineReader lr;
+
+        line_reader_init(&lr, 16);
+        for (int i = 0; i < 1000; i++) {
+                assert_int_equal(line_reader_feed(&lr, "xxxxxxxxxx", 10, collect, &c), 0);
+                assert_true(lr.size <= 17);
+                assert_int_equal(c.n, 0);
+        }
+        feed_bytewise(&lr, "yy\nafter\n", &c);
+        assert_int_equal(c.n, 2);
+        assert_true(c.oversize[0]);
+        assert_string_equal(c.lines[1], "after");
+        line_reader_done(&lr);
+}
+
+static void test_reader_oversize_at_eof(void **state) {
+        Collected c = { .fail_at = -1 };
+        LineReader lr;
+
+        line_reader_init(&lr, 4);
+        assert_int_equal(line_reader_feed(&lr, "toolong", 7, collect, &c), 0);
+        assert_int_equal(c.n, 0);
+        assert_int_equal(line_reader_finish(&lr, collect, &c), 0);
+        assert_int_equal(c.n, 1);
+        assert_true(c.oversize[0]);
+        /* Nothing left after finish. */
+        assert_int_equal(line_reader_finish(&lr, collect, &c), 0);
+        assert_int_equal(c.n, 1);
+        line_reader_done(&lr);
+}
+
+static void test_reader_handler_error_stops(void **state) {
+        Collected c = { .fail_at = 1 };
+        LineReader lr;
+
+        line_reader_init(&lr, 16);
+        assert_int_equal(line_reader_feed(&lr, "a\nb\nc\n", 6, collect, &c), -EIO);
+        assert_int_equal(c.n, 2);
+        line_reader_done(&lr);
+}
+
+static void test_oversize_line_is_not_parsed(void **state) {
+        /* A real-size check: SBX_MCP_LINE_MAX + 1 bytes, one JSON value, discarded. */
+        const size_t max = SBX_MCP_LINE_MAX;
+        Collected c = { .fail_at = -1 };
+        char *big = malloc(max + 2);
+        LineReader lr;
+
+        assert_non_null(big);
+        memset(big, ' ', max + 1);
+        big[0] = '{';
+        big[max] = '}';
+        big[max + 1] = '\n';
+        line_reader_init(&lr, max);
+        assert_int_equal(line_reader_feed(&lr, big, max + 2, collect, &c), 0);
+        assert_int_equal(c.n, 1);
+        assert_true(c.oversize[0]);
+        assert_true(lr.size <= max + 1);
+        line_reader_done(&lr);
+        free(big);
+}
+
+/* ---- initialize ---------------------------------------------------------------- */
+
+static void test_negotiate_version(void **state) {
+        assert_string_equal(mcp_negotiate_version("2025-11-25"), "2025-11-25");
+        assert_string_equal(mcp_negotiate_version("2025-06-18"), "2025-06-18");
+        assert_string_equal(mcp_negotiate_version("2025-03-26"), "2025-03-26");
+        assert_string_equal(mcp_negotiate_version("2024-11-05"), "2025-11-25");
+        assert_string_equal(mcp_negotiate_version("2026-07-28"), "2025-11-25");
+        assert_string_equal(mcp_negotiate_version("1999-01-01"), "2025-11-25");
+        assert_string_equal(mcp_negotiate_version(""), "2025-11-25");
+        assert_string_equal(mcp_negotiate_version(NULL), "2025-11-25");
+}
+
+static void check_initialize(const char *params_json, const char *expect_version) {
+        json_t *params = params_json ? json_loads(params_json, JSON_DECODE_ANY, NULL) : NULL;
+        json_t *r = mcp_initialize_result(params, "1.2.3");
+        json_t *info;
+
+        assert_non_null(r);
+        assert_string_equal(json_string_value(json_object_get(r, "protocolVersion")), expect_version);
+        assert_true(json_is_false(json_object_get(json_object_get(json_object_get(r, "capabilities"), "tools"),
+                                                  "listChanged")));
+        info = json_object_get(r, "serverInfo");
+        assert_string_equal(json_string_value(json_object_get(info, "name")), "sandbox-mcp");
+        assert_string_equal(json_string_value(json_object_get(info, "title")), "sbx sandbox");
+        assert_string_equal(json_string_value(json_object_get(info, "version")), "1.2.3");
+        assert_true(json_is_string(json_object_get(r, "instructions")));
+        json_decref(r);
+        json_decref(params);
+}
+
+static void test_initialize(void **state) {
+        check_initialize("{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+                         "\"clientInfo\":{\"name\":\"c\",\"version\":\"0\"}}", "2025-06-18");
+        check_initialize("{\"protocolVersion\":\"2025-11-25\"}", "2025-11-25");
+        check_initialize("{\"protocolVersion\":\"2025-03-26\"}", "2025-03-26");
+        check_initialize("{\"protocolVersion\":\"1.0.0\"}", "2025-11-25");
+        check_initialize("{\"protocolVersion\":20250618}", "2025-11-25");
+        check_initialize("{}", "2025-11-25");
+        check_initialize("[]", "2025-11-25");
+        check_initialize(NULL, "2025-11-25");
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_request),
+                cmocka_unit_test(test_request_key_order_and_no_params),
+                cmocka_unit_test(test_notification),
+                cmocka_unit_test(test_response_ignored),
+                cmocka_unit_test(test_blank_lines),
+                cmocka_unit_test(test_trailing_cr),
+                cmocka_unit_test(test_line_with_nul_and_length),
+                cmocka_unit_test(test_id_echo),
+                cmocka_unit_test(test_id_with_huge_argument),
+                cmocka_unit_test(test_parse_errors),
+                cmocka_unit_test(test_parse_error_response),
+                cmocka_unit_test(test_not_an_object),
+                cmocka_unit_test(test_batch_rejected),
+                cmocka_unit_test(test_bad_jsonrpc),
+                cmocka_unit_test(test_bad_id),
+                cmocka_unit_test(test_bad_method),
+                cmocka_unit_test(test_bad_params),
+                cmocka_unit_test(test_error_echoes_valid_id),
+                cmocka_unit_test(test_serialize_one_line),
+                cmocka_unit_test(test_serialize_too_big),
+                cmocka_unit_test(test_reader_lines),
+                cmocka_unit_test(test_reader_split_chunks),
+                cmocka_unit_test(test_reader_oversize),
+                cmocka_unit_test(test_reader_oversize_streamed),
+                cmocka_unit_test(test_reader_oversize_at_eof),
+                cmocka_unit_test(test_reader_handler_error_stops),
+                cmocka_unit_test(test_oversize_line_is_not_parsed),
+                cmocka_unit_test(test_negotiate_version),
+                cmocka_unit_test(test_initialize),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,822 @@
+/* Unit tests for broker/schema.c (the JSON Schema validator) and
+ * broker/tools.c (the tool table, argument checks, requests to sbxd and
+ * results from its replies). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../broker/schema.h"
+#include "../../broker/tools.h"
+#include "macro.h"
+#include "sbx-limits.h"
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static json_t *load(const char *text) {
+        json_error_t err;
+        json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+
+        if (!j)
+                fail_msg("bad test JSON '%s': %s", text, err.text);
+        return j;
+}
+
+/* Validate; return NULL when valid, else the message (caller frees). */
+static char *check(const char *schema_text, json_t *instance) {
+        json_t *schema = load(schema_text);
+        char *error = NULL;
+        int r = schema_validate(schema, instance, &error);
+
+        json_decref(schema);
+        if (r == 0) {
+                assert_null(error);
+                return NULL;
+        }
+        assert_int_equal(r, -EINVAL);
+        assert_non_null(error);
+        return error;
+}
+
+static void expect_valid(const char *schema_text, const char *instance_text) {
+        json_t *instance = load(instance_text);
+        char *error = check(schema_text, instance);
+
+        if (error)
+                fail_msg("'%s' rejected: %s", instance_text, error);
+        json_decref(instance);
+}
+
+static void expect_error(const char *schema_text, const char *instance_text, const char *message) {
+        json_t *instance = load(instance_text);
+        _cleanup_free_ char *error = check(schema_text, instance);
+
+        if (!error)
+                fail_msg("'%s' accepted, expected '%s'", instance_text, message);
+        if (strcmp(error, message) != 0)
+                fail_msg("'%s': got '%s', expected '%s'", instance_text, error, message);
+        json_decref(instance);
+}
+
+#define OBJ(props) "{\"type\":\"object\",\"properties\":{" props "},\"additionalProperties\":false}"
+
+/* ---- keywords ----------------------------------------------------------------- */
+
+static void test_type_string(void **state) {
+        const char *s = OBJ("\"a\":{\"type\":\"string\"}");
+
+        expect_valid(s, "{\"a\":\"x\"}");
+        expect_valid(s, "{\"a\":\"\"}");
+        expect_error(s, "{\"a\":1}", "a: must be a string");
+        expect_error(s, "{\"a\":null}", "a: must be a string");
+        expect_error(s, "{\"a\":[\"x\"]}", "a: must be a string");
+}
+
+static void test_type_integer(void **state) {
+        const char *s = OBJ("\"n\":{\"type\":\"integer\"}");
+        json_t *v;
+
+        expect_valid(s, "{\"n\":0}");
+        expect_valid(s, "{\"n\":-9223372036854775808}");
+        expect_valid(s, "{\"n\":9223372036854775807}");
+        expect_error(s, "{\"n\":1.5}", "n: must be an integer");
+        expect_error(s, "{\"n\":\"5\"}", "n: must be an integer");
+        expect_error(s, "{\"n\":true}", "n: must be an integer");
+        expect_error(s, "{\"n\":1e30}", "n: is out of range for a 64-bit integer");
+        expect_error(s, "{\"n\":-1e30}", "n: is out of range for a 64-bit integer");
+        expect_error(s, "{\"n\":9223372036854775808.0}", "n: is out of range for a 64-bit integer");
+
+        /* An integral real is an integer (JSON Schema), and becomes one. */
+        v = load("{\"n\":5.0}");
+        assert_null(check(s, v));
+        assert_true(json_is_integer(json_object_get(v, "n")));
+        assert_int_equal(json_integer_value(json_object_get(v, "n")), 5);
+        json_decref(v);
+}
+
+static void test_type_number_boolean_null(void **state) {
+        const char *s = OBJ("\"x\":{\"type\":\"number\"},\"b\":{\"type\":\"boolean\"},\"z\":{\"type\":\"null\"}");
+
+        expect_valid(s, "{\"x\":1,\"b\":true,\"z\":null}");
+        expect_valid(s, "{\"x\":1.25,\"b\":false}");
+        expect_error(s, "{\"x\":\"1\"}", "x: must be a number");
+        expect_error(s, "{\"b\":0}", "b: must be a boolean");
+        expect_error(s, "{\"z\":0}", "z: must be null");
+}
+
+static void test_type_list(void **state) {
+        const char *s = OBJ("\"e\":{\"type\":[\"integer\",\"null\"]},\"p\":{\"type\":[\"object\",\"array\",\"null\"]}");
+
+        expect_valid(s, "{\"e\":3,\"p\":null}");
+        expect_valid(s, "{\"e\":null,\"p\":{}}");
+        expect_valid(s, "{\"p\":[]}");
+        expect_error(s, "{\"e\":\"3\"}", "e: must be an integer or null");
+        expect_error(s, "{\"p\":1}", "p: must be an object, an array or null");
+}
+
+static void test_type_object_and_array(void **state) {
+        const char *s = "{\"type\":\"object\",\"properties\":{"
+                        "\"o\":{\"type\":\"object\"},"
+                        "\"l\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}}";
+
+        expect_valid(s, "{\"o\":{\"anything\":1},\"l\":[\"a\",\"b\"]}");
+        expect_error(s, "{\"o\":[]}", "o: must be an object");
+        expect_error(s, "{\"l\":{}}", "l: must be an array");
+        expect_error(s, "{\"l\":[\"a\",2]}", "l[1]: must be a string");
+}
+
+static void test_root_must_be_object(void **state) {
+        const char *s = OBJ("\"a\":{\"type\":\"string\"}");
+
+        expect_error(s, "[]", "arguments: must be an object");
+        expect_error(s, "null", "arguments: must be an object");
+        expect_error(s, "\"x\"", "arguments: must be an object");
+}
+
+static void test_required(void **state) {
+        const char *s = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"type\":\"string\"}},"
+                        "\"required\":[\"a\",\"b\"]}";
+
+        expect_valid(s, "{\"a\":\"\",\"b\":\"\"}");
+        expect_error(s, "{\"a\":\"x\"}", "b: is required");
+        expect_error(s, "{}", "a: is required; b: is required");
+}
+
+static void test_additional_properties(void **state) {
+        const char *s = OBJ("\"a\":{\"type\":\"string\"},\"b\":{}");
+        const char *open = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}}}";
+        const char *typed = "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}";
+
+        expect_error(s, "{\"c\":1}", "c: unknown argument (expected one of: a, b)");
+        expect_valid(open, "{\"c\":1}");
+        expect_valid(typed, "{\"x\":1}");
+        expect_error(typed, "{\"x\":\"1\"}", "x: must be an integer");
+        expect_error("{\"type\":\"object\",\"additionalProperties\":false}", "{\"x\":1}",
+                     "x: unknown argument (expected none)");
+}
+
+static void test_nested_paths(void **state) {
+        const char *s = "{\"type\":\"object\",\"properties\":{\"edits\":{\"type\":\"array\",\"items\":{"
+                        "\"type\":\"object\",\"properties\":{\"old_string\":{\"type\":\"string\"},"
+                        "\"replace_all\":{\"type\":\"boolean\",\"default\":false}},"
+                        "\"required\":[\"old_string\"],\"additionalProperties\":false}}}}";
+        json_t *v;
+
+        expect_error(s, "{\"edits\":[{\"old_string\":\"a\"},{\"old_string\":1}]}", "edits[1].old_string: must be a string");
+        expect_error(s, "{\"edits\":[{}]}", "edits[0].old_string: is required");
+        expect_error(s, "{\"edits\":[{\"old_string\":\"a\",\"x\":1}]}",
+                     "edits[0].x: unknown property (expected one of: old_string, replace_all)");
+        v = load("{\"edits\":[{\"old_string\":\"a\"}]}");
+        assert_null(check(s, v));
+        assert_true(json_is_false(json_object_get(json_array_get(json_object_get(v, "edits"), 0), "replace_all")));
+        json_decref(v);
+}
+
+static void test_minimum_maximum(void **state) {
+        const char *s = OBJ("\"n\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":10},"
+                            "\"x\":{\"type\":\"number\",\"minimum\":0.5,\"maximum\":1.5}");
+
+        expect_valid(s, "{\"n\":0,\"x\":0.5}");
+        expect_valid(s, "{\"n\":10,\"x\":1.5}");
+        expect_error(s, "{\"n\":-1}", "n: must be at least 0");
+        expect_error(s, "{\"n\":11}", "n: must be at most 10");
+        expect_error(s, "{\"n\":-9223372036854775808}", "n: must be at least 0");
+        expect_error(s, "{\"x\":0.25}", "x: must be at least 0.5");
+        expect_error(s, "{\"x\":2}", "x: must be at most 1.5");
+}
+
+static void test_enum(void **state) {
+        const char *s = OBJ("\"s\":{\"type\":\"string\",\"enum\":[\"ok\",\"error\"]},"
+                            "\"r\":{\"type\":[\"string\",\"null\"],\"enum\":[\"exit\",null]}");
+
+        expect_valid(s, "{\"s\":\"ok\",\"r\":null}");
+        expect_valid(s, "{\"r\":\"exit\"}");
+        expect_error(s, "{\"s\":\"OK\"}", "s: must be one of [\"ok\",\"error\"]");
+        expect_error(s, "{\"r\":\"other\"}", "r: must be one of [\"exit\",null]");
+}
+
+static void test_defaults(void **state) {
+        const char *s = "{\"type\":\"object\",\"properties\":{"
+                        "\"a\":{\"type\":\"integer\",\"default\":200},"
+                        "\"b\":{\"type\":\"integer\",\"default\":0},"
+                        "\"c\":{\"type\":\"string\",\"default\":\"req\"}},"
+                        "\"required\":[\"c\"]}";
+        json_t *v = load("{\"b\":7}");
+        _cleanup_free_ char *error = check(s, v);
+
+        /* Optional a gets its default, given b keeps its value, required c gets none. */
+        assert_string_equal(error, "c: is required");
+        assert_int_equal(json_integer_value(json_object_get(v, "a")), 200);
+        assert_int_equal(json_integer_value(json_object_get(v, "b")), 7);
+        assert_null(json_object_get(v, "c"));
+        json_decref(v);
+}
+
+static void test_many_errors(void **state) {
+        const char *s = OBJ("\"a\":{\"type\":\"string\"}");
+        json_t *v = load("{\"k1\":1,\"k2\":1,\"k3\":1,\"k4\":1,\"k5\":1,\"k6\":1,\"k7\":1,\"k8\":1,\"k9\":1,\"k10\":1}");
+        _cleanup_free_ char *error = check(s, v);
+
+        assert_non_null(strstr(error, "k1: unknown argument"));
+        assert_non_null(strstr(error, "k8: unknown argument"));
+        assert_null(strstr(error, "k9:"));
+        assert_non_null(strstr(error, "; and 2 more"));
+        json_decref(v);
+}
+
+static void test_long_key_shortened(void **state) {
+        const char *s = OBJ("\"a\":{\"type\":\"string\"}");
+        char key[1000], text[1100];
+        json_t *v;
+        _cleanup_free_ char *error = NULL;
+
+        memset(key, 'k', sizeof(key) - 1);
+        key[sizeof(key) - 1] = '\0';
+        snprintf(text, sizeof(text), "{\"%s\":1}", key);
+        v = load(text);
+        error = check(s, v);
+        assert_true(strlen(error) < 300);
+        assert_non_null(strstr(error, "…: unknown argument"));
+        json_decref(v);
+}
+
+/* ---- the real tools --------------------------------------------------------------- */
+
+/* The published input schemas of shared/seeds/000, copied verbatim. */
+static const struct {
+        const char *name, *schema, *example;
+} seed[] = {
+        { "exec_command",
+          "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\",\"description\":\"Target sandbox id (selects the daemon to query).\"},\"workspace_session_id\":{\"type\":\"string\",\"description\":\"Existing workspace session id to run inside. Omit to create a session with finalize policy publish_then_destroy.\"},\"cmd\":{\"type\":\"string\",\"description\":\"Shell command text.\"},\"timeout_ms\":{\"type\":\"integer\",\"description\":\"Command timeout in milliseconds.\",\"minimum\":0},\"yield_time_ms\":{\"type\":\"integer\",\"description\":\"Initial output wait in milliseconds.\",\"minimum\":0}},\"required\":[\"sandbox_id\",\"cmd\"],\"additionalProperties\":false}",
+          "{\"sandbox_id\":\"sbox-example\",\"cmd\":\"cargo check\",\"yield_time_ms\":1000}" },
+        { "write_command_stdin",
+          "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\",\"description\":\"Target sandbox id (selects the daemon to query).\"},\"command_session_id\":{\"type\":\"string\",\"description\":\"Command session id returned by exec_command.\"},\"stdin\":{\"type\":\"string\",\"description\":\"Text to write to stdin.\"},\"yield_time_ms\":{\"type\":\"integer\",\"description\":\"Output wait after writing stdin.\",\"minimum\":0}},\"required\":[\"sandbox_id\",\"command_session_id\",\"stdin\"],\"additionalProperties\":false}",
+          "{\"sandbox_id\":\"sbox-example\",\"command_session_id\":\"namespace_execution_42\",\"stdin\":\"yes\\n\",\"yield_time_ms\":1000}" },
+        { "read_command_lines",
+          "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\",\"description\":\"Target sandbox id (selects the daemon to query).\"},\"command_session_id\":{\"type\":\"string\",\"description\":\"Command session id returned by exec_command.\"},\"start_offset\":{\"type\":\"integer\",\"description\":\"First transcript line offset. Defaults to 0.\",\"minimum\":0,\"default\":0},\"limit\":{\"type\":\"integer\",\"description\":\"Maximum transcript rows to return. Defaults to 200; maximum 1000.\",\"minimum\":0,\"default\":200}},\"required\":[\"sandbox_id\",\"command_session_id\"],\"additionalProperties\":false}",
+          "{\"sandbox_id\":\"sbox-example\",\"command_session_id\":\"namespace_execution_42\",\"start_offset\":2,\"limit\":200}" },
+};
+
+static Tools *tools;
+
+static int setup(void **state) {
+        return tools_new(TOOL_SET_RUNTIME, &tools) < 0 ? -1 : 0;
+}
+
+static int teardown(void **state) {
+        tools = tools_free(tools);
+        return 0;
+}
+
+static const Tool *tool(const char *name) {
+        const Tool *t = tools_find(tools, name, strlen(name));
+        assert_non_null(t);
+        return t;
+}
+
+/* Prepare a call; returns 0 or -EINVAL with the message in *ret_error. */
+static int prepare(const char *name, json_t *args, ToolRequest *req, char **ret_error) {
+        int r = tool_prepare(tool(name), args, req, ret_error);
+
+        assert_true(r == 0 || r == -EINVAL);
+        return r;
+}
+
+static void expect_rejected(const char *name, const char *args_text, const char *message) {
+        json_t *args = load(args_text);
+        _cleanup_free_ char *error = NULL;
+        ToolRequest req;
+
+        if (prepare(name, args, &req, &error) == 0)
+                fail_msg("%s %s accepted, expected '%s'", name, args_text, message);
+        if (strcmp(error, message) != 0)
+                fail_msg("%s %s: got '%s', expected '%s'", name, args_text, error, message);
+        json_decref(args);
+}
+
+static void test_tools_list(void **state) {
+        const json_t *list = json_object_get(tools_list_result(tools), "tools");
+
+        assert_int_equal(json_array_size(list), 3);
+        for (size_t i = 0; i < ELEMENTSOF(seed); i++) {
+                json_t *t = json_array_get(list, i);
+                json_t *out = json_object_get(t, "outputSchema");
+                _cleanup_free_ char *in = json_dumps(json_object_get(t, "inputSchema"), JSON_COMPACT);
+
+                assert_string_equal(json_string_value(json_object_get(t, "name")), seed[i].name);
+                assert_true(json_is_string(json_object_get(t, "title")));
+                assert_true(strlen(json_string_value(json_object_get(t, "description"))) > 40);
+                /* Byte for byte, key order included. */
+                assert_string_equal(in, seed[i].schema);
+                assert_string_equal(json_string_value(json_object_get(out, "type")), "object");
+                assert_true(json_is_object(json_object_get(t, "annotations")));
+        }
+}
+
+static void test_annotations(void **state) {
+        const json_t *list = json_object_get(tools_list_result(tools), "tools");
+        json_t *exec = json_object_get(json_array_get(list, 0), "annotations");
+        json_t *in = json_object_get(json_array_get(list, 1), "annotations");
+        json_t *read = json_object_get(json_array_get(list, 2), "annotations");
+        json_t *mutating = load("{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,"
+                                "\"openWorldHint\":false}");
+        json_t *read_only = load("{\"readOnlyHint\":true,\"openWorldHint\":false}");
+
+        assert_true(json_equal(exec, mutating));
+        assert_true(json_equal(in, mutating));
+        assert_true(json_equal(read, read_only));
+        json_decref(mutating);
+        json_decref(read_only);
+}
+
+/* Every keyword in a published schema is one this validator knows, and one
+ * that draft-07 and 2020-12 share. */
+static void check_keywords(const json_t *schema, const char *where) {
+        const char *key;
+        json_t *v;
+
+        assert_true(json_is_object(schema));
+        json_object_foreach((json_t *) schema, key, v) {
+                if (!schema_keyword_known(key))
+                        fail_msg("%s: keyword '%s' unknown", where, key);
+                if (strcmp(key, "properties") == 0) {
+                        const char *name;
+                        json_t *sub;
+                        json_object_foreach(v, name, sub)
+                                check_keywords(sub, name);
+                } else if (strcmp(key, "items") == 0 || strcmp(key, "additionalProperties") == 0) {
+                        if (json_is_object(v))
+                                check_keywords(v, key);
+                }
+        }
+}
+
+static void test_schema_keywords(void **state) {
+        const json_t *list = json_object_get(tools_list_result(tools), "tools");
+        size_t i;
+        json_t *t;
+
+        json_array_foreach(list, i, t) {
+                check_keywords(json_object_get(t, "inputSchema"), "inputSchema");
+                check_keywords(json_object_get(t, "outputSchema"), "outputSchema");
+        }
+}
+
+static void test_unknown_tool(void **state) {
+        assert_null(tools_find(tools, "nope", 4));
+        assert_null(tools_find(tools, "exec_command\0x", 14));
+        assert_null(tools_find(tools, "exec_comman", 11));
+        assert_non_null(tools_find(tools, "exec_command", 12));
+}
+
+static void test_tool_sets(void **state) {
+        unsigned sets = 0;
+        const char *bad = NULL;
+
+        assert_int_equal(tool_sets_parse("runtime", &sets, &bad), 0);
+        assert_int_equal(sets, TOOL_SET_RUNTIME);
+        assert_int_equal(tool_sets_parse("runtime,runtime", &sets, &bad), 0);
+        assert_int_equal(tool_sets_parse("runtime,files", &sets, &bad), -EINVAL);
+        assert_string_equal(bad, "files");
+        assert_int_equal(tool_sets_parse("", &sets, &bad), -EINVAL);
+        assert_int_equal(tool_sets_parse("runtime,", &sets, &bad), -EINVAL);
+        assert_int_equal(tool_sets_parse("Runtime", &sets, &bad), -EINVAL);
+}
+
+static void test_seed_examples(void **state) {
+        for (size_t i = 0; i < ELEMENTSOF(seed); i++) {
+                json_t *args = load(seed[i].example);
+                _cleanup_free_ char *error = NULL;
+                ToolRequest req;
+
+                if (prepare(seed[i].name, args, &req, &error) != 0)
+                        fail_msg("%s example rejected: %s", seed[i].name, error);
+                json_decref(args);
+        }
+}
+
+static void test_exec_request(void **state) {
+        json_t *args = load(seed[0].example);
+        _cleanup_free_ char *error = NULL;
+        ToolRequest req;
+
+        assert_int_equal(prepare("exec_command", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_EXEC);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_EXEC);
+        assert_string_equal(req.msg.exec->sandbox, "sbox-example");
+        assert_string_equal(req.msg.exec->workspace_session, "");
+        assert_string_equal(req.msg.exec->cmd, "cargo check");
+        assert_false(req.msg.exec->has_timeout);
+        assert_true(req.msg.exec->has_yield);
+        assert_int_equal(req.msg.exec->yield_ms, 1000);
+        /* It packs as a frame. */
+        assert_true(sbx__msg__get_packed_size(&req.msg) > 0);
+        json_decref(args);
+
+        args = load("{\"sandbox_id\":\"s\",\"workspace_session_id\":\"w1\",\"cmd\":\"true\","
+                    "\"timeout_ms\":5000,\"yield_time_ms\":99999999}");
+        assert_int_equal(prepare("exec_command", args, &req, &error), 0);
+        assert_string_equal(req.msg.exec->workspace_session, "w1");
+        assert_true(req.msg.exec->has_timeout);
+        assert_int_equal(req.msg.exec->timeout_ms, 5000);
+        assert_int_equal(req.msg.exec->yield_ms, SBX_YIELD_MAX_MS);     /* clamped */
+        json_decref(args);
+
+        /* timeout_ms 0 means the default; "" as session means none. */
+        args = load("{\"sandbox_id\":\"s\",\"workspace_session_id\":\"\",\"cmd\":\"true\",\"timeout_ms\":0,"
+                    "\"yield_time_ms\":0}");
+        assert_int_equal(prepare("exec_command", args, &req, &error), 0);
+        assert_false(req.msg.exec->has_timeout);
+        assert_string_equal(req.msg.exec->workspace_session, "");
+        assert_true(req.msg.exec->has_yield);
+        assert_int_equal(req.msg.exec->yield_ms, 0);
+        json_decref(args);
+}
+
+static void test_exec_rejects(void **state) {
+        char *big = malloc(SBX_CMD_MAX + 64);
+        char *text = malloc(SBX_CMD_MAX + 128);
+
+        expect_rejected("exec_command", "{\"sandbox_id\":\"s\"}", "invalid arguments: cmd: is required");
+        expect_rejected("exec_command", "{\"cmd\":\"ls\"}", "invalid arguments: sandbox_id: is required");
+        expect_rejected("exec_command", "{\"sandbox_id\":\"s\",\"cmd\":\"\"}", "invalid arguments: cmd: must not be empty");
+        expect_rejected("exec_command", "{\"sandbox_id\":\"s\",\"cmd\":7}", "invalid arguments: cmd: must be a string");
+        expect_rejected("exec_command", "{\"sandbox_id\":\"s\",\"cmd\":\"a\\u0000b\"}",
+                        "invalid arguments: cmd: must not contain NUL characters");
+        expect_rejected("exec_command", "{\"sandbox_id\":\"\",\"cmd\":\"ls\"}",
+                        "invalid arguments: sandbox_id: must not be empty");
+        expect_rejected("exec_command",
+                        "{\"sandbox_id\":\"s\",\"cmd\":\"ls\",\"workspace_session_id\":"
+                        "\"wwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwww\"}",
+                        "invalid arguments: workspace_session_id: must be at most 64 bytes");
+        expect_rejected("exec_command", "{\"sandbox_id\":\"s\",\"cmd\":\"ls\",\"timeout_ms\":-1}",
+                        "invalid arguments: timeout_ms: must be at least 0");
+        expect_rejected("exec_command", "{\"sandbox_id\":\"s\",\"cmd\":\"ls\",\"timeout_ms\":1.5}",
+                        "invalid arguments: timeout_ms: must be an integer");
+        expect_rejected("exec_command", "{\"sandbox_id\":\"s\",\"cmd\":\"ls\",\"timeout_ms\":86400001}",
+                        "invalid arguments: timeout_ms: must be at most 86400000 (24 hours)");
+        expect_rejected("exec_command", "{\"sandbox_id\":\"s\",\"cmd\":\"ls\",\"yield_time_ms\":\"1000\"}",
+                        "invalid arguments: yield_time_ms: must be an integer");
+        expect_rejected("exec_command", "{\"sandbox_id\":\"s\",\"cmd\":\"ls\",\"command\":\"ls\"}",
+                        "invalid arguments: command: unknown argument (expected one of: sandbox_id, "
+                        "workspace_session_id, cmd, timeout_ms, yield_time_ms)");
+
+        assert_non_null(big);
+        assert_non_null(text);
+        memset(big, 'x', SBX_CMD_MAX + 1);
+        big[SBX_CMD_MAX + 1] = '\0';
+        snprintf(text, SBX_CMD_MAX + 128, "{\"sandbox_id\":\"s\",\"cmd\":\"%s\"}", big);
+        expect_rejected("exec_command", text, "invalid arguments: cmd: must be at most 65536 bytes");
+        big[SBX_CMD_MAX] = '\0';        /* exactly the limit is fine */
+        snprintf(text, SBX_CMD_MAX + 128, "{\"sandbox_id\":\"s\",\"cmd\":\"%s\"}", big);
+        {
+                json_t *args = load(text);
+                _cleanup_free_ char *error = NULL;
+                ToolRequest req;
+
+                assert_int_equal(prepare("exec_command", args, &req, &error), 0);
+                assert_true(sbx__msg__get_packed_size(&req.msg) <= SBX_FRAME_MAX);
+                json_decref(args);
+        }
+        free(big);
+        free(text);
+}
+
+static void test_stdin_request(void **state) {
+        json_t *args = load(seed[1].example);
+        _cleanup_free_ char *error = NULL;
+        ToolRequest req;
+
+        assert_int_equal(prepare("write_command_stdin", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_STDIN);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_STDIN);
+        assert_string_equal(req.msg.stdin->command_session, "namespace_execution_42");
+        assert_int_equal(req.msg.stdin->data.len, 4);
+        assert_memory_equal(req.msg.stdin->data.data, "yes\n", 4);
+        assert_false(req.msg.stdin->close);
+        assert_int_equal(req.msg.stdin->yield_ms, 1000);
+        json_decref(args);
+
+        /* A trailing U+0004 closes stdin after the text before it. */
+        args = load("{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"stdin\":\"last line\\n\\u0004\"}");
+        assert_int_equal(prepare("write_command_stdin", args, &req, &error), 0);
+        assert_true(req.msg.stdin->close);
+        assert_int_equal(req.msg.stdin->data.len, 10);
+        assert_memory_equal(req.msg.stdin->data.data, "last line\n", 10);
+        assert_false(req.msg.stdin->has_yield);
+        json_decref(args);
+
+        args = load("{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"stdin\":\"\\u0004\"}");
+        assert_int_equal(prepare("write_command_stdin", args, &req, &error), 0);
+        assert_true(req.msg.stdin->close);
+        assert_int_equal(req.msg.stdin->data.len, 0);
+        json_decref(args);
+
+        /* Only a trailing one counts; NUL bytes are data; "" writes nothing. */
+        args = load("{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"stdin\":\"a\\u0004b\\u0000\"}");
+        assert_int_equal(prepare("write_command_stdin", args, &req, &error), 0);
+        assert_false(req.msg.stdin->close);
+        assert_int_equal(req.msg.stdin->data.len, 4);
+        assert_memory_equal(req.msg.stdin->data.data, "a\x04" "b\0", 4);
+        json_decref(args);
+
+        args = load("{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"stdin\":\"\",\"yield_time_ms\":40000}");
+        assert_int_equal(prepare("write_command_stdin", args, &req, &error), 0);
+        assert_false(req.msg.stdin->close);
+        assert_int_equal(req.msg.stdin->data.len, 0);
+        assert_int_equal(req.msg.stdin->yield_ms, SBX_YIELD_MAX_MS);
+        json_decref(args);
+}
+
+static void test_stdin_rejects(void **state) {
+        char *big = malloc(SBX_STDIN_MAX + 2);
+        char *text = malloc(SBX_STDIN_MAX + 128);
+
+        expect_rejected("write_command_stdin", "{\"sandbox_id\":\"s\",\"command_session_id\":\"c\"}",
+                        "invalid arguments: stdin: is required");
+        expect_rejected("write_command_stdin", "{\"sandbox_id\":\"s\",\"stdin\":\"x\"}",
+                        "invalid arguments: command_session_id: is required");
+        expect_rejected("write_command_stdin", "{\"sandbox_id\":\"s\",\"command_session_id\":\"\",\"stdin\":\"x\"}",
+                        "invalid arguments: command_session_id: must not be empty");
+        expect_rejected("write_command_stdin",
+                        "{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"stdin\":[\"x\"]}",
+                        "invalid arguments: stdin: must be a string");
+        expect_rejected("write_command_stdin",
+                        "{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"stdin\":\"x\",\"yield_time_ms\":-5}",
+                        "invalid arguments: yield_time_ms: must be at least 0");
+
+        memset(big, 'x', SBX_STDIN_MAX + 1);
+        big[SBX_STDIN_MAX + 1] = '\0';
+        snprintf(text, SBX_STDIN_MAX + 128, "{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"stdin\":\"%s\"}", big);
+        expect_rejected("write_command_stdin", text, "invalid arguments: stdin: must be at most 65536 bytes per call");
+        free(big);
+        free(text);
+}
+
+static void test_read_lines_request(void **state) {
+        json_t *args = load(seed[2].example);
+        _cleanup_free_ char *error = NULL;
+        ToolRequest req;
+
+        assert_int_equal(prepare("read_command_lines", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_READ_LINES);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_READ_LINES);
+        assert_string_equal(req.msg.read_lines->sandbox, "sbox-example");
+        assert_int_equal(req.msg.read_lines->start_offset, 2);
+        assert_true(req.msg.read_lines->has_limit);
+        assert_int_equal(req.msg.read_lines->limit, 200);
+        json_decref(args);
+
+        /* Defaults: start_offset 0, limit 200, visible in the arguments too. */
+        args = load("{\"sandbox_id\":\"s\",\"command_session_id\":\"c\"}");
+        assert_int_equal(prepare("read_command_lines", args, &req, &error), 0);
+        assert_int_equal(req.msg.read_lines->start_offset, 0);
+        assert_int_equal(req.msg.read_lines->limit, SBX_READ_DEFAULT_LINES);
+        assert_int_equal(json_integer_value(json_object_get(args, "limit")), 200);
+        assert_int_equal(json_integer_value(json_object_get(args, "start_offset")), 0);
+        json_decref(args);
+
+        args = load("{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"limit\":1000,\"start_offset\":123456789012}");
+        assert_int_equal(prepare("read_command_lines", args, &req, &error), 0);
+        assert_int_equal(req.msg.read_lines->limit, 1000);
+        assert_int_equal(req.msg.read_lines->start_offset, 123456789012ull);
+        json_decref(args);
+}
+
+static void test_read_lines_rejects(void **state) {
+        expect_rejected("read_command_lines", "{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"limit\":1001}",
+                        "invalid arguments: limit: must be at most 1000");
+        expect_rejected("read_command_lines", "{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"limit\":-1}",
+                        "invalid arguments: limit: must be at least 0");
+        expect_rejected("read_command_lines",
+                        "{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"start_offset\":-1}",
+                        "invalid arguments: start_offset: must be at least 0");
+        expect_rejected("read_command_lines",
+                        "{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"start_offset\":\"2\"}",
+                        "invalid arguments: start_offset: must be an integer");
+        expect_rejected("read_command_lines", "{\"sandbox_id\":\"s\",\"command_session_id\":\"c\",\"offset\":1}",
+                        "invalid arguments: offset: unknown argument (expected one of: sandbox_id, "
+                        "command_session_id, start_offset, limit)");
+        expect_rejected("read_command_lines", "[]", "invalid arguments: arguments: must be an object");
+        expect_rejected("read_command_lines", "{}",
+                        "invalid arguments: sandbox_id: is required; command_session_id: is required");
+}
+
+/* ---- results -------------------------------------------------------------------- */
+
+static json_t *result_for(const char *name, const Sbx__Reply *reply, bool content_text) {
+        json_t *r = NULL;
+
+        assert_int_equal(tool_result_from_reply(tool(name), reply, content_text, &r), 0);
+        assert_non_null(r);
+        return r;
+}
+
+static void test_result_running(void **state) {
+        Sbx__CommandOutput c = SBX__COMMAND_OUTPUT__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        json_t *r, *sc, *content, *again;
+
+        c.command_session = (char *) "namespace_execution_42";
+        c.workspace_session = (char *) "workspace_17";
+        c.status = (char *) "running";
+        c.wall_time_seconds = 0.25;
+        c.command_total_time_seconds = 0.25;
+        c.end_offset = 2;
+        c.total_lines = 2;
+        c.original_token_count = 4;
+        c.output.data = (uint8_t *) "building\xe2\x80\xa6\n";
+        c.output.len = strlen("building\xe2\x80\xa6\n");
+        reply.body_case = SBX__REPLY__BODY_COMMAND;
+        reply.command = &c;
+
+        r = result_for("exec_command", &reply, true);
+        assert_true(json_is_false(json_object_get(r, "isError")));
+        sc = json_object_get(r, "structuredContent");
+        assert_string_equal(json_string_value(json_object_get(sc, "command_session_id")), "namespace_execution_42");
+        assert_string_equal(json_string_value(json_object_get(sc, "workspace_session_id")), "workspace_17");
+        assert_string_equal(json_string_value(json_object_get(sc, "status")), "running");
+        assert_true(json_is_null(json_object_get(sc, "exit_code")));
+        assert_true(json_is_null(json_object_get(sc, "signal")));
+        assert_true(json_is_null(json_object_get(sc, "end_reason")));
+        assert_true(json_is_null(json_object_get(sc, "publication")));
+        assert_true(json_real_value(json_object_get(sc, "wall_time_seconds")) == 0.25);
+        assert_int_equal(json_integer_value(json_object_get(sc, "start_offset")), 0);
+        assert_int_equal(json_integer_value(json_object_get(sc, "end_offset")), 2);
+        assert_int_equal(json_integer_value(json_object_get(sc, "total_lines")), 2);
+        assert_int_equal(json_integer_value(json_object_get(sc, "original_token_count")), 4);
+        assert_string_equal(json_string_value(json_object_get(sc, "output")), "building\xe2\x80\xa6\n");
+
+        /* The text block carries the same JSON. */
+        content = json_object_get(r, "content");
+        assert_int_equal(json_array_size(content), 1);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(content, 0), "type")), "text");
+        again = load(json_string_value(json_object_get(json_array_get(content, 0), "text")));
+        assert_true(json_equal(again, sc));
+        json_decref(again);
+        json_decref(r);
+
+        /* --content=none: the seed's empty content array. */
+        r = result_for("exec_command", &reply, false);
+        assert_int_equal(json_array_size(json_object_get(r, "content")), 0);
+        assert_non_null(json_object_get(r, "structuredContent"));
+        json_decref(r);
+}
+
+static void test_result_terminal(void **state) {
+        Sbx__CommandOutput c = SBX__COMMAND_OUTPUT__INIT;
+        Sbx__Publication p = SBX__PUBLICATION__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        json_t *r, *sc, *pub, *schema_out;
+        _cleanup_free_ char *error = NULL;
+
+        c.command_session = (char *) "c1";
+        c.workspace_session = (char *) "w1";
+        c.status = (char *) "error";
+        c.has_exit_code = true;
+        c.exit_code = 0;
+        c.signal = 9;
+        c.end_reason = (char *) "signal";
+        c.output.data = (uint8_t *) "bad \xff\xfe utf8 \xc3\n";
+        c.output.len = strlen("bad \xff\xfe utf8 \xc3\n");
+        p.published = true;
+        p.layer = 7;
+        p.owner = (char *) "workspace_session:w1";
+        p.changed_paths = 3;
+        c.publication = &p;
+        reply.body_case = SBX__REPLY__BODY_COMMAND;
+        reply.command = &c;
+
+        r = result_for("exec_command", &reply, true);
+        sc = json_object_get(r, "structuredContent");
+        assert_int_equal(json_integer_value(json_object_get(sc, "exit_code")), 0);
+        assert_int_equal(json_integer_value(json_object_get(sc, "signal")), 9);
+        assert_string_equal(json_string_value(json_object_get(sc, "end_reason")), "signal");
+        assert_string_equal(json_string_value(json_object_get(sc, "output")),
+                            "bad \xef\xbf\xbd\xef\xbf\xbd utf8 \xef\xbf\xbd\n");
+        pub = json_object_get(sc, "publication");
+        assert_true(json_is_true(json_object_get(pub, "published")));
+        assert_int_equal(json_integer_value(json_object_get(pub, "layer")), 7);
+        assert_string_equal(json_string_value(json_object_get(pub, "owner")), "workspace_session:w1");
+        assert_int_equal(json_integer_value(json_object_get(pub, "changed_paths")), 3);
+        assert_null(json_object_get(pub, "error"));
+
+        /* It validates against the published outputSchema. */
+        schema_out = json_object_get(json_array_get(json_object_get(tools_list_result(tools), "tools"), 0),
+                                     "outputSchema");
+        assert_int_equal(schema_validate(schema_out, sc, &error), 0);
+        json_decref(r);
+
+        p.published = false;
+        p.error = (char *) "conflict: src/a.c changed since the session started";
+        r = result_for("exec_command", &reply, true);
+        pub = json_object_get(json_object_get(r, "structuredContent"), "publication");
+        assert_true(json_is_false(json_object_get(pub, "published")));
+        assert_string_equal(json_string_value(json_object_get(pub, "error")),
+                            "conflict: src/a.c changed since the session started");
+        json_decref(r);
+}
+
+static void test_result_errors(void **state) {
+        Sbx__CommandOutput c = SBX__COMMAND_OUTPUT__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        json_t *r;
+
+        reply.err = -ENOENT;
+        reply.errmsg = (char *) "unknown sandbox 'x'";
+        r = result_for("read_command_lines", &reply, true);
+        assert_true(json_is_true(json_object_get(r, "isError")));
+        assert_null(json_object_get(r, "structuredContent"));
+        assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0), "text")),
+                            "unknown sandbox 'x'");
+        json_decref(r);
+
+        reply.errmsg = (char *) "";
+        r = result_for("read_command_lines", &reply, true);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0), "text")),
+                            strerror(ENOENT));
+        json_decref(r);
+
+        /* A reply without a command body. */
+        reply.err = 0;
+        r = result_for("read_command_lines", &reply, true);
+        assert_true(json_is_true(json_object_get(r, "isError")));
+        json_decref(r);
+
+        /* A status outside the promised enum is never passed on as structuredContent. */
+        c.status = (char *) "exploded";
+        reply.body_case = SBX__REPLY__BODY_COMMAND;
+        reply.command = &c;
+        r = result_for("read_command_lines", &reply, true);
+        assert_true(json_is_true(json_object_get(r, "isError")));
+        assert_null(json_object_get(r, "structuredContent"));
+        assert_non_null(strstr(json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0),
+                                                                 "text")),
+                               "status: must be one of"));
+        json_decref(r);
+}
+
+static void test_utf8_sanitize(void **state) {
+        static const struct {
+                const char *in, *out;
+        } cases[] = {
+                { "plain", "plain" },
+                { "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80" },
+                { "\x80", "\xef\xbf\xbd" },
+                { "\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd" },                     /* overlong */
+                { "\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },     /* surrogate */
+                { "\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+                { "a\xe2\x82", "a\xef\xbf\xbd\xef\xbf\xbd" },                   /* truncated */
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *out = NULL;
+                size_t len;
+
+                assert_int_equal(utf8_sanitize(cases[i].in, strlen(cases[i].in), &out, &len), 0);
+                assert_string_equal(out, cases[i].out);
+                assert_int_equal(len, strlen(cases[i].out));
+        }
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_type_string),
+                cmocka_unit_test(test_type_integer),
+                cmocka_unit_test(test_type_number_boolean_null),
+                cmocka_unit_test(test_type_list),
+                cmocka_unit_test(test_type_object_and_array),
+                cmocka_unit_test(test_root_must_be_object),
+                cmocka_unit_test(test_required),
+                cmocka_unit_test(test_additional_properties),
+                cmocka_unit_test(test_nested_paths),
+                cmocka_unit_test(test_minimum_maximum),
+                cmocka_unit_test(test_enum),
+                cmocka_unit_test(test_defaults),
+                cmocka_unit_test(test_many_errors),
+                cmocka_unit_test(test_long_key_shortened),
+                cmocka_unit_test(test_tools_list),
+                cmocka_unit_test(test_annotations),
+                cmocka_unit_test(test_schema_keywords),
+                cmocka_unit_test(test_unknown_tool),
+                cmocka_unit_test(test_tool_sets),
+                cmocka_unit_test(test_seed_examples),
+                cmocka_unit_test(test_exec_request),
+                cmocka_unit_test(test_exec_rejects),
+                cmocka_unit_test(test_stdin_request),
+                cmocka_unit_test(test_stdin_rejects),
+                cmocka_unit_test(test_read_lines_request),
+                cmocka_unit_test(test_read_lines_rejects),
+                cmocka_unit_test(test_result_running),
+                cmocka_unit_test(test_result_terminal),
+                cmocka_unit_test(test_result_errors),
+                cmocka_unit_test(test_utf8_sanitize),
+        };
+
+        return cmocka_run_group_tests(tests, setup, teardown);
+}
