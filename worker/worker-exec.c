@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,9 +33,21 @@ static int reset_signals(void) {
         sigset_t none;
 
         /* Dispositions first, so nothing the worker ignores (SIGPIPE) stays ignored. */
-        for (int sig = 1; sig < _NSIG; sig++)
-                if (sig != SIGKILL && sig != SIGSTOP)
-                        (void) sigaction(sig, &sa, NULL);   /* EINVAL for glibc's reserved RT signals */
+        for (int sig = 1; sig < _NSIG; sig++) {
+                /* The kernel's layout; glibc's sigaction refuses its reserved RT signals
+                 * (32, 33), which make(1), for one, passes on ignored. */
+                struct {
+                        void (*handler)(int);
+                        unsigned long flags;
+                        void (*restorer)(void);
+                        uint64_t mask;
+                } kernel_default = { .handler = SIG_DFL };
+
+                if (sig == SIGKILL || sig == SIGSTOP)
+                        continue;
+                if (sigaction(sig, &sa, NULL) < 0)
+                        (void) syscall(SYS_rt_sigaction, sig, &kernel_default, NULL, sizeof(uint64_t));
+        }
         sigemptyset(&none);
         return RET_NERRNO(sigprocmask(SIG_SETMASK, &none, NULL));
 }

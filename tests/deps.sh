@@ -1,0 +1,63 @@
+#!/bin/bash
+# Install what building and testing sbx needs, only if missing. Idempotent,
+# non-interactive, needs no stdin. Debian packages via apt-get (as root), then
+# the npm packages of package-lock.json via `npm ci` when node_modules is
+# missing or older than the lockfile.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+cd "$(dirname "$0")/.."
+
+PKGS=(
+  build-essential pkg-config          # compiler, make, pkg-config for every library below
+  protobuf-c-compiler libprotobuf-c-dev  # protoc-c and the runtime: every inter-process message
+  libnl-3-dev libnl-route-3-dev       # loopback set-up in a session's network namespace
+  libcap-dev                          # capabilities
+  libbsd-dev                          # setproctitle, strlcpy
+  libjansson-dev                      # JSON in the broker
+  libseccomp-dev                      # the worker's seccomp filter
+  libsqlite3-dev                      # durable metadata
+  libcmocka-dev                       # unit tests
+  libinih-dev                         # sbxd.conf parser
+  mandoc                              # man page lint
+  clang                               # second compiler, analyzers
+  nodejs npm                          # the MCP SDK client of the integration tests and the demo
+  python3                             # raw-socket client of the robustness tests
+  iproute2 util-linux procps          # ip, setpriv/mount tools, ps for tests and the demo
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  # node/npm may come from elsewhere (e.g. a nodejs build that bundles npm and
+  # conflicts with Debian's npm package): a working command is enough.
+  case "$p" in
+    nodejs) command -v node >/dev/null && continue ;;
+    npm) command -v npm >/dev/null && continue ;;
+  esac
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "deps: missing Debian packages: ${missing[*]}; run as root or install them" >&2
+    exit 1
+  fi
+  echo "deps: installing ${missing[*]}" >&2
+  apt-get update -qq </dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+else
+  echo "deps: Debian packages present" >&2
+fi
+
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "deps: node and npm are required" >&2
+  exit 1
+fi
+
+if [[ ! -d node_modules || ! -e node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
+  echo "deps: npm ci" >&2
+  npm ci --no-audit --no-fund --loglevel=error </dev/null
+else
+  echo "deps: node_modules up to date" >&2
+fi

@@ -1,0 +1,124 @@
+#!/bin/bash
+# Every test of sbx, in order: unit tests (cmocka), worker tests
+# (tests/worker/run.sh, when present), man page lint (mandoc), integration
+# tests (node --test with the MCP SDK client), leftovers check. Each suite's
+# output is shown and kept under build/test-results/; the last line is
+#   N passed, N failed
+# summed over all suites. Exit 1 if anything failed.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+RES=${SBX_RESULTS_DIR:-$ROOT/build/test-results}
+export SBX_RESULTS_DIR=$RES
+rm -rf "$RES"
+mkdir -p "$RES"
+
+PASSED=0
+FAILED=0
+declare -a SUMMARY
+
+add() { # suite passed failed
+  PASSED=$((PASSED + $2))
+  FAILED=$((FAILED + $3))
+  SUMMARY+=("$(printf '%-12s %4d passed, %4d failed' "$1" "$2" "$3")")
+}
+
+# Count cmocka summaries ("[  PASSED  ] N test(s)." / "[  FAILED  ] N test(s)").
+count_cmocka() { # file -> "passed failed"
+  local p f
+  p=$(sed -n 's/^\[  PASSED  \] \([0-9][0-9]*\) test.*/\1/p' "$1" | awk '{s+=$1} END {print s+0}')
+  f=$(sed -n 's/^\[  FAILED  \] \([0-9][0-9]*\) test.*/\1/p' "$1" | awk '{s+=$1} END {print s+0}')
+  echo "$p $f"
+}
+
+# Count top-level TAP results ("ok" / "not ok" at the start of a line).
+count_tap() {
+  local p f
+  p=$(grep -c '^ok ' "$1")
+  f=$(grep -c '^not ok ' "$1")
+  echo "$p $f"
+}
+
+# node --test TAP: "# pass N" / "# fail N"
+count_node() {
+  local p f
+  p=$(sed -n 's/^# pass \([0-9][0-9]*\)$/\1/p' "$1" | tail -1)
+  f=$(sed -n 's/^# fail \([0-9][0-9]*\)$/\1/p' "$1" | tail -1)
+  echo "${p:-0} ${f:-0}"
+}
+
+section() { printf '\n======== %s ========\n' "$1"; }
+
+# ---- unit
+section "unit tests (cmocka)"
+tests/run-unit.sh 2>&1 | tee "$RES/unit.log"
+urc=${PIPESTATUS[0]}
+read -r p f < <(count_cmocka "$RES/unit.log")
+((urc != 0 && f == 0)) && f=1
+add unit "$p" "$f"
+
+# ---- worker
+if [[ -x tests/worker/run.sh || -f tests/worker/run.sh ]]; then
+  section "worker tests"
+  bash tests/worker/run.sh 2>&1 | tee "$RES/worker.log"
+  wrc=${PIPESTATUS[0]}
+  read -r p f < <(count_cmocka "$RES/worker.log")
+  read -r tp tf < <(count_tap "$RES/worker.log")
+  read -r np nf < <(count_node "$RES/worker.log")
+  p=$((p + tp + np)) f=$((f + tf + nf))
+  if ((p + f == 0)); then
+    if ((wrc == 0)); then p=1; else f=1; fi
+  elif ((wrc != 0 && f == 0)); then
+    f=1
+  fi
+  add worker "$p" "$f"
+fi
+
+# ---- man pages
+shopt -s nullglob
+man=(man/*.[1-9])
+shopt -u nullglob
+if ((${#man[@]})); then
+  section "man pages (mandoc -Tlint -Wwarning)"
+  p=0 f=0
+  for m in "${man[@]}"; do
+    if out=$(mandoc -Tlint -Wwarning "$m" 2>&1) && [[ -z $out ]]; then
+      echo "ok - $m"
+      p=$((p + 1))
+    else
+      echo "not ok - $m"
+      printf '%s\n' "$out" | sed 's/^/#   /'
+      f=$((f + 1))
+    fi
+  done | tee "$RES/man.log"
+  read -r p f < <(count_tap "$RES/man.log")
+  add man "$p" "$f"
+fi
+
+# ---- integration (+ leftovers)
+section "integration tests (node --test, MCP SDK client)"
+tests/run-integration.sh 2>&1 | tee "$RES/integration.log"
+irc=${PIPESTATUS[0]}
+if [[ -s $RES/integration.tap ]]; then
+  read -r p f < <(count_node "$RES/integration.tap")
+  # a timeout appends a top-level "not ok"
+  f=$((f + $(grep -c '^not ok - node --test timed out' "$RES/integration.tap")))
+else
+  p=0 f=1
+fi
+nrc=$(cat "$RES/node.rc" 2>/dev/null || echo "$irc")
+((nrc != 0 && f == 0)) && f=1
+add integration "$p" "$f"
+
+if [[ -s $RES/leftovers.tap ]]; then
+  read -r p f < <(count_tap "$RES/leftovers.tap")
+  add leftovers "$p" "$f"
+else
+  add leftovers 0 1
+fi
+
+section "summary"
+printf '%s\n' "${SUMMARY[@]}"
+echo "logs: $RES"
+echo "$PASSED passed, $FAILED failed"
+((FAILED == 0 && PASSED > 0))
