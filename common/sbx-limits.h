@@ -40,3 +40,12 @@
 #define SBX_MEMORY_DEFAULT (1ull << 30)
 #define SBX_PIDS_DEFAULT 512u
 #define SBX_SESSION_DISK_DEFAULT (1ull << 30)   /* tmpfs size of a session's writes */
+
+/* Files (issue 3) */
+#define SBX_FILE_MAX (16ull << 20)              /* file_write content, file_edit edits, a file edited */
+#define SBX_FILE_READ_DEFAULT_LINES 2000u
+#define SBX_FILE_READ_MAX_LINES 2000u
+#define SBX_FILE_WINDOW_MAX_BYTES (96u * 1024u) /* file_read content in one reply */
+#define SBX_DIFF_MAX_BYTES (96u * 1024u)        /* unified diff in one reply */
+#define SBX_PATH_MAX 4096u
+#define SBX_MAX_SESSIONS_PER_SANDBOX 64u        /* live managed + automatic sessions */

@@ -90,7 +90,7 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
         char T[4096], path[4096 + 64], opts[8192];
         static const char *const system_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
         _cleanup_close_ int tfd = -EBADF;
-        int upper_fd, n;
+        int fds[2], n;
 
         (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
         sync_expect(sync, SYNC_GO);
@@ -155,8 +155,11 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
                 child_fail(sync, EIO, "bring loopback up");
 
         snprintf(path, sizeof(path), "%s/ws/upper", T);
-        upper_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        CHECK(sync, upper_fd, "open workspace upper");
+        fds[0] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        CHECK(sync, fds[0], "open workspace upper");
+        snprintf(path, sizeof(path), "%s/root/workspace", T);
+        fds[1] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        CHECK(sync, fds[1], "open workspace");
 
         snprintf(path, sizeof(path), "%s/root", T);
         CHECK(sync, chdir(path), "enter new root");
@@ -170,7 +173,7 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
                 char c = SYNC_USERNS;
                 union {
                         struct cmsghdr align;
-                        char buf[CMSG_SPACE(sizeof(int))];
+                        char buf[CMSG_SPACE(sizeof(fds))];
                 } control = {};
                 struct iovec iov = { .iov_base = &c, .iov_len = 1 };
                 struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
@@ -178,11 +181,12 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
                 struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
                 cm->cmsg_level = SOL_SOCKET;
                 cm->cmsg_type = SCM_RIGHTS;
-                cm->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(cm), &upper_fd, sizeof(int));
-                CHECK(sync, sendmsg(sync, &mh, MSG_NOSIGNAL), "send upper fd");
+                cm->cmsg_len = CMSG_LEN(sizeof(fds));
+                memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+                CHECK(sync, sendmsg(sync, &mh, MSG_NOSIGNAL), "send workspace fds");
         }
-        upper_fd = safe_close(upper_fd);
+        fds[0] = safe_close(fds[0]);
+        fds[1] = safe_close(fds[1]);
         sync_expect(sync, SYNC_MAPPED);
 
         CHECK(sync, setgroups(0, NULL), "setgroups");
@@ -235,14 +239,15 @@ static int write_map(pid_t pid, const char *file, uid_t base, uint32_t count) {
         return 0;
 }
 
-static int recv_child(int sync, char *ret_c, int *ret_fd, ChildError *ret_err) {
+/* ret_fds, if given, receives the two fds of the USERNS message (or -EBADF). */
+static int recv_child(int sync, char *ret_c, int ret_fds[2], ChildError *ret_err) {
         union {
                 ChildError e;
                 char c;
         } buf;
         union {
                 struct cmsghdr align;
-                char b[CMSG_SPACE(sizeof(int))];
+                char b[CMSG_SPACE(2 * sizeof(int))];
         } control;
         struct iovec iov = { .iov_base = &buf, .iov_len = sizeof(buf) };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.b,
@@ -252,11 +257,11 @@ static int recv_child(int sync, char *ret_c, int *ret_fd, ChildError *ret_err) {
         n = recvmsg(sync, &mh, MSG_CMSG_CLOEXEC);
         if (n < 0)
                 return -errno;
-        if (ret_fd) {
+        if (ret_fds) {
                 struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-                *ret_fd = -EBADF;
-                if (cm && cm->cmsg_type == SCM_RIGHTS)
-                        memcpy(ret_fd, CMSG_DATA(cm), sizeof(int));
+                ret_fds[0] = ret_fds[1] = -EBADF;
+                if (cm && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(2 * sizeof(int)))
+                        memcpy(ret_fds, CMSG_DATA(cm), 2 * sizeof(int));
         }
         if (n == sizeof(ChildError)) {
                 *ret_err = buf.e;
@@ -271,7 +276,8 @@ static int recv_child(int sync, char *ret_c, int *ret_fd, ChildError *ret_err) {
 
 int session_spawn(const SpawnParams *p, SpawnResult *ret, char *ret_errmsg, size_t errmsg_size) {
         int sync[2] = { -EBADF, -EBADF }, wsock[2] = { -EBADF, -EBADF };
-        _cleanup_close_ int upper_fd = -EBADF, pidfd = -EBADF;
+        _cleanup_close_ int pidfd = -EBADF;
+        int wsfds[2] = { -EBADF, -EBADF };
         ChildError cerr = {};
         const char *step = "spawn";
         struct timeval tv = { .tv_sec = 10 };
@@ -321,8 +327,8 @@ int session_spawn(const SpawnParams *p, SpawnResult *ret, char *ret_errmsg, size
                 r = -errno;
                 goto kill;
         }
-        r = recv_child(sync[0], &c, &upper_fd, &cerr);
-        if (r < 0 || c != SYNC_USERNS || upper_fd < 0) {
+        r = recv_child(sync[0], &c, wsfds, &cerr);
+        if (r < 0 || c != SYNC_USERNS || wsfds[0] < 0 || wsfds[1] < 0) {
                 step = cerr.step[0] ? cerr.step : "session set-up";
                 r = r < 0 ? r : -EPROTO;
                 goto kill;
@@ -349,13 +355,16 @@ int session_spawn(const SpawnParams *p, SpawnResult *ret, char *ret_errmsg, size
         ret->pid = pid;
         ret->pidfd = TAKE_FD(pidfd);
         ret->sock = TAKE_FD(wsock[0]);
-        ret->upper_fd = TAKE_FD(upper_fd);
+        ret->upper_fd = TAKE_FD(wsfds[0]);
+        ret->workspace_fd = TAKE_FD(wsfds[1]);
         r = 0;
         goto out;
 kill:
         (void) kill(pid, SIGKILL);
         (void) waitpid(pid, NULL, 0);
 out:
+        safe_close(wsfds[0]);
+        safe_close(wsfds[1]);
         if (r < 0 && ret_errmsg)
                 snprintf(ret_errmsg, errmsg_size, "%s: %s", step, strerror(-r));
         safe_close(sync[0]);

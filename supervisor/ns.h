@@ -32,6 +32,7 @@ typedef struct SpawnResult {
         int pidfd;
         int sock;                       /* SOCK_SEQPACKET to the worker */
         int upper_fd;                   /* the workspace overlay's upper directory */
+        int workspace_fd;               /* O_PATH: the session's merged /workspace */
 } SpawnResult;
 
 /* On failure ret_errmsg (if given) holds a short description of the step that failed. */

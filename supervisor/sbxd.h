@@ -67,6 +67,7 @@ typedef struct WorkspaceSession {
         EventSource pidfd_src;
         pid_t pid;
         int upper_fd;
+        int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */
         CgroupSession *cgroup;
         uint64_t oom_base, pids_base;
         uint32_t base_layer;

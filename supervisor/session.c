@@ -46,7 +46,7 @@ static int worker_send(WorkspaceSession *ws, Sbx__Msg *m) {
 
 int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *errmsg, size_t errmsg_size) {
         WorkspaceSession *ws;
-        SpawnResult sr = { .pidfd = -EBADF, .sock = -EBADF, .upper_fd = -EBADF };
+        SpawnResult sr = { .pidfd = -EBADF, .sock = -EBADF, .upper_fd = -EBADF, .workspace_fd = -EBADF };
         CgroupLimits limits = {
                 .memory_bytes = sb->memory_bytes,
                 .pids_max = sb->pids_max,
@@ -66,7 +66,7 @@ int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *
                 return -ENOMEM;
         ws->sandbox = sb;
         ws->automatic = true;
-        ws->upper_fd = -EBADF;
+        ws->upper_fd = ws->workspace_fd = -EBADF;
         ws->sock_src.fd = ws->pidfd_src.fd = -EBADF;
         ws->base_layer = sb->top_layer;
         TAILQ_INIT(&ws->commands);
@@ -108,6 +108,7 @@ int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *
         }
         ws->pid = sr.pid;
         ws->upper_fd = sr.upper_fd;
+        ws->workspace_fd = sr.workspace_fd;
         ws->state = SESSION_SPAWNING;
         ws->sock_src.dispatch = session_dispatch_worker;
         ws->pidfd_src.dispatch = session_dispatch_pidfd;
@@ -198,6 +199,7 @@ void session_destroy(Server *s, WorkspaceSession *ws, bool publish) {
         if (publish && ws->upper_fd >= 0)
                 session_publish(s, ws, last);
         ws->upper_fd = safe_close(ws->upper_fd);
+        ws->workspace_fd = safe_close(ws->workspace_fd);
         if (ws->cgroup)
                 ws->cgroup = cgroup_session_release(ws->cgroup);
 

@@ -1,6 +1,7 @@
 // Bad input never takes the supervisor down: unknown sandbox, unknown command
 // session, malformed frames on sbxd.sock, peers that disconnect mid-request.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { useSbx, run, sbxctl, hostProcsMatching, waitFor, sleep, T } from './helpers.mjs';
 
 const h = useSbx({ sandboxes: [{ name: 'rob' }] });
@@ -40,10 +41,14 @@ h.test('hostile sandbox names and huge commands are refused cleanly', async () =
 
 // Hand-made frames on sbxd.sock (SOCK_SEQPACKET) from a raw Python client:
 // 16-byte little-endian header {magic_version, len, type, flags, seq} + body.
+// The protocol version the build speaks, from the one place it is defined.
+const PROTO_VERSION = /#define SBX_PROTO_VERSION (\d+)u/.exec(
+  readFileSync(new URL('../../proto/wire.h', import.meta.url), 'utf8'))[1];
+
 const RAW_CLIENT = String.raw`
 import socket, struct, sys, os, time
 path = sys.argv[1]
-MAGIC = 0x53425800 | 1
+MAGIC = 0x53425800 | int(os.environ['SBX_PROTO_VERSION'])
 def conn():
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(path)
@@ -121,7 +126,8 @@ print('\n'.join(results))
 `;
 
 async function rawClient(which) {
-  const r = await run('python3', ['-c', RAW_CLIENT, h.socket, which, SB, T(108)], { timeout: 60000 });
+  const r = await run('python3', ['-c', RAW_CLIENT, h.socket, which, SB, T(108)],
+    { timeout: 60000, env: { ...process.env, SBX_PROTO_VERSION: PROTO_VERSION } });
   process.stdout.write(r.stdout.split('\n').filter(Boolean).map((l) => `# ${l}\n`).join(''));
   assert.equal(r.code, 0, `raw client failed: ${r.stderr}`);
   return r;
