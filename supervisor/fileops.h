@@ -1,0 +1,58 @@
+/* The text side of the file tools, independent of where the file lives:
+ * windows of UTF-8 text by line, and ordered exact-string edits. Lines are
+ * '\n'-terminated; a last line without '\n' is a line; "\r\n" is one line end
+ * whose '\r' stays part of the line's text. Non-logging; errors return -errno
+ * and, where a person needs to know why, a sentence in errmsg. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct FileWindow {
+        char *content;           /* malloc'd, NUL-terminated, the lines of the window */
+        size_t len;
+        uint64_t start_line;     /* 1-based */
+        uint64_t num_lines;
+        uint64_t total_lines;
+        uint64_t bytes_read;     /* == len */
+        uint64_t total_bytes;
+        bool has_next_offset;
+        uint64_t next_offset;    /* 1-based line to continue from */
+        bool truncated;          /* a next window exists */
+} FileWindow;
+
+/* Read lines [offset, offset + limit) of the regular file open at fd (offset
+ * 0 is taken as 1), streaming it with a bounded buffer: the file is never held
+ * in memory whole. The window also stops before max_bytes (but holds at least
+ * one line, cut at max_bytes on a UTF-8 boundary if that line alone is
+ * longer; then truncated is set and next_offset repeats that line). Fails with
+ * -EILSEQ if the file is not UTF-8 (or contains NUL; errmsg says where),
+ * -EINVAL for limit 0 or above SBX_FILE_READ_MAX_LINES. Files of any size are
+ * readable. An offset past the end gives an empty window (not an error). */
+int file_read_window(int fd, uint64_t offset, uint32_t limit, size_t max_bytes, FileWindow *ret,
+                     char *errmsg, size_t errmsg_size);
+void file_window_done(FileWindow *w);
+
+typedef struct FileEditSpec {
+        const char *old_string;
+        size_t old_len;
+        const char *new_string;
+        size_t new_len;
+        bool replace_all;
+} FileEditSpec;
+
+/* Apply edits in order to content. Without replace_all, old_string must occur
+ * exactly once in the content as it is at that edit. Fails, changing nothing,
+ * with -EINVAL and errmsg naming the edit (1-based) and why: empty
+ * old_string, old_string not found, found N times (ambiguous) without
+ * replace_all, or new_string equal to old_string (no-op); -EFBIG if the result
+ * would exceed SBX_FILE_MAX. */
+int file_apply_edits(const char *content, size_t len, const FileEditSpec *edits, size_t n_edits,
+                     char **ret_content, size_t *ret_len, uint64_t *ret_replacements,
+                     char *errmsg, size_t errmsg_size);
+
+/* true if buf is valid UTF-8 without NUL bytes (what the file tools call text). */
+bool text_is_utf8(const char *buf, size_t len);
+/* Number of lines in buf, by the rule above. */
+uint64_t text_count_lines(const char *buf, size_t len);
