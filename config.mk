@@ -10,7 +10,7 @@ UNITDIR    ?= /lib/systemd/system
 
 CC         ?= cc
 PKG_CONFIG ?= pkg-config
-PKGS       := inih libnl-3.0 libnl-route-3.0 libcap libprotobuf-c libbsd-overlay jansson libseccomp sqlite3
+PKGS       := inih libnl-3.0 libnl-route-3.0 libcap libprotobuf-c libbsd-overlay jansson libseccomp sqlite3 libgit2
 
 CFLAGS     ?= -O2 -g
 WARNFLAGS  := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wformat=2 \

@@ -107,3 +107,15 @@ int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t le
         }
         return fsync(dirfd) < 0 && errno != EINVAL && errno != EBADF ? -errno : 0;
 }
+
+DIR *opendir_at(int dirfd) {
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d;
+
+        if (fd < 0)
+                return NULL;
+        d = fdopendir(fd);
+        if (!d)
+                safe_close(fd);
+        return d;
+}

@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <dirent.h>
 
 int fd_nonblock(int fd, bool nonblock);
 /* Move fd to number target (clearing close-on-exec there); used right before exec. */
@@ -18,3 +19,10 @@ long long now_unix_usec(void);
 int random_hex(char *buf, size_t n);
 /* Write a whole file atomically and durably below dirfd (tmp + fsync + rename). */
 int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
+/* A directory stream of its own over dirfd's directory (a new open file
+ * description: reading it never moves dirfd's offset). NULL with errno set. */
+DIR *opendir_at(int dirfd);
+static inline void closedirp(DIR **d) {
+        if (*d)
+                closedir(*d);
+}

@@ -315,7 +315,7 @@ static void handle_exec(Server *s, Client *c, uint32_t seq, const Sbx__Exec *req
                         return;
                 }
         } else {
-                r = session_new_automatic(s, sb, &ws, errmsg, sizeof(errmsg));
+                r = session_new(s, sb, true, true, &ws, errmsg, sizeof(errmsg));
                 if (r < 0) {
                         client_reply_error(s, c, seq, r, "%s", errmsg[0] ? errmsg : strerror(-r));
                         return;
@@ -326,7 +326,7 @@ static void handle_exec(Server *s, Client *c, uint32_t seq, const Sbx__Exec *req
                 client_reply_error(s, c, seq, r, "cannot start the command: %s",
                                    r == -EAGAIN ? "too many running commands in this session" : strerror(-r));
                 if (ws->automatic && TAILQ_EMPTY(&ws->commands))
-                        session_destroy(s, ws, false);
+                        session_destroy(s, ws);
                 return;
         }
         command_add_waiter(s, cmd, c, seq, call_start, yield_ms);

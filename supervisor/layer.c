@@ -15,10 +15,6 @@
 
 #define OVL_OPAQUE_XATTR "trusted.overlay.opaque"
 
-static void closedirp(DIR **d) {
-        if (*d)
-                closedir(*d);
-}
 
 static int copy_data(int in, int out) {
         char buf[65536];
@@ -65,35 +61,35 @@ static int set_owner_mode_times(int fd, const struct stat *st, int force_uid) {
         return 0;
 }
 
-static int copy_entry(int src_dirfd, int dst_dirfd, const char *name, int force_uid,
-                      unsigned depth, uint32_t *entries);
+typedef struct CopyContext {
+        int force_uid;
+        unsigned flags;
+        uint32_t entries;
+} CopyContext;
 
-static int copy_dir_contents(int src_fd, int dst_fd, int force_uid, unsigned depth, uint32_t *entries) {
+static int copy_entry(int src_dirfd, int dst_dirfd, const char *name, CopyContext *ctx, unsigned depth);
+
+static int copy_dir_contents(int src_fd, int dst_fd, CopyContext *ctx, unsigned depth) {
         _cleanup_(closedirp) DIR *d = NULL;
-        int fd, r;
+        int r;
 
         if (depth > SBX_TREE_DEPTH_MAX)
                 return -ELOOP;
-        fd = fcntl(src_fd, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
+        d = opendir_at(src_fd);
+        if (!d)
                 return -errno;
-        d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return -errno;
-        }
         for (struct dirent *de; (errno = 0, de = readdir(d));) {
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
-                r = copy_entry(dirfd(d), dst_fd, de->d_name, force_uid, depth, entries);
+                r = copy_entry(dirfd(d), dst_fd, de->d_name, ctx, depth);
                 if (r < 0)
                         return r;
         }
         return errno ? -errno : 0;
 }
 
-static int copy_entry(int src_dirfd, int dst_dirfd, const char *name, int force_uid,
-                      unsigned depth, uint32_t *entries) {
+static int copy_entry(int src_dirfd, int dst_dirfd, const char *name, CopyContext *ctx, unsigned depth) {
+        int force_uid = ctx->force_uid;
         struct stat st;
         int r;
 
@@ -115,12 +111,12 @@ static int copy_entry(int src_dirfd, int dst_dirfd, const char *name, int force_
                 if (out < 0)
                         return -errno;
                 n = fgetxattr(in, OVL_OPAQUE_XATTR, opaque, sizeof(opaque));
-                if (n > 0) {
+                if (n > 0 && !(ctx->flags & TREE_COPY_DROP_WHITEOUTS)) {
                         if (fsetxattr(out, OVL_OPAQUE_XATTR, opaque, (size_t) n, 0) < 0)
                                 return -errno;
-                        (*entries)++;
+                        ctx->entries++;
                 }
-                r = copy_dir_contents(in, out, force_uid, depth + 1, entries);
+                r = copy_dir_contents(in, out, ctx, depth + 1);
                 if (r < 0)
                         return r;
                 return set_owner_mode_times(out, &st, force_uid);
@@ -128,6 +124,13 @@ static int copy_entry(int src_dirfd, int dst_dirfd, const char *name, int force_
         case S_IFREG: {
                 _cleanup_close_ int in = -EBADF, out = -EBADF;
 
+                /* Layers are immutable: a merged base may share their files. */
+                if (ctx->flags & TREE_COPY_HARDLINK) {
+                        if (linkat(src_dirfd, name, dst_dirfd, name, 0) < 0)
+                                return -errno;
+                        ctx->entries++;
+                        return 0;
+                }
                 in = openat(src_dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
                 if (in < 0)
                         return -errno;
@@ -137,7 +140,7 @@ static int copy_entry(int src_dirfd, int dst_dirfd, const char *name, int force_
                 r = copy_data(in, out);
                 if (r < 0)
                         return r;
-                (*entries)++;
+                ctx->entries++;
                 return set_owner_mode_times(out, &st, force_uid);
         }
         case S_IFLNK: {
@@ -153,12 +156,12 @@ static int copy_entry(int src_dirfd, int dst_dirfd, const char *name, int force_
                         return -errno;
                 if (fchownat(dst_dirfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
                         return -errno;
-                (*entries)++;
+                ctx->entries++;
                 return 0;
         }
         case S_IFCHR:
                 /* Only the overlayfs whiteout (0/0) is meaningful in a layer. */
-                if (major(st.st_rdev) != 0 || minor(st.st_rdev) != 0)
+                if (major(st.st_rdev) != 0 || minor(st.st_rdev) != 0 || (ctx->flags & TREE_COPY_DROP_WHITEOUTS))
                         return 0;
                 _fallthrough_;
         case S_IFIFO:
@@ -167,39 +170,38 @@ static int copy_entry(int src_dirfd, int dst_dirfd, const char *name, int force_
                 if (fchownat(dst_dirfd, name, force_uid >= 0 ? (uid_t) force_uid : st.st_uid,
                              force_uid >= 0 ? (gid_t) force_uid : st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
                         return -errno;
-                (*entries)++;
+                ctx->entries++;
                 return 0;
         default:
                 return 0; /* sockets, block devices */
         }
 }
 
-int tree_copy(int src_dirfd, int dst_dirfd, int force_uid, uint32_t *ret_entries) {
-        uint32_t entries = 0;
+int tree_copy(int src_dirfd, int dst_dirfd, int force_uid, unsigned flags, uint32_t *ret_entries) {
+        CopyContext ctx = { .force_uid = force_uid, .flags = flags };
         int r;
 
-        r = copy_dir_contents(src_dirfd, dst_dirfd, force_uid, 0, &entries);
+        r = copy_dir_contents(src_dirfd, dst_dirfd, &ctx, 0);
         if (r < 0)
                 return r;
         if (ret_entries)
-                *ret_entries = entries;
+                *ret_entries = ctx.entries;
         return 0;
+}
+
+int tree_copy_entry(int src_dirfd, int dst_dirfd, const char *name, unsigned flags) {
+        CopyContext ctx = { .force_uid = -1, .flags = flags };
+        return copy_entry(src_dirfd, dst_dirfd, name, &ctx, 0);
 }
 
 static int remove_contents(int fd, unsigned depth) {
         _cleanup_(closedirp) DIR *d = NULL;
-        int dfd;
 
         if (depth > SBX_TREE_DEPTH_MAX * 4)
                 return -ELOOP;
-        dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        if (dfd < 0)
+        d = opendir_at(fd);
+        if (!d)
                 return -errno;
-        d = fdopendir(dfd);
-        if (!d) {
-                safe_close(dfd);
-                return -errno;
-        }
         for (struct dirent *de; (errno = 0, de = readdir(d));) {
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
@@ -240,16 +242,10 @@ int tree_remove_at(int dirfd, const char *name) {
 
 int tree_is_empty(int dirfd) {
         _cleanup_(closedirp) DIR *d = NULL;
-        int fd;
 
-        fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        d = opendir_at(dirfd);
+        if (!d)
                 return -errno;
-        d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return -errno;
-        }
         for (struct dirent *de; (errno = 0, de = readdir(d));)
                 if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
                         return 0;
@@ -272,7 +268,7 @@ int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, u
                 r = -errno;
                 goto fail;
         }
-        r = tree_copy(src_dirfd, dst, force_uid, &entries);
+        r = tree_copy(src_dirfd, dst, force_uid, 0, &entries);
         if (r < 0)
                 goto fail;
         if (force_uid >= 0 && fchown(dst, (uid_t) force_uid, (gid_t) force_uid) < 0) {
@@ -298,23 +294,19 @@ fail:
         return r;
 }
 
-int layer_remove_unrecorded(int layers_dirfd, uint32_t top) {
+int layer_remove_unrecorded(int layers_dirfd, uint32_t top, const char *keep) {
         _cleanup_(closedirp) DIR *d = NULL;
-        int fd, r = 0;
+        int r = 0;
 
-        fd = openat(layers_dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        d = opendir_at(layers_dirfd);
+        if (!d)
                 return -errno;
-        d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return -errno;
-        }
         for (struct dirent *de; (de = readdir(d));) {
                 char *end;
                 unsigned long v;
 
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+                    (keep && strcmp(de->d_name, keep) == 0))
                         continue;
                 errno = 0;
                 v = strtoul(de->d_name, &end, 10);

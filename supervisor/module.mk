@@ -4,6 +4,7 @@ SUPERVISOR_SRCS += supervisor/control.c
 SUPERVISOR_SRCS += supervisor/session.c
 SUPERVISOR_SRCS += supervisor/sandbox.c
 SUPERVISOR_SRCS += supervisor/ns.c
+SUPERVISOR_SRCS += supervisor/seccomp.c
 SUPERVISOR_SRCS += supervisor/netns.c
 SUPERVISOR_SRCS += supervisor/image.c
 SUPERVISOR_LIB_SRCS += supervisor/store.c
@@ -12,3 +13,7 @@ SUPERVISOR_LIB_SRCS += supervisor/transcript.c
 SUPERVISOR_LIB_SRCS += supervisor/cgroup.c
 
 SBXCTL_SRCS += supervisor/sbxctl.c
+SUPERVISOR_SRCS += supervisor/snapshot.c
+SUPERVISOR_SRCS += supervisor/publish.c
+SUPERVISOR_LIB_SRCS += supervisor/fileops.c
+SUPERVISOR_LIB_SRCS += supervisor/attribution.c

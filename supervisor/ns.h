@@ -9,6 +9,7 @@
  * Non-logging. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -19,12 +20,13 @@ typedef struct SpawnParams {
         const char *run_dir;            /* absolute, holds the "session-root" mount point */
         const char *image_dir;          /* absolute, the root image's lower directory */
         const char *layers_dir;         /* absolute path of the sandbox's layers/ directory */
-        uint32_t top_layer;             /* layers 0..top_layer form the workspace */
+        const char *lowerdirs;          /* "N:N-1:…" relative to layers_dir, newest first */
         uid_t uid_base;                 /* host uid of root inside */
         uint32_t uid_count;
         uint64_t disk_bytes;            /* size of the session tmpfs */
         int worker_exe_fd;              /* O_PATH fd of sbx-worker */
         CgroupSession *cgroup;
+        bool allow_io_uring;            /* sbxd.conf allow_io_uring: not denied by seccomp */
 } SpawnParams;
 
 typedef struct SpawnResult {

@@ -14,6 +14,7 @@
 #include "sbx-limits.h"
 #include "log.h"
 #include "sbxd.h"
+#include "snapshot.h"
 
 bool name_is_valid(const char *name) {
         size_t n = strlen(name);
@@ -30,6 +31,7 @@ bool name_is_valid(const char *name) {
 static Sandbox *sandbox_free(Sandbox *sb) {
         if (!sb)
                 return NULL;
+        snapshot_forget(sb);
         safe_close(sb->layers_fd);
         safe_close(sb->dirfd);
         free(sb->source_dir);
@@ -60,7 +62,7 @@ static int load_one(const StoreSandbox *rec, void *userdata) {
         sb = calloc(1, sizeof(*sb));
         if (!sb)
                 return -ENOMEM;
-        sb->dirfd = sb->layers_fd = -EBADF;
+        sb->dirfd = sb->layers_fd = sb->view_fd = -EBADF;
         strlcpy(sb->name, rec->name, sizeof(sb->name));
         sb->owner_uid = rec->owner_uid;
         sb->memory_bytes = rec->memory_bytes;
@@ -78,9 +80,21 @@ static int load_one(const StoreSandbox *rec, void *userdata) {
                 sandbox_free(sb);
                 return 0;
         }
-        r = layer_remove_unrecorded(sb->layers_fd, sb->top_layer);
-        if (r < 0)
-                log_warning_errno(r, "Failed to remove unpublished layers of '%s', ignoring: %m", sb->name);
+        r = store_squash_get(s->store, sb->name, &sb->squashed);
+        if (r < 0) {
+                sandbox_free(sb);
+                return r;
+        }
+        {
+                char keep[32];
+                unsigned removed;
+                snprintf(keep, sizeof(keep), "squash-%u", sb->squashed);
+                r = layer_remove_unrecorded(sb->layers_fd, sb->top_layer, keep);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to remove unpublished layers of '%s', ignoring: %m", sb->name);
+                /* No session lives yet: everything below the squashed base can go. */
+                (void) snapshot_collect(s, sb, &removed);
+        }
         TAILQ_INSERT_TAIL(&s->sandboxes, sb, link);
         return 0;
 }
@@ -136,7 +150,7 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, uid_t caller, Sandb
         sb = calloc(1, sizeof(*sb));
         if (!sb)
                 return -ENOMEM;
-        sb->dirfd = sb->layers_fd = -EBADF;
+        sb->dirfd = sb->layers_fd = sb->view_fd = -EBADF;
         strlcpy(sb->name, req->name, sizeof(sb->name));
         sb->owner_uid = req->has_owner ? req->owner_uid : caller;
         sb->memory_bytes = req->memory_bytes ?: s->cfg.default_memory_bytes;
@@ -187,7 +201,7 @@ int sandbox_delete(Server *s, Sandbox *sb) {
 
         TAILQ_FOREACH_SAFE(ws, &s->sessions, link, next)
                 if (ws->sandbox == sb)
-                        session_destroy(s, ws, false);
+                        session_destroy(s, ws);
         r = store_sandbox_delete(s->store, sb->name);
         if (r < 0)
                 return r;
@@ -217,39 +231,4 @@ void sandboxes_free(Server *s) {
                 TAILQ_REMOVE(&s->sandboxes, sb, link);
                 sandbox_free(sb);
         }
-}
-
-int sandbox_publish(Server *s, Sandbox *sb, int upper_fd, const char *owner, bool *ret_published,
-                    uint32_t *ret_layer, uint32_t *ret_changed) {
-        _cleanup_close_ int upper = -EBADF;
-        uint32_t seq = sb->top_layer + 1, changed = 0;
-        int r;
-
-        upper = openat(upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (upper < 0)
-                return -errno;
-        r = tree_is_empty(upper);
-        if (r < 0)
-                return r;
-        if (r > 0) {
-                *ret_published = false;
-                *ret_layer = sb->top_layer;
-                *ret_changed = 0;
-                return 0;
-        }
-        r = layer_create(sb->layers_fd, seq, upper, -1, &changed);
-        if (r < 0)
-                return r;
-        r = store_layer_insert(s->store, sb->name, seq, owner, changed, time(NULL));
-        if (r < 0) {
-                char name[16];
-                snprintf(name, sizeof(name), "%u", seq);
-                (void) tree_remove_at(sb->layers_fd, name);
-                return r;
-        }
-        sb->top_layer = seq;
-        *ret_published = true;
-        *ret_layer = seq;
-        *ret_changed = changed;
-        return 0;
 }

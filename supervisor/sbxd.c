@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <ini.h>
 #include <limits.h>
 #include <signal.h>
@@ -48,31 +49,83 @@ void server_unwatch(Server *s, EventSource *src) {
 
 typedef struct ConfigParse {
         Config *cfg;
+        FILE *f;
+        int lines;              /* lines read so far: the handler's current line */
+        int error_line;         /* line of the first handler error, 0 if none */
         char error[256];
 } ConfigParse;
+
+/* inih reader that counts lines, so that "FILE:LINE: reason" pairs the first
+ * error's line with its own reason even when later lines are also wrong. */
+static char *config_read_line(char *buf, int size, void *stream) {
+        ConfigParse *p = stream;
+        char *l = fgets(buf, size, p->f);
+
+        if (l)
+                p->lines++;
+        return l;
+}
 
 static int parse_u64(const char *v, uint64_t *ret) {
         char *end;
         unsigned long long x;
+        unsigned shift = 0;
 
         errno = 0;
         x = strtoull(v, &end, 10);
         if (errno || end == v || v[0] == '-')
                 return -EINVAL;
         switch (*end) {
-        case 'K': x <<= 10; end++; break;
-        case 'M': x <<= 20; end++; break;
-        case 'G': x <<= 30; end++; break;
+        case 'K': shift = 10; end++; break;
+        case 'M': shift = 20; end++; break;
+        case 'G': shift = 30; end++; break;
         default: break;
         }
-        if (*end)
+        if (*end || x > (ULLONG_MAX >> shift))
                 return -EINVAL;
+        x <<= shift;
         *ret = x;
+        return 0;
+}
+
+/* socket_group: members of this group may connect to sbxd.sock (mode 0660,
+ * group-owned); unset, the socket is 0666. Either way every request is
+ * authorized by SO_PEERCRED against the sandbox's owner. */
+static gid_t socket_gid = (gid_t) -1;
+
+static int parse_group(const char *value, gid_t *ret) {
+        const struct group *gr;
+        char *end;
+        unsigned long g;
+
+        errno = 0;
+        g = strtoul(value, &end, 10);
+        if (value[0] >= '0' && value[0] <= '9' && !*end && !errno && g < (gid_t) -1) {
+                *ret = (gid_t) g;
+                return 0;
+        }
+        errno = 0;
+        gr = getgrnam(value);
+        if (!gr)
+                return errno > 0 ? -errno : -ESRCH;
+        *ret = gr->gr_gid;
         return 0;
 }
 
 static int config_set(Config *cfg, const char *key, const char *value, char *err, size_t err_size) {
         uint64_t v = 0;
+
+        if (strcmp(key, "socket_group") == 0) {
+                if (value[0] == '\0') {
+                        socket_gid = (gid_t) -1;
+                        return 0;
+                }
+                if (parse_group(value, &socket_gid) < 0) {
+                        snprintf(err, err_size, "socket_group: no such group '%.40s' (create it, e.g. with systemd-sysusers)", value);
+                        return -EINVAL;
+                }
+                return 0;
+        }
 
         if (strcmp(key, "state_dir") == 0 || strcmp(key, "run_dir") == 0 || strcmp(key, "worker_path") == 0) {
                 char **dst = key[0] == 's' ? &cfg->state_dir : key[0] == 'r' ? &cfg->run_dir : &cfg->worker_path;
@@ -93,37 +146,67 @@ static int config_set(Config *cfg, const char *key, const char *value, char *err
                 cfg->log_level = l;
                 return 0;
         }
+        /* Numeric keys and their ranges, documented in sbxd.conf(5). */
+        static const struct {
+                const char *key;
+                uint64_t min, max;
+        } numeric[] = {
+                { "transcript_cap_bytes", 4096, UINT64_MAX },
+                { "default_memory_bytes", 16u << 20, UINT64_MAX },
+                { "default_pids_max", 8, 1u << 22 },
+                { "session_disk_bytes", 1u << 20, UINT64_MAX },
+                { "uid_base", 1000, UINT32_MAX - 65537 },
+                { "uid_count", 1, 65536 },
+        };
+        size_t i;
+
+        for (i = 0; i < ELEMENTSOF(numeric) && strcmp(key, numeric[i].key) != 0; i++)
+                ;
+        if (i == ELEMENTSOF(numeric)) {
+                snprintf(err, err_size, "unknown key '%.40s' (see sbxd.conf(5))", key);
+                return -EINVAL;
+        }
         if (parse_u64(value, &v) < 0) {
                 snprintf(err, err_size, "%s: '%.40s' is not a number (suffixes K, M, G allowed)", key, value);
                 return -EINVAL;
         }
-        if (strcmp(key, "transcript_cap_bytes") == 0 && v >= 4096)
-                cfg->transcript_cap_bytes = v;
-        else if (strcmp(key, "default_memory_bytes") == 0 && v >= (16u << 20))
-                cfg->default_memory_bytes = v;
-        else if (strcmp(key, "default_pids_max") == 0 && v >= 8 && v <= 1u << 22)
-                cfg->default_pids_max = (uint32_t) v;
-        else if (strcmp(key, "session_disk_bytes") == 0 && v >= (1u << 20))
-                cfg->session_disk_bytes = v;
-        else if (strcmp(key, "uid_base") == 0 && v >= 1000 && v < UINT32_MAX - 65536)
-                cfg->uid_base = (uid_t) v;
-        else if (strcmp(key, "uid_count") == 0 && v >= 1 && v <= 65536)
-                cfg->uid_count = (uint32_t) v;
-        else {
-                snprintf(err, err_size, "unknown key '%.40s' or value out of range (see sbxd.conf(5))", key);
+        if (v < numeric[i].min || v > numeric[i].max) {
+                if (numeric[i].max == UINT64_MAX)
+                        snprintf(err, err_size, "%s: %llu is out of range (at least %llu)", key,
+                                 (unsigned long long) v, (unsigned long long) numeric[i].min);
+                else
+                        snprintf(err, err_size, "%s: %llu is out of range (%llu to %llu)", key, (unsigned long long) v,
+                                 (unsigned long long) numeric[i].min, (unsigned long long) numeric[i].max);
                 return -EINVAL;
         }
+        if (strcmp(key, "transcript_cap_bytes") == 0)
+                cfg->transcript_cap_bytes = v;
+        else if (strcmp(key, "default_memory_bytes") == 0)
+                cfg->default_memory_bytes = v;
+        else if (strcmp(key, "default_pids_max") == 0)
+                cfg->default_pids_max = (uint32_t) v;
+        else if (strcmp(key, "session_disk_bytes") == 0)
+                cfg->session_disk_bytes = v;
+        else if (strcmp(key, "uid_base") == 0)
+                cfg->uid_base = (uid_t) v;
+        else if (strcmp(key, "uid_count") == 0)
+                cfg->uid_count = (uint32_t) v;
         return 0;
 }
 
 static int config_handler(void *user, const char *section, const char *name, const char *value) {
         ConfigParse *p = user;
+        char err[sizeof(p->error)];
 
-        if (strcmp(section, "sbxd") != 0) {
-                snprintf(p->error, sizeof(p->error), "unknown section [%.40s]", section);
-                return 0;
+        if (strcmp(section, "sbxd") != 0)
+                snprintf(err, sizeof(err), "unknown section [%.40s] (the only section is [sbxd])", section);
+        else if (config_set(p->cfg, name, value, err, sizeof(err)) >= 0)
+                return 1;
+        if (p->error_line == 0) {
+                p->error_line = p->lines;
+                memcpy(p->error, err, sizeof(err));
         }
-        return config_set(p->cfg, name, value, p->error, sizeof(p->error)) < 0 ? 0 : 1;
+        return 0;
 }
 
 static int config_load(Config *cfg, const char *path, bool required) {
@@ -132,13 +215,20 @@ static int config_load(Config *cfg, const char *path, bool required) {
 
         if (access(path, F_OK) < 0 && !required)
                 return 0;
-        line = ini_parse(path, config_handler, &p);
+        p.f = fopen(path, "re");
+        if (!p.f) {
+                log_error("%s: cannot read: %s", path, strerror(errno));
+                return -EINVAL;
+        }
+        line = ini_parse_stream(config_read_line, &p, config_handler, &p);
+        fclose(p.f);
         if (line < 0) {
                 log_error("%s: cannot read: %s", path, strerror(errno));
                 return -EINVAL;
         }
         if (line > 0) {
-                log_error("%s:%d: %s", path, line, p.error[0] ? p.error : "syntax error");
+                log_error("%s:%d: %s", path, line,
+                          line == p.error_line ? p.error : "syntax error: expected 'key = value', '[sbxd]' or a comment");
                 return -EINVAL;
         }
         return 0;
@@ -214,7 +304,10 @@ static int listen_socket(Server *s) {
         if (fd < 0)
                 return -errno;
         (void) unlink(sa.sun_path);
-        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || chmod(sa.sun_path, 0666) < 0 || listen(fd, 64) < 0) {
+        /* chown before chmod: until both are done the socket keeps bind's umask mode. */
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ||
+            (socket_gid != (gid_t) -1 && chown(sa.sun_path, (uid_t) -1, socket_gid) < 0) ||
+            chmod(sa.sun_path, socket_gid != (gid_t) -1 ? 0660 : 0666) < 0 || listen(fd, 64) < 0) {
                 r = -errno;
                 safe_close(fd);
                 return log_error_errno(r, "Cannot listen on %s: %m", sa.sun_path);
@@ -375,7 +468,7 @@ static void server_done(Server *s) {
                 Command *cmd;
                 TAILQ_FOREACH(cmd, &ws->commands, session_link)
                         cmd->supervisor_lost = true;
-                session_destroy(s, ws, false);
+                session_destroy(s, ws);
         }
         while ((c = TAILQ_FIRST(&s->clients)))
                 client_free(s, c);

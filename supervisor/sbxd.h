@@ -46,11 +46,15 @@ typedef struct Sandbox {
         int dirfd;
         int layers_fd;
         unsigned live_sessions;
+        uint32_t squashed;          /* layers 0..squashed live merged in layers/squash-N */
+        int view_fd;                /* detached read-only overlay of the snapshot at view_top */
+        uint32_t view_top;
 } Sandbox;
 
 typedef enum SessionState {
         SESSION_SPAWNING,
         SESSION_READY,
+        SESSION_STOPPED,            /* no worker; its changes wait to be finalized */
         SESSION_DEAD,
 } SessionState;
 
@@ -62,6 +66,9 @@ typedef struct WorkspaceSession {
         char id[33];
         Sandbox *sandbox;
         bool automatic;
+        bool publish_policy;        /* finalize policy publish_then_destroy (else destroy) */
+        bool conflicted;            /* its last publication was refused */
+        int64_t created_unix;
         SessionState state;
         EventSource sock_src;
         EventSource pidfd_src;
@@ -71,9 +78,10 @@ typedef struct WorkspaceSession {
         CgroupSession *cgroup;
         uint64_t oom_base, pids_base;
         uint32_t base_layer;
+        uint32_t base_squashed;     /* the squashed base its overlay was built on */
         uint32_t next_command;
         unsigned running;
-        TAILQ_HEAD(, Command) commands;
+        TAILQ_HEAD(CommandList, Command) commands;
 } WorkspaceSession;
 
 typedef struct Waiter {
@@ -161,15 +169,17 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, uid_t caller, Sandb
 int sandbox_delete(Server *s, Sandbox *sb);
 void sandbox_info(Server *s, const Sandbox *sb, Sbx__SandboxInfo *ret);
 void sandboxes_free(Server *s);
-/* Publish the tree under upper_fd as the sandbox's next layer; *ret_published false if empty. */
-int sandbox_publish(Server *s, Sandbox *sb, int upper_fd, const char *owner, bool *ret_published,
-                    uint32_t *ret_layer, uint32_t *ret_changed);
 bool name_is_valid(const char *name);
 
 /* session.c: workspace sessions and commands */
-int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *errmsg, size_t errmsg_size);
+int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret, char *errmsg,
+                size_t errmsg_size);
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id);
-void session_destroy(Server *s, WorkspaceSession *ws, bool publish);
+void session_destroy(Server *s, WorkspaceSession *ws);
+struct PublishResult;
+/* Publish (or discard) and end the session; after a conflict or a failed
+ * publication it stays, stopped, and *ret says why. -EBUSY while commands run. */
+int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, struct PublishResult *ret);
 int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, Command **ret);
 Command *command_find_live(Server *s, const char *id);
 int command_write_stdin(Server *s, Command *c, const void *data, size_t len, bool close_stdin);

@@ -10,13 +10,16 @@
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fd-util.h"
 #include "sbx-limits.h"
 #include "log.h"
 #include "ns.h"
+#include "publish.h"
 #include "sbxd.h"
+#include "snapshot.h"
 
 #define KILL_GRACE_USEC (2ull * 1000000ull)   /* a killed group that lingers costs its session */
 
@@ -44,7 +47,8 @@ static int worker_send(WorkspaceSession *ws, Sbx__Msg *m) {
         return wire_send(ws->sock_src.fd, m, 0, NULL, 0);
 }
 
-int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *errmsg, size_t errmsg_size) {
+int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret, char *errmsg,
+                size_t errmsg_size) {
         WorkspaceSession *ws;
         SpawnResult sr = { .pidfd = -EBADF, .sock = -EBADF, .upper_fd = -EBADF, .workspace_fd = -EBADF };
         CgroupLimits limits = {
@@ -60,15 +64,23 @@ int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *
                 snprintf(errmsg, errmsg_size, "too many live workspace sessions (limit %u)", SBX_MAX_LIVE_SESSIONS);
                 return -EAGAIN;
         }
+        if (sb->live_sessions >= SBX_MAX_SESSIONS_PER_SANDBOX) {
+                snprintf(errmsg, errmsg_size, "sandbox '%s' has too many workspace sessions (limit %u); finalize some",
+                         sb->name, SBX_MAX_SESSIONS_PER_SANDBOX);
+                return -EAGAIN;
+        }
 
         ws = calloc(1, sizeof(*ws));
         if (!ws)
                 return -ENOMEM;
         ws->sandbox = sb;
-        ws->automatic = true;
+        ws->automatic = automatic;
+        ws->publish_policy = publish_policy;
+        ws->created_unix = time(NULL);
         ws->upper_fd = ws->workspace_fd = -EBADF;
         ws->sock_src.fd = ws->pidfd_src.fd = -EBADF;
         ws->base_layer = sb->top_layer;
+        ws->base_squashed = sb->squashed;
         TAILQ_INIT(&ws->commands);
         r = make_id("ws-", ws->id, sizeof(ws->id));
         if (r < 0)
@@ -85,13 +97,17 @@ int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *
         }
 
         char layers_dir[4096];
+        _cleanup_free_ char *lowerdirs = NULL;
         snprintf(layers_dir, sizeof(layers_dir), "%s/sandboxes/%s/layers", s->cfg.state_dir, sb->name);
+        r = snapshot_lowerdirs(sb, sb->top_layer, &lowerdirs);
+        if (r < 0)
+                goto fail;
         SpawnParams p = {
                 .session_id = ws->id,
                 .run_dir = s->cfg.run_dir,
                 .image_dir = s->image_dir,
                 .layers_dir = layers_dir,
-                .top_layer = sb->top_layer,
+                .lowerdirs = lowerdirs,
                 .uid_base = s->cfg.uid_base,
                 .uid_count = s->cfg.uid_count,
                 .disk_bytes = s->cfg.session_disk_bytes,
@@ -124,7 +140,7 @@ int session_new_automatic(Server *s, Sandbox *sb, WorkspaceSession **ret, char *
                 snprintf(errmsg, errmsg_size, "cannot watch the session: %s", strerror(-r));
                 TAILQ_INSERT_TAIL(&s->sessions, ws, link);
                 sb->live_sessions++;
-                session_destroy(s, ws, false);
+                session_destroy(s, ws);
                 return r;
         }
         TAILQ_INSERT_TAIL(&s->sessions, ws, link);
@@ -157,52 +173,29 @@ static void session_kill_worker(Server *s, WorkspaceSession *ws) {
         server_unwatch(s, &ws->pidfd_src);
 }
 
-static void session_publish(Server *s, WorkspaceSession *ws, Command *last) {
-        char owner[64];
-        bool published = false;
-        uint32_t layer = 0, changed = 0;
-        int r;
+/* No worker any more: whatever still ran died with it. The changes stay (upper_fd). */
+static void session_stop(Server *s, WorkspaceSession *ws) {
+        Command *c;
 
-        snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
-        r = sandbox_publish(s, ws->sandbox, ws->upper_fd, owner, &published, &layer, &changed);
-        if (!last)
-                return;
-        last->has_publication = true;
-        last->publication.published = published;
-        last->publication.layer = layer;
-        last->publication.changed_paths = changed;
-        strlcpy(last->publication_owner, owner, sizeof(last->publication_owner));
-        if (r < 0) {
-                log_error_errno(r, "Failed to publish workspace session %s of sandbox '%s': %m", ws->id,
-                                ws->sandbox->name);
-                snprintf(last->publication_error, sizeof(last->publication_error), "publication failed: %s",
-                         strerror(-r));
-        } else if (published)
-                log_info("Published layer %u of sandbox '%s' from %s (%u paths)", layer, ws->sandbox->name,
-                         ws->id, changed);
-}
-
-void session_destroy(Server *s, WorkspaceSession *ws, bool publish) {
-        Command *c, *last = NULL;
-        unsigned long long t0 = now_usec();
-
-        ws->state = SESSION_DEAD;
         session_kill_worker(s, ws);
         server_unwatch(s, &ws->sock_src);
-
-        /* Whatever still runs died with the worker. */
         TAILQ_FOREACH(c, &ws->commands, session_link)
                 if (!c->finished)
                         command_finish(s, c, false, 0, SIGKILL);
-        TAILQ_FOREACH(c, &ws->commands, session_link)
-                last = c;
-        if (publish && ws->upper_fd >= 0)
-                session_publish(s, ws, last);
+        if (ws->state != SESSION_DEAD)
+                ws->state = SESSION_STOPPED;
+}
+
+static void session_free(Server *s, WorkspaceSession *ws) {
+        unsigned long long t0 = now_usec();
+        unsigned removed;
+        Command *c;
+
+        ws->state = SESSION_DEAD;
         ws->upper_fd = safe_close(ws->upper_fd);
         ws->workspace_fd = safe_close(ws->workspace_fd);
         if (ws->cgroup)
                 ws->cgroup = cgroup_session_release(ws->cgroup);
-
         /* Answer the waiters only now, so the answer carries the publication. */
         while ((c = TAILQ_FIRST(&ws->commands))) {
                 Waiter *w;
@@ -217,8 +210,69 @@ void session_destroy(Server *s, WorkspaceSession *ws, bool publish) {
         }
         ws->sandbox->live_sessions--;
         TAILQ_REMOVE(&s->sessions, ws, link);
+        /* Layers it kept from compaction may go now. */
+        (void) snapshot_collect(s, ws->sandbox, &removed);
         log_debug("Destroyed workspace session %s in %llu us", ws->id, now_usec() - t0);
         free(ws);
+}
+
+void session_destroy(Server *s, WorkspaceSession *ws) {
+        session_stop(s, ws);
+        session_free(s, ws);
+}
+
+static void publication_to_command(WorkspaceSession *ws, Command *c, int r, const PublishResult *res) {
+        c->has_publication = true;
+        sbx__publication__init(&c->publication);
+        c->publication.published = r >= 0 && res->published;
+        c->publication.layer = r >= 0 ? res->layer : ws->sandbox->top_layer;
+        c->publication.changed_paths = r >= 0 ? res->changed_paths : 0;
+        snprintf(c->publication_owner, sizeof(c->publication_owner), "workspace_session:%s", ws->id);
+        c->publication_error[0] = '\0';
+        if (r < 0)
+                snprintf(c->publication_error, sizeof(c->publication_error), "publication failed: %s", strerror(-r));
+        else if (res->n_conflicts > 0)
+                snprintf(c->publication_error, sizeof(c->publication_error),
+                         "not published: %zu path(s) were changed by layers published after this session started; "
+                         "the session %s is kept: finalize it with overwrite, or discard it",
+                         res->n_conflicts, ws->id);
+}
+
+int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, PublishResult *ret) {
+        char owner[64];
+        PublishResult res = {};
+        int r = 0;
+
+        if (ws->running > 0)
+                return -EBUSY;
+        session_stop(s, ws);
+        if (publish) {
+                _cleanup_close_ int upper = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+                snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
+                r = upper < 0 ? -errno
+                              : publish_tree(s, ws->sandbox, upper, owner, ws->base_layer, overwrite, -1, &res);
+                if (r < 0)
+                        log_error_errno(r, "Failed to publish workspace session %s of sandbox '%s': %m", ws->id,
+                                        ws->sandbox->name);
+                else if (res.n_conflicts > 0)
+                        log_info("Publication of %s refused: %zu conflicting paths", ws->id, res.n_conflicts);
+                else if (res.published)
+                        log_info("Published layer %u of sandbox '%s' from %s (%u paths)", res.layer,
+                                 ws->sandbox->name, ws->id, res.changed_paths);
+                /* The command that ended an automatic session answers with the publication. */
+                if (ws->automatic && !TAILQ_EMPTY(&ws->commands))
+                        publication_to_command(ws, TAILQ_LAST(&ws->commands, CommandList), r, &res);
+                if (r < 0 || res.n_conflicts > 0) {
+                        /* Nothing is lost: the session stays, to retry with overwrite or discard. */
+                        ws->conflicted = r >= 0;
+                        *ret = res;
+                        return r;
+                }
+        }
+        *ret = res;
+        session_free(s, ws);
+        return 0;
 }
 
 static int command_send_exec(WorkspaceSession *ws, Command *c) {
@@ -276,7 +330,7 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
         c->start_usec = now_usec();
         c->deadline_usec = c->start_usec + timeout_ms * 1000ull;
 
-        r = store_command_insert(s->store, &c->rec);
+        r = store_command_insert(s->store, &c->rec, cmd);
         if (r < 0) {
                 transcript_free(c->transcript);
                 (void) transcript_remove(s->transcripts_fd, c->rec.id);
@@ -410,17 +464,47 @@ static bool command_settle(Server *s, Command *c) {
         Waiter *w;
 
         if (ws && ws->automatic && ws->running == 0 && ws->state != SESSION_DEAD) {
-                session_destroy(s, ws, true);
-                return true; /* it answered the waiters */
+                PublishResult res = {};
+                int r = session_finalize(s, ws, true, false, &res);
+                bool kept = r < 0 || res.n_conflicts > 0;
+
+                if (kept) {
+                        c->publication.n_conflicts = res.n_conflicts;
+                        c->publication.conflicts = res.conflicts;
+                        while ((w = TAILQ_FIRST(&c->waiters)))
+                                waiter_answer(s, w);
+                        c->publication.n_conflicts = 0;
+                        c->publication.conflicts = NULL;
+                } else {
+                        /* Freed with its session: nothing to answer here. */
+                }
+                publish_result_done(&res);
+                return !kept;
         }
         while ((w = TAILQ_FIRST(&c->waiters)))
                 waiter_answer(s, w);
         return false;
 }
 
+/* The worker is gone or misbehaved: an automatic session publishes what it has
+ * and ends; a managed one keeps its changes until it is finalized. Returns true:
+ * the session's socket is no longer watched. */
 static bool session_worker_lost(Server *s, WorkspaceSession *ws, const char *why) {
+        Command *c, *last = NULL;
+
         log_warning("Lost worker of %s: %s", ws->id, why);
-        session_destroy(s, ws, ws->automatic);
+        session_stop(s, ws);
+        TAILQ_FOREACH(c, &ws->commands, session_link)
+                last = c;
+        if (ws->automatic && last) {
+                (void) command_settle(s, last);
+                return true;
+        }
+        TAILQ_FOREACH(c, &ws->commands, session_link) {
+                Waiter *w;
+                while ((w = TAILQ_FIRST(&c->waiters)))
+                        waiter_answer(s, w);
+        }
         return true;
 }
 
@@ -501,7 +585,8 @@ static void session_dispatch_worker(Server *s, EventSource *src, uint32_t events
                 log_set_context(ws->id);
                 bool gone = on_worker_message(s, ws, m);
                 log_set_context(NULL);
-                if (gone)
+                /* Freed, or stopped (its socket no longer watched). */
+                if (gone || ws->sock_src.fd < 0)
                         return;
         }
 }
@@ -695,7 +780,7 @@ restart:
                         /* The group did not die (or escaped it): the session goes. */
                         log_warning("Command %s outlived SIGKILL of its process group, ending session %s",
                                     c->rec.id, c->session->id);
-                        session_destroy(s, c->session, c->session->automatic);
+                        (void) session_worker_lost(s, c->session, "a killed command outlived its grace time");
                         goto restart; /* the lists changed under us */
                 }
         }

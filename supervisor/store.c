@@ -28,7 +28,23 @@ static const char schema[] =
         "  id TEXT PRIMARY KEY, sandbox TEXT NOT NULL, workspace_session TEXT NOT NULL,"
         "  status TEXT NOT NULL, exit_code INTEGER, signal INTEGER NOT NULL DEFAULT 0,"
         "  end_reason TEXT NOT NULL DEFAULT '', started_usec INTEGER NOT NULL,"
-        "  ended_usec INTEGER NOT NULL DEFAULT 0, raw_bytes INTEGER NOT NULL DEFAULT 0);";
+        "  ended_usec INTEGER NOT NULL DEFAULT 0, raw_bytes INTEGER NOT NULL DEFAULT 0,"
+        "  cmd TEXT NOT NULL DEFAULT '');"
+        "CREATE INDEX IF NOT EXISTS commands_by_sandbox ON commands(sandbox, started_usec);"
+        /* The paths each layer changed: conflict checks and the original/unknown decision of blame. */
+        "CREATE TABLE IF NOT EXISTS layer_paths ("
+        "  sandbox TEXT NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL,"
+        "  FOREIGN KEY (sandbox, seq) REFERENCES layers(sandbox, seq) ON DELETE CASCADE);"
+        "CREATE INDEX IF NOT EXISTS layer_paths_by_seq ON layer_paths(sandbox, seq);"
+        "CREATE INDEX IF NOT EXISTS layer_paths_by_path ON layer_paths(sandbox, path);"
+        /* Current line attribution of each published text file. */
+        "CREATE TABLE IF NOT EXISTS blame ("
+        "  sandbox TEXT NOT NULL REFERENCES sandboxes(name) ON DELETE CASCADE,"
+        "  path TEXT NOT NULL, ranges TEXT NOT NULL, PRIMARY KEY (sandbox, path));"
+        /* Layers 0..squashed are merged into one directory (compaction). */
+        "CREATE TABLE IF NOT EXISTS squashes ("
+        "  sandbox TEXT PRIMARY KEY REFERENCES sandboxes(name) ON DELETE CASCADE,"
+        "  squashed INTEGER NOT NULL);";
 
 static int sql_err(int rc) {
         switch (rc) {
@@ -86,6 +102,10 @@ Store *store_close(Store *s) {
         free(s);
         return NULL;
 }
+
+static void fill_command(sqlite3_stmt *st, StoreCommand *c);
+#define COMMAND_COLUMNS \
+        "id, sandbox, workspace_session, status, exit_code, signal, end_reason, started_usec, ended_usec, raw_bytes"
 
 static int prepare(Store *s, const char *sql, sqlite3_stmt **ret) {
         return sql_err(sqlite3_prepare_v2(s->db, sql, -1, ret, NULL)) ?: 0;
@@ -184,13 +204,13 @@ int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *
         return step_done(st);
 }
 
-int store_command_insert(Store *s, const StoreCommand *c) {
+int store_command_insert(Store *s, const StoreCommand *c, const char *cmd) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
         r = prepare(s,
-                    "INSERT INTO commands (id, sandbox, workspace_session, status, started_usec)"
-                    " VALUES (?,?,?,?,?)",
+                    "INSERT INTO commands (id, sandbox, workspace_session, status, started_usec, cmd)"
+                    " VALUES (?,?,?,?,?,substr(?, 1, 4096))",
                     &st);
         if (r < 0)
                 return r;
@@ -199,6 +219,7 @@ int store_command_insert(Store *s, const StoreCommand *c) {
         sqlite3_bind_text(st, 3, c->workspace_session, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 4, c->status, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 5, c->started_unix_usec);
+        sqlite3_bind_text(st, 6, cmd, -1, SQLITE_STATIC);
         return step_done(st);
 }
 
@@ -227,13 +248,9 @@ int store_command_finish(Store *s, const StoreCommand *c) {
 
 int store_command_get(Store *s, const char *id, StoreCommand *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        StoreCommand c = {};
         int r, rc;
 
-        r = prepare(s,
-                    "SELECT id, sandbox, workspace_session, status, exit_code, signal, end_reason,"
-                    " started_usec, ended_usec, raw_bytes FROM commands WHERE id = ?",
-                    &st);
+        r = prepare(s, "SELECT " COMMAND_COLUMNS " FROM commands WHERE id = ?", &st);
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -242,19 +259,7 @@ int store_command_get(Store *s, const char *id, StoreCommand *ret) {
                 return -ENOENT;
         if (rc != SQLITE_ROW)
                 return sql_err(rc) ?: -EIO;
-        strlcpy(c.id, (const char *) sqlite3_column_text(st, 0), sizeof(c.id));
-        strlcpy(c.sandbox, (const char *) sqlite3_column_text(st, 1), sizeof(c.sandbox));
-        strlcpy(c.workspace_session, (const char *) sqlite3_column_text(st, 2),
-                sizeof(c.workspace_session));
-        strlcpy(c.status, (const char *) sqlite3_column_text(st, 3), sizeof(c.status));
-        c.has_exit_code = sqlite3_column_type(st, 4) != SQLITE_NULL;
-        c.exit_code = sqlite3_column_int(st, 4);
-        c.signal = sqlite3_column_int(st, 5);
-        strlcpy(c.end_reason, (const char *) sqlite3_column_text(st, 6), sizeof(c.end_reason));
-        c.started_unix_usec = sqlite3_column_int64(st, 7);
-        c.ended_unix_usec = sqlite3_column_int64(st, 8);
-        c.raw_bytes = (uint64_t) sqlite3_column_int64(st, 9);
-        *ret = c;
+        fill_command(st, ret);
         return 0;
 }
 
@@ -274,4 +279,226 @@ int store_commands_mark_lost(Store *s, int64_t now_unix_usec, unsigned *ret_coun
                 return r;
         *ret_count = (unsigned) sqlite3_changes(s->db);
         return 0;
+}
+
+int store_begin(Store *s) {
+        return exec_sql(s, "BEGIN IMMEDIATE");
+}
+
+int store_commit(Store *s) {
+        return exec_sql(s, "COMMIT");
+}
+
+void store_rollback(Store *s) {
+        (void) exec_sql(s, "ROLLBACK");
+}
+
+static int run_text2(Store *s, const char *sql, const char *a, const char *b) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, sql, &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
+        if (b)
+                sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_layer_path_insert(Store *s, const char *sandbox, uint32_t seq, const char *path) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT INTO layer_paths VALUES (?,?,?)", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, seq);
+        sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_paths_changed_after(Store *s, const char *sandbox, uint32_t seq,
+                              int (*cb)(const char *path, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(s, "SELECT DISTINCT path FROM layer_paths WHERE sandbox = ? AND seq > ?", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, seq);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                r = cb((const char *) sqlite3_column_text(st, 0), userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+int store_path_changed_since_import(Store *s, const char *sandbox, const char *path) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        /* The path itself, or a directory above it replaced or deleted as a whole. */
+        r = prepare(s,
+                    "SELECT 1 FROM layer_paths WHERE sandbox = ?1 AND seq > 0 AND"
+                    " (path = ?2 OR substr(?2, 1, length(path) + 1) = path || '/') LIMIT 1",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+                return 1;
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+int store_layer_foreach(Store *s, const char *sandbox,
+                        int (*cb)(uint32_t seq, const char *owner, uint32_t changed, int64_t created, void *userdata),
+                        void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(s, "SELECT seq, owner, changed_paths, created_unix FROM layers WHERE sandbox = ? ORDER BY seq",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                r = cb((uint32_t) sqlite3_column_int64(st, 0), (const char *) sqlite3_column_text(st, 1),
+                       (uint32_t) sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3), userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+int store_blame_get(Store *s, const char *sandbox, const char *path, char **ret_ranges) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        char *copy;
+        int r, rc;
+
+        r = prepare(s, "SELECT ranges FROM blame WHERE sandbox = ? AND path = ?", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        copy = strdup((const char *) sqlite3_column_text(st, 0));
+        if (!copy)
+                return -ENOMEM;
+        *ret_ranges = copy;
+        return 0;
+}
+
+int store_blame_put(Store *s, const char *sandbox, const char *path, const char *ranges) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT OR REPLACE INTO blame VALUES (?,?,?)", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, ranges, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_blame_delete(Store *s, const char *sandbox, const char *path) {
+        return run_text2(s, "DELETE FROM blame WHERE sandbox = ?1 AND path = ?2", sandbox, path);
+}
+
+int store_blame_delete_tree(Store *s, const char *sandbox, const char *path) {
+        return run_text2(s,
+                         "DELETE FROM blame WHERE sandbox = ?1 AND"
+                         " (path = ?2 OR substr(path, 1, length(?2) + 1) = ?2 || '/')",
+                         sandbox, path);
+}
+
+int store_squash_get(Store *s, const char *sandbox, uint32_t *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(s, "SELECT squashed FROM squashes WHERE sandbox = ?", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE) {
+                *ret = 0;
+                return 0;
+        }
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        *ret = (uint32_t) sqlite3_column_int64(st, 0);
+        return 0;
+}
+
+int store_squash_set(Store *s, const char *sandbox, uint32_t squashed) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT OR REPLACE INTO squashes VALUES (?,?)", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, squashed);
+        return step_done(st);
+}
+
+static void fill_command(sqlite3_stmt *st, StoreCommand *c) {
+        memset(c, 0, sizeof(*c));
+        strlcpy(c->id, (const char *) sqlite3_column_text(st, 0), sizeof(c->id));
+        strlcpy(c->sandbox, (const char *) sqlite3_column_text(st, 1), sizeof(c->sandbox));
+        strlcpy(c->workspace_session, (const char *) sqlite3_column_text(st, 2), sizeof(c->workspace_session));
+        strlcpy(c->status, (const char *) sqlite3_column_text(st, 3), sizeof(c->status));
+        c->has_exit_code = sqlite3_column_type(st, 4) != SQLITE_NULL;
+        c->exit_code = sqlite3_column_int(st, 4);
+        c->signal = sqlite3_column_int(st, 5);
+        strlcpy(c->end_reason, (const char *) sqlite3_column_text(st, 6), sizeof(c->end_reason));
+        c->started_unix_usec = sqlite3_column_int64(st, 7);
+        c->ended_unix_usec = sqlite3_column_int64(st, 8);
+        c->raw_bytes = (uint64_t) sqlite3_column_int64(st, 9);
+}
+
+int store_command_foreach(Store *s, const char *sandbox, const char *ws,
+                          int (*cb)(const StoreCommand *c, const char *cmd, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(s,
+                    "SELECT " COMMAND_COLUMNS ", cmd FROM commands WHERE sandbox = ?1 AND"
+                    " (?2 IS NULL OR workspace_session = ?2) ORDER BY started_usec",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        if (ws)
+                sqlite3_bind_text(st, 2, ws, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(st, 2);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                StoreCommand c;
+                fill_command(st, &c);
+                r = cb(&c, (const char *) sqlite3_column_text(st, 10), userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+int store_commands_orphaned(Store *s, int (*cb)(const char *id, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(s, "SELECT id FROM commands WHERE sandbox NOT IN (SELECT name FROM sandboxes)", &st);
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                r = cb((const char *) sqlite3_column_text(st, 0), userdata);
+                if (r < 0)
+                        return r;
+        }
+        if (rc != SQLITE_DONE)
+                return sql_err(rc) ?: -EIO;
+        return exec_sql(s, "DELETE FROM commands WHERE sandbox NOT IN (SELECT name FROM sandboxes)");
 }

@@ -45,8 +45,38 @@ int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *user
 int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *owner,
                        uint32_t changed_paths, int64_t created_unix);
 
-int store_command_insert(Store *s, const StoreCommand *c);
+int store_command_insert(Store *s, const StoreCommand *c, const char *cmd);
 int store_command_finish(Store *s, const StoreCommand *c);
 int store_command_get(Store *s, const char *id, StoreCommand *ret);
+/* Commands of a sandbox (or of one workspace session when ws is non-NULL), oldest first. */
+int store_command_foreach(Store *s, const char *sandbox, const char *ws,
+                          int (*cb)(const StoreCommand *c, const char *cmd, void *userdata), void *userdata);
+/* Commands whose sandbox no longer exists: cb gets each id, then the records go. */
+int store_commands_orphaned(Store *s, int (*cb)(const char *id, void *userdata), void *userdata);
+
+/* One transaction around a publication: the layer, its paths and attribution. */
+int store_begin(Store *s);
+int store_commit(Store *s);
+void store_rollback(Store *s);
+int store_layer_path_insert(Store *s, const char *sandbox, uint32_t seq, const char *path);
+/* Paths changed by layers above seq, each once. */
+int store_paths_changed_after(Store *s, const char *sandbox, uint32_t seq,
+                              int (*cb)(const char *path, void *userdata), void *userdata);
+/* Whether any layer above 0 changed path or an ancestor of it. */
+int store_path_changed_since_import(Store *s, const char *sandbox, const char *path);
+int store_layer_foreach(Store *s, const char *sandbox,
+                        int (*cb)(uint32_t seq, const char *owner, uint32_t changed, int64_t created, void *userdata),
+                        void *userdata);
+
+/* Attribution records: the serialized ranges of attribution.h. */
+int store_blame_get(Store *s, const char *sandbox, const char *path, char **ret_ranges);
+int store_blame_put(Store *s, const char *sandbox, const char *path, const char *ranges);
+int store_blame_delete(Store *s, const char *sandbox, const char *path);
+/* Delete the records of path and everything below it. */
+int store_blame_delete_tree(Store *s, const char *sandbox, const char *path);
+
+int store_squash_get(Store *s, const char *sandbox, uint32_t *ret);
+int store_squash_set(Store *s, const char *sandbox, uint32_t squashed);
+
 /* Running commands of a previous sbxd are ended as supervisor_lost. */
 int store_commands_mark_lost(Store *s, int64_t now_unix_usec, unsigned *ret_count);

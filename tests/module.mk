@@ -12,3 +12,7 @@ UNIT_TESTS += tests/unit/test-schema.c
 test-schema_DEPS := broker/schema.c broker/tools.c
 UNIT_TESTS += tests/unit/test-layer.c
 test-layer_DEPS := supervisor/layer.c
+UNIT_TESTS += tests/unit/test-attribution.c
+test-attribution_DEPS := supervisor/attribution.c
+UNIT_TESTS += tests/unit/test-fileops.c
+test-fileops_DEPS := supervisor/fileops.c

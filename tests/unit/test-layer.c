@@ -172,7 +172,7 @@ static void test_remove_unrecorded(void **state) {
         assert_int_equal(mkdirat(f->layers_fd, ".tmp-3", 0755), 0);
         put_file(f->layers_fd, ".tmp-3/partial", "p", 0644);
 
-        assert_int_equal(layer_remove_unrecorded(f->layers_fd, 1), 0);
+        assert_int_equal(layer_remove_unrecorded(f->layers_fd, 1, NULL), 0);
         assert_int_equal(fstatat(f->layers_fd, "0", &st, 0), 0);
         assert_int_equal(fstatat(f->layers_fd, "1", &st, 0), 0);
         assert_int_equal(fstatat(f->layers_fd, "2", &st, 0), -1);

@@ -1,0 +1,606 @@
+/* Line attribution and unified diffs over libgit2's buffer diff (xdiff, Myers).
+ * xdiff splits text into '\n'-terminated records, keeps a last record without
+ * '\n' and compares records byte for byte, which is exactly the line rule of
+ * fileops.h: "b" and "b\n" differ, "a\r\n" and "a\n" differ. */
+#include <errno.h>
+#include <git2.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attribution.h"
+#include "macro.h"
+
+#define BLAME_OWNER_MAX 128u
+#define BLAME_RANGES_MAX 1000000u
+/* A stored attribution describes at most this many lines (parse and
+ * serialize); no diffable text comes near it. */
+#define BLAME_LINES_MAX UINT64_C(4294967295)
+#define BLAME_NUMBER_DIGITS_MAX 10u
+/* libgit2 refuses to diff a buffer above GIT_XDIFF_MAX_SIZE (1 GiB). */
+#define DIFF_TEXT_MAX (UINT64_C(1) << 30)
+#define NO_NEWLINE_MARKER "\\ No newline at end of file\n"
+
+static int git_ready(void) {
+        static bool ready;
+
+        if (!ready) {
+                if (git_libgit2_init() < 0)
+                        return -ENOMEM;
+                ready = true;
+        }
+        return 0;
+}
+
+static int git_errno(void) {
+        const git_error *e = git_error_last();
+
+        return e && e->klass == GIT_ERROR_NOMEMORY ? -ENOMEM : -EIO;
+}
+
+static uint64_t count_lines(const char *text, size_t len) {
+        uint64_t n = 0;
+
+        if (len == 0)
+                return 0;
+        for (const char *p = text, *end = text + len; p < end; p++) {
+                p = memchr(p, '\n', (size_t) (end - p));
+                if (!p)
+                        return n + 1;
+                n++;
+        }
+        return n;
+}
+
+static bool owner_valid(const char *owner, size_t len) {
+        if (len == 0 || len > BLAME_OWNER_MAX)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (owner[i] < 0x20 || owner[i] > 0x7e)
+                        return false;
+        return true;
+}
+
+static bool owner_string_valid(const char *owner) {
+        return owner && owner_valid(owner, strnlen(owner, BLAME_OWNER_MAX + 1));
+}
+
+void blame_done(Blame *b) {
+        if (!b)
+                return;
+        for (size_t i = 0; i < b->n_ranges; i++)
+                free(b->ranges[i].owner);
+        free(b->ranges);
+        b->ranges = NULL;
+        b->n_ranges = 0;
+}
+
+/* A Blame being built, with its allocated size. */
+typedef struct BlameBuilder {
+        Blame blame;
+        size_t allocated;
+} BlameBuilder;
+
+static void blame_builder_done(BlameBuilder *bb) {
+        blame_done(&bb->blame);
+}
+
+/* Append count lines owned by owner (length owner_len), merging with the last
+ * range when it has the same owner. */
+static int builder_append(BlameBuilder *bb, const char *owner, size_t owner_len, uint64_t count) {
+        Blame *b = &bb->blame;
+        BlameRange *last = b->n_ranges > 0 ? &b->ranges[b->n_ranges - 1] : NULL;
+        uint64_t start = last ? last->start_line + last->line_count : 1;
+        char *copy;
+
+        if (count == 0)
+                return 0;
+        if (last && strlen(last->owner) == owner_len && memcmp(last->owner, owner, owner_len) == 0) {
+                last->line_count += count;
+                return 0;
+        }
+        /* last is invalid from here on: the array may move. */
+        if (b->n_ranges == bb->allocated) {
+                size_t n = bb->allocated > 0 ? bb->allocated * 2 : 16;
+                BlameRange *ranges = reallocarray(b->ranges, n, sizeof(*ranges));
+                if (!ranges)
+                        return -ENOMEM;
+                b->ranges = ranges;
+                bb->allocated = n;
+        }
+        copy = strndup(owner, owner_len);
+        if (!copy)
+                return -ENOMEM;
+        b->ranges[b->n_ranges++] = (BlameRange) {
+                .start_line = start,
+                .line_count = count,
+                .owner = copy,
+        };
+        return 0;
+}
+
+/* Check that b tiles lines 1..N in order with valid, adjacent-distinct owners. */
+static int blame_check(const Blame *b, uint64_t *ret_lines) {
+        uint64_t next = 1;
+
+        if (b->n_ranges > 0 && !b->ranges)
+                return -EINVAL;
+        for (size_t i = 0; i < b->n_ranges; i++) {
+                const BlameRange *r = &b->ranges[i];
+
+                if (r->start_line != next || r->line_count == 0 || r->line_count > UINT64_MAX - next)
+                        return -EINVAL;
+                if (!owner_string_valid(r->owner))
+                        return -EINVAL;
+                if (i > 0 && strcmp(r->owner, b->ranges[i - 1].owner) == 0)
+                        return -EINVAL;
+                next += r->line_count;
+        }
+        *ret_lines = next - 1;
+        return 0;
+}
+
+int blame_new(const char *text, size_t len, const char *owner, Blame *ret) {
+        _cleanup_(blame_builder_done) BlameBuilder bb = {};
+        int r;
+
+        if ((!text && len > 0) || !owner_string_valid(owner))
+                return -EINVAL;
+        r = builder_append(&bb, owner, strlen(owner), count_lines(text, len));
+        if (r < 0)
+                return r;
+        *ret = bb.blame;
+        bb.blame = (Blame) {};
+        return 0;
+}
+
+typedef struct UpdateState {
+        const Blame *old;
+        const char *owner;
+        size_t owner_len;
+        size_t old_index;       /* the old range holding old_line */
+        uint64_t old_line;      /* next old line not yet mapped, 1-based */
+        uint64_t new_line;      /* next new line not yet attributed, 1-based */
+        BlameBuilder out;
+        int error;
+} UpdateState;
+
+static void update_state_done(UpdateState *s) {
+        blame_builder_done(&s->out);
+}
+
+/* The next n old lines are unchanged: they keep their owners. */
+static int update_keep(UpdateState *s, uint64_t n) {
+        while (n > 0) {
+                const BlameRange *range;
+                uint64_t end, take;
+                int r;
+
+                if (s->old_index >= s->old->n_ranges)
+                        return -EIO;
+                range = &s->old->ranges[s->old_index];
+                end = range->start_line + range->line_count;
+                take = MIN(end - s->old_line, n);
+                r = builder_append(&s->out, range->owner, strlen(range->owner), take);
+                if (r < 0)
+                        return r;
+                s->old_line += take;
+                s->new_line += take;
+                n -= take;
+                if (s->old_line == end)
+                        s->old_index++;
+        }
+        return 0;
+}
+
+/* The next n old lines are gone. */
+static void update_drop(UpdateState *s, uint64_t n) {
+        s->old_line += n;
+        while (s->old_index < s->old->n_ranges &&
+               s->old->ranges[s->old_index].start_line + s->old->ranges[s->old_index].line_count <= s->old_line)
+                s->old_index++;
+}
+
+/* Where a hunk side begins: a side with no lines names the line before it. */
+static uint64_t hunk_side_start(int start, int lines) {
+        return lines > 0 ? (uint64_t) start : (uint64_t) start + 1;
+}
+
+static int update_hunk(const git_diff_delta *delta, const git_diff_hunk *hunk, void *payload) {
+        UpdateState *s = payload;
+        uint64_t old_pos, new_pos;
+        int r;
+
+        if (hunk->old_start < 0 || hunk->old_lines < 0 || hunk->new_start < 0 || hunk->new_lines < 0) {
+                s->error = -EIO;
+                return -1;
+        }
+        old_pos = hunk_side_start(hunk->old_start, hunk->old_lines);
+        new_pos = hunk_side_start(hunk->new_start, hunk->new_lines);
+        if (old_pos < s->old_line || new_pos < s->new_line || old_pos - s->old_line != new_pos - s->new_line) {
+                s->error = -EIO;
+                return -1;
+        }
+        r = update_keep(s, old_pos - s->old_line);
+        if (r >= 0)
+                r = builder_append(&s->out, s->owner, s->owner_len, (uint64_t) hunk->new_lines);
+        if (r < 0) {
+                s->error = r;
+                return -1;
+        }
+        update_drop(s, (uint64_t) hunk->old_lines);
+        s->new_line += (uint64_t) hunk->new_lines;
+        return 0;
+}
+
+static void diff_options_init(git_diff_options *opts, uint32_t context_lines) {
+        (void) git_diff_options_init(opts, GIT_DIFF_OPTIONS_VERSION);
+        opts->flags = GIT_DIFF_FORCE_TEXT;
+        opts->context_lines = context_lines;
+        opts->interhunk_lines = 0;
+}
+
+int blame_update(const Blame *old, const char *old_text, size_t old_len, const char *new_text,
+                 size_t new_len, const char *owner, Blame *ret) {
+        _cleanup_(update_state_done) UpdateState s = {
+                .old = old,
+                .owner = owner,
+                .old_line = 1,
+                .new_line = 1,
+        };
+        git_diff_options opts;
+        uint64_t old_lines, new_lines;
+        int r;
+
+        if (!old || (!old_text && old_len > 0) || (!new_text && new_len > 0) || !owner_string_valid(owner))
+                return -EINVAL;
+        r = blame_check(old, &old_lines);
+        if (r < 0)
+                return r;
+        if (old_lines != count_lines(old_text, old_len))
+                return -EINVAL;
+        if (old_len > DIFF_TEXT_MAX || new_len > DIFF_TEXT_MAX)
+                return -EFBIG;
+        r = git_ready();
+        if (r < 0)
+                return r;
+
+        s.owner_len = strlen(owner);
+        diff_options_init(&opts, 0);
+        r = git_diff_buffers(old_text, old_len, NULL, new_text, new_len, NULL, &opts, NULL, NULL,
+                             update_hunk, NULL, &s);
+        if (s.error < 0)
+                return s.error;
+        if (r < 0)
+                return git_errno();
+
+        new_lines = count_lines(new_text, new_len);
+        if (old_lines + 1 < s.old_line || new_lines + 1 < s.new_line ||
+            old_lines + 1 - s.old_line != new_lines + 1 - s.new_line)
+                return -EIO;
+        r = update_keep(&s, old_lines + 1 - s.old_line);
+        if (r < 0)
+                return r;
+
+        *ret = s.out.blame;
+        s.out.blame = (Blame) {};
+        return 0;
+}
+
+int blame_serialize(const Blame *b, char **ret, size_t *ret_len) {
+        _cleanup_free_ char *buf = NULL;
+        uint64_t lines;
+        size_t size = 1, len = 0;
+        int r;
+
+        if (!b)
+                return -EINVAL;
+        r = blame_check(b, &lines);
+        if (r < 0)
+                return r;
+        if (lines > BLAME_LINES_MAX || b->n_ranges > BLAME_RANGES_MAX)
+                return -E2BIG;
+
+        /* Two numbers of at most 10 digits, two spaces, owner, newline. */
+        for (size_t i = 0; i < b->n_ranges; i++)
+                size += 2 * BLAME_NUMBER_DIGITS_MAX + 3 + strlen(b->ranges[i].owner);
+        buf = malloc(size);
+        if (!buf)
+                return -ENOMEM;
+        buf[0] = '\0';
+        for (size_t i = 0; i < b->n_ranges; i++) {
+                int n = snprintf(buf + len, size - len, "%" PRIu64 " %" PRIu64 " %s\n",
+                                 b->ranges[i].start_line, b->ranges[i].line_count, b->ranges[i].owner);
+                if (n < 0 || (size_t) n >= size - len)
+                        return -EIO;
+                len += (size_t) n;
+        }
+        *ret = TAKE_PTR(buf);
+        *ret_len = len;
+        return 0;
+}
+
+/* A decimal number from 1 to BLAME_LINES_MAX without sign or leading zeros,
+ * followed by a space. */
+static int parse_number(const char **p, const char *end, uint64_t *ret) {
+        const char *q = *p;
+        uint64_t v = 0;
+
+        if (q >= end || *q < '1' || *q > '9')
+                return -EBADMSG;
+        while (q < end && *q >= '0' && *q <= '9') {
+                if ((size_t) (q - *p) >= BLAME_NUMBER_DIGITS_MAX)
+                        return -EBADMSG;
+                v = v * 10 + (uint64_t) (*q - '0');
+                q++;
+        }
+        if (v > BLAME_LINES_MAX || q >= end || *q != ' ')
+                return -EBADMSG;
+        *p = q + 1;
+        *ret = v;
+        return 0;
+}
+
+int blame_parse(const char *buf, size_t len, Blame *ret) {
+        _cleanup_(blame_builder_done) BlameBuilder bb = {};
+        const char *p, *end;
+        uint64_t next = 1;
+        int r;
+
+        if (!buf && len > 0)
+                return -EINVAL;
+        if (len == 0) {
+                *ret = (Blame) {};
+                return 0;
+        }
+        if (buf[len - 1] != '\n')
+                return -EBADMSG;
+        for (p = buf, end = buf + len; p < end;) {
+                const BlameRange *last = bb.blame.n_ranges > 0 ? &bb.blame.ranges[bb.blame.n_ranges - 1] : NULL;
+                uint64_t start, count;
+                const char *nl;
+                size_t owner_len;
+
+                if (bb.blame.n_ranges >= BLAME_RANGES_MAX)
+                        return -EBADMSG;
+                r = parse_number(&p, end, &start);
+                if (r < 0)
+                        return r;
+                r = parse_number(&p, end, &count);
+                if (r < 0)
+                        return r;
+                nl = memchr(p, '\n', (size_t) (end - p));
+                owner_len = (size_t) (nl - p);
+                if (!owner_valid(p, owner_len))
+                        return -EBADMSG;
+                if (start != next || count > BLAME_LINES_MAX + 1 - next)
+                        return -EBADMSG;
+                if (last && strlen(last->owner) == owner_len && memcmp(last->owner, p, owner_len) == 0)
+                        return -EBADMSG;
+                r = builder_append(&bb, p, owner_len, count);
+                if (r < 0)
+                        return r;
+                next += count;
+                p = nl + 1;
+        }
+        *ret = bb.blame;
+        bb.blame = (Blame) {};
+        return 0;
+}
+
+typedef struct DiffOutput {
+        char *buf;
+        size_t len;
+        size_t allocated;
+        size_t max_bytes;
+        const char *old_header;
+        const char *new_header;
+        bool headers_done;
+        bool truncated;
+        int error;
+} DiffOutput;
+
+static void diff_output_done(DiffOutput *o) {
+        free(o->buf);
+}
+
+/* Append one line made of up to three pieces; refuse (and mark the output
+ * truncated) if it would not fit in max_bytes. Returns 1 when full. */
+static int output_line(DiffOutput *o, const char *a, size_t a_len, const char *b, size_t b_len,
+                       const char *c, size_t c_len) {
+        size_t need;
+
+        if (o->truncated)
+                return 1;
+        if (b_len > SIZE_MAX - a_len - c_len || a_len + b_len + c_len > o->max_bytes - o->len) {
+                o->truncated = true;
+                return 1;
+        }
+        need = o->len + a_len + b_len + c_len + 1;
+        if (need > o->allocated) {
+                size_t n = MAX(need, MIN(o->allocated * 2, o->max_bytes + 1));
+                char *nb = realloc(o->buf, n);
+                if (!nb)
+                        return -ENOMEM;
+                o->buf = nb;
+                o->allocated = n;
+        }
+        memcpy(o->buf + o->len, a, a_len);
+        memcpy(o->buf + o->len + a_len, b, b_len);
+        memcpy(o->buf + o->len + a_len + b_len, c, c_len);
+        o->len += a_len + b_len + c_len;
+        o->buf[o->len] = '\0';
+        return 0;
+}
+
+static int output_headers(DiffOutput *o) {
+        int r;
+
+        if (o->headers_done)
+                return 0;
+        o->headers_done = true;
+        r = output_line(o, "--- ", 4, o->old_header, strlen(o->old_header), "\n", 1);
+        if (r != 0)
+                return r;
+        return output_line(o, "+++ ", 4, o->new_header, strlen(o->new_header), "\n", 1);
+}
+
+/* "start,count" as diff -u and git print it: ",1" is left out. */
+static void format_hunk_side(char *buf, size_t size, int start, int lines) {
+        if (lines == 1)
+                (void) snprintf(buf, size, "%d", start);
+        else
+                (void) snprintf(buf, size, "%d,%d", start, lines);
+}
+
+static int diff_hunk(const git_diff_delta *delta, const git_diff_hunk *hunk, void *payload) {
+        DiffOutput *o = payload;
+        char old_side[32], new_side[32], header[80];
+        int r, n;
+
+        r = output_headers(o);
+        if (r == 0) {
+                format_hunk_side(old_side, sizeof(old_side), hunk->old_start, hunk->old_lines);
+                format_hunk_side(new_side, sizeof(new_side), hunk->new_start, hunk->new_lines);
+                n = snprintf(header, sizeof(header), "@@ -%s +%s @@\n", old_side, new_side);
+                r = output_line(o, header, (size_t) n, "", 0, "", 0);
+        }
+        if (r < 0)
+                o->error = r;
+        return r != 0 ? -1 : 0;
+}
+
+static int diff_line(const git_diff_delta *delta, const git_diff_hunk *hunk, const git_diff_line *line,
+                     void *payload) {
+        DiffOutput *o = payload;
+        int r = 0;
+
+        switch (line->origin) {
+        case GIT_DIFF_LINE_CONTEXT:
+        case GIT_DIFF_LINE_ADDITION:
+        case GIT_DIFF_LINE_DELETION: {
+                bool has_nl = line->content_len > 0 && line->content[line->content_len - 1] == '\n';
+                r = output_line(o, &line->origin, 1, line->content, line->content_len, "\n", has_nl ? 0 : 1);
+                break;
+        }
+        case GIT_DIFF_LINE_CONTEXT_EOFNL:
+        case GIT_DIFF_LINE_ADD_EOFNL:
+        case GIT_DIFF_LINE_DEL_EOFNL:
+                r = output_line(o, NO_NEWLINE_MARKER, strlen(NO_NEWLINE_MARKER), "", 0, "", 0);
+                break;
+        default:
+                break;
+        }
+        if (r < 0)
+                o->error = r;
+        return r != 0 ? -1 : 0;
+}
+
+/* A C-style escape for c, as git writes it in a quoted name, or 0. */
+static char path_escape(unsigned char c) {
+        switch (c) {
+        case '\a': return 'a';
+        case '\b': return 'b';
+        case '\t': return 't';
+        case '\n': return 'n';
+        case '\v': return 'v';
+        case '\f': return 'f';
+        case '\r': return 'r';
+        case '"': return '"';
+        case '\\': return '\\';
+        default: return 0;
+        }
+}
+
+/* PATH with prefix, quoted as git quotes names with control characters,
+ * '"' or '\\' (other bytes, UTF-8 included, stay as they are). */
+static int diff_path(const char *prefix, const char *path, char **ret) {
+        size_t plen = strlen(prefix), len = strlen(path), n = 0;
+        bool quote = false;
+        char *buf;
+
+        for (size_t i = 0; i < len; i++) {
+                unsigned char c = (unsigned char) path[i];
+                if (c < 0x20 || c == 0x7f || path_escape(c))
+                        quote = true;
+        }
+        buf = malloc(plen + 4 * len + 3);
+        if (!buf)
+                return -ENOMEM;
+        if (quote)
+                buf[n++] = '"';
+        memcpy(buf + n, prefix, plen);
+        n += plen;
+        for (size_t i = 0; i < len; i++) {
+                unsigned char c = (unsigned char) path[i];
+                char esc = path_escape(c);
+
+                if (esc) {
+                        buf[n++] = '\\';
+                        buf[n++] = esc;
+                } else if (c < 0x20 || c == 0x7f)
+                        n += (size_t) sprintf(buf + n, "\\%03o", c);
+                else
+                        buf[n++] = (char) c;
+        }
+        if (quote)
+                buf[n++] = '"';
+        buf[n] = '\0';
+        *ret = buf;
+        return 0;
+}
+
+int text_unified_diff(const char *path, const char *old_text, size_t old_len, const char *new_text,
+                      size_t new_len, size_t max_bytes, char **ret, size_t *ret_len, bool *ret_truncated) {
+        _cleanup_free_ char *old_header = NULL, *new_header = NULL;
+        _cleanup_(diff_output_done) DiffOutput o = { .max_bytes = max_bytes };
+        git_diff_options opts;
+        int r;
+
+        if (!path || (!old_text && !new_text) || (!old_text && old_len > 0) || (!new_text && new_len > 0))
+                return -EINVAL;
+        if (old_len > DIFF_TEXT_MAX || new_len > DIFF_TEXT_MAX)
+                return -EFBIG;
+        if (old_text)
+                r = diff_path("a/", path, &old_header);
+        else
+                r = (old_header = strdup("/dev/null")) ? 0 : -ENOMEM;
+        if (r < 0)
+                return r;
+        if (new_text)
+                r = diff_path("b/", path, &new_header);
+        else
+                r = (new_header = strdup("/dev/null")) ? 0 : -ENOMEM;
+        if (r < 0)
+                return r;
+        r = git_ready();
+        if (r < 0)
+                return r;
+
+        o.old_header = old_header;
+        o.new_header = new_header;
+        o.buf = strdup("");
+        if (!o.buf)
+                return -ENOMEM;
+        o.allocated = 1;
+
+        diff_options_init(&opts, 3);
+        r = git_diff_buffers(old_text, old_len, NULL, new_text, new_len, NULL, &opts, NULL, NULL,
+                             diff_hunk, diff_line, &o);
+        if (o.error < 0)
+                return o.error;
+        if (r < 0 && !o.truncated)
+                return git_errno();
+        /* An added or deleted empty file still shows its headers. */
+        if (!old_text || !new_text) {
+                r = output_headers(&o);
+                if (r < 0)
+                        return r;
+        }
+
+        *ret = TAKE_PTR(o.buf);
+        *ret_len = o.len;
+        *ret_truncated = o.truncated;
+        return 0;
+}

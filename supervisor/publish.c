@@ -1,0 +1,455 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attribution.h"
+#include "fd-util.h"
+#include "fileops.h"
+#include "layer.h"
+#include "log.h"
+#include "publish.h"
+#include "sbx-limits.h"
+#include "snapshot.h"
+
+void manifest_done(Manifest *m) {
+        for (size_t i = 0; i < m->n; i++)
+                free(m->changes[i].path);
+        free(m->changes);
+        m->changes = NULL;
+        m->n = 0;
+}
+
+static int manifest_add(Manifest *m, size_t *cap, const char *path, ChangeKind kind) {
+        if (m->n >= SBX_PUBLISH_MAX_PATHS)
+                return -E2BIG;
+        if (m->n == *cap) {
+                size_t ncap = *cap ? *cap * 2 : 64;
+                Change *n = realloc(m->changes, ncap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                m->changes = n;
+                *cap = ncap;
+        }
+        m->changes[m->n].path = strdup(path);
+        if (!m->changes[m->n].path)
+                return -ENOMEM;
+        m->changes[m->n++].kind = kind;
+        return 0;
+}
+
+static int manifest_walk(int fd, char *path, size_t len, unsigned depth, Manifest *m, size_t *cap) {
+        DIR *d;
+        int r = 0;
+
+        if (depth > SBX_TREE_DEPTH_MAX)
+                return -ELOOP;
+        d = opendir_at(fd);
+        if (!d)
+                return -errno;
+        for (struct dirent *de; r >= 0 && (errno = 0, de = readdir(d));) {
+                struct stat st;
+                size_t nlen = strlen(de->d_name);
+
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (len + nlen + 2 > SBX_PATH_MAX) {
+                        r = -ENAMETOOLONG;
+                        break;
+                }
+                if (len)
+                        path[len] = '/';
+                memcpy(path + len + (len ? 1 : 0), de->d_name, nlen + 1);
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        _cleanup_close_ int sub = openat(dirfd(d), de->d_name,
+                                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        char v[4];
+                        if (sub < 0) {
+                                r = -errno;
+                                break;
+                        }
+                        if (fgetxattr(sub, "trusted.overlay.opaque", v, sizeof(v)) > 0)
+                                r = manifest_add(m, cap, path, CHANGE_OPAQUE_DIR);
+                        if (r >= 0)
+                                r = manifest_walk(sub, path, len + (len ? 1 : 0) + nlen, depth + 1, m, cap);
+                } else if (S_ISREG(st.st_mode))
+                        r = manifest_add(m, cap, path, CHANGE_FILE);
+                else if (S_ISLNK(st.st_mode))
+                        r = manifest_add(m, cap, path, CHANGE_SYMLINK);
+                else if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0))
+                        r = manifest_add(m, cap, path, CHANGE_WHITEOUT);
+                else if (S_ISFIFO(st.st_mode))
+                        r = manifest_add(m, cap, path, CHANGE_OTHER);
+                path[len] = '\0';
+        }
+        if (r >= 0 && errno)
+                r = -errno;
+        closedir(d);
+        return r;
+}
+
+int manifest_build(int dirfd, Manifest *ret) {
+        Manifest m = {};
+        size_t cap = 0;
+        char path[SBX_PATH_MAX + 1] = "";
+        int r;
+
+        r = manifest_walk(dirfd, path, 0, 0, &m, &cap);
+        if (r < 0) {
+                manifest_done(&m);
+                return r;
+        }
+        *ret = m;
+        return 0;
+}
+
+void publish_result_done(PublishResult *r) {
+        for (size_t i = 0; i < r->n_conflicts; i++)
+                free(r->conflicts[i]);
+        free(r->conflicts);
+        r->conflicts = NULL;
+        r->n_conflicts = 0;
+}
+
+int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len) {
+        struct open_how how = {
+                .flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+        };
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        char *buf;
+        ssize_t n;
+
+        fd = (int) syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EISDIR;
+        if ((uint64_t) st.st_size > max)
+                return -EFBIG;
+        buf = malloc((size_t) st.st_size + 1);
+        if (!buf)
+                return -ENOMEM;
+        n = loop_read(fd, buf, (size_t) st.st_size);
+        if (n < 0) {
+                free(buf);
+                return (int) n;
+        }
+        buf[n] = '\0';
+        *ret = buf;
+        *ret_len = (size_t) n;
+        return 0;
+}
+
+/* ---- conflicts --------------------------------------------------------------------- */
+
+typedef struct PathSet {
+        char **paths;
+        size_t n, cap;
+} PathSet;
+
+static void path_set_done(PathSet *p) {
+        for (size_t i = 0; i < p->n; i++)
+                free(p->paths[i]);
+        free(p->paths);
+}
+
+static int path_set_add(const char *path, void *userdata) {
+        PathSet *p = userdata;
+        if (p->n == p->cap) {
+                size_t ncap = p->cap ? p->cap * 2 : 64;
+                char **n = realloc(p->paths, ncap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                p->paths = n;
+                p->cap = ncap;
+        }
+        p->paths[p->n] = strdup(path);
+        if (!p->paths[p->n])
+                return -ENOMEM;
+        p->n++;
+        return 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static bool path_set_has(const PathSet *p, const char *path) {
+        return p->n && bsearch(&path, p->paths, p->n, sizeof(char *), cmp_str);
+}
+
+/* path itself or one of its ancestors is in the set. */
+static bool path_set_covers(const PathSet *p, const char *path) {
+        char buf[SBX_PATH_MAX + 1];
+        size_t len = strlen(path);
+
+        if (len > SBX_PATH_MAX)
+                return false;
+        memcpy(buf, path, len + 1);
+        for (;;) {
+                char *slash;
+                if (path_set_has(p, buf))
+                        return true;
+                slash = strrchr(buf, '/');
+                if (!slash)
+                        return false;
+                *slash = '\0';
+        }
+}
+
+static int conflicts_add(PublishResult *res, const char *path) {
+        char **n = realloc(res->conflicts, (res->n_conflicts + 2) * sizeof(char *));
+        if (!n)
+                return -ENOMEM;
+        res->conflicts = n;
+        res->conflicts[res->n_conflicts] = strdup(path);
+        if (!res->conflicts[res->n_conflicts])
+                return -ENOMEM;
+        res->conflicts[++res->n_conflicts] = NULL;
+        return 0;
+}
+
+static int find_conflicts(Server *s, Sandbox *sb, uint32_t base, const Manifest *m, PublishResult *res) {
+        PathSet later = {}, ours = {};
+        int r = 0;
+
+        if (base >= sb->top_layer)
+                return 0;
+        r = store_paths_changed_after(s->store, sb->name, base, path_set_add, &later);
+        for (size_t i = 0; r >= 0 && i < m->n; i++)
+                r = path_set_add(m->changes[i].path, &ours);
+        if (r < 0)
+                goto out;
+        qsort(later.paths, later.n, sizeof(char *), cmp_str);
+        qsort(ours.paths, ours.n, sizeof(char *), cmp_str);
+        /* Same path, or one side replaced a directory the other changed something under. */
+        for (size_t i = 0; r >= 0 && i < ours.n && res->n_conflicts < SBX_CONFLICTS_REPORTED; i++)
+                if (path_set_covers(&later, ours.paths[i]))
+                        r = conflicts_add(res, ours.paths[i]);
+        for (size_t i = 0; r >= 0 && i < later.n && res->n_conflicts < SBX_CONFLICTS_REPORTED; i++)
+                if (path_set_covers(&ours, later.paths[i]) && !path_set_has(&ours, later.paths[i]))
+                        r = conflicts_add(res, later.paths[i]);
+out:
+        path_set_done(&later);
+        path_set_done(&ours);
+        return r;
+}
+
+/* ---- attribution ------------------------------------------------------------------- */
+
+typedef struct BlameOp {
+        char *path;
+        char *ranges;            /* NULL: delete the record(s) */
+        bool tree;               /* delete path and everything below */
+} BlameOp;
+
+typedef struct BlameOps {
+        BlameOp *ops;
+        size_t n, cap;
+} BlameOps;
+
+static void blame_ops_done(BlameOps *o) {
+        for (size_t i = 0; i < o->n; i++) {
+                free(o->ops[i].path);
+                free(o->ops[i].ranges);
+        }
+        free(o->ops);
+}
+
+static int blame_ops_add(BlameOps *o, const char *path, char *ranges, bool tree) {
+        if (o->n == o->cap) {
+                size_t ncap = o->cap ? o->cap * 2 : 32;
+                BlameOp *n = realloc(o->ops, ncap * sizeof(*n));
+                if (!n) {
+                        free(ranges);
+                        return -ENOMEM;
+                }
+                o->ops = n;
+                o->cap = ncap;
+        }
+        o->ops[o->n].path = strdup(path);
+        if (!o->ops[o->n].path) {
+                free(ranges);
+                return -ENOMEM;
+        }
+        o->ops[o->n].ranges = ranges;
+        o->ops[o->n++].tree = tree;
+        return 0;
+}
+
+/* The attribution of the file as published now: its record, or "original"
+ * for a file untouched since import, or "unknown". Fails with -ENOENT if the
+ * old text is not attributable (absent, binary, too large). */
+int blame_of_published(Server *s, Sandbox *sb, const char *path, const char *text, size_t len, Blame *ret) {
+        _cleanup_free_ char *rec = NULL;
+        int r;
+
+        r = store_blame_get(s->store, sb->name, path, &rec);
+        if (r >= 0) {
+                Blame b = {};
+                r = blame_parse(rec, strlen(rec), &b);
+                if (r >= 0 && (b.n_ranges == 0 ? 0 : b.ranges[b.n_ranges - 1].start_line +
+                                                             b.ranges[b.n_ranges - 1].line_count - 1) ==
+                                      text_count_lines(text, len)) {
+                        *ret = b;
+                        return 0;
+                }
+                blame_done(&b);
+                return blame_new(text, len, "unknown", ret);
+        }
+        if (r != -ENOENT)
+                return r;
+        r = store_path_changed_since_import(s->store, sb->name, path);
+        if (r < 0)
+                return r;
+        return blame_new(text, len, r ? "unknown" : "original", ret);
+}
+
+static int attribute_file(Server *s, Sandbox *sb, int view_fd, int src_fd, const char *path, const char *owner,
+                          BlameOps *ops) {
+        _cleanup_free_ char *new_text = NULL, *old_text = NULL, *ser = NULL;
+        size_t new_len = 0, old_len = 0, ser_len;
+        Blame old = {}, updated = {};
+        int r;
+
+        r = read_file_at(src_fd, path, SBX_FILE_MAX, &new_text, &new_len);
+        if (r < 0 || !text_is_utf8(new_text, new_len))
+                return blame_ops_add(ops, path, NULL, false); /* not attributable: no record */
+
+        if (read_file_at(view_fd, path, SBX_FILE_MAX, &old_text, &old_len) >= 0 && text_is_utf8(old_text, old_len) &&
+            blame_of_published(s, sb, path, old_text, old_len, &old) >= 0) {
+                r = blame_update(&old, old_text, old_len, new_text, new_len, owner, &updated);
+                blame_done(&old);
+        } else
+                r = blame_new(new_text, new_len, owner, &updated);
+        if (r < 0)
+                return r;
+        r = blame_serialize(&updated, &ser, &ser_len);
+        blame_done(&updated);
+        if (r < 0)
+                return r;
+        return blame_ops_add(ops, path, TAKE_PTR(ser), false);
+}
+
+static int attribute(Server *s, Sandbox *sb, int src_fd, const Manifest *m, const char *owner, BlameOps *ops) {
+        int view_fd, r;
+
+        r = snapshot_current(s, sb, &view_fd);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < m->n; i++) {
+                const Change *c = &m->changes[i];
+                switch (c->kind) {
+                case CHANGE_FILE:
+                        r = attribute_file(s, sb, view_fd, src_fd, c->path, owner, ops);
+                        break;
+                case CHANGE_WHITEOUT:
+                case CHANGE_OPAQUE_DIR:
+                        /* Everything that was at or below the path is gone. */
+                        r = blame_ops_add(ops, c->path, NULL, true);
+                        break;
+                default:
+                        r = blame_ops_add(ops, c->path, NULL, false);
+                        break;
+                }
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- the publication ------------------------------------------------------------------ */
+
+static int record(Server *s, Sandbox *sb, uint32_t seq, const char *owner, const Manifest *m, const BlameOps *ops) {
+        int r;
+
+        r = store_begin(s->store);
+        if (r < 0)
+                return r;
+        r = store_layer_insert(s->store, sb->name, seq, owner, (uint32_t) m->n, time(NULL));
+        for (size_t i = 0; r >= 0 && i < m->n; i++)
+                r = store_layer_path_insert(s->store, sb->name, seq, m->changes[i].path);
+        for (size_t i = 0; r >= 0 && i < ops->n; i++) {
+                const BlameOp *o = &ops->ops[i];
+                if (o->ranges)
+                        r = store_blame_put(s->store, sb->name, o->path, o->ranges);
+                else if (o->tree)
+                        r = store_blame_delete_tree(s->store, sb->name, o->path);
+                else
+                        r = store_blame_delete(s->store, sb->name, o->path);
+        }
+        if (r < 0) {
+                store_rollback(s->store);
+                return r;
+        }
+        return store_commit(s->store);
+}
+
+int publish_tree(Server *s, Sandbox *sb, int src_dirfd, const char *owner, uint32_t base_layer, bool overwrite,
+                 int force_uid, PublishResult *ret) {
+        Manifest m = {};
+        BlameOps ops = {};
+        PublishResult res = {};
+        uint32_t seq = sb->top_layer + 1;
+        int r;
+
+        r = manifest_build(src_dirfd, &m);
+        if (r < 0)
+                goto out;
+        res.layer = sb->top_layer;
+        if (m.n == 0)
+                goto done; /* nothing changed: nothing to publish */
+        if (!overwrite) {
+                r = find_conflicts(s, sb, base_layer, &m, &res);
+                if (r < 0 || res.n_conflicts > 0)
+                        goto done;
+        }
+        r = attribute(s, sb, src_dirfd, &m, owner, &ops);
+        if (r < 0)
+                goto out;
+        r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, NULL);
+        if (r < 0)
+                goto out;
+        r = record(s, sb, seq, owner, &m, &ops);
+        if (r < 0) {
+                char name[16];
+                snprintf(name, sizeof(name), "%u", seq);
+                (void) tree_remove_at(sb->layers_fd, name);
+                goto out;
+        }
+        sb->top_layer = seq;
+        res.published = true;
+        res.layer = seq;
+        res.changed_paths = (uint32_t) m.n;
+        r = snapshot_compact(s, sb);
+        if (r < 0)
+                log_warning_errno(r, "Failed to compact the layers of '%s', ignoring: %m", sb->name);
+        r = 0;
+done:
+        if (r >= 0) {
+                *ret = res;
+                res = (PublishResult) {};
+        }
+out:
+        publish_result_done(&res);
+        blame_ops_done(&ops);
+        manifest_done(&m);
+        return r;
+}

@@ -1,0 +1,322 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "layer.h"
+#include "log.h"
+#include "snapshot.h"
+
+static void base_name(uint32_t squashed, char *buf, size_t size) {
+        if (squashed == 0)
+                snprintf(buf, size, "0");
+        else
+                snprintf(buf, size, "squash-%u", squashed);
+}
+
+int snapshot_lowerdirs(const Sandbox *sb, uint32_t top, char **ret) {
+        size_t size = (size_t) (top - sb->squashed + 1) * 12 + 32, n = 0;
+        char *buf = malloc(size);
+
+        if (!buf)
+                return -ENOMEM;
+        for (uint32_t i = top; i > sb->squashed; i--)
+                n += (size_t) snprintf(buf + n, size - n, "%u:", i);
+        base_name(sb->squashed, buf + n, size - n);
+        *ret = buf;
+        return 0;
+}
+
+int snapshot_mount(Server *s, const Sandbox *sb, uint32_t top, int *ret_fd) {
+        _cleanup_close_ int fs = -EBADF;
+        _cleanup_free_ char *lowers = NULL;
+        char path[4096];
+        int mfd, r;
+
+        r = snapshot_lowerdirs(sb, top, &lowers);
+        if (r < 0)
+                return r;
+        if (!strchr(lowers, ':')) {
+                /* One layer: overlayfs wants two lowers without an upper; a read-only
+                 * detached bind mount of the layer is the same view. */
+                struct mount_attr attr = {
+                        .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                };
+                snprintf(path, sizeof(path), "%s/sandboxes/%s/layers/%s", s->cfg.state_dir, sb->name, lowers);
+                mfd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                if (mfd < 0)
+                        return -errno;
+                if (mount_setattr(mfd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+                        r = -errno;
+                        safe_close(mfd);
+                        return r;
+                }
+                *ret_fd = mfd;
+                return 0;
+        }
+        fs = fsopen("overlay", FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return -errno;
+        /* One lower per call where the kernel has "lowerdir+" (6.8); else the classic string. */
+        for (char *p = lowers, *colon; p; p = colon ? colon + 1 : NULL) {
+                colon = strchr(p, ':');
+                snprintf(path, sizeof(path), "%s/sandboxes/%s/layers/%.*s", s->cfg.state_dir, sb->name,
+                         colon ? (int) (colon - p) : (int) strlen(p), p);
+                if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", path, 0) < 0) {
+                        if (errno != EINVAL || p != lowers)
+                                return -errno;
+                        goto classic;
+                }
+        }
+        goto create;
+classic: {
+        _cleanup_free_ char *opt = NULL;
+        size_t size = strlen(lowers) * 2 + 4096 * 4, n = 0;
+        opt = malloc(size);
+        if (!opt)
+                return -ENOMEM;
+        for (char *p = lowers, *colon; p; p = colon ? colon + 1 : NULL) {
+                colon = strchr(p, ':');
+                n += (size_t) snprintf(opt + n, size - n, "%s%s/sandboxes/%s/layers/%.*s", n ? ":" : "",
+                                       s->cfg.state_dir, sb->name, colon ? (int) (colon - p) : (int) strlen(p), p);
+        }
+        if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", opt, 0) < 0)
+                return -errno;
+}
+create:
+        if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return -errno;
+        mfd = fsmount(fs, FSMOUNT_CLOEXEC,
+                      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        if (mfd < 0)
+                return -errno;
+        *ret_fd = mfd;
+        return 0;
+}
+
+void snapshot_forget(Sandbox *sb) {
+        sb->view_fd = safe_close(sb->view_fd);
+}
+
+int snapshot_current(Server *s, Sandbox *sb, int *ret_fd) {
+        int r;
+
+        if (sb->view_fd >= 0 && sb->view_top == sb->top_layer) {
+                *ret_fd = sb->view_fd;
+                return 0;
+        }
+        snapshot_forget(sb);
+        r = snapshot_mount(s, sb, sb->top_layer, &sb->view_fd);
+        if (r < 0)
+                return r;
+        sb->view_top = sb->top_layer;
+        *ret_fd = sb->view_fd;
+        return 0;
+}
+
+/* ---- compaction --------------------------------------------------------------------- */
+
+static int remove_entry(int dirfd, const char *name) {
+        if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+                return 0;
+        if (errno == EISDIR || errno == EPERM)
+                return tree_remove_at(dirfd, name);
+        return -errno;
+}
+
+static int copy_dir_attributes(int src, int dst) {
+        struct stat st;
+        struct timespec ts[2];
+
+        if (fstat(src, &st) < 0)
+                return -errno;
+        ts[0] = st.st_atim;
+        ts[1] = st.st_mtim;
+        if (fchown(dst, st.st_uid, st.st_gid) < 0 || fchmod(dst, st.st_mode & 07777) < 0 || futimens(dst, ts) < 0)
+                return -errno;
+        return 0;
+}
+
+/* Apply one layer (overlayfs format) onto a merged tree, as overlayfs would show it. */
+static int apply_layer(int src, int dst, unsigned depth) {
+        DIR *d;
+        int r = 0;
+
+        if (depth > SBX_TREE_DEPTH_MAX)
+                return -ELOOP;
+        d = opendir_at(src);
+        if (!d)
+                return -errno;
+        for (struct dirent *de; r >= 0 && (errno = 0, de = readdir(d));) {
+                struct stat st, dst_st;
+                const char *name = de->d_name;
+
+                if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+                        continue;
+                if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
+                        r = remove_entry(dst, name); /* whiteout */
+                        continue;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        _cleanup_close_ int sub = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        char opaque[4];
+                        bool is_opaque;
+
+                        if (sub < 0) {
+                                r = -errno;
+                                break;
+                        }
+                        is_opaque = fgetxattr(sub, "trusted.overlay.opaque", opaque, sizeof(opaque)) > 0;
+                        if (!is_opaque && fstatat(dst, name, &dst_st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                            S_ISDIR(dst_st.st_mode)) {
+                                _cleanup_close_ int sub_dst =
+                                        openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                                if (sub_dst < 0) {
+                                        r = -errno;
+                                        break;
+                                }
+                                r = apply_layer(sub, sub_dst, depth + 1);
+                                if (r >= 0)
+                                        r = copy_dir_attributes(sub, sub_dst);
+                                continue;
+                        }
+                }
+                /* Anything else replaces what was there. */
+                r = remove_entry(dst, name);
+                if (r >= 0)
+                        r = tree_copy_entry(dirfd(d), dst, name, TREE_COPY_HARDLINK | TREE_COPY_DROP_WHITEOUTS);
+        }
+        if (r >= 0 && errno != 0)
+                r = -errno;
+        closedir(d);
+        return r;
+}
+
+int snapshot_compact(Server *s, Sandbox *sb) {
+        char old_base[32], new_base[32], tmp[40], name[16];
+        _cleanup_close_ int dst = -EBADF, src = -EBADF;
+        uint32_t target = sb->top_layer;
+        unsigned long long t0 = now_usec();
+        unsigned removed = 0;
+        int r;
+
+        if (target - sb->squashed <= SBX_STACK_MAX_LAYERS)
+                return 0;
+        base_name(sb->squashed, old_base, sizeof(old_base));
+        base_name(target, new_base, sizeof(new_base));
+        snprintf(tmp, sizeof(tmp), ".tmp-%s", new_base);
+        (void) tree_remove_at(sb->layers_fd, tmp);
+        if (mkdirat(sb->layers_fd, tmp, 0755) < 0)
+                return -errno;
+        dst = openat(sb->layers_fd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        src = openat(sb->layers_fd, old_base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dst < 0 || src < 0) {
+                r = -errno;
+                goto fail;
+        }
+        r = tree_copy(src, dst, -1, TREE_COPY_HARDLINK | TREE_COPY_DROP_WHITEOUTS, NULL);
+        if (r >= 0)
+                r = copy_dir_attributes(src, dst);
+        for (uint32_t i = sb->squashed + 1; r >= 0 && i <= target; i++) {
+                _cleanup_close_ int layer = -EBADF;
+                snprintf(name, sizeof(name), "%u", i);
+                layer = openat(sb->layers_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (layer < 0) {
+                        r = -errno;
+                        break;
+                }
+                r = apply_layer(layer, dst, 0);
+                if (r >= 0)
+                        r = copy_dir_attributes(layer, dst);
+        }
+        if (r >= 0 && syncfs(dst) < 0)
+                r = -errno;
+        if (r >= 0 && renameat(sb->layers_fd, tmp, sb->layers_fd, new_base) < 0)
+                r = -errno;
+        if (r < 0)
+                goto fail;
+        (void) fsync(sb->layers_fd);
+        /* The record makes it the base; before it, startup removes it as unrecorded. */
+        r = store_squash_set(s->store, sb->name, target);
+        if (r < 0) {
+                (void) tree_remove_at(sb->layers_fd, new_base);
+                return r;
+        }
+        sb->squashed = target;
+        snapshot_forget(sb);
+        (void) snapshot_collect(s, sb, &removed);
+        log_info("Compacted sandbox '%s': layers 0..%u merged in %llu ms, %u old directories removed", sb->name,
+                 target, (now_usec() - t0) / 1000, removed);
+        return 0;
+fail:
+        (void) tree_remove_at(sb->layers_fd, tmp);
+        return r;
+}
+
+static bool layer_in_use(Server *s, const Sandbox *sb, uint32_t layer) {
+        WorkspaceSession *ws;
+        TAILQ_FOREACH(ws, &s->sessions, link)
+                if (ws->sandbox == sb && ws->base_squashed < layer && layer <= ws->base_layer)
+                        return true;
+        return false;
+}
+
+static bool base_in_use(Server *s, const Sandbox *sb, uint32_t squashed) {
+        WorkspaceSession *ws;
+        TAILQ_FOREACH(ws, &s->sessions, link)
+                if (ws->sandbox == sb && ws->base_squashed == squashed)
+                        return true;
+        return false;
+}
+
+int snapshot_collect(Server *s, Sandbox *sb, unsigned *ret_removed) {
+        DIR *d;
+        int r = 0;
+        unsigned removed = 0;
+
+        if (sb->squashed == 0) {
+                *ret_removed = 0;
+                return 0;
+        }
+        d = opendir_at(sb->layers_fd);
+        if (!d)
+                return -errno;
+        for (struct dirent *de; (de = readdir(d));) {
+                unsigned long v;
+                char *end;
+                bool drop = false;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                if (strncmp(de->d_name, "squash-", 7) == 0) {
+                        v = strtoul(de->d_name + 7, &end, 10);
+                        drop = *end == '\0' && v != sb->squashed && !base_in_use(s, sb, (uint32_t) v);
+                } else {
+                        v = strtoul(de->d_name, &end, 10);
+                        drop = *end == '\0' && v <= sb->squashed &&
+                               (v == 0 ? !base_in_use(s, sb, 0) : !layer_in_use(s, sb, (uint32_t) v));
+                }
+                if (!drop)
+                        continue;
+                int k = tree_remove_at(dirfd(d), de->d_name);
+                if (k < 0 && r == 0)
+                        r = k;
+                if (k >= 0)
+                        removed++;
+        }
+        closedir(d);
+        *ret_removed = removed;
+        return r;
+}
