@@ -2,6 +2,8 @@
  * SO_PEERCRED, and dispatching their requests. A bad frame drops that client;
  * an invalid request gets an error reply. */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +15,11 @@
 #include "fd-util.h"
 #include "sbx-limits.h"
 #include "log.h"
+#include "publish.h"
 #include "sbxd.h"
+#include "snapshot.h"
+#include "attribution.h"
+#include "fileops.h"
 
 #define CLIENT_OUTQ_MAX 64u   /* frames queued for a client that does not read */
 
@@ -86,6 +92,14 @@ static void client_send(Server *s, Client *c, Sbx__Msg *m, uint32_t seq) {
                 return;
         }
         len = wire_pack(m, seq, 0, f->data, SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX);
+        if (len < 0 && m->type == SBX__MSG_TYPE__MSG_REPLY && m->reply->body_case != SBX__REPLY__BODY__NOT_SET) {
+                /* Too big for one frame: say so rather than leave the request unanswered. */
+                Sbx__Reply small = SBX__REPLY__INIT;
+                small.err = -EMSGSIZE;
+                small.errmsg = (char *) "the reply is larger than a frame; ask for less (a smaller window or limit)";
+                m->reply = &small;
+                len = wire_pack(m, seq, 0, f->data, SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX);
+        }
         if (len < 0) {
                 free(f);
                 log_error_errno((int) len, "Failed to pack a reply: %m");
@@ -404,13 +418,443 @@ static void handle_cancel(Server *s, Client *c, const Sbx__Cancel *req) {
                 }
 }
 
+
+/* ---- managed sessions, commands, layers, gc ------------------------------------------ */
+
+static const char *session_state(const WorkspaceSession *ws) {
+        switch (ws->state) {
+        case SESSION_SPAWNING:
+                return "starting";
+        case SESSION_READY:
+                return "live";
+        case SESSION_STOPPED:
+                return ws->conflicted ? "conflicted" : "stopped";
+        default:
+                return "finalized";
+        }
+}
+
+static void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *o) {
+        o->workspace_session = (char *) ws->id;
+        o->sandbox = (char *) ws->sandbox->name;
+        o->finalize_policy = (char *) (ws->publish_policy ? "publish_then_destroy" : "destroy");
+        o->automatic = ws->automatic;
+        o->state = (char *) session_state(ws);
+        o->base_layer = ws->base_layer;
+        o->created_unix = ws->created_unix;
+        o->running_commands = ws->running;
+}
+
+static void handle_session_create(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__SessionCreate *req) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__SessionInfo info = SBX__SESSION_INFO__INIT;
+        WorkspaceSession *ws;
+        char errmsg[300] = "";
+        bool publish;
+        int r;
+
+        if (req->finalize_policy[0] == '\0' || strcmp(req->finalize_policy, "publish_then_destroy") == 0)
+                publish = true;
+        else if (strcmp(req->finalize_policy, "destroy") == 0)
+                publish = false;
+        else
+                return client_reply_error(s, c, seq, -EINVAL,
+                                          "finalize_policy must be publish_then_destroy or destroy, not '%.40s'",
+                                          req->finalize_policy);
+        r = session_new(s, sb, false, publish, &ws, errmsg, sizeof(errmsg));
+        if (r < 0)
+                return client_reply_error(s, c, seq, r, "%s", errmsg[0] ? errmsg : strerror(-r));
+        log_info("Created managed workspace session %s of sandbox '%s'", ws->id, sb->name);
+        session_info(ws, &info);
+        reply.body_case = SBX__REPLY__BODY_SESSION;
+        reply.session = &info;
+        client_reply(s, c, seq, &reply);
+}
+
+static WorkspaceSession *find_session(Server *s, Client *c, uint32_t seq, Sandbox *sb, const char *id) {
+        WorkspaceSession *ws = session_find(s, sb, id);
+        if (!ws)
+                client_reply_error(s, c, seq, -ENOENT, "no workspace session '%.80s' in sandbox '%s'", id, sb->name);
+        return ws;
+}
+
+static void handle_session_finalize(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__SessionFinalize *req) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__SessionFinalizeReply o = SBX__SESSION_FINALIZE_REPLY__INIT;
+        Sbx__SessionInfo info = SBX__SESSION_INFO__INIT;
+        Sbx__Publication pub = SBX__PUBLICATION__INIT;
+        WorkspaceSession *ws = find_session(s, c, seq, sb, req->workspace_session);
+        PublishResult res = {};
+        char owner[64];
+        bool publish;
+        int r;
+
+        if (!ws)
+                return;
+        if (req->action[0] == '\0')
+                publish = ws->publish_policy;
+        else if (strcmp(req->action, "publish") == 0 || strcmp(req->action, "discard") == 0)
+                publish = req->action[0] == 'p';
+        else
+                return client_reply_error(s, c, seq, -EINVAL, "action must be publish or discard, not '%.40s'",
+                                          req->action);
+        if (ws->running > 0)
+                return client_reply_error(s, c, seq, -EBUSY,
+                                          "workspace session %s still runs %u command(s); wait for them or cancel them "
+                                          "with cancel_command, then finalize",
+                                          ws->id, ws->running);
+        snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
+        session_info(ws, &info);
+        info.state = (char *) "finalized";
+        r = session_finalize(s, ws, publish, req->overwrite, &res);
+        if (r < 0) {
+                publish_result_done(&res);
+                return client_reply_error(s, c, seq, r, "cannot publish workspace session %s: %s; it is kept",
+                                          req->workspace_session, strerror(-r));
+        }
+        if (res.n_conflicts > 0) {
+                /* The session lives on, stopped: its state is "conflicted" now. */
+                info.state = (char *) "conflicted";
+                o.action = (char *) "conflict";
+        } else
+                o.action = (char *) (publish ? "published" : "discarded");
+        if (publish) {
+                pub.published = res.published;
+                pub.layer = res.layer;
+                pub.owner = owner;
+                pub.changed_paths = res.changed_paths;
+                pub.n_conflicts = res.n_conflicts;
+                pub.conflicts = res.conflicts;
+                if (res.n_conflicts > 0)
+                        pub.error = (char *) "not published: these paths were changed by layers published after the "
+                                             "session started; finalize again with overwrite, or discard";
+                o.publication = &pub;
+        }
+        o.session = &info;
+        reply.body_case = SBX__REPLY__BODY_SESSION_FINALIZE;
+        reply.session_finalize = &o;
+        client_reply(s, c, seq, &reply);
+        publish_result_done(&res);
+}
+
+static void handle_session_list(Server *s, Client *c, uint32_t seq, Sandbox *sb) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__SessionListReply o = SBX__SESSION_LIST_REPLY__INIT;
+        _cleanup_free_ Sbx__SessionInfo *infos = NULL;
+        _cleanup_free_ Sbx__SessionInfo **ptrs = NULL;
+        WorkspaceSession *ws;
+        size_t n = 0;
+
+        infos = calloc(sb->live_sessions + 1, sizeof(*infos));
+        ptrs = calloc(sb->live_sessions + 1, sizeof(*ptrs));
+        if (!infos || !ptrs)
+                return client_reply_error(s, c, seq, -ENOMEM, "out of memory");
+        TAILQ_FOREACH(ws, &s->sessions, link) {
+                if (ws->sandbox != sb || n >= sb->live_sessions)
+                        continue;
+                sbx__session_info__init(&infos[n]);
+                session_info(ws, &infos[n]);
+                ptrs[n] = &infos[n];
+                n++;
+        }
+        o.n_sessions = n;
+        o.sessions = ptrs;
+        reply.body_case = SBX__REPLY__BODY_SESSION_LIST;
+        reply.session_list = &o;
+        client_reply(s, c, seq, &reply);
+}
+
+static const char *change_name(ChangeKind kind, bool existed) {
+        if (kind == CHANGE_WHITEOUT)
+                return "deleted";
+        return existed ? "modified" : "added";
+}
+
+static void handle_session_diff(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__SessionDiff *req) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__SessionDiffReply o = SBX__SESSION_DIFF_REPLY__INIT;
+        WorkspaceSession *ws = find_session(s, c, seq, sb, req->workspace_session);
+        _cleanup_close_ int upper = -EBADF, base = -EBADF;
+        _cleanup_free_ Sbx__ChangedPath *changes = NULL;
+        _cleanup_free_ Sbx__ChangedPath **ptrs = NULL;
+        _cleanup_free_ char *diff = NULL;
+        size_t diff_len = 0;
+        bool truncated = false;
+        Manifest m = {};
+        int r;
+
+        if (!ws)
+                return;
+        upper = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        r = upper < 0 ? -errno : manifest_build(upper, &m);
+        if (r >= 0)
+                r = snapshot_mount(s, sb, ws->base_squashed, ws->base_layer, &base);
+        if (r < 0) {
+                manifest_done(&m);
+                return client_reply_error(s, c, seq, r, "cannot compute the changes of %s: %s", ws->id, strerror(-r));
+        }
+        changes = calloc(m.n + 1, sizeof(*changes));
+        ptrs = calloc(m.n + 1, sizeof(*ptrs));
+        diff = malloc(SBX_DIFF_MAX_BYTES + 1);
+        if (!changes || !ptrs || !diff) {
+                manifest_done(&m);
+                return client_reply_error(s, c, seq, -ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < m.n; i++) {
+                const Change *ch = &m.changes[i];
+                struct stat st;
+                bool existed = fstatat(base, ch->path, &st, AT_SYMLINK_NOFOLLOW) == 0;
+                _cleanup_free_ char *old = NULL, *new = NULL, *piece = NULL;
+                size_t old_len = 0, new_len = 0, piece_len = 0;
+                bool cut = false;
+
+                sbx__changed_path__init(&changes[i]);
+                changes[i].path = ch->path;
+                changes[i].change = (char *) change_name(ch->kind, existed);
+                ptrs[i] = &changes[i];
+                if (truncated || (ch->kind != CHANGE_FILE && ch->kind != CHANGE_WHITEOUT))
+                        continue;
+                if (existed && read_file_at(base, ch->path, SBX_FILE_MAX, &old, &old_len) < 0)
+                        continue;
+                if (ch->kind == CHANGE_FILE && read_file_at(upper, ch->path, SBX_FILE_MAX, &new, &new_len) < 0)
+                        continue;
+                if ((old && !text_is_utf8(old, old_len)) || (new && !text_is_utf8(new, new_len)) || (!old && !new))
+                        continue;
+                r = text_unified_diff(ch->path, old, old_len, new, new_len, SBX_DIFF_MAX_BYTES - diff_len, &piece,
+                                      &piece_len, &cut);
+                if (r < 0)
+                        continue;
+                memcpy(diff + diff_len, piece, piece_len);
+                diff_len += piece_len;
+                truncated = cut;
+        }
+        o.n_changes = m.n;
+        o.changes = ptrs;
+        o.diff.data = (uint8_t *) diff;
+        o.diff.len = diff_len;
+        o.truncated = truncated;
+        reply.body_case = SBX__REPLY__BODY_SESSION_DIFF;
+        reply.session_diff = &o;
+        client_reply(s, c, seq, &reply);
+        manifest_done(&m);
+}
+
+typedef struct CommandListing {
+        Sbx__CommandInfo *infos;
+        Sbx__CommandInfo **ptrs;
+        char **cmds;
+        StoreCommand *recs;
+        size_t n, cap;
+} CommandListing;
+
+static int listing_add(const StoreCommand *rec, const char *cmd, void *userdata) {
+        CommandListing *l = userdata;
+
+        if (l->n == l->cap) {
+                size_t ncap = l->cap ? l->cap * 2 : 32;
+                StoreCommand *recs = realloc(l->recs, ncap * sizeof(*recs));
+                char **cmds = recs ? realloc(l->cmds, ncap * sizeof(*cmds)) : NULL;
+                if (recs)
+                        l->recs = recs;
+                if (cmds)
+                        l->cmds = cmds;
+                if (!recs || !cmds)
+                        return -ENOMEM;
+                l->cap = ncap;
+        }
+        l->recs[l->n] = *rec;
+        l->cmds[l->n] = strdup(cmd);
+        if (!l->cmds[l->n])
+                return -ENOMEM;
+        l->n++;
+        return 0;
+}
+
+static void handle_command_list(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__CommandList *req) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__CommandListReply o = SBX__COMMAND_LIST_REPLY__INIT;
+        CommandListing l = {};
+        int r;
+
+        r = store_command_foreach(s->store, sb->name, req->workspace_session[0] ? req->workspace_session : NULL,
+                                  listing_add, &l);
+        if (r >= 0) {
+                l.infos = calloc(l.n + 1, sizeof(*l.infos));
+                l.ptrs = calloc(l.n + 1, sizeof(*l.ptrs));
+                if (!l.infos || !l.ptrs)
+                        r = -ENOMEM;
+        }
+        if (r < 0)
+                client_reply_error(s, c, seq, r, "cannot list commands: %s", strerror(-r));
+        else {
+                /* Newest last; the reply holds what fits in one frame. */
+                size_t first = l.n > 500 ? l.n - 500 : 0;
+                for (size_t i = first; i < l.n; i++) {
+                        Sbx__CommandInfo *info = &l.infos[i - first];
+                        Command *live = command_find_live(s, l.recs[i].id);
+                        const StoreCommand *rec = live ? &live->rec : &l.recs[i];
+                        sbx__command_info__init(info);
+                        info->command_session = (char *) rec->id;
+                        info->workspace_session = (char *) rec->workspace_session;
+                        info->status = (char *) rec->status;
+                        info->has_exit_code = rec->has_exit_code;
+                        info->exit_code = rec->exit_code;
+                        info->signal = rec->signal;
+                        info->end_reason = (char *) rec->end_reason;
+                        info->started_unix_usec = rec->started_unix_usec;
+                        info->ended_unix_usec = rec->ended_unix_usec;
+                        info->cmd = l.cmds[i];
+                        l.ptrs[i - first] = info;
+                }
+                o.n_commands = l.n - first;
+                o.commands = l.ptrs;
+                reply.body_case = SBX__REPLY__BODY_COMMAND_LIST;
+                reply.command_list = &o;
+                client_reply(s, c, seq, &reply);
+        }
+        for (size_t i = 0; i < l.n; i++)
+                free(l.cmds[i]);
+        free(l.cmds);
+        free(l.recs);
+        free(l.infos);
+        free(l.ptrs);
+}
+
+static void handle_command_cancel(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__CommandCancel *req) {
+        Command *cmd = command_find_live(s, req->command_session);
+        uint64_t total;
+        int r;
+
+        if (cmd && strcmp(cmd->rec.sandbox, sb->name) == 0)
+                command_cancel(s, cmd);
+        else
+                cmd = NULL;
+        total = cmd ? transcript_total_lines(cmd->transcript) : 0;
+        /* The state right after the signal; the end shows in read_command_lines. */
+        r = command_read_reply(s, req->command_session, sb, total > SBX_WINDOW_MAX_LINES ? total - SBX_WINDOW_MAX_LINES : 0,
+                               SBX_WINDOW_MAX_LINES, c, seq);
+        if (r < 0)
+                client_reply_error(s, c, seq, r, "no command session '%.80s' in sandbox '%s'", req->command_session,
+                                   sb->name);
+}
+
+typedef struct LayerListing {
+        Sbx__LayerInfo *infos;
+        char **owners;
+        size_t n, cap;
+} LayerListing;
+
+static int layer_listing_add(uint32_t layer, const char *owner, uint32_t changed, int64_t created, void *userdata) {
+        LayerListing *l = userdata;
+        if (l->n == l->cap) {
+                size_t ncap = l->cap ? l->cap * 2 : 64;
+                Sbx__LayerInfo *infos = realloc(l->infos, ncap * sizeof(*infos));
+                char **owners = infos ? realloc(l->owners, ncap * sizeof(*owners)) : NULL;
+                if (infos)
+                        l->infos = infos;
+                if (owners)
+                        l->owners = owners;
+                if (!infos || !owners)
+                        return -ENOMEM;
+                l->cap = ncap;
+        }
+        sbx__layer_info__init(&l->infos[l->n]);
+        l->owners[l->n] = strdup(owner);
+        if (!l->owners[l->n])
+                return -ENOMEM;
+        l->infos[l->n].layer = layer;
+        l->infos[l->n].owner = l->owners[l->n];
+        l->infos[l->n].changed_paths = changed;
+        l->infos[l->n].created_unix = created;
+        l->n++;
+        return 0;
+}
+
+static void handle_layer_list(Server *s, Client *c, uint32_t seq, Sandbox *sb) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__LayerListReply o = SBX__LAYER_LIST_REPLY__INIT;
+        LayerListing l = {};
+        _cleanup_free_ Sbx__LayerInfo **ptrs = NULL;
+        int r;
+
+        r = store_layer_foreach(s->store, sb->name, layer_listing_add, &l);
+        if (r >= 0 && !(ptrs = calloc(l.n + 1, sizeof(*ptrs))))
+                r = -ENOMEM;
+        if (r < 0)
+                client_reply_error(s, c, seq, r, "cannot list layers: %s", strerror(-r));
+        else {
+                /* The newest that fit in one frame. */
+                size_t first = l.n > 1000 ? l.n - 1000 : 0;
+                for (size_t i = first; i < l.n; i++)
+                        ptrs[i - first] = &l.infos[i];
+                o.n_layers = l.n - first;
+                o.layers = ptrs;
+                reply.body_case = SBX__REPLY__BODY_LAYER_LIST;
+                reply.layer_list = &o;
+                client_reply(s, c, seq, &reply);
+        }
+        for (size_t i = 0; i < l.n; i++)
+                free(l.owners[i]);
+        free(l.owners);
+        free(l.infos);
+}
+
+typedef struct GcState {
+        Server *server;
+        unsigned transcripts;
+        uint64_t bytes;
+} GcState;
+
+static int gc_transcript(const char *id, void *userdata) {
+        GcState *g = userdata;
+        char name[64];
+        struct stat st;
+
+        for (const char *ext = ".log"; ext; ext = strcmp(ext, ".log") == 0 ? ".idx" : NULL) {
+                snprintf(name, sizeof(name), "%s%s", id, ext);
+                if (fstatat(g->server->transcripts_fd, name, &st, 0) == 0)
+                        g->bytes += (uint64_t) st.st_size;
+        }
+        if (transcript_remove(g->server->transcripts_fd, id) >= 0)
+                g->transcripts++;
+        return 0;
+}
+
+static void handle_gc(Server *s, Client *c, uint32_t seq) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__GcReply o = SBX__GC_REPLY__INIT;
+        GcState g = { .server = s };
+        unsigned layers = 0;
+        Sandbox *sb;
+        int r;
+
+        if (c->uid != 0)
+                return client_reply_error(s, c, seq, -EPERM, "only root may collect garbage");
+        r = store_commands_orphaned(s->store, gc_transcript, &g);
+        if (r < 0)
+                return client_reply_error(s, c, seq, r, "cannot collect transcripts: %s", strerror(-r));
+        TAILQ_FOREACH(sb, &s->sandboxes, link) {
+                unsigned removed = 0;
+                if (snapshot_collect(s, sb, &removed) >= 0)
+                        layers += removed;
+        }
+        log_info("Garbage collection: %u transcripts (%llu bytes) and %u layer directories removed", g.transcripts,
+                 (unsigned long long) g.bytes, layers);
+        o.transcripts_removed = g.transcripts;
+        o.layers_removed = layers;
+        o.bytes_freed = g.bytes;
+        reply.body_case = SBX__REPLY__BODY_GC;
+        reply.gc = &o;
+        client_reply(s, c, seq, &reply);
+}
+
 static bool string_ok(const char *str, size_t max) {
         return strnlen(str, max + 1) <= max;
 }
 
 /* Field checks common to all requests: bounded strings. Returns false after replying. */
 static bool request_valid(Server *s, Client *c, uint32_t seq, const Sbx__Msg *m) {
-        const char *sandbox = NULL, *session = NULL;
+        const char *sandbox = NULL, *session = NULL, *path = NULL;
 
         switch (m->body_case) {
         case SBX__MSG__BODY_EXEC:
@@ -435,8 +879,56 @@ static bool request_valid(Server *s, Client *c, uint32_t seq, const Sbx__Msg *m)
         case SBX__MSG__BODY_SANDBOX_DELETE:
                 sandbox = m->sandbox_delete->name;
                 break;
+        case SBX__MSG__BODY_FILE_READ:
+                sandbox = m->file_read->sandbox;
+                session = m->file_read->workspace_session;
+                path = m->file_read->path;
+                break;
+        case SBX__MSG__BODY_FILE_WRITE:
+                sandbox = m->file_write->sandbox;
+                session = m->file_write->workspace_session;
+                path = m->file_write->path;
+                break;
+        case SBX__MSG__BODY_FILE_EDIT:
+                sandbox = m->file_edit->sandbox;
+                session = m->file_edit->workspace_session;
+                path = m->file_edit->path;
+                break;
+        case SBX__MSG__BODY_FILE_BLAME:
+                sandbox = m->file_blame->sandbox;
+                path = m->file_blame->path;
+                break;
+        case SBX__MSG__BODY_SESSION_CREATE:
+                sandbox = m->session_create->sandbox;
+                break;
+        case SBX__MSG__BODY_SESSION_FINALIZE:
+                sandbox = m->session_finalize->sandbox;
+                session = m->session_finalize->workspace_session;
+                break;
+        case SBX__MSG__BODY_SESSION_LIST:
+                sandbox = m->session_list->sandbox;
+                break;
+        case SBX__MSG__BODY_SESSION_DIFF:
+                sandbox = m->session_diff->sandbox;
+                session = m->session_diff->workspace_session;
+                break;
+        case SBX__MSG__BODY_COMMAND_LIST:
+                sandbox = m->command_list->sandbox;
+                session = m->command_list->workspace_session;
+                break;
+        case SBX__MSG__BODY_COMMAND_CANCEL:
+                sandbox = m->command_cancel->sandbox;
+                session = m->command_cancel->command_session;
+                break;
+        case SBX__MSG__BODY_LAYER_LIST:
+                sandbox = m->layer_list->sandbox;
+                break;
         default:
                 break;
+        }
+        if (path && !string_ok(path, SBX_PATH_MAX)) {
+                client_reply_error(s, c, seq, -ENAMETOOLONG, "path is longer than %u bytes", SBX_PATH_MAX);
+                return false;
         }
         if ((sandbox && !string_ok(sandbox, SBX_NAME_MAX)) || (session && !string_ok(session, SBX_NAME_MAX))) {
                 client_reply_error(s, c, seq, -ENOENT, "no such sandbox or session (names are at most %u bytes)",
@@ -446,7 +938,30 @@ static bool request_valid(Server *s, Client *c, uint32_t seq, const Sbx__Msg *m)
         return true;
 }
 
-static void client_handle(Server *s, Client *c, uint32_t seq, Sbx__Msg *m) {
+/* The sandbox of a request that names one, authorized; NULL after replying
+ * (*ret_known false: the message is no such request). */
+static Sandbox *request_sandbox(Server *s, Client *c, uint32_t seq, const Sbx__Msg *m, bool *ret_known) {
+        *ret_known = true;
+        switch (m->body_case) {
+        case SBX__MSG__BODY_FILE_READ: return authorize(s, c, seq, m->file_read->sandbox);
+        case SBX__MSG__BODY_FILE_WRITE: return authorize(s, c, seq, m->file_write->sandbox);
+        case SBX__MSG__BODY_FILE_EDIT: return authorize(s, c, seq, m->file_edit->sandbox);
+        case SBX__MSG__BODY_FILE_BLAME: return authorize(s, c, seq, m->file_blame->sandbox);
+        case SBX__MSG__BODY_SESSION_CREATE: return authorize(s, c, seq, m->session_create->sandbox);
+        case SBX__MSG__BODY_SESSION_FINALIZE: return authorize(s, c, seq, m->session_finalize->sandbox);
+        case SBX__MSG__BODY_SESSION_LIST: return authorize(s, c, seq, m->session_list->sandbox);
+        case SBX__MSG__BODY_SESSION_DIFF: return authorize(s, c, seq, m->session_diff->sandbox);
+        case SBX__MSG__BODY_COMMAND_LIST: return authorize(s, c, seq, m->command_list->sandbox);
+        case SBX__MSG__BODY_COMMAND_CANCEL: return authorize(s, c, seq, m->command_cancel->sandbox);
+        case SBX__MSG__BODY_LAYER_LIST: return authorize(s, c, seq, m->layer_list->sandbox);
+        default: *ret_known = false; return NULL;
+        }
+}
+
+static void client_handle(Server *s, Client *c, uint32_t seq, Sbx__Msg *m, int payload_fd) {
+        Sandbox *sb;
+        bool known;
+
         if (!c->hello) {
                 if (m->type != SBX__MSG_TYPE__MSG_CLIENT_HELLO) {
                         client_drop(s, c, "first message is not HELLO");
@@ -475,8 +990,41 @@ static void client_handle(Server *s, Client *c, uint32_t seq, Sbx__Msg *m) {
                 return handle_read_lines(s, c, seq, m->read_lines);
         case SBX__MSG_TYPE__MSG_CLIENT_CANCEL:
                 return handle_cancel(s, c, m->cancel);
+        case SBX__MSG_TYPE__MSG_CLIENT_GC:
+                return handle_gc(s, c, seq);
         default:
-                client_drop(s, c, "message type not allowed from a client");
+                break;
+        }
+        sb = request_sandbox(s, c, seq, m, &known);
+        if (!sb) {
+                if (!known)
+                        client_drop(s, c, "message type not allowed from a client (or a second HELLO)");
+                return;
+        }
+        switch (m->type) {
+        case SBX__MSG_TYPE__MSG_CLIENT_FILE_READ:
+                return handle_file_read(s, c, seq, sb, m->file_read);
+        case SBX__MSG_TYPE__MSG_CLIENT_FILE_WRITE:
+                return handle_file_write(s, c, seq, sb, m->file_write, payload_fd);
+        case SBX__MSG_TYPE__MSG_CLIENT_FILE_EDIT:
+                return handle_file_edit(s, c, seq, sb, m->file_edit, payload_fd);
+        case SBX__MSG_TYPE__MSG_CLIENT_FILE_BLAME:
+                return handle_file_blame(s, c, seq, sb, m->file_blame);
+        case SBX__MSG_TYPE__MSG_CLIENT_SESSION_CREATE:
+                return handle_session_create(s, c, seq, sb, m->session_create);
+        case SBX__MSG_TYPE__MSG_CLIENT_SESSION_FINALIZE:
+                return handle_session_finalize(s, c, seq, sb, m->session_finalize);
+        case SBX__MSG_TYPE__MSG_CLIENT_SESSION_LIST:
+                return handle_session_list(s, c, seq, sb);
+        case SBX__MSG_TYPE__MSG_CLIENT_SESSION_DIFF:
+                return handle_session_diff(s, c, seq, sb, m->session_diff);
+        case SBX__MSG_TYPE__MSG_CLIENT_COMMAND_LIST:
+                return handle_command_list(s, c, seq, sb, m->command_list);
+        case SBX__MSG_TYPE__MSG_CLIENT_COMMAND_CANCEL:
+                return handle_command_cancel(s, c, seq, sb, m->command_cancel);
+        case SBX__MSG_TYPE__MSG_CLIENT_LAYER_LIST:
+                return handle_layer_list(s, c, seq, sb);
+        default:
                 return;
         }
 }
@@ -501,8 +1049,11 @@ static void client_dispatch(Server *s, EventSource *src, uint32_t events) {
                 return;
 
         _cleanup_msg_ Sbx__Msg *m = NULL;
+        _cleanup_close_ int payload_fd = -EBADF;
+        int fds[SBX_WIRE_MAX_FDS];
+        size_t n_fds = 0;
         uint32_t seq;
-        int r = wire_recv(src->fd, &m, &seq, NULL, NULL);
+        int r = wire_recv(src->fd, &m, &seq, fds, &n_fds);
         if (r == -EAGAIN)
                 return;
         if (r == -ECONNRESET) {
@@ -520,6 +1071,18 @@ static void client_dispatch(Server *s, EventSource *src, uint32_t events) {
                 client_drop(s, c, "malformed frame");
                 return;
         }
+        /* Only file payloads come with an fd, exactly one. */
+        if (n_fds > 0) {
+                bool allowed = n_fds == 1 && (m->type == SBX__MSG_TYPE__MSG_CLIENT_FILE_WRITE ||
+                                              m->type == SBX__MSG_TYPE__MSG_CLIENT_FILE_EDIT);
+                payload_fd = fds[0];
+                for (size_t i = 1; i < n_fds; i++)
+                        safe_close(fds[i]);
+                if (!allowed) {
+                        client_drop(s, c, "file descriptors attached to a message that takes none");
+                        return;
+                }
+        }
         TAILQ_FOREACH(w, &c->waiters, client_link)
                 pending++;
         if (pending >= SBX_MAX_PENDING_PER_CLIENT) {
@@ -527,5 +1090,5 @@ static void client_dispatch(Server *s, EventSource *src, uint32_t events) {
                                    SBX_MAX_PENDING_PER_CLIENT);
                 return;
         }
-        client_handle(s, c, seq, m);
+        client_handle(s, c, seq, m, payload_fd);
 }

@@ -17,3 +17,4 @@ SUPERVISOR_SRCS += supervisor/snapshot.c
 SUPERVISOR_SRCS += supervisor/publish.c
 SUPERVISOR_LIB_SRCS += supervisor/fileops.c
 SUPERVISOR_LIB_SRCS += supervisor/attribution.c
+SUPERVISOR_SRCS += supervisor/files.c

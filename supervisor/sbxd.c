@@ -21,6 +21,7 @@
 
 #include "fd-util.h"
 #include "image.h"
+#include "layer.h"
 #include "sbx-limits.h"
 #include "log.h"
 #include "sbxd.h"
@@ -400,6 +401,11 @@ static int server_init(Server *s) {
         r = open_subdir(s->state_fd, "sandboxes", 0700, &s->sandboxes_fd);
         if (r >= 0)
                 r = open_subdir(s->state_fd, "transcripts", 0700, &s->transcripts_fd);
+        /* Staged file operations of a previous run were never published. */
+        if (r >= 0)
+                (void) tree_remove_at(s->state_fd, "staging");
+        if (r >= 0)
+                r = open_subdir(s->state_fd, "staging", 0700, &s->staging_fd);
         if (r < 0)
                 return log_error_errno(r, "Cannot create directories in '%s': %m", s->cfg.state_dir);
 
@@ -483,6 +489,7 @@ static void server_done(Server *s) {
         s->store = store_close(s->store);
         safe_close(s->worker_exe_fd);
         safe_close(s->transcripts_fd);
+        safe_close(s->staging_fd);
         safe_close(s->sandboxes_fd);
         safe_close(s->state_fd);
         safe_close(s->epoll_fd);
@@ -541,7 +548,7 @@ int main(int argc, char **argv) {
                         .uid_base = 100000,
                         .uid_count = 65536,
                 },
-                .epoll_fd = -EBADF, .state_fd = -EBADF, .sandboxes_fd = -EBADF, .transcripts_fd = -EBADF,
+                .epoll_fd = -EBADF, .state_fd = -EBADF, .sandboxes_fd = -EBADF, .transcripts_fd = -EBADF, .staging_fd = -EBADF,
                 .worker_exe_fd = -EBADF, .listen_src.fd = -EBADF, .signal_src.fd = -EBADF,
         };
         const char *config = NULL, *state_dir = NULL, *run_dir = NULL, *log_level = NULL;

@@ -136,7 +136,7 @@ struct Server {
         int epoll_fd;
         EventSource listen_src;
         EventSource signal_src;
-        int state_fd, sandboxes_fd, transcripts_fd;
+        int state_fd, sandboxes_fd, transcripts_fd, staging_fd;
         int worker_exe_fd;
         char *image_dir;
         Store *store;
@@ -192,4 +192,12 @@ void waiter_answer(Server *s, Waiter *w);
 int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t start, uint64_t limit,
                        Client *client, uint32_t seq);
 unsigned long long commands_next_deadline(Server *s);
+void waiter_fill_output(Command *c, Sbx__CommandOutput *o, uint64_t start, unsigned long long call_start,
+                        char **ret_text);
+
+/* files.c: the file tools */
+void handle_file_read(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__FileRead *req);
+void handle_file_write(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__FileWrite *req, int payload_fd);
+void handle_file_edit(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__FileEdit *req, int payload_fd);
+void handle_file_blame(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__FileBlame *req);
 void commands_run_deadlines(Server *s);

@@ -99,7 +99,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         char layers_dir[4096];
         _cleanup_free_ char *lowerdirs = NULL;
         snprintf(layers_dir, sizeof(layers_dir), "%s/sandboxes/%s/layers", s->cfg.state_dir, sb->name);
-        r = snapshot_lowerdirs(sb, sb->top_layer, &lowerdirs);
+        r = snapshot_lowerdirs(sb->squashed, sb->top_layer, &lowerdirs);
         if (r < 0)
                 goto fail;
         SpawnParams p = {

@@ -22,26 +22,26 @@ static void base_name(uint32_t squashed, char *buf, size_t size) {
                 snprintf(buf, size, "squash-%u", squashed);
 }
 
-int snapshot_lowerdirs(const Sandbox *sb, uint32_t top, char **ret) {
-        size_t size = (size_t) (top - sb->squashed + 1) * 12 + 32, n = 0;
+int snapshot_lowerdirs(uint32_t squashed, uint32_t top, char **ret) {
+        size_t size = (size_t) (top - squashed + 1) * 12 + 32, n = 0;
         char *buf = malloc(size);
 
         if (!buf)
                 return -ENOMEM;
-        for (uint32_t i = top; i > sb->squashed; i--)
+        for (uint32_t i = top; i > squashed; i--)
                 n += (size_t) snprintf(buf + n, size - n, "%u:", i);
-        base_name(sb->squashed, buf + n, size - n);
+        base_name(squashed, buf + n, size - n);
         *ret = buf;
         return 0;
 }
 
-int snapshot_mount(Server *s, const Sandbox *sb, uint32_t top, int *ret_fd) {
+int snapshot_mount(Server *s, const Sandbox *sb, uint32_t squashed, uint32_t top, int *ret_fd) {
         _cleanup_close_ int fs = -EBADF;
         _cleanup_free_ char *lowers = NULL;
         char path[4096];
         int mfd, r;
 
-        r = snapshot_lowerdirs(sb, top, &lowers);
+        r = snapshot_lowerdirs(squashed, top, &lowers);
         if (r < 0)
                 return r;
         if (!strchr(lowers, ':')) {
@@ -114,7 +114,7 @@ int snapshot_current(Server *s, Sandbox *sb, int *ret_fd) {
                 return 0;
         }
         snapshot_forget(sb);
-        r = snapshot_mount(s, sb, sb->top_layer, &sb->view_fd);
+        r = snapshot_mount(s, sb, sb->squashed, sb->top_layer, &sb->view_fd);
         if (r < 0)
                 return r;
         sb->view_top = sb->top_layer;

@@ -14,9 +14,9 @@
 #define SBX_STACK_MAX_LAYERS 48u     /* above this many lowers, publication compacts */
 
 /* "top:top-1:…:bottom", relative to the sandbox's layers/ directory. */
-int snapshot_lowerdirs(const Sandbox *sb, uint32_t top, char **ret);
-/* A read-only detached overlay of layers 0..top (the squashed base and the layers above it). */
-int snapshot_mount(Server *s, const Sandbox *sb, uint32_t top, int *ret_fd);
+int snapshot_lowerdirs(uint32_t squashed, uint32_t top, char **ret);
+/* A read-only detached overlay of the squashed base and the layers above it up to top. */
+int snapshot_mount(Server *s, const Sandbox *sb, uint32_t squashed, uint32_t top, int *ret_fd);
 /* The cached view of the current snapshot; the fd is borrowed. */
 int snapshot_current(Server *s, Sandbox *sb, int *ret_fd);
 void snapshot_forget(Sandbox *sb);
