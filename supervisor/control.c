@@ -328,6 +328,13 @@ static void handle_exec(Server *s, Client *c, uint32_t seq, const Sbx__Exec *req
                                            req->workspace_session, sb->name);
                         return;
                 }
+                if (ws->state == SESSION_STOPPED) {
+                        client_reply_error(s, c, seq, -ESHUTDOWN,
+                                           "workspace session %s is stopped%s; it runs no more commands: finalize it "
+                                           "(publish with overwrite, or discard)",
+                                           ws->id, ws->conflicted ? " after a publication conflict" : "");
+                        return;
+                }
         } else {
                 r = session_new(s, sb, true, true, &ws, errmsg, sizeof(errmsg));
                 if (r < 0) {
