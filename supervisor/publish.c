@@ -322,8 +322,26 @@ int blame_of_published(Server *s, Sandbox *sb, const char *path, const char *tex
         return blame_new(text, len, r ? "unknown" : "original", ret);
 }
 
-static int attribute_file(Server *s, Sandbox *sb, int view_fd, int src_fd, const char *path, const char *owner,
-                          BlameOps *ops) {
+/* A file that appears where none was, with the very content of a file this
+ * publication deletes, was renamed: its lines keep their owners. */
+static int blame_of_renamed(Server *s, Sandbox *sb, int view_fd, const Manifest *m, const char *text, size_t len,
+                            Blame *ret) {
+        for (size_t i = 0; i < m->n; i++) {
+                _cleanup_free_ char *old = NULL;
+                size_t old_len = 0;
+
+                if (m->changes[i].kind != CHANGE_WHITEOUT)
+                        continue;
+                if (read_file_at(view_fd, m->changes[i].path, SBX_FILE_MAX, &old, &old_len) < 0 || old_len != len ||
+                    memcmp(old, text, len) != 0)
+                        continue;
+                return blame_of_published(s, sb, m->changes[i].path, old, old_len, ret);
+        }
+        return -ENOENT;
+}
+
+static int attribute_file(Server *s, Sandbox *sb, int view_fd, int src_fd, const Manifest *m, const char *path,
+                          const char *owner, BlameOps *ops) {
         _cleanup_free_ char *new_text = NULL, *old_text = NULL, *ser = NULL;
         size_t new_len = 0, old_len = 0, ser_len;
         Blame old = {}, updated = {};
@@ -333,11 +351,13 @@ static int attribute_file(Server *s, Sandbox *sb, int view_fd, int src_fd, const
         if (r < 0 || !text_is_utf8(new_text, new_len))
                 return blame_ops_add(ops, path, NULL, false); /* not attributable: no record */
 
-        if (read_file_at(view_fd, path, SBX_FILE_MAX, &old_text, &old_len) >= 0 && text_is_utf8(old_text, old_len) &&
-            blame_of_published(s, sb, path, old_text, old_len, &old) >= 0) {
+        r = read_file_at(view_fd, path, SBX_FILE_MAX, &old_text, &old_len);
+        if (r >= 0 && text_is_utf8(old_text, old_len) && blame_of_published(s, sb, path, old_text, old_len, &old) >= 0) {
                 r = blame_update(&old, old_text, old_len, new_text, new_len, owner, &updated);
                 blame_done(&old);
-        } else
+        } else if (r == -ENOENT && blame_of_renamed(s, sb, view_fd, m, new_text, new_len, &updated) >= 0)
+                r = 0;
+        else
                 r = blame_new(new_text, new_len, owner, &updated);
         if (r < 0)
                 return r;
@@ -358,7 +378,7 @@ static int attribute(Server *s, Sandbox *sb, int src_fd, const Manifest *m, cons
                 const Change *c = &m->changes[i];
                 switch (c->kind) {
                 case CHANGE_FILE:
-                        r = attribute_file(s, sb, view_fd, src_fd, c->path, owner, ops);
+                        r = attribute_file(s, sb, view_fd, src_fd, m, c->path, owner, ops);
                         break;
                 case CHANGE_WHITEOUT:
                 case CHANGE_OPAQUE_DIR:
