@@ -1,6 +1,7 @@
 /* sbxctl: the administrator's client of sbxd. A thin client (R16): it parses
  * the command line, sends one request on sbxd.sock after the hello, prints
- * the reply, and turns the server's err into an exit status. */
+ * the reply, and turns the server's err into an exit status. `image list`
+ * alone is answered locally: the only image is built into sbxd. */
 #include <assert.h>
 #include <errno.h>
 #include <getopt.h>
@@ -15,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -33,6 +35,7 @@ enum {
         EXIT_UNREACHABLE = 3,   /* cannot connect to sbxd */
         EXIT_NOT_FOUND = 4,     /* err == -ENOENT */
         EXIT_DENIED = 5,        /* err == -EPERM or -EACCES */
+        EXIT_CONFLICT = 6,      /* session finalize refused: conflicting paths */
 };
 
 typedef enum Verb {
@@ -40,9 +43,42 @@ typedef enum Verb {
         VERB_VERSION,
         VERB_SANDBOX_CREATE,
         VERB_SANDBOX_LIST,
+        VERB_SANDBOX_SHOW,
         VERB_SANDBOX_DELETE,
+        VERB_IMAGE_LIST,
+        VERB_SESSION_LIST,
+        VERB_SESSION_CREATE,
+        VERB_SESSION_FINALIZE,
+        VERB_SESSION_DIFF,
+        VERB_COMMAND_LIST,
+        VERB_COMMAND_CANCEL,
+        VERB_LAYER_LIST,
+        VERB_GC,
         VERB_STATUS,
 } Verb;
+
+/* The command table: "NOUN VERB ARGS..." (or "NOUN ARGS..." when verb is NULL). */
+static const struct {
+        const char *noun, *verb;
+        Verb id;
+        unsigned n_args;        /* positional arguments after the command words */
+        const char *args;       /* their names, for "missing ..." */
+} commands[] = {
+        { "sandbox", "create",   VERB_SANDBOX_CREATE,   1, "sandbox NAME" },
+        { "sandbox", "list",     VERB_SANDBOX_LIST,     0, NULL },
+        { "sandbox", "show",     VERB_SANDBOX_SHOW,     1, "sandbox NAME" },
+        { "sandbox", "delete",   VERB_SANDBOX_DELETE,   1, "sandbox NAME" },
+        { "image",   "list",     VERB_IMAGE_LIST,       0, NULL },
+        { "session", "list",     VERB_SESSION_LIST,     1, "SANDBOX" },
+        { "session", "create",   VERB_SESSION_CREATE,   1, "SANDBOX" },
+        { "session", "finalize", VERB_SESSION_FINALIZE, 2, "SANDBOX and session ID" },
+        { "session", "diff",     VERB_SESSION_DIFF,     2, "SANDBOX and session ID" },
+        { "command", "list",     VERB_COMMAND_LIST,     1, "SANDBOX" },
+        { "command", "cancel",   VERB_COMMAND_CANCEL,   2, "SANDBOX and command ID" },
+        { "layer",   "list",     VERB_LAYER_LIST,       1, "SANDBOX" },
+        { "gc",      NULL,       VERB_GC,               0, NULL },
+        { "status",  NULL,       VERB_STATUS,           0, NULL },
+};
 
 enum {
         OPT_SOCKET = 0x100,
@@ -52,20 +88,30 @@ enum {
         OPT_PIDS,
         OPT_OWNER,
         OPT_VERSION,
+        OPT_SESSION,
+        OPT_POLICY,
+        OPT_PUBLISH,
+        OPT_DISCARD,
+        OPT_OVERWRITE,
 };
 
 typedef struct Args {
         Verb verb;
         const char *socket_path;
         bool json;
-        const char *name;
+        const char *name;       /* the sandbox */
+        const char *id;         /* the session or command */
         char *source_dir;       /* realpath() result, owned */
         uint64_t memory_bytes;
         uint32_t pids_max;
         bool has_owner;
         uint32_t owner_uid;
-        /* which create-only option was given last, for the usage error */
-        const char *create_option;
+        const char *session;    /* command list --session */
+        const char *policy;     /* session create --policy */
+        const char *action;     /* session finalize --publish/--discard */
+        bool overwrite;
+        /* the last option given that only one command takes, for the usage error */
+        const char *create_option, *session_option, *policy_option, *finalize_option;
 } Args;
 
 static void args_done(Args *a) {
@@ -89,10 +135,23 @@ static void help(void) {
                "\n"
                "Commands:\n"
                "  sandbox create NAME --source DIR [--memory BYTES] [--pids N] [--owner UID]\n"
-               "                          import DIR as a new sandbox\n"
-               "  sandbox list            list sandboxes\n"
-               "  sandbox delete NAME     delete a sandbox and its layers\n"
-               "  status                  show the state of sbxd\n"
+               "                                 import DIR as a new sandbox\n"
+               "  sandbox list                   list sandboxes\n"
+               "  sandbox show NAME              show one sandbox\n"
+               "  sandbox delete NAME            delete a sandbox and its layers\n"
+               "  image list                     list images (no round trip to sbxd)\n"
+               "  session list SANDBOX           list a sandbox's workspace sessions\n"
+               "  session create SANDBOX [--policy publish_then_destroy|destroy]\n"
+               "                                 start a managed workspace session\n"
+               "  session finalize SANDBOX ID [--publish [--overwrite] | --discard]\n"
+               "                                 publish or discard a session and end it\n"
+               "  session diff SANDBOX ID        show what a session changed\n"
+               "  command list SANDBOX [--session ID]\n"
+               "                                 list commands and how they ended\n"
+               "  command cancel SANDBOX ID      cancel a running command\n"
+               "  layer list SANDBOX             list a sandbox's published layers\n"
+               "  gc                             remove what nothing uses any more\n"
+               "  status                         show the state of sbxd\n"
                "\n"
                "Options:\n"
                "  --socket PATH   sbxd socket (default: $SBX_SOCKET or %2$s)\n"
@@ -101,11 +160,16 @@ static void help(void) {
                "  --memory BYTES  memory limit; K, M and G suffixes are powers of 1024\n"
                "  --pids N        maximum number of processes\n"
                "  --owner UID     owner of the new sandbox, a uid or user name (root only)\n"
+               "  --session ID    only the commands of this workspace session\n"
+               "  --policy P      finalize policy of a new session\n"
+               "  --publish, --discard, --overwrite\n"
+               "                  how to finalize (default: the session's policy)\n"
                "  -h, --help      show this help\n"
                "  --version       show the version\n"
                "\n"
                "Exit status: 0 success, 1 request failed, 2 usage error, 3 cannot reach sbxd,\n"
-               "4 not found, 5 permission denied. See sbxctl(8).\n",
+               "4 not found, 5 permission denied, 6 publication refused by conflicts.\n"
+               "See sbxctl(8).\n",
                program, SBX_SOCKET_DEFAULT);
 }
 
@@ -126,6 +190,12 @@ static int usage_error(const char *fmt, ...) {
 static void fputs_safe(const char *s, FILE *f) {
         for (; *s; s++)
                 fputc((unsigned char) *s < 0x20 || *s == 0x7f ? '?' : *s, f);
+}
+
+/* The same for multi-line text (a diff): newlines and tabs pass. */
+static void fwrite_text_safe(const uint8_t *s, size_t n, FILE *f) {
+        for (size_t i = 0; i < n; i++)
+                fputc((s[i] < 0x20 && s[i] != '\n' && s[i] != '\t') || s[i] == 0x7f ? '?' : s[i], f);
 }
 
 /* ---- option values ----------------------------------------------------- */
@@ -225,23 +295,38 @@ static int parse_source(const char *s, char **ret) {
 
 /* ---- command line -------------------------------------------------------- */
 
+/* A session or command id from the command line: non-empty and short; what
+ * ids look like is the supervisor's business. */
+static int check_id(const char *what, const char *s) {
+        if (*s == '\0')
+                return usage_error("%s must not be empty", what);
+        if (strlen(s) > SBX_NAME_MAX)
+                return usage_error("%s '%.20s...' is longer than %u bytes", what, s, SBX_NAME_MAX);
+        return EXIT_OK;
+}
+
 /* Fills *a; returns 0, or EXIT_USAGE after saying why on stderr. */
 static int parse_argv(int argc, char *argv[], Args *a) {
         static const struct option options[] = {
-                { "socket",  required_argument, NULL, OPT_SOCKET },
-                { "json",    no_argument,       NULL, OPT_JSON },
-                { "source",  required_argument, NULL, OPT_SOURCE },
-                { "memory",  required_argument, NULL, OPT_MEMORY },
-                { "pids",    required_argument, NULL, OPT_PIDS },
-                { "owner",   required_argument, NULL, OPT_OWNER },
-                { "help",    no_argument,       NULL, 'h' },
-                { "version", no_argument,       NULL, OPT_VERSION },
+                { "socket",    required_argument, NULL, OPT_SOCKET },
+                { "json",      no_argument,       NULL, OPT_JSON },
+                { "source",    required_argument, NULL, OPT_SOURCE },
+                { "memory",    required_argument, NULL, OPT_MEMORY },
+                { "pids",      required_argument, NULL, OPT_PIDS },
+                { "owner",     required_argument, NULL, OPT_OWNER },
+                { "session",   required_argument, NULL, OPT_SESSION },
+                { "policy",    required_argument, NULL, OPT_POLICY },
+                { "publish",   no_argument,       NULL, OPT_PUBLISH },
+                { "discard",   no_argument,       NULL, OPT_DISCARD },
+                { "overwrite", no_argument,       NULL, OPT_OVERWRITE },
+                { "help",      no_argument,       NULL, 'h' },
+                { "version",   no_argument,       NULL, OPT_VERSION },
                 {}
         };
-        const char *pos[4];
-        size_t n_pos = 0, need;
+        const char *pos[5];
+        size_t n_pos = 0, words, need;
         const char *source = NULL;
-        bool want_help = false, want_version = false;
+        bool want_help = false, want_version = false, found = false;
         int c, r;
 
         opterr = 0;
@@ -288,6 +373,30 @@ static int parse_argv(int argc, char *argv[], Args *a) {
                         a->has_owner = true;
                         a->create_option = "--owner";
                         break;
+                case OPT_SESSION:
+                        if (check_id("--session", optarg) != EXIT_OK)
+                                return EXIT_USAGE;
+                        a->session = optarg;
+                        a->session_option = "--session";
+                        break;
+                case OPT_POLICY:
+                        if (!str_eq(optarg, "publish_then_destroy") && !str_eq(optarg, "destroy"))
+                                return usage_error("invalid --policy '%s': expected publish_then_destroy or destroy",
+                                                   optarg);
+                        a->policy = optarg;
+                        a->policy_option = "--policy";
+                        break;
+                case OPT_PUBLISH:
+                case OPT_DISCARD:
+                        if (a->action && !str_eq(a->action, c == OPT_PUBLISH ? "publish" : "discard"))
+                                return usage_error("--publish and --discard exclude each other");
+                        a->action = c == OPT_PUBLISH ? "publish" : "discard";
+                        a->finalize_option = c == OPT_PUBLISH ? "--publish" : "--discard";
+                        break;
+                case OPT_OVERWRITE:
+                        a->overwrite = true;
+                        a->finalize_option = "--overwrite";
+                        break;
                 case 'h':
                         want_help = true;
                         break;
@@ -315,38 +424,59 @@ static int parse_argv(int argc, char *argv[], Args *a) {
 
         if (n_pos == 0)
                 return usage_error("missing command");
-        if (str_eq(pos[0], "status")) {
-                a->verb = VERB_STATUS;
-                need = 1;
-        } else if (str_eq(pos[0], "sandbox")) {
-                if (n_pos < 2)
-                        return usage_error("missing sandbox command (create, list or delete)");
-                if (str_eq(pos[1], "create")) {
-                        a->verb = VERB_SANDBOX_CREATE;
-                        need = 3;
-                } else if (str_eq(pos[1], "list")) {
-                        a->verb = VERB_SANDBOX_LIST;
-                        need = 2;
-                } else if (str_eq(pos[1], "delete")) {
-                        a->verb = VERB_SANDBOX_DELETE;
-                        need = 3;
-                } else
-                        return usage_error("unknown sandbox command '%s'", pos[1]);
-        } else
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
+                if (!str_eq(pos[0], commands[i].noun))
+                        continue;
+                found = true;   /* a known noun */
+                if (commands[i].verb && (n_pos < 2 || !str_eq(pos[1], commands[i].verb)))
+                        continue;
+                a->verb = commands[i].id;
+                words = commands[i].verb ? 2 : 1;
+                need = words + commands[i].n_args;
+                if (n_pos > need)
+                        return usage_error("unexpected argument '%s'", pos[need]);
+                if (n_pos < need)
+                        return usage_error("missing %s", commands[i].args);
+                if (commands[i].n_args >= 1) {
+                        a->name = pos[words];
+                        if (*a->name == '\0')
+                                return usage_error("sandbox NAME must not be empty");
+                }
+                if (commands[i].n_args >= 2 &&
+                    check_id(commands[i].id == VERB_COMMAND_CANCEL ? "command ID" : "session ID", pos[words + 1]) != EXIT_OK)
+                        return EXIT_USAGE;
+                if (commands[i].n_args >= 2)
+                        a->id = pos[words + 1];
+                goto known;
+        }
+        if (!found)
                 return usage_error("unknown command '%s'", pos[0]);
+        {
+                /* A known noun with a missing or unknown verb: list the verbs. */
+                char verbs[128] = "";
 
-        if (n_pos > need)
-                return usage_error("unexpected argument '%s'", pos[need]);
-        if (n_pos < need)
-                return usage_error("missing sandbox NAME");
-        if (need == 3) {
-                a->name = pos[2];
-                if (*a->name == '\0')
-                        return usage_error("sandbox NAME must not be empty");
+                for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                        if (str_eq(pos[0], commands[i].noun) && commands[i].verb) {
+                                if (verbs[0])
+                                        strlcat(verbs, ", ", sizeof(verbs));
+                                strlcat(verbs, commands[i].verb, sizeof(verbs));
+                        }
+                if (n_pos < 2)
+                        return usage_error("missing %s command (%s)", pos[0], verbs);
+                return usage_error("unknown %s command '%s' (%s)", pos[0], pos[1], verbs);
         }
 
+known:
         if (a->verb != VERB_SANDBOX_CREATE && a->create_option)
                 return usage_error("%s is only valid with 'sandbox create'", a->create_option);
+        if (a->verb != VERB_COMMAND_LIST && a->session_option)
+                return usage_error("%s is only valid with 'command list'", a->session_option);
+        if (a->verb != VERB_SESSION_CREATE && a->policy_option)
+                return usage_error("%s is only valid with 'session create'", a->policy_option);
+        if (a->verb != VERB_SESSION_FINALIZE && a->finalize_option)
+                return usage_error("%s is only valid with 'session finalize'", a->finalize_option);
+        if (a->overwrite && a->action && str_eq(a->action, "discard"))
+                return usage_error("--overwrite is only valid when publishing");
         if (a->verb == VERB_SANDBOX_DELETE && a->json)
                 return usage_error("--json is not valid with 'sandbox delete'");
         if (a->verb == VERB_SANDBOX_CREATE) {
@@ -418,8 +548,9 @@ static int transact(int fd, const char *what, const Sbx__Msg *req, uint32_t seq,
         for (;;) {
                 r = wire_recv(fd, &msg, &rseq, NULL, NULL);
                 if (r == -ECONNRESET) {
-                        fprintf(stderr, "%s: sbxd closed the connection before answering the %s request\n",
-                                program, what);
+                        fprintf(stderr, "%s: sbxd closed the connection before answering the %s request "
+                                "(sbxd drops a client whose request it does not know: is it older than this "
+                                "sbxctl? Its log says why)\n", program, what);
                         return EXIT_FAILED;
                 }
                 if (r == -EPROTO) {
@@ -569,62 +700,420 @@ static int print_json(json_t *j) {
         return EXIT_OK;
 }
 
-static int print_sandbox_list(const Sbx__SandboxListReply *l, bool json) {
-        enum { C_NAME, C_OWNER, C_LAYERS, C_SESSIONS, C_MEMORY, C_PIDS, C_SOURCE, N_COLS };
-        static const char *const header[N_COLS] = {
-                "NAME", "OWNER", "LAYERS", "SESSIONS", "MEMORY", "PIDS", "SOURCE",
-        };
-        _cleanup_free_ char (*cells)[N_COLS][24] = NULL;
-        size_t width[N_COLS];
+/* ---- tables ---------------------------------------------------------------- */
 
-        if (json) {
-                json_t *a = json_array();
+/* A table of text cells: columns padded to their widest cell and separated by
+ * two spaces, the last column unpadded. Cells are copied with control
+ * characters replaced, so a reply cannot drive the terminal. */
+typedef struct Table {
+        size_t n_cols, n_rows, allocated;
+        const char *const *header;
+        char **cells;           /* n_rows * n_cols */
+        bool oom;
+} Table;
 
-                for (size_t i = 0; a && i < l->n_sandboxes; i++)
-                        if (json_array_append_new(a, sandbox_to_json(l->sandboxes[i])) < 0) {
-                                json_decref(a);
-                                a = NULL;
-                        }
-                return print_json(a);
+static void table_done(Table *t) {
+        for (size_t i = 0; i < t->n_rows * t->n_cols; i++)
+                free(t->cells[i]);
+        free(t->cells);
+}
+
+/* Adds one row of n_cols strings (NULL is printed as "-"). */
+static void table_add(Table *t, ...) {
+        va_list ap;
+
+        if (t->oom)
+                return;
+        if (t->n_rows == t->allocated) {
+                size_t n = t->allocated ? t->allocated * 2 : 16;
+                char **c = reallocarray(t->cells, n * t->n_cols, sizeof(char *));
+                if (!c) {
+                        t->oom = true;
+                        return;
+                }
+                t->cells = c;
+                t->allocated = n;
         }
+        va_start(ap, t);
+        for (size_t i = 0; i < t->n_cols; i++) {
+                const char *v = va_arg(ap, const char *);
+                char *copy = strdup(v ?: "-");
 
-        /* Numeric cells are formatted once; NAME and SOURCE come from the reply. */
-        cells = calloc(l->n_sandboxes ?: 1, sizeof(*cells));
-        if (!cells) {
+                if (copy)
+                        for (char *q = copy; *q; q++)
+                                if ((unsigned char) *q < 0x20 || *q == 0x7f)
+                                        *q = '?';
+                t->cells[t->n_rows * t->n_cols + i] = copy;
+                if (!copy)
+                        t->oom = true;
+        }
+        va_end(ap);
+        t->n_rows++;
+}
+
+static int table_print(Table *t) {
+        size_t width[16];
+
+        assert(t->n_cols <= ELEMENTSOF(width));
+        if (t->oom) {
                 fprintf(stderr, "%s: out of memory\n", program);
                 return EXIT_FAILED;
         }
-        for (size_t c = 0; c < N_COLS; c++)
-                width[c] = strlen(header[c]);
-        for (size_t i = 0; i < l->n_sandboxes; i++) {
-                const Sbx__SandboxInfo *s = l->sandboxes[i];
-
-                snprintf(cells[i][C_OWNER], sizeof(cells[i][C_OWNER]), "%" PRIu32, s->owner_uid);
-                snprintf(cells[i][C_LAYERS], sizeof(cells[i][C_LAYERS]), "%" PRIu32, s->layer_count);
-                snprintf(cells[i][C_SESSIONS], sizeof(cells[i][C_SESSIONS]), "%" PRIu32, s->live_sessions);
-                format_size(s->memory_bytes, cells[i][C_MEMORY], sizeof(cells[i][C_MEMORY]));
-                if (s->pids_max == 0)
-                        snprintf(cells[i][C_PIDS], sizeof(cells[i][C_PIDS]), "default");
-                else
-                        snprintf(cells[i][C_PIDS], sizeof(cells[i][C_PIDS]), "%" PRIu32, s->pids_max);
-                width[C_NAME] = MAX(width[C_NAME], strlen(s->name));
-                for (size_t c = C_OWNER; c < C_SOURCE; c++)
-                        width[c] = MAX(width[c], strlen(cells[i][c]));
+        for (size_t c = 0; c < t->n_cols; c++) {
+                width[c] = strlen(t->header[c]);
+                for (size_t r = 0; r < t->n_rows; r++)
+                        width[c] = MAX(width[c], strlen(t->cells[r * t->n_cols + c]));
         }
+        for (size_t r = 0; r <= t->n_rows; r++)
+                for (size_t c = 0; c < t->n_cols; c++) {
+                        const char *v = r == 0 ? t->header[c] : t->cells[(r - 1) * t->n_cols + c];
+                        if (c + 1 < t->n_cols)
+                                printf("%-*s  ", (int) width[c], v);
+                        else
+                                printf("%s\n", v);
+                }
+        return EXIT_OK;
+}
 
-        for (size_t c = 0; c < C_SOURCE; c++)
-                printf("%-*s  ", (int) width[c], header[c]);
-        printf("%s\n", header[C_SOURCE]);
+static void format_time(int64_t unix_seconds, char *buf, size_t size) {
+        time_t t = (time_t) unix_seconds;
+        struct tm tm;
+
+        if (unix_seconds <= 0 || !localtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+                snprintf(buf, size, "-");
+}
+
+/* "1.2s", "3m04s"; the interval between two unix microsecond stamps. */
+static void format_duration(int64_t from_usec, int64_t to_usec, char *buf, size_t size) {
+        double s;
+
+        if (from_usec <= 0 || to_usec < from_usec) {
+                snprintf(buf, size, "-");
+                return;
+        }
+        s = (double) (to_usec - from_usec) / 1e6;
+        if (s < 60)
+                snprintf(buf, size, "%.1fs", s);
+        else if (s < 3600)
+                snprintf(buf, size, "%dm%02ds", (int) s / 60, (int) s % 60);
+        else
+                snprintf(buf, size, "%dh%02dm", (int) s / 3600, (int) s / 60 % 60);
+}
+
+static json_t *json_array_of(void **items, size_t n, json_t *(*to_json)(const void *)) {
+        json_t *a = json_array();
+
+        for (size_t i = 0; a && i < n; i++)
+                if (json_array_append_new(a, to_json(items[i])) < 0) {
+                        json_decref(a);
+                        a = NULL;
+                }
+        return a;
+}
+
+/* ---- sandboxes and images ---------------------------------------------------- */
+
+static json_t *sandbox_to_json_v(const void *p) {
+        return sandbox_to_json(p);
+}
+
+static int print_sandbox_list(const Sbx__SandboxListReply *l, bool json) {
+        static const char *const header[] = { "NAME", "OWNER", "LAYERS", "SESSIONS", "MEMORY", "PIDS", "SOURCE" };
+        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+
+        if (json)
+                return print_json(json_array_of((void **) l->sandboxes, l->n_sandboxes, sandbox_to_json_v));
+
         for (size_t i = 0; i < l->n_sandboxes; i++) {
                 const Sbx__SandboxInfo *s = l->sandboxes[i];
+                char owner[16], layers[16], sessions[16], memory[24], pids[16];
 
-                fputs_safe(s->name, stdout);
-                printf("%*s  ", (int) (width[C_NAME] - strlen(s->name)), "");
-                for (size_t c = C_OWNER; c < C_SOURCE; c++)
-                        printf("%-*s  ", (int) width[c], cells[i][c]);
-                fputs_safe(s->source_dir, stdout);
+                snprintf(owner, sizeof(owner), "%" PRIu32, s->owner_uid);
+                snprintf(layers, sizeof(layers), "%" PRIu32, s->layer_count);
+                snprintf(sessions, sizeof(sessions), "%" PRIu32, s->live_sessions);
+                format_size(s->memory_bytes, memory, sizeof(memory));
+                if (s->pids_max == 0)
+                        snprintf(pids, sizeof(pids), "default");
+                else
+                        snprintf(pids, sizeof(pids), "%" PRIu32, s->pids_max);
+                table_add(&t, s->name, owner, layers, sessions, memory, pids, s->source_dir);
+        }
+        return table_print(&t);
+}
+
+static int print_sandbox_show(const Sbx__SandboxListReply *l, const char *name, bool json) {
+        const Sbx__SandboxInfo *s = NULL;
+        char memory[24], created[32];
+
+        for (size_t i = 0; i < l->n_sandboxes && !s; i++)
+                if (str_eq(l->sandboxes[i]->name, name))
+                        s = l->sandboxes[i];
+        if (!s) {
+                fprintf(stderr, "%s: no sandbox '", program);
+                fputs_safe(name, stderr);
+                fprintf(stderr, "' that you may see; 'sbxctl sandbox list' shows them\n");
+                return EXIT_NOT_FOUND;
+        }
+        if (json)
+                return print_json(sandbox_to_json(s));
+
+        format_size(s->memory_bytes, memory, sizeof(memory));
+        format_time(s->created_unix, created, sizeof(created));
+        fputs("name: ", stdout);
+        fputs_safe(s->name, stdout);
+        printf("\nowner: %" PRIu32 "\n", s->owner_uid);
+        fputs("source: ", stdout);
+        fputs_safe(s->source_dir, stdout);
+        printf("\nimage: default\n");
+        printf("memory: %s\n", memory);
+        if (s->pids_max == 0)
+                printf("pids: default\n");
+        else
+                printf("pids: %" PRIu32 "\n", s->pids_max);
+        printf("layers: %" PRIu32 "\n", s->layer_count);
+        printf("live sessions: %" PRIu32 "\n", s->live_sessions);
+        printf("created: %s\n", created);
+        return EXIT_OK;
+}
+
+/* sbxd has one image, built in: answered here without a round trip. */
+static int print_image_list(bool json) {
+        static const char *const header[] = { "NAME", "KIND", "DESCRIPTION" };
+        static const char name[] = "default", kind[] = "host",
+                description[] = "the host's /usr (and merged-usr links) and the parts of /etc programs need, "
+                                "read-only, without host secrets";
+        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+
+        if (json)
+                return print_json(json_pack("[{s:s, s:s, s:s}]", "name", name, "kind", kind,
+                                            "description", description));
+        table_add(&t, name, kind, description);
+        return table_print(&t);
+}
+
+/* ---- sessions ------------------------------------------------------------------ */
+
+static json_t *session_to_json(const void *p) {
+        const Sbx__SessionInfo *s = p;
+
+        return json_pack("{s:o, s:o, s:o, s:b, s:o, s:I, s:I, s:I}",
+                         "workspace_session", json_str(s->workspace_session),
+                         "sandbox", json_str(s->sandbox),
+                         "finalize_policy", json_str(s->finalize_policy),
+                         "automatic", (int) s->automatic,
+                         "state", json_str(s->state),
+                         "base_layer", (json_int_t) s->base_layer,
+                         "created_unix", (json_int_t) s->created_unix,
+                         "running_commands", (json_int_t) s->running_commands);
+}
+
+static int print_session_list(const Sbx__SessionListReply *l, bool json) {
+        static const char *const header[] = { "ID", "STATE", "POLICY", "KIND", "BASE", "RUNNING", "CREATED" };
+        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+
+        if (json)
+                return print_json(json_array_of((void **) l->sessions, l->n_sessions, session_to_json));
+        for (size_t i = 0; i < l->n_sessions; i++) {
+                const Sbx__SessionInfo *s = l->sessions[i];
+                char base[16], running[16], created[32];
+
+                snprintf(base, sizeof(base), "%" PRIu32, s->base_layer);
+                snprintf(running, sizeof(running), "%" PRIu32, s->running_commands);
+                format_time(s->created_unix, created, sizeof(created));
+                table_add(&t, s->workspace_session, s->state, s->finalize_policy,
+                          s->automatic ? "automatic" : "managed", base, running, created);
+        }
+        return table_print(&t);
+}
+
+static json_t *publication_to_json(const Sbx__Publication *p) {
+        json_t *conflicts;
+
+        if (!p)
+                return json_null();
+        conflicts = json_array();
+        for (size_t i = 0; conflicts && i < p->n_conflicts; i++)
+                if (json_array_append_new(conflicts, json_str(p->conflicts[i])) < 0) {
+                        json_decref(conflicts);
+                        conflicts = NULL;
+                }
+        return json_pack("{s:b, s:I, s:o, s:I, s:o, s:o}",
+                         "published", (int) p->published,
+                         "layer", (json_int_t) p->layer,
+                         "owner", json_str(p->owner),
+                         "changed_paths", (json_int_t) p->changed_paths,
+                         "error", json_str(p->error),
+                         "conflicts", conflicts);
+}
+
+static int print_session_finalize(const Sbx__SessionFinalizeReply *f, bool json) {
+        bool conflict = f->action && str_eq(f->action, "conflict");
+        const Sbx__Publication *p = f->publication;
+        int r = EXIT_OK;
+
+        if (json) {
+                r = print_json(json_pack("{s:o, s:o, s:o}",
+                                         "session", f->session ? session_to_json(f->session) : json_null(),
+                                         "action", json_str(f->action ?: ""),
+                                         "publication", publication_to_json(p)));
+                return r == EXIT_OK && conflict ? EXIT_CONFLICT : r;
+        }
+        if (conflict) {
+                fprintf(stderr, "%s: publication refused: %zu path(s) changed by layers published after the "
+                        "session started:\n", program, p ? p->n_conflicts : 0);
+                for (size_t i = 0; p && i < p->n_conflicts; i++) {
+                        fputs("  ", stderr);
+                        fputs_safe(p->conflicts[i], stderr);
+                        fputc('\n', stderr);
+                }
+                fprintf(stderr, "%s: the session is kept; retry with --publish --overwrite, or --discard\n", program);
+                return EXIT_CONFLICT;
+        }
+        fputs(f->action && *f->action ? f->action : "finalized", stdout);
+        if (f->session) {
+                fputs(" session ", stdout);
+                fputs_safe(f->session->workspace_session, stdout);
+        }
+        if (p && p->published) {
+                printf(": layer %" PRIu32 ", %" PRIu32 " changed path(s), owner ", p->layer, p->changed_paths);
+                fputs_safe(p->owner, stdout);
+        } else if (p && p->error && *p->error) {
+                fputs(": publication failed: ", stdout);
+                fputs_safe(p->error, stdout);
+                r = EXIT_FAILED;
+        } else if (p)
+                fputs(": nothing changed", stdout);
+        putchar('\n');
+        return r;
+}
+
+static int print_session_diff(const Sbx__SessionDiffReply *d, bool json) {
+        if (json) {
+                json_t *changes = json_array();
+
+                for (size_t i = 0; changes && i < d->n_changes; i++)
+                        if (json_array_append_new(changes, json_pack("{s:o, s:o}",
+                                                                     "path", json_str(d->changes[i]->path),
+                                                                     "change", json_str(d->changes[i]->change))) < 0) {
+                                json_decref(changes);
+                                changes = NULL;
+                        }
+                /* the diff is file content: bytes that are not UTF-8 become '?' */
+                _cleanup_free_ char *text = malloc(d->diff.len + 1);
+                if (!text)
+                        return print_json(NULL);
+                memcpy(text, d->diff.data ?: (uint8_t *) "", d->diff.len);
+                text[d->diff.len] = '\0';
+                for (size_t i = 0; i < d->diff.len; i++)
+                        if (text[i] == '\0')
+                                text[i] = '?';
+                return print_json(json_pack("{s:o, s:o, s:b}", "changes", changes, "diff", json_str(text),
+                                            "truncated", (int) d->truncated));
+        }
+        for (size_t i = 0; i < d->n_changes; i++) {
+                const char *c = d->changes[i]->change;
+                putchar(str_eq(c, "added") ? 'A' : str_eq(c, "deleted") ? 'D' : str_eq(c, "modified") ? 'M' : '?');
+                putchar(' ');
+                fputs_safe(d->changes[i]->path, stdout);
                 putchar('\n');
         }
+        if (d->diff.len > 0) {
+                putchar('\n');
+                fwrite_text_safe(d->diff.data, d->diff.len, stdout);
+                if (d->diff.data[d->diff.len - 1] != '\n')
+                        putchar('\n');
+        }
+        if (d->truncated)
+                printf("(diff truncated)\n");
+        return EXIT_OK;
+}
+
+/* ---- commands, layers, gc -------------------------------------------------------- */
+
+static json_t *command_to_json(const void *p) {
+        const Sbx__CommandInfo *c = p;
+
+        return json_pack("{s:o, s:o, s:o, s:o, s:i, s:o, s:I, s:I, s:o}",
+                         "command_session", json_str(c->command_session),
+                         "workspace_session", json_str(c->workspace_session),
+                         "status", json_str(c->status),
+                         "exit_code", c->has_exit_code ? json_integer(c->exit_code) : json_null(),
+                         "signal", (int) c->signal,
+                         "end_reason", json_str(c->end_reason),
+                         "started_unix_usec", (json_int_t) c->started_unix_usec,
+                         "ended_unix_usec", (json_int_t) c->ended_unix_usec,
+                         "cmd", json_str(c->cmd));
+}
+
+static int print_command_list(const Sbx__CommandListReply *l, bool json) {
+        static const char *const header[] = { "ID", "SESSION", "STATUS", "EXIT", "END", "STARTED", "TIME", "COMMAND" };
+        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+
+        if (json)
+                return print_json(json_array_of((void **) l->commands, l->n_commands, command_to_json));
+        for (size_t i = 0; i < l->n_commands; i++) {
+                const Sbx__CommandInfo *c = l->commands[i];
+                char exit_code[16] = "-", started[32], took[24], cmd[64];
+
+                if (c->has_exit_code)
+                        snprintf(exit_code, sizeof(exit_code), "%" PRId32, c->exit_code);
+                else if (c->signal)
+                        snprintf(exit_code, sizeof(exit_code), "sig %" PRId32, c->signal);
+                format_time(c->started_unix_usec / 1000000, started, sizeof(started));
+                format_duration(c->started_unix_usec, c->ended_unix_usec, took, sizeof(took));
+                /* the full command line is in --json */
+                if (strlen(c->cmd) >= sizeof(cmd))
+                        snprintf(cmd, sizeof(cmd), "%.*s...", (int) sizeof(cmd) - 4, c->cmd);
+                else
+                        strlcpy(cmd, c->cmd, sizeof(cmd));
+                table_add(&t, c->command_session, c->workspace_session, c->status, exit_code,
+                          *c->end_reason ? c->end_reason : NULL, started, took, cmd);
+        }
+        return table_print(&t);
+}
+
+static json_t *layer_to_json(const void *p) {
+        const Sbx__LayerInfo *l = p;
+
+        return json_pack("{s:I, s:o, s:I, s:I}",
+                         "layer", (json_int_t) l->layer,
+                         "owner", json_str(l->owner),
+                         "changed_paths", (json_int_t) l->changed_paths,
+                         "created_unix", (json_int_t) l->created_unix);
+}
+
+static int print_layer_list(const Sbx__LayerListReply *l, bool json) {
+        static const char *const header[] = { "LAYER", "OWNER", "CHANGED", "CREATED" };
+        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+
+        if (json)
+                return print_json(json_array_of((void **) l->layers, l->n_layers, layer_to_json));
+        for (size_t i = 0; i < l->n_layers; i++) {
+                const Sbx__LayerInfo *y = l->layers[i];
+                char layer[16], changed[16], created[32];
+
+                snprintf(layer, sizeof(layer), "%" PRIu32, y->layer);
+                snprintf(changed, sizeof(changed), "%" PRIu32, y->changed_paths);
+                format_time(y->created_unix, created, sizeof(created));
+                table_add(&t, layer, y->owner, changed, created);
+        }
+        return table_print(&t);
+}
+
+static int print_gc(const Sbx__GcReply *g, bool json) {
+        char freed[24];
+
+        if (json)
+                return print_json(json_pack("{s:I, s:I, s:I}",
+                                            "transcripts_removed", (json_int_t) g->transcripts_removed,
+                                            "layers_removed", (json_int_t) g->layers_removed,
+                                            "bytes_freed", json_u64(g->bytes_freed)));
+        if (g->bytes_freed == 0)
+                snprintf(freed, sizeof(freed), "0B");
+        else
+                format_size(g->bytes_freed, freed, sizeof(freed));
+        printf("removed %" PRIu32 " transcript(s) and %" PRIu32 " layer(s), freed %s\n",
+               g->transcripts_removed, g->layers_removed, freed);
         return EXIT_OK;
 }
 
@@ -664,6 +1153,14 @@ static int run(const Args *a) {
         Sbx__SandboxList list = SBX__SANDBOX_LIST__INIT;
         Sbx__SandboxDelete del = SBX__SANDBOX_DELETE__INIT;
         Sbx__Status status = SBX__STATUS__INIT;
+        Sbx__SessionList session_list = SBX__SESSION_LIST__INIT;
+        Sbx__SessionCreate session_create = SBX__SESSION_CREATE__INIT;
+        Sbx__SessionFinalize session_finalize = SBX__SESSION_FINALIZE__INIT;
+        Sbx__SessionDiff session_diff = SBX__SESSION_DIFF__INIT;
+        Sbx__CommandList command_list = SBX__COMMAND_LIST__INIT;
+        Sbx__CommandCancel command_cancel = SBX__COMMAND_CANCEL__INIT;
+        Sbx__LayerList layer_list = SBX__LAYER_LIST__INIT;
+        Sbx__Gc gc = SBX__GC__INIT;
         Sbx__Msg req = SBX__MSG__INIT;
         Sbx__Reply__BodyCase expect = SBX__REPLY__BODY__NOT_SET;
         const char *what = NULL;
@@ -677,6 +1174,12 @@ static int run(const Args *a) {
         r = connect_sbxd(a->socket_path, &fd);
         if (r == -ENAMETOOLONG)
                 return usage_error("socket path '%s' is too long", a->socket_path);
+        if (r == -EACCES || r == -EPERM) {
+                fprintf(stderr, "%s: not allowed to connect to sbxd at %s: %s; ask an administrator to add "
+                        "you to the socket's group (e.g. usermod -aG sbx $USER, then log in again)\n",
+                        program, a->socket_path, strerror(-r));
+                return EXIT_UNREACHABLE;
+        }
         if (r < 0) {
                 fprintf(stderr, "%s: cannot reach sbxd at %s: %s; is sbxd running?\n",
                         program, a->socket_path, strerror(-r));
@@ -704,10 +1207,11 @@ static int run(const Args *a) {
                         expect = SBX__REPLY__BODY_SANDBOX;
                 break;
         case VERB_SANDBOX_LIST:
+        case VERB_SANDBOX_SHOW:
                 req.type = SBX__MSG_TYPE__MSG_CLIENT_SANDBOX_LIST;
                 req.body_case = SBX__MSG__BODY_SANDBOX_LIST;
                 req.sandbox_list = &list;
-                what = "sandbox list";
+                what = a->verb == VERB_SANDBOX_SHOW ? "sandbox show" : "sandbox list";
                 expect = SBX__REPLY__BODY_SANDBOX_LIST;
                 break;
         case VERB_SANDBOX_DELETE:
@@ -716,6 +1220,75 @@ static int run(const Args *a) {
                 req.body_case = SBX__MSG__BODY_SANDBOX_DELETE;
                 req.sandbox_delete = &del;
                 what = "sandbox delete";
+                break;
+        case VERB_SESSION_LIST:
+                session_list.sandbox = (char *) a->name;
+                req.type = SBX__MSG_TYPE__MSG_CLIENT_SESSION_LIST;
+                req.body_case = SBX__MSG__BODY_SESSION_LIST;
+                req.session_list = &session_list;
+                what = "session list";
+                expect = SBX__REPLY__BODY_SESSION_LIST;
+                break;
+        case VERB_SESSION_CREATE:
+                session_create.sandbox = (char *) a->name;
+                session_create.finalize_policy = (char *) (a->policy ?: "");
+                req.type = SBX__MSG_TYPE__MSG_CLIENT_SESSION_CREATE;
+                req.body_case = SBX__MSG__BODY_SESSION_CREATE;
+                req.session_create = &session_create;
+                what = "session create";
+                expect = SBX__REPLY__BODY_SESSION;
+                break;
+        case VERB_SESSION_FINALIZE:
+                session_finalize.sandbox = (char *) a->name;
+                session_finalize.workspace_session = (char *) a->id;
+                session_finalize.action = (char *) (a->action ?: "");
+                session_finalize.overwrite = a->overwrite;
+                req.type = SBX__MSG_TYPE__MSG_CLIENT_SESSION_FINALIZE;
+                req.body_case = SBX__MSG__BODY_SESSION_FINALIZE;
+                req.session_finalize = &session_finalize;
+                what = "session finalize";
+                expect = SBX__REPLY__BODY_SESSION_FINALIZE;
+                break;
+        case VERB_SESSION_DIFF:
+                session_diff.sandbox = (char *) a->name;
+                session_diff.workspace_session = (char *) a->id;
+                req.type = SBX__MSG_TYPE__MSG_CLIENT_SESSION_DIFF;
+                req.body_case = SBX__MSG__BODY_SESSION_DIFF;
+                req.session_diff = &session_diff;
+                what = "session diff";
+                expect = SBX__REPLY__BODY_SESSION_DIFF;
+                break;
+        case VERB_COMMAND_LIST:
+                command_list.sandbox = (char *) a->name;
+                command_list.workspace_session = (char *) (a->session ?: "");
+                req.type = SBX__MSG_TYPE__MSG_CLIENT_COMMAND_LIST;
+                req.body_case = SBX__MSG__BODY_COMMAND_LIST;
+                req.command_list = &command_list;
+                what = "command list";
+                expect = SBX__REPLY__BODY_COMMAND_LIST;
+                break;
+        case VERB_COMMAND_CANCEL:
+                command_cancel.sandbox = (char *) a->name;
+                command_cancel.command_session = (char *) a->id;
+                req.type = SBX__MSG_TYPE__MSG_CLIENT_COMMAND_CANCEL;
+                req.body_case = SBX__MSG__BODY_COMMAND_CANCEL;
+                req.command_cancel = &command_cancel;
+                what = "command cancel";
+                break;
+        case VERB_LAYER_LIST:
+                layer_list.sandbox = (char *) a->name;
+                req.type = SBX__MSG_TYPE__MSG_CLIENT_LAYER_LIST;
+                req.body_case = SBX__MSG__BODY_LAYER_LIST;
+                req.layer_list = &layer_list;
+                what = "layer list";
+                expect = SBX__REPLY__BODY_LAYER_LIST;
+                break;
+        case VERB_GC:
+                req.type = SBX__MSG_TYPE__MSG_CLIENT_GC;
+                req.body_case = SBX__MSG__BODY_GC;
+                req.gc = &gc;
+                what = "gc";
+                expect = SBX__REPLY__BODY_GC;
                 break;
         case VERB_STATUS:
                 req.type = SBX__MSG_TYPE__MSG_CLIENT_STATUS;
@@ -726,6 +1299,7 @@ static int run(const Args *a) {
                 break;
         case VERB_HELP:
         case VERB_VERSION:
+        case VERB_IMAGE_LIST:
                 assert_not_reached();
         }
 
@@ -743,15 +1317,45 @@ static int run(const Args *a) {
                 return EXIT_OK;
         case VERB_SANDBOX_LIST:
                 return print_sandbox_list(reply->reply->sandbox_list, a->json);
+        case VERB_SANDBOX_SHOW:
+                return print_sandbox_show(reply->reply->sandbox_list, a->name, a->json);
         case VERB_SANDBOX_DELETE:
                 fputs("deleted sandbox ", stdout);
                 fputs_safe(a->name, stdout);
                 putchar('\n');
                 return EXIT_OK;
+        case VERB_SESSION_LIST:
+                return print_session_list(reply->reply->session_list, a->json);
+        case VERB_SESSION_CREATE:
+                if (a->json)
+                        return print_json(session_to_json(reply->reply->session));
+                /* the id alone, so that ID=$(sbxctl session create web) works */
+                fputs_safe(reply->reply->session->workspace_session, stdout);
+                putchar('\n');
+                return EXIT_OK;
+        case VERB_SESSION_FINALIZE:
+                return print_session_finalize(reply->reply->session_finalize, a->json);
+        case VERB_SESSION_DIFF:
+                return print_session_diff(reply->reply->session_diff, a->json);
+        case VERB_COMMAND_LIST:
+                return print_command_list(reply->reply->command_list, a->json);
+        case VERB_COMMAND_CANCEL:
+                if (a->json)
+                        return print_json(json_pack("{s:o, s:b}", "command_session", json_str(a->id),
+                                                    "cancelled", 1));
+                fputs("cancelled command ", stdout);
+                fputs_safe(a->id, stdout);
+                putchar('\n');
+                return EXIT_OK;
+        case VERB_LAYER_LIST:
+                return print_layer_list(reply->reply->layer_list, a->json);
+        case VERB_GC:
+                return print_gc(reply->reply->gc, a->json);
         case VERB_STATUS:
                 return print_status(reply->reply->status, a->json);
         case VERB_HELP:
         case VERB_VERSION:
+        case VERB_IMAGE_LIST:
                 break;
         }
         assert_not_reached();
@@ -771,10 +1375,10 @@ int main(int argc, char *argv[]) {
         case VERB_VERSION:
                 printf("%s %s (protocol %u)\n", program, SBX_VERSION, SBX_PROTO_VERSION);
                 break;
-        case VERB_SANDBOX_CREATE:
-        case VERB_SANDBOX_LIST:
-        case VERB_SANDBOX_DELETE:
-        case VERB_STATUS:
+        case VERB_IMAGE_LIST:
+                r = print_image_list(args.json);
+                break;
+        default:
                 r = run(&args);
                 break;
         }

@@ -19,6 +19,7 @@ PKGS=(
   libcmocka-dev                       # unit tests
   libinih-dev                         # sbxd.conf parser
   mandoc                              # man page lint
+  systemd                             # systemd-analyze verify of dist/sbxd.service (make check-ops); never started here
   clang                               # second compiler, analyzers
   nodejs npm                          # the MCP SDK client of the integration tests and the demo
   python3                             # raw-socket client of the robustness tests

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Every test of sbx, in order: unit tests (cmocka), worker tests
 # (tests/worker/run.sh, when present), man page lint (mandoc), integration
-# tests (node --test with the MCP SDK client), leftovers check. Each suite's
+# tests (node --test with the MCP SDK client), leftovers check, then the
+# suites below that are present (operations: make check-ops). Each suite's
 # output is shown and kept under build/test-results/; the last line is
 #   N passed, N failed
 # summed over all suites. Exit 1 if anything failed.
@@ -115,6 +116,45 @@ if [[ -s $RES/leftovers.tap ]]; then
   add leftovers "$p" "$f"
 else
   add leftovers 0 1
+fi
+
+# ---- protocol robustness (tests/proto: a fake peer on sbxd.sock)
+if [[ -f tests/proto/run.sh ]]; then
+  section "protocol robustness (tests/proto)"
+  bash tests/proto/run.sh 2>&1 | tee "$RES/proto.log"
+  read -r p f < <(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$RES/proto.log" | tail -1)
+  add proto "${p:-0}" "${f:-1}"
+fi
+
+# ---- isolation battery (tests/security: escape attempts, abuse cases)
+if [[ -f tests/security/run.sh ]]; then
+  section "isolation battery (tests/security)"
+  bash tests/security/run.sh 2>&1 | tee "$RES/security.log"
+  read -r p f < <(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$RES/security.log" | tail -1)
+  add security "${p:-0}" "${f:-1}"
+fi
+
+# ---- fuzz corpora replayed through the fuzz targets (mk/fuzz.mk)
+if [[ -f mk/fuzz.mk ]]; then
+  section "fuzz corpora replay"
+  make --no-print-directory -s check-fuzz-corpus 2>&1 | tee "$RES/fuzz.log"
+  read -r p f < <(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$RES/fuzz.log" | tail -1)
+  add fuzz "${p:-0}" "${f:-1}"
+fi
+
+# ---- operations (mk/install.mk: make check-ops): install/uninstall into a
+# temporary DESTDIR, systemd-analyze verify, installed man pages, sbxd.conf
+# checks, sbxctl against a private sbxd. Skipped checks are not counted.
+if [[ -f tests/check-ops.sh ]]; then
+  section "operations (make check-ops)"
+  make --no-print-directory -s check-ops 2>&1 | tee "$RES/ops.log"
+  orc=${PIPESTATUS[0]}
+  read -r p f < <(count_tap "$RES/ops.log")
+  s=$(grep -c '^ok .* # SKIP' "$RES/ops.log")
+  p=$((p - s))
+  ((orc != 0 && f == 0)) && f=1
+  ((s > 0)) && echo "ops: $s skipped, see the '# SKIP' lines in $RES/ops.log"
+  add ops "$p" "$f"
 fi
 
 section "summary"
