@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
@@ -20,6 +21,7 @@
 #include "macro.h"
 #include "netns.h"
 #include "ns.h"
+#include "seccomp.h"
 
 /* Between the supervisor and its own fork only: not a protocol between programs. */
 typedef struct ChildError {
@@ -80,6 +82,64 @@ static void child_setup_dev(int sync, const char *dev) {
         CHECK(sync, fchmodat(fd, "shm", 01777, 0), "chmod /dev/shm");
 }
 
+/* runc's masked and read-only /proc paths: a file masked by /dev/null, a
+ * directory by an empty read-only tmpfs, the rest bound read-only onto
+ * itself. Absent entries are skipped. */
+static const char *const proc_masked[] = {
+        "kcore", "keys", "key-users", "kmsg", "timer_list", "timer_stats", "sched_debug",
+        "latency_stats", "sysrq-trigger", "acpi", "asound", "scsi", "driver",
+};
+static const char *const proc_readonly[] = { "sys", "irq", "bus", "fs" };
+
+static void child_harden_proc(int sync, const char *proc) {
+        char path[8192 + 64];
+        struct stat st;
+
+        for (size_t i = 0; i < ELEMENTSOF(proc_masked); i++) {
+                snprintf(path, sizeof(path), "%s/%s", proc, proc_masked[i]);
+                if (lstat(path, &st) < 0)
+                        continue;
+                if (S_ISDIR(st.st_mode))
+                        CHECK(sync, mount("sbx-masked", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                          "size=4k,nr_inodes=1,mode=0555"),
+                              "mask a /proc directory");
+                else {
+                        CHECK(sync, mount("/dev/null", path, NULL, MS_BIND, NULL), "mask a /proc file");
+                        CHECK(sync, mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+                              "remount a masked /proc file read-only");
+                }
+        }
+        for (size_t i = 0; i < ELEMENTSOF(proc_readonly); i++) {
+                snprintf(path, sizeof(path), "%s/%s", proc, proc_readonly[i]);
+                if (lstat(path, &st) < 0)
+                        continue;
+                CHECK(sync, mount(path, path, NULL, MS_BIND | MS_REC, NULL), "bind a /proc path");
+                CHECK(sync, mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+                      "remount a /proc path read-only");
+        }
+}
+
+/* Capabilities the sandbox's root keeps in its own user namespace (enough for
+ * package managers: ownership, modes, dropping to a service user); every
+ * other one leaves the bounding set. None of them means anything on the host. */
+static const int caps_kept[] = {
+        CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID, CAP_KILL, CAP_SETGID, CAP_SETUID,
+        CAP_SETPCAP, CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT, CAP_SETFCAP,
+};
+
+static void child_drop_bounding_set(int sync) {
+        for (int cap = 0;; cap++) {
+                bool keep = false;
+                if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0)
+                        break; /* past the kernel's last capability */
+                for (size_t i = 0; i < ELEMENTSOF(caps_kept); i++)
+                        keep = keep || caps_kept[i] == cap;
+                if (!keep)
+                        CHECK(sync, prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop the capability bounding set");
+        }
+        CHECK(sync, prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities");
+}
+
 static void bind_readonly(int sync, const char *src, const char *dst) {
         CHECK(sync, mount(src, dst, NULL, MS_BIND | MS_REC, NULL), "bind host system directory");
         CHECK(sync, mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
@@ -130,18 +190,21 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
         /* By path: an fd opened in the supervisor's namespace would name the host's
          * mount, which overlayfs refuses to clone into this namespace. */
         CHECK(sync, chdir(p->layers_dir), "enter layers directory");
-        n = snprintf(opts, sizeof(opts), "lowerdir=");
-        for (uint32_t i = p->top_layer + 1; i-- > 0;) {
-                n += snprintf(opts + n, sizeof(opts) - (size_t) n, "%u%s", i, i ? ":" : "");
-                if ((size_t) n >= sizeof(opts) - 512)
-                        child_fail(sync, E2BIG, "too many layers for one overlay mount");
-        }
-        snprintf(opts + n, sizeof(opts) - (size_t) n, ",upperdir=%s/ws/upper,workdir=%s/ws/work,redirect_dir=off", T, T);
+        n = snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/ws/upper,workdir=%s/ws/work,redirect_dir=off",
+                     p->lowerdirs, T, T);
+        if ((size_t) n >= sizeof(opts))
+                child_fail(sync, E2BIG, "too many layers for one overlay mount");
         snprintf(path, sizeof(path), "%s/root/workspace", T);
         CHECK(sync, mount("sbx-workspace", path, "overlay", MS_NOSUID | MS_NODEV, opts), "mount workspace overlay");
 
         snprintf(path, sizeof(path), "%s/root/proc", T);
         CHECK(sync, mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
+        child_harden_proc(sync, path);
+        /* A fresh /tmp of its own, sized like the session's writable layer. */
+        snprintf(path, sizeof(path), "%s/root/tmp", T);
+        snprintf(opts, sizeof(opts), "size=%llu,mode=1777,uid=%u,gid=%u", (unsigned long long) p->disk_bytes,
+                 p->uid_base, p->uid_base);
+        CHECK(sync, mount("sbx-tmp", path, "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /tmp");
         snprintf(path, sizeof(path), "%s/root/dev", T);
         child_setup_dev(sync, path);
         snprintf(path, sizeof(path), "%s/root/dev/pts", T);
@@ -194,6 +257,7 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
         CHECK(sync, setresuid(0, 0, 0), "setresuid");
         /* Changing credentials cleared the parent-death signal: set it again. */
         CHECK(sync, prctl(PR_SET_PDEATHSIG, SIGKILL), "parent-death signal");
+        child_drop_bounding_set(sync);
         CHECK(sync, prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs");
 
         /* fd 3: worker socket; 4: worker executable; 5: sync (close-on-exec: EOF = exec ok). */
@@ -215,6 +279,14 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
                 sigset_t none;
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
+        }
+        {
+                /* Last, so that nothing above needs what it denies. */
+                SandboxSeccompOptions so = { .allow_io_uring = p->allow_io_uring };
+                const char *step = "seccomp";
+                int r = sandbox_seccomp_load(&so, &step);
+                if (r < 0)
+                        child_fail(sync, r, step);
         }
         {
                 char *const argv[] = { (char *) "sbx-worker", (char *) "--session", (char *) p->session_id, NULL };

@@ -138,6 +138,15 @@ static int config_set(Config *cfg, const char *key, const char *value, char *err
                 *dst = strdup(value);
                 return *dst ? 0 : -ENOMEM;
         }
+        if (strcmp(key, "allow_io_uring") == 0) { /* boolean; see sbx-security(7) */
+                bool yes = !strcmp(value, "yes") || !strcmp(value, "true") || !strcmp(value, "1");
+                if (!yes && strcmp(value, "no") && strcmp(value, "false") && strcmp(value, "0")) {
+                        snprintf(err, err_size, "allow_io_uring must be yes or no");
+                        return -EINVAL;
+                }
+                cfg->allow_io_uring = yes;
+                return 0;
+        }
         if (strcmp(key, "log_level") == 0) {
                 int l = log_level_from_string(value);
                 if (l < 0) {

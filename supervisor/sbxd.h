@@ -32,6 +32,7 @@ typedef struct Config {
         uint64_t session_disk_bytes;
         uid_t uid_base;
         uint32_t uid_count;
+        bool allow_io_uring;            /* seccomp leaves io_uring_* allowed (sbx-security(7)) */
 } Config;
 
 typedef struct Sandbox {

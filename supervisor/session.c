@@ -113,6 +113,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
                 .disk_bytes = s->cfg.session_disk_bytes,
                 .worker_exe_fd = s->worker_exe_fd,
                 .cgroup = ws->cgroup,
+                .allow_io_uring = s->cfg.allow_io_uring,
         };
         char why[200] = "";
         unsigned long long t0 = now_usec();

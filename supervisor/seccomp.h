@@ -1,0 +1,22 @@
+/* The seccomp filter of a workspace session: a deny list, kept as data in one
+ * table in seccomp.c and documented in sbx-security(7). The session child
+ * loads it right before it execs sbx-worker, after no_new_privs, so the
+ * worker and every command inherit it; it cannot be removed. Native x86_64
+ * and the 32-bit x86 ABI are filtered with the same table; any other ABI
+ * (x32 included) kills the process. Non-logging. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct SandboxSeccompOptions {
+        bool allow_io_uring;    /* sbxd.conf allow_io_uring: io_uring_* are not denied */
+} SandboxSeccompOptions;
+
+/* Build and load the filter into the calling thread. Returns 0 or -errno;
+ * ret_step (if given) names what failed. Needs no_new_privs (or CAP_SYS_ADMIN). */
+int sandbox_seccomp_load(const SandboxSeccompOptions *o, const char **ret_step);
+
+/* Write the filter as libseccomp pseudo-code (PFC) to fd, for sbxd --dump-seccomp
+ * and the tests. */
+int sandbox_seccomp_export(const SandboxSeccompOptions *o, int fd);
