@@ -400,7 +400,7 @@ static int attribute(Server *s, Sandbox *sb, int src_fd, const Manifest *m, cons
 static int record(Server *s, Sandbox *sb, uint32_t seq, const char *owner, const Manifest *m, const BlameOps *ops) {
         int r;
 
-        r = store_begin(s->store);
+        r = store_begin_durable(s->store);
         if (r < 0)
                 return r;
         r = store_layer_insert(s->store, sb->name, seq, owner, (uint32_t) m->n, time(NULL));

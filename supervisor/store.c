@@ -14,7 +14,8 @@ struct Store {
 
 static const char schema[] =
         "PRAGMA journal_mode=WAL;"
-        "PRAGMA synchronous=FULL;"
+        /* Command records need not survive a power loss; publications do (store_begin_durable). */
+        "PRAGMA synchronous=NORMAL;"
         "PRAGMA foreign_keys=ON;"
         "CREATE TABLE IF NOT EXISTS sandboxes ("
         "  name TEXT PRIMARY KEY, owner_uid INTEGER NOT NULL, source_dir TEXT NOT NULL,"
@@ -124,7 +125,7 @@ int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_ow
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        r = exec_sql(s, "BEGIN IMMEDIATE");
+        r = store_begin_durable(s);
         if (r < 0)
                 return r;
         r = prepare(s, "INSERT INTO sandboxes VALUES (?,?,?,?,?,?)", &st);
@@ -140,10 +141,10 @@ int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_ow
         if (r >= 0)
                 r = store_layer_insert(s, sb->name, 0, layer0_owner, 0, sb->created_unix);
         if (r < 0) {
-                (void) exec_sql(s, "ROLLBACK");
+                store_rollback(s);
                 return r;
         }
-        return exec_sql(s, "COMMIT");
+        return store_commit(s);
 }
 
 int store_sandbox_delete(Store *s, const char *name) {
@@ -281,16 +282,26 @@ int store_commands_mark_lost(Store *s, int64_t now_unix_usec, unsigned *ret_coun
         return 0;
 }
 
-int store_begin(Store *s) {
-        return exec_sql(s, "BEGIN IMMEDIATE");
+/* A publication's transaction reaches the disk before COMMIT returns. */
+int store_begin_durable(Store *s) {
+        int r = exec_sql(s, "PRAGMA synchronous=FULL");
+        if (r < 0)
+                return r;
+        r = exec_sql(s, "BEGIN IMMEDIATE");
+        if (r < 0)
+                (void) exec_sql(s, "PRAGMA synchronous=NORMAL");
+        return r;
 }
 
 int store_commit(Store *s) {
-        return exec_sql(s, "COMMIT");
+        int r = exec_sql(s, "COMMIT");
+        (void) exec_sql(s, "PRAGMA synchronous=NORMAL");
+        return r;
 }
 
 void store_rollback(Store *s) {
         (void) exec_sql(s, "ROLLBACK");
+        (void) exec_sql(s, "PRAGMA synchronous=NORMAL");
 }
 
 static int run_text2(Store *s, const char *sql, const char *a, const char *b) {

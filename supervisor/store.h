@@ -55,7 +55,7 @@ int store_command_foreach(Store *s, const char *sandbox, const char *ws,
 int store_commands_orphaned(Store *s, int (*cb)(const char *id, void *userdata), void *userdata);
 
 /* One transaction around a publication: the layer, its paths and attribution. */
-int store_begin(Store *s);
+int store_begin_durable(Store *s);
 int store_commit(Store *s);
 void store_rollback(Store *s);
 int store_layer_path_insert(Store *s, const char *sandbox, uint32_t seq, const char *path);

@@ -24,7 +24,7 @@ int transcript_create(int dirfd, const char *id, uint64_t cap_bytes, Transcript 
 int transcript_open(int dirfd, const char *id, Transcript **ret);
 /* Render and append raw command output. */
 int transcript_feed(Transcript *t, const void *data, size_t len);
-/* The command ended: commit the pending line, if any, and fsync both files. */
+/* The command ended: commit the pending line, if any, and write everything out (no fsync). */
 int transcript_finish(Transcript *t);
 
 uint64_t transcript_total_lines(const Transcript *t);   /* committed + pending */
