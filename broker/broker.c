@@ -37,12 +37,15 @@
 typedef struct Pending {
         uint32_t seq;                   /* of the request sent to sbxd */
         json_t *id;                     /* JSON-RPC id to answer */
+        json_t *args;                   /* the validated arguments, for rendering the reply */
         const Tool *tool;
 } Pending;
 
-/* A packed frame waiting for room in the socket. */
+/* A packed frame waiting for room in the socket, with the fd (or -EBADF)
+ * that goes with it as SCM_RIGHTS. */
 typedef struct Frame {
         struct Frame *next;
+        int fd;
         size_t len;
         uint8_t data[];
 } Frame;
@@ -122,6 +125,7 @@ static Pending *pending_find_id(Broker *b, const json_t *id) {
 static json_t *pending_remove(Broker *b, Pending *p) {
         json_t *id = p->id;
 
+        json_decref(p->args);
         *p = b->pending[--b->n_pending];
         return id;
 }
@@ -139,6 +143,7 @@ static void broker_clear_queue(Broker *b) {
         while (b->out_head) {
                 Frame *f = b->out_head;
                 b->out_head = f->next;
+                (void) safe_close(f->fd);
                 free(f);
         }
         b->out_tail = NULL;
@@ -160,7 +165,10 @@ static int broker_drop(Broker *b, const char *text) {
         return r;
 }
 
-static int broker_queue(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
+/* Queue msg; fd (>= 0: attached as the frame's one SCM_RIGHTS fd) is
+ * taken in every case. */
+static int broker_queue(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd) {
+        _cleanup_close_ int owned = fd;
         size_t body = sbx__msg__get_packed_size(msg);
         ssize_t len;
         Frame *f;
@@ -172,11 +180,12 @@ static int broker_queue(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
         f = malloc(sizeof(Frame) + SBX_WIRE_HEADER_SIZE + body);
         if (!f)
                 return -ENOMEM;
-        len = wire_pack(msg, seq, 0, f->data, SBX_WIRE_HEADER_SIZE + body);
+        len = wire_pack(msg, seq, owned >= 0 ? 1 : 0, f->data, SBX_WIRE_HEADER_SIZE + body);
         if (len < 0) {
                 free(f);
                 return (int) len;
         }
+        f->fd = TAKE_FD(owned);
         f->len = (size_t) len;
         f->next = NULL;
         if (b->out_tail)
@@ -188,12 +197,36 @@ static int broker_queue(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
         return 0;
 }
 
+/* One datagram, with f->fd as SCM_RIGHTS when there is one (as wire_send). */
+static ssize_t frame_send(int sock, const Frame *f) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } control;
+        struct iovec iov = { .iov_base = (void *) f->data, .iov_len = f->len };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+        if (f->fd >= 0) {
+                struct cmsghdr *c;
+
+                memset(&control, 0, sizeof(control));
+                mh.msg_control = control.buf;
+                mh.msg_controllen = sizeof(control.buf);
+                c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &f->fd, sizeof(int));
+        }
+        return sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 /* Send what the socket takes. A failed socket is dropped (r < 0 only when
  * stdout failed while telling the calls). */
 static int broker_flush(Broker *b) {
         while (b->sock >= 0 && b->out_head) {
                 Frame *f = b->out_head;
-                ssize_t n = send(b->sock, f->data, f->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                ssize_t n = frame_send(b->sock, f);
 
                 if (n < 0) {
                         if (errno == EINTR)
@@ -207,6 +240,7 @@ static int broker_flush(Broker *b) {
                 if (!b->out_head)
                         b->out_tail = NULL;
                 b->n_out--;
+                (void) safe_close(f->fd);       /* sbxd has its own reference now */
                 free(f);
         }
         return 0;
@@ -239,7 +273,7 @@ static int broker_connect(Broker *b) {
         msg.type = SBX__MSG_TYPE__MSG_CLIENT_HELLO;
         msg.body_case = SBX__MSG__BODY_HELLO;
         msg.hello = &hello;
-        r = broker_queue(b, &msg, 0);
+        r = broker_queue(b, &msg, 0, -EBADF);
         if (r < 0)
                 return r;
         b->sock = TAKE_FD(fd);
@@ -274,7 +308,7 @@ static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
                 log_debug("Reply to seq %u, which is no longer pending, ignoring", seq);
                 return 0;
         }
-        r = tool_result_from_reply(p->tool, reply, b->content_text, &result);
+        r = tool_result_from_reply(p->tool, p->args, reply, b->content_text, &result);
         if (r < 0)
                 return r;
         id = pending_remove(b, p);
@@ -328,8 +362,8 @@ static int send_unknown_tool(const json_t *id, const char *name, size_t len) {
 static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
         _cleanup_json_ json_t *empty = NULL;
         _cleanup_free_ char *error = NULL;
+        _cleanup_(tool_request_done) ToolRequest req = { .fd = -EBADF };
         json_t *name, *args;
-        ToolRequest req;
         const Tool *tool;
         uint32_t seq;
         int r;
@@ -354,8 +388,16 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
                 log_debug("%s: %s", tool_name(tool), error);
                 return send_tool_error(m->id, error);
         }
-        if (r < 0)
-                return r;
+        if (r < 0) {
+                _cleanup_free_ char *text = NULL;
+
+                /* Not a protocol failure: memfd_create or its tmpfs failed. */
+                if (r == -ENOMEM)
+                        return r;
+                if (asprintf(&text, "cannot prepare the request: %s", strerror(-r)) < 0)
+                        return -ENOMEM;
+                return send_tool_error(m->id, text);
+        }
 
         if (b->n_pending >= SBX_MCP_MAX_PENDING)
                 return send_tool_error(m->id, "too many concurrent calls");
@@ -372,7 +414,7 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
         }
 
         seq = broker_next_seq(b);
-        r = broker_queue(b, &req.msg, seq);
+        r = broker_queue(b, &req.msg, seq, TAKE_FD(req.fd));
         if (r == -EMSGSIZE || r == -EINVAL)
                 return send_tool_error(m->id, "request too large for sbxd");
         if (r == -ENOBUFS) {
@@ -384,6 +426,7 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
         b->pending[b->n_pending++] = (Pending) {
                 .seq = seq,
                 .id = json_incref(m->id),
+                .args = json_incref(args),
                 .tool = tool,
         };
         log_debug("%s: sent as seq %u", tool_name(tool), seq);
@@ -407,7 +450,7 @@ static int handle_cancelled(Broker *b, const JsonRpcMessage *m) {
         msg.body_case = SBX__MSG__BODY_CANCEL;
         msg.cancel = &cancel;
         json_decref(pending_remove(b, p));      /* never answered */
-        r = broker_queue(b, &msg, broker_next_seq(b));
+        r = broker_queue(b, &msg, broker_next_seq(b), -EBADF);
         if (r == -ENOBUFS) {
                 log_warning("sbxd at %s is not reading requests, not sending a cancellation", b->socket_path);
                 return 0;
@@ -519,7 +562,7 @@ static void help(void) {
                "                   [--log-level LEVEL]\n"
                "       sandbox-mcp --help | --version\n\n"
                "MCP server on standard input and output for sbx sandboxes.\n\n"
-               "  --set LIST         tool sets to offer (default runtime; known: runtime)\n"
+               "  --set LIST         tool sets to offer (default runtime; known: " TOOL_SETS_KNOWN ")\n"
                "  --socket PATH      sbxd socket (default $SBX_SOCKET or " DEFAULT_SOCKET ")\n"
                "  --content MODE     text: results repeat structuredContent as a text block\n"
                "                     (default); none: empty content array\n"
@@ -573,7 +616,7 @@ static void parse_argv(int argc, char **argv, Options *o) {
                         unsigned sets;
 
                         if (tool_sets_parse(optarg, &sets, &bad) < 0)
-                                usage_error("unknown tool set '%.*s' in --set (known: runtime)",
+                                usage_error("unknown tool set '%.*s' in --set (known: " TOOL_SETS_KNOWN ")",
                                             (int) strcspn(bad, ","), bad);
                         o->sets |= sets;
                         break;
@@ -667,8 +710,10 @@ int main(int argc, char **argv) {
                 log_error_errno(r, "Exiting: %m");
 
         /* Calls still in flight are abandoned; sbxd sees the connection close. */
-        for (size_t i = 0; i < b.n_pending; i++)
+        for (size_t i = 0; i < b.n_pending; i++) {
                 json_decref(b.pending[i].id);
+                json_decref(b.pending[i].args);
+        }
         broker_clear_queue(&b);
         (void) safe_close(b.sock);
         (void) safe_close(b.signal_fd);

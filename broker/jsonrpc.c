@@ -173,7 +173,7 @@ int jsonrpc_serialize(const json_t *msg, size_t max, char **ret_line, size_t *re
         char *line;
         size_t len;
 
-        s = json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(9));
+        s = json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(16));
         if (!s)
                 return -ENOMEM;
         len = strlen(s);

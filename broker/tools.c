@@ -1,10 +1,13 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "sbx-limits.h"
 #include "macro.h"
@@ -12,6 +15,9 @@
 #include "tools.h"
 
 typedef int (*tool_prepare_t)(json_t *args, ToolRequest *req, char **ret_error);
+/* structuredContent for a successful reply; -EBADMSG if its body is not the
+ * one this tool expects. args: the validated call arguments, or NULL. */
+typedef int (*tool_render_t)(const Sbx__Reply *reply, const json_t *args, json_t **ret);
 
 struct ToolDef {
         const char *name;
@@ -22,6 +28,7 @@ struct ToolDef {
         const char *output_schema;      /* JSON text */
         const char *annotations;        /* JSON text */
         tool_prepare_t prepare;
+        tool_render_t render;
 };
 
 static const struct {
@@ -29,6 +36,7 @@ static const struct {
         ToolSet set;
 } tool_sets[] = {
         { "runtime", TOOL_SET_RUNTIME },
+        { "sessions", TOOL_SET_SESSIONS },
 };
 
 /* ---- schemas ----------------------------------------------------------------
@@ -120,6 +128,18 @@ static const char read_command_lines_input[] =
         "  \"additionalProperties\": false"
         "}";
 
+/* The properties of a Publication (sbx.proto), owner_what naming the owner. */
+#define PUBLICATION_PROPERTIES(owner_what) \
+        "      \"properties\": {" \
+        "        \"published\": {\"type\": \"boolean\", \"description\": \"false when nothing changed or publication failed.\"}," \
+        "        \"layer\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Id of the published layer.\"}," \
+        "        \"owner\": {\"type\": \"string\", \"description\": \"Owner of the layer, " owner_what ".\"}," \
+        "        \"changed_paths\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Paths the layer changes.\"}," \
+        "        \"error\": {\"type\": \"string\", \"description\": \"Why publication failed, such as conflicting paths; the session is kept.\"}," \
+        "        \"conflicts\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}," \
+        "          \"description\": \"Paths that layers published after the session's base also changed: publication was refused as a whole and the session and its changes are kept, to finalize again with overwrite or discard.\"}" \
+        "      }"
+
 /* The command-output shape shared by the three command tools. Only keywords
  * that draft-07 and 2020-12 share: clients validate with either. */
 static const char command_output_schema[] =
@@ -155,13 +175,7 @@ static const char command_output_schema[] =
         "      \"description\": \"Rendered transcript lines start_offset to end_offset, stdout and stderr merged.\"},"
         "    \"publication\": {\"type\": [\"object\", \"null\"],"
         "      \"description\": \"For a terminal command of an automatic session: what was published; null otherwise.\","
-        "      \"properties\": {"
-        "        \"published\": {\"type\": \"boolean\", \"description\": \"false when nothing changed or publication failed.\"},"
-        "        \"layer\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Id of the published layer.\"},"
-        "        \"owner\": {\"type\": \"string\", \"description\": \"Owner of the layer, workspace_session:<id>.\"},"
-        "        \"changed_paths\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Paths the layer changes.\"},"
-        "        \"error\": {\"type\": \"string\", \"description\": \"Why publication failed, such as conflicting paths; the session is kept.\"}"
-        "      }"
+        PUBLICATION_PROPERTIES("workspace_session:<id>")
         "    }"
         "  },"
         "  \"required\": [\"command_session_id\", \"workspace_session_id\", \"status\", \"exit_code\","
@@ -174,6 +188,374 @@ static const char annotations_mutating[] =
 static const char annotations_read_only[] =
         "{\"readOnlyHint\": true, \"openWorldHint\": false}";
 
+static const char annotations_write[] =
+        "{\"readOnlyHint\": false, \"destructiveHint\": true, \"idempotentHint\": true, \"openWorldHint\": false}";
+static const char annotations_create[] =
+        "{\"readOnlyHint\": false, \"destructiveHint\": false, \"idempotentHint\": false, \"openWorldHint\": false}";
+
+/* ---- file tools (shared/seeds/000, byte for byte) ---------------------------- */
+
+static const char file_read_input[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        SANDBOX_ID_PROPERTY ","
+        "    \"path\": {"
+        "      \"type\": \"string\","
+        "      \"description\": \"Repository-relative or workspace-root-absolute path to read.\""
+        "    },"
+        "    \"offset\": {"
+        "      \"type\": \"integer\","
+        "      \"description\": \"1-indexed line number to start reading from. Defaults to 1.\","
+        "      \"minimum\": 0,"
+        "      \"default\": 1"
+        "    },"
+        "    \"limit\": {"
+        "      \"type\": \"integer\","
+        "      \"description\": \"Maximum number of lines to read. Defaults to 2000; must be 1..=2000.\","
+        "      \"minimum\": 0,"
+        "      \"default\": 2000"
+        "    },"
+        "    \"workspace_session_id\": {"
+        "      \"type\": \"string\","
+        "      \"description\": \"Existing workspace session id to read inside. Omit to read the snapshot.\""
+        "    }"
+        "  },"
+        "  \"required\": [\"sandbox_id\", \"path\"],"
+        "  \"additionalProperties\": false"
+        "}";
+
+static const char file_write_input[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        SANDBOX_ID_PROPERTY ","
+        "    \"path\": {"
+        "      \"type\": \"string\","
+        "      \"description\": \"Repository-relative or workspace-root-absolute path to write.\""
+        "    },"
+        "    \"content\": {"
+        "      \"type\": \"string\","
+        "      \"description\": \"File content to write.\""
+        "    },"
+        "    \"workspace_session_id\": {"
+        "      \"type\": \"string\","
+        "      \"description\": \"Existing workspace session id to write inside. Omit to publish a layer.\""
+        "    }"
+        "  },"
+        "  \"required\": [\"sandbox_id\", \"path\", \"content\"],"
+        "  \"additionalProperties\": false"
+        "}";
+
+static const char file_edit_input[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        SANDBOX_ID_PROPERTY ","
+        "    \"path\": {"
+        "      \"type\": \"string\","
+        "      \"description\": \"Repository-relative or workspace-root-absolute path to edit.\""
+        "    },"
+        "    \"edits\": {"
+        "      \"type\": \"array\","
+        "      \"description\": \"JSON array of { old_string, new_string, replace_all? } edits, applied in order.\""
+        "    },"
+        "    \"workspace_session_id\": {"
+        "      \"type\": \"string\","
+        "      \"description\": \"Existing workspace session id to edit inside. Omit to publish a layer.\""
+        "    }"
+        "  },"
+        "  \"required\": [\"sandbox_id\", \"path\", \"edits\"],"
+        "  \"additionalProperties\": false"
+        "}";
+
+/* Not published (the seed's edits schema is a bare array): the items'
+ * shape, checked in prepare_file_edit so that errors name "edits[N].key". */
+static const char file_edit_items_schema[] =
+        "{\"type\": \"object\", \"properties\": {\"edits\": {\"type\": \"array\", \"items\": {"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        "    \"old_string\": {\"type\": \"string\"},"
+        "    \"new_string\": {\"type\": \"string\"},"
+        "    \"replace_all\": {\"type\": \"boolean\", \"default\": false}"
+        "  },"
+        "  \"required\": [\"old_string\", \"new_string\"],"
+        "  \"additionalProperties\": false"
+        "}}}}";
+
+static const char file_blame_input[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        SANDBOX_ID_PROPERTY ","
+        "    \"path\": {"
+        "      \"type\": \"string\","
+        "      \"description\": \"Repository-relative path to blame.\""
+        "    }"
+        "  },"
+        "  \"required\": [\"sandbox_id\", \"path\"],"
+        "  \"additionalProperties\": false"
+        "}";
+
+static const char file_read_output[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        "    \"path\": {\"type\": \"string\", \"description\": \"The path as given.\"},"
+        "    \"content\": {\"type\": \"string\", \"description\": \"The lines of the window, each with its line end.\"},"
+        "    \"start_line\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"1-indexed line number of the first line in content.\"},"
+        "    \"num_lines\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Lines in content.\"},"
+        "    \"total_lines\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Lines in the whole file.\"},"
+        "    \"bytes_read\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Bytes in content.\"},"
+        "    \"total_bytes\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Bytes in the whole file.\"},"
+        "    \"next_offset\": {\"type\": [\"integer\", \"null\"], \"minimum\": 1,"
+        "      \"description\": \"offset to read the next window from; null at the end of the file.\"},"
+        "    \"truncated\": {\"type\": \"boolean\", \"description\": \"true when another window follows (next_offset is set).\"}"
+        "  },"
+        "  \"required\": [\"path\", \"content\", \"start_line\", \"num_lines\", \"total_lines\", \"bytes_read\","
+        "                \"total_bytes\", \"next_offset\", \"truncated\"]"
+        "}";
+
+#define FILE_PUBLICATION_PROPERTY \
+        "    \"publication\": {\"type\": [\"object\", \"null\"]," \
+        "      \"description\": \"Without workspace_session_id: the layer this call published, owned by operation:<id>. Absent for a session-scoped change.\"," \
+        PUBLICATION_PROPERTIES("operation:<id>") \
+        "    }"
+
+static const char file_write_output[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        "    \"type\": {\"type\": \"string\", \"enum\": [\"create\", \"update\"],"
+        "      \"description\": \"create for a new path, update for an existing regular file.\"},"
+        "    \"path\": {\"type\": \"string\", \"description\": \"The path as given.\"},"
+        "    \"bytes_written\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Bytes of the file now.\"},"
+        FILE_PUBLICATION_PROPERTY
+        "  },"
+        "  \"required\": [\"type\", \"path\", \"bytes_written\"]"
+        "}";
+
+static const char file_edit_output[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        "    \"type\": {\"type\": \"string\", \"enum\": [\"edit\"], \"description\": \"Always edit.\"},"
+        "    \"path\": {\"type\": \"string\", \"description\": \"The path as given.\"},"
+        "    \"edits_applied\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Edit objects applied (all of them).\"},"
+        "    \"replacements\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Occurrences replaced over all edits.\"},"
+        "    \"bytes_written\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Bytes of the file after the edits.\"},"
+        FILE_PUBLICATION_PROPERTY
+        "  },"
+        "  \"required\": [\"type\", \"path\", \"edits_applied\", \"replacements\", \"bytes_written\"]"
+        "}";
+
+static const char file_blame_output[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        "    \"path\": {\"type\": \"string\", \"description\": \"The path as given.\"},"
+        "    \"ranges\": {\"type\": \"array\","
+        "      \"description\": \"Line ranges in order that tile the latest published content.\","
+        "      \"items\": {"
+        "        \"type\": \"object\","
+        "        \"properties\": {"
+        "          \"start_line\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"1-indexed first line.\"},"
+        "          \"line_count\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"Lines in the range.\"},"
+        "          \"owner\": {\"type\": \"string\","
+        "            \"description\": \"workspace_session:<id>, operation:<id>, original or unknown; treat as opaque.\"}"
+        "        },"
+        "        \"required\": [\"start_line\", \"line_count\", \"owner\"]"
+        "      }"
+        "    }"
+        "  },"
+        "  \"required\": [\"path\", \"ranges\"]"
+        "}";
+
+/* ---- the sessions set ---------------------------------------------------------- */
+
+#define WORKSPACE_SESSION_ID_PROPERTY(what) \
+        "\"workspace_session_id\": {" \
+        "  \"type\": \"string\"," \
+        "  \"description\": \"" what "\"" \
+        "}"
+
+static const char create_workspace_session_input[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        SANDBOX_ID_PROPERTY ","
+        "    \"finalize_policy\": {"
+        "      \"type\": \"string\","
+        "      \"description\": \"What finalize_workspace_session does when it names no action: publish_then_destroy publishes the session's workspace changes as a layer, destroy discards them. Defaults to publish_then_destroy.\","
+        "      \"enum\": [\"publish_then_destroy\", \"destroy\"],"
+        "      \"default\": \"publish_then_destroy\""
+        "    }"
+        "  },"
+        "  \"required\": [\"sandbox_id\"],"
+        "  \"additionalProperties\": false"
+        "}";
+
+static const char finalize_workspace_session_input[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        SANDBOX_ID_PROPERTY ","
+        WORKSPACE_SESSION_ID_PROPERTY("Workspace session id returned by create_workspace_session.") ","
+        "    \"action\": {"
+        "      \"type\": \"string\","
+        "      \"description\": \"publish or discard. Defaults to the session's finalize policy: publish for publish_then_destroy, discard for destroy.\","
+        "      \"enum\": [\"publish\", \"discard\"]"
+        "    },"
+        "    \"overwrite\": {"
+        "      \"type\": \"boolean\","
+        "      \"description\": \"Publish even over paths that layers published after the session's base also changed. Defaults to false.\","
+        "      \"default\": false"
+        "    }"
+        "  },"
+        "  \"required\": [\"sandbox_id\", \"workspace_session_id\"],"
+        "  \"additionalProperties\": false"
+        "}";
+
+static const char list_workspace_sessions_input[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        SANDBOX_ID_PROPERTY
+        "  },"
+        "  \"required\": [\"sandbox_id\"],"
+        "  \"additionalProperties\": false"
+        "}";
+
+static const char diff_workspace_session_input[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        SANDBOX_ID_PROPERTY ","
+        WORKSPACE_SESSION_ID_PROPERTY("Workspace session id whose changes to show.")
+        "  },"
+        "  \"required\": [\"sandbox_id\", \"workspace_session_id\"],"
+        "  \"additionalProperties\": false"
+        "}";
+
+static const char list_command_sessions_input[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        SANDBOX_ID_PROPERTY ","
+        WORKSPACE_SESSION_ID_PROPERTY("Only commands of this workspace session. Omit for all of the sandbox's commands.")
+        "  },"
+        "  \"required\": [\"sandbox_id\"],"
+        "  \"additionalProperties\": false"
+        "}";
+
+static const char cancel_command_input[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        SANDBOX_ID_PROPERTY ","
+        COMMAND_SESSION_ID_PROPERTY
+        "  },"
+        "  \"required\": [\"sandbox_id\", \"command_session_id\"],"
+        "  \"additionalProperties\": false"
+        "}";
+
+#define SESSION_INFO_SCHEMA \
+        "{" \
+        "  \"type\": \"object\"," \
+        "  \"properties\": {" \
+        "    \"workspace_session_id\": {\"type\": \"string\", \"description\": \"Workspace session id.\"}," \
+        "    \"sandbox_id\": {\"type\": \"string\", \"description\": \"Sandbox the session belongs to.\"}," \
+        "    \"finalize_policy\": {\"type\": \"string\", \"enum\": [\"publish_then_destroy\", \"destroy\"]," \
+        "      \"description\": \"What finalizing without an action does.\"}," \
+        "    \"automatic\": {\"type\": \"boolean\"," \
+        "      \"description\": \"true for a session exec_command created for one command; false for a managed one.\"}," \
+        "    \"state\": {\"type\": \"string\", \"enum\": [\"starting\", \"live\", \"stopped\", \"conflicted\", \"finalized\"]," \
+        "      \"description\": \"starting or live (its sandbox processes run); stopped (they ended, the changes are kept until finalized); conflicted after a refused publication (finalize again with overwrite or discard); finalized.\"}," \
+        "    \"base_layer\": {\"type\": \"integer\", \"minimum\": 0," \
+        "      \"description\": \"Top layer of the snapshot the session started from.\"}," \
+        "    \"created_unix\": {\"type\": \"integer\", \"description\": \"Creation time, seconds since the Unix epoch.\"}," \
+        "    \"running_commands\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Commands running in it.\"}" \
+        "  }," \
+        "  \"required\": [\"workspace_session_id\", \"sandbox_id\", \"finalize_policy\", \"automatic\", \"state\"," \
+        "                \"base_layer\", \"created_unix\", \"running_commands\"]" \
+        "}"
+
+static const char session_info_output[] = SESSION_INFO_SCHEMA;
+
+static const char finalize_workspace_session_output[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        "    \"workspace_session_id\": {\"type\": \"string\", \"description\": \"The session finalized.\"},"
+        "    \"action\": {\"type\": \"string\", \"enum\": [\"published\", \"discarded\", \"conflict\"],"
+        "      \"description\": \"published or discarded (the session is gone), or conflict (nothing published, the session is kept).\"},"
+        "    \"publication\": {\"type\": [\"object\", \"null\"],"
+        "      \"description\": \"What was published, or the conflicting paths; null when discarded.\","
+        PUBLICATION_PROPERTIES("workspace_session:<id>")
+        "    }"
+        "  },"
+        "  \"required\": [\"workspace_session_id\", \"action\", \"publication\"]"
+        "}";
+
+static const char list_workspace_sessions_output[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        "    \"sessions\": {\"type\": \"array\", \"description\": \"The sandbox's live workspace sessions.\","
+        "      \"items\": " SESSION_INFO_SCHEMA "}"
+        "  },"
+        "  \"required\": [\"sessions\"]"
+        "}";
+
+static const char diff_workspace_session_output[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        "    \"workspace_session_id\": {\"type\": \"string\", \"description\": \"The session.\"},"
+        "    \"changes\": {\"type\": \"array\", \"description\": \"Paths the session changed against its base snapshot.\","
+        "      \"items\": {"
+        "        \"type\": \"object\","
+        "        \"properties\": {"
+        "          \"path\": {\"type\": \"string\", \"description\": \"Path relative to the workspace root.\"},"
+        "          \"change\": {\"type\": \"string\", \"enum\": [\"added\", \"modified\", \"deleted\"]}"
+        "        },"
+        "        \"required\": [\"path\", \"change\"]"
+        "      }"
+        "    },"
+        "    \"diff\": {\"type\": \"string\", \"description\": \"Unified diff of the changed text files.\"},"
+        "    \"truncated\": {\"type\": \"boolean\", \"description\": \"true when diff was cut at 96 KiB.\"}"
+        "  },"
+        "  \"required\": [\"workspace_session_id\", \"changes\", \"diff\", \"truncated\"]"
+        "}";
+
+static const char list_command_sessions_output[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        "    \"commands\": {\"type\": \"array\", \"description\": \"Command sessions, oldest first.\","
+        "      \"items\": {"
+        "        \"type\": \"object\","
+        "        \"properties\": {"
+        "          \"command_session_id\": {\"type\": \"string\"},"
+        "          \"workspace_session_id\": {\"type\": \"string\"},"
+        "          \"status\": {\"type\": \"string\", \"enum\": [\"running\", \"ok\", \"error\", \"timed_out\", \"cancelled\"]},"
+        "          \"exit_code\": {\"type\": [\"integer\", \"null\"], \"description\": \"Exit status, or null.\"},"
+        "          \"signal\": {\"type\": [\"integer\", \"null\"], \"description\": \"Signal that ended it, or null.\"},"
+        "          \"end_reason\": {\"type\": [\"string\", \"null\"],"
+        "            \"enum\": [\"exit\", \"signal\", \"timeout\", \"out_of_memory\", \"pids_limit\", \"cancelled\", \"supervisor_lost\", null],"
+        "            \"description\": \"Why it ended; null while running.\"},"
+        "          \"started_unix\": {\"type\": \"number\", \"description\": \"Start time, seconds since the Unix epoch.\"},"
+        "          \"ended_unix\": {\"type\": [\"number\", \"null\"], \"description\": \"End time, or null while running.\"},"
+        "          \"cmd\": {\"type\": \"string\", \"description\": \"The shell command text.\"}"
+        "        },"
+        "        \"required\": [\"command_session_id\", \"workspace_session_id\", \"status\", \"exit_code\", \"signal\","
+        "                      \"end_reason\", \"started_unix\", \"ended_unix\", \"cmd\"]"
+        "      }"
+        "    }"
+        "  },"
+        "  \"required\": [\"commands\"]"
+        "}";
+
 /* The numbers the descriptions below quote. */
 _Static_assert(SBX_YIELD_DEFAULT_MS == 10000, "exec_command description");
 _Static_assert(SBX_STDIN_YIELD_DEFAULT_MS == 1000, "write_command_stdin description");
@@ -183,10 +565,34 @@ _Static_assert(SBX_TIMEOUT_MAX_MS == 86400000, "exec_command description");
 _Static_assert(SBX_WINDOW_MAX_LINES == 200 && SBX_WINDOW_MAX_BYTES == 96 * 1024, "tool descriptions");
 _Static_assert(SBX_READ_DEFAULT_LINES == 200 && SBX_READ_MAX_LINES == 1000, "read_command_lines schema");
 _Static_assert(SBX_STDIN_MAX == 65536, "write_command_stdin description");
+_Static_assert(SBX_FILE_READ_DEFAULT_LINES == 2000 && SBX_FILE_READ_MAX_LINES == 2000, "file_read schema");
+_Static_assert(SBX_FILE_WINDOW_MAX_BYTES == 96 * 1024, "file_read description");
+_Static_assert(SBX_FILE_MAX == 16 << 20, "file_write, file_edit descriptions");
+_Static_assert(SBX_DIFF_MAX_BYTES == 96 * 1024, "diff_workspace_session description");
 
 static int prepare_exec(json_t *args, ToolRequest *req, char **ret_error);
 static int prepare_stdin(json_t *args, ToolRequest *req, char **ret_error);
 static int prepare_read_lines(json_t *args, ToolRequest *req, char **ret_error);
+static int prepare_file_read(json_t *args, ToolRequest *req, char **ret_error);
+static int prepare_file_write(json_t *args, ToolRequest *req, char **ret_error);
+static int prepare_file_edit(json_t *args, ToolRequest *req, char **ret_error);
+static int prepare_file_blame(json_t *args, ToolRequest *req, char **ret_error);
+static int prepare_session_create(json_t *args, ToolRequest *req, char **ret_error);
+static int prepare_session_finalize(json_t *args, ToolRequest *req, char **ret_error);
+static int prepare_session_list(json_t *args, ToolRequest *req, char **ret_error);
+static int prepare_session_diff(json_t *args, ToolRequest *req, char **ret_error);
+static int prepare_command_list(json_t *args, ToolRequest *req, char **ret_error);
+static int prepare_command_cancel(json_t *args, ToolRequest *req, char **ret_error);
+
+static int render_command(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+static int render_file_read(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+static int render_file_change(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+static int render_file_blame(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+static int render_session(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+static int render_session_finalize(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+static int render_session_list(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+static int render_session_diff(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+static int render_command_list(const Sbx__Reply *reply, const json_t *args, json_t **ret);
 
 /* ---- the table: one entry per tool, in tools/list order -------------------- */
 
@@ -219,6 +625,7 @@ static const ToolDef tool_table[] = {
                 .output_schema = command_output_schema,
                 .annotations = annotations_mutating,
                 .prepare = prepare_exec,
+                .render = render_command,
         },
         {
                 .name = "write_command_stdin",
@@ -238,6 +645,7 @@ static const ToolDef tool_table[] = {
                 .output_schema = command_output_schema,
                 .annotations = annotations_mutating,
                 .prepare = prepare_stdin,
+                .render = render_command,
         },
         {
                 .name = "read_command_lines",
@@ -256,6 +664,187 @@ static const ToolDef tool_table[] = {
                 .output_schema = command_output_schema,
                 .annotations = annotations_read_only,
                 .prepare = prepare_read_lines,
+                .render = render_command,
+        },
+        {
+                .name = "file_read",
+                .set = TOOL_SET_RUNTIME,
+                .title = "Read a UTF-8 text window",
+                .description =
+                        "Read a UTF-8 window from a repository-relative or workspace-root-absolute path in the "
+                        "published snapshot or a live session. Omit workspace_session_id for the published "
+                        "snapshot; include it for uncommitted session content. Follow next_offset while truncated "
+                        "is true to page long files. Only UTF-8 regular files are supported.\n\n"
+                        "offset is the 1-indexed first line (default 1; 0 is taken as 1; past the end gives an "
+                        "empty window). limit is the most lines to return (default 2000, must be 1..=2000). A "
+                        "window also ends before 96 KiB of content, so it may hold fewer lines than limit: "
+                        "continue from next_offset. Lines keep their line ends (\\n or \\r\\n). Files that are not "
+                        "UTF-8 text (invalid UTF-8 or NUL bytes), directories and other non-regular files give an "
+                        "error result. Paths are resolved inside the sandbox: .. and symlinks never leave the "
+                        "workspace.",
+                .input_schema = file_read_input,
+                .output_schema = file_read_output,
+                .annotations = annotations_read_only,
+                .prepare = prepare_file_read,
+                .render = render_file_read,
+        },
+        {
+                .name = "file_write",
+                .set = TOOL_SET_RUNTIME,
+                .title = "Create or overwrite a file",
+                .description =
+                        "Write content to a path in a live session, or publish a new attributed layer when no "
+                        "session is supplied. Use only when overwriting the complete target file is intended. A "
+                        "session-scoped write stays private until that session resolves. Without a session, the "
+                        "runtime publishes a layer owned by operation:<request_id>, where the id is unique to this "
+                        "call; publication then tells the layer and its owner, or the conflicting paths.\n\n"
+                        "type is create for a new path or update for an existing regular file. content is written exactly (at most 16 MiB). bytes_written is "
+                        "the file's new size. Paths are resolved inside the sandbox: .. and symlinks never leave "
+                        "the workspace.",
+                .input_schema = file_write_input,
+                .output_schema = file_write_output,
+                .annotations = annotations_write,
+                .prepare = prepare_file_write,
+                .render = render_file_change,
+        },
+        {
+                .name = "file_edit",
+                .set = TOOL_SET_RUNTIME,
+                .title = "Apply ordered exact replacements",
+                .description =
+                        "Apply ordered exact-string replacements in a live session, or publish one attributed layer "
+                        "when no session is supplied. Each item requires old_string and new_string; replace_all "
+                        "defaults to false. Without replace_all, old_string must occur exactly once. Empty, "
+                        "missing, ambiguous, and no-op edits fail. Edits run in array order; omitting a session "
+                        "publishes a durable layer immediately (owned by operation:<request_id>).\n\n"
+                        "Each edit applies to the content as the edits before it left it. The call is "
+                        "all-or-nothing: if any edit fails, the file is unchanged and the error names the edit and "
+                        "why. edits_applied counts edit objects; replacements counts occurrences changed; "
+                        "bytes_written is the file's new size. The file must be UTF-8 text of at most 16 MiB, and "
+                        "the edits together at most 16 MiB.",
+                .input_schema = file_edit_input,
+                .output_schema = file_edit_output,
+                .annotations = annotations_mutating,
+                .prepare = prepare_file_edit,
+                .render = render_file_change,
+        },
+        {
+                .name = "file_blame",
+                .set = TOOL_SET_RUNTIME,
+                .title = "Inspect per-line published ownership",
+                .description =
+                        "Return each line owner for a published path from the latest auditability event. Use this "
+                        "after commands, writes, or edits have created auditability events. Ranges are 1-indexed "
+                        "and tile the latest known file content. Treat owner strings as opaque. A missing "
+                        "auditability record returns not_found.\n\n"
+                        "owner is workspace_session:<id> (published by a workspace session), operation:<id> "
+                        "(file_write or file_edit without a session), original (imported with the sandbox) or "
+                        "unknown. Each publication updates ownership from a line diff: unchanged lines keep their "
+                        "owner, changed and inserted lines take the publisher.",
+                .input_schema = file_blame_input,
+                .output_schema = file_blame_output,
+                .annotations = annotations_read_only,
+                .prepare = prepare_file_blame,
+                .render = render_file_blame,
+        },
+        {
+                .name = "create_workspace_session",
+                .set = TOOL_SET_SESSIONS,
+                .title = "Create a managed workspace session",
+                .description =
+                        "Create a managed workspace session: a private writable view of the workspace on top of "
+                        "the published snapshot as it is now. Pass its workspace_session_id to exec_command and "
+                        "the file tools; their changes stay private to the session until "
+                        "finalize_workspace_session publishes or discards them.\n\n"
+                        "finalize_policy (default publish_then_destroy) is what finalizing without an action "
+                        "does: publish_then_destroy publishes the changes as one layer owned by "
+                        "workspace_session:<id>; destroy discards them. Changes outside the workspace are always "
+                        "discarded.",
+                .input_schema = create_workspace_session_input,
+                .output_schema = session_info_output,
+                .annotations = annotations_create,
+                .prepare = prepare_session_create,
+                .render = render_session,
+        },
+        {
+                .name = "finalize_workspace_session",
+                .set = TOOL_SET_SESSIONS,
+                .title = "Publish or discard a workspace session",
+                .description =
+                        "Finalize a managed workspace session now: publish its workspace changes as one layer "
+                        "owned by workspace_session:<id>, or discard them, then destroy the session. action "
+                        "defaults to the session's finalize policy (publish for publish_then_destroy, discard for "
+                        "destroy).\n\n"
+                        "Conflicts: when the session changed a path that a layer published after the session "
+                        "started also changed, nothing is published and nothing is overwritten. This is not an "
+                        "error: the result has action conflict and publication.conflicts lists the paths; the "
+                        "session and its changes are kept. Inspect with diff_workspace_session, then call again "
+                        "with overwrite true to publish over the later changes, or with action discard.",
+                .input_schema = finalize_workspace_session_input,
+                .output_schema = finalize_workspace_session_output,
+                .annotations = annotations_mutating,
+                .prepare = prepare_session_finalize,
+                .render = render_session_finalize,
+        },
+        {
+                .name = "list_workspace_sessions",
+                .set = TOOL_SET_SESSIONS,
+                .title = "List workspace sessions",
+                .description =
+                        "List the sandbox's live workspace sessions, managed and automatic, with their finalize "
+                        "policy, state (starting, live, stopped, or conflicted after a refused publication), base layer, creation "
+                        "time and running commands.",
+                .input_schema = list_workspace_sessions_input,
+                .output_schema = list_workspace_sessions_output,
+                .annotations = annotations_read_only,
+                .prepare = prepare_session_list,
+                .render = render_session_list,
+        },
+        {
+                .name = "diff_workspace_session",
+                .set = TOOL_SET_SESSIONS,
+                .title = "Show a workspace session's changes",
+                .description =
+                        "Show what a workspace session changed in the workspace against the snapshot it started "
+                        "from: every changed path (added, modified or deleted) and a unified diff of the text "
+                        "files. The diff is cut at 96 KiB (truncated is then true); use file_read with the "
+                        "workspace_session_id for more.",
+                .input_schema = diff_workspace_session_input,
+                .output_schema = diff_workspace_session_output,
+                .annotations = annotations_read_only,
+                .prepare = prepare_session_diff,
+                .render = render_session_diff,
+        },
+        {
+                .name = "list_command_sessions",
+                .set = TOOL_SET_SESSIONS,
+                .title = "List command sessions",
+                .description =
+                        "List the sandbox's command sessions, or those of one workspace session, with their status "
+                        "(running, ok, error, timed_out, cancelled), exit code or signal, end reason, start and "
+                        "end times (seconds since the Unix epoch) and command text. Read a command's output with "
+                        "read_command_lines.",
+                .input_schema = list_command_sessions_input,
+                .output_schema = list_command_sessions_output,
+                .annotations = annotations_read_only,
+                .prepare = prepare_command_list,
+                .render = render_command_list,
+        },
+        {
+                .name = "cancel_command",
+                .set = TOOL_SET_SESSIONS,
+                .title = "Cancel a running command",
+                .description =
+                        "Cancel a running command: its whole process group is killed with SIGKILL and the command "
+                        "ends with status cancelled (end_reason cancelled), its output kept. The result uses the "
+                        "command-output shape of exec_command; status is usually still running right after the "
+                        "cancel, or already cancelled; read_command_lines shows the final status. A command of an "
+                        "automatic session then publishes what it changed, as any ended command does.",
+                .input_schema = cancel_command_input,
+                .output_schema = command_output_schema,
+                .annotations = annotations_mutating,
+                .prepare = prepare_command_cancel,
+                .render = render_command,
         },
 };
 
@@ -434,6 +1023,338 @@ static int prepare_read_lines(json_t *args, ToolRequest *req, char **ret_error) 
         return 0;
 }
 
+/* ---- prepare: files and sessions ------------------------------------------------ */
+
+void tool_request_done(ToolRequest *req) {
+        if (req)
+                req->fd = safe_close(req->fd);
+}
+
+int sealed_memfd_new(const char *name, const void *data, size_t size, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        const uint8_t *p = data;
+        size_t done = 0;
+
+        fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return -errno;
+        /* Sized first, so a full tmpfs fails here and not halfway through. */
+        if (ftruncate(fd, (off_t) size) < 0)
+                return -errno;
+        while (done < size) {
+                ssize_t n = pwrite(fd, p + done, size - done, (off_t) done);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return -EIO;
+                done += (size_t) n;
+        }
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+                return -errno;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static int path_arg(json_t *args, const char **ret, char **ret_error) {
+        return string_arg(args, "path", 1, SBX_PATH_MAX, "", ret, NULL, ret_error);
+}
+
+/* An optional session id; "" is taken as omitted (the snapshot), as for exec_command. */
+static int session_arg(json_t *args, const char **ret, char **ret_error) {
+        int r = string_arg(args, "workspace_session_id", 0, SBX_NAME_MAX, "", ret, NULL, ret_error);
+
+        if (r >= 0 && !*ret)
+                *ret = "";
+        return r;
+}
+
+static void request_set(ToolRequest *req, Sbx__MsgType type, Sbx__Msg__BodyCase body_case, void *body) {
+        req->msg = (Sbx__Msg) SBX__MSG__INIT;
+        req->msg.type = type;
+        req->msg.body_case = body_case;
+        /* Every body member of the oneof shares one pointer slot. */
+        req->msg.hello = body;
+}
+
+static int prepare_file_read(json_t *args, ToolRequest *req, char **ret_error) {
+        Sbx__FileRead *m = &req->body.file_read;
+        const char *sandbox, *path, *session;
+        uint64_t offset = 1, limit = SBX_FILE_READ_DEFAULT_LINES;
+        int r;
+
+        *m = (Sbx__FileRead) SBX__FILE_READ__INIT;
+        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
+        if (r < 0)
+                return r;
+        r = path_arg(args, &path, ret_error);
+        if (r < 0)
+                return r;
+        r = session_arg(args, &session, ret_error);
+        if (r < 0)
+                return r;
+        (void) int_arg(args, "offset", &offset);
+        (void) int_arg(args, "limit", &limit);
+        /* The seed: "must be 1..=2000"; its schema only says minimum 0. */
+        if (limit < 1 || limit > SBX_FILE_READ_MAX_LINES)
+                return invalid(ret_error, "limit: must be 1..=%u", SBX_FILE_READ_MAX_LINES);
+
+        m->sandbox = (char *) sandbox;
+        m->path = (char *) path;
+        m->workspace_session = (char *) session;
+        m->has_offset = true;
+        m->offset = MAX(offset, (uint64_t) 1);  /* 0 is taken as 1 */
+        m->has_limit = true;
+        m->limit = (uint32_t) limit;
+        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_FILE_READ, SBX__MSG__BODY_FILE_READ, m);
+        return 0;
+}
+
+static int prepare_file_write(json_t *args, ToolRequest *req, char **ret_error) {
+        Sbx__FileWrite *m = &req->body.file_write;
+        const char *sandbox, *path, *session;
+        json_t *content = json_object_get(args, "content");
+        size_t len = json_string_length(content);
+        int r;
+
+        *m = (Sbx__FileWrite) SBX__FILE_WRITE__INIT;
+        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
+        if (r < 0)
+                return r;
+        r = path_arg(args, &path, ret_error);
+        if (r < 0)
+                return r;
+        r = session_arg(args, &session, ret_error);
+        if (r < 0)
+                return r;
+        if (len > SBX_FILE_MAX)
+                return invalid(ret_error, "content: must be at most %llu bytes (16 MiB)",
+                               (unsigned long long) SBX_FILE_MAX);
+
+        r = sealed_memfd_new("sbx-file-write", json_string_value(content), len, &req->fd);
+        if (r < 0)
+                return r;
+        m->sandbox = (char *) sandbox;
+        m->path = (char *) path;
+        m->workspace_session = (char *) session;
+        m->content_size = len;
+        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_FILE_WRITE, SBX__MSG__BODY_FILE_WRITE, m);
+        return 0;
+}
+
+/* Check the items of edits (non-empty; objects with string old_string and
+ * new_string, optional boolean replace_all, nothing else), naming each
+ * offender as edits[N].key. Applies replace_all's default. */
+static int check_edits(json_t *args, char **ret_error) {
+        _cleanup_json_ json_t *schema = NULL, *wrapper = NULL;
+        _cleanup_free_ char *why = NULL;
+        json_t *edits = json_object_get(args, "edits");
+        int r;
+
+        if (json_array_size(edits) == 0)
+                return invalid(ret_error, "edits: must not be empty");
+        schema = json_loads(file_edit_items_schema, 0, NULL);
+        wrapper = json_pack("{s:O}", "edits", edits);     /* shares edits: defaults land in args */
+        if (!schema || !wrapper)
+                return -ENOMEM;
+        r = schema_validate(schema, wrapper, &why);
+        if (r == -EINVAL)
+                return invalid(ret_error, "%s", why);
+        return r;
+}
+
+static int prepare_file_edit(json_t *args, ToolRequest *req, char **ret_error) {
+        Sbx__FileEdit *m = &req->body.file_edit;
+        Sbx__EditList list = SBX__EDIT_LIST__INIT;
+        _cleanup_free_ Sbx__Edit *items = NULL;
+        _cleanup_free_ Sbx__Edit **ptrs = NULL;
+        _cleanup_free_ uint8_t *packed = NULL;
+        const char *sandbox, *path, *session;
+        json_t *edits, *e;
+        size_t n, i, size;
+        int r;
+
+        *m = (Sbx__FileEdit) SBX__FILE_EDIT__INIT;
+        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
+        if (r < 0)
+                return r;
+        r = path_arg(args, &path, ret_error);
+        if (r < 0)
+                return r;
+        r = session_arg(args, &session, ret_error);
+        if (r < 0)
+                return r;
+        r = check_edits(args, ret_error);
+        if (r < 0)
+                return r;
+
+        edits = json_object_get(args, "edits");
+        n = json_array_size(edits);
+        items = calloc(n, sizeof(*items));
+        ptrs = calloc(n, sizeof(*ptrs));
+        if (!items || !ptrs)
+                return -ENOMEM;
+        json_array_foreach(edits, i, e) {
+                json_t *o = json_object_get(e, "old_string"), *nw = json_object_get(e, "new_string");
+
+                items[i] = (Sbx__Edit) SBX__EDIT__INIT;
+                items[i].old_string.data = (uint8_t *) json_string_value(o);
+                items[i].old_string.len = json_string_length(o);
+                items[i].new_string.data = (uint8_t *) json_string_value(nw);
+                items[i].new_string.len = json_string_length(nw);
+                items[i].replace_all = json_is_true(json_object_get(e, "replace_all"));
+                ptrs[i] = &items[i];
+        }
+        list.n_edits = n;
+        list.edits = ptrs;
+        size = sbx__edit_list__get_packed_size(&list);
+        if (size > SBX_FILE_MAX)
+                return invalid(ret_error, "edits: must total at most %llu bytes (16 MiB)",
+                               (unsigned long long) SBX_FILE_MAX);
+        packed = malloc(MAX(size, (size_t) 1));
+        if (!packed)
+                return -ENOMEM;
+        if (sbx__edit_list__pack(&list, packed) != size)
+                return -EINVAL;
+        r = sealed_memfd_new("sbx-file-edit", packed, size, &req->fd);
+        if (r < 0)
+                return r;
+
+        m->sandbox = (char *) sandbox;
+        m->path = (char *) path;
+        m->workspace_session = (char *) session;
+        m->edits_size = size;
+        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_FILE_EDIT, SBX__MSG__BODY_FILE_EDIT, m);
+        return 0;
+}
+
+static int prepare_file_blame(json_t *args, ToolRequest *req, char **ret_error) {
+        Sbx__FileBlame *m = &req->body.file_blame;
+        const char *sandbox, *path;
+        int r;
+
+        *m = (Sbx__FileBlame) SBX__FILE_BLAME__INIT;
+        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
+        if (r < 0)
+                return r;
+        r = path_arg(args, &path, ret_error);
+        if (r < 0)
+                return r;
+        m->sandbox = (char *) sandbox;
+        m->path = (char *) path;
+        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_FILE_BLAME, SBX__MSG__BODY_FILE_BLAME, m);
+        return 0;
+}
+
+static int prepare_session_create(json_t *args, ToolRequest *req, char **ret_error) {
+        Sbx__SessionCreate *m = &req->body.session_create;
+        const char *sandbox;
+        json_t *policy = json_object_get(args, "finalize_policy");
+        int r;
+
+        *m = (Sbx__SessionCreate) SBX__SESSION_CREATE__INIT;
+        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
+        if (r < 0)
+                return r;
+        m->sandbox = (char *) sandbox;
+        /* The schema's enum and default made it one of the two. */
+        m->finalize_policy = (char *) (json_is_string(policy) ? json_string_value(policy) : "publish_then_destroy");
+        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_CREATE, SBX__MSG__BODY_SESSION_CREATE, m);
+        return 0;
+}
+
+static int prepare_session_finalize(json_t *args, ToolRequest *req, char **ret_error) {
+        Sbx__SessionFinalize *m = &req->body.session_finalize;
+        const char *sandbox, *session;
+        json_t *action = json_object_get(args, "action");
+        int r;
+
+        *m = (Sbx__SessionFinalize) SBX__SESSION_FINALIZE__INIT;
+        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
+        if (r < 0)
+                return r;
+        r = id_arg(args, "workspace_session_id", &session, ret_error);
+        if (r < 0)
+                return r;
+        m->sandbox = (char *) sandbox;
+        m->workspace_session = (char *) session;
+        if (json_is_string(action))
+                m->action = (char *) json_string_value(action);   /* "" (absent): the session's policy */
+        m->overwrite = json_is_true(json_object_get(args, "overwrite"));
+        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_FINALIZE, SBX__MSG__BODY_SESSION_FINALIZE, m);
+        return 0;
+}
+
+static int prepare_session_list(json_t *args, ToolRequest *req, char **ret_error) {
+        Sbx__SessionList *m = &req->body.session_list;
+        const char *sandbox;
+        int r;
+
+        *m = (Sbx__SessionList) SBX__SESSION_LIST__INIT;
+        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
+        if (r < 0)
+                return r;
+        m->sandbox = (char *) sandbox;
+        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_LIST, SBX__MSG__BODY_SESSION_LIST, m);
+        return 0;
+}
+
+static int prepare_session_diff(json_t *args, ToolRequest *req, char **ret_error) {
+        Sbx__SessionDiff *m = &req->body.session_diff;
+        const char *sandbox, *session;
+        int r;
+
+        *m = (Sbx__SessionDiff) SBX__SESSION_DIFF__INIT;
+        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
+        if (r < 0)
+                return r;
+        r = id_arg(args, "workspace_session_id", &session, ret_error);
+        if (r < 0)
+                return r;
+        m->sandbox = (char *) sandbox;
+        m->workspace_session = (char *) session;
+        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_DIFF, SBX__MSG__BODY_SESSION_DIFF, m);
+        return 0;
+}
+
+static int prepare_command_list(json_t *args, ToolRequest *req, char **ret_error) {
+        Sbx__CommandList *m = &req->body.command_list;
+        const char *sandbox, *session;
+        int r;
+
+        *m = (Sbx__CommandList) SBX__COMMAND_LIST__INIT;
+        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
+        if (r < 0)
+                return r;
+        r = session_arg(args, &session, ret_error);
+        if (r < 0)
+                return r;
+        m->sandbox = (char *) sandbox;
+        m->workspace_session = (char *) session;
+        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_COMMAND_LIST, SBX__MSG__BODY_COMMAND_LIST, m);
+        return 0;
+}
+
+static int prepare_command_cancel(json_t *args, ToolRequest *req, char **ret_error) {
+        Sbx__CommandCancel *m = &req->body.command_cancel;
+        const char *sandbox, *command;
+        int r;
+
+        *m = (Sbx__CommandCancel) SBX__COMMAND_CANCEL__INIT;
+        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
+        if (r < 0)
+                return r;
+        r = id_arg(args, "command_session_id", &command, ret_error);
+        if (r < 0)
+                return r;
+        m->sandbox = (char *) sandbox;
+        m->command_session = (char *) command;
+        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_COMMAND_CANCEL, SBX__MSG__BODY_COMMAND_CANCEL, m);
+        return 0;
+}
+
 /* ---- registry -------------------------------------------------------------- */
 
 int tool_sets_parse(const char *list, unsigned *ret_sets, const char **ret_bad) {
@@ -547,6 +1468,7 @@ int tool_prepare(const Tool *tool, json_t *arguments, ToolRequest *ret_req, char
         _cleanup_free_ char *why = NULL;
         int r;
 
+        ret_req->fd = -EBADF;
         r = schema_validate(tool->input_schema, arguments, &why);
         if (r == -EINVAL) {
                 if (asprintf(ret_error, "invalid arguments: %s", why) < 0)
@@ -555,7 +1477,10 @@ int tool_prepare(const Tool *tool, json_t *arguments, ToolRequest *ret_req, char
         }
         if (r < 0)
                 return r;
-        return tool->def->prepare(arguments, ret_req, ret_error);
+        r = tool->def->prepare(arguments, ret_req, ret_error);
+        if (r < 0)
+                tool_request_done(ret_req);
+        return r;
 }
 
 /* ---- results ----------------------------------------------------------------- */
@@ -646,6 +1571,36 @@ static int set_new(json_t *o, const char *key, json_t *v) {
         return json_object_set_new(o, key, v) < 0 ? -ENOMEM : 0;
 }
 
+static json_t *int_from(int64_t v) {
+        return json_integer((json_int_t) v);
+}
+
+/* A Publication as JSON; conflicts only when there are some. */
+static json_t *publication_to_json(const Sbx__Publication *p) {
+        _cleanup_json_ json_t *pub = json_object();
+        int r = 0;
+
+        if (!pub)
+                return NULL;
+        r |= set_new(pub, "published", json_boolean(p->published));
+        r |= set_new(pub, "layer", json_integer(p->layer));
+        r |= set_new(pub, "owner", cstring_from(p->owner));
+        r |= set_new(pub, "changed_paths", json_integer(p->changed_paths));
+        if (p->error && p->error[0])
+                r |= set_new(pub, "error", cstring_from(p->error));
+        if (p->n_conflicts > 0) {
+                json_t *list = json_array();
+
+                r |= set_new(pub, "conflicts", list);
+                for (size_t i = 0; list && i < p->n_conflicts; i++) {
+                        json_t *s = cstring_from(p->conflicts[i]);
+                        if (!s || json_array_append_new(list, s) < 0)
+                                r = -ENOMEM;
+                }
+        }
+        return r == 0 ? TAKE_PTR(pub) : NULL;
+}
+
 static int command_output_to_json(const Sbx__CommandOutput *c, json_t **ret) {
         _cleanup_json_ json_t *o = json_object();
         int r = 0;
@@ -666,23 +1621,241 @@ static int command_output_to_json(const Sbx__CommandOutput *c, json_t **ret) {
         r |= set_new(o, "total_lines", uint_from(c->total_lines));
         r |= set_new(o, "original_token_count", uint_from(c->original_token_count));
         r |= set_new(o, "output", string_from((const char *) c->output.data, c->output.len));
-        if (c->publication) {
-                const Sbx__Publication *p = c->publication;
-                json_t *pub = json_object();
-
-                r |= set_new(o, "publication", pub);
-                if (pub) {
-                        r |= set_new(pub, "published", json_boolean(p->published));
-                        r |= set_new(pub, "layer", json_integer(p->layer));
-                        r |= set_new(pub, "owner", cstring_from(p->owner));
-                        r |= set_new(pub, "changed_paths", json_integer(p->changed_paths));
-                        if (p->error && p->error[0])
-                                r |= set_new(pub, "error", cstring_from(p->error));
-                }
-        } else
-                r |= set_new(o, "publication", json_null());
+        r |= set_new(o, "publication", c->publication ? publication_to_json(c->publication) : json_null());
         if (r != 0)
                 return -ENOMEM;
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+/* ---- rendering replies ---------------------------------------------------------- */
+
+static int render_command(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        if (reply->body_case != SBX__REPLY__BODY_COMMAND || !reply->command)
+                return -EBADMSG;
+        return command_output_to_json(reply->command, ret);
+}
+
+static int render_file_read(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        const Sbx__FileReadReply *f = reply->file_read;
+        _cleanup_json_ json_t *o = NULL;
+        int r = 0;
+
+        if (reply->body_case != SBX__REPLY__BODY_FILE_READ || !f)
+                return -EBADMSG;
+        o = json_object();
+        if (!o)
+                return -ENOMEM;
+        r |= set_new(o, "path", cstring_from(f->path));
+        r |= set_new(o, "content", string_from((const char *) f->content.data, f->content.len));
+        r |= set_new(o, "start_line", uint_from(f->start_line));
+        r |= set_new(o, "num_lines", uint_from(f->num_lines));
+        r |= set_new(o, "total_lines", uint_from(f->total_lines));
+        r |= set_new(o, "bytes_read", uint_from(f->bytes_read));
+        r |= set_new(o, "total_bytes", uint_from(f->total_bytes));
+        r |= set_new(o, "next_offset", f->has_next_offset ? uint_from(f->next_offset) : json_null());
+        r |= set_new(o, "truncated", json_boolean(f->truncated));
+        if (r != 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+/* file_write: type, path, bytes_written; file_edit adds edits_applied and
+ * replacements. publication only when sbxd sent one (no session). */
+static int render_file_change(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        const Sbx__FileChangeReply *f = reply->file_change;
+        _cleanup_json_ json_t *o = NULL;
+        bool edit;
+        int r = 0;
+
+        if (reply->body_case != SBX__REPLY__BODY_FILE_CHANGE || !f)
+                return -EBADMSG;
+        edit = f->type && strcmp(f->type, "edit") == 0;
+        o = json_object();
+        if (!o)
+                return -ENOMEM;
+        r |= set_new(o, "type", cstring_from(f->type));
+        r |= set_new(o, "path", cstring_from(f->path));
+        if (edit) {
+                r |= set_new(o, "edits_applied", json_integer(f->edits_applied));
+                r |= set_new(o, "replacements", uint_from(f->replacements));
+        }
+        r |= set_new(o, "bytes_written", uint_from(f->bytes_written));
+        if (f->publication)
+                r |= set_new(o, "publication", publication_to_json(f->publication));
+        if (r != 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+static int render_file_blame(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        const Sbx__FileBlameReply *f = reply->file_blame;
+        _cleanup_json_ json_t *o = NULL;
+        json_t *ranges;
+        int r = 0;
+
+        if (reply->body_case != SBX__REPLY__BODY_FILE_BLAME || !f)
+                return -EBADMSG;
+        o = json_object();
+        ranges = json_array();
+        if (!o)
+                return -ENOMEM;
+        r |= set_new(o, "path", cstring_from(f->path));
+        r |= set_new(o, "ranges", ranges);
+        for (size_t i = 0; r == 0 && i < f->n_ranges; i++) {
+                const Sbx__BlameRange *b = f->ranges[i];
+                json_t *x = json_object();
+
+                if (!x || json_array_append_new(ranges, x) < 0)
+                        return -ENOMEM;
+                r |= set_new(x, "start_line", uint_from(b->start_line));
+                r |= set_new(x, "line_count", uint_from(b->line_count));
+                r |= set_new(x, "owner", cstring_from(b->owner));
+        }
+        if (r != 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+static json_t *session_info_to_json(const Sbx__SessionInfo *s) {
+        _cleanup_json_ json_t *o = json_object();
+        int r = 0;
+
+        if (!o)
+                return NULL;
+        r |= set_new(o, "workspace_session_id", cstring_from(s->workspace_session));
+        r |= set_new(o, "sandbox_id", cstring_from(s->sandbox));
+        r |= set_new(o, "finalize_policy", cstring_from(s->finalize_policy));
+        r |= set_new(o, "automatic", json_boolean(s->automatic));
+        r |= set_new(o, "state", cstring_from(s->state));
+        r |= set_new(o, "base_layer", json_integer(s->base_layer));
+        r |= set_new(o, "created_unix", int_from(s->created_unix));
+        r |= set_new(o, "running_commands", json_integer(s->running_commands));
+        return r == 0 ? TAKE_PTR(o) : NULL;
+}
+
+static int render_session(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        if (reply->body_case != SBX__REPLY__BODY_SESSION || !reply->session)
+                return -EBADMSG;
+        *ret = session_info_to_json(reply->session);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static const char *args_string(const json_t *args, const char *key) {
+        const char *s = json_string_value(json_object_get(args, key));
+        return s ? s : "";
+}
+
+static int render_session_finalize(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        const Sbx__SessionFinalizeReply *f = reply->session_finalize;
+        _cleanup_json_ json_t *o = NULL;
+        const char *id;
+        int r = 0;
+
+        if (reply->body_case != SBX__REPLY__BODY_SESSION_FINALIZE || !f)
+                return -EBADMSG;
+        id = f->session && f->session->workspace_session && f->session->workspace_session[0]
+                ? f->session->workspace_session : args_string(args, "workspace_session_id");
+        o = json_object();
+        if (!o)
+                return -ENOMEM;
+        r |= set_new(o, "workspace_session_id", cstring_from(id));
+        r |= set_new(o, "action", cstring_from(f->action));
+        r |= set_new(o, "publication", f->publication ? publication_to_json(f->publication) : json_null());
+        if (r != 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+static int render_session_list(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        const Sbx__SessionListReply *l = reply->session_list;
+        _cleanup_json_ json_t *o = NULL;
+        json_t *list;
+
+        if (reply->body_case != SBX__REPLY__BODY_SESSION_LIST || !l)
+                return -EBADMSG;
+        o = json_object();
+        list = json_array();
+        if (!o || set_new(o, "sessions", list) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < l->n_sessions; i++) {
+                json_t *x = session_info_to_json(l->sessions[i]);
+                if (!x || json_array_append_new(list, x) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+static int render_session_diff(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        const Sbx__SessionDiffReply *d = reply->session_diff;
+        _cleanup_json_ json_t *o = NULL;
+        json_t *changes;
+        int r = 0;
+
+        if (reply->body_case != SBX__REPLY__BODY_SESSION_DIFF || !d)
+                return -EBADMSG;
+        o = json_object();
+        changes = json_array();
+        if (!o)
+                return -ENOMEM;
+        r |= set_new(o, "workspace_session_id", cstring_from(args_string(args, "workspace_session_id")));
+        r |= set_new(o, "changes", changes);
+        for (size_t i = 0; r == 0 && i < d->n_changes; i++) {
+                json_t *x = json_object();
+
+                if (!x || json_array_append_new(changes, x) < 0)
+                        return -ENOMEM;
+                r |= set_new(x, "path", cstring_from(d->changes[i]->path));
+                r |= set_new(x, "change", cstring_from(d->changes[i]->change));
+        }
+        r |= set_new(o, "diff", string_from((const char *) d->diff.data, d->diff.len));
+        r |= set_new(o, "truncated", json_boolean(d->truncated));
+        if (r != 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+static json_t *unix_usec_from(int64_t usec) {
+        return json_real((double) usec / 1e6);
+}
+
+static int render_command_list(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        const Sbx__CommandListReply *l = reply->command_list;
+        _cleanup_json_ json_t *o = NULL;
+        json_t *list;
+
+        if (reply->body_case != SBX__REPLY__BODY_COMMAND_LIST || !l)
+                return -EBADMSG;
+        o = json_object();
+        list = json_array();
+        if (!o || set_new(o, "commands", list) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < l->n_commands; i++) {
+                const Sbx__CommandInfo *c = l->commands[i];
+                json_t *x = json_object();
+                int r = 0;
+
+                if (!x || json_array_append_new(list, x) < 0)
+                        return -ENOMEM;
+                r |= set_new(x, "command_session_id", cstring_from(c->command_session));
+                r |= set_new(x, "workspace_session_id", cstring_from(c->workspace_session));
+                r |= set_new(x, "status", cstring_from(c->status));
+                r |= set_new(x, "exit_code", c->has_exit_code ? json_integer(c->exit_code) : json_null());
+                r |= set_new(x, "signal", c->signal != 0 ? json_integer(c->signal) : json_null());
+                r |= set_new(x, "end_reason",
+                             c->end_reason && c->end_reason[0] ? cstring_from(c->end_reason) : json_null());
+                r |= set_new(x, "started_unix", unix_usec_from(c->started_unix_usec));
+                r |= set_new(x, "ended_unix", c->ended_unix_usec != 0 ? unix_usec_from(c->ended_unix_usec) : json_null());
+                r |= set_new(x, "cmd", cstring_from(c->cmd));
+                if (r != 0)
+                        return -ENOMEM;
+        }
         *ret = TAKE_PTR(o);
         return 0;
 }
@@ -692,7 +1865,8 @@ static int error_result(const char *text, json_t **ret_result) {
         return *ret_result ? 0 : -ENOMEM;
 }
 
-int tool_result_from_reply(const Tool *tool, const Sbx__Reply *reply, bool content_text, json_t **ret_result) {
+int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, bool content_text,
+                           json_t **ret_result) {
         _cleanup_json_ json_t *sc = NULL, *content = NULL;
         _cleanup_free_ char *why = NULL, *text = NULL;
         int r;
@@ -708,10 +1882,9 @@ int tool_result_from_reply(const Tool *tool, const Sbx__Reply *reply, bool conte
                         return r;
                 return error_result(msg, ret_result);
         }
-        if (reply->body_case != SBX__REPLY__BODY_COMMAND || !reply->command)
+        r = tool->def->render(reply, args, &sc);
+        if (r == -EBADMSG)
                 return error_result("sbxd sent an unexpected reply", ret_result);
-
-        r = command_output_to_json(reply->command, &sc);
         if (r < 0)
                 return r;
         /* What we promise in outputSchema, clients check: never send a violation. */
@@ -729,7 +1902,7 @@ int tool_result_from_reply(const Tool *tool, const Sbx__Reply *reply, bool conte
         if (!content)
                 return -ENOMEM;
         if (content_text) {
-                text = json_dumps(sc, JSON_COMPACT | JSON_REAL_PRECISION(9));
+                text = json_dumps(sc, JSON_COMPACT | JSON_REAL_PRECISION(16));
                 if (!text)
                         return -ENOMEM;
                 if (json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text)) < 0)

@@ -7,6 +7,9 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,7 +250,8 @@ static void test_long_key_shortened(void **state) {
 
 /* ---- the real tools --------------------------------------------------------------- */
 
-/* The published input schemas of shared/seeds/000, copied verbatim. */
+/* The published input schemas of shared/seeds/000 and its example
+ * arguments, copied verbatim (compact JSON, key order as in the seed). */
 static const struct {
         const char *name, *schema, *example;
 } seed[] = {
@@ -260,12 +264,24 @@ static const struct {
         { "read_command_lines",
           "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\",\"description\":\"Target sandbox id (selects the daemon to query).\"},\"command_session_id\":{\"type\":\"string\",\"description\":\"Command session id returned by exec_command.\"},\"start_offset\":{\"type\":\"integer\",\"description\":\"First transcript line offset. Defaults to 0.\",\"minimum\":0,\"default\":0},\"limit\":{\"type\":\"integer\",\"description\":\"Maximum transcript rows to return. Defaults to 200; maximum 1000.\",\"minimum\":0,\"default\":200}},\"required\":[\"sandbox_id\",\"command_session_id\"],\"additionalProperties\":false}",
           "{\"sandbox_id\":\"sbox-example\",\"command_session_id\":\"namespace_execution_42\",\"start_offset\":2,\"limit\":200}" },
+        { "file_read",
+          "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\",\"description\":\"Target sandbox id (selects the daemon to query).\"},\"path\":{\"type\":\"string\",\"description\":\"Repository-relative or workspace-root-absolute path to read.\"},\"offset\":{\"type\":\"integer\",\"description\":\"1-indexed line number to start reading from. Defaults to 1.\",\"minimum\":0,\"default\":1},\"limit\":{\"type\":\"integer\",\"description\":\"Maximum number of lines to read. Defaults to 2000; must be 1..=2000.\",\"minimum\":0,\"default\":2000},\"workspace_session_id\":{\"type\":\"string\",\"description\":\"Existing workspace session id to read inside. Omit to read the snapshot.\"}},\"required\":[\"sandbox_id\",\"path\"],\"additionalProperties\":false}",
+          "{\"sandbox_id\":\"sbox-example\",\"path\":\"README.md\",\"offset\":1,\"limit\":40}" },
+        { "file_write",
+          "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\",\"description\":\"Target sandbox id (selects the daemon to query).\"},\"path\":{\"type\":\"string\",\"description\":\"Repository-relative or workspace-root-absolute path to write.\"},\"content\":{\"type\":\"string\",\"description\":\"File content to write.\"},\"workspace_session_id\":{\"type\":\"string\",\"description\":\"Existing workspace session id to write inside. Omit to publish a layer.\"}},\"required\":[\"sandbox_id\",\"path\",\"content\"],\"additionalProperties\":false}",
+          "{\"sandbox_id\":\"sbox-example\",\"path\":\"notes.txt\",\"content\":\"new content\\n\"}" },
+        { "file_edit",
+          "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\",\"description\":\"Target sandbox id (selects the daemon to query).\"},\"path\":{\"type\":\"string\",\"description\":\"Repository-relative or workspace-root-absolute path to edit.\"},\"edits\":{\"type\":\"array\",\"description\":\"JSON array of { old_string, new_string, replace_all? } edits, applied in order.\"},\"workspace_session_id\":{\"type\":\"string\",\"description\":\"Existing workspace session id to edit inside. Omit to publish a layer.\"}},\"required\":[\"sandbox_id\",\"path\",\"edits\"],\"additionalProperties\":false}",
+          "{\"sandbox_id\":\"sbox-example\",\"path\":\"notes.txt\",\"edits\":[{\"old_string\":\"draft\",\"new_string\":\"ready\",\"replace_all\":true}]}" },
+        { "file_blame",
+          "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\",\"description\":\"Target sandbox id (selects the daemon to query).\"},\"path\":{\"type\":\"string\",\"description\":\"Repository-relative path to blame.\"}},\"required\":[\"sandbox_id\",\"path\"],\"additionalProperties\":false}",
+          "{\"sandbox_id\":\"sbox-example\",\"path\":\"notes.txt\"}" },
 };
 
 static Tools *tools;
 
 static int setup(void **state) {
-        return tools_new(TOOL_SET_RUNTIME, &tools) < 0 ? -1 : 0;
+        return tools_new(TOOL_SET_RUNTIME | TOOL_SET_SESSIONS, &tools) < 0 ? -1 : 0;
 }
 
 static int teardown(void **state) {
@@ -302,7 +318,9 @@ static void expect_rejected(const char *name, const char *args_text, const char 
 static void test_tools_list(void **state) {
         const json_t *list = json_object_get(tools_list_result(tools), "tools");
 
-        assert_int_equal(json_array_size(list), 3);
+        /* The seven runtime tools in the seed's order, then the sessions set. */
+        assert_int_equal(json_array_size(list), 13);
+        assert_int_equal(ELEMENTSOF(seed), 7);
         for (size_t i = 0; i < ELEMENTSOF(seed); i++) {
                 json_t *t = json_array_get(list, i);
                 json_t *out = json_object_get(t, "outputSchema");
@@ -381,6 +399,10 @@ static void test_tool_sets(void **state) {
         assert_int_equal(tool_sets_parse("runtime", &sets, &bad), 0);
         assert_int_equal(sets, TOOL_SET_RUNTIME);
         assert_int_equal(tool_sets_parse("runtime,runtime", &sets, &bad), 0);
+        assert_int_equal(tool_sets_parse("sessions", &sets, &bad), 0);
+        assert_int_equal(sets, TOOL_SET_SESSIONS);
+        assert_int_equal(tool_sets_parse("runtime,sessions", &sets, &bad), 0);
+        assert_int_equal(sets, TOOL_SET_RUNTIME | TOOL_SET_SESSIONS);
         assert_int_equal(tool_sets_parse("runtime,files", &sets, &bad), -EINVAL);
         assert_string_equal(bad, "files");
         assert_int_equal(tool_sets_parse("", &sets, &bad), -EINVAL);
@@ -396,6 +418,8 @@ static void test_seed_examples(void **state) {
 
                 if (prepare(seed[i].name, args, &req, &error) != 0)
                         fail_msg("%s example rejected: %s", seed[i].name, error);
+                assert_true(sbx__msg__get_packed_size(&req.msg) > 0);
+                tool_request_done(&req);
                 json_decref(args);
         }
 }
@@ -612,7 +636,7 @@ static void test_read_lines_rejects(void **state) {
 static json_t *result_for(const char *name, const Sbx__Reply *reply, bool content_text) {
         json_t *r = NULL;
 
-        assert_int_equal(tool_result_from_reply(tool(name), reply, content_text, &r), 0);
+        assert_int_equal(tool_result_from_reply(tool(name), NULL, reply, content_text, &r), 0);
         assert_non_null(r);
         return r;
 }
@@ -761,6 +785,838 @@ static void test_result_errors(void **state) {
         json_decref(r);
 }
 
+/* ---- file tools and the sessions set ---------------------------------------------- */
+
+#define FILE_ARGS "\"sandbox_id\":\"s\",\"path\":\"a.txt\""
+
+static json_t *output_schema(const char *name) {
+        return tool(name)->output_schema;
+}
+
+/* The bytes of a sealed memfd, checking its seals and size. */
+static void *memfd_contents(int fd, size_t size) {
+        struct stat st;
+        uint8_t *buf = malloc(size + 1);
+        ssize_t n;
+
+        assert_true(fd >= 0);
+        assert_non_null(buf);
+        assert_int_equal(fcntl(fd, F_GET_SEALS), F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE);
+        assert_int_equal(fstat(fd, &st), 0);
+        assert_int_equal((size_t) st.st_size, size);
+        n = pread(fd, buf, size + 1, 0);
+        assert_int_equal(n, (ssize_t) size);
+        assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+        return buf;
+}
+
+static void test_sealed_memfd(void **state) {
+        int fd = -EBADF;
+        void *data;
+
+        assert_int_equal(sealed_memfd_new("t", "hello", 5, &fd), 0);
+        data = memfd_contents(fd, 5);
+        assert_memory_equal(data, "hello", 5);
+        free(data);
+        /* Sealed: no writes, no growing, no shrinking, no further seals. */
+        assert_int_equal(pwrite(fd, "x", 1, 0), -1);
+        assert_int_equal(errno, EPERM);
+        assert_int_equal(ftruncate(fd, 100), -1);
+        assert_int_equal(ftruncate(fd, 1), -1);
+        assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), -1);
+        assert_int_equal(lseek(fd, 0, SEEK_CUR), 0);
+        close(fd);
+
+        assert_int_equal(sealed_memfd_new("empty", "", 0, &fd), 0);
+        free(memfd_contents(fd, 0));
+        close(fd);
+}
+
+static void test_file_read_request(void **state) {
+        json_t *args = load(seed[3].example);
+        _cleanup_free_ char *error = NULL;
+        ToolRequest req;
+
+        assert_int_equal(prepare("file_read", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_FILE_READ);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_FILE_READ);
+        assert_int_equal(req.fd, -EBADF);
+        assert_string_equal(req.msg.file_read->sandbox, "sbox-example");
+        assert_string_equal(req.msg.file_read->path, "README.md");
+        assert_string_equal(req.msg.file_read->workspace_session, "");
+        assert_true(req.msg.file_read->has_offset);
+        assert_int_equal(req.msg.file_read->offset, 1);
+        assert_true(req.msg.file_read->has_limit);
+        assert_int_equal(req.msg.file_read->limit, 40);
+        json_decref(args);
+
+        /* Defaults offset 1, limit 2000, visible in the arguments; 0 is taken as 1. */
+        args = load("{" FILE_ARGS ",\"workspace_session_id\":\"ws-1\"}");
+        assert_int_equal(prepare("file_read", args, &req, &error), 0);
+        assert_int_equal(req.msg.file_read->offset, 1);
+        assert_int_equal(req.msg.file_read->limit, 2000);
+        assert_string_equal(req.msg.file_read->workspace_session, "ws-1");
+        assert_int_equal(json_integer_value(json_object_get(args, "offset")), 1);
+        assert_int_equal(json_integer_value(json_object_get(args, "limit")), 2000);
+        json_decref(args);
+
+        args = load("{" FILE_ARGS ",\"offset\":0,\"limit\":2000}");
+        assert_int_equal(prepare("file_read", args, &req, &error), 0);
+        assert_int_equal(req.msg.file_read->offset, 1);
+        assert_int_equal(req.msg.file_read->limit, 2000);
+        json_decref(args);
+
+        args = load("{" FILE_ARGS ",\"offset\":123456789,\"limit\":1}");
+        assert_int_equal(prepare("file_read", args, &req, &error), 0);
+        assert_int_equal(req.msg.file_read->offset, 123456789);
+        assert_int_equal(req.msg.file_read->limit, 1);
+        json_decref(args);
+}
+
+static void test_file_path_rejects(void **state) {
+        static const char *const tools_with_path[] = { "file_read", "file_write", "file_edit", "file_blame" };
+        char *long_path = malloc(SBX_PATH_MAX + 2), *text = malloc(SBX_PATH_MAX + 256);
+
+        assert_non_null(long_path);
+        assert_non_null(text);
+        memset(long_path, 'p', SBX_PATH_MAX + 1);
+        long_path[SBX_PATH_MAX + 1] = '\0';
+        for (size_t i = 0; i < ELEMENTSOF(tools_with_path); i++) {
+                const char *t = tools_with_path[i];
+                const char *extra = strcmp(t, "file_write") == 0 ? ",\"content\":\"x\"" :
+                                    strcmp(t, "file_edit") == 0 ? ",\"edits\":[{\"old_string\":\"a\",\"new_string\":\"b\"}]" : "";
+
+                snprintf(text, SBX_PATH_MAX + 256, "{\"sandbox_id\":\"s\",\"path\":\"\"%s}", extra);
+                expect_rejected(t, text, "invalid arguments: path: must not be empty");
+                snprintf(text, SBX_PATH_MAX + 256, "{\"sandbox_id\":\"s\",\"path\":\"a\\u0000b\"%s}", extra);
+                expect_rejected(t, text, "invalid arguments: path: must not contain NUL characters");
+                snprintf(text, SBX_PATH_MAX + 256, "{\"sandbox_id\":\"s\",\"path\":\"%s\"%s}", long_path, extra);
+                expect_rejected(t, text, "invalid arguments: path: must be at most 4096 bytes");
+                snprintf(text, SBX_PATH_MAX + 256, "{\"sandbox_id\":\"s\",\"path\":7%s}", extra);
+                expect_rejected(t, text, "invalid arguments: path: must be a string");
+                snprintf(text, SBX_PATH_MAX + 256, "{\"sandbox_id\":\"s\"%s}", extra);
+                expect_rejected(t, text, "invalid arguments: path: is required");
+                snprintf(text, SBX_PATH_MAX + 256, "{\"sandbox_id\":\"\",\"path\":\"a\"%s}", extra);
+                expect_rejected(t, text, "invalid arguments: sandbox_id: must not be empty");
+        }
+        /* Exactly SBX_PATH_MAX bytes is fine. */
+        long_path[SBX_PATH_MAX] = '\0';
+        snprintf(text, SBX_PATH_MAX + 256, "{\"sandbox_id\":\"s\",\"path\":\"%s\"}", long_path);
+        {
+                json_t *args = load(text);
+                _cleanup_free_ char *error = NULL;
+                ToolRequest req;
+
+                assert_int_equal(prepare("file_blame", args, &req, &error), 0);
+                assert_true(sbx__msg__get_packed_size(&req.msg) <= SBX_FRAME_MAX);
+                json_decref(args);
+        }
+        free(long_path);
+        free(text);
+}
+
+static void test_file_read_rejects(void **state) {
+        expect_rejected("file_read", "{" FILE_ARGS ",\"limit\":0}", "invalid arguments: limit: must be 1..=2000");
+        expect_rejected("file_read", "{" FILE_ARGS ",\"limit\":2001}", "invalid arguments: limit: must be 1..=2000");
+        expect_rejected("file_read", "{" FILE_ARGS ",\"limit\":-1}", "invalid arguments: limit: must be at least 0");
+        expect_rejected("file_read", "{" FILE_ARGS ",\"offset\":-1}", "invalid arguments: offset: must be at least 0");
+        expect_rejected("file_read", "{" FILE_ARGS ",\"offset\":\"1\"}", "invalid arguments: offset: must be an integer");
+        expect_rejected("file_read", "{" FILE_ARGS ",\"workspace_session_id\":5}",
+                        "invalid arguments: workspace_session_id: must be a string");
+        expect_rejected("file_read", "{" FILE_ARGS ",\"start_offset\":1}",
+                        "invalid arguments: start_offset: unknown argument (expected one of: sandbox_id, path, "
+                        "offset, limit, workspace_session_id)");
+}
+
+static void test_file_write_request(void **state) {
+        json_t *args = load(seed[4].example);
+        _cleanup_free_ char *error = NULL;
+        ToolRequest req;
+        void *data;
+
+        assert_int_equal(prepare("file_write", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_FILE_WRITE);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_FILE_WRITE);
+        assert_string_equal(req.msg.file_write->path, "notes.txt");
+        assert_string_equal(req.msg.file_write->workspace_session, "");
+        assert_int_equal(req.msg.file_write->content_size, 12);
+        data = memfd_contents(req.fd, 12);
+        assert_memory_equal(data, "new content\n", 12);
+        free(data);
+        tool_request_done(&req);
+        assert_int_equal(req.fd, -EBADF);
+        json_decref(args);
+
+        /* Raw UTF-8 bytes, NUL included; empty content is a valid (empty) file. */
+        args = load("{" FILE_ARGS ",\"content\":\"\\u00e9\\u0000x\",\"workspace_session_id\":\"ws-2\"}");
+        assert_int_equal(prepare("file_write", args, &req, &error), 0);
+        assert_string_equal(req.msg.file_write->workspace_session, "ws-2");
+        assert_int_equal(req.msg.file_write->content_size, 4);
+        data = memfd_contents(req.fd, 4);
+        assert_memory_equal(data, "\xc3\xa9\0x", 4);
+        free(data);
+        tool_request_done(&req);
+        json_decref(args);
+
+        args = load("{" FILE_ARGS ",\"content\":\"\"}");
+        assert_int_equal(prepare("file_write", args, &req, &error), 0);
+        assert_int_equal(req.msg.file_write->content_size, 0);
+        free(memfd_contents(req.fd, 0));
+        tool_request_done(&req);
+        json_decref(args);
+
+        expect_rejected("file_write", "{" FILE_ARGS "}", "invalid arguments: content: is required");
+        expect_rejected("file_write", "{" FILE_ARGS ",\"content\":null}", "invalid arguments: content: must be a string");
+}
+
+static void test_file_write_too_big(void **state) {
+        json_t *args = load("{" FILE_ARGS "}");
+        char *big = malloc(SBX_FILE_MAX + 1);
+        _cleanup_free_ char *error = NULL;
+        ToolRequest req;
+
+        assert_non_null(big);
+        memset(big, 'x', SBX_FILE_MAX + 1);
+        assert_int_equal(json_object_set_new(args, "content", json_stringn(big, SBX_FILE_MAX + 1)), 0);
+        assert_int_equal(prepare("file_write", args, &req, &error), -EINVAL);
+        assert_string_equal(error, "invalid arguments: content: must be at most 16777216 bytes (16 MiB)");
+        assert_int_equal(req.fd, -EBADF);
+        json_decref(args);
+
+        args = load("{" FILE_ARGS "}");
+        assert_int_equal(json_object_set_new(args, "content", json_stringn(big, SBX_FILE_MAX)), 0);
+        free(error);
+        error = NULL;
+        assert_int_equal(prepare("file_write", args, &req, &error), 0);
+        assert_int_equal(req.msg.file_write->content_size, SBX_FILE_MAX);
+        tool_request_done(&req);
+        json_decref(args);
+        free(big);
+}
+
+static Sbx__EditList *edit_list_of(const ToolRequest *req) {
+        uint8_t *data = memfd_contents(req->fd, req->msg.file_edit->edits_size);
+        Sbx__EditList *l = sbx__edit_list__unpack(NULL, req->msg.file_edit->edits_size, data);
+
+        free(data);
+        assert_non_null(l);
+        return l;
+}
+
+static void test_file_edit_request(void **state) {
+        json_t *args = load(seed[5].example);
+        _cleanup_free_ char *error = NULL;
+        Sbx__EditList *l;
+        ToolRequest req;
+
+        assert_int_equal(prepare("file_edit", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_FILE_EDIT);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_FILE_EDIT);
+        assert_string_equal(req.msg.file_edit->path, "notes.txt");
+        l = edit_list_of(&req);
+        assert_int_equal(l->n_edits, 1);
+        assert_int_equal(l->edits[0]->old_string.len, 5);
+        assert_memory_equal(l->edits[0]->old_string.data, "draft", 5);
+        assert_memory_equal(l->edits[0]->new_string.data, "ready", 5);
+        assert_true(l->edits[0]->replace_all);
+        sbx__edit_list__free_unpacked(l, NULL);
+        tool_request_done(&req);
+        json_decref(args);
+
+        /* Order kept, replace_all defaults to false, "" new_string deletes, NUL is data. */
+        args = load("{" FILE_ARGS ",\"workspace_session_id\":\"ws-3\",\"edits\":["
+                    "{\"old_string\":\"a\\u0000\",\"new_string\":\"\"},"
+                    "{\"new_string\":\"z\",\"old_string\":\"b\",\"replace_all\":false},"
+                    "{\"old_string\":\"c\",\"new_string\":\"\\u00e9\",\"replace_all\":true}]}");
+        assert_int_equal(prepare("file_edit", args, &req, &error), 0);
+        assert_string_equal(req.msg.file_edit->workspace_session, "ws-3");
+        l = edit_list_of(&req);
+        assert_int_equal(l->n_edits, 3);
+        assert_int_equal(l->edits[0]->old_string.len, 2);
+        assert_memory_equal(l->edits[0]->old_string.data, "a\0", 2);
+        assert_int_equal(l->edits[0]->new_string.len, 0);
+        assert_false(l->edits[0]->replace_all);
+        assert_memory_equal(l->edits[1]->old_string.data, "b", 1);
+        assert_memory_equal(l->edits[1]->new_string.data, "z", 1);
+        assert_false(l->edits[1]->replace_all);
+        assert_int_equal(l->edits[2]->new_string.len, 2);
+        assert_true(l->edits[2]->replace_all);
+        sbx__edit_list__free_unpacked(l, NULL);
+        assert_true(json_is_false(json_object_get(json_array_get(json_object_get(args, "edits"), 0), "replace_all")));
+        tool_request_done(&req);
+        json_decref(args);
+}
+
+static void test_file_edit_rejects(void **state) {
+        expect_rejected("file_edit", "{" FILE_ARGS "}", "invalid arguments: edits: is required");
+        expect_rejected("file_edit", "{" FILE_ARGS ",\"edits\":{}}", "invalid arguments: edits: must be an array");
+        expect_rejected("file_edit", "{" FILE_ARGS ",\"edits\":\"[]\"}", "invalid arguments: edits: must be an array");
+        expect_rejected("file_edit", "{" FILE_ARGS ",\"edits\":[]}", "invalid arguments: edits: must not be empty");
+        expect_rejected("file_edit", "{" FILE_ARGS ",\"edits\":[\"a\"]}", "invalid arguments: edits[0]: must be an object");
+        expect_rejected("file_edit", "{" FILE_ARGS ",\"edits\":[{\"old_string\":\"a\",\"new_string\":\"b\"},null]}",
+                        "invalid arguments: edits[1]: must be an object");
+        expect_rejected("file_edit",
+                        "{" FILE_ARGS ",\"edits\":[{\"old_string\":\"a\",\"new_string\":\"b\"},"
+                        "{\"old_string\":\"a\",\"new_string\":\"b\"},{\"old_string\":1,\"new_string\":\"b\"}]}",
+                        "invalid arguments: edits[2].old_string: must be a string");
+        expect_rejected("file_edit", "{" FILE_ARGS ",\"edits\":[{\"old_string\":\"a\"}]}",
+                        "invalid arguments: edits[0].new_string: is required");
+        expect_rejected("file_edit", "{" FILE_ARGS ",\"edits\":[{\"new_string\":\"a\"}]}",
+                        "invalid arguments: edits[0].old_string: is required");
+        expect_rejected("file_edit", "{" FILE_ARGS ",\"edits\":[{\"old_string\":\"a\",\"new_string\":[]}]}",
+                        "invalid arguments: edits[0].new_string: must be a string");
+        expect_rejected("file_edit",
+                        "{" FILE_ARGS ",\"edits\":[{\"old_string\":\"a\",\"new_string\":\"b\",\"replace_all\":\"yes\"}]}",
+                        "invalid arguments: edits[0].replace_all: must be a boolean");
+        expect_rejected("file_edit",
+                        "{" FILE_ARGS ",\"edits\":[{\"old_string\":\"a\",\"new_string\":\"b\",\"oldText\":\"a\"}]}",
+                        "invalid arguments: edits[0].oldText: unknown property (expected one of: old_string, "
+                        "new_string, replace_all)");
+}
+
+static void test_file_edit_too_big(void **state) {
+        json_t *args = load("{" FILE_ARGS ",\"edits\":[{\"old_string\":\"a\"}]}");
+        json_t *edit = json_array_get(json_object_get(args, "edits"), 0);
+        char *big = malloc(SBX_FILE_MAX);
+        _cleanup_free_ char *error = NULL;
+        ToolRequest req;
+
+        assert_non_null(big);
+        memset(big, 'x', SBX_FILE_MAX);
+        assert_int_equal(json_object_set_new(edit, "new_string", json_stringn(big, SBX_FILE_MAX)), 0);
+        assert_int_equal(prepare("file_edit", args, &req, &error), -EINVAL);
+        assert_string_equal(error, "invalid arguments: edits: must total at most 16777216 bytes (16 MiB)");
+        assert_int_equal(req.fd, -EBADF);
+        json_decref(args);
+        free(big);
+}
+
+static void test_file_blame_request(void **state) {
+        json_t *args = load(seed[6].example);
+        _cleanup_free_ char *error = NULL;
+        ToolRequest req;
+
+        assert_int_equal(prepare("file_blame", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_FILE_BLAME);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_FILE_BLAME);
+        assert_string_equal(req.msg.file_blame->sandbox, "sbox-example");
+        assert_string_equal(req.msg.file_blame->path, "notes.txt");
+        json_decref(args);
+        expect_rejected("file_blame", "{" FILE_ARGS ",\"workspace_session_id\":\"w\"}",
+                        "invalid arguments: workspace_session_id: unknown argument (expected one of: sandbox_id, path)");
+}
+
+static void test_file_annotations(void **state) {
+        static const struct {
+                const char *name, *annotations;
+        } cases[] = {
+                { "file_read", "{\"readOnlyHint\":true,\"openWorldHint\":false}" },
+                { "file_blame", "{\"readOnlyHint\":true,\"openWorldHint\":false}" },
+                { "file_write", "{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":true,\"openWorldHint\":false}" },
+                { "file_edit", "{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,\"openWorldHint\":false}" },
+                { "create_workspace_session", "{\"readOnlyHint\":false,\"destructiveHint\":false,\"idempotentHint\":false,\"openWorldHint\":false}" },
+                { "finalize_workspace_session", "{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,\"openWorldHint\":false}" },
+                { "list_workspace_sessions", "{\"readOnlyHint\":true,\"openWorldHint\":false}" },
+                { "diff_workspace_session", "{\"readOnlyHint\":true,\"openWorldHint\":false}" },
+                { "list_command_sessions", "{\"readOnlyHint\":true,\"openWorldHint\":false}" },
+                { "cancel_command", "{\"readOnlyHint\":false,\"destructiveHint\":true,\"idempotentHint\":false,\"openWorldHint\":false}" },
+        };
+        const json_t *list = json_object_get(tools_list_result(tools), "tools");
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                json_t *want = load(cases[i].annotations), *t;
+                bool found = false;
+                size_t k;
+
+                json_array_foreach(list, k, t)
+                        if (strcmp(json_string_value(json_object_get(t, "name")), cases[i].name) == 0) {
+                                found = true;
+                                if (!json_equal(json_object_get(t, "annotations"), want))
+                                        fail_msg("%s: annotations differ", cases[i].name);
+                                assert_true(strlen(json_string_value(json_object_get(t, "description"))) > 40);
+                                assert_true(json_is_string(json_object_get(t, "title")));
+                        }
+                assert_true(found);
+                json_decref(want);
+        }
+}
+
+static void test_sessions_set_alone(void **state) {
+        Tools *t = NULL;
+        const json_t *list;
+
+        assert_int_equal(tools_new(TOOL_SET_SESSIONS, &t), 0);
+        list = json_object_get(tools_list_result(t), "tools");
+        assert_int_equal(json_array_size(list), 6);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "name")),
+                            "create_workspace_session");
+        assert_null(tools_find(t, "exec_command", 12));
+        assert_non_null(tools_find(t, "cancel_command", 14));
+        tools_free(t);
+
+        /* The runtime set alone has no sessions tools. */
+        assert_int_equal(tools_new(TOOL_SET_RUNTIME, &t), 0);
+        assert_int_equal(json_array_size(json_object_get(tools_list_result(t), "tools")), 7);
+        assert_null(tools_find(t, "cancel_command", 14));
+        tools_free(t);
+}
+
+static void test_sessions_requests(void **state) {
+        _cleanup_free_ char *error = NULL;
+        ToolRequest req;
+        json_t *args;
+
+        args = load("{\"sandbox_id\":\"s\"}");
+        assert_int_equal(prepare("create_workspace_session", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_SESSION_CREATE);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_SESSION_CREATE);
+        assert_string_equal(req.msg.session_create->sandbox, "s");
+        assert_string_equal(req.msg.session_create->finalize_policy, "publish_then_destroy");
+        assert_string_equal(json_string_value(json_object_get(args, "finalize_policy")), "publish_then_destroy");
+        json_decref(args);
+        args = load("{\"sandbox_id\":\"s\",\"finalize_policy\":\"destroy\"}");
+        assert_int_equal(prepare("create_workspace_session", args, &req, &error), 0);
+        assert_string_equal(req.msg.session_create->finalize_policy, "destroy");
+        json_decref(args);
+
+        /* action absent: "" (the session's policy); overwrite defaults to false. */
+        args = load("{\"sandbox_id\":\"s\",\"workspace_session_id\":\"ws-1\"}");
+        assert_int_equal(prepare("finalize_workspace_session", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_SESSION_FINALIZE);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_SESSION_FINALIZE);
+        assert_string_equal(req.msg.session_finalize->workspace_session, "ws-1");
+        assert_string_equal(req.msg.session_finalize->action, "");
+        assert_false(req.msg.session_finalize->overwrite);
+        assert_true(json_is_false(json_object_get(args, "overwrite")));
+        assert_null(json_object_get(args, "action"));
+        json_decref(args);
+        args = load("{\"sandbox_id\":\"s\",\"workspace_session_id\":\"ws-1\",\"action\":\"publish\",\"overwrite\":true}");
+        assert_int_equal(prepare("finalize_workspace_session", args, &req, &error), 0);
+        assert_string_equal(req.msg.session_finalize->action, "publish");
+        assert_true(req.msg.session_finalize->overwrite);
+        json_decref(args);
+
+        args = load("{\"sandbox_id\":\"s\"}");
+        assert_int_equal(prepare("list_workspace_sessions", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_SESSION_LIST);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_SESSION_LIST);
+        assert_string_equal(req.msg.session_list->sandbox, "s");
+        json_decref(args);
+
+        args = load("{\"sandbox_id\":\"s\",\"workspace_session_id\":\"ws-1\"}");
+        assert_int_equal(prepare("diff_workspace_session", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_SESSION_DIFF);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_SESSION_DIFF);
+        assert_string_equal(req.msg.session_diff->workspace_session, "ws-1");
+        json_decref(args);
+
+        args = load("{\"sandbox_id\":\"s\"}");
+        assert_int_equal(prepare("list_command_sessions", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_COMMAND_LIST);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_COMMAND_LIST);
+        assert_string_equal(req.msg.command_list->workspace_session, "");
+        json_decref(args);
+        args = load("{\"sandbox_id\":\"s\",\"workspace_session_id\":\"ws-9\"}");
+        assert_int_equal(prepare("list_command_sessions", args, &req, &error), 0);
+        assert_string_equal(req.msg.command_list->workspace_session, "ws-9");
+        json_decref(args);
+
+        args = load("{\"sandbox_id\":\"s\",\"command_session_id\":\"cmd-1\"}");
+        assert_int_equal(prepare("cancel_command", args, &req, &error), 0);
+        assert_int_equal(req.msg.type, SBX__MSG_TYPE__MSG_CLIENT_COMMAND_CANCEL);
+        assert_int_equal(req.msg.body_case, SBX__MSG__BODY_COMMAND_CANCEL);
+        assert_string_equal(req.msg.command_cancel->command_session, "cmd-1");
+        assert_int_equal(req.fd, -EBADF);
+        json_decref(args);
+}
+
+static void test_sessions_rejects(void **state) {
+        expect_rejected("create_workspace_session", "{\"sandbox_id\":\"s\",\"finalize_policy\":\"publish\"}",
+                        "invalid arguments: finalize_policy: must be one of [\"publish_then_destroy\",\"destroy\"]");
+        expect_rejected("create_workspace_session", "{}", "invalid arguments: sandbox_id: is required");
+        expect_rejected("finalize_workspace_session", "{\"sandbox_id\":\"s\"}",
+                        "invalid arguments: workspace_session_id: is required");
+        expect_rejected("finalize_workspace_session", "{\"sandbox_id\":\"s\",\"workspace_session_id\":\"\"}",
+                        "invalid arguments: workspace_session_id: must not be empty");
+        expect_rejected("finalize_workspace_session",
+                        "{\"sandbox_id\":\"s\",\"workspace_session_id\":\"w\",\"action\":\"published\"}",
+                        "invalid arguments: action: must be one of [\"publish\",\"discard\"]");
+        expect_rejected("finalize_workspace_session",
+                        "{\"sandbox_id\":\"s\",\"workspace_session_id\":\"w\",\"overwrite\":1}",
+                        "invalid arguments: overwrite: must be a boolean");
+        expect_rejected("list_workspace_sessions", "{\"sandbox_id\":\"s\",\"state\":\"live\"}",
+                        "invalid arguments: state: unknown argument (expected one of: sandbox_id)");
+        expect_rejected("diff_workspace_session", "{\"sandbox_id\":\"s\"}",
+                        "invalid arguments: workspace_session_id: is required");
+        expect_rejected("list_command_sessions", "{\"sandbox_id\":\"s\",\"workspace_session_id\":[]}",
+                        "invalid arguments: workspace_session_id: must be a string");
+        expect_rejected("cancel_command", "{\"sandbox_id\":\"s\"}", "invalid arguments: command_session_id: is required");
+}
+
+/* The result of a reply for tool name, with args (JSON text or NULL), checked
+ * to be a success whose structuredContent validates against outputSchema. */
+static json_t *ok_result(const char *name, const char *args_text, const Sbx__Reply *reply) {
+        json_t *args = args_text ? load(args_text) : NULL, *r = NULL, *sc;
+        _cleanup_free_ char *error = NULL;
+
+        assert_int_equal(tool_result_from_reply(tool(name), args, reply, false, &r), 0);
+        json_decref(args);
+        if (!json_is_false(json_object_get(r, "isError")))
+                fail_msg("%s: error result: %s", name,
+                         json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0), "text")));
+        sc = json_object_get(r, "structuredContent");
+        assert_int_equal(schema_validate(output_schema(name), sc, &error), 0);
+        assert_int_equal(json_array_size(json_object_get(r, "content")), 0);
+        return r;
+}
+
+#define SC(r) json_object_get((r), "structuredContent")
+#define STR(o, k) json_string_value(json_object_get((o), (k)))
+#define INT(o, k) json_integer_value(json_object_get((o), (k)))
+
+static void test_result_file_read(void **state) {
+        Sbx__FileReadReply f = SBX__FILE_READ_REPLY__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        json_t *r;
+
+        f.path = (char *) "README.md";
+        f.content.data = (uint8_t *) "# Example\n\nProject overview\xe2\x80\xa6\n";
+        f.content.len = strlen((char *) f.content.data);
+        f.start_line = 1;
+        f.num_lines = 3;
+        f.total_lines = 3;
+        f.bytes_read = 31;
+        f.total_bytes = 31;
+        reply.body_case = SBX__REPLY__BODY_FILE_READ;
+        reply.file_read = &f;
+        r = ok_result("file_read", NULL, &reply);
+        assert_string_equal(STR(SC(r), "path"), "README.md");
+        assert_string_equal(STR(SC(r), "content"), "# Example\n\nProject overview\xe2\x80\xa6\n");
+        assert_int_equal(INT(SC(r), "start_line"), 1);
+        assert_int_equal(INT(SC(r), "num_lines"), 3);
+        assert_int_equal(INT(SC(r), "total_lines"), 3);
+        assert_int_equal(INT(SC(r), "bytes_read"), 31);
+        assert_int_equal(INT(SC(r), "total_bytes"), 31);
+        assert_true(json_is_null(json_object_get(SC(r), "next_offset")));
+        assert_true(json_is_false(json_object_get(SC(r), "truncated")));
+        assert_int_equal(json_object_size(SC(r)), 9);
+        json_decref(r);
+
+        f.has_next_offset = true;
+        f.next_offset = 4;
+        f.truncated = true;
+        r = ok_result("file_read", NULL, &reply);
+        assert_int_equal(INT(SC(r), "next_offset"), 4);
+        assert_true(json_is_true(json_object_get(SC(r), "truncated")));
+        json_decref(r);
+
+        /* A command body for file_read is refused. */
+        {
+                Sbx__CommandOutput c = SBX__COMMAND_OUTPUT__INIT;
+                reply.body_case = SBX__REPLY__BODY_COMMAND;
+                reply.command = &c;
+                r = result_for("file_read", &reply, true);
+                assert_true(json_is_true(json_object_get(r, "isError")));
+                assert_null(json_object_get(r, "structuredContent"));
+                json_decref(r);
+        }
+}
+
+static void test_result_file_change(void **state) {
+        Sbx__FileChangeReply f = SBX__FILE_CHANGE_REPLY__INIT;
+        Sbx__Publication p = SBX__PUBLICATION__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        json_t *r, *pub;
+
+        f.type = (char *) "update";
+        f.path = (char *) "notes.txt";
+        f.bytes_written = 12;
+        reply.body_case = SBX__REPLY__BODY_FILE_CHANGE;
+        reply.file_change = &f;
+        /* In a session: exactly the seed's three fields. */
+        r = ok_result("file_write", NULL, &reply);
+        assert_string_equal(STR(SC(r), "type"), "update");
+        assert_string_equal(STR(SC(r), "path"), "notes.txt");
+        assert_int_equal(INT(SC(r), "bytes_written"), 12);
+        assert_int_equal(json_object_size(SC(r)), 3);
+        json_decref(r);
+
+        p.published = true;
+        p.layer = 9;
+        p.owner = (char *) "operation:op-1";
+        p.changed_paths = 1;
+        f.publication = &p;
+        f.type = (char *) "create";
+        r = ok_result("file_write", NULL, &reply);
+        pub = json_object_get(SC(r), "publication");
+        assert_string_equal(STR(SC(r), "type"), "create");
+        assert_true(json_is_true(json_object_get(pub, "published")));
+        assert_int_equal(INT(pub, "layer"), 9);
+        assert_string_equal(STR(pub, "owner"), "operation:op-1");
+        assert_null(json_object_get(pub, "conflicts"));
+        json_decref(r);
+
+        f.type = (char *) "edit";
+        f.edits_applied = 1;
+        f.replacements = 2;
+        f.bytes_written = 26;
+        f.publication = NULL;
+        r = ok_result("file_edit", NULL, &reply);
+        assert_string_equal(STR(SC(r), "type"), "edit");
+        assert_int_equal(INT(SC(r), "edits_applied"), 1);
+        assert_int_equal(INT(SC(r), "replacements"), 2);
+        assert_int_equal(INT(SC(r), "bytes_written"), 26);
+        assert_int_equal(json_object_size(SC(r)), 5);
+        json_decref(r);
+
+        /* A type outside the promise is not passed on. */
+        f.type = (char *) "edit";
+        r = result_for("file_write", &reply, true);
+        assert_true(json_is_true(json_object_get(r, "isError")));
+        json_decref(r);
+}
+
+static void test_result_file_blame(void **state) {
+        Sbx__BlameRange a = SBX__BLAME_RANGE__INIT, b = SBX__BLAME_RANGE__INIT;
+        Sbx__BlameRange *ranges[] = { &a, &b };
+        Sbx__FileBlameReply f = SBX__FILE_BLAME_REPLY__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        json_t *r, *x;
+
+        a.start_line = 1;
+        a.line_count = 4;
+        a.owner = (char *) "original";
+        b.start_line = 5;
+        b.line_count = 2;
+        b.owner = (char *) "operation:request-id";
+        f.path = (char *) "notes.txt";
+        f.n_ranges = 2;
+        f.ranges = ranges;
+        reply.body_case = SBX__REPLY__BODY_FILE_BLAME;
+        reply.file_blame = &f;
+        r = ok_result("file_blame", NULL, &reply);
+        assert_string_equal(STR(SC(r), "path"), "notes.txt");
+        assert_int_equal(json_array_size(json_object_get(SC(r), "ranges")), 2);
+        x = json_array_get(json_object_get(SC(r), "ranges"), 1);
+        assert_int_equal(INT(x, "start_line"), 5);
+        assert_int_equal(INT(x, "line_count"), 2);
+        assert_string_equal(STR(x, "owner"), "operation:request-id");
+        json_decref(r);
+
+        /* An empty file has no ranges. */
+        f.n_ranges = 0;
+        r = ok_result("file_blame", NULL, &reply);
+        assert_int_equal(json_array_size(json_object_get(SC(r), "ranges")), 0);
+        json_decref(r);
+}
+
+static void fill_session(Sbx__SessionInfo *s, const char *id) {
+        s->workspace_session = (char *) id;
+        s->sandbox = (char *) "s";
+        s->finalize_policy = (char *) "publish_then_destroy";
+        s->state = (char *) "live";
+        s->base_layer = 3;
+        s->created_unix = 1764400000;
+        s->running_commands = 1;
+}
+
+static void test_result_sessions(void **state) {
+        Sbx__SessionInfo s1 = SBX__SESSION_INFO__INIT, s2 = SBX__SESSION_INFO__INIT;
+        Sbx__SessionInfo *list[] = { &s1, &s2 };
+        Sbx__SessionListReply l = SBX__SESSION_LIST_REPLY__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        json_t *r, *x;
+
+        fill_session(&s1, "ws-1");
+        fill_session(&s2, "ws-2");
+        s2.automatic = true;
+        s2.finalize_policy = (char *) "destroy";
+        s2.state = (char *) "conflicted";
+        reply.body_case = SBX__REPLY__BODY_SESSION;
+        reply.session = &s1;
+        r = ok_result("create_workspace_session", NULL, &reply);
+        assert_string_equal(STR(SC(r), "workspace_session_id"), "ws-1");
+        assert_string_equal(STR(SC(r), "sandbox_id"), "s");
+        assert_string_equal(STR(SC(r), "finalize_policy"), "publish_then_destroy");
+        assert_true(json_is_false(json_object_get(SC(r), "automatic")));
+        assert_string_equal(STR(SC(r), "state"), "live");
+        assert_int_equal(INT(SC(r), "base_layer"), 3);
+        assert_int_equal(INT(SC(r), "created_unix"), 1764400000);
+        assert_int_equal(INT(SC(r), "running_commands"), 1);
+        json_decref(r);
+
+        l.n_sessions = 2;
+        l.sessions = list;
+        reply.body_case = SBX__REPLY__BODY_SESSION_LIST;
+        reply.session_list = &l;
+        r = ok_result("list_workspace_sessions", NULL, &reply);
+        x = json_array_get(json_object_get(SC(r), "sessions"), 1);
+        assert_string_equal(STR(x, "workspace_session_id"), "ws-2");
+        assert_true(json_is_true(json_object_get(x, "automatic")));
+        assert_string_equal(STR(x, "state"), "conflicted");
+        json_decref(r);
+
+        l.n_sessions = 0;
+        r = ok_result("list_workspace_sessions", NULL, &reply);
+        assert_int_equal(json_array_size(json_object_get(SC(r), "sessions")), 0);
+        json_decref(r);
+}
+
+static void test_result_finalize(void **state) {
+        Sbx__SessionFinalizeReply f = SBX__SESSION_FINALIZE_REPLY__INIT;
+        Sbx__Publication p = SBX__PUBLICATION__INIT;
+        Sbx__SessionInfo s = SBX__SESSION_INFO__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        char *conflicts[] = { (char *) "src/a.c", (char *) "README.md" };
+        json_t *r, *pub;
+
+        fill_session(&s, "ws-7");
+        f.session = &s;
+        f.action = (char *) "published";
+        p.published = true;
+        p.layer = 12;
+        p.owner = (char *) "workspace_session:ws-7";
+        p.changed_paths = 4;
+        f.publication = &p;
+        reply.body_case = SBX__REPLY__BODY_SESSION_FINALIZE;
+        reply.session_finalize = &f;
+        r = ok_result("finalize_workspace_session", NULL, &reply);
+        assert_string_equal(STR(SC(r), "workspace_session_id"), "ws-7");
+        assert_string_equal(STR(SC(r), "action"), "published");
+        assert_int_equal(INT(json_object_get(SC(r), "publication"), "layer"), 12);
+        json_decref(r);
+
+        /* A conflict is a normal result that lists the paths. */
+        p.published = false;
+        p.layer = 0;
+        p.error = (char *) "2 paths changed since the session started";
+        p.n_conflicts = 2;
+        p.conflicts = conflicts;
+        f.action = (char *) "conflict";
+        r = ok_result("finalize_workspace_session", NULL, &reply);
+        assert_string_equal(STR(SC(r), "action"), "conflict");
+        pub = json_object_get(SC(r), "publication");
+        assert_true(json_is_false(json_object_get(pub, "published")));
+        assert_int_equal(json_array_size(json_object_get(pub, "conflicts")), 2);
+        assert_string_equal(json_string_value(json_array_get(json_object_get(pub, "conflicts"), 0)), "src/a.c");
+        json_decref(r);
+
+        /* Discarded, without session info: the id comes from the arguments. */
+        f.session = NULL;
+        f.publication = NULL;
+        f.action = (char *) "discarded";
+        r = ok_result("finalize_workspace_session", "{\"sandbox_id\":\"s\",\"workspace_session_id\":\"ws-8\"}", &reply);
+        assert_string_equal(STR(SC(r), "workspace_session_id"), "ws-8");
+        assert_true(json_is_null(json_object_get(SC(r), "publication")));
+        json_decref(r);
+}
+
+static void test_result_exec_conflicts(void **state) {
+        Sbx__CommandOutput c = SBX__COMMAND_OUTPUT__INIT;
+        Sbx__Publication p = SBX__PUBLICATION__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        char *conflicts[] = { (char *) "x.txt" };
+        json_t *r, *pub;
+
+        c.command_session = (char *) "cmd-1";
+        c.workspace_session = (char *) "ws-1";
+        c.status = (char *) "ok";
+        c.has_exit_code = true;
+        c.end_reason = (char *) "exit";
+        p.error = (char *) "conflict";
+        p.n_conflicts = 1;
+        p.conflicts = conflicts;
+        c.publication = &p;
+        reply.body_case = SBX__REPLY__BODY_COMMAND;
+        reply.command = &c;
+        r = ok_result("exec_command", NULL, &reply);
+        pub = json_object_get(SC(r), "publication");
+        assert_string_equal(json_string_value(json_array_get(json_object_get(pub, "conflicts"), 0)), "x.txt");
+        json_decref(r);
+
+        /* cancel_command renders the same shape. */
+        c.publication = NULL;
+        c.status = (char *) "running";
+        c.has_exit_code = false;
+        c.end_reason = NULL;
+        r = ok_result("cancel_command", NULL, &reply);
+        assert_string_equal(STR(SC(r), "status"), "running");
+        assert_true(json_is_null(json_object_get(SC(r), "publication")));
+        json_decref(r);
+}
+
+static void test_result_diff(void **state) {
+        Sbx__ChangedPath a = SBX__CHANGED_PATH__INIT, d = SBX__CHANGED_PATH__INIT;
+        Sbx__ChangedPath *changes[] = { &a, &d };
+        Sbx__SessionDiffReply f = SBX__SESSION_DIFF_REPLY__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        json_t *r, *x;
+
+        a.path = (char *) "new.txt";
+        a.change = (char *) "added";
+        d.path = (char *) "old.txt";
+        d.change = (char *) "deleted";
+        f.n_changes = 2;
+        f.changes = changes;
+        f.diff.data = (uint8_t *) "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+x\n";
+        f.diff.len = strlen((char *) f.diff.data);
+        reply.body_case = SBX__REPLY__BODY_SESSION_DIFF;
+        reply.session_diff = &f;
+        r = ok_result("diff_workspace_session", "{\"sandbox_id\":\"s\",\"workspace_session_id\":\"ws-4\"}", &reply);
+        assert_string_equal(STR(SC(r), "workspace_session_id"), "ws-4");
+        x = json_array_get(json_object_get(SC(r), "changes"), 1);
+        assert_string_equal(STR(x, "path"), "old.txt");
+        assert_string_equal(STR(x, "change"), "deleted");
+        assert_string_equal(STR(SC(r), "diff"), (char *) f.diff.data);
+        assert_true(json_is_false(json_object_get(SC(r), "truncated")));
+        json_decref(r);
+
+        d.change = (char *) "renamed";
+        r = result_for("diff_workspace_session", &reply, true);
+        assert_true(json_is_true(json_object_get(r, "isError")));
+        json_decref(r);
+}
+
+static void test_result_command_list(void **state) {
+        Sbx__CommandInfo a = SBX__COMMAND_INFO__INIT, b = SBX__COMMAND_INFO__INIT;
+        Sbx__CommandInfo *cmds[] = { &a, &b };
+        Sbx__CommandListReply l = SBX__COMMAND_LIST_REPLY__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        json_t *r, *x;
+
+        a.command_session = (char *) "cmd-a";
+        a.workspace_session = (char *) "ws-1";
+        a.status = (char *) "running";
+        a.started_unix_usec = 1764400000500000;
+        a.cmd = (char *) "sleep 100";
+        b.command_session = (char *) "cmd-b";
+        b.workspace_session = (char *) "ws-1";
+        b.status = (char *) "cancelled";
+        b.signal = 9;
+        b.end_reason = (char *) "cancelled";
+        b.started_unix_usec = 1764400000000000;
+        b.ended_unix_usec = 1764400002250000;
+        b.cmd = (char *) "make";
+        l.n_commands = 2;
+        l.commands = cmds;
+        reply.body_case = SBX__REPLY__BODY_COMMAND_LIST;
+        reply.command_list = &l;
+        r = ok_result("list_command_sessions", NULL, &reply);
+        x = json_array_get(json_object_get(SC(r), "commands"), 0);
+        assert_string_equal(STR(x, "command_session_id"), "cmd-a");
+        assert_true(json_is_null(json_object_get(x, "exit_code")));
+        assert_true(json_is_null(json_object_get(x, "signal")));
+        assert_true(json_is_null(json_object_get(x, "end_reason")));
+        assert_true(json_is_null(json_object_get(x, "ended_unix")));
+        assert_true(json_real_value(json_object_get(x, "started_unix")) == 1764400000.5);
+        assert_string_equal(STR(x, "cmd"), "sleep 100");
+        x = json_array_get(json_object_get(SC(r), "commands"), 1);
+        assert_int_equal(INT(x, "signal"), 9);
+        assert_string_equal(STR(x, "end_reason"), "cancelled");
+        assert_true(json_real_value(json_object_get(x, "ended_unix")) == 1764400002.25);
+        json_decref(r);
+}
+
 static void test_utf8_sanitize(void **state) {
         static const struct {
                 const char *in, *out;
@@ -815,6 +1671,28 @@ int main(void) {
                 cmocka_unit_test(test_result_running),
                 cmocka_unit_test(test_result_terminal),
                 cmocka_unit_test(test_result_errors),
+                cmocka_unit_test(test_sealed_memfd),
+                cmocka_unit_test(test_file_read_request),
+                cmocka_unit_test(test_file_path_rejects),
+                cmocka_unit_test(test_file_read_rejects),
+                cmocka_unit_test(test_file_write_request),
+                cmocka_unit_test(test_file_write_too_big),
+                cmocka_unit_test(test_file_edit_request),
+                cmocka_unit_test(test_file_edit_rejects),
+                cmocka_unit_test(test_file_edit_too_big),
+                cmocka_unit_test(test_file_blame_request),
+                cmocka_unit_test(test_file_annotations),
+                cmocka_unit_test(test_sessions_set_alone),
+                cmocka_unit_test(test_sessions_requests),
+                cmocka_unit_test(test_sessions_rejects),
+                cmocka_unit_test(test_result_file_read),
+                cmocka_unit_test(test_result_file_change),
+                cmocka_unit_test(test_result_file_blame),
+                cmocka_unit_test(test_result_sessions),
+                cmocka_unit_test(test_result_finalize),
+                cmocka_unit_test(test_result_exec_conflicts),
+                cmocka_unit_test(test_result_diff),
+                cmocka_unit_test(test_result_command_list),
                 cmocka_unit_test(test_utf8_sanitize),
         };
 
