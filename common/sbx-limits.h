@@ -49,3 +49,7 @@
 #define SBX_DIFF_MAX_BYTES (96u * 1024u)        /* unified diff in one reply */
 #define SBX_PATH_MAX 4096u
 #define SBX_MAX_SESSIONS_PER_SANDBOX 64u        /* live managed + automatic sessions */
+
+/* Commands' own limits, set by the worker in the command child (issue 4) */
+#define SBX_COMMAND_NOFILE 4096u                /* RLIMIT_NOFILE, soft and hard */
+#define SBX_COMMAND_OOM_SCORE_ADJ 500           /* the OOM killer takes commands before the worker */

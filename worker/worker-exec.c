@@ -10,10 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "fd-util.h"
 #include "macro.h"
+#include "sbx-limits.h"
 #include "worker.h"
 
 _noreturn_ _printf_(3, 4)
@@ -52,6 +54,40 @@ static int reset_signals(void) {
         return RET_NERRNO(sigprocmask(SIG_SETMASK, &none, NULL));
 }
 
+/* The command's own limits: no core dumps, a bounded number of open files,
+ * and an OOM score above the worker's, so that an OOM in the session's
+ * cgroup takes a command before the worker (PID 1 of the session). The
+ * worker runs without CAP_SYS_RESOURCE on the host, so it cannot lower its
+ * own score; raising the commands' is always allowed. */
+static int set_command_limits(void) {
+        static const struct {
+                int resource;
+                rlim_t value;
+        } limits[] = {
+                { RLIMIT_CORE, 0 },
+                { RLIMIT_NOFILE, SBX_COMMAND_NOFILE },
+        };
+        char buf[16];
+        int fd, n;
+
+        for (size_t i = 0; i < ELEMENTSOF(limits); i++) {
+                struct rlimit rl = { .rlim_cur = limits[i].value, .rlim_max = limits[i].value };
+                if (setrlimit(limits[i].resource, &rl) < 0)
+                        return -errno;
+        }
+        fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        n = snprintf(buf, sizeof(buf), "%d\n", SBX_COMMAND_OOM_SCORE_ADJ);
+        if (write(fd, buf, (size_t) n) != n) {
+                int r = -errno;
+                safe_close(fd);
+                return r;
+        }
+        safe_close(fd);
+        return 0;
+}
+
 _noreturn_
 static void command_child(const char *cmd, char *const env[], const char *cwd, pid_t parent,
                           int stdin_fd, int output_fd, int sync_fd) {
@@ -77,6 +113,9 @@ static void command_child(const char *cmd, char *const env[], const char *cwd, p
                 child_fail(sync_fd, -errno, "Failed to mark descriptors close-on-exec");
         if (chdir(cwd) < 0)
                 child_fail(sync_fd, -errno, "Failed to change directory to '%s'", cwd);
+        r = set_command_limits();
+        if (r < 0)
+                child_fail(sync_fd, r, "Failed to set the command's resource limits");
         r = reset_signals();
         if (r < 0)
                 child_fail(sync_fd, r, "Failed to reset the signal mask");

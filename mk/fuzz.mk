@@ -1,0 +1,70 @@
+# libFuzzer targets (clang, -fsanitize=fuzzer,address,undefined):
+#   make fuzz                 runs each target for FUZZ_SECONDS (30 s), new inputs
+#                             kept under $(BUILD)/fuzz/corpus/<name>/
+#   make check-fuzz-corpus    replays the seed corpora tests/fuzz/corpus/<name>/
+#                             once through each target (part of make check);
+#                             prints TAP and "N passed, N failed"
+# Targets: tests/fuzz/fuzz-<name>.c. fuzz-config includes supervisor/sbxd.c and
+# links the rest of sbxd, so that it parses exactly as sbxd does.
+# FUZZ_SECONDS=N sets the time per target.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 30
+FUZZ         := $(BUILD)/fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1
+FUZZ_NAMES   := wire config jsonrpc
+FUZZ_BINS    := $(patsubst %,$(FUZZ)/bin/fuzz-%,$(FUZZ_NAMES))
+
+fuzzobj = $(patsubst %.c,$(FUZZ)/obj/%.o,$(1))
+FUZZ_LIB_SRCS := $(COMMON_SRCS) $(PROTO_SRCS)
+
+$(FUZZ)/obj/%.o: %.c $(GEN)/sbx.pb-c.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(ALL_CPPFLAGS) -std=gnu11 -Wno-unused-parameter -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c $< -o $@
+
+$(FUZZ)/obj/gen/sbx.pb-c.o: $(GEN)/sbx.pb-c.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(ALL_CPPFLAGS) -std=gnu11 -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c $< -o $@
+
+FUZZ_LIB_OBJS = $(call fuzzobj,$(FUZZ_LIB_SRCS)) $(FUZZ)/obj/gen/sbx.pb-c.o
+
+$(FUZZ)/bin/fuzz-wire: $(call fuzzobj,tests/fuzz/fuzz-wire.c) $$(FUZZ_LIB_OBJS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
+
+# The rest of sbxd is linked as built for sbxd (not instrumented): only the
+# parser is under test, and it is all in sbxd.c.
+$(FUZZ)/bin/fuzz-config: $(call fuzzobj,tests/fuzz/fuzz-config.c) \
+		$$(call obj,$$(filter-out supervisor/sbxd.c,$$(SUPERVISOR_SRCS)) $$(SUPERVISOR_LIB_SRCS)) $$(FUZZ_LIB_OBJS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
+
+$(FUZZ)/bin/fuzz-jsonrpc: $(call fuzzobj,tests/fuzz/fuzz-jsonrpc.c broker/jsonrpc.c broker/schema.c broker/tools.c) \
+		$$(FUZZ_LIB_OBJS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
+
+# sbxd.c is #included: rebuild when it changes.
+$(FUZZ)/obj/tests/fuzz/fuzz-config.o: supervisor/sbxd.c supervisor/sbxd.h
+
+.PHONY: fuzz fuzz-build check-fuzz-corpus
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: $(FUZZ_BINS)
+	@set -e; for n in $(FUZZ_NAMES); do \
+	  mkdir -p $(FUZZ)/corpus/$$n; \
+	  echo "== fuzz-$$n for $(FUZZ_SECONDS) s"; \
+	  $(FUZZ)/bin/fuzz-$$n -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 \
+	    $(FUZZ)/corpus/$$n tests/fuzz/corpus/$$n 2>&1 | grep -E '^#|stat::|ERROR|SUMMARY|Done' | tail -8; \
+	done
+
+check-fuzz-corpus:
+	@if ! command -v $(FUZZ_CC) >/dev/null; then \
+	  echo "# skipped: $(FUZZ_CC) is not installed"; echo "0 passed, 0 failed"; exit 0; fi
+	@$(MAKE) --no-print-directory -s fuzz-build >$(BUILD)/fuzz-build.log 2>&1 || { \
+	  tail -20 $(BUILD)/fuzz-build.log; echo "not ok 1 - build the fuzz targets"; echo "0 passed, 1 failed"; exit 1; }
+	@p=0; f=0; i=0; for n in $(FUZZ_NAMES); do \
+	  i=$$((i + 1)); k=$$(ls tests/fuzz/corpus/$$n | wc -l); \
+	  if $(FUZZ)/bin/fuzz-$$n -runs=1 tests/fuzz/corpus/$$n/* >$(FUZZ)/replay-$$n.log 2>&1; then \
+	    echo "ok $$i - fuzz-$$n replays its $$k seed inputs"; p=$$((p + 1)); \
+	  else echo "not ok $$i - fuzz-$$n on its seed corpus"; tail -30 $(FUZZ)/replay-$$n.log | sed 's/^/# /'; f=$$((f + 1)); fi; \
+	done; echo "$$p passed, $$f failed"; test $$f -eq 0
