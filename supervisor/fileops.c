@@ -13,8 +13,9 @@
  * memory stays under READ_BUF_SIZE plus twice max_bytes whatever the file's
  * size. When the first line of the window alone exceeds max_bytes, its head
  * is returned (num_lines 1, cut before the character that does not fit) with
- * truncated set and next_offset naming that same line: the reader learns the
- * line was cut, and reading on from next_offset returns the same head again.
+ * truncated set and next_offset naming the next line: paging always moves on,
+ * and the rest of an overlong line is not shown (the agent can look at it
+ * with a command).
  *
  * Edits: occurrences are exact byte matches, counted and replaced left to
  * right without overlap ("aa" occurs once in "aaa"); "exactly once" uses the
@@ -287,8 +288,8 @@ int file_read_window(int fd, uint64_t offset, uint32_t limit, size_t max_bytes, 
         w.buf[w.len] = '\0';
 
         total_lines = newlines + !ends_with_newline;
-        next = w.cut ? w.start : w.start + w.num_lines;
-        has_next = w.cut || next <= total_lines;
+        next = w.start + w.num_lines;
+        has_next = next <= total_lines;
 
         *ret = (FileWindow) {
                 .content = TAKE_PTR(w.buf),
@@ -300,7 +301,7 @@ int file_read_window(int fd, uint64_t offset, uint32_t limit, size_t max_bytes, 
                 .total_bytes = total,
                 .has_next_offset = has_next,
                 .next_offset = has_next ? next : 0,
-                .truncated = has_next,
+                .truncated = has_next || w.cut,
         };
         return 0;
 }
@@ -327,12 +328,15 @@ static size_t count_occurrences(const char *buf, size_t len, const FileEditSpec 
 static void replace_occurrences(const char *buf, size_t len, const FileEditSpec *e, char *dst) {
         const char *end = buf + len, *p = buf, *q;
 
+        /* An empty new_string may come as a NULL pointer: never hand it to mempcpy. */
         while ((q = memmem(p, (size_t) (end - p), e->old_string, e->old_len))) {
                 dst = mempcpy(dst, p, (size_t) (q - p));
-                dst = mempcpy(dst, e->new_string, e->new_len);
+                if (e->new_len > 0)
+                        dst = mempcpy(dst, e->new_string, e->new_len);
                 p = q + e->old_len;
         }
-        memcpy(dst, p, (size_t) (end - p));
+        if (end > p)
+                memcpy(dst, p, (size_t) (end - p));
 }
 
 int file_apply_edits(const char *content, size_t len, const FileEditSpec *edits, size_t n_edits,

@@ -26,7 +26,7 @@ typedef struct FileWindow {
  * 0 is taken as 1), streaming it with a bounded buffer: the file is never held
  * in memory whole. The window also stops before max_bytes (but holds at least
  * one line, cut at max_bytes on a UTF-8 boundary if that line alone is
- * longer; then truncated is set and next_offset repeats that line). Fails with
+ * longer; then truncated is set and next_offset is the line after it). Fails with
  * -EILSEQ if the file is not UTF-8 (or contains NUL; errmsg says where),
  * -EINVAL for limit 0 or above SBX_FILE_READ_MAX_LINES. Files of any size are
  * readable. An offset past the end gives an empty window (not an error). */

@@ -49,6 +49,7 @@ static int worker_send(WorkspaceSession *ws, Sbx__Msg *m) {
 
 int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret, char *errmsg,
                 size_t errmsg_size) {
+        _cleanup_free_ char *lowerdirs = NULL;
         WorkspaceSession *ws;
         SpawnResult sr = { .pidfd = -EBADF, .sock = -EBADF, .upper_fd = -EBADF, .workspace_fd = -EBADF };
         CgroupLimits limits = {
@@ -97,7 +98,6 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         }
 
         char layers_dir[4096];
-        _cleanup_free_ char *lowerdirs = NULL;
         snprintf(layers_dir, sizeof(layers_dir), "%s/sandboxes/%s/layers", s->cfg.state_dir, sb->name);
         r = snapshot_lowerdirs(sb->squashed, sb->top_layer, &lowerdirs);
         if (r < 0)

@@ -55,7 +55,9 @@ static FileWindow read_ok(const char *data, uint64_t offset, uint32_t limit, siz
         assert_true(w.len <= max_bytes);
         assert_int_equal(w.total_bytes, strlen(data));
         assert_int_equal(w.total_lines, text_count_lines(data, strlen(data)));
-        assert_int_equal(w.truncated, w.has_next_offset);
+        /* truncated: more lines follow, or the window's only line was cut. */
+        if (w.has_next_offset)
+                assert_true(w.truncated);
         if (!w.has_next_offset)
                 assert_int_equal(w.next_offset, 0);
         return w;
@@ -184,24 +186,30 @@ static void test_bad_args(void **state) {
 }
 
 static void test_max_bytes_cut(void **state) {
-        /* A first line longer than max_bytes: its head, next_offset repeats it. */
-        check_window("abcdefghij\nxy\n", 1, 2000, 4, "abcd", 1, 1, 1);
+        /* A first line longer than max_bytes: its head; paging moves on to the next line. */
+        check_window("abcdefghij\nxy\n", 1, 2000, 4, "abcd", 1, 1, 2);
         check_window("abcdefghij\nxy\n", 2, 2000, 4, "xy\n", 2, 1, 0);
         /* '\n' counts: an 11-byte line does not fit in 10. */
-        check_window("abcdefghij\nxy\n", 1, 2000, 10, "abcdefghij", 1, 1, 1);
+        check_window("abcdefghij\nxy\n", 1, 2000, 10, "abcdefghij", 1, 1, 2);
         check_window("abcdefghij\nxy\n", 1, 2000, 11, "abcdefghij\n", 1, 1, 2);
-        /* The last line, without '\n'. */
-        check_window("x\nabcdef", 2, 2000, 4, "abcd", 2, 1, 2);
+        /* The last line, without '\n': cut, and nothing after it. */
+        check_window("x\nabcdef", 2, 2000, 4, "abcd", 2, 1, 0);
         check_window("x\nabcdef", 2, 2000, 6, "abcdef", 2, 1, 0);
         /* Cut on a character boundary: EURO is bytes 2..4. */
-        check_window("ab" EURO "cd\n", 1, 5, 4, "ab", 1, 1, 1);
-        check_window("ab" EURO "cd\n", 1, 5, 5, "ab" EURO, 1, 1, 1);
-        check_window("ab" EURO "cd\n", 1, 5, 6, "ab" EURO "c", 1, 1, 1);
-        check_window("a" GRIN "b", 1, 5, 4, "a", 1, 1, 1);
-        check_window(GRIN GRIN, 1, 5, 7, GRIN, 1, 1, 1);
-        check_window(GRIN "\n", 1, 5, 4, GRIN, 1, 1, 1);
+        check_window("ab" EURO "cd\n", 1, 5, 4, "ab", 1, 1, 0);
+        check_window("ab" EURO "cd\n", 1, 5, 5, "ab" EURO, 1, 1, 0);
+        check_window("ab" EURO "cd\n", 1, 5, 6, "ab" EURO "c", 1, 1, 0);
+        check_window("a" GRIN "b", 1, 5, 4, "a", 1, 1, 0);
+        check_window(GRIN GRIN, 1, 5, 7, GRIN, 1, 1, 0);
+        check_window(GRIN "\n", 1, 5, 4, GRIN, 1, 1, 0);
         /* A later line that does not fit ends the window before it, whole. */
         check_window("ab\n" EURO EURO "\n", 1, 5, 6, "ab\n", 1, 1, 2);
+        /* A cut line is reported as truncated even when it is the last one. */
+        {
+                FileWindow w = read_ok("x\nabcdef", 2, 2000, 4);
+                assert_true(w.truncated);
+                file_window_done(&w);
+        }
 }
 
 static void check_not_text(const char *data, size_t len, const char *what, uint64_t line, uint64_t offset) {
@@ -294,7 +302,7 @@ static void test_buffer_boundary(void **state) {
                                 w = read_ok(data, 1, 2000, cut);
                                 assert_int_equal(w.len, at);
                                 assert_true(w.truncated);
-                                assert_int_equal(w.next_offset, 1);
+                                assert_int_equal(w.next_offset, 2);
                                 file_window_done(&w);
                         }
                         w = read_ok(data, 1, 2000, at + clen);
