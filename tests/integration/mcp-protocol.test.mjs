@@ -1,11 +1,19 @@
 // sandbox-mcp as an MCP server: tools/list, schemas, lifecycle, JSON-RPC
 // errors, argument validation, bounded input lines, exit on stdin EOF.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { useSbx, RawMcp, McpSession, EXPECTED_INPUT_SCHEMAS, resultText, checkShape, LEAK_MARKER } from './helpers.mjs';
 
 const h = useSbx({ sandboxes: [{ name: 'proto' }] });
 const SB = 'proto';
-const TOOLS = ['exec_command', 'write_command_stdin', 'read_command_lines'];
+const COMMAND_TOOLS = ['exec_command', 'write_command_stdin', 'read_command_lines'];
+const FILE_TOOLS = ['file_read', 'file_write', 'file_edit', 'file_blame'];
+const TOOLS = [...COMMAND_TOOLS, ...FILE_TOOLS];
+// The file tools' input schemas as the seed publishes them (extracted verbatim).
+const SEED_SCHEMAS = {
+  ...EXPECTED_INPUT_SCHEMAS,
+  ...JSON.parse(readFileSync(new URL('./seed-file-schemas.json', import.meta.url), 'utf8')),
+};
 
 async function withRaw(fn) {
   const raw = new RawMcp({ socket: h.socket, logPath: h.mcpLog });
@@ -16,19 +24,23 @@ async function withRaw(fn) {
   }
 }
 
-h.test('tools/list (SDK) names the three command tools with the seed input schemas', async () => {
+h.test('tools/list (SDK) names the seven runtime tools with the seed input schemas', async () => {
   const names = h.mcp.tools.map((t) => t.name);
   for (const n of TOOLS) assert.ok(names.includes(n), `tools/list lacks ${n}: ${names}`);
-  assert.deepEqual([...names].sort(), [...TOOLS].sort(), '--set runtime in this issue publishes exactly the command tools');
+  assert.deepEqual([...names].sort(), [...TOOLS].sort(), '--set runtime publishes exactly the seed\'s seven tools');
   for (const t of h.mcp.tools) {
-    assert.deepEqual(t.inputSchema, EXPECTED_INPUT_SCHEMAS[t.name], `inputSchema of ${t.name}`);
+    assert.deepEqual(t.inputSchema, SEED_SCHEMAS[t.name], `inputSchema of ${t.name}`);
     assert.equal(typeof t.description, 'string');
     assert.ok(t.description.length > 10, `${t.name} needs a description`);
     assert.ok(t.outputSchema, `${t.name} has no outputSchema`);
     assert.equal(t.outputSchema.type, 'object');
-    for (const f of ['command_session_id', 'status', 'exit_code', 'start_offset', 'end_offset', 'total_lines', 'output']) {
-      assert.ok(t.outputSchema.properties?.[f], `${t.name} outputSchema lacks ${f}`);
-    }
+    const fields = COMMAND_TOOLS.includes(t.name)
+      ? ['command_session_id', 'status', 'exit_code', 'start_offset', 'end_offset', 'total_lines', 'output']
+      : { file_read: ['path', 'content', 'start_line', 'num_lines', 'total_lines', 'bytes_read', 'total_bytes', 'next_offset', 'truncated'],
+          file_write: ['type', 'path', 'bytes_written'],
+          file_edit: ['type', 'path', 'edits_applied', 'replacements', 'bytes_written'],
+          file_blame: ['path', 'ranges'] }[t.name];
+    for (const f of fields) assert.ok(t.outputSchema.properties?.[f], `${t.name} outputSchema lacks ${f}`);
     assert.ok(t.annotations && typeof t.annotations === 'object', `${t.name} has no annotations`);
   }
   const rl = h.mcp.tools.find((t) => t.name === 'read_command_lines');
@@ -41,7 +53,7 @@ h.test('tools/list (raw JSON) carries the input schemas byte-for-byte equal as J
     const r = await raw.request('tools/list', {}, 1);
     assert.ok(r.result, JSON.stringify(r));
     const byName = Object.fromEntries(r.result.tools.map((t) => [t.name, t]));
-    for (const n of TOOLS) assert.deepEqual(byName[n].inputSchema, EXPECTED_INPUT_SCHEMAS[n], n);
+    for (const n of TOOLS) assert.deepEqual(byName[n].inputSchema, SEED_SCHEMAS[n], n);
     assert.equal(r.result.nextCursor, undefined);
   });
 });
