@@ -67,6 +67,7 @@ static int load_one(const StoreSandbox *rec, void *userdata) {
         sb->owner_uid = rec->owner_uid;
         sb->memory_bytes = rec->memory_bytes;
         sb->pids_max = rec->pids_max;
+        sb->cpu_weight = rec->cpu_weight;
         sb->top_layer = rec->top_layer;
         sb->created_unix = rec->created_unix;
         sb->source_dir = strdup(rec->source_dir);
@@ -135,6 +136,10 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, uid_t caller, Sandb
                 snprintf(errmsg, errmsg_size, "too many sandboxes (limit %u)", SBX_MAX_SANDBOXES);
                 return -ENOSPC;
         }
+        if (req->cpu_weight > 10000) {
+                snprintf(errmsg, errmsg_size, "cpu weight must be 1 to 10000 (100 is the default share)");
+                return -EINVAL;
+        }
         if (req->source_dir[0] != '/') {
                 snprintf(errmsg, errmsg_size, "source directory must be an absolute path");
                 return -EINVAL;
@@ -155,6 +160,7 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, uid_t caller, Sandb
         sb->owner_uid = req->has_owner ? req->owner_uid : caller;
         sb->memory_bytes = req->memory_bytes ?: s->cfg.default_memory_bytes;
         sb->pids_max = req->pids_max ?: s->cfg.default_pids_max;
+        sb->cpu_weight = req->cpu_weight ?: 100;
         sb->created_unix = time(NULL);
         sb->source_dir = strdup(req->source_dir);
         if (!sb->source_dir) {
@@ -179,6 +185,7 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, uid_t caller, Sandb
         rec.source_dir = sb->source_dir;
         rec.memory_bytes = sb->memory_bytes;
         rec.pids_max = sb->pids_max;
+        rec.cpu_weight = sb->cpu_weight;
         rec.created_unix = sb->created_unix;
         r = store_sandbox_insert(s->store, &rec, "original");
         if (r < 0) {
@@ -220,6 +227,7 @@ void sandbox_info(Server *s, const Sandbox *sb, Sbx__SandboxInfo *ret) {
         ret->source_dir = sb->source_dir;
         ret->memory_bytes = sb->memory_bytes;
         ret->pids_max = sb->pids_max;
+        ret->cpu_weight = sb->cpu_weight;
         ret->layer_count = sb->top_layer + 1;
         ret->live_sessions = sb->live_sessions;
         ret->created_unix = sb->created_unix;

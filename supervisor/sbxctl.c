@@ -86,6 +86,7 @@ enum {
         OPT_SOURCE,
         OPT_MEMORY,
         OPT_PIDS,
+        OPT_CPU_WEIGHT,
         OPT_OWNER,
         OPT_VERSION,
         OPT_SESSION,
@@ -104,6 +105,7 @@ typedef struct Args {
         char *source_dir;       /* realpath() result, owned */
         uint64_t memory_bytes;
         uint32_t pids_max;
+        uint32_t cpu_weight;
         bool has_owner;
         uint32_t owner_uid;
         const char *session;    /* command list --session */
@@ -134,7 +136,7 @@ static void help(void) {
                "Administer the sbx sandbox service through sbxd.\n"
                "\n"
                "Commands:\n"
-               "  sandbox create NAME --source DIR [--memory BYTES] [--pids N] [--owner UID]\n"
+               "  sandbox create NAME --source DIR [--memory BYTES] [--pids N] [--cpu-weight N] [--owner UID]\n"
                "                                 import DIR as a new sandbox\n"
                "  sandbox list                   list sandboxes\n"
                "  sandbox show NAME              show one sandbox\n"
@@ -158,6 +160,7 @@ static void help(void) {
                "  --json          print the reply as JSON\n"
                "  --source DIR    directory to import (made absolute)\n"
                "  --memory BYTES  memory limit; K, M and G suffixes are powers of 1024\n"
+               "  --cpu-weight N  relative CPU share, 1 to 10000 (default 100)\n"
                "  --pids N        maximum number of processes\n"
                "  --owner UID     owner of the new sandbox, a uid or user name (root only)\n"
                "  --session ID    only the commands of this workspace session\n"
@@ -313,6 +316,7 @@ static int parse_argv(int argc, char *argv[], Args *a) {
                 { "source",    required_argument, NULL, OPT_SOURCE },
                 { "memory",    required_argument, NULL, OPT_MEMORY },
                 { "pids",      required_argument, NULL, OPT_PIDS },
+                { "cpu-weight", required_argument, NULL, OPT_CPU_WEIGHT },
                 { "owner",     required_argument, NULL, OPT_OWNER },
                 { "session",   required_argument, NULL, OPT_SESSION },
                 { "policy",    required_argument, NULL, OPT_POLICY },
@@ -365,6 +369,13 @@ static int parse_argv(int argc, char *argv[], Args *a) {
                                 return usage_error("invalid --pids '%s': expected a positive integer up to %" PRIu32,
                                                    optarg, UINT32_MAX);
                         a->create_option = "--pids";
+                        break;
+                case OPT_CPU_WEIGHT:
+                        r = parse_positive_u32(optarg, &a->cpu_weight);
+                        if (r < 0 || a->cpu_weight > 10000)
+                                return usage_error("invalid --cpu-weight '%s': expected 1 to 10000 (100 is the default share)",
+                                                   optarg);
+                        a->create_option = "--cpu-weight";
                         break;
                 case OPT_OWNER:
                         r = parse_owner(optarg, &a->owner_uid);
@@ -662,6 +673,7 @@ static json_t *sandbox_to_json(const Sbx__SandboxInfo *s) {
                          "source_dir", json_str(s->source_dir),
                          "memory_bytes", json_u64(s->memory_bytes),
                          "pids_max", (json_int_t) s->pids_max,
+                         "cpu_weight", (json_int_t) s->cpu_weight,
                          "layer_count", (json_int_t) s->layer_count,
                          "live_sessions", (json_int_t) s->live_sessions,
                          "created_unix", (json_int_t) s->created_unix);
@@ -870,6 +882,7 @@ static int print_sandbox_show(const Sbx__SandboxListReply *l, const char *name, 
                 printf("pids: default\n");
         else
                 printf("pids: %" PRIu32 "\n", s->pids_max);
+        printf("cpu weight: %" PRIu32 "\n", s->cpu_weight);
         printf("layers: %" PRIu32 "\n", s->layer_count);
         printf("live sessions: %" PRIu32 "\n", s->live_sessions);
         printf("created: %s\n", created);
@@ -1197,6 +1210,7 @@ static int run(const Args *a) {
                 create.source_dir = a->source_dir;
                 create.memory_bytes = a->memory_bytes;
                 create.pids_max = a->pids_max;
+                create.cpu_weight = a->cpu_weight;
                 create.has_owner = a->has_owner;
                 create.owner_uid = a->owner_uid;
                 req.type = SBX__MSG_TYPE__MSG_CLIENT_SANDBOX_CREATE;

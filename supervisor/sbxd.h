@@ -42,6 +42,7 @@ typedef struct Sandbox {
         char *source_dir;
         uint64_t memory_bytes;
         uint32_t pids_max;
+        uint32_t cpu_weight;        /* 1..10000, cgroup CPU share (100 = default) */
         uint32_t top_layer;
         int64_t created_unix;
         int dirfd;

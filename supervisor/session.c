@@ -55,6 +55,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         CgroupLimits limits = {
                 .memory_bytes = sb->memory_bytes,
                 .pids_max = sb->pids_max,
+                .cpu_weight = sb->cpu_weight,
         };
         unsigned live = 0;
         int r;

@@ -20,7 +20,7 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS sandboxes ("
         "  name TEXT PRIMARY KEY, owner_uid INTEGER NOT NULL, source_dir TEXT NOT NULL,"
         "  memory_bytes INTEGER NOT NULL, pids_max INTEGER NOT NULL,"
-        "  created_unix INTEGER NOT NULL);"
+        "  created_unix INTEGER NOT NULL, cpu_weight INTEGER NOT NULL DEFAULT 100);"
         "CREATE TABLE IF NOT EXISTS layers ("
         "  sandbox TEXT NOT NULL REFERENCES sandboxes(name) ON DELETE CASCADE,"
         "  seq INTEGER NOT NULL, owner TEXT NOT NULL, changed_paths INTEGER NOT NULL,"
@@ -128,7 +128,7 @@ int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_ow
         r = store_begin_durable(s);
         if (r < 0)
                 return r;
-        r = prepare(s, "INSERT INTO sandboxes VALUES (?,?,?,?,?,?)", &st);
+        r = prepare(s, "INSERT INTO sandboxes VALUES (?,?,?,?,?,?,?)", &st);
         if (r >= 0) {
                 sqlite3_bind_text(st, 1, sb->name, -1, SQLITE_STATIC);
                 sqlite3_bind_int64(st, 2, sb->owner_uid);
@@ -136,6 +136,7 @@ int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_ow
                 sqlite3_bind_int64(st, 4, (sqlite3_int64) sb->memory_bytes);
                 sqlite3_bind_int64(st, 5, sb->pids_max);
                 sqlite3_bind_int64(st, 6, sb->created_unix);
+                sqlite3_bind_int64(st, 7, sb->cpu_weight);
                 r = step_done(st);
         }
         if (r >= 0)
@@ -167,7 +168,7 @@ int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *user
 
         r = prepare(s,
                     "SELECT s.name, s.owner_uid, s.source_dir, s.memory_bytes, s.pids_max,"
-                    " s.created_unix, (SELECT MAX(seq) FROM layers l WHERE l.sandbox = s.name)"
+                    " s.created_unix, (SELECT MAX(seq) FROM layers l WHERE l.sandbox = s.name), s.cpu_weight"
                     " FROM sandboxes s ORDER BY s.name",
                     &st);
         if (r < 0)
@@ -180,6 +181,7 @@ int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *user
                         .pids_max = (uint32_t) sqlite3_column_int64(st, 4),
                         .created_unix = sqlite3_column_int64(st, 5),
                         .top_layer = (uint32_t) sqlite3_column_int64(st, 6),
+                        .cpu_weight = (uint32_t) sqlite3_column_int64(st, 7),
                 };
                 strlcpy(sb.name, (const char *) sqlite3_column_text(st, 0), sizeof(sb.name));
                 r = cb(&sb, userdata);

@@ -16,6 +16,7 @@ typedef struct StoreSandbox {
         char *source_dir;
         uint64_t memory_bytes;
         uint32_t pids_max;
+        uint32_t cpu_weight;
         uint32_t top_layer;
         int64_t created_unix;
 } StoreSandbox;
