@@ -478,11 +478,14 @@ static int handle_line(const char *line, size_t len, bool oversize, void *userda
         int r;
 
         if (oversize) {
-                char text[64];
+                char text[96];
+                json_t *id = jsonrpc_id_from_tail(line, len);
 
                 log_warning("Discarded an input line longer than %u bytes", SBX_MCP_LINE_MAX);
                 snprintf(text, sizeof(text), "request line exceeds %u bytes", SBX_MCP_LINE_MAX);
-                return send_error(NULL, JSONRPC_INVALID_REQUEST, text);
+                r = send_error(id, JSONRPC_INVALID_REQUEST, text);
+                json_decref(id);
+                return r;
         }
         r = jsonrpc_parse(line, len, &m);
         if (r < 0)

@@ -45,10 +45,66 @@ static bool real_is_int64(double d) {
         return (double) (long long) d == d;
 }
 
+static int hex4(const char *p, const char *end) {
+        int v = 0;
+        if (end - p < 4)
+                return -1;
+        for (int i = 0; i < 4; i++) {
+                char c = p[i];
+                v <<= 4;
+                if (c >= '0' && c <= '9')
+                        v |= c - '0';
+                else if (c >= 'a' && c <= 'f')
+                        v |= c - 'a' + 10;
+                else if (c >= 'A' && c <= 'F')
+                        v |= c - 'A' + 10;
+                else
+                        return -1;
+        }
+        return v;
+}
+
+/* A copy of line with every unpaired \uD800-\uDFFF escape replaced by \uFFFD
+ * (same length), or NULL if there is none. */
+static char *repair_lone_surrogates(const char *line, size_t len) {
+        const char *end = line + len;
+        char *copy = NULL;
+
+        for (const char *p = line; p < end; p++) {
+                int v, w;
+                if (*p != '\\')
+                        continue;
+                if (p + 1 >= end || p[1] != 'u') {
+                        p++; /* any other escape: skip its character */
+                        continue;
+                }
+                v = hex4(p + 2, end);
+                if (v < 0xd800 || v > 0xdfff) {
+                        p += 1;
+                        continue;
+                }
+                if (v <= 0xdbff && end - p >= 12 && p[6] == '\\' && p[7] == 'u' &&
+                    (w = hex4(p + 8, end)) >= 0xdc00 && w <= 0xdfff) {
+                        p += 11; /* a proper pair */
+                        continue;
+                }
+                if (!copy) {
+                        copy = malloc(len);
+                        if (!copy)
+                                return NULL;
+                        memcpy(copy, line, len);
+                }
+                memcpy(copy + (p - line), "\\ufffd", 6);
+                p += 5;
+        }
+        return copy;
+}
+
 int jsonrpc_parse(const char *line, size_t len, JsonRpcMessage **ret_msg) {
         _cleanup_jsonrpc_message_ JsonRpcMessage *m = NULL;
         const size_t flags = JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
         json_t *id, *version, *method, *params;
+        _cleanup_free_ char *repaired = NULL;
         bool ints_as_real = false;
         json_error_t err;
 
@@ -64,6 +120,10 @@ int jsonrpc_parse(const char *line, size_t len, JsonRpcMessage **ret_msg) {
                 return 0;
         }
 
+        /* JSON allows "\ud800" alone; jansson does not: make it U+FFFD. */
+        repaired = repair_lone_surrogates(line, len);
+        if (repaired)
+                line = repaired;
         m->root = json_loadb(line, len, flags, &err);
         if (!m->root && json_error_code(&err) == json_error_numeric_overflow) {
                 /* An integer beyond int64 (say a huge timeout_ms) is a bad
@@ -190,6 +250,37 @@ int jsonrpc_serialize(const json_t *msg, size_t max, char **ret_line, size_t *re
         return 0;
 }
 
+json_t *jsonrpc_id_from_tail(const char *tail, size_t len) {
+        char buf[LINE_TAIL_MAX + 1];
+        const char *key, *v, *end;
+        json_t *id;
+
+        if (len > LINE_TAIL_MAX)
+                return NULL;
+        memcpy(buf, tail, len);
+        buf[len] = '\0';
+        while (len > 0 && (buf[len - 1] == '\r' || buf[len - 1] == ' '))
+                buf[--len] = '\0';
+        key = NULL;
+        for (const char *p = buf; (p = strstr(p, "\"id\"")); p++)
+                key = p;
+        if (!key || len == 0 || buf[len - 1] != '}')
+                return NULL;
+        v = key + 4;
+        while (*v == ' ' || *v == ':')
+                v++;
+        end = strpbrk(v, ",}");
+        if (!end)
+                return NULL;
+        /* A number or a string without escapes, nothing else. */
+        id = json_loadb(v, (size_t) (end - v), JSON_DECODE_ANY, NULL);
+        if (id && !json_is_integer(id) && !json_is_string(id)) {
+                json_decref(id);
+                return NULL;
+        }
+        return id;
+}
+
 void line_reader_init(LineReader *lr, size_t max) {
         *lr = (LineReader) { .max = max };
 }
@@ -236,13 +327,26 @@ int line_reader_feed(LineReader *lr, const char *data, size_t n, line_handler_t 
                 if (!lr->discarding && lr->len + seg > lr->max) {
                         /* Too long: drop what we have and skip to the newline. */
                         lr->discarding = true;
+                        lr->tail_len = MIN(lr->len, (size_t) LINE_TAIL_MAX);
+                        memcpy(lr->tail, lr->buf + lr->len - lr->tail_len, lr->tail_len);
                         line_reader_release(lr);
                 }
 
                 if (lr->discarding) {
+                        /* Keep the last bytes: they name the request. */
+                        if (seg >= LINE_TAIL_MAX) {
+                                memcpy(lr->tail, data + seg - LINE_TAIL_MAX, LINE_TAIL_MAX);
+                                lr->tail_len = LINE_TAIL_MAX;
+                        } else {
+                                size_t keep = MIN(lr->tail_len, LINE_TAIL_MAX - seg);
+                                memmove(lr->tail, lr->tail + lr->tail_len - keep, keep);
+                                memcpy(lr->tail + keep, data, seg);
+                                lr->tail_len = keep + seg;
+                        }
                         if (nl) {
                                 lr->discarding = false;
-                                r = handler(NULL, 0, true, userdata);
+                                r = handler(lr->tail, lr->tail_len, true, userdata);
+                                lr->tail_len = 0;
                                 if (r < 0)
                                         return r;
                         }

@@ -53,10 +53,15 @@ json_t *jsonrpc_error(const json_t *id, int code, const char *message);
 /* Serialize msg as one compact line ending in "\n". -EMSGSIZE if the line
  * would reach max bytes, -ENOMEM. */
 int jsonrpc_serialize(const json_t *msg, size_t max, char **ret_line, size_t *ret_len);
+/* The id of a request from the end of its text ("...,"id":7}"), or NULL. */
+json_t *jsonrpc_id_from_tail(const char *tail, size_t len);
 
 /* Bounded line splitter. A line longer than max bytes (the "\n" not counted)
  * is discarded as it arrives, so memory stays near max; when its "\n" comes,
- * the handler is called once with oversize set. */
+ * the handler is called once with oversize set and the line's last
+ * LINE_TAIL_MAX bytes (clients such as the MCP SDK write "id" last, so the
+ * answer can still name the request). */
+#define LINE_TAIL_MAX 128u
 typedef int (*line_handler_t)(const char *line, size_t len, bool oversize, void *userdata);
 
 typedef struct LineReader {
@@ -65,6 +70,8 @@ typedef struct LineReader {
         size_t size;
         size_t max;
         bool discarding;
+        char tail[LINE_TAIL_MAX];
+        size_t tail_len;
 } LineReader;
 
 void line_reader_init(LineReader *lr, size_t max);

@@ -10,7 +10,7 @@
 #define SBX_NAME_MAX 64u                        /* sandbox and session names */
 
 /* Broker */
-#define SBX_MCP_LINE_MAX (4u * 1024u * 1024u)   /* one JSON-RPC input line */
+#define SBX_MCP_LINE_MAX (40u * 1024u * 1024u)  /* one JSON-RPC input line: a 16 MiB file_write, escaped */
 #define SBX_MCP_MAX_PENDING 256u                /* concurrent tools/call per broker */
 
 /* Supervisor */

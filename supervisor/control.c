@@ -727,14 +727,19 @@ static void handle_command_list(Server *s, Client *c, uint32_t seq, Sandbox *sb,
         free(l.ptrs);
 }
 
+#define CANCEL_WAIT_MS 2000u  /* a cancel answers once the command has ended, or after this */
+
 static void handle_command_cancel(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__CommandCancel *req) {
         Command *cmd = command_find_live(s, req->command_session);
         uint64_t total;
         int r;
 
-        if (cmd && strcmp(cmd->rec.sandbox, sb->name) == 0)
+        if (cmd && strcmp(cmd->rec.sandbox, sb->name) == 0 && !cmd->finished) {
                 command_cancel(s, cmd);
-        else
+                command_add_waiter(s, cmd, c, seq, now_usec(), CANCEL_WAIT_MS);
+                return;
+        }
+        if (cmd && strcmp(cmd->rec.sandbox, sb->name) != 0)
                 cmd = NULL;
         total = cmd ? transcript_total_lines(cmd->transcript) : 0;
         /* The state right after the signal; the end shows in read_command_lines. */
@@ -777,7 +782,9 @@ static int layer_listing_add(uint32_t layer, const char *owner, uint32_t changed
         return 0;
 }
 
-static void handle_layer_list(Server *s, Client *c, uint32_t seq, Sandbox *sb) {
+#define SBX_LAYER_PAGE 1000u  /* layers in one reply */
+
+static void handle_layer_list(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__LayerList *req) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__LayerListReply o = SBX__LAYER_LIST_REPLY__INIT;
         LayerListing l = {};
@@ -790,12 +797,15 @@ static void handle_layer_list(Server *s, Client *c, uint32_t seq, Sandbox *sb) {
         if (r < 0)
                 client_reply_error(s, c, seq, r, "cannot list layers: %s", strerror(-r));
         else {
-                /* The newest that fit in one frame. */
-                size_t first = l.n > 1000 ? l.n - 1000 : 0;
-                for (size_t i = first; i < l.n; i++)
-                        ptrs[i - first] = &l.infos[i];
-                o.n_layers = l.n - first;
+                /* A page that fits in one frame; the client asks for the rest. */
+                size_t first = 0, n = 0;
+                while (first < l.n && l.infos[first].layer < req->start_layer)
+                        first++;
+                for (size_t i = first; i < l.n && n < SBX_LAYER_PAGE; i++)
+                        ptrs[n++] = &l.infos[i];
+                o.n_layers = n;
                 o.layers = ptrs;
+                o.more = first + n < l.n;
                 reply.body_case = SBX__REPLY__BODY_LAYER_LIST;
                 reply.layer_list = &o;
                 client_reply(s, c, seq, &reply);
@@ -1030,7 +1040,7 @@ static void client_handle(Server *s, Client *c, uint32_t seq, Sbx__Msg *m, int p
         case SBX__MSG_TYPE__MSG_CLIENT_COMMAND_CANCEL:
                 return handle_command_cancel(s, c, seq, sb, m->command_cancel);
         case SBX__MSG_TYPE__MSG_CLIENT_LAYER_LIST:
-                return handle_layer_list(s, c, seq, sb);
+                return handle_layer_list(s, c, seq, sb, m->layer_list);
         default:
                 return;
         }

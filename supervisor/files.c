@@ -84,6 +84,11 @@ static int path_normalize(const char *in, char *out, size_t size, char *errmsg, 
                 snprintf(errmsg, errsize, "path '%.200s' names the workspace root, not a file", in);
                 return -EISDIR;
         }
+        /* "dir/" names a directory: never quietly the file "dir". */
+        if (in[strlen(in) - 1] == '/') {
+                snprintf(errmsg, errsize, "path '%.200s' ends with '/': it names a directory, not a file", in);
+                return -EISDIR;
+        }
         return 0;
 }
 

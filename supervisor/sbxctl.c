@@ -1113,6 +1113,49 @@ static int print_layer_list(const Sbx__LayerListReply *l, bool json) {
         return table_print(&t);
 }
 
+/* Every layer, page after page (a reply holds a bounded number). */
+static int layer_list_all(int fd, Sbx__Msg *req, bool json) {
+        Sbx__LayerListReply all = SBX__LAYER_LIST_REPLY__INIT;
+        Sbx__Msg **pages = NULL;
+        size_t n_pages = 0;
+        int r = EXIT_OK;
+
+        for (uint32_t seq = 1;; seq++) {
+                Sbx__Msg *reply = NULL, **np;
+                const Sbx__LayerListReply *l;
+                Sbx__LayerInfo **layers;
+
+                r = transact(fd, "layer list", req, seq, SBX__REPLY__BODY_LAYER_LIST, true, &reply);
+                if (r != EXIT_OK)
+                        break;
+                np = realloc(pages, (n_pages + 1) * sizeof(*pages));
+                l = reply->reply->layer_list;
+                layers = np ? realloc(all.layers, (all.n_layers + l->n_layers + 1) * sizeof(*layers)) : NULL;
+                if (np)
+                        pages = np;
+                if (!np || !layers) {
+                        sbx__msg__free_unpacked(reply, NULL);
+                        fprintf(stderr, "%s: out of memory\n", program);
+                        r = EXIT_FAILED;
+                        break;
+                }
+                pages[n_pages++] = reply;
+                all.layers = layers;
+                memcpy(all.layers + all.n_layers, l->layers, l->n_layers * sizeof(*layers));
+                all.n_layers += l->n_layers;
+                if (!l->more || l->n_layers == 0)
+                        break;
+                req->layer_list->start_layer = l->layers[l->n_layers - 1]->layer + 1;
+        }
+        if (r == EXIT_OK)
+                r = print_layer_list(&all, json);
+        for (size_t i = 0; i < n_pages; i++)
+                sbx__msg__free_unpacked(pages[i], NULL);
+        free(pages);
+        free(all.layers);
+        return r;
+}
+
 static int print_gc(const Sbx__GcReply *g, bool json) {
         char freed[24];
 
@@ -1317,6 +1360,8 @@ static int run(const Args *a) {
                 assert_not_reached();
         }
 
+        if (a->verb == VERB_LAYER_LIST)
+                return layer_list_all(fd, &req, a->json);
         r = transact(fd, what, &req, 1, expect, true, &reply);
         if (r != EXIT_OK)
                 return r;

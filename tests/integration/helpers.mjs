@@ -321,8 +321,10 @@ export class Harness {
     this.sessions = [];
   }
 
-  static async create({ sandboxes = [{ name: 'test' }], connect = true, world = false, config = null } = {}) {
+  /* sets: the tool sets for sandbox-mcp --set (default "runtime"), e.g. 'runtime,sessions'. */
+  static async create({ sandboxes = [{ name: 'test' }], connect = true, world = false, config = null, sets = null } = {}) {
     const h = new Harness();
+    h.sets = sets;
     h.dir = await fsp.mkdtemp(TMP_PREFIX);
     if (world) await fsp.chmod(h.dir, 0o755); // lets an unprivileged broker reach the socket
     h.stateDir = path.join(h.dir, 'state');
@@ -361,7 +363,9 @@ export class Harness {
   }
 
   async connect(opts = {}) {
-    const s = await McpSession.connect({ socket: this.socket, logPath: this.mcpLog, ...opts });
+    const setArgs = this.sets && !opts.argv
+      ? { argv: ['--set', this.sets, ...(opts.useEnvSocket ? [] : ['--socket', this.socket])] } : {};
+    const s = await McpSession.connect({ socket: this.socket, logPath: this.mcpLog, ...setArgs, ...opts });
     this.sessions.push(s);
     return s;
   }

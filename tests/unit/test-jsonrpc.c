@@ -274,7 +274,7 @@ static void test_serialize_too_big(void **state) {
 /* ---- line reader ------------------------------------------------------------------ */
 
 typedef struct Collected {
-        char lines[16][64];
+        char lines[16][LINE_TAIL_MAX + 1];
         bool oversize[16];
         size_t n;
         int fail_at;    /* return -EIO for this line number, or -1 */
@@ -285,10 +285,8 @@ static int collect(const char *line, size_t len, bool oversize, void *userdata) 
 
         assert_true(c->n < ELEMENTSOF(c->lines));
         assert_true(len < sizeof(c->lines[0]));
-        if (oversize)
-                assert_null(line);
-        else
-                memcpy(c->lines[c->n], line, len);
+        /* An oversize line comes as its tail (at most LINE_TAIL_MAX bytes). */
+        memcpy(c->lines[c->n], line, len);
         c->lines[c->n][len] = '\0';
         c->oversize[c->n] = oversize;
         if ((int) c->n++ == c->fail_at)
@@ -457,6 +455,61 @@ static void test_initialize(void **state) {
         check_initialize(NULL, "2025-11-25");
 }
 
+static json_t *tail_id(const char *s) {
+        return jsonrpc_id_from_tail(s, strlen(s));
+}
+
+static void test_id_from_tail(void **state) {
+        json_t *id;
+        char big[300];
+
+        id = tail_id("xxxx\"},\"jsonrpc\":\"2.0\",\"id\":42}");
+        assert_non_null(id);
+        assert_int_equal(json_integer_value(id), 42);
+        json_decref(id);
+        id = tail_id("\"id\": \"req-7\" }");
+        assert_non_null(id);
+        assert_string_equal(json_string_value(id), "req-7");
+        json_decref(id);
+        /* No id, an id that is not a number or string, a cut line: nothing. */
+        assert_null(tail_id("aaaa\"}"));
+        assert_null(tail_id("\"id\":null}"));
+        assert_null(tail_id("\"id\":[1]}"));
+        assert_null(tail_id("\"id\":4"));
+        memset(big, 'a', sizeof(big));
+        assert_null(jsonrpc_id_from_tail(big, sizeof(big)));
+
+        /* Through the reader: an oversize request still gets its id back. */
+        {
+                LineReader lr;
+                Collected c = { .fail_at = -1 };
+                char line[600];
+                int n = snprintf(line, sizeof(line), "{\"params\":\"%0300d\",\"jsonrpc\":\"2.0\",\"id\":9}\n", 0);
+                line_reader_init(&lr, 200);
+                assert_int_equal(line_reader_feed(&lr, line, (size_t) n, collect, &c), 0);
+                assert_true(c.oversize[0]);
+                id = jsonrpc_id_from_tail(c.lines[0], strlen(c.lines[0]));
+                assert_non_null(id);
+                assert_int_equal(json_integer_value(id), 9);
+                json_decref(id);
+                line_reader_done(&lr);
+        }
+}
+
+static void test_lone_surrogates(void **state) {
+        static const char line[] =
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"a\":\"x\\ud800y\\udc00\\ud83d\\ude00\\\\ud800\"}}";
+        JsonRpcMessage *m = NULL;
+        const char *a;
+
+        assert_int_equal(jsonrpc_parse(line, strlen(line), &m), 0);
+        assert_int_equal(m->kind, JSONRPC_REQUEST);
+        a = json_string_value(json_object_get(m->params, "a"));
+        /* Lone halves became U+FFFD; the pair stays; an escaped backslash is text. */
+        assert_string_equal(a, "x\xef\xbf\xbdy\xef\xbf\xbd\xf0\x9f\x98\x80\\ud800");
+        jsonrpc_message_free(m);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_request),
@@ -486,6 +539,8 @@ int main(void) {
                 cmocka_unit_test(test_reader_oversize_at_eof),
                 cmocka_unit_test(test_reader_handler_error_stops),
                 cmocka_unit_test(test_oversize_line_is_not_parsed),
+                cmocka_unit_test(test_id_from_tail),
+                cmocka_unit_test(test_lone_surrogates),
                 cmocka_unit_test(test_negotiate_version),
                 cmocka_unit_test(test_initialize),
         };
