@@ -4,14 +4,14 @@
 #   make check-fuzz-corpus    replays the seed corpora tests/fuzz/corpus/<name>/
 #                             once through each target (part of make check);
 #                             prints TAP and "N passed, N failed"
-# Targets: tests/fuzz/fuzz-<name>.c. fuzz-config includes supervisor/sbxd.c and
+# Targets: tests/fuzz/fuzz-<name>.c (frames, config, JSON-RPC lines, edit payloads, stored attribution). fuzz-config includes supervisor/sbxd.c and
 # links the rest of sbxd, so that it parses exactly as sbxd does.
 # FUZZ_SECONDS=N sets the time per target.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
 FUZZ         := $(BUILD)/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1
-FUZZ_NAMES   := wire config jsonrpc
+FUZZ_NAMES   := wire config jsonrpc edits attribution
 FUZZ_BINS    := $(patsubst %,$(FUZZ)/bin/fuzz-%,$(FUZZ_NAMES))
 
 fuzzobj = $(patsubst %.c,$(FUZZ)/obj/%.o,$(1))
@@ -40,6 +40,14 @@ $(FUZZ)/bin/fuzz-config: $(call fuzzobj,tests/fuzz/fuzz-config.c) \
 
 $(FUZZ)/bin/fuzz-jsonrpc: $(call fuzzobj,tests/fuzz/fuzz-jsonrpc.c broker/jsonrpc.c broker/schema.c broker/tools.c) \
 		$$(FUZZ_LIB_OBJS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
+
+$(FUZZ)/bin/fuzz-edits: $(call fuzzobj,tests/fuzz/fuzz-edits.c supervisor/fileops.c) $$(FUZZ_LIB_OBJS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
+
+$(FUZZ)/bin/fuzz-attribution: $(call fuzzobj,tests/fuzz/fuzz-attribution.c supervisor/attribution.c) $$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 
