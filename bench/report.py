@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""Turn the raw outputs of bench/run.sh into the table and bench/results/latest.json.
+
+usage: report.py OUT_DIR SCALE LATEST_JSON ELAPSED_S
+
+Every row has a median, a spread (p10-p90 of the per-call samples), the
+median of its baseline measured in the same run, and their ratio.
+"""
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+out_dir, scale, latest, elapsed = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+
+
+def load(name):
+    p = os.path.join(out_dir, name + ".json")
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return json.load(f)
+
+
+def pct(v, q):
+    v = sorted(v)
+    if not v:
+        return None
+    k = (len(v) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def dist(v, unit_div=1000.0):
+    """median, p10, p90 in ms of a list of µs samples"""
+    return {"median": pct(v, 0.5) / unit_div, "p10": pct(v, 0.1) / unit_div,
+            "p90": pct(v, 0.9) / unit_div, "n": len(v)}
+
+
+rows = []
+
+
+def row(name, what, unit, d, base_what=None, base=None, ratio=None, target=None, ok=None, note=None):
+    r = {"row": name, "measured": what, "unit": unit}
+    if d is not None:
+        r.update({k: (round(x, 4) if isinstance(x, float) else x) for k, x in d.items()})
+    if base_what:
+        r["baseline"] = base_what
+        if base is not None:
+            r["baseline_median"] = round(base["median"], 4)
+            r["baseline_p10"] = round(base["p10"], 4)
+            r["baseline_p90"] = round(base["p90"], 4)
+    if ratio is not None:
+        r["ratio"] = round(ratio, 3)
+    if target:
+        r["target"] = target
+    if ok is not None:
+        r["meets_target"] = bool(ok)
+    if note:
+        r["note"] = note
+    rows.append(r)
+
+
+def paired_ratio(a, b):
+    """median of the per-pair ratios a[i]/b[i] (interleaved A B A B ...)"""
+    n = min(len(a), len(b))
+    return statistics.median(a[i] / b[i] for i in range(n)) if n else None
+
+
+# 1. exec in a live session
+d = load("exec_live")
+if d:
+    s, b = d["samples"]["sbx"], d["samples"]["base"]
+    r = paired_ratio(s, b)
+    row("exec in a live session", "exec_command `true` with workspace_session_id, MCP round trip", "ms",
+        dist(s), "fork+exec+wait /bin/true from the same client", dist(b), r, "<= 2.0x", r <= 2.0)
+
+# 2. exec in an automatic session
+d = load("exec_auto")
+bw = None
+if d:
+    s, b = d["samples"]["sbx"], d["samples"]["base"]
+    bw = dist(b)
+    r = paired_ratio(s, b)
+    row("exec in an automatic session", "exec_command `true`, no session (create, run, publish nothing, destroy)",
+        "ms", dist(s), "bwrap --unshare-all --die-with-parent --ro-bind / / true, from the same client",
+        bw, r, "<= 0.6x", r <= 0.6)
+
+# 3. churn
+d = load("churn")
+if d:
+    rate = d["n"] / d["loop_s"]
+    s = d["samples"]["sbx"]
+    dd = {"median": rate, "p10": 1000.0 / pct(s, 0.9) * 1000, "p90": 1000.0 / pct(s, 0.1) * 1000, "n": d["n"]}
+    base = {"median": 1000.0 / bw["median"], "p10": 1000.0 / bw["p90"], "p90": 1000.0 / bw["p10"]} if bw else None
+    row("session churn, serial", "automatic sessions (exec_command `true`) per second, 1 client", "1/s", dd,
+        "bwrap runs per second (1/median)" if base else None, base,
+        rate / base["median"] if base else None, ">= 300/s", rate >= 300,
+        "spread: 1/p90 .. 1/p10 of the per-call latency")
+    a, b2 = load("churn2a"), load("churn2b")
+    if a and b2:
+        span = max(a["t1"], b2["t1"]) - min(a["t0"], b2["t0"])
+        rate2 = (a["n"] + b2["n"]) / span
+        s2 = a["samples"]["sbx"] + b2["samples"]["sbx"]
+        dd = {"median": rate2, "p10": 2000.0 / pct(s2, 0.9) * 1000, "p90": 2000.0 / pct(s2, 0.1) * 1000,
+              "n": a["n"] + b2["n"]}
+        row("session churn, 2 clients", "automatic sessions per second, 2 clients at once", "1/s", dd,
+            "serial rate", {"median": rate, "p10": rate, "p90": rate}, rate2 / rate, "reported", None,
+            "ratio = speed-up over serial on 2 cores")
+
+# 4. transcript throughput
+d = load("transcript")
+if d:
+    by = d["vars"]["bytes"]
+    s, b = d["samples"]["sbx"], d["samples"]["base"]
+    mbs = [by / (x / 1e6) / 1e6 for x in s]
+    mbb = [by / (x / 1e6) / 1e6 for x in b]
+    dd = {"median": statistics.median(mbs), "p10": min(mbs), "p90": max(mbs), "n": len(mbs), "bytes": by}
+    bd = {"median": statistics.median(mbb), "p10": min(mbb), "p90": max(mbb)}
+    rt = dd["median"] / bd["median"]
+    row("transcript throughput", "exec_command writing %d MiB of 100-byte lines, until it returns done" % (by >> 20),
+        "MB/s", dd, "the same generator piped through cat into a file on the host", bd, rt, ">= 400 MB/s",
+        dd["median"] >= 400, "spread: min..max of the runs")
+
+# 5. paging
+d = load("paging")
+if d:
+    s, b = d["samples"]["sbx"], d["samples"]["base"]
+    r = paired_ratio(s, b)
+    row("paging", "read_command_lines 1000 lines at offset 0.9N of an N-line transcript (seq -w)", "ms", dist(s),
+        "same at offset 0", dist(b), r, "<= 1.2x", r <= 1.2)
+    if "seq_far" in d["samples"]:
+        s, b = d["samples"]["seq_far"], d["samples"]["seq_0"]
+        row("paging (plain seq)", "same with `seq`: the far window holds 2x the bytes", "ms", dist(s),
+            "same at offset 0", dist(b), paired_ratio(s, b), None, None, "context")
+
+# 6. publish
+d = load("publish")
+imp = load("publish_import") or {}
+if d:
+    S = d["samples"]
+    nf = imp.get("files", 50000)
+    r = paired_ratio(S["exec_big"], S["exec_small"])
+    row("publish (exec)", "exec_command `echo x >> f` incl. publication, %d-file workspace" % nf, "ms",
+        dist(S["exec_big"]), "same in a 100-file workspace", dist(S["exec_small"]), r, "<= 1.5x", r <= 1.5)
+    r = paired_ratio(S["write_big"], S["write_small"])
+    db = dist(S["write_big"])
+    row("publish (file_write)", "file_write of f without session (publishes a layer), %d-file workspace" % nf,
+        "ms", db, "same in a 100-file workspace", dist(S["write_small"]), r, "<= 1.5x and <= 5 ms",
+        r <= 1.5 and db["median"] <= 5.0)
+    if imp.get("import_big_s") is not None:
+        row("sandbox import", "sbxctl sandbox create of the %d-file tree" % nf, "s",
+            {"median": imp["import_big_s"], "n": 1}, note="context")
+
+# 7. file ops
+d, f = load("fileops"), load("fileops_fs")
+if d and f:
+    for tag, what, fwhat in (("read", "file_read 2000 lines at line 131072 of a 10 MB file",
+                              "server-filesystem read_text_file head=2000 of the same file (its cheapest window)"),
+                             ("edit", "file_edit of one line of a 1 MB file (publishes a layer)",
+                              "server-filesystem edit_file of one line of the same file")):
+        s, b = dist(d["samples"][tag]), dist(f["samples"][tag])
+        sp = b["median"] / s["median"]
+        row("file ops: " + tag, what, "ms", s, fwhat, b, sp, ">= 5x faster", sp >= 5,
+            "ratio = server-filesystem / sbx")
+    s = dist(d["samples"]["read_head"])
+    row("file ops: read (head)", "file_read lines 1-2000 of the 10 MB file", "ms", s,
+        "server-filesystem read_text_file head=2000", dist(f["samples"]["read"]),
+        dist(f["samples"]["read"])["median"] / s["median"], None, None, "context; ratio = server-filesystem / sbx")
+
+# 8. layers
+d, fill = load("layers"), load("layers_fill")
+if d:
+    nl = fill["n"] if fill else None
+    S = dict(d["samples"])
+    S.update((load("layers_exec") or {}).get("samples", {}))
+    for tag, what in (("read", "file_read README.md"), ("exec", "exec_command `true`, automatic session")):
+        if tag + "_n" not in S:
+            continue
+        r = paired_ratio(S[tag + "_n"], S[tag + "_1"])
+        row("layers: " + tag, "%s after %s single-file publications" % (what, nl), "ms", dist(S[tag + "_n"]),
+            "same after 1 publication", dist(S[tag + "_1"]), r, "<= 1.5x", r <= 1.5)
+    if fill:
+        p = dist(fill["samples"]["publish"])
+        row("layers: publication rate", "file_write publications into one sandbox, per call", "ms", p,
+            note="context; %.0f publications/s over %d" % (fill["n"] / fill["loop_s"], fill["n"]))
+
+# 9. memory
+m = load("memory_rss")
+if m:
+    n = m["sessions"]
+    pss = (m["pss_kb_after"] - m["pss_kb_before"]) / 1024.0 / n
+    rss = (m["rss_kb_after"] - m["rss_kb_before"]) / 1024.0 / n
+    row("memory per idle live session", "Pss of sbxd + sbx-workers / sessions, %d sessions (%d workers)" %
+        (n, m["workers_after"] - m["workers_before"]), "MiB", {"median": pss, "n": n, "rss_mib": round(rss, 3)},
+        target="<= 2 MiB", ok=pss <= 2.0, note="Rss %.3f MiB per session" % rss)
+
+# 10. peers
+t = load("peer_true")
+tm = None
+if t and "results" in t:
+    tm = statistics.median(t["results"][0]["times"])
+for name, what in (("true", "/bin/true"), ("bwrap", "bwrap --unshare-all --die-with-parent --ro-bind / / true"),
+                   ("crun", "crun run (busybox bundle)"), ("runc", "runc run (busybox bundle)"),
+                   ("firejail", "firejail --quiet --noprofile true"), ("nsjail", "nsjail -Mo --chroot / true")):
+    p = load("peer_" + name)
+    if p is None:
+        continue
+    if "results" not in p:
+        row("peer: " + name, what, "ms", None, note="refused: %s" % " ".join(p.get("refused") or ["failed"]))
+        continue
+    ts = [x * 1e6 for x in p["results"][0]["times"]]
+    dd = dist(ts)
+    row("peer: " + name, what + " (hyperfine -N, whole process)", "ms", dd, "/bin/true (hyperfine)",
+        {"median": tm * 1e3, "p10": tm * 1e3, "p90": tm * 1e3} if tm else None,
+        dd["median"] / (tm * 1e3) if tm else None, "reported")
+d = load("exec_live")
+if d:
+    row("peer: fork+exec+wait", "fork+exec+wait /bin/true from the C driver", "ms", dist(d["samples"]["base"]),
+        note="context")
+
+# ---- print and write --------------------------------------------------------------
+
+
+def fmt(x):
+    if x is None:
+        return "-"
+    if x >= 100:
+        return "%.0f" % x
+    if x >= 10:
+        return "%.1f" % x
+    return "%.2f" % x
+
+
+hdr = ("row", "median", "p10-p90", "unit", "baseline med", "ratio", "target", "ok")
+lines = []
+for r in rows:
+    spread = "%s-%s" % (fmt(r.get("p10")), fmt(r.get("p90"))) if r.get("p10") is not None else "-"
+    ok = "-" if r.get("meets_target") is None else ("yes" if r["meets_target"] else "MISS")
+    med = fmt(r.get("median")) if "median" in r else ("refused" if "refused" in r.get("note", "") else "-")
+    lines.append((r["row"], med, spread, r["unit"], fmt(r.get("baseline_median")),
+                  (fmt(r["ratio"]) + "x") if r.get("ratio") is not None else "-", r.get("target", "-"), ok))
+w = [max(len(str(x[i])) for x in lines + [hdr]) for i in range(len(hdr))]
+print()
+print("  ".join(str(h).ljust(w[i]) for i, h in enumerate(hdr)))
+print("  ".join("-" * w[i] for i in range(len(hdr))))
+for l in lines:
+    print("  ".join(str(c).ljust(w[i]) if i in (0, 3, 6) else str(c).rjust(w[i]) for i, c in enumerate(l)))
+print()
+
+try:
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+except OSError:
+    rev = ""
+res = {
+    "generated_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    "git_head": rev,
+    "host": {"kernel": platform.release(), "cpus": os.cpu_count(), "hostname": socket.gethostname(),
+             "loadavg_at_end": open("/proc/loadavg").read().split()[:3]},
+    "scale": scale,
+    "elapsed_s": elapsed,
+    "rows": rows,
+}
+os.makedirs(os.path.dirname(latest), exist_ok=True)
+with open(latest, "w") as f:
+    json.dump(res, f, indent=1)
+    f.write("\n")
+print("wrote %s (%d rows, %d s)" % (latest, len(rows), elapsed))

@@ -1,0 +1,364 @@
+#!/bin/bash
+# The sbx benchmark suite (make bench). Starts a private sbxd under
+# /tmp/sbx-bench-XXXXXX, drives build/bin/sandbox-mcp with the C driver
+# build/bench/mcpdrive (one MCP round trip per timed step), times the
+# whole-process peers with hyperfine, then bench/report.py prints the table
+# and writes bench/results/latest.json. Everything it starts is stopped by pid
+# and its directory removed on exit.
+#
+# Environment: BENCH_SCALE (default 1; 0.1 for a quick run) scales counts and
+# sizes; BENCH_BIN (build/bin), BENCH_DRIVE (build/bench/mcpdrive);
+# BENCH_KEEP=1 keeps the temporary directory; BENCH_ONLY="row row" runs only
+# those rows (exec_live exec_auto churn transcript paging publish fileops
+# layers memory peers).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export DEBIAN_FRONTEND=noninteractive
+SCALE=${BENCH_SCALE:-1}
+BIN=$(realpath "${BENCH_BIN:-build/bin}")
+DRIVE=$(realpath "${BENCH_DRIVE:-build/bench/mcpdrive}")
+ONLY=${BENCH_ONLY:-}
+T_START=$(date +%s)
+
+log() { printf '[bench %4ds] %s\n' $(( $(date +%s) - T_START )) "$*" >&2; }
+# scaled count: sc N MIN -> max(MIN, round(N*SCALE))
+sc() { python3 -c "import sys; n,m,s=float(sys.argv[1]),int(sys.argv[2]),float(sys.argv[3]); print(max(m,int(round(n*s))))" "$1" "$2" "$SCALE"; }
+want() { [[ -z $ONLY || " $ONLY " == *" $1 "* ]]; }
+
+# ---- peers and tools (not part of make check) --------------------------------
+need=()
+for p in hyperfine bubblewrap crun runc firejail busybox-static time; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
+done
+if ((${#need[@]})); then
+  log "apt-get install ${need[*]}"
+  apt-get update -qq </dev/null >/dev/null
+  apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >/dev/null
+fi
+if [[ ! -d bench/node_modules/@modelcontextprotocol/server-filesystem ]]; then
+  log "npm ci in bench/"
+  (cd bench && npm ci --no-audit --no-fund --loglevel=error </dev/null >/dev/null)
+fi
+FS_SERVER=$ROOT/bench/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js
+
+# ---- private sbxd ------------------------------------------------------------
+D=$(mktemp -d /tmp/sbx-bench-XXXXXX)
+OUT=$D/out
+mkdir -p "$D/state" "$D/run" "$OUT" "$D/scripts"
+SBXD_PID=
+cleanup() {
+  local rc=$?
+  if [[ -n $SBXD_PID ]] && kill -0 "$SBXD_PID" 2>/dev/null; then
+    kill -TERM "$SBXD_PID"
+    for _ in $(seq 200); do kill -0 "$SBXD_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$SBXD_PID" 2>/dev/null && { log "sbxd $SBXD_PID ignored SIGTERM: SIGKILL"; kill -KILL "$SBXD_PID"; }
+    wait "$SBXD_PID" 2>/dev/null || true
+  fi
+  if grep -q " $D" /proc/self/mounts; then
+    log "still mounted under $D:"; grep " $D" /proc/self/mounts >&2
+    rc=1
+  elif [[ -z ${BENCH_KEEP:-} ]]; then
+    rm -rf --one-file-system "$D"
+  else
+    log "kept $D"
+  fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A private copy of the four programs: others may rebuild build/bin during the run
+# (sbxd finds sbx-worker next to itself).
+mkdir -p "$D/bin"
+cp "$BIN/sbxd" "$BIN/sbx-worker" "$BIN/sandbox-mcp" "$BIN/sbxctl" "$D/bin/"
+BIN=$D/bin
+printf '[sbxd]\ntranscript_cap_bytes = 2G\n' >"$D/sbxd.conf"
+"$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
+  >"$D/sbxd.log" 2>&1 &
+SBXD_PID=$!
+SOCK=$D/run/sbxd.sock
+for _ in $(seq 150); do [[ -S $SOCK ]] && break; kill -0 $SBXD_PID || { cat "$D/sbxd.log" >&2; exit 1; }; sleep 0.1; done
+[[ -S $SOCK ]] || { log "sbxd did not start"; cat "$D/sbxd.log" >&2; exit 1; }
+MCP=("$BIN/sandbox-mcp" --set runtime,sessions --socket "$SOCK")
+log "sbxd pid $SBXD_PID, scale $SCALE, dir $D"
+
+sandbox() { # NAME SRC
+  "$BIN/sbxctl" --socket "$SOCK" sandbox create "$1" --source "$2" >/dev/null
+}
+drive() { # NAME [server argv...]: runs $D/scripts/NAME.json, output in $OUT/NAME.json
+  local name=$1; shift
+  if (($#)); then "$DRIVE" "$D/scripts/$name.json" -- "$@" >"$OUT/$name.json"
+  else "$DRIVE" "$D/scripts/$name.json" -- "${MCP[@]}" >"$OUT/$name.json"; fi
+}
+# Builds before c36f79c answered create_workspace_session with isError ("sbxd sent
+# an invalid reply: state") while the worker was starting, although the session
+# existed: create it, wait, then take the newest id from list_workspace_sessions
+# (works with either).
+new_session_steps() { # SANDBOX VAR
+  printf '{"tool":"create_workspace_session","args":{"sandbox_id":"%s"},"allow_error":true},{"sleep_ms":200},
+  {"tool":"list_workspace_sessions","args":{"sandbox_id":"%s"},"save":{"%s":"sessions.-1.workspace_session_id"}}' "$1" "$1" "$2"
+}
+
+# a tiny fixture used by several rows
+mkdir -p "$D/src/tiny/src"
+printf '# tiny\n' >"$D/src/tiny/README.md"
+printf 'x\n' >"$D/src/tiny/f"
+printf 'echo hi\n' >"$D/src/tiny/src/hello.sh"
+sandbox tiny "$D/src/tiny"
+
+# ---- 1. exec in a live session vs fork+exec+wait of /bin/true -----------------
+if want exec_live; then
+  N=$(sc 300 30)
+  cat >"$D/scripts/exec_live.json" <<EOF
+{"setup":[$(new_session_steps tiny ws)], "warmup":10, "n":$N,
+ "loop":[{"tag":"sbx","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"true","workspace_session_id":"\${ws}"},"expect":"ok"},
+         {"tag":"base","exec":["/bin/true"]}],
+ "teardown":[{"tool":"finalize_workspace_session","args":{"sandbox_id":"tiny","workspace_session_id":"\${ws}","action":"discard"}}]}
+EOF
+  log "exec_live: $N pairs"; drive exec_live
+fi
+
+# ---- 2. exec in an automatic session vs bwrap ------------------------------------
+if want exec_auto; then
+  N=$(sc 150 20)
+  cat >"$D/scripts/exec_auto.json" <<EOF
+{"warmup":5, "n":$N,
+ "loop":[{"tag":"sbx","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"true"},"expect":"ok"},
+         {"tag":"base","exec":["/usr/bin/bwrap","--unshare-all","--die-with-parent","--ro-bind","/","/","true"]}]}
+EOF
+  log "exec_auto: $N pairs"; drive exec_auto
+fi
+
+# ---- 3. session churn: automatic sessions per second ------------------------------
+if want churn; then
+  N=$(sc 300 30)
+  cat >"$D/scripts/churn.json" <<EOF
+{"warmup":5, "n":$N, "loop":[{"tag":"sbx","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"true"},"expect":"ok"}]}
+EOF
+  log "churn: $N serial, then 2 clients x $N"; drive churn
+  cp "$D/scripts/churn.json" "$D/scripts/churn2a.json"; cp "$D/scripts/churn.json" "$D/scripts/churn2b.json"
+  drive churn2a & p1=$!
+  drive churn2b & p2=$!
+  wait $p1; wait $p2
+fi
+
+# ---- 4. transcript throughput -------------------------------------------------------
+if want transcript; then
+  BYTES=$(sc 1073741824 4194304)
+  N=$(sc 3 1)
+  (( N > 3 )) && N=3
+  GEN="yes 'the quick brown fox jumps over the lazy dog, a benchmark line of about one hundred bytes.....' | head -c $BYTES"
+  cat >"$D/scripts/transcript.json" <<EOF
+{"vars":{"bytes":$BYTES}, "warmup":0, "n":$N,
+ "loop":[{"tag":"sbx","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"$GEN","yield_time_ms":30000},"until_done":true,"expect":"ok"},
+         {"tag":"base","exec":["/bin/sh","-c","$GEN | cat > $D/transcript-base.out"]}]}
+EOF
+  log "transcript: $N x $BYTES bytes"; drive transcript
+  rm -f "$D/transcript-base.out"
+  # the GiB transcripts are not needed any more
+fi
+
+# ---- 5. paging --------------------------------------------------------------------
+# `seq -w` gives lines of one width, so both windows carry the same bytes and the
+# ratio measures finding the offset; plain `seq` (lines grow from 2 to 9 bytes, so
+# the window at 0.9N carries twice the text of the one at 0) is kept as context.
+if want paging; then
+  LINES=$(sc 10000000 100000)
+  OFF=$(( LINES * 9 / 10 ))
+  N=$(sc 300 30)
+  cat >"$D/scripts/paging.json" <<EOF
+{"setup":[{"tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"seq -w 1 $LINES","yield_time_ms":30000},"until_done":true,"expect":"ok","save":{"cs":"command_session_id"}},
+          {"tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"seq 1 $LINES","yield_time_ms":30000},"until_done":true,"expect":"ok","save":{"cs2":"command_session_id"}}],
+ "warmup":10, "n":$N,
+ "loop":[{"tag":"sbx","tool":"read_command_lines","args":{"sandbox_id":"tiny","command_session_id":"\${cs}","start_offset":$OFF,"limit":1000}},
+         {"tag":"base","tool":"read_command_lines","args":{"sandbox_id":"tiny","command_session_id":"\${cs}","start_offset":0,"limit":1000}},
+         {"tag":"seq_far","tool":"read_command_lines","args":{"sandbox_id":"tiny","command_session_id":"\${cs2}","start_offset":$OFF,"limit":1000}},
+         {"tag":"seq_0","tool":"read_command_lines","args":{"sandbox_id":"tiny","command_session_id":"\${cs2}","start_offset":0,"limit":1000}}]}
+EOF
+  log "paging: $LINES lines, offset $OFF, $N rounds"; drive paging
+fi
+
+# ---- 6. publish: one changed file, 50,000-file vs 100-file workspace ----------------
+if want publish; then
+  BIG=$(sc 50000 500)
+  N=$(sc 60 10)
+  python3 - "$D/src/pubbig" "$BIG" "$D/src/pubsmall" 100 <<'EOF'
+import os, sys
+for root, n in ((sys.argv[1], int(sys.argv[2])), (sys.argv[3], int(sys.argv[4]))):
+    for i in range(n):
+        d = os.path.join(root, "src", "d%03d" % (i // 500))
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "m%05d.c" % i), "w") as f:
+            f.write("/* module %d */\nint f%d(void) { return %d; }\n" % (i, i, i))
+    with open(os.path.join(root, "f"), "w") as f:
+        f.write("x\n")
+EOF
+  log "publish: importing $BIG-file and 100-file sandboxes"
+  t0=$(date +%s.%N); sandbox pubbig "$D/src/pubbig"; t1=$(date +%s.%N)
+  sandbox pubsmall "$D/src/pubsmall"
+  echo "{\"import_big_s\": $(python3 -c "print($t1-$t0)"), \"files\": $BIG}" >"$OUT/publish_import.json"
+  cat >"$D/scripts/publish.json" <<EOF
+{"warmup":3, "n":$N,
+ "loop":[{"tag":"exec_big","tool":"exec_command","args":{"sandbox_id":"pubbig","cmd":"echo x >> f"},"expect":"ok"},
+         {"tag":"exec_small","tool":"exec_command","args":{"sandbox_id":"pubsmall","cmd":"echo x >> f"},"expect":"ok"},
+         {"tag":"write_big","tool":"file_write","args":{"sandbox_id":"pubbig","path":"f","content":"x \${i}\n"}},
+         {"tag":"write_small","tool":"file_write","args":{"sandbox_id":"pubsmall","path":"f","content":"x \${i}\n"}}]}
+EOF
+  log "publish: $N rounds"; drive publish
+fi
+
+# ---- 7. file ops vs @modelcontextprotocol/server-filesystem -----------------------------
+if want fileops; then
+  N=$(sc 100 20)
+  mkdir -p "$D/src/files" "$D/fsroot"
+  python3 - "$D/src/files" <<'EOF'
+import os, sys
+root = sys.argv[1]
+with open(os.path.join(root, "big.txt"), "w") as f:          # 10 MB, 40-byte lines
+    for i in range(10 * 1024 * 1024 // 40):
+        f.write("%08d the quick brown fox jumps ove\n" % i)
+with open(os.path.join(root, "edit.txt"), "w") as f:         # 1 MB, 40-byte lines
+    for i in range(1024 * 1024 // 40):
+        f.write("|row %d| lorem ipsum dolor sit amet\n" % i)
+EOF
+  cp "$D/src/files/big.txt" "$D/src/files/edit.txt" "$D/fsroot/"
+  sandbox files "$D/src/files"
+  MID=$(( 10 * 1024 * 1024 / 40 / 2 ))
+  cat >"$D/scripts/fileops.json" <<EOF
+{"warmup":3, "n":$N,
+ "loop":[{"tag":"read","tool":"file_read","args":{"sandbox_id":"files","path":"big.txt","offset":$MID,"limit":2000}},
+         {"tag":"read_head","tool":"file_read","args":{"sandbox_id":"files","path":"big.txt","offset":1,"limit":2000}},
+         {"tag":"edit","tool":"file_edit","args":{"sandbox_id":"files","path":"edit.txt","edits":[{"old_string":"|row \${i}|","new_string":"|row \${i}|e"}]}}]}
+EOF
+  cat >"$D/scripts/fileops_fs.json" <<EOF
+{"warmup":3, "n":$N,
+ "loop":[{"tag":"read","tool":"read_text_file","args":{"path":"$D/fsroot/big.txt","head":2000}},
+         {"tag":"edit","tool":"edit_file","args":{"path":"$D/fsroot/edit.txt","edits":[{"oldText":"|row \${i}|","newText":"|row \${i}|e"}]}}]}
+EOF
+  log "fileops: $N rounds sbx, $N rounds server-filesystem"
+  drive fileops
+  drive fileops_fs node "$FS_SERVER" "$D/fsroot" 2>>"$D/fs-server.log"
+fi
+
+# ---- 8. layers: after 10,000 single-file publications vs after 1 ---------------------
+if want layers; then
+  NL=$(sc 10000 100)
+  N=$(sc 100 20)
+  sandbox lay1 "$D/src/tiny"
+  sandbox layn "$D/src/tiny"
+  cat >"$D/scripts/layers_fill.json" <<EOF
+{"setup":[{"tool":"file_write","args":{"sandbox_id":"lay1","path":"p0.txt","content":"0\n"}}],
+ "warmup":0, "n":$NL, "max_seconds":300,
+ "loop":[{"tag":"publish","tool":"file_write","args":{"sandbox_id":"layn","path":"p/\${i}.txt","content":"\${i}\n"}}]}
+EOF
+  log "layers: $NL publications"; drive layers_fill
+  # reads and execs in separate loops: a read right after an automatic session
+  # would pay for that session's asynchronous teardown (netns, mounts)
+  cat >"$D/scripts/layers.json" <<EOF
+{"warmup":5, "n":$N,
+ "loop":[{"tag":"read_n","tool":"file_read","args":{"sandbox_id":"layn","path":"README.md"}},
+         {"tag":"read_1","tool":"file_read","args":{"sandbox_id":"lay1","path":"README.md"}}]}
+EOF
+  cat >"$D/scripts/layers_exec.json" <<EOF
+{"warmup":5, "n":$N,
+ "loop":[{"tag":"exec_n","tool":"exec_command","args":{"sandbox_id":"layn","cmd":"true"},"expect":"ok"},
+         {"tag":"exec_1","tool":"exec_command","args":{"sandbox_id":"lay1","cmd":"true"},"expect":"ok"}]}
+EOF
+  log "layers: $N rounds"; drive layers; drive layers_exec
+fi
+
+# ---- 9. memory per idle live session --------------------------------------------------
+pss_sum() { # sum of Pss and Rss (kB) over sbxd and its sbx-worker children
+  local pids="$SBXD_PID $(pgrep -P "$SBXD_PID" -d ' ' -f sbx-worker || true)"
+  python3 - $pids <<'EOF'
+import sys
+pss = rss = n = 0
+for p in sys.argv[1:]:
+    try:
+        for l in open("/proc/%s/smaps_rollup" % p):
+            k, v = l.split(":", 1)
+            if k == "Pss": pss += int(v.split()[0])
+            if k == "Rss": rss += int(v.split()[0])
+        n += 1
+    except OSError:
+        pass
+print(pss, rss, n - 1)
+EOF
+}
+if want memory; then
+  NS=$(sc 500 16)
+  NSB=$(( (NS + 59) / 60 ))          # at most 64 live sessions per sandbox
+  PER=$(( (NS + NSB - 1) / NSB ))
+  steps=()
+  for ((k = 0; k < NSB; k++)); do
+    sandbox "mem$k" "$D/src/tiny"
+    steps+=("{\"tool\":\"create_workspace_session\",\"args\":{\"sandbox_id\":\"mem$k\"},\"allow_error\":true}")
+  done
+  IFS=,; cat >"$D/scripts/memory.json" <<EOF
+{"warmup":0, "n":$PER, "loop":[${steps[*]}]}
+EOF
+  unset IFS
+  sleep 1
+  read -r pss0 rss0 w0 < <(pss_sum)
+  log "memory: $((PER * NSB)) sessions in $NSB sandboxes"
+  drive memory
+  for _ in $(seq 100); do
+    read -r pss1 rss1 w1 < <(pss_sum)
+    (( w1 - w0 >= PER * NSB )) && break
+    sleep 0.2
+  done
+  sleep 2
+  read -r pss1 rss1 w1 < <(pss_sum)
+  echo "{\"sessions\": $((PER * NSB)), \"workers_before\": $w0, \"workers_after\": $w1, \"pss_kb_before\": $pss0, \"pss_kb_after\": $pss1, \"rss_kb_before\": $rss0, \"rss_kb_after\": $rss1}" >"$OUT/memory_rss.json"
+  log "memory: workers $w0 -> $w1, Pss $pss0 -> $pss1 kB"
+fi
+
+# ---- 10. peers: whole-process true under other sandboxes --------------------------
+if want peers; then
+  R=$(sc 100 20)
+  B=$D/oci
+  mkdir -p "$B/rootfs/bin"
+  cp /bin/busybox "$B/rootfs/bin/busybox"
+  for a in sh true; do ln -sf busybox "$B/rootfs/bin/$a"; done
+  (cd "$B" && crun spec >/dev/null 2>&1 || runc spec)
+  python3 - "$B/config.json" <<'EOF'
+import json, sys
+p = sys.argv[1]; c = json.load(open(p))
+c["process"]["terminal"] = False
+c["process"]["args"] = ["/bin/true"]
+c["root"]["readonly"] = True
+json.dump(c, open(p, "w"), indent=1)
+EOF
+  hf() { # NAME COMMAND...
+    local name=$1; shift
+    if "$@" >/dev/null 2>"$OUT/peer_$name.err"; then
+      hyperfine -N --warmup 5 --runs "$R" --export-json "$OUT/peer_$name.json" "$*" >/dev/null 2>&1 ||
+        echo "{\"refused\": \"hyperfine failed\"}" >"$OUT/peer_$name.json"
+    else
+      python3 -c 'import json,sys; print(json.dumps({"refused": open(sys.argv[1]).read().strip().splitlines()[-1:] }))' \
+        "$OUT/peer_$name.err" >"$OUT/peer_$name.json"
+    fi
+  }
+  log "peers: hyperfine, $R runs each"
+  hf true /bin/true
+  hf bwrap bwrap --unshare-all --die-with-parent --ro-bind / / true
+  hf crun crun --root "$D/crun-state" run -b "$B" sbx-bench-crun
+  hf runc runc --root "$D/runc-state" run -b "$B" sbx-bench-runc
+  fj_mounts=$(grep -c ' /run/firejail' /proc/self/mounts || true)
+  hf firejail firejail --quiet --noprofile true
+  # firejail leaves its /run/firejail bind mounts behind: undo them if it made them now
+  if [[ $fj_mounts == 0 ]]; then
+    for m in $(awk '$2 ~ "^/run/firejail" {print $2}' /proc/self/mounts | tac); do umount "$m" || true; done
+  fi
+  command -v nsjail >/dev/null && hf nsjail nsjail -Mo -q --chroot / -- /bin/true
+  # nothing of the OCI runtimes may stay behind
+  for c in crun runc; do
+    "$c" --root "$D/$c-state" delete -f "sbx-bench-$c" >/dev/null 2>&1 || true
+  done
+fi
+
+# ---- the report ---------------------------------------------------------------------------
+"$BIN/sbxctl" --socket "$SOCK" status --json >"$OUT/status.json" 2>/dev/null || true
+log "report"
+python3 "$ROOT/bench/report.py" "$OUT" "$SCALE" "$ROOT/bench/results/latest.json" "$(( $(date +%s) - T_START ))"

@@ -1,0 +1,18 @@
+# The benchmark suite (bench/): `make bench` builds everything, then runs
+# bench/run.sh, which installs the peers it compares against (apt, npm),
+# prints a table and writes bench/results/latest.json. Not part of `make check`.
+# BENCH_SCALE (default 1) scales the sizes and counts down for a quick run,
+# e.g. `make bench BENCH_SCALE=0.1`.
+BENCH_DIR   := $(BUILD)/bench
+BENCH_DRIVE := $(BENCH_DIR)/mcpdrive
+BENCH_SCALE ?= 1
+
+$(BENCH_DRIVE): bench/mcpdrive.c
+	@mkdir -p $(@D)
+	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 -g -Wall -Wextra $< $$($(PKG_CONFIG) --cflags --libs jansson) -o $@
+
+.PHONY: bench bench-tools
+bench-tools: $(BENCH_DRIVE)
+
+bench: all $(BENCH_DRIVE)
+	@BENCH_SCALE=$(BENCH_SCALE) BENCH_BIN=$(BIN) BENCH_DRIVE=$(BENCH_DRIVE) bench/run.sh
