@@ -49,8 +49,8 @@
 #include "transcript.h"
 
 #define ID_MAX (NAME_MAX - 4)              /* "<id>.log" must be a valid file name */
-#define LOGBUF_SIZE (64u * 1024u)
-#define IDXBUF_ENTRIES 1024u
+#define LOGBUF_SIZE (1024u * 1024u)
+#define IDXBUF_ENTRIES 16384u
 #define CSI_MAX 256u                        /* longer CSI sequences are dropped */
 #define STR_MAX 8192u                       /* longer OSC/DCS strings end early */
 #define OPEN_SCAN_ENTRIES 1024u

@@ -123,6 +123,8 @@ static void command_child(const char *cmd, char *const env[], const char *cwd, p
         child_fail(sync_fd, -errno, "Failed to execute /bin/sh");
 }
 
+#define OUTPUT_PIPE_SIZE (1 << 20)
+
 static int pipe_cloexec(int *ret_read, int *ret_write) {
         int p[2];
 
@@ -154,6 +156,9 @@ int command_spawn(const char *cmd, char *const env[], const char *cwd, SpawnErro
                 r = fd_nonblock(out_r, true);
         if (r < 0)
                 return r;
+        /* A bigger pipe lets a chatty command write on while the worker relays
+         * (bounded by the system's pipe-max-size; failing is harmless). */
+        (void) fcntl(out_r, F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
 
         pid = fork();
         if (pid < 0)

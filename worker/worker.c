@@ -257,20 +257,26 @@ static void command_close_stdin(Command *c) {
  * freed then. */
 static int command_pump(Worker *w, Command *c) {
         uint8_t buf[SBX_OUTPUT_CHUNK_MAX];
-        size_t want = c->exited ? MIN(sizeof(buf), c->drain_left) : sizeof(buf);
+        size_t want = c->exited ? MIN(sizeof(buf), c->drain_left) : sizeof(buf), got = 0;
         ssize_t n = 0;
         int r;
 
-        if (want > 0)
-                do
-                        n = read(c->output_fd, buf, want);
-                while (n < 0 && errno == EINTR);
+        /* Fill a whole frame while the pipe has data: a frame per read() would
+         * cost a message (and a transcript write) per page the command prints. */
+        while (got < want) {
+                n = read(c->output_fd, buf + got, want - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                got += (size_t) n;
+        }
         if (n < 0 && errno != EAGAIN)
                 log_warning_errno(-errno, "Failed to read output of command %u, closing it: %m", c->id);
-        if (n > 0) {
+        if (got > 0) {
                 if (c->exited)
-                        c->drain_left -= (size_t) n;
-                return send_output(w, c, buf, (size_t) n);
+                        c->drain_left -= got;
+                return send_output(w, c, buf, got);
         }
         if (c->exited) {
                 r = command_finish(w, c);
