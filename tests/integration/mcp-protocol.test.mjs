@@ -144,19 +144,24 @@ h.test('JSON-RPC errors: -32700, -32600, -32601, -32602; the broker survives eac
   });
 });
 
-h.test('an oversize input line (5 MiB) is rejected with an error, not a crash', async () => {
+// The broker's bound on one input line, from the one place it is defined.
+const LINE_MAX = eval(/#define SBX_MCP_LINE_MAX \(([^)]*)\)/.exec(
+  readFileSync(new URL('../../common/sbx-limits.h', import.meta.url), 'utf8'))[1].replace(/u/g, ''));
+
+h.test('an oversize input line (over SBX_MCP_LINE_MAX) is rejected with an error naming the request, not a crash', async () => {
   await withRaw(async (raw) => {
     await raw.initialize();
-    const pad = 'a'.repeat(5 * 1024 * 1024);
+    const pad = 'a'.repeat(LINE_MAX + 1024);
     const t0 = Date.now();
-    await raw.write(`{"jsonrpc":"2.0","id":50,"method":"ping","params":{"pad":"${pad}"}}\n`);
-    const e = await raw.next((m) => 'error' in m, 15000);
+    // Key order as the SDK client writes it: "id" last.
+    await raw.write(`{"method":"ping","params":{"pad":"${pad}"},"jsonrpc":"2.0","id":50}\n`);
+    const e = await raw.next((m) => 'error' in m, 30000);
     assert.ok([-32700, -32600].includes(e.error.code), `code ${e.error.code}: ${e.error.message}`);
-    assert.ok(e.id === null || e.id === 50);
+    assert.equal(e.id, 50, 'the id, written last, is recovered from the end of the discarded line');
     // and a huge line that is not JSON at all, without a newline for a while
-    await raw.write('x'.repeat(6 * 1024 * 1024));
+    await raw.write('x'.repeat(LINE_MAX + 1024));
     await raw.write('\n');
-    const e2 = await raw.next((m) => 'error' in m, 15000);
+    const e2 = await raw.next((m) => 'error' in m, 30000);
     assert.ok([-32700, -32600].includes(e2.error.code), `code ${e2.error.code}`);
     const p = await raw.request('ping', undefined, 51);
     assert.deepEqual(p.result, {});
