@@ -328,7 +328,8 @@ int line_reader_feed(LineReader *lr, const char *data, size_t n, line_handler_t 
                         /* Too long: drop what we have and skip to the newline. */
                         lr->discarding = true;
                         lr->tail_len = MIN(lr->len, (size_t) LINE_TAIL_MAX);
-                        memcpy(lr->tail, lr->buf + lr->len - lr->tail_len, lr->tail_len);
+                        if (lr->tail_len > 0)
+                                memcpy(lr->tail, lr->buf + lr->len - lr->tail_len, lr->tail_len);
                         line_reader_release(lr);
                 }
 

@@ -430,6 +430,7 @@ static void handle_cancel(Server *s, Client *c, const Sbx__Cancel *req) {
 
 static const char *session_state(const WorkspaceSession *ws) {
         switch (ws->state) {
+        case SESSION_SETUP:
         case SESSION_SPAWNING:
                 return "starting";
         case SESSION_READY:
@@ -492,7 +493,7 @@ static void handle_session_finalize(Server *s, Client *c, uint32_t seq, Sandbox 
         Sbx__Publication pub = SBX__PUBLICATION__INIT;
         WorkspaceSession *ws = find_session(s, c, seq, sb, req->workspace_session);
         PublishResult res = {};
-        char owner[64];
+        char owner[64], id[sizeof(ws->id)];
         bool publish;
         int r;
 
@@ -511,7 +512,10 @@ static void handle_session_finalize(Server *s, Client *c, uint32_t seq, Sandbox 
                                           "with cancel_command, then finalize",
                                           ws->id, ws->running);
         snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
+        /* The session may be freed by finalizing it: the answer keeps copies. */
+        strlcpy(id, ws->id, sizeof(id));
         session_info(ws, &info);
+        info.workspace_session = id;
         info.state = (char *) "finalized";
         r = session_finalize(s, ws, publish, req->overwrite, &res);
         if (r < 0) {

@@ -326,9 +326,9 @@ static int recv_child(int sync, char *ret_c, int ret_fds[2], ChildError *ret_err
                              .msg_controllen = sizeof(control.b) };
         ssize_t n;
 
-        n = recvmsg(sync, &mh, MSG_CMSG_CLOEXEC);
+        n = recvmsg(sync, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
         if (n < 0)
-                return -errno;
+                return errno == EWOULDBLOCK ? -EAGAIN : -errno;
         if (ret_fds) {
                 struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
                 ret_fds[0] = ret_fds[1] = -EBADF;
@@ -346,102 +346,132 @@ static int recv_child(int sync, char *ret_c, int ret_fds[2], ChildError *ret_err
         return 0;
 }
 
-int session_spawn(const SpawnParams *p, SpawnResult *ret, char *ret_errmsg, size_t errmsg_size) {
+void spawn_state_done(SpawnState *st) {
+        if (st->sync >= 0 && st->pid > 0) {
+                /* Set-up never finished: the child goes. */
+                (void) kill(st->pid, SIGKILL);
+                (void) waitpid(st->pid, NULL, 0);
+                st->pid = 0;
+        }
+        st->sync = safe_close(st->sync);
+        st->pidfd = safe_close(st->pidfd);
+        st->sock = safe_close(st->sock);
+        st->upper_fd = safe_close(st->upper_fd);
+        st->workspace_fd = safe_close(st->workspace_fd);
+}
+
+int session_spawn_begin(const SpawnParams *p, SpawnState *ret, char *ret_errmsg, size_t errmsg_size) {
         int sync[2] = { -EBADF, -EBADF }, wsock[2] = { -EBADF, -EBADF };
-        _cleanup_close_ int pidfd = -EBADF;
-        int wsfds[2] = { -EBADF, -EBADF };
-        ChildError cerr = {};
+        SpawnState st = {
+                .pidfd = -EBADF, .sync = -EBADF, .sock = -EBADF, .upper_fd = -EBADF, .workspace_fd = -EBADF,
+                .uid_base = p->uid_base, .uid_count = p->uid_count,
+        };
         const char *step = "spawn";
-        struct timeval tv = { .tv_sec = 10 };
         char c;
-        pid_t pid;
         int r;
 
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0 ||
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sync) < 0 ||
             socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, wsock) < 0) {
                 r = -errno;
-                goto out;
+                goto fail;
         }
-        /* Never hang the supervisor on a stuck child. */
-        (void) setsockopt(sync[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-
-        pid = (pid_t) syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
-                                                 CLONE_NEWNET | SIGCHLD,
-                              NULL, NULL, NULL, 0);
-        if (pid < 0) {
+        st.pid = (pid_t) syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+                                                    CLONE_NEWNET | SIGCHLD,
+                                 NULL, NULL, NULL, 0);
+        if (st.pid < 0) {
                 r = -errno;
+                st.pid = 0;
                 step = "clone";
-                goto out;
+                goto fail;
         }
-        if (pid == 0) {
+        if (st.pid == 0) {
                 safe_close(sync[0]);
                 safe_close(wsock[0]);
+                (void) fd_nonblock(sync[1], false);
                 child_main(p, sync[1], wsock[1]);
         }
+        st.sync = TAKE_FD(sync[0]);
+        st.sock = TAKE_FD(wsock[0]);
         sync[1] = safe_close(sync[1]);
         wsock[1] = safe_close(wsock[1]);
 
-        pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-        if (pidfd < 0) {
+        st.pidfd = (int) syscall(SYS_pidfd_open, st.pid, 0);
+        if (st.pidfd < 0) {
                 r = -errno;
                 step = "pidfd_open";
-                goto kill;
+                goto fail;
         }
         if (p->cgroup) {
-                r = cgroup_session_attach(p->cgroup, pid);
+                r = cgroup_session_attach(p->cgroup, st.pid);
                 if (r < 0) {
                         step = "attach to cgroup";
-                        goto kill;
+                        goto fail;
                 }
         }
         c = SYNC_GO;
-        if (send(sync[0], &c, 1, MSG_NOSIGNAL) != 1) {
+        if (send(st.sync, &c, 1, MSG_NOSIGNAL) != 1) {
                 r = -errno;
-                goto kill;
+                goto fail;
         }
-        r = recv_child(sync[0], &c, wsfds, &cerr);
-        if (r < 0 || c != SYNC_USERNS || wsfds[0] < 0 || wsfds[1] < 0) {
-                step = cerr.step[0] ? cerr.step : "session set-up";
-                r = r < 0 ? r : -EPROTO;
-                goto kill;
-        }
-        r = write_map(pid, "uid_map", p->uid_base, p->uid_count);
-        if (r >= 0)
-                r = write_map(pid, "gid_map", p->uid_base, p->uid_count);
-        if (r < 0) {
-                step = "write user namespace maps";
-                goto kill;
-        }
-        c = SYNC_MAPPED;
-        if (send(sync[0], &c, 1, MSG_NOSIGNAL) != 1) {
-                r = -errno;
-                goto kill;
-        }
-        /* EOF means the exec happened (the sync fd is close-on-exec). */
-        r = recv_child(sync[0], &c, NULL, &cerr);
-        if (r != -ECONNRESET) {
-                step = cerr.step[0] ? cerr.step : "exec worker";
-                r = r < 0 ? r : -EPROTO;
-                goto kill;
-        }
-        ret->pid = pid;
-        ret->pidfd = TAKE_FD(pidfd);
-        ret->sock = TAKE_FD(wsock[0]);
-        ret->upper_fd = TAKE_FD(wsfds[0]);
-        ret->workspace_fd = TAKE_FD(wsfds[1]);
-        r = 0;
-        goto out;
-kill:
-        (void) kill(pid, SIGKILL);
-        (void) waitpid(pid, NULL, 0);
-out:
-        safe_close(wsfds[0]);
-        safe_close(wsfds[1]);
-        if (r < 0 && ret_errmsg)
+        *ret = st;
+        return 0;
+fail:
+        if (ret_errmsg)
                 snprintf(ret_errmsg, errmsg_size, "%s: %s", step, strerror(-r));
         safe_close(sync[0]);
         safe_close(sync[1]);
         safe_close(wsock[0]);
         safe_close(wsock[1]);
+        spawn_state_done(&st);
+        return r;
+}
+
+int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size) {
+        ChildError cerr = {};
+        const char *step;
+        int fds[2] = { -EBADF, -EBADF };
+        char c = 0;
+        int r;
+
+        if (!st->mapped) {
+                step = "session set-up";
+                r = recv_child(st->sync, &c, fds, &cerr);
+                if (r == -EAGAIN)
+                        return 1;
+                if (r < 0 || c != SYNC_USERNS || fds[0] < 0 || fds[1] < 0) {
+                        safe_close(fds[0]);
+                        safe_close(fds[1]);
+                        r = r < 0 ? r : -EPROTO;
+                        goto fail;
+                }
+                st->upper_fd = fds[0];
+                st->workspace_fd = fds[1];
+                step = "write user namespace maps";
+                r = write_map(st->pid, "uid_map", st->uid_base, st->uid_count);
+                if (r >= 0)
+                        r = write_map(st->pid, "gid_map", st->uid_base, st->uid_count);
+                if (r < 0)
+                        goto fail;
+                c = SYNC_MAPPED;
+                if (send(st->sync, &c, 1, MSG_NOSIGNAL) != 1) {
+                        r = -errno;
+                        goto fail;
+                }
+                st->mapped = true;
+                return 1;
+        }
+        /* EOF means the exec happened (the child's end is close-on-exec). */
+        step = "exec worker";
+        r = recv_child(st->sync, &c, NULL, &cerr);
+        if (r == -EAGAIN)
+                return 1;
+        if (r != -ECONNRESET) {
+                r = r < 0 ? r : -EPROTO;
+                goto fail;
+        }
+        return 0;
+fail:
+        if (ret_errmsg)
+                snprintf(ret_errmsg, errmsg_size, "%s: %s", cerr.step[0] ? cerr.step : step, strerror(-r));
         return r;
 }

@@ -29,13 +29,24 @@ typedef struct SpawnParams {
         bool allow_io_uring;            /* sbxd.conf allow_io_uring: not denied by seccomp */
 } SpawnParams;
 
-typedef struct SpawnResult {
+/* A session child being set up; sbxd serves others meanwhile. */
+typedef struct SpawnState {
         pid_t pid;
         int pidfd;
+        int sync;                       /* set-up channel: readable when the child has news */
         int sock;                       /* SOCK_SEQPACKET to the worker */
-        int upper_fd;                   /* the workspace overlay's upper directory */
-        int workspace_fd;               /* O_PATH: the session's merged /workspace */
-} SpawnResult;
+        int upper_fd;                   /* the workspace overlay's upper directory (once mapped) */
+        int workspace_fd;               /* O_PATH: the session's merged /workspace (once mapped) */
+        uid_t uid_base;
+        uint32_t uid_count;
+        bool mapped;                    /* user namespace maps written; waiting for the exec */
+} SpawnState;
 
-/* On failure ret_errmsg (if given) holds a short description of the step that failed. */
-int session_spawn(const SpawnParams *p, SpawnResult *ret, char *ret_errmsg, size_t errmsg_size);
+/* Start the session child (namespaces, cgroup attach); on failure ret_errmsg
+ * (if given) says which step failed. */
+int session_spawn_begin(const SpawnParams *p, SpawnState *ret, char *ret_errmsg, size_t errmsg_size);
+/* Advance when st->sync is readable: 1 while set-up goes on, 0 once the worker
+ * runs (the caller then closes st->sync), or a negative errno with ret_errmsg. */
+int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size);
+/* Close what is left; a child whose set-up did not finish is killed and reaped. */
+void spawn_state_done(SpawnState *st);

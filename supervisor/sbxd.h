@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "cgroup.h"
+#include "ns.h"
 #include "store.h"
 #include "transcript.h"
 #include "wire.h"
@@ -54,6 +55,7 @@ typedef struct Sandbox {
 } Sandbox;
 
 typedef enum SessionState {
+        SESSION_SETUP,              /* the child builds the session's namespaces and mounts */
         SESSION_SPAWNING,
         SESSION_READY,
         SESSION_STOPPED,            /* no worker; its changes wait to be finalized */
@@ -74,6 +76,9 @@ typedef struct WorkspaceSession {
         SessionState state;
         EventSource sock_src;
         EventSource pidfd_src;
+        EventSource setup_src;      /* the child's set-up channel, while SESSION_SETUP */
+        SpawnState spawn;
+        unsigned long long start_usec;
         pid_t pid;
         int upper_fd;
         int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */

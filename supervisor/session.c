@@ -31,6 +31,8 @@ static const char *const command_env[] = {
 
 static void session_dispatch_worker(Server *s, EventSource *src, uint32_t events);
 static void session_dispatch_pidfd(Server *s, EventSource *src, uint32_t events);
+static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events);
+static void session_setup_done(Server *s, WorkspaceSession *ws);
 static void command_finish(Server *s, Command *c, bool exited, int exit_code, int sig);
 
 static int make_id(const char *prefix, char *buf, size_t size) {
@@ -51,7 +53,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
                 size_t errmsg_size) {
         _cleanup_free_ char *lowerdirs = NULL;
         WorkspaceSession *ws;
-        SpawnResult sr = { .pidfd = -EBADF, .sock = -EBADF, .upper_fd = -EBADF, .workspace_fd = -EBADF };
+        SpawnState st;
         CgroupLimits limits = {
                 .memory_bytes = sb->memory_bytes,
                 .pids_max = sb->pids_max,
@@ -80,7 +82,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         ws->publish_policy = publish_policy;
         ws->created_unix = time(NULL);
         ws->upper_fd = ws->workspace_fd = -EBADF;
-        ws->sock_src.fd = ws->pidfd_src.fd = -EBADF;
+        ws->sock_src.fd = ws->pidfd_src.fd = ws->setup_src.fd = -EBADF;
         ws->base_layer = sb->top_layer;
         ws->base_squashed = sb->squashed;
         TAILQ_INIT(&ws->commands);
@@ -117,38 +119,33 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
                 .allow_io_uring = s->cfg.allow_io_uring,
         };
         char why[200] = "";
-        unsigned long long t0 = now_usec();
-        r = session_spawn(&p, &sr, why, sizeof(why));
+        r = session_spawn_begin(&p, &st, why, sizeof(why));
         if (r < 0) {
                 log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id, sb->name, why);
                 snprintf(errmsg, errmsg_size, "cannot start a workspace session: %s", why);
                 goto fail;
         }
-        ws->pid = sr.pid;
-        ws->upper_fd = sr.upper_fd;
-        ws->workspace_fd = sr.workspace_fd;
-        ws->state = SESSION_SPAWNING;
+        /* The child sets itself up while sbxd serves others; commands wait for READY. */
+        ws->start_usec = now_usec();
+        ws->pid = st.pid;
+        ws->state = SESSION_SETUP;
         ws->sock_src.dispatch = session_dispatch_worker;
         ws->pidfd_src.dispatch = session_dispatch_pidfd;
-        (void) fd_nonblock(sr.sock, true);
-        r = server_watch(s, &ws->sock_src, sr.sock, EPOLLIN);
+        ws->setup_src.dispatch = session_dispatch_setup;
+        (void) fd_nonblock(st.sock, true);
+        r = server_watch(s, &ws->sock_src, TAKE_FD(st.sock), EPOLLIN);
         if (r >= 0)
-                r = server_watch(s, &ws->pidfd_src, sr.pidfd, EPOLLIN);
+                r = server_watch(s, &ws->pidfd_src, TAKE_FD(st.pidfd), EPOLLIN);
+        if (r >= 0)
+                r = server_watch(s, &ws->setup_src, TAKE_FD(st.sync), EPOLLIN);
+        ws->spawn = st;
+        TAILQ_INSERT_TAIL(&s->sessions, ws, link);
+        sb->live_sessions++;
         if (r < 0) {
-                if (ws->sock_src.fd < 0)
-                        safe_close(sr.sock);
-                if (ws->pidfd_src.fd < 0)
-                        safe_close(sr.pidfd);
                 snprintf(errmsg, errmsg_size, "cannot watch the session: %s", strerror(-r));
-                TAILQ_INSERT_TAIL(&s->sessions, ws, link);
-                sb->live_sessions++;
                 session_destroy(s, ws);
                 return r;
         }
-        TAILQ_INSERT_TAIL(&s->sessions, ws, link);
-        sb->live_sessions++;
-        log_debug("Started workspace session %s of sandbox '%s' in %llu us (worker pid %d, base layer %u)", ws->id,
-                  sb->name, now_usec() - t0, (int) ws->pid, ws->base_layer);
         *ret = ws;
         return 0;
 fail:
@@ -181,6 +178,15 @@ static void session_stop(Server *s, WorkspaceSession *ws) {
 
         session_kill_worker(s, ws);
         server_unwatch(s, &ws->sock_src);
+        server_unwatch(s, &ws->setup_src);
+        ws->spawn.sync = ws->spawn.pidfd = ws->spawn.sock = -EBADF; /* watched, now closed */
+        ws->spawn.pid = 0;
+        /* Stopped during set-up: whatever upper it got is still its upper. */
+        if (ws->upper_fd < 0 && ws->spawn.upper_fd >= 0) {
+                ws->upper_fd = TAKE_FD(ws->spawn.upper_fd);
+                ws->workspace_fd = TAKE_FD(ws->spawn.workspace_fd);
+        }
+        spawn_state_done(&ws->spawn);
         TAILQ_FOREACH(c, &ws->commands, session_link)
                 if (!c->finished)
                         command_finish(s, c, false, 0, SIGKILL);
@@ -248,7 +254,8 @@ int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwri
         if (ws->running > 0)
                 return -EBUSY;
         session_stop(s, ws);
-        if (publish) {
+        /* A session that never got an upper has nothing to publish. */
+        if (publish && ws->upper_fd >= 0) {
                 _cleanup_close_ int upper = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
                 snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
@@ -517,6 +524,9 @@ static bool on_worker_message(Server *s, WorkspaceSession *ws, Sbx__Msg *m) {
 
         switch (m->type) {
         case SBX__MSG_TYPE__MSG_WORKER_READY:
+                /* It can overtake the set-up channel's EOF: the exec happened. */
+                if (ws->state == SESSION_SETUP && ws->spawn.mapped)
+                        session_setup_done(s, ws);
                 if (ws->state != SESSION_SPAWNING)
                         return session_worker_lost(s, ws, "unexpected READY");
                 ws->state = SESSION_READY;
@@ -786,4 +796,45 @@ restart:
                         goto restart; /* the lists changed under us */
                 }
         }
+}
+
+/* The session child's set-up channel: maps to write, then the exec of the worker. */
+static void session_setup_done(Server *s, WorkspaceSession *ws) {
+        ws->upper_fd = TAKE_FD(ws->spawn.upper_fd);
+        ws->workspace_fd = TAKE_FD(ws->spawn.workspace_fd);
+        server_unwatch(s, &ws->setup_src);
+        ws->spawn.sync = -EBADF;
+        if (ws->state == SESSION_SETUP)
+                ws->state = SESSION_SPAWNING;
+        log_debug("Workspace session %s of sandbox '%s' set up in %llu us (worker pid %d, base layer %u)", ws->id,
+                  ws->sandbox->name, now_usec() - ws->start_usec, (int) ws->pid, ws->base_layer);
+}
+
+static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events) {
+        WorkspaceSession *ws = (WorkspaceSession *) ((char *) src - offsetof(WorkspaceSession, setup_src));
+        char why[200] = "";
+        Command *c;
+        int r;
+
+        ws->spawn.sync = src->fd;
+        r = session_spawn_continue(&ws->spawn, why, sizeof(why));
+        if (r > 0)
+                return;
+        if (r == 0) {
+                session_setup_done(s, ws);
+                return;
+        }
+        log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id, ws->sandbox->name,
+                        why);
+        /* Its commands end with the reason in their transcript. */
+        TAILQ_FOREACH(c, &ws->commands, session_link) {
+                char line[300];
+                int n;
+                if (c->finished)
+                        continue;
+                n = snprintf(line, sizeof(line), "[sbx: cannot start the workspace session: %s]\n", why);
+                (void) transcript_feed(c->transcript, line, (size_t) MIN(n, (int) sizeof(line) - 1));
+                command_finish(s, c, true, 127, 0);
+        }
+        session_destroy(s, ws);
 }
