@@ -378,9 +378,10 @@ int line_reader_feed(LineReader *lr, const char *data, size_t n, line_handler_t 
 int line_reader_finish(LineReader *lr, line_handler_t handler, void *userdata) {
         int r = 0;
 
-        if (lr->discarding)
-                r = handler(NULL, 0, true, userdata);
-        else if (lr->len > 0)
+        if (lr->discarding) {
+                r = handler(lr->tail, lr->tail_len, true, userdata);
+                lr->tail_len = 0;
+        } else if (lr->len > 0)
                 r = handler(lr->buf, lr->len, false, userdata);
         lr->discarding = false;
         line_reader_release(lr);

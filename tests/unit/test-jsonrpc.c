@@ -286,7 +286,8 @@ static int collect(const char *line, size_t len, bool oversize, void *userdata) 
         assert_true(c->n < ELEMENTSOF(c->lines));
         assert_true(len < sizeof(c->lines[0]));
         /* An oversize line comes as its tail (at most LINE_TAIL_MAX bytes). */
-        memcpy(c->lines[c->n], line, len);
+        if (len > 0)
+                memcpy(c->lines[c->n], line, len);
         c->lines[c->n][len] = '\0';
         c->oversize[c->n] = oversize;
         if ((int) c->n++ == c->fail_at)
