@@ -26,11 +26,15 @@
 static void client_dispatch(Server *s, EventSource *src, uint32_t events);
 
 void client_free(Server *s, Client *c) {
+        WorkspaceSession *ws;
         Waiter *w;
         OutFrame *f;
 
         if (!c)
                 return;
+        TAILQ_FOREACH(ws, &s->sessions, link)
+                if (ws->creator == c)
+                        ws->creator = NULL;
         while ((w = TAILQ_FIRST(&c->waiters)))
                 waiter_free(w);
         while ((f = TAILQ_FIRST(&c->outq))) {
@@ -454,8 +458,6 @@ static void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *o) {
 }
 
 static void handle_session_create(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__SessionCreate *req) {
-        Sbx__Reply reply = SBX__REPLY__INIT;
-        Sbx__SessionInfo info = SBX__SESSION_INFO__INIT;
         WorkspaceSession *ws;
         char errmsg[300] = "";
         bool publish;
@@ -473,10 +475,24 @@ static void handle_session_create(Server *s, Client *c, uint32_t seq, Sandbox *s
         if (r < 0)
                 return client_reply_error(s, c, seq, r, "%s", errmsg[0] ? errmsg : strerror(-r));
         log_info("Created managed workspace session %s of sandbox '%s'", ws->id, sb->name);
+        /* The answer waits until the session can be used (session_answer_creator). */
+        ws->creator = c;
+        ws->creator_seq = seq;
+}
+
+void session_answer_creator(Server *s, WorkspaceSession *ws, int err, const char *why) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__SessionInfo info = SBX__SESSION_INFO__INIT;
+        Client *c = TAKE_PTR(ws->creator);
+
+        if (!c)
+                return;
+        if (err < 0)
+                return client_reply_error(s, c, ws->creator_seq, err, "cannot start a workspace session: %s", why);
         session_info(ws, &info);
         reply.body_case = SBX__REPLY__BODY_SESSION;
         reply.session = &info;
-        client_reply(s, c, seq, &reply);
+        client_reply(s, c, ws->creator_seq, &reply);
 }
 
 static WorkspaceSession *find_session(Server *s, Client *c, uint32_t seq, Sandbox *sb, const char *id) {

@@ -79,6 +79,8 @@ typedef struct WorkspaceSession {
         EventSource setup_src;      /* the child's set-up channel, while SESSION_SETUP */
         SpawnState spawn;
         unsigned long long start_usec;
+        Client *creator;            /* create_workspace_session answered once it runs */
+        uint32_t creator_seq;
         pid_t pid;
         int upper_fd;
         int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */
@@ -183,6 +185,8 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
                 size_t errmsg_size);
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id);
 void session_destroy(Server *s, WorkspaceSession *ws);
+/* Answer the client that created a managed session (once it is ready, or failed). */
+void session_answer_creator(Server *s, WorkspaceSession *ws, int err, const char *why);
 struct PublishResult;
 /* Publish (or discard) and end the session; after a conflict or a failed
  * publication it stays, stopped, and *ret says why. -EBUSY while commands run. */

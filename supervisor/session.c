@@ -176,6 +176,7 @@ static void session_kill_worker(Server *s, WorkspaceSession *ws) {
 static void session_stop(Server *s, WorkspaceSession *ws) {
         Command *c;
 
+        session_answer_creator(s, ws, -ECANCELED, "it stopped before it was ready");
         session_kill_worker(s, ws);
         server_unwatch(s, &ws->sock_src);
         server_unwatch(s, &ws->setup_src);
@@ -199,6 +200,7 @@ static void session_free(Server *s, WorkspaceSession *ws) {
         unsigned removed;
         Command *c;
 
+        session_answer_creator(s, ws, -ECANCELED, "it ended before it was ready");
         ws->state = SESSION_DEAD;
         ws->upper_fd = safe_close(ws->upper_fd);
         ws->workspace_fd = safe_close(ws->workspace_fd);
@@ -530,6 +532,7 @@ static bool on_worker_message(Server *s, WorkspaceSession *ws, Sbx__Msg *m) {
                 if (ws->state != SESSION_SPAWNING)
                         return session_worker_lost(s, ws, "unexpected READY");
                 ws->state = SESSION_READY;
+                session_answer_creator(s, ws, 0, NULL);
                 TAILQ_FOREACH(c, &ws->commands, session_link)
                         if (!c->sent && !c->finished && command_send_exec(ws, c) < 0)
                                 return session_worker_lost(s, ws, "cannot send a command");
@@ -826,6 +829,7 @@ static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events)
         }
         log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id, ws->sandbox->name,
                         why);
+        session_answer_creator(s, ws, r, why);
         /* Its commands end with the reason in their transcript. */
         TAILQ_FOREACH(c, &ws->commands, session_link) {
                 char line[300];
