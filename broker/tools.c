@@ -1,3 +1,4 @@
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -1230,23 +1231,60 @@ static int prepare_file_edit(json_t *args, ToolRequest *req, char **ret_error) {
         return 0;
 }
 
-static int prepare_file_blame(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__FileBlame *m = &req->body.file_blame;
-        const char *sandbox, *path;
-        int r;
 
-        *m = (Sbx__FileBlame) SBX__FILE_BLAME__INIT;
-        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
-        if (r < 0)
-                return r;
-        r = path_arg(args, &path, ret_error);
-        if (r < 0)
-                return r;
-        m->sandbox = (char *) sandbox;
-        m->path = (char *) path;
-        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_FILE_BLAME, SBX__MSG__BODY_FILE_BLAME, m);
+/* A request whose fields are all strings taken from the arguments: the
+ * argument checks differ only in their kind, the fields are found by name. */
+typedef enum ArgKind {
+        ARG_ID,             /* required id (1..SBX_NAME_MAX) */
+        ARG_SESSION,        /* optional workspace session id */
+        ARG_PATH,           /* required path (1..SBX_PATH_MAX) */
+} ArgKind;
+
+typedef struct ArgField {
+        const char *arg;
+        const char *field;
+        ArgKind kind;
+} ArgField;
+
+static int prepare_strings(json_t *args, ToolRequest *req, char **ret_error, const ProtobufCMessageDescriptor *desc,
+                           Sbx__MsgType type, Sbx__Msg__BodyCase body_case, const ArgField *fields, size_t n) {
+        ProtobufCMessage *m = (ProtobufCMessage *) &req->body;
+
+        protobuf_c_message_init(desc, m);
+        for (size_t i = 0; i < n; i++) {
+                const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(desc, fields[i].field);
+                const char *v;
+                int r;
+
+                assert(f && f->type == PROTOBUF_C_TYPE_STRING);
+                r = fields[i].kind == ARG_PATH    ? path_arg(args, &v, ret_error)
+                    : fields[i].kind == ARG_SESSION ? session_arg(args, &v, ret_error)
+                                                    : id_arg(args, fields[i].arg, &v, ret_error);
+                if (r < 0)
+                        return r;
+                *(const char **) ((char *) m + f->offset) = v;
+        }
+        request_set(req, type, body_case, m);
         return 0;
 }
+
+#define PREPARE_STRINGS(fn, msg, TYPE, BODY, ...)                                                               \
+        static int fn(json_t *args, ToolRequest *req, char **ret_error) {                                     \
+                static const ArgField fields[] = { __VA_ARGS__ };                                             \
+                return prepare_strings(args, req, ret_error, &msg##__descriptor, SBX__MSG_TYPE__MSG_CLIENT_##TYPE, \
+                                       SBX__MSG__BODY_##BODY, fields, ELEMENTSOF(fields));                    \
+        }
+
+PREPARE_STRINGS(prepare_file_blame, sbx__file_blame, FILE_BLAME, FILE_BLAME,
+                { "sandbox_id", "sandbox", ARG_ID }, { "path", "path", ARG_PATH })
+PREPARE_STRINGS(prepare_session_list, sbx__session_list, SESSION_LIST, SESSION_LIST,
+                { "sandbox_id", "sandbox", ARG_ID })
+PREPARE_STRINGS(prepare_session_diff, sbx__session_diff, SESSION_DIFF, SESSION_DIFF,
+                { "sandbox_id", "sandbox", ARG_ID }, { "workspace_session_id", "workspace_session", ARG_ID })
+PREPARE_STRINGS(prepare_command_list, sbx__command_list, COMMAND_LIST, COMMAND_LIST,
+                { "sandbox_id", "sandbox", ARG_ID }, { "workspace_session_id", "workspace_session", ARG_SESSION })
+PREPARE_STRINGS(prepare_command_cancel, sbx__command_cancel, COMMAND_CANCEL, COMMAND_CANCEL,
+                { "sandbox_id", "sandbox", ARG_ID }, { "command_session_id", "command_session", ARG_ID })
 
 static int prepare_session_create(json_t *args, ToolRequest *req, char **ret_error) {
         Sbx__SessionCreate *m = &req->body.session_create;
@@ -1287,73 +1325,9 @@ static int prepare_session_finalize(json_t *args, ToolRequest *req, char **ret_e
         return 0;
 }
 
-static int prepare_session_list(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__SessionList *m = &req->body.session_list;
-        const char *sandbox;
-        int r;
 
-        *m = (Sbx__SessionList) SBX__SESSION_LIST__INIT;
-        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
-        if (r < 0)
-                return r;
-        m->sandbox = (char *) sandbox;
-        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_LIST, SBX__MSG__BODY_SESSION_LIST, m);
-        return 0;
-}
 
-static int prepare_session_diff(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__SessionDiff *m = &req->body.session_diff;
-        const char *sandbox, *session;
-        int r;
 
-        *m = (Sbx__SessionDiff) SBX__SESSION_DIFF__INIT;
-        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
-        if (r < 0)
-                return r;
-        r = id_arg(args, "workspace_session_id", &session, ret_error);
-        if (r < 0)
-                return r;
-        m->sandbox = (char *) sandbox;
-        m->workspace_session = (char *) session;
-        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_DIFF, SBX__MSG__BODY_SESSION_DIFF, m);
-        return 0;
-}
-
-static int prepare_command_list(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__CommandList *m = &req->body.command_list;
-        const char *sandbox, *session;
-        int r;
-
-        *m = (Sbx__CommandList) SBX__COMMAND_LIST__INIT;
-        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
-        if (r < 0)
-                return r;
-        r = session_arg(args, &session, ret_error);
-        if (r < 0)
-                return r;
-        m->sandbox = (char *) sandbox;
-        m->workspace_session = (char *) session;
-        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_COMMAND_LIST, SBX__MSG__BODY_COMMAND_LIST, m);
-        return 0;
-}
-
-static int prepare_command_cancel(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__CommandCancel *m = &req->body.command_cancel;
-        const char *sandbox, *command;
-        int r;
-
-        *m = (Sbx__CommandCancel) SBX__COMMAND_CANCEL__INIT;
-        r = id_arg(args, "sandbox_id", &sandbox, ret_error);
-        if (r < 0)
-                return r;
-        r = id_arg(args, "command_session_id", &command, ret_error);
-        if (r < 0)
-                return r;
-        m->sandbox = (char *) sandbox;
-        m->command_session = (char *) command;
-        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_COMMAND_CANCEL, SBX__MSG__BODY_COMMAND_CANCEL, m);
-        return 0;
-}
 
 /* ---- registry -------------------------------------------------------------- */
 
