@@ -119,7 +119,10 @@ static int copy_entry(int src_dirfd, int dst_dirfd, const char *name, CopyContex
                 r = copy_dir_contents(in, out, ctx, depth + 1);
                 if (r < 0)
                         return r;
-                return set_owner_mode_times(out, &st, force_uid);
+                r = set_owner_mode_times(out, &st, force_uid);
+                if (r >= 0 && (ctx->flags & TREE_COPY_FSYNC) && fsync(out) < 0)
+                        r = -errno;
+                return r;
         }
         case S_IFREG: {
                 _cleanup_close_ int in = -EBADF, out = -EBADF;
@@ -141,7 +144,10 @@ static int copy_entry(int src_dirfd, int dst_dirfd, const char *name, CopyContex
                 if (r < 0)
                         return r;
                 ctx->entries++;
-                return set_owner_mode_times(out, &st, force_uid);
+                r = set_owner_mode_times(out, &st, force_uid);
+                if (r >= 0 && (ctx->flags & TREE_COPY_FSYNC) && fsync(out) < 0)
+                        r = -errno;
+                return r;
         }
         case S_IFLNK: {
                 char target[4096];
@@ -252,7 +258,9 @@ int tree_is_empty(int dirfd) {
         return errno ? -errno : 1;
 }
 
-int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, uint32_t *ret_entries) {
+int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, unsigned sync_mode,
+                 uint32_t *ret_entries) {
+        bool whole_fs = sync_mode & LAYER_SYNC_FILESYSTEM;
         char tmp[32], final[16];
         _cleanup_close_ int dst = -EBADF;
         uint32_t entries = 0;
@@ -268,15 +276,16 @@ int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, u
                 r = -errno;
                 goto fail;
         }
-        r = tree_copy(src_dirfd, dst, force_uid, 0, &entries);
+        r = tree_copy(src_dirfd, dst, force_uid, whole_fs ? 0 : TREE_COPY_FSYNC, &entries);
         if (r < 0)
                 goto fail;
         if (force_uid >= 0 && fchown(dst, (uid_t) force_uid, (gid_t) force_uid) < 0) {
                 r = -errno;
                 goto fail;
         }
-        /* Everything of the layer reaches the disk before its name does. */
-        if (syncfs(dst) < 0) {
+        /* Everything of the layer reaches the disk before its name does: its own
+         * files one by one, or, for a big import, the filesystem at once. */
+        if ((whole_fs ? syncfs(dst) : fsync(dst)) < 0) {
                 r = -errno;
                 goto fail;
         }

@@ -14,6 +14,7 @@
 typedef enum TreeCopyFlags {
         TREE_COPY_HARDLINK = 1 << 0,        /* link regular files instead of copying them */
         TREE_COPY_DROP_WHITEOUTS = 1 << 1,  /* for a bottom layer: no whiteouts, no opaque marks */
+        TREE_COPY_FSYNC = 1 << 2,           /* fsync each file and directory written */
 } TreeCopyFlags;
 
 /* Copy the tree under src_dirfd into the existing empty dst_dirfd. With
@@ -29,8 +30,13 @@ int tree_remove_at(int dirfd, const char *name);
 /* true if the directory has no entry besides . and .. */
 int tree_is_empty(int dirfd);
 
-/* Build layer `seq` in layers_dirfd from the tree under src_dirfd (see tree_copy). */
-int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, uint32_t *ret_entries);
+/* Build layer `seq` in layers_dirfd from the tree under src_dirfd (see tree_copy),
+ * durably before its name appears. Small layers (publications) fsync what they
+ * write; LAYER_SYNC_FILESYSTEM (an imported tree of any size) syncs the whole
+ * filesystem once instead. */
+#define LAYER_SYNC_FILESYSTEM 1u
+int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, unsigned sync_mode,
+                 uint32_t *ret_entries);
 /* Remove directories of layers above top (left by a crash before their record was written),
  * temporary build directories, and anything else but keep (the squashed base). */
 int layer_remove_unrecorded(int layers_dirfd, uint32_t top, const char *keep);

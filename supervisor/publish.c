@@ -444,7 +444,7 @@ int publish_tree(Server *s, Sandbox *sb, int src_dirfd, const char *owner, uint3
         r = attribute(s, sb, src_dirfd, &m, owner, &ops);
         if (r < 0)
                 goto out;
-        r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, NULL);
+        r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, 0, NULL);
         if (r < 0)
                 goto out;
         r = record(s, sb, seq, owner, &m, &ops);

@@ -96,7 +96,7 @@ static void test_copy_upper(void **state) {
         /* A real device node has no place in a layer. */
         assert_int_equal(mknodat(f->src_fd, "null", S_IFCHR | 0666, makedev(1, 3)), 0);
 
-        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, &entries), 0);
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, &entries), 0);
         /* a.txt run.sh link deleted fifo dir(opaque) dir/inner */
         assert_int_equal(entries, 7);
         layer = openat(f->layers_fd, "1", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -136,7 +136,7 @@ static void test_force_owner(void **state) {
                 skip();
         put_file(f->src_fd, "x", "x\n", 0600);
         assert_int_equal(mkdirat(f->src_fd, "d", 0700), 0);
-        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, 100000, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, 100000, LAYER_SYNC_FILESYSTEM, NULL), 0);
         layer = openat(f->layers_fd, "0", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_int_equal(fstat(layer, &st), 0);
         assert_int_equal(st.st_uid, 100000);
@@ -150,10 +150,10 @@ static void test_existing_layer_refused(void **state) {
         Fixture *f = *state;
 
         put_file(f->src_fd, "x", "x\n", 0644);
-        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL), 0);
         /* Publishing the same sequence again must not replace what is there. */
         put_file(f->src_fd, "x", "changed\n", 0644);
-        assert_true(layer_create(f->layers_fd, 2, f->src_fd, -1, NULL) < 0);
+        assert_true(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL) < 0);
         {
                 _cleanup_close_ int layer = openat(f->layers_fd, "2", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 assert_file(layer, "x", "x\n");
@@ -165,10 +165,10 @@ static void test_remove_unrecorded(void **state) {
         struct stat st;
 
         /* As a crash could leave them: recorded 0..1, a renamed but unrecorded 2, a half-built 3. */
-        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, -1, NULL), 0);
-        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, -1, 0, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL), 0);
         put_file(f->src_fd, "late", "late\n", 0644);
-        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL), 0);
         assert_int_equal(mkdirat(f->layers_fd, ".tmp-3", 0755), 0);
         put_file(f->layers_fd, ".tmp-3/partial", "p", 0644);
 
@@ -196,7 +196,7 @@ static void test_tree_is_empty_and_depth(void **state) {
         }
         close(fd);
         assert_int_equal(tree_is_empty(f->src_fd), 0);
-        r = layer_create(f->layers_fd, 5, f->src_fd, -1, NULL);
+        r = layer_create(f->layers_fd, 5, f->src_fd, -1, 0, NULL);
         assert_int_equal(r, -ELOOP);
         snprintf(path, sizeof(path), "%s", ".tmp-5");
         assert_int_equal(faccessat(f->layers_fd, path, F_OK, 0), -1);
