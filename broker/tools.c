@@ -838,8 +838,8 @@ static const ToolDef tool_table[] = {
                 .description =
                         "Cancel a running command: its whole process group is killed with SIGKILL and the command "
                         "ends with status cancelled (end_reason cancelled), its output kept. The result uses the "
-                        "command-output shape of exec_command; status is usually still running right after the "
-                        "cancel, or already cancelled; read_command_lines shows the final status. A command of an "
+                        "command-output shape of exec_command, given once the command has ended (status cancelled) "
+                        "or after 2 s if it has not (status running; read_command_lines shows the end). A command of an "
                         "automatic session then publishes what it changed, as any ended command does.",
                 .input_schema = cancel_command_input,
                 .output_schema = command_output_schema,

@@ -1027,30 +1027,27 @@ int cgroup_session_attach(CgroupSession *s, pid_t pid) {
         return 0;
 }
 
-int cgroup_session_oom_kills(CgroupSession *s, uint64_t *ret) {
+/* An event counter of the cgroup, less what it counted before this session. */
+static int counter_since(CgroupSession *s, int (*read_counter)(CgroupSession *s, uint64_t *ret), uint64_t base,
+                         uint64_t *ret) {
         uint64_t v;
         int r;
 
         if (!s || !ret)
                 return -EINVAL;
-        r = read_oom_kills(s, &v);
+        r = read_counter(s, &v);
         if (r < 0)
                 return r;
-        *ret = v > s->oom_base ? v - s->oom_base : 0;
+        *ret = v > base ? v - base : 0;
         return 0;
 }
 
-int cgroup_session_pids_max_hits(CgroupSession *s, uint64_t *ret) {
-        uint64_t v;
-        int r;
+int cgroup_session_oom_kills(CgroupSession *s, uint64_t *ret) {
+        return counter_since(s, read_oom_kills, s ? s->oom_base : 0, ret);
+}
 
-        if (!s || !ret)
-                return -EINVAL;
-        r = read_pids_max_hits(s, &v);
-        if (r < 0)
-                return r;
-        *ret = v > s->pids_max_base ? v - s->pids_max_base : 0;
-        return 0;
+int cgroup_session_pids_max_hits(CgroupSession *s, uint64_t *ret) {
+        return counter_since(s, read_pids_max_hits, s ? s->pids_max_base : 0, ret);
 }
 
 int cgroup_session_kill(CgroupSession *s) {

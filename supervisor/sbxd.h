@@ -85,7 +85,6 @@ typedef struct WorkspaceSession {
         int upper_fd;
         int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */
         CgroupSession *cgroup;
-        uint64_t oom_base, pids_base;
         uint32_t base_layer;
         uint32_t base_squashed;     /* the squashed base its overlay was built on */
         uint32_t next_command;

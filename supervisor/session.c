@@ -96,8 +96,6 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
                         snprintf(errmsg, errmsg_size, "cannot create the session's cgroup: %s", strerror(-r));
                         goto fail;
                 }
-                (void) cgroup_session_oom_kills(ws->cgroup, &ws->oom_base);
-                (void) cgroup_session_pids_max_hits(ws->cgroup, &ws->pids_base);
         }
 
         char layers_dir[4096];
@@ -450,9 +448,10 @@ static void command_finish(Server *s, Command *c, bool exited, int exit_code, in
                 strlcpy(c->rec.end_reason, "timeout", sizeof(c->rec.end_reason));
         } else {
                 strlcpy(c->rec.status, exited && exit_code == 0 ? "ok" : "error", sizeof(c->rec.status));
-                if (ws && oom > ws->oom_base)
+                /* The cgroup counts events since the session got it (pooled cgroups). */
+                if (oom > 0)
                         strlcpy(c->rec.end_reason, "out_of_memory", sizeof(c->rec.end_reason));
-                else if (ws && pids > ws->pids_base && !(exited && exit_code == 0))
+                else if (pids > 0 && !(exited && exit_code == 0))
                         strlcpy(c->rec.end_reason, "pids_limit", sizeof(c->rec.end_reason));
                 else
                         strlcpy(c->rec.end_reason, exited ? "exit" : "signal", sizeof(c->rec.end_reason));
