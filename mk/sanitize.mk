@@ -10,7 +10,7 @@ SAN_ENV   := ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after
 
 .PHONY: sanitize-build check-sanitize
 sanitize-build:
-	@$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) CFLAGS="-O1 -g" \
+	@$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) CFLAGS="-O1 -g" WORKER_STATIC=no \
 	  EXTRA_CFLAGS="$(SAN_FLAGS)" EXTRA_LDFLAGS="$(SAN_FLAGS)" all \
 	  $(patsubst tests/unit/%.c,$(SAN_BUILD)/bin/tests/%,$(UNIT_TESTS)) $(SAN_BUILD)/bin/tests/sbx-sec-probe
 

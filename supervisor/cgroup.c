@@ -1050,6 +1050,21 @@ int cgroup_session_pids_max_hits(CgroupSession *s, uint64_t *ret) {
         return counter_since(s, read_pids_max_hits, s ? s->pids_max_base : 0, ret);
 }
 
+int cgroup_session_processes(CgroupSession *s, size_t *ret) {
+        _cleanup_free_ pid_t *pids = NULL;
+        int fds[_CG_MAX];
+        size_t n;
+        int r;
+
+        if (!s)
+                return -EINVAL;
+        r = read_pids(fds, session_fds(s, fds), &pids, &n, NULL);
+        if (r < 0)
+                return r;
+        *ret = n;
+        return 0;
+}
+
 int cgroup_session_kill(CgroupSession *s) {
         if (!s)
                 return -EINVAL;

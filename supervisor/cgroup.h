@@ -44,6 +44,8 @@ int cgroup_session_attach(CgroupSession *s, pid_t pid);
 /* Events counted since the session got this cgroup. */
 int cgroup_session_oom_kills(CgroupSession *s, uint64_t *ret);
 int cgroup_session_pids_max_hits(CgroupSession *s, uint64_t *ret);
+/* How many processes are in it now. */
+int cgroup_session_processes(CgroupSession *s, size_t *ret);
 /* SIGKILL every process in it. */
 int cgroup_session_kill(CgroupSession *s);
 /* Kill, wait until empty, and return the cgroup to the pool. */

@@ -292,7 +292,10 @@ static void handle_status(Server *s, Client *c, uint32_t seq) {
         TAILQ_FOREACH(sb, &s->sandboxes, link)
                 st.sandboxes++;
         TAILQ_FOREACH(ws, &s->sessions, link)
-                st.live_sessions++;
+                if (ws->spare)
+                        st.spare_sessions++;
+                else
+                        st.live_sessions++;
         TAILQ_FOREACH(cmd, &s->commands, link)
                 if (!cmd->finished)
                         st.running_commands++;
@@ -339,7 +342,7 @@ static void handle_exec(Server *s, Client *c, uint32_t seq, const Sbx__Exec *req
                                            ws->id, ws->conflicted ? " after a publication conflict" : "");
                         return;
                 }
-        } else {
+        } else if (!(ws = spare_take(s, sb))) {
                 r = session_new(s, sb, true, true, &ws, errmsg, sizeof(errmsg));
                 if (r < 0) {
                         client_reply_error(s, c, seq, r, "%s", errmsg[0] ? errmsg : strerror(-r));
@@ -577,7 +580,7 @@ static void handle_session_list(Server *s, Client *c, uint32_t seq, Sandbox *sb)
         if (!infos || !ptrs)
                 return client_reply_error(s, c, seq, -ENOMEM, "out of memory");
         TAILQ_FOREACH(ws, &s->sessions, link) {
-                if (ws->sandbox != sb || n >= sb->live_sessions)
+                if (ws->sandbox != sb || ws->spare || n >= sb->live_sessions)
                         continue;
                 sbx__session_info__init(&infos[n]);
                 session_info(ws, &infos[n]);

@@ -2,6 +2,7 @@
 SUPERVISOR_SRCS += supervisor/sbxd.c
 SUPERVISOR_SRCS += supervisor/control.c
 SUPERVISOR_SRCS += supervisor/session.c
+SUPERVISOR_SRCS += supervisor/spare.c
 SUPERVISOR_SRCS += supervisor/sandbox.c
 SUPERVISOR_SRCS += supervisor/ns.c
 SUPERVISOR_SRCS += supervisor/seccomp.c

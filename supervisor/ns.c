@@ -282,11 +282,9 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
         }
         {
                 /* Last, so that nothing above needs what it denies. */
-                SandboxSeccompOptions so = { .allow_io_uring = p->allow_io_uring };
-                const char *step = "seccomp";
-                int r = sandbox_seccomp_load(&so, &step);
+                int r = sandbox_seccomp_install(p->seccomp);
                 if (r < 0)
-                        child_fail(sync, r, step);
+                        child_fail(sync, r, "seccomp");
         }
         {
                 char *const argv[] = { (char *) "sbx-worker", (char *) "--session", (char *) p->session_id, NULL };

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "cgroup.h"
+#include "seccomp.h"
 
 typedef struct SpawnParams {
         const char *session_id;
@@ -26,7 +27,7 @@ typedef struct SpawnParams {
         uint64_t disk_bytes;            /* size of the session tmpfs */
         int worker_exe_fd;              /* O_PATH fd of sbx-worker */
         CgroupSession *cgroup;
-        bool allow_io_uring;            /* sbxd.conf allow_io_uring: not denied by seccomp */
+        const SeccompProgram *seccomp;  /* installed last, before the exec */
 } SpawnParams;
 
 /* A session child being set up; sbxd serves others meanwhile. */

@@ -455,6 +455,7 @@ int publish_tree(Server *s, Sandbox *sb, int src_dirfd, const char *owner, uint3
                 goto out;
         }
         sb->top_layer = seq;
+        spares_drop_stale(s, sb);
         res.published = true;
         res.layer = seq;
         res.changed_paths = (uint32_t) m.n;

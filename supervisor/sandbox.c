@@ -229,7 +229,7 @@ void sandbox_info(Server *s, const Sandbox *sb, Sbx__SandboxInfo *ret) {
         ret->pids_max = sb->pids_max;
         ret->cpu_weight = sb->cpu_weight;
         ret->layer_count = sb->top_layer + 1;
-        ret->live_sessions = sb->live_sessions;
+        ret->live_sessions = sb->live_sessions - sb->spares;
         ret->created_unix = sb->created_unix;
 }
 

@@ -680,7 +680,7 @@ static json_t *sandbox_to_json(const Sbx__SandboxInfo *s) {
 }
 
 static json_t *status_to_json(const Sbx__StatusReply *s) {
-        return json_pack("{s:o, s:I, s:I, s:f, s:o, s:I, s:I, s:I, s:I, s:o, s:o}",
+        return json_pack("{s:o, s:I, s:I, s:f, s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
                          "version", json_str(s->version),
                          "proto_version", (json_int_t) s->proto_version,
                          "pid", (json_int_t) s->pid,
@@ -688,6 +688,7 @@ static json_t *status_to_json(const Sbx__StatusReply *s) {
                          "cgroup_backend", json_str(s->cgroup_backend),
                          "sandboxes", (json_int_t) s->sandboxes,
                          "live_sessions", (json_int_t) s->live_sessions,
+                         "spare_sessions", (json_int_t) s->spare_sessions,
                          "running_commands", (json_int_t) s->running_commands,
                          "clients", (json_int_t) s->clients,
                          "state_dir", json_str(s->state_dir),
@@ -1189,6 +1190,7 @@ static int print_status(const Sbx__StatusReply *s, bool json) {
         fputs_safe(s->cgroup_backend, stdout);
         printf("\nsandboxes: %" PRIu32 "\n", s->sandboxes);
         printf("live sessions: %" PRIu32 "\n", s->live_sessions);
+        printf("spare sessions: %" PRIu32 "\n", s->spare_sessions);
         printf("running commands: %" PRIu32 "\n", s->running_commands);
         printf("clients: %" PRIu32 "\n", s->clients);
         fputs("state dir: ", stdout);

@@ -167,6 +167,8 @@ static int config_set(Config *cfg, const char *key, const char *value, char *err
                 { "session_disk_bytes", 1u << 20, UINT64_MAX },
                 { "uid_base", 1000, UINT32_MAX - 65537 },
                 { "uid_count", 1, 65536 },
+                { "session_spares", 0, SBX_SPARES_MAX },
+                { "session_spare_idle_seconds", 1, 86400 },
         };
         size_t i;
 
@@ -201,6 +203,10 @@ static int config_set(Config *cfg, const char *key, const char *value, char *err
                 cfg->uid_base = (uid_t) v;
         else if (strcmp(key, "uid_count") == 0)
                 cfg->uid_count = (uint32_t) v;
+        else if (strcmp(key, "session_spares") == 0)
+                cfg->session_spares = (uint32_t) v;
+        else if (strcmp(key, "session_spare_idle_seconds") == 0)
+                cfg->spare_idle_seconds = (uint32_t) v;
         return 0;
 }
 
@@ -453,6 +459,13 @@ static int server_init(Server *s) {
         r = open_worker(&s->cfg, &s->worker_exe_fd);
         if (r < 0)
                 return r;
+        {
+                SandboxSeccompOptions so = { .allow_io_uring = s->cfg.allow_io_uring };
+                const char *step = "seccomp";
+                r = sandbox_seccomp_compile(&so, &s->seccomp, &step);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot build the sessions' seccomp filter (%s): %m", step);
+        }
 
         s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         if (s->epoll_fd < 0)
@@ -497,6 +510,7 @@ static void server_done(Server *s) {
         sandboxes_free(s);
         s->store = store_close(s->store);
         safe_close(s->worker_exe_fd);
+        free(s->seccomp);
         safe_close(s->transcripts_fd);
         safe_close(s->staging_fd);
         safe_close(s->sandboxes_fd);
@@ -509,7 +523,8 @@ static int server_run(Server *s) {
         struct epoll_event events[32];
 
         while (!s->quit) {
-                unsigned long long deadline = commands_next_deadline(s), now = now_usec();
+                unsigned long long deadline = MIN(commands_next_deadline(s), spares_next_deadline(s));
+                unsigned long long now = now_usec();
                 int timeout = deadline == ~0ull ? -1 : deadline <= now ? 0 : (int) MIN((deadline - now + 999) / 1000, 60000ull);
                 int n = epoll_wait(s->epoll_fd, events, ELEMENTSOF(events), timeout);
 
@@ -527,6 +542,7 @@ static int server_run(Server *s) {
                         break;
                 }
                 commands_run_deadlines(s);
+                spares_run_deadlines(s);
                 clients_reap(s);
         }
         return 0;
@@ -554,6 +570,8 @@ int main(int argc, char **argv) {
                         .default_memory_bytes = SBX_MEMORY_DEFAULT,
                         .default_pids_max = SBX_PIDS_DEFAULT,
                         .session_disk_bytes = SBX_SESSION_DISK_DEFAULT,
+                        .session_spares = SBX_SPARES_DEFAULT,
+                        .spare_idle_seconds = SBX_SPARE_IDLE_DEFAULT_S,
                         .uid_base = 100000,
                         .uid_count = 65536,
                 },

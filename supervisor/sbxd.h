@@ -34,6 +34,8 @@ typedef struct Config {
         uid_t uid_base;
         uint32_t uid_count;
         bool allow_io_uring;            /* seccomp leaves io_uring_* allowed (sbx-security(7)) */
+        uint32_t session_spares;        /* spare automatic sessions per sandbox (spare.c) */
+        uint32_t spare_idle_seconds;    /* an unused spare goes after this */
 } Config;
 
 typedef struct Sandbox {
@@ -48,7 +50,8 @@ typedef struct Sandbox {
         int64_t created_unix;
         int dirfd;
         int layers_fd;
-        unsigned live_sessions;
+        unsigned live_sessions;     /* including spares */
+        unsigned spares;            /* spare sessions set up ahead (spare.c) */
         uint32_t squashed;          /* layers 0..squashed live merged in layers/squash-N */
         int view_fd;                /* detached read-only overlay of the snapshot at view_top */
         uint32_t view_top;
@@ -72,6 +75,8 @@ typedef struct WorkspaceSession {
         bool automatic;
         bool publish_policy;        /* finalize policy publish_then_destroy (else destroy) */
         bool conflicted;            /* its last publication was refused */
+        bool spare;                 /* set up ahead, not handed out yet (spare.c) */
+        unsigned long long spare_until_usec;
         int64_t created_unix;
         SessionState state;
         EventSource sock_src;
@@ -146,6 +151,7 @@ struct Server {
         EventSource signal_src;
         int state_fd, sandboxes_fd, transcripts_fd, staging_fd;
         int worker_exe_fd;
+        SeccompProgram *seccomp;        /* the sessions' filter, built once */
         char *image_dir;
         Store *store;
         CgroupManager *cgroups;
@@ -204,6 +210,18 @@ int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t st
 unsigned long long commands_next_deadline(Server *s);
 void waiter_fill_output(Command *c, Sbx__CommandOutput *o, uint64_t start, unsigned long long call_start,
                         char **ret_text);
+
+/* spare.c: automatic sessions set up ahead of their command */
+/* A current spare of sb, now an ordinary automatic session, or NULL. */
+WorkspaceSession *spare_take(Server *s, Sandbox *sb);
+/* Set up spares for sb until it has session_spares (after a read-only automatic session). */
+void spares_refill(Server *s, Sandbox *sb);
+/* Destroy the spares of sb that a publication made stale. */
+void spares_drop_stale(Server *s, Sandbox *sb);
+/* Destroy one spare of sb (of any sandbox if NULL) to make room; false if none. */
+bool spare_evict(Server *s, Sandbox *sb);
+unsigned long long spares_next_deadline(Server *s);
+void spares_run_deadlines(Server *s);
 
 /* files.c: the file tools */
 void handle_file_read(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__FileRead *req);

@@ -19,7 +19,14 @@
 #include <seccomp.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 #include "macro.h"
 #include "seccomp.h"
@@ -236,21 +243,56 @@ fail:
         return r < 0 ? r : -EINVAL;
 }
 
-int sandbox_seccomp_load(const SandboxSeccompOptions *o, const char **ret_step) {
+int sandbox_seccomp_compile(const SandboxSeccompOptions *o, SeccompProgram **ret, const char **ret_step) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ SeccompProgram *prog = NULL;
         const char *step = "seccomp";
         scmp_filter_ctx ctx;
+        struct stat st;
         int r;
 
         r = filter_new(o, &ctx, &step);
-        if (r >= 0) {
-                r = seccomp_load(ctx);
-                if (r < 0)
-                        step = "seccomp_load";
-                seccomp_release(ctx);
+        if (r < 0)
+                goto fail;
+        /* libseccomp writes the program to an fd only: a memfd holds it. */
+        fd = memfd_create("sbx-seccomp", MFD_CLOEXEC);
+        r = fd < 0 ? -errno : seccomp_export_bpf(ctx, fd);
+        seccomp_release(ctx);
+        step = "seccomp_export_bpf";
+        if (r < 0)
+                goto fail;
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                goto fail;
         }
-        if (r < 0 && ret_step)
+        if (st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) != 0 ||
+            st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+                r = -E2BIG;
+                goto fail;
+        }
+        prog = malloc(sizeof(*prog) + (size_t) st.st_size);
+        if (!prog) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        if (pread(fd, prog->insns, (size_t) st.st_size, 0) != st.st_size) {
+                r = -EIO;
+                goto fail;
+        }
+        prog->fprog.len = (unsigned short) (st.st_size / sizeof(struct sock_filter));
+        prog->fprog.filter = prog->insns;
+        *ret = TAKE_PTR(prog);
+        return 0;
+fail:
+        if (ret_step)
                 *ret_step = step;
         return r;
+}
+
+int sandbox_seccomp_install(const SeccompProgram *prog) {
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog->fprog) < 0)
+                return -errno;
+        return 0;
 }
 
 int sandbox_seccomp_export(const SandboxSeccompOptions *o, int fd) {

@@ -8,14 +8,26 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <linux/filter.h>
 
 typedef struct SandboxSeccompOptions {
         bool allow_io_uring;    /* sbxd.conf allow_io_uring: io_uring_* are not denied */
 } SandboxSeccompOptions;
 
-/* Build and load the filter into the calling thread. Returns 0 or -errno;
- * ret_step (if given) names what failed. Needs no_new_privs (or CAP_SYS_ADMIN). */
-int sandbox_seccomp_load(const SandboxSeccompOptions *o, const char **ret_step);
+/* The filter as a BPF program, built once by sbxd and installed by every
+ * session child (building it with libseccomp takes milliseconds). */
+typedef struct SeccompProgram {
+        struct sock_fprog fprog;
+        struct sock_filter insns[];
+} SeccompProgram;
+
+/* Build the filter. Returns 0 or -errno; ret_step (if given) names what failed.
+ * Free *ret with free(). */
+int sandbox_seccomp_compile(const SandboxSeccompOptions *o, SeccompProgram **ret, const char **ret_step);
+
+/* Load a built filter into the calling thread; async-signal-safe (one syscall).
+ * Needs no_new_privs (or CAP_SYS_ADMIN). Returns 0 or -errno. */
+int sandbox_seccomp_install(const SeccompProgram *prog);
 
 /* Write the filter as libseccomp pseudo-code (PFC) to fd, for sbxd --dump-seccomp
  * and the tests. */

@@ -64,6 +64,11 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
 
         TAILQ_FOREACH(ws, &s->sessions, link)
                 live++;
+        /* Spares give way to sessions someone asked for. */
+        if (live >= SBX_MAX_LIVE_SESSIONS && spare_evict(s, NULL))
+                live--;
+        if (sb->live_sessions >= SBX_MAX_SESSIONS_PER_SANDBOX)
+                (void) spare_evict(s, sb);
         if (live >= SBX_MAX_LIVE_SESSIONS) {
                 snprintf(errmsg, errmsg_size, "too many live workspace sessions (limit %u)", SBX_MAX_LIVE_SESSIONS);
                 return -EAGAIN;
@@ -114,7 +119,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
                 .disk_bytes = s->cfg.session_disk_bytes,
                 .worker_exe_fd = s->worker_exe_fd,
                 .cgroup = ws->cgroup,
-                .allow_io_uring = s->cfg.allow_io_uring,
+                .seccomp = s->seccomp,
         };
         char why[200] = "";
         r = session_spawn_begin(&p, &st, why, sizeof(why));
@@ -156,7 +161,7 @@ fail:
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id) {
         WorkspaceSession *ws;
         TAILQ_FOREACH(ws, &s->sessions, link)
-                if (ws->sandbox == sb && ws->state != SESSION_DEAD && strcmp(ws->id, id) == 0)
+                if (ws->sandbox == sb && !ws->spare && ws->state != SESSION_DEAD && strcmp(ws->id, id) == 0)
                         return ws;
         return NULL;
 }
@@ -170,12 +175,15 @@ static void session_kill_worker(Server *s, WorkspaceSession *ws) {
         server_unwatch(s, &ws->pidfd_src);
 }
 
-/* No worker any more: whatever still ran died with it. The changes stay (upper_fd). */
-static void session_stop(Server *s, WorkspaceSession *ws) {
+/* No worker any more: whatever still ran died with it. The changes stay (upper_fd).
+ * keep_worker: the worker alone is left; it is ended later (session_free), and
+ * no more events of it are handled. */
+static void session_stop(Server *s, WorkspaceSession *ws, bool keep_worker) {
         Command *c;
 
         session_answer_creator(s, ws, -ECANCELED, "it stopped before it was ready");
-        session_kill_worker(s, ws);
+        if (!keep_worker)
+                session_kill_worker(s, ws);
         server_unwatch(s, &ws->sock_src);
         server_unwatch(s, &ws->setup_src);
         ws->spawn.sync = ws->spawn.pidfd = ws->spawn.sock = -EBADF; /* watched, now closed */
@@ -200,11 +208,8 @@ static void session_free(Server *s, WorkspaceSession *ws) {
 
         session_answer_creator(s, ws, -ECANCELED, "it ended before it was ready");
         ws->state = SESSION_DEAD;
-        ws->upper_fd = safe_close(ws->upper_fd);
-        ws->workspace_fd = safe_close(ws->workspace_fd);
-        if (ws->cgroup)
-                ws->cgroup = cgroup_session_release(ws->cgroup);
-        /* Answer the waiters only now, so the answer carries the publication. */
+        /* Answer the waiters only now, so the answer carries the publication,
+         * and before a worker still left and the cgroup are waited for. */
         while ((c = TAILQ_FIRST(&ws->commands))) {
                 Waiter *w;
                 TAILQ_REMOVE(&ws->commands, c, session_link);
@@ -216,7 +221,14 @@ static void session_free(Server *s, WorkspaceSession *ws) {
                 free(c->cmd);
                 free(c);
         }
+        session_kill_worker(s, ws);
+        ws->upper_fd = safe_close(ws->upper_fd);
+        ws->workspace_fd = safe_close(ws->workspace_fd);
+        if (ws->cgroup)
+                ws->cgroup = cgroup_session_release(ws->cgroup);
         ws->sandbox->live_sessions--;
+        if (ws->spare)
+                ws->sandbox->spares--;
         TAILQ_REMOVE(&s->sessions, ws, link);
         /* Layers it kept from compaction may go now. */
         (void) snapshot_collect(s, ws->sandbox, &removed);
@@ -225,7 +237,7 @@ static void session_free(Server *s, WorkspaceSession *ws) {
 }
 
 void session_destroy(Server *s, WorkspaceSession *ws) {
-        session_stop(s, ws);
+        session_stop(s, ws, false);
         session_free(s, ws);
 }
 
@@ -249,11 +261,18 @@ static void publication_to_command(WorkspaceSession *ws, Command *c, int r, cons
 int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, PublishResult *ret) {
         char owner[64];
         PublishResult res = {};
+        bool worker_alone = false;
+        size_t procs;
         int r = 0;
 
         if (ws->running > 0)
                 return -EBUSY;
-        session_stop(s, ws);
+        /* Nothing the commands started lives on, only the worker, which never
+         * writes to /workspace: publish first and end it after the answer. */
+        if (publish && ws->automatic && ws->cgroup && ws->state == SESSION_READY &&
+            cgroup_session_processes(ws->cgroup, &procs) >= 0 && procs <= 1)
+                worker_alone = true;
+        session_stop(s, ws, worker_alone);
         /* A session that never got an upper has nothing to publish. */
         if (publish && ws->upper_fd >= 0) {
                 _cleanup_close_ int upper = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -274,13 +293,19 @@ int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwri
                         publication_to_command(ws, TAILQ_LAST(&ws->commands, CommandList), r, &res);
                 if (r < 0 || res.n_conflicts > 0) {
                         /* Nothing is lost: the session stays, to retry with overwrite or discard. */
+                        session_kill_worker(s, ws);
                         ws->conflicted = r >= 0;
                         *ret = res;
                         return r;
                 }
         }
+        Sandbox *sb = ws->sandbox;
+        bool read_only = ws->automatic && publish && !res.published;
         *ret = res;
         session_free(s, ws);
+        /* After its answer: the next automatic command of a read-only stream finds a spare. */
+        if (read_only)
+                spares_refill(s, sb);
         return 0;
 }
 
@@ -503,7 +528,11 @@ static bool session_worker_lost(Server *s, WorkspaceSession *ws, const char *why
         Command *c, *last = NULL;
 
         log_warning("Lost worker of %s: %s", ws->id, why);
-        session_stop(s, ws);
+        if (ws->spare) {
+                session_destroy(s, ws);
+                return true;
+        }
+        session_stop(s, ws, false);
         TAILQ_FOREACH(c, &ws->commands, session_link)
                 last = c;
         if (ws->automatic && last) {
