@@ -227,7 +227,17 @@ static void test_v2_layout_limits_pool(void **state) {
         assert_int_equal(cgroup_session_attach(s, 4242), 0);
         assert_fget(OWN "/sessions/s0/cgroup.procs", "4242");
         assert_int_equal(cgroup_session_attach(s, 0), -EINVAL);
-        fput(OWN "/sessions/s0/cgroup.procs", "");       /* "it exited" */
+        {
+                size_t procs = 99;
+                assert_int_equal(cgroup_session_processes(s, &procs), 0);
+                assert_int_equal(procs, 1);
+                fput(OWN "/sessions/s0/cgroup.procs", "4242\n4343\n4242\n");
+                assert_int_equal(cgroup_session_processes(s, &procs), 0);
+                assert_int_equal(procs, 2);     /* each process once */
+                fput(OWN "/sessions/s0/cgroup.procs", "");       /* "it exited" */
+                assert_int_equal(cgroup_session_processes(s, &procs), 0);
+                assert_int_equal(procs, 0);
+        }
 
         /* Events counted from the session start. */
         assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
