@@ -5,6 +5,7 @@ SUPERVISOR_SRCS += supervisor/session.c
 SUPERVISOR_SRCS += supervisor/spare.c
 SUPERVISOR_SRCS += supervisor/sandbox.c
 SUPERVISOR_SRCS += supervisor/ns.c
+SUPERVISOR_SRCS += supervisor/spawner.c
 SUPERVISOR_SRCS += supervisor/seccomp.c
 SUPERVISOR_SRCS += supervisor/netns.c
 SUPERVISOR_SRCS += supervisor/image.c

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
@@ -21,6 +22,7 @@
 #include "macro.h"
 #include "netns.h"
 #include "ns.h"
+#include "spawner.h"
 #include "seccomp.h"
 
 /* Between the supervisor and its own fork only: not a protocol between programs. */
@@ -29,12 +31,16 @@ typedef struct ChildError {
         char step[120];
 } ChildError;
 
-enum { SYNC_GO = 'G', SYNC_USERNS = 'U', SYNC_MAPPED = 'M' };
+enum { SYNC_GO = 'G', SYNC_USERNS = 'U', SYNC_MAPPED = 'M', SYNC_SPAWNED = 'P' };
+
+/* The spawner's report of the child it made (with its pidfd). */
+typedef struct SpawnReport {
+        char tag;
+        pid_t pid;
+} SpawnReport;
 
 static _noreturn_ void child_fail(int sync, int err, const char *step) {
-        ChildError e = { .err = err < 0 ? err : -err };
-        strlcpy(e.step, step, sizeof(e.step));
-        (void) send(sync, &e, sizeof(e), MSG_NOSIGNAL);
+        (void) spawn_report_error(sync, err, step);
         _exit(127);
 }
 
@@ -146,13 +152,43 @@ static void bind_readonly(int sync, const char *src, const char *dst) {
               "remount host system directory read-only");
 }
 
-static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_sock) {
+static int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(2 * sizeof(int))];
+        } control = {};
+        struct iovec iov = { .iov_base = (void *) data, .iov_len = len };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+        if (n_fds > 2)
+                return -EINVAL;
+        if (n_fds > 0) {
+                struct cmsghdr *cm;
+                mh.msg_control = control.buf;
+                mh.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
+                cm = CMSG_FIRSTHDR(&mh);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
+                memcpy(CMSG_DATA(cm), fds, n_fds * sizeof(int));
+        }
+        if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
+                return -errno;
+        return 0;
+}
+
+_noreturn_ void session_child_main(const SpawnParams *p, const SeccompProgram *seccomp, int worker_exe_fd,
+                                   int sync, int worker_sock) {
         char T[4096], path[4096 + 64], opts[8192];
         static const char *const system_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
         _cleanup_close_ int tfd = -EBADF;
         int fds[2], n;
 
         (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* The spawner ignores these; an ignored signal would stay ignored across the exec. */
+        (void) signal(SIGCHLD, SIG_DFL);
+        (void) signal(SIGPIPE, SIG_DFL);
+        (void) fd_nonblock(sync, false);
         sync_expect(sync, SYNC_GO);
 
         CHECK(sync, unshare(CLONE_NEWCGROUP), "unshare cgroup namespace");
@@ -234,19 +270,9 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
         CHECK(sync, unshare(CLONE_NEWUSER), "unshare user namespace");
         {
                 char c = SYNC_USERNS;
-                union {
-                        struct cmsghdr align;
-                        char buf[CMSG_SPACE(sizeof(fds))];
-                } control = {};
-                struct iovec iov = { .iov_base = &c, .iov_len = 1 };
-                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-                                     .msg_control = control.buf, .msg_controllen = sizeof(control.buf) };
-                struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-                cm->cmsg_level = SOL_SOCKET;
-                cm->cmsg_type = SCM_RIGHTS;
-                cm->cmsg_len = CMSG_LEN(sizeof(fds));
-                memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-                CHECK(sync, sendmsg(sync, &mh, MSG_NOSIGNAL), "send workspace fds");
+                int r = send_with_fds(sync, &c, 1, fds, 2);
+                if (r < 0)
+                        child_fail(sync, r, "send workspace fds");
         }
         fds[0] = safe_close(fds[0]);
         fds[1] = safe_close(fds[1]);
@@ -263,7 +289,7 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
         /* fd 3: worker socket; 4: worker executable; 5: sync (close-on-exec: EOF = exec ok). */
         {
                 int sock = fcntl(worker_sock, F_DUPFD_CLOEXEC, 10);
-                int exe = fcntl(p->worker_exe_fd, F_DUPFD_CLOEXEC, 10);
+                int exe = fcntl(worker_exe_fd, F_DUPFD_CLOEXEC, 10);
                 int syn = fcntl(sync, F_DUPFD_CLOEXEC, 10);
                 int null = open("/dev/null", O_RDWR | O_CLOEXEC);
                 if (sock < 0 || exe < 0 || syn < 0 || null < 0)
@@ -282,7 +308,7 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
         }
         {
                 /* Last, so that nothing above needs what it denies. */
-                int r = sandbox_seccomp_install(p->seccomp);
+                int r = sandbox_seccomp_install(seccomp);
                 if (r < 0)
                         child_fail(sync, r, "seccomp");
         }
@@ -292,6 +318,19 @@ static _noreturn_ void child_main(const SpawnParams *p, int sync, int worker_soc
                 syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
                 child_fail(sync, errno, "exec sbx-worker");
         }
+}
+
+
+
+int spawn_report_child(int sync, pid_t pid, int pidfd) {
+        SpawnReport rep = { .tag = SYNC_SPAWNED, .pid = pid };
+        return send_with_fds(sync, &rep, sizeof(rep), &pidfd, 1);
+}
+
+int spawn_report_error(int sync, int err, const char *step) {
+        ChildError e = { .err = err < 0 ? err : -err };
+        strlcpy(e.step, step, sizeof(e.step));
+        return send_with_fds(sync, &e, sizeof(e), NULL, 0);
 }
 
 static int write_map(pid_t pid, const char *file, uid_t base, uint32_t count) {
@@ -309,10 +348,15 @@ static int write_map(pid_t pid, const char *file, uid_t base, uint32_t count) {
         return 0;
 }
 
-/* ret_fds, if given, receives the two fds of the USERNS message (or -EBADF). */
-static int recv_child(int sync, char *ret_c, int ret_fds[2], ChildError *ret_err) {
+/* One message of the set-up channel: a byte (ret_c), a report (ret_rep), or
+ * an error (ret_err, returned as its errno). ret_fds receives the fds that
+ * came with it (up to want_fds of them; the rest -EBADF); any other fds are
+ * closed. -ECONNRESET at EOF. */
+static int recv_child(int sync, char *ret_c, SpawnReport *ret_rep, int *ret_fds, size_t want_fds,
+                      ChildError *ret_err) {
         union {
                 ChildError e;
+                SpawnReport rep;
                 char c;
         } buf;
         union {
@@ -322,17 +366,28 @@ static int recv_child(int sync, char *ret_c, int ret_fds[2], ChildError *ret_err
         struct iovec iov = { .iov_base = &buf, .iov_len = sizeof(buf) };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.b,
                              .msg_controllen = sizeof(control.b) };
+        int fds[2] = { -EBADF, -EBADF };
+        size_t n_fds = 0;
         ssize_t n;
 
         n = recvmsg(sync, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
         if (n < 0)
                 return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-        if (ret_fds) {
-                struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-                ret_fds[0] = ret_fds[1] = -EBADF;
-                if (cm && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(2 * sizeof(int)))
-                        memcpy(ret_fds, CMSG_DATA(cm), 2 * sizeof(int));
-        }
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+                if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+                        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                        int *in = (int *) CMSG_DATA(cm);
+                        for (size_t i = 0; i < k; i++) {
+                                int fd;
+                                memcpy(&fd, &in[i], sizeof(int));
+                                if (n_fds < MIN(want_fds, ELEMENTSOF(fds)))
+                                        fds[n_fds++] = fd;
+                                else
+                                        safe_close(fd);
+                        }
+                }
+        for (size_t i = 0; i < want_fds; i++)
+                ret_fds[i] = i < ELEMENTSOF(fds) ? fds[i] : -EBADF;
         if (n == sizeof(ChildError)) {
                 *ret_err = buf.e;
                 ret_err->step[sizeof(ret_err->step) - 1] = '\0';
@@ -340,17 +395,30 @@ static int recv_child(int sync, char *ret_c, int ret_fds[2], ChildError *ret_err
         }
         if (n == 0)
                 return -ECONNRESET;
+        if (n == sizeof(SpawnReport) && ret_rep) {
+                *ret_rep = buf.rep;
+                return 0;
+        }
+        if (n != 1)
+                return -EPROTO;
         *ret_c = buf.c;
         return 0;
 }
 
+void pidfd_kill_wait(int pidfd) {
+        struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+
+        if (pidfd < 0)
+                return;
+        (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
+                ;
+}
+
 void spawn_state_done(SpawnState *st) {
-        if (st->sync >= 0 && st->pid > 0) {
-                /* Set-up never finished: the child goes. */
-                (void) kill(st->pid, SIGKILL);
-                (void) waitpid(st->pid, NULL, 0);
-                st->pid = 0;
-        }
+        if (st->sync >= 0 && st->pidfd >= 0)
+                pidfd_kill_wait(st->pidfd); /* set-up never finished: the child goes */
+        st->pid = 0;
         st->sync = safe_close(st->sync);
         st->pidfd = safe_close(st->pidfd);
         st->sock = safe_close(st->sock);
@@ -358,14 +426,9 @@ void spawn_state_done(SpawnState *st) {
         st->workspace_fd = safe_close(st->workspace_fd);
 }
 
-int session_spawn_begin(const SpawnParams *p, SpawnState *ret, char *ret_errmsg, size_t errmsg_size) {
+int session_spawn_begin(Spawner *sp, const SpawnParams *p, CgroupSession *cgroup, SpawnState *ret,
+                        char *ret_errmsg, size_t errmsg_size) {
         int sync[2] = { -EBADF, -EBADF }, wsock[2] = { -EBADF, -EBADF };
-        SpawnState st = {
-                .pidfd = -EBADF, .sync = -EBADF, .sock = -EBADF, .upper_fd = -EBADF, .workspace_fd = -EBADF,
-                .uid_base = p->uid_base, .uid_count = p->uid_count,
-        };
-        const char *step = "spawn";
-        char c;
         int r;
 
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sync) < 0 ||
@@ -373,67 +436,63 @@ int session_spawn_begin(const SpawnParams *p, SpawnState *ret, char *ret_errmsg,
                 r = -errno;
                 goto fail;
         }
-        st.pid = (pid_t) syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
-                                                    CLONE_NEWNET | SIGCHLD,
-                                 NULL, NULL, NULL, 0);
-        if (st.pid < 0) {
-                r = -errno;
-                st.pid = 0;
-                step = "clone";
+        /* The child's ends go to the spawner, which hands them to the child. */
+        r = spawner_send(sp, p, sync[1], wsock[1]);
+        if (r < 0)
                 goto fail;
-        }
-        if (st.pid == 0) {
-                safe_close(sync[0]);
-                safe_close(wsock[0]);
-                (void) fd_nonblock(sync[1], false);
-                child_main(p, sync[1], wsock[1]);
-        }
-        st.sync = TAKE_FD(sync[0]);
-        st.sock = TAKE_FD(wsock[0]);
-        sync[1] = safe_close(sync[1]);
-        wsock[1] = safe_close(wsock[1]);
-
-        st.pidfd = (int) syscall(SYS_pidfd_open, st.pid, 0);
-        if (st.pidfd < 0) {
-                r = -errno;
-                step = "pidfd_open";
-                goto fail;
-        }
-        if (p->cgroup) {
-                r = cgroup_session_attach(p->cgroup, st.pid);
-                if (r < 0) {
-                        step = "attach to cgroup";
-                        goto fail;
-                }
-        }
-        c = SYNC_GO;
-        if (send(st.sync, &c, 1, MSG_NOSIGNAL) != 1) {
-                r = -errno;
-                goto fail;
-        }
-        *ret = st;
+        safe_close(sync[1]);
+        safe_close(wsock[1]);
+        *ret = (SpawnState) {
+                .pidfd = -EBADF, .sync = sync[0], .sock = wsock[0], .upper_fd = -EBADF, .workspace_fd = -EBADF,
+                .cgroup = cgroup, .uid_base = p->uid_base, .uid_count = p->uid_count,
+        };
         return 0;
 fail:
         if (ret_errmsg)
-                snprintf(ret_errmsg, errmsg_size, "%s: %s", step, strerror(-r));
+                snprintf(ret_errmsg, errmsg_size, "spawn: %s", strerror(-r));
         safe_close(sync[0]);
         safe_close(sync[1]);
         safe_close(wsock[0]);
         safe_close(wsock[1]);
-        spawn_state_done(&st);
         return r;
 }
 
 int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size) {
         ChildError cerr = {};
+        SpawnReport rep = {};
         const char *step;
         int fds[2] = { -EBADF, -EBADF };
         char c = 0;
         int r;
 
+        if (st->pid == 0) {
+                step = "spawn";
+                r = recv_child(st->sync, &c, &rep, fds, 1, &cerr);
+                if (r == -EAGAIN)
+                        return 1;
+                if (r < 0 || rep.tag != SYNC_SPAWNED || rep.pid <= 0 || fds[0] < 0) {
+                        safe_close(fds[0]);
+                        r = r < 0 ? r : -EPROTO;
+                        goto fail;
+                }
+                st->pid = rep.pid;
+                st->pidfd = fds[0];
+                if (st->cgroup) {
+                        step = "attach to cgroup";
+                        r = cgroup_session_attach(st->cgroup, st->pid);
+                        if (r < 0)
+                                goto fail;
+                }
+                c = SYNC_GO;
+                if (send(st->sync, &c, 1, MSG_NOSIGNAL) != 1) {
+                        r = -errno;
+                        goto fail;
+                }
+                return 1;
+        }
         if (!st->mapped) {
                 step = "session set-up";
-                r = recv_child(st->sync, &c, fds, &cerr);
+                r = recv_child(st->sync, &c, NULL, fds, 2, &cerr);
                 if (r == -EAGAIN)
                         return 1;
                 if (r < 0 || c != SYNC_USERNS || fds[0] < 0 || fds[1] < 0) {
@@ -460,7 +519,7 @@ int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size)
         }
         /* EOF means the exec happened (the child's end is close-on-exec). */
         step = "exec worker";
-        r = recv_child(st->sync, &c, NULL, &cerr);
+        r = recv_child(st->sync, &c, NULL, NULL, 0, &cerr);
         if (r == -EAGAIN)
                 return 1;
         if (r != -ECONNRESET) {

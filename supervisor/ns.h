@@ -14,40 +14,55 @@
 #include <sys/types.h>
 
 #include "cgroup.h"
+#include "macro.h"
 #include "seccomp.h"
 
+/* What a session child needs, flat: sbxd sends it to the spawner (spawner.c). */
 typedef struct SpawnParams {
-        const char *session_id;
-        const char *run_dir;            /* absolute, holds the "session-root" mount point */
-        const char *image_dir;          /* absolute, the root image's lower directory */
-        const char *layers_dir;         /* absolute path of the sandbox's layers/ directory */
-        const char *lowerdirs;          /* "N:N-1:…" relative to layers_dir, newest first */
+        char session_id[40];
+        char run_dir[1024];             /* absolute, holds the "session-root" mount point */
+        char image_dir[1024];           /* absolute, the root image's lower directory */
+        char layers_dir[1200];          /* absolute path of the sandbox's layers/ directory */
+        char lowerdirs[4096];           /* "N:N-1:…" relative to layers_dir, newest first */
         uid_t uid_base;                 /* host uid of root inside */
         uint32_t uid_count;
         uint64_t disk_bytes;            /* size of the session tmpfs */
-        int worker_exe_fd;              /* O_PATH fd of sbx-worker */
-        CgroupSession *cgroup;
-        const SeccompProgram *seccomp;  /* installed last, before the exec */
 } SpawnParams;
 
 /* A session child being set up; sbxd serves others meanwhile. */
 typedef struct SpawnState {
-        pid_t pid;
-        int pidfd;
-        int sync;                       /* set-up channel: readable when the child has news */
+        pid_t pid;                      /* 0 until the spawner reports the child */
+        int pidfd;                      /* the child's, once reported; the caller takes it */
+        int sync;                       /* set-up channel: readable when the spawner or child has news */
         int sock;                       /* SOCK_SEQPACKET to the worker */
         int upper_fd;                   /* the workspace overlay's upper directory (once mapped) */
         int workspace_fd;               /* O_PATH: the session's merged /workspace (once mapped) */
+        CgroupSession *cgroup;          /* the child joins it before it starts */
         uid_t uid_base;
         uint32_t uid_count;
         bool mapped;                    /* user namespace maps written; waiting for the exec */
 } SpawnState;
 
-/* Start the session child (namespaces, cgroup attach); on failure ret_errmsg
- * (if given) says which step failed. */
-int session_spawn_begin(const SpawnParams *p, SpawnState *ret, char *ret_errmsg, size_t errmsg_size);
+typedef struct Spawner Spawner;
+
+/* Ask the spawner for a session child; on failure ret_errmsg (if given) says
+ * which step failed. */
+int session_spawn_begin(Spawner *sp, const SpawnParams *p, CgroupSession *cgroup, SpawnState *ret,
+                        char *ret_errmsg, size_t errmsg_size);
 /* Advance when st->sync is readable: 1 while set-up goes on, 0 once the worker
- * runs (the caller then closes st->sync), or a negative errno with ret_errmsg. */
+ * runs (the caller then closes st->sync), or a negative errno with ret_errmsg.
+ * Once the spawner reported the child, st->pid is set and st->pidfd valid. */
 int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size);
-/* Close what is left; a child whose set-up did not finish is killed and reaped. */
+/* Close what is left; a child whose set-up did not finish is killed and waited for. */
 void spawn_state_done(SpawnState *st);
+/* SIGKILL through the pidfd and wait until the process is gone (not our
+ * child: the spawner reaps it). For a session's PID 1 that is when its
+ * namespaces are empty and unmounted. */
+void pidfd_kill_wait(int pidfd);
+
+/* In the spawner (spawner.c): the session child, after clone(2). */
+_noreturn_ void session_child_main(const SpawnParams *p, const SeccompProgram *seccomp, int worker_exe_fd,
+                                   int sync, int worker_sock);
+/* How the spawner's message on the set-up channel reports the child. */
+int spawn_report_child(int sync, pid_t pid, int pidfd);
+int spawn_report_error(int sync, int err, const char *step);

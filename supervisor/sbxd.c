@@ -25,6 +25,7 @@
 #include "sbx-limits.h"
 #include "log.h"
 #include "sbxd.h"
+#include "spawner.h"
 
 extern char **environ;
 
@@ -402,6 +403,21 @@ static int server_init(Server *s) {
 
         if (!path_is_mount_safe(s->cfg.state_dir) || !path_is_mount_safe(s->cfg.run_dir))
                 return log_error_errno(-EINVAL, "State and run directories may not contain ',', ':' or '\\'");
+        r = open_worker(&s->cfg, &s->worker_exe_fd);
+        if (r < 0)
+                return r;
+        {
+                SandboxSeccompOptions so = { .allow_io_uring = s->cfg.allow_io_uring };
+                const char *step = "seccomp";
+                r = sandbox_seccomp_compile(&so, &s->seccomp, &step);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot build the sessions' seccomp filter (%s): %m", step);
+        }
+        /* Before the database and the sandboxes are loaded: the smaller sbxd is
+         * now, the less the spawner carries. */
+        r = spawner_start(s->worker_exe_fd, s->seccomp, &s->spawner);
+        if (r < 0)
+                return log_error_errno(r, "Cannot start the session spawner: %m");
         r = open_dir(s->cfg.state_dir, 0700, &s->state_fd);
         if (r < 0)
                 return log_error_errno(r, "Cannot open state directory '%s': %m", s->cfg.state_dir);
@@ -456,16 +472,6 @@ static int server_init(Server *s) {
                 log_warning_errno(r, "Failed to remove cgroups of dead supervisors, ignoring: %m");
         log_info("Using cgroup %s", cgroup_backend_to_string(cgroup_manager_backend(s->cgroups)));
 
-        r = open_worker(&s->cfg, &s->worker_exe_fd);
-        if (r < 0)
-                return r;
-        {
-                SandboxSeccompOptions so = { .allow_io_uring = s->cfg.allow_io_uring };
-                const char *step = "seccomp";
-                r = sandbox_seccomp_compile(&so, &s->seccomp, &step);
-                if (r < 0)
-                        return log_error_errno(r, "Cannot build the sessions' seccomp filter (%s): %m", step);
-        }
 
         s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         if (s->epoll_fd < 0)
@@ -498,6 +504,7 @@ static void server_done(Server *s) {
                         cmd->supervisor_lost = true;
                 session_destroy(s, ws);
         }
+        s->spawner = spawner_free(s->spawner);
         while ((c = TAILQ_FIRST(&s->clients)))
                 client_free(s, c);
         if (s->listen_src.fd >= 0) {

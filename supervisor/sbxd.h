@@ -152,6 +152,7 @@ struct Server {
         int state_fd, sandboxes_fd, transcripts_fd, staging_fd;
         int worker_exe_fd;
         SeccompProgram *seccomp;        /* the sessions' filter, built once */
+        Spawner *spawner;               /* makes the session children (spawner.c) */
         char *image_dir;
         Store *store;
         CgroupManager *cgroups;

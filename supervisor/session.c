@@ -103,26 +103,26 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
                 }
         }
 
-        char layers_dir[4096];
-        snprintf(layers_dir, sizeof(layers_dir), "%s/sandboxes/%s/layers", s->cfg.state_dir, sb->name);
         r = snapshot_lowerdirs(sb->squashed, sb->top_layer, &lowerdirs);
         if (r < 0)
                 goto fail;
         SpawnParams p = {
-                .session_id = ws->id,
-                .run_dir = s->cfg.run_dir,
-                .image_dir = s->image_dir,
-                .layers_dir = layers_dir,
-                .lowerdirs = lowerdirs,
                 .uid_base = s->cfg.uid_base,
                 .uid_count = s->cfg.uid_count,
                 .disk_bytes = s->cfg.session_disk_bytes,
-                .worker_exe_fd = s->worker_exe_fd,
-                .cgroup = ws->cgroup,
-                .seccomp = s->seccomp,
         };
+        if (strlcpy(p.session_id, ws->id, sizeof(p.session_id)) >= sizeof(p.session_id) ||
+            strlcpy(p.run_dir, s->cfg.run_dir, sizeof(p.run_dir)) >= sizeof(p.run_dir) ||
+            strlcpy(p.image_dir, s->image_dir, sizeof(p.image_dir)) >= sizeof(p.image_dir) ||
+            strlcpy(p.lowerdirs, lowerdirs, sizeof(p.lowerdirs)) >= sizeof(p.lowerdirs) ||
+            (size_t) snprintf(p.layers_dir, sizeof(p.layers_dir), "%s/sandboxes/%s/layers", s->cfg.state_dir,
+                              sb->name) >= sizeof(p.layers_dir)) {
+                r = -ENAMETOOLONG;
+                snprintf(errmsg, errmsg_size, "cannot start a workspace session: a path or the layer list is too long");
+                goto fail;
+        }
         char why[200] = "";
-        r = session_spawn_begin(&p, &st, why, sizeof(why));
+        r = session_spawn_begin(s->spawner, &p, ws->cgroup, &st, why, sizeof(why));
         if (r < 0) {
                 log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id, sb->name, why);
                 snprintf(errmsg, errmsg_size, "cannot start a workspace session: %s", why);
@@ -130,15 +130,12 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         }
         /* The child sets itself up while sbxd serves others; commands wait for READY. */
         ws->start_usec = now_usec();
-        ws->pid = st.pid;
         ws->state = SESSION_SETUP;
         ws->sock_src.dispatch = session_dispatch_worker;
         ws->pidfd_src.dispatch = session_dispatch_pidfd;
         ws->setup_src.dispatch = session_dispatch_setup;
         (void) fd_nonblock(st.sock, true);
         r = server_watch(s, &ws->sock_src, TAKE_FD(st.sock), EPOLLIN);
-        if (r >= 0)
-                r = server_watch(s, &ws->pidfd_src, TAKE_FD(st.pidfd), EPOLLIN);
         if (r >= 0)
                 r = server_watch(s, &ws->setup_src, TAKE_FD(st.sync), EPOLLIN);
         ws->spawn = st;
@@ -169,9 +166,7 @@ WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id) {
 static void session_kill_worker(Server *s, WorkspaceSession *ws) {
         if (ws->pidfd_src.fd < 0)
                 return;
-        (void) syscall(SYS_pidfd_send_signal, ws->pidfd_src.fd, SIGKILL, NULL, 0);
-        /* PID 1 of the session: when it is reaped, its namespace is empty and unmounted. */
-        (void) waitpid(ws->pid, NULL, 0);
+        pidfd_kill_wait(ws->pidfd_src.fd);
         server_unwatch(s, &ws->pidfd_src);
 }
 
@@ -849,6 +844,16 @@ static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events)
 
         ws->spawn.sync = src->fd;
         r = session_spawn_continue(&ws->spawn, why, sizeof(why));
+        if (r > 0 && ws->spawn.pidfd >= 0) {
+                /* The spawner made the child: from now on its end is watched. */
+                int k;
+                ws->pid = ws->spawn.pid;
+                k = server_watch(s, &ws->pidfd_src, TAKE_FD(ws->spawn.pidfd), EPOLLIN);
+                if (k < 0) {
+                        r = k;
+                        snprintf(why, sizeof(why), "cannot watch the session: %s", strerror(-r));
+                }
+        }
         if (r > 0)
                 return;
         if (r == 0) {
