@@ -1,4 +1,7 @@
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
 #include <netlink/route/link.h>
@@ -35,4 +38,28 @@ out:
         rtnl_link_put(lo);
         nl_socket_free(sk);
         return r;
+}
+
+int netns_new_with_loopback(int home_fd, int *ret) {
+        int fd, r;
+
+        if (unshare(CLONE_NEWNET) < 0)
+                return -errno;
+        r = netns_loopback_up();
+        fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && r >= 0)
+                r = -errno;
+        /* Back home whatever happened: the caller's later sockets must not land in it. */
+        if (setns(home_fd, CLONE_NEWNET) < 0) {
+                if (fd >= 0)
+                        (void) close(fd);
+                return -errno;
+        }
+        if (r < 0) {
+                if (fd >= 0)
+                        (void) close(fd);
+                return r;
+        }
+        *ret = fd;
+        return 0;
 }

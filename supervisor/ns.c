@@ -178,7 +178,7 @@ static int send_with_fds(int sock, const void *data, size_t len, const int *fds,
 }
 
 _noreturn_ void session_child_main(const SpawnParams *p, const SeccompProgram *seccomp, int worker_exe_fd,
-                                   int sync, int worker_sock) {
+                                   int netns_fd, int sync, int worker_sock) {
         char T[4096], path[4096 + 64], opts[8192];
         static const char *const system_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
         _cleanup_close_ int tfd = -EBADF;
@@ -250,7 +250,10 @@ _noreturn_ void session_child_main(const SpawnParams *p, const SeccompProgram *s
         CHECK(sync, mount("shm", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m"), "mount /dev/shm");
 
         CHECK(sync, sethostname("sbx", 3), "set hostname");
-        if (netns_loopback_up() < 0)
+        if (netns_fd >= 0) {
+                CHECK(sync, setns(netns_fd, CLONE_NEWNET), "join the network namespace");
+                netns_fd = safe_close(netns_fd);
+        } else if (netns_loopback_up() < 0)
                 child_fail(sync, EIO, "bring loopback up");
 
         snprintf(path, sizeof(path), "%s/ws/upper", T);

@@ -61,8 +61,10 @@ void spawn_state_done(SpawnState *st);
 void pidfd_kill_wait(int pidfd);
 
 /* In the spawner (spawner.c): the session child, after clone(2). */
+/* netns_fd: a fresh network namespace with loopback up to join, or -EBADF if
+ * the clone made one (then the child brings loopback up itself). */
 _noreturn_ void session_child_main(const SpawnParams *p, const SeccompProgram *seccomp, int worker_exe_fd,
-                                   int sync, int worker_sock);
+                                   int netns_fd, int sync, int worker_sock);
 /* How the spawner's message on the set-up channel reports the child. */
 int spawn_report_child(int sync, pid_t pid, int pidfd);
 int spawn_report_error(int sync, int err, const char *step);

@@ -2,6 +2,8 @@
  * SpawnParams struct as is, not a protocol between programs. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "netns.h"
 #include "spawner.h"
 
 struct Spawner {
@@ -27,6 +30,38 @@ struct Spawner {
 #define SPAWNER_SNDBUF (4u << 20)
 
 enum { SPAWNER_SOCK_FD = 3, SPAWNER_EXE_FD = 4 };
+
+/* Network namespaces made while no request waits: creating one is the largest
+ * single kernel cost of a session (about a millisecond). Each is used once. */
+#define NETNS_POOL 4
+
+typedef struct NetnsPool {
+        int home_fd;                    /* the spawner's own network namespace */
+        int fds[NETNS_POOL];
+        unsigned n;
+        bool broken;                    /* making one failed: clone makes them from now on */
+} NetnsPool;
+
+static bool request_waiting(int sock) {
+        struct pollfd pfd = { .fd = sock, .events = POLLIN };
+        return poll(&pfd, 1, 0) != 0;
+}
+
+/* Fill the pool while sbxd has nothing to ask. */
+static void netns_pool_fill(NetnsPool *pool, int sock) {
+        while (!pool->broken && pool->n < NETNS_POOL && !request_waiting(sock)) {
+                int fd;
+                if (netns_new_with_loopback(pool->home_fd, &fd) < 0) {
+                        pool->broken = true;
+                        return;
+                }
+                pool->fds[pool->n++] = fd;
+        }
+}
+
+static int netns_pool_take(NetnsPool *pool) {
+        return pool->n > 0 ? pool->fds[--pool->n] : -EBADF;
+}
 
 static void terminate_strings(SpawnParams *p) {
         p->session_id[sizeof(p->session_id) - 1] = '\0';
@@ -66,6 +101,7 @@ static int recv_request(int sock, SpawnParams *ret, int ret_fds[2]) {
 }
 
 static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp) {
+        NetnsPool pool = { .home_fd = -EBADF };
         sigset_t none;
 
         (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -81,12 +117,15 @@ static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp)
         /* Nothing of sbxd's stays open here (clients, the database). */
         if (syscall(SYS_close_range, SPAWNER_EXE_FD + 1, ~0U, 0) < 0)
                 _exit(1);
+        pool.home_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        pool.broken = pool.home_fd < 0;
 
         for (;;) {
                 SpawnParams p;
-                int fds[2], pidfd, r;
+                int fds[2], pidfd, netns_fd, r;
                 pid_t pid;
 
+                netns_pool_fill(&pool, SPAWNER_SOCK_FD);
                 r = recv_request(SPAWNER_SOCK_FD, &p, fds);
                 if (r == -EINTR)
                         continue;
@@ -99,13 +138,15 @@ static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp)
                         safe_close(fds[1]);
                         continue;
                 }
+                netns_fd = netns_pool_take(&pool);
                 pid = (pid_t) syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
-                                                         CLONE_NEWNET | SIGCHLD,
+                                                         (netns_fd >= 0 ? 0 : CLONE_NEWNET) | SIGCHLD,
                                       NULL, NULL, NULL, 0);
                 if (pid == 0) {
                         (void) close(SPAWNER_SOCK_FD);
-                        session_child_main(&p, seccomp, SPAWNER_EXE_FD, fds[0], fds[1]);
+                        session_child_main(&p, seccomp, SPAWNER_EXE_FD, netns_fd, fds[0], fds[1]);
                 }
+                safe_close(netns_fd);
                 if (pid < 0)
                         (void) spawn_report_error(fds[0], -errno, "clone");
                 else {
