@@ -1,7 +1,7 @@
 // Bad input never takes the supervisor down: unknown sandbox, unknown command
 // session, malformed frames on sbxd.sock, peers that disconnect mid-request.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import fs, { readFileSync } from 'node:fs';
 import { useSbx, run, sbxctl, hostProcsMatching, waitFor, sleep, T } from './helpers.mjs';
 
 const h = useSbx({ sandboxes: [{ name: 'rob' }] });
@@ -171,4 +171,36 @@ h.test('many brokers at once', async () => {
     for (const s of sessions) await s.close();
   }
   await stillServing('many brokers');
+});
+
+/* sbxd's spawner (supervisor/spawner.c): its child named sbxd-spawner. */
+function spawnerPid() {
+  for (const ent of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(ent)) continue;
+    try {
+      const stat = readFileSync(`/proc/${ent}/stat`, 'utf8');
+      const m = /^\d+ \((.*)\) \S (\d+)/.exec(stat);
+      if (m && m[1] === 'sbxd-spawner' && Number(m[2]) === h.sbxd.pid) return Number(ent);
+    } catch { /* gone meanwhile */ }
+  }
+  return null;
+}
+
+h.test('the spawner killed: its sessions end, sbxd lives on and starts a new one', async () => {
+  const before = spawnerPid();
+  assert.ok(before, 'sbxd has no spawner child');
+  const r = await h.mcp.sc('exec_command', { sandbox_id: 'rob', cmd: `sleep ${T(77)}`, yield_time_ms: 300 });
+  assert.equal(r.status, 'running');
+  process.kill(before, 'SIGKILL');
+  const done = await waitFor(async () => {
+    const x = await h.mcp.sc('read_command_lines', { sandbox_id: 'rob', command_session_id: r.command_session_id });
+    return x.status !== 'running' && x;
+  }, { what: 'the command to end with its session' });
+  assert.equal(done.status, 'error');
+  assert.equal(hostProcsMatching(`sleep ${T(77)}`).length, 0, 'the command outlived its session');
+  const again = await h.mcp.sc('exec_command', { sandbox_id: 'rob', cmd: 'echo alive' });
+  assert.equal(again.output, 'alive\n');
+  assert.ok(h.sbxd.running, 'sbxd died');
+  const after = spawnerPid();
+  assert.ok(after && after !== before, `no new spawner (${before} -> ${after})`);
 });
