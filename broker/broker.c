@@ -687,6 +687,7 @@ int main(int argc, char **argv) {
         int r;
 
         log_open("sandbox-mcp");
+        heap_keep_freed(SBX_BROKER_HEAP_KEEP_BYTES);
         parse_argv(argc, argv, &o);
 
         b.socket_path = o.socket_path;

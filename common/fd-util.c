@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <sys/random.h>
 #include <time.h>
@@ -72,6 +73,12 @@ long long now_unix_usec(void) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         return (long long) ts.tv_sec * 1000000ll + ts.tv_nsec / 1000;
+}
+
+void heap_keep_freed(size_t bytes) {
+        /* glibc takes at most 32 MiB (64-bit) as the mmap threshold; beyond, it keeps its default. */
+        (void) mallopt(M_MMAP_THRESHOLD, (int) bytes);
+        (void) mallopt(M_TRIM_THRESHOLD, (int) bytes);
 }
 
 int random_hex(char *buf, size_t n) {

@@ -15,6 +15,11 @@ ssize_t loop_read(int fd, void *buf, size_t len);
 /* Monotonic and wall clocks in microseconds. */
 unsigned long long now_usec(void);
 long long now_unix_usec(void);
+/* Keep up to `bytes` of freed heap memory mapped instead of returning it to
+ * the kernel, and take allocations up to that size from the heap: a process
+ * that handles big buffers request after request then reuses pages already
+ * mapped instead of taking a page fault for every page of every buffer. */
+void heap_keep_freed(size_t bytes);
 /* Fill buf with n random lowercase hex characters and a NUL. */
 int random_hex(char *buf, size_t n);
 /* Write a whole file atomically and durably below dirfd (tmp + fsync + rename). */

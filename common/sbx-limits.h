@@ -20,6 +20,8 @@
 #define SBX_MAX_SANDBOXES 1024u
 #define SBX_MAX_LIVE_SESSIONS 512u              /* workspace sessions with a worker */
 #define SBX_MAX_COMMANDS_PER_SESSION 64u        /* running commands in one session */
+#define SBX_HEAP_KEEP_BYTES (32u << 20)         /* freed heap memory sbxd keeps for reuse */
+#define SBX_BROKER_HEAP_KEEP_BYTES (4u << 20)   /* the same for each sandbox-mcp (one per agent) */
 
 /* Commands */
 #define SBX_YIELD_DEFAULT_MS 10000u             /* exec_command yield_time_ms default */
@@ -52,6 +54,8 @@
 #define SBX_SPARES_DEFAULT 1u                   /* sbxd.conf session_spares: per sandbox */
 #define SBX_SPARES_MAX 8u
 #define SBX_SPARE_IDLE_DEFAULT_S 120u           /* sbxd.conf session_spare_idle_seconds */
+#define SBX_FILE_INDEX_CACHE_ENTRIES 256u       /* snapshot files whose line index file_read keeps */
+#define SBX_FILE_INDEX_CACHE_BYTES (4u << 20)   /* bytes of those indexes' line marks together */
 
 /* Commands' own limits, set by the worker in the command child (issue 4) */
 #define SBX_COMMAND_NOFILE 4096u                /* RLIMIT_NOFILE, soft and hard */

@@ -202,6 +202,25 @@ static void update_drop(UpdateState *s, uint64_t n) {
                 s->old_index++;
 }
 
+/* The next change: old lines [old_pos, old_pos + old_lines) became new_lines
+ * lines owned by s->owner (with no old lines, they come before old_pos); the
+ * old lines between the previous change and old_pos are unchanged. */
+static int update_apply(UpdateState *s, uint64_t old_pos, uint64_t old_lines, uint64_t new_lines) {
+        int r;
+
+        if (old_pos < s->old_line)
+                return -EIO;
+        r = update_keep(s, old_pos - s->old_line);
+        if (r < 0)
+                return r;
+        r = builder_append(&s->out, s->owner, s->owner_len, new_lines);
+        if (r < 0)
+                return r;
+        update_drop(s, old_lines);
+        s->new_line += new_lines;
+        return 0;
+}
+
 /* Where a hunk side begins: a side with no lines names the line before it. */
 static uint64_t hunk_side_start(int start, int lines) {
         return lines > 0 ? (uint64_t) start : (uint64_t) start + 1;
@@ -222,15 +241,11 @@ static int update_hunk(const git_diff_delta *delta, const git_diff_hunk *hunk, v
                 s->error = -EIO;
                 return -1;
         }
-        r = update_keep(s, old_pos - s->old_line);
-        if (r >= 0)
-                r = builder_append(&s->out, s->owner, s->owner_len, (uint64_t) hunk->new_lines);
+        r = update_apply(s, old_pos, (uint64_t) hunk->old_lines, (uint64_t) hunk->new_lines);
         if (r < 0) {
                 s->error = r;
                 return -1;
         }
-        update_drop(s, (uint64_t) hunk->old_lines);
-        s->new_line += (uint64_t) hunk->new_lines;
         return 0;
 }
 
@@ -241,15 +256,189 @@ static void diff_options_init(git_diff_options *opts, uint32_t context_lines) {
         opts->interhunk_lines = 0;
 }
 
-int blame_update(const Blame *old, const char *old_text, size_t old_len, const char *new_text,
-                 size_t new_len, const char *owner, Blame *ret) {
+static int update_by_diff(UpdateState *s, const char *old_text, size_t old_len, const char *new_text,
+                          size_t new_len) {
+        git_diff_options opts;
+        int r;
+
+        r = git_ready();
+        if (r < 0)
+                return r;
+        diff_options_init(&opts, 0);
+        r = git_diff_buffers(old_text, old_len, NULL, new_text, new_len, NULL, &opts, NULL, NULL, update_hunk,
+                             NULL, s);
+        if (s->error < 0)
+                return s->error;
+        return r < 0 ? git_errno() : 0;
+}
+
+/* ---- the changed region, without a diff ----------------------------------------------
+ *
+ * xdiff (libgit2's diff) first drops the lines the two texts share at their
+ * start, then those they share at their end (never more than the shorter
+ * text has left), and diffs only the region in between, whose first lines
+ * and whose last lines differ. When that region is empty on one side (lines
+ * inserted or deleted), the only diff is "all of the other side", which xdiff
+ * then slides down past the lines equal to its first one, as far as it goes.
+ * When the two sides share no line at all, the only diff is again "all of
+ * both sides", and xdiff keeps the deleted and inserted groups lined up where
+ * they are (they can line up nowhere else: there is no other change). In both
+ * cases the result is known without diffing; in the others (the region has a
+ * line on both sides, e.g. two edits far apart), the diff decides which lines
+ * match and blame_update runs it. */
+
+#define REGION_COMPARES_MAX 65536u      /* line pairs compared to show the sides share no line */
+#define COMPARE_BLOCK 4096u
+
+/* Bytes at the start of a and b that are the same, at most n. */
+static size_t common_prefix(const char *a, const char *b, size_t n) {
+        size_t i = 0;
+
+        while (n - i >= COMPARE_BLOCK && memcmp(a + i, b + i, COMPARE_BLOCK) == 0)
+                i += COMPARE_BLOCK;
+        while (i < n && a[i] == b[i])
+                i++;
+        return i;
+}
+
+/* Bytes at the end of a and b that are the same, at most n. */
+static size_t common_suffix(const char *a, size_t a_len, const char *b, size_t b_len, size_t n) {
+        size_t i = 0;
+
+        while (n - i >= COMPARE_BLOCK &&
+               memcmp(a + a_len - i - COMPARE_BLOCK, b + b_len - i - COMPARE_BLOCK, COMPARE_BLOCK) == 0)
+                i += COMPARE_BLOCK;
+        while (i < n && a[a_len - i - 1] == b[b_len - i - 1])
+                i++;
+        return i;
+}
+
+/* The end of the line that begins at `at` (after its '\n'). */
+static size_t line_end(const char *text, size_t len, size_t at) {
+        const char *nl = memchr(text + at, '\n', len - at);
+
+        return nl ? (size_t) (nl - text) + 1 : len;
+}
+
+/* The start of the line that holds byte `at` (or begins there). */
+static size_t line_start(const char *text, size_t at) {
+        const char *nl = at > 0 ? memrchr(text, '\n', at) : NULL;
+
+        return nl ? (size_t) (nl - text) + 1 : 0;
+}
+
+/* The start of the last line of text[from, to) (from is a line start). */
+static size_t last_line_start(const char *text, size_t from, size_t to) {
+        const char *nl = to - from > 1 ? memrchr(text + from, '\n', to - 1 - from) : NULL;
+
+        return nl ? (size_t) (nl - text) + 1 : from;
+}
+
+static bool lines_equal(const char *a, size_t a_start, size_t a_end, const char *b, size_t b_start, size_t b_end) {
+        return a_end - a_start == b_end - b_start && memcmp(a + a_start, b + b_start, a_end - a_start) == 0;
+}
+
+/* No line of a[a_start, a_end) is a line of b[b_start, b_end) (both whole lines);
+ * false also when that would take too many comparisons. */
+static bool lines_disjoint(const char *a, size_t a_start, size_t a_end, uint64_t a_lines, const char *b,
+                           size_t b_start, size_t b_end, uint64_t b_lines) {
+        if (a_lines > REGION_COMPARES_MAX / b_lines)
+                return false;
+        for (size_t i = a_start, i_end; i < a_end; i = i_end) {
+                i_end = line_end(a, a_end, i);
+                for (size_t j = b_start, j_end; j < b_end; j = j_end) {
+                        j_end = line_end(b, b_end, j);
+                        if (lines_equal(a, i, i_end, b, j, j_end))
+                                return false;
+                }
+        }
+        return true;
+}
+
+/* Slide a group of lines text[*start, *end) down past the lines equal to its
+ * first one, as xdiff does; returns by how many lines it moved. */
+static uint64_t slide_down(const char *text, size_t len, size_t *start, size_t *end) {
+        uint64_t moved = 0;
+
+        while (*end < len) {
+                size_t first_end = line_end(text, len, *start), next_end = line_end(text, len, *end);
+
+                if (!lines_equal(text, *start, first_end, text, *end, next_end))
+                        break;
+                *start = first_end;
+                *end = next_end;
+                moved++;
+        }
+        return moved;
+}
+
+/* Lines of text[from, to) (from is a line start; a last line may lack '\n'). */
+static uint64_t lines_in(const char *text, size_t from, size_t to) {
+        return count_lines(text + from, to - from);
+}
+
+/* The change from old_text (old_total lines) to new_text as at most one hunk,
+ * when it is known without a diff (see above): 1, the hunk applied and
+ * *ret_new_total set, or 0 (nothing done). */
+static int update_by_region(UpdateState *s, const char *old_text, size_t old_len, const char *new_text,
+                            size_t new_len, uint64_t old_total, uint64_t *ret_new_total) {
+        size_t head, tail, start, old_end, new_end;
+        uint64_t head_lines, old_lines, new_lines, pos;
+        int r;
+
+        /* Whole lines in the common prefix are the same in both; the next line differs
+         * (or ends one of the texts). */
+        head = common_prefix(old_text, new_text, MIN(old_len, new_len));
+        tail = common_suffix(old_text, old_len, new_text, new_len, MIN(old_len, new_len) - head);
+        start = line_start(old_text, head);
+        head_lines = lines_in(old_text, 0, start);
+
+        /* The common suffix from the first line that begins at the same place in both. */
+        old_end = old_len - tail;
+        new_end = new_len - tail;
+        if (!((old_end == 0 || old_text[old_end - 1] == '\n') && (new_end == 0 || new_text[new_end - 1] == '\n'))) {
+                old_end = line_end(old_text, old_len, old_end);
+                new_end = new_len - (old_len - old_end);
+        }
+        /* Then whole lines the region's two sides end with. */
+        old_lines = lines_in(old_text, start, old_end);
+        new_lines = lines_in(new_text, start, new_end);
+        while (old_lines > 0 && new_lines > 0) {
+                size_t old_last = last_line_start(old_text, start, old_end);
+                size_t new_last = last_line_start(new_text, start, new_end);
+
+                if (!lines_equal(old_text, old_last, old_end, new_text, new_last, new_end))
+                        break;
+                old_end = old_last;
+                new_end = new_last;
+                old_lines--;
+                new_lines--;
+        }
+
+        pos = head_lines + 1;
+        if (old_lines == 0 && new_lines > 0)
+                pos += slide_down(new_text, new_len, &start, &new_end);
+        else if (new_lines == 0 && old_lines > 0)
+                pos += slide_down(old_text, old_len, &start, &old_end);
+        else if (old_lines > 0 &&
+                 !lines_disjoint(old_text, start, old_end, old_lines, new_text, start, new_end, new_lines))
+                return 0;
+
+        r = update_apply(s, pos, old_lines, new_lines);
+        if (r < 0)
+                return r;
+        *ret_new_total = old_total - old_lines + new_lines;
+        return 1;
+}
+
+static int update(const Blame *old, const char *old_text, size_t old_len, const char *new_text, size_t new_len,
+                  const char *owner, bool by_region, Blame *ret) {
         _cleanup_(update_state_done) UpdateState s = {
                 .old = old,
                 .owner = owner,
                 .old_line = 1,
                 .new_line = 1,
         };
-        git_diff_options opts;
         uint64_t old_lines, new_lines;
         int r;
 
@@ -262,20 +451,16 @@ int blame_update(const Blame *old, const char *old_text, size_t old_len, const c
                 return -EINVAL;
         if (old_len > DIFF_TEXT_MAX || new_len > DIFF_TEXT_MAX)
                 return -EFBIG;
-        r = git_ready();
+
+        s.owner_len = strlen(owner);
+        r = by_region ? update_by_region(&s, old_text, old_len, new_text, new_len, old_lines, &new_lines) : 0;
+        if (r == 0) {
+                r = update_by_diff(&s, old_text, old_len, new_text, new_len);
+                new_lines = count_lines(new_text, new_len);
+        }
         if (r < 0)
                 return r;
 
-        s.owner_len = strlen(owner);
-        diff_options_init(&opts, 0);
-        r = git_diff_buffers(old_text, old_len, NULL, new_text, new_len, NULL, &opts, NULL, NULL,
-                             update_hunk, NULL, &s);
-        if (s.error < 0)
-                return s.error;
-        if (r < 0)
-                return git_errno();
-
-        new_lines = count_lines(new_text, new_len);
         if (old_lines + 1 < s.old_line || new_lines + 1 < s.new_line ||
             old_lines + 1 - s.old_line != new_lines + 1 - s.new_line)
                 return -EIO;
@@ -286,6 +471,16 @@ int blame_update(const Blame *old, const char *old_text, size_t old_len, const c
         *ret = s.out.blame;
         s.out.blame = (Blame) {};
         return 0;
+}
+
+int blame_update(const Blame *old, const char *old_text, size_t old_len, const char *new_text,
+                 size_t new_len, const char *owner, Blame *ret) {
+        return update(old, old_text, old_len, new_text, new_len, owner, true, ret);
+}
+
+int blame_update_by_diff(const Blame *old, const char *old_text, size_t old_len, const char *new_text,
+                         size_t new_len, const char *owner, Blame *ret) {
+        return update(old, old_text, old_len, new_text, new_len, owner, false, ret);
 }
 
 int blame_serialize(const Blame *b, char **ret, size_t *ret_len) {

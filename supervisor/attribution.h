@@ -25,10 +25,16 @@ void blame_done(Blame *b);
 int blame_new(const char *text, size_t len, const char *owner, Blame *ret);
 /* New attribution after old_text (attributed by old, which must tile it)
  * became new_text: unchanged lines keep their owner, inserted and changed
- * lines get owner. Uses a line diff (Myers/histogram, libgit2); a changed CRLF
- * ending or a missing final newline changes only the line it is on. */
+ * lines get owner, as a line diff (libgit2's Myers) of the two texts says; a
+ * changed CRLF ending or a missing final newline changes only the line it is
+ * on. A change confined to one region (one edit, lines inserted or deleted in
+ * one place) is attributed from that region without running the diff, with
+ * the same result. */
 int blame_update(const Blame *old, const char *old_text, size_t old_len, const char *new_text,
                  size_t new_len, const char *owner, Blame *ret);
+/* The same, always by diffing the whole texts. */
+int blame_update_by_diff(const Blame *old, const char *old_text, size_t old_len, const char *new_text,
+                         size_t new_len, const char *owner, Blame *ret);
 /* Compact text form for storage: one "start count owner\n" per range. Parsing
  * checks that the ranges tile 1..N in order, owners are printable and at most
  * 128 bytes, and there are at most 1,000,000 ranges; else -EBADMSG. */

@@ -7,10 +7,14 @@
  * error names the first byte of the ill-formed sequence (its lead byte, as a
  * 0-based file offset) and the 1-based line holding it.
  *
- * Windows: file_read_window reads the file from offset 0 with pread (the fd's
- * position is neither used nor moved) through one READ_BUF_SIZE buffer,
- * validates and counts every byte, and copies only the window's lines, so
- * memory stays under READ_BUF_SIZE plus twice max_bytes whatever the file's
+ * Windows: file_index_build reads the whole file from offset 0 with pread
+ * through one READ_BUF_SIZE buffer, validates and counts every byte, and
+ * notes where the first line beginning in each block starts (at most
+ * INDEX_MARKS_MAX marks: when they are all used, every second one is dropped
+ * and marks are taken every second block from then on). file_read_window then
+ * reads from the mark at or before the window's first line, validates what it
+ * reads, and stops when the window is complete, so memory stays under
+ * READ_BUF_SIZE plus twice max_bytes (plus the marks) whatever the file's
  * size. When the first line of the window alone exceeds max_bytes, its head
  * is returned (num_lines 1, cut before the character that does not fit) with
  * truncated set and next_offset naming the next line: paging always moves on,
@@ -34,6 +38,7 @@
 
 #define READ_BUF_SIZE (64u * 1024u)
 #define UTF8_CHAR_MAX 4u
+#define INDEX_MARKS_MAX 4096u   /* 64 KiB of marks per index */
 
 typedef struct Utf8Scan {
         uint64_t offset;        /* bytes fed so far */
@@ -224,17 +229,139 @@ static int not_text(const Utf8Scan *s, uint64_t line, char *errmsg, size_t errms
         return -EILSEQ;
 }
 
-int file_read_window(int fd, uint64_t offset, uint32_t limit, size_t max_bytes, FileWindow *ret,
-                     char *errmsg, size_t errmsg_size) {
+/* Read the block at offset into buf; 0 at the end of the file. */
+static ssize_t read_block(int fd, char *buf, uint64_t offset) {
+        for (;;) {
+                ssize_t n = pread(fd, buf, READ_BUF_SIZE, (off_t) offset);
+                if (n >= 0)
+                        return n;
+                if (errno != EINTR)
+                        return -errno;
+        }
+}
+
+/* The text stops being valid in the block read at block_offset, whose first
+ * byte is on line `line`. */
+static int not_text_in_block(const Utf8Scan *s, const char *block, uint64_t block_offset, uint64_t line,
+                             char *errmsg, size_t errmsg_size) {
+        /* A character begun in an earlier block has no '\n' after its start. */
+        uint64_t before = s->bad > block_offset ? count_newlines(block, s->bad - block_offset) : 0;
+
+        return not_text(s, line + before, errmsg, errmsg_size);
+}
+
+void file_index_done(FileIndex *index) {
+        if (!index)
+                return;
+        free(index->marks);
+        *index = (FileIndex) {};
+}
+
+size_t file_index_size(const FileIndex *index) {
+        return index->n_marks * sizeof(FileIndexMark);
+}
+
+static int index_add_mark(FileIndex *index, size_t *allocated, uint64_t line, uint64_t offset) {
+        if (index->n_marks == *allocated) {
+                size_t n = MIN(MAX(*allocated * 2, (size_t) 16), (size_t) INDEX_MARKS_MAX);
+                FileIndexMark *marks = reallocarray(index->marks, n, sizeof(*marks));
+
+                if (!marks)
+                        return -ENOMEM;
+                index->marks = marks;
+                *allocated = n;
+        }
+        index->marks[index->n_marks++] = (FileIndexMark) { .line = line, .offset = offset };
+        return 0;
+}
+
+int file_index_build(int fd, FileIndex *ret, char *errmsg, size_t errmsg_size) {
+        _cleanup_(file_index_done) FileIndex index = {};
+        _cleanup_free_ char *rbuf = NULL;
+        Utf8Scan scan = {};
+        uint64_t newlines = 0, total = 0, block = 0, every = 1;
+        size_t allocated = 0;
+        bool line_start = true;         /* the next byte begins a line */
+        int r;
+
+        rbuf = malloc(READ_BUF_SIZE);
+        if (!rbuf)
+                return -ENOMEM;
+
+        for (;; block++) {
+                ssize_t n = read_block(fd, rbuf, total);
+                size_t first;
+
+                if (n < 0)
+                        return (int) n;
+                if (n == 0)
+                        break;
+                r = utf8_feed(&scan, rbuf, (size_t) n);
+                if (r < 0)
+                        return not_text_in_block(&scan, rbuf, total, newlines + 1, errmsg, errmsg_size);
+
+                /* Mark the first line beginning in the block. */
+                if (line_start)
+                        first = 0;
+                else {
+                        const char *nl = memchr(rbuf, '\n', (size_t) n);
+                        first = nl ? (size_t) (nl - rbuf) + 1 : (size_t) n;
+                }
+                if (first < (size_t) n && block % every == 0) {
+                        if (index.n_marks == INDEX_MARKS_MAX) {
+                                /* Full: keep every second mark, and mark half as often. */
+                                for (size_t i = 0; 2 * i < index.n_marks; i++)
+                                        index.marks[i] = index.marks[2 * i];
+                                index.n_marks = (index.n_marks + 1) / 2;
+                                every *= 2;
+                        }
+                        if (block % every == 0) {
+                                r = index_add_mark(&index, &allocated, newlines + 1 + !line_start, total + first);
+                                if (r < 0)
+                                        return r;
+                        }
+                }
+                newlines += count_newlines(rbuf, (size_t) n);
+                line_start = rbuf[n - 1] == '\n';
+                total += (uint64_t) n;
+        }
+
+        r = utf8_end(&scan);
+        if (r < 0)
+                return not_text(&scan, newlines + 1, errmsg, errmsg_size);
+
+        index.total_bytes = total;
+        index.total_lines = newlines + !line_start;
+        *ret = index;
+        index = (FileIndex) {};
+        return 0;
+}
+
+/* The last mark at or before line (there is one: marks[0] is line 1). */
+static const FileIndexMark *index_find(const FileIndex *index, uint64_t line) {
+        size_t lo = 0, hi = index->n_marks;
+
+        while (hi - lo > 1) {
+                size_t mid = lo + (hi - lo) / 2;
+
+                if (index->marks[mid].line <= line)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        return &index->marks[lo];
+}
+
+int file_read_window(int fd, const FileIndex *index, uint64_t offset, uint32_t limit, size_t max_bytes,
+                     FileWindow *ret, char *errmsg, size_t errmsg_size) {
         _cleanup_free_ char *rbuf = NULL;
         _cleanup_(window_free_buf) Window w = {
                 .start = MAX(offset, (uint64_t) 1),
                 .limit = limit,
                 .max_bytes = max_bytes,
         };
-        Utf8Scan scan = {};
-        uint64_t newlines = 0, total = 0, total_lines, next;
-        bool ends_with_newline = true, has_next;
+        uint64_t next;
+        bool has_next;
         int r;
 
         if (limit == 0 || limit > SBX_FILE_READ_MAX_LINES) {
@@ -247,52 +374,49 @@ int file_read_window(int fd, uint64_t offset, uint32_t limit, size_t max_bytes, 
                 return -EINVAL;
         }
 
-        rbuf = malloc(READ_BUF_SIZE);
-        if (!rbuf)
-                return -ENOMEM;
+        if (w.start <= index->total_lines && index->n_marks > 0) {
+                const FileIndexMark *mark = index_find(index, w.start);
+                uint64_t pos = mark->offset, line = mark->line;
+                Utf8Scan scan = { .offset = pos };
 
-        for (;;) {
-                ssize_t n = pread(fd, rbuf, READ_BUF_SIZE, (off_t) total);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
+                rbuf = malloc(READ_BUF_SIZE);
+                if (!rbuf)
+                        return -ENOMEM;
+                while (!w.done) {
+                        ssize_t n = read_block(fd, rbuf, pos);
 
-                r = utf8_feed(&scan, rbuf, (size_t) n);
-                if (r < 0) {
-                        /* A character begun in an earlier read has no '\n' after its start. */
-                        uint64_t before = scan.bad > total ? count_newlines(rbuf, scan.bad - total) : 0;
-                        return not_text(&scan, newlines + before + 1, errmsg, errmsg_size);
-                }
-
-                for (size_t pos = 0; pos < (size_t) n;) {
-                        const char *nl = memchr(rbuf + pos, '\n', (size_t) n - pos);
-                        size_t end = nl ? (size_t) (nl - rbuf) + 1 : (size_t) n;
-
-                        if (!w.done && newlines + 1 >= w.start) {
-                                r = window_take(&w, rbuf + pos, end - pos, nl != NULL);
+                        if (n < 0)
+                                return (int) n;
+                        if (n == 0) {
+                                r = utf8_end(&scan);
                                 if (r < 0)
-                                        return r;
+                                        return not_text(&scan, line, errmsg, errmsg_size);
+                                /* A last line without '\n' that fit. */
+                                if (w.len > w.committed) {
+                                        w.committed = w.len;
+                                        w.num_lines++;
+                                }
+                                break;
                         }
-                        if (nl)
-                                newlines++;
-                        pos = end;
+                        r = utf8_feed(&scan, rbuf, (size_t) n);
+                        if (r < 0)
+                                return not_text_in_block(&scan, rbuf, pos, line, errmsg, errmsg_size);
+
+                        for (size_t at = 0; at < (size_t) n && !w.done;) {
+                                const char *nl = memchr(rbuf + at, '\n', (size_t) n - at);
+                                size_t end = nl ? (size_t) (nl - rbuf) + 1 : (size_t) n;
+
+                                if (line >= w.start) {
+                                        r = window_take(&w, rbuf + at, end - at, nl != NULL);
+                                        if (r < 0)
+                                                return r;
+                                }
+                                if (nl)
+                                        line++;
+                                at = end;
+                        }
+                        pos += (uint64_t) n;
                 }
-                ends_with_newline = rbuf[n - 1] == '\n';
-                total += (uint64_t) n;
-        }
-
-        r = utf8_end(&scan);
-        if (r < 0)
-                return not_text(&scan, newlines + 1, errmsg, errmsg_size);
-
-        /* A last line without '\n' that fit. */
-        if (!w.done && w.len > w.committed) {
-                w.committed = w.len;
-                w.num_lines++;
         }
         if (!w.buf) {
                 w.buf = malloc(1);
@@ -301,18 +425,17 @@ int file_read_window(int fd, uint64_t offset, uint32_t limit, size_t max_bytes, 
         }
         w.buf[w.len] = '\0';
 
-        total_lines = newlines + !ends_with_newline;
         next = w.start + w.num_lines;
-        has_next = next <= total_lines;
+        has_next = next <= index->total_lines;
 
         *ret = (FileWindow) {
                 .content = TAKE_PTR(w.buf),
                 .len = w.len,
                 .start_line = w.start,
                 .num_lines = w.num_lines,
-                .total_lines = total_lines,
+                .total_lines = index->total_lines,
                 .bytes_read = w.len,
-                .total_bytes = total,
+                .total_bytes = index->total_bytes,
                 .has_next_offset = has_next,
                 .next_offset = has_next ? next : 0,
                 .truncated = has_next || w.cut,
@@ -327,23 +450,29 @@ void file_window_done(FileWindow *w) {
         *w = (FileWindow) {};
 }
 
-/* Occurrences of e->old_string in buf, left to right, without overlap. */
-static size_t count_occurrences(const char *buf, size_t len, const FileEditSpec *e) {
+/* Occurrences of e->old_string in buf, left to right, without overlap; the
+ * first one in *ret_first (if there is one). */
+static size_t count_occurrences(const char *buf, size_t len, const FileEditSpec *e, const char **ret_first) {
         const char *end = buf + len;
         size_t n = 0;
 
         for (const char *p = buf, *q; (q = memmem(p, (size_t) (end - p), e->old_string, e->old_len));
              p = q + e->old_len)
-                n++;
+                if (n++ == 0)
+                        *ret_first = q;
         return n;
 }
 
-/* Write buf with every occurrence (as counted above) replaced into dst. */
-static void replace_occurrences(const char *buf, size_t len, const FileEditSpec *e, char *dst) {
-        const char *end = buf + len, *p = buf, *q;
+/* Write buf with its count occurrences (as counted above, the first at first)
+ * replaced into dst. */
+static void replace_occurrences(const char *buf, size_t len, const FileEditSpec *e, const char *first, size_t count,
+                                char *dst) {
+        const char *end = buf + len, *p = buf, *q = first;
 
         /* An empty new_string may come as a NULL pointer: never hand it to mempcpy. */
-        while ((q = memmem(p, (size_t) (end - p), e->old_string, e->old_len))) {
+        for (size_t i = 0; i < count; i++) {
+                if (i > 0)
+                        q = memmem(p, (size_t) (end - p), e->old_string, e->old_len);
                 dst = mempcpy(dst, p, (size_t) (q - p));
                 if (e->new_len > 0)
                         dst = mempcpy(dst, e->new_string, e->new_len);
@@ -368,6 +497,7 @@ int file_apply_edits(const char *content, size_t len, const FileEditSpec *edits,
 
         for (size_t i = 0; i < n_edits; i++) {
                 const FileEditSpec *e = &edits[i];
+                const char *first = NULL;
                 size_t count, grown, next_len;
                 char *next;
 
@@ -380,7 +510,7 @@ int file_apply_edits(const char *content, size_t len, const FileEditSpec *edits,
                                    "edit %zu: old_string and new_string are identical (no-op)", i + 1);
                         return -EINVAL;
                 }
-                count = count_occurrences(text, text_len, e);
+                count = count_occurrences(text, text_len, e, &first);
                 if (count == 0) {
                         set_errmsg(errmsg, errmsg_size, "edit %zu: old_string not found in the file", i + 1);
                         return -EINVAL;
@@ -404,7 +534,7 @@ int file_apply_edits(const char *content, size_t len, const FileEditSpec *edits,
                 next = malloc(next_len + 1);
                 if (!next)
                         return -ENOMEM;
-                replace_occurrences(text, text_len, e, next);
+                replace_occurrences(text, text_len, e, first, count, next);
                 next[next_len] = '\0';
 
                 free(cur);

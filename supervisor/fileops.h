@@ -22,16 +22,43 @@ typedef struct FileWindow {
         bool truncated;          /* a next window exists */
 } FileWindow;
 
-/* Read lines [offset, offset + limit) of the regular file open at fd (offset
- * 0 is taken as 1), streaming it with a bounded buffer: the file is never held
- * in memory whole. The window also stops before max_bytes (but holds at least
+typedef struct FileIndexMark {
+        uint64_t line;          /* 1-based */
+        uint64_t offset;        /* where that line begins */
+} FileIndexMark;
+
+/* What one pass over a whole text file learns: its size and lines, and where
+ * some of its lines begin (about one a read block, at most a fixed number of
+ * marks whatever the file's size), so that a window is read from the mark
+ * before it instead of from the start of the file. */
+typedef struct FileIndex {
+        uint64_t total_bytes;
+        uint64_t total_lines;
+        FileIndexMark *marks;   /* ascending; marks[0] is line 1 at offset 0 (none for an empty file) */
+        size_t n_marks;
+} FileIndex;
+
+/* Read the regular file open at fd from offset 0 with pread (the fd's
+ * position is neither used nor moved), streaming it with a bounded buffer: the
+ * file is never held in memory whole. Fails with -EILSEQ if the file is not
+ * UTF-8 (or contains NUL; errmsg says where). Files of any size are indexed. */
+int file_index_build(int fd, FileIndex *ret, char *errmsg, size_t errmsg_size);
+void file_index_done(FileIndex *index);
+/* Bytes the index holds besides the struct itself. */
+size_t file_index_size(const FileIndex *index);
+
+/* Read lines [offset, offset + limit) of the file that index describes
+ * (offset 0 is taken as 1), from the mark before offset up to the end of the
+ * window only. The window also stops before max_bytes (but holds at least
  * one line, cut at max_bytes on a UTF-8 boundary if that line alone is
- * longer; then truncated is set and next_offset is the line after it). Fails with
- * -EILSEQ if the file is not UTF-8 (or contains NUL; errmsg says where),
- * -EINVAL for limit 0 or above SBX_FILE_READ_MAX_LINES. Files of any size are
- * readable. An offset past the end gives an empty window (not an error). */
-int file_read_window(int fd, uint64_t offset, uint32_t limit, size_t max_bytes, FileWindow *ret,
-                     char *errmsg, size_t errmsg_size);
+ * longer; then truncated is set and next_offset is the line after it).
+ * total_lines and total_bytes are the index's. The bytes read are validated
+ * again (-EILSEQ if the file changed into something else than text since the
+ * index was built). Fails with -EINVAL for limit 0 or above
+ * SBX_FILE_READ_MAX_LINES. An offset past the end gives an empty window (not
+ * an error). */
+int file_read_window(int fd, const FileIndex *index, uint64_t offset, uint32_t limit, size_t max_bytes,
+                     FileWindow *ret, char *errmsg, size_t errmsg_size);
 void file_window_done(FileWindow *w);
 
 typedef struct FileEditSpec {

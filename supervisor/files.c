@@ -141,10 +141,38 @@ static int file_root(Server *s, Client *c, uint32_t seq, Sandbox *sb, const char
         return r;
 }
 
+/* The index of the file open at fd (st its fstat): from the cache for a file
+ * of the published snapshot, else built into *built (and then kept in the
+ * cache, for the snapshot). */
+static int file_index(Server *s, Sandbox *sb, bool snapshot, int fd, const struct stat *st, FileIndex *built,
+                      const FileIndex **ret, char *err, size_t errsize) {
+        FileKey key;
+        bool keyed;
+        int r;
+
+        keyed = snapshot && snapshot_file_key(sb, st, &key) >= 0;
+        if (keyed) {
+                const FileIndex *cached = index_cache_get(s->file_indexes, &key);
+
+                if (cached) {
+                        *ret = cached;
+                        return 0;
+                }
+        }
+        r = file_index_build(fd, built, err, errsize);
+        if (r < 0)
+                return r;
+        if (!keyed || index_cache_put(s->file_indexes, &key, built, ret) < 0)
+                *ret = built;
+        return 0;
+}
+
 void handle_file_read(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__FileRead *req) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__FileReadReply o = SBX__FILE_READ_REPLY__INIT;
         char rel[SBX_PATH_MAX + 1], err[400];
+        _cleanup_(file_index_done) FileIndex built = {};
+        const FileIndex *index;
         FileWindow w = {};
         WorkspaceSession *ws;
         _cleanup_close_ int fd = -EBADF;
@@ -162,9 +190,11 @@ void handle_file_read(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
                 return client_reply_error(s, c, seq, -EINVAL, "%s: not a regular file", req->path);
         err[0] = '\0';
-        r = file_read_window(fd, req->has_offset ? req->offset : 1,
-                             req->has_limit ? req->limit : SBX_FILE_READ_DEFAULT_LINES, SBX_FILE_WINDOW_MAX_BYTES, &w,
-                             err, sizeof(err));
+        r = file_index(s, sb, !ws, fd, &st, &built, &index, err, sizeof(err));
+        if (r >= 0)
+                r = file_read_window(fd, index, req->has_offset ? req->offset : 1,
+                                     req->has_limit ? req->limit : SBX_FILE_READ_DEFAULT_LINES,
+                                     SBX_FILE_WINDOW_MAX_BYTES, &w, err, sizeof(err));
         if (r < 0)
                 return client_reply_error(s, c, seq, r, "%s: %s", req->path, err[0] ? err : strerror(-r));
         o.path = req->path;
@@ -301,10 +331,18 @@ static int write_at(int parent, const char *name, const char *content, size_t le
 }
 
 /* A file operation without a session: stage the file (parents mirroring the
- * snapshot's), publish it as a layer owned by operation:ID. */
-static int publish_operation(Server *s, Sandbox *sb, const char *rel, const char *content, size_t len,
-                             bool *ret_created, PublishResult *ret_pub, char *owner, size_t owner_size, char *err,
-                             size_t errsize) {
+ * snapshot's), publish it as a layer owned by operation:ID. old_text is the
+ * file's published text, if the caller read it (else NULL). */
+static int publish_operation(Server *s, Sandbox *sb, const char *rel, const char *old_text, size_t old_len,
+                             const char *content, size_t len, bool *ret_created, PublishResult *ret_pub, char *owner,
+                             size_t owner_size, char *err, size_t errsize) {
+        const PublishOperation op = {
+                .path = rel,
+                .old_text = old_text,
+                .old_len = old_len,
+                .new_text = content,
+                .new_len = len,
+        };
         char stage[48], hex[17];
         _cleanup_close_ int stage_fd = -EBADF, parent = -EBADF, view_parent = -EBADF;
         const char *name;
@@ -380,7 +418,7 @@ static int publish_operation(Server *s, Sandbox *sb, const char *rel, const char
                         goto out;
                 *ret_created = created_in_stage;
         }
-        r = publish_tree(s, sb, stage_fd, owner, sb->top_layer, true, -1, ret_pub);
+        r = publish_tree(s, sb, stage_fd, owner, sb->top_layer, true, -1, &op, ret_pub);
 out:
         (void) tree_remove_at(s->staging_fd, stage);
         return r;
@@ -409,10 +447,11 @@ static void reply_change(Server *s, Client *c, uint32_t seq, const char *type, c
         client_reply(s, c, seq, &reply);
 }
 
-/* Write content at the normalized rel, in the session or as a published operation. */
+/* Write content at the normalized rel, in the session or as a published
+ * operation; old_text is the file's text before, if the caller read it. */
 static void write_file(Server *s, Client *c, uint32_t seq, Sandbox *sb, const char *path, const char *rel,
-                       const char *ws_id, const char *content, size_t len, const char *type, uint32_t edits,
-                       uint64_t replacements) {
+                       const char *ws_id, const char *old_text, size_t old_len, const char *content, size_t len,
+                       const char *type, uint32_t edits, uint64_t replacements) {
         char err[300] = "", owner[64];
         PublishResult pub = {};
         WorkspaceSession *ws;
@@ -428,8 +467,8 @@ static void write_file(Server *s, Client *c, uint32_t seq, Sandbox *sb, const ch
                 if (r >= 0)
                         r = write_at(parent, name, content, len, s->cfg.uid_base, &created, err, sizeof(err));
         } else
-                r = publish_operation(s, sb, rel, content, len, &created, &pub, owner, sizeof(owner), err,
-                                      sizeof(err));
+                r = publish_operation(s, sb, rel, old_text, old_len, content, len, &created, &pub, owner,
+                                      sizeof(owner), err, sizeof(err));
         if (r < 0) {
                 client_reply_error(s, c, seq, r, "%s: %s", path, err[0] ? err : strerror(-r));
                 return;
@@ -439,6 +478,11 @@ static void write_file(Server *s, Client *c, uint32_t seq, Sandbox *sb, const ch
                          pub.layer);
         reply_change(s, c, seq, type ?: (created ? "create" : "update"), path, len, edits, replacements,
                      ws ? NULL : &pub, owner);
+        /* The next file operation needs the new snapshot's view: mount it while the client reads the answer. */
+        if (pub.published) {
+                int view;
+                (void) snapshot_current(s, sb, &view);
+        }
         publish_result_done(&pub);
 }
 
@@ -454,7 +498,8 @@ void handle_file_write(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sb
         if (r < 0)
                 return client_reply_error(s, c, seq, r, "file content: %s",
                                           r == -EFBIG ? "larger than the file size limit" : "malformed payload");
-        write_file(s, c, seq, sb, req->path, rel, req->workspace_session, content, req->content_size, NULL, 0, 0);
+        write_file(s, c, seq, sb, req->path, rel, req->workspace_session, NULL, 0, content, req->content_size, NULL, 0,
+                   0);
 }
 
 void handle_file_edit(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__FileEdit *req, int payload_fd) {
@@ -512,7 +557,7 @@ void handle_file_edit(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx
                 client_reply_error(s, c, seq, r, "%s: %s", req->path, err[0] ? err : strerror(-r));
                 goto out;
         }
-        write_file(s, c, seq, sb, req->path, rel, req->workspace_session, updated, new_len, "edit",
+        write_file(s, c, seq, sb, req->path, rel, req->workspace_session, old, old_len, updated, new_len, "edit",
                    (uint32_t) list->n_edits, replacements);
 out:
         sbx__edit_list__free_unpacked(list, NULL);

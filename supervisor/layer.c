@@ -128,12 +128,17 @@ static int copy_entry(int src_dirfd, int dst_dirfd, const char *name, CopyContex
                 _cleanup_close_ int in = -EBADF, out = -EBADF;
 
                 /* Layers are immutable: a merged base may share their files. */
-                if (ctx->flags & TREE_COPY_HARDLINK) {
-                        if (linkat(src_dirfd, name, dst_dirfd, name, 0) < 0)
-                                return -errno;
+                if ((ctx->flags & TREE_COPY_HARDLINK) && linkat(src_dirfd, name, dst_dirfd, name, 0) == 0) {
                         ctx->entries++;
+                        if (!(ctx->flags & TREE_COPY_FSYNC))
+                                return 0;
+                        out = openat(dst_dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+                        if (out < 0 || fsync(out) < 0)
+                                return -errno;
                         return 0;
                 }
+                if ((ctx->flags & TREE_COPY_HARDLINK) && errno != EXDEV)
+                        return -errno;
                 in = openat(src_dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
                 if (in < 0)
                         return -errno;
@@ -258,9 +263,10 @@ int tree_is_empty(int dirfd) {
         return errno ? -errno : 1;
 }
 
-int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, unsigned sync_mode,
+int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, unsigned flags,
                  uint32_t *ret_entries) {
-        bool whole_fs = sync_mode & LAYER_SYNC_FILESYSTEM;
+        bool whole_fs = flags & LAYER_SYNC_FILESYSTEM;
+        unsigned copy_flags = (whole_fs ? 0 : TREE_COPY_FSYNC) | (flags & LAYER_LINK_FILES ? TREE_COPY_HARDLINK : 0);
         char tmp[32], final[16];
         _cleanup_close_ int dst = -EBADF;
         uint32_t entries = 0;
@@ -276,7 +282,7 @@ int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, u
                 r = -errno;
                 goto fail;
         }
-        r = tree_copy(src_dirfd, dst, force_uid, whole_fs ? 0 : TREE_COPY_FSYNC, &entries);
+        r = tree_copy(src_dirfd, dst, force_uid, copy_flags, &entries);
         if (r < 0)
                 goto fail;
         if (force_uid >= 0 && fchown(dst, (uid_t) force_uid, (gid_t) force_uid) < 0) {

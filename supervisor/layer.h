@@ -12,7 +12,8 @@
 #define SBX_TREE_DEPTH_MAX 256u   /* deeper trees are refused, not recursed into */
 
 typedef enum TreeCopyFlags {
-        TREE_COPY_HARDLINK = 1 << 0,        /* link regular files instead of copying them */
+        TREE_COPY_HARDLINK = 1 << 0,        /* link regular files instead of copying them (they keep their
+                                               inode's owner, mode and times; copied across filesystems) */
         TREE_COPY_DROP_WHITEOUTS = 1 << 1,  /* for a bottom layer: no whiteouts, no opaque marks */
         TREE_COPY_FSYNC = 1 << 2,           /* fsync each file and directory written */
 } TreeCopyFlags;
@@ -33,9 +34,12 @@ int tree_is_empty(int dirfd);
 /* Build layer `seq` in layers_dirfd from the tree under src_dirfd (see tree_copy),
  * durably before its name appears. Small layers (publications) fsync what they
  * write; LAYER_SYNC_FILESYSTEM (an imported tree of any size) syncs the whole
- * filesystem once instead. */
+ * filesystem once instead. LAYER_LINK_FILES: the tree is sbxd's own and
+ * nothing writes to it any more, so its regular files become the layer's
+ * (hard links, fsynced like copies). */
 #define LAYER_SYNC_FILESYSTEM 1u
-int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, unsigned sync_mode,
+#define LAYER_LINK_FILES 2u
+int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, unsigned flags,
                  uint32_t *ret_entries);
 /* Remove directories of layers above top (left by a crash before their record was written),
  * temporary build directories, and anything else but keep (the squashed base). */

@@ -18,5 +18,6 @@ SBXCTL_SRCS += supervisor/sbxctl.c
 SUPERVISOR_SRCS += supervisor/snapshot.c
 SUPERVISOR_SRCS += supervisor/publish.c
 SUPERVISOR_LIB_SRCS += supervisor/fileops.c
+SUPERVISOR_LIB_SRCS += supervisor/indexcache.c
 SUPERVISOR_LIB_SRCS += supervisor/attribution.c
 SUPERVISOR_SRCS += supervisor/files.c

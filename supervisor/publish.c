@@ -341,17 +341,33 @@ static int blame_of_renamed(Server *s, Sandbox *sb, int view_fd, const Manifest 
 }
 
 static int attribute_file(Server *s, Sandbox *sb, int view_fd, int src_fd, const Manifest *m, const char *path,
-                          const char *owner, BlameOps *ops) {
-        _cleanup_free_ char *new_text = NULL, *old_text = NULL, *ser = NULL;
+                          const char *owner, const PublishOperation *op, BlameOps *ops) {
+        _cleanup_free_ char *new_buf = NULL, *old_buf = NULL, *ser = NULL;
+        const char *new_text, *old_text;
         size_t new_len = 0, old_len = 0, ser_len;
+        bool known = op && strcmp(op->path, path) == 0;
         Blame old = {}, updated = {};
         int r;
 
-        r = read_file_at(src_fd, path, SBX_FILE_MAX, &new_text, &new_len);
+        if (known) {
+                new_text = op->new_text;
+                new_len = op->new_len;
+                r = 0;
+        } else {
+                r = read_file_at(src_fd, path, SBX_FILE_MAX, &new_buf, &new_len);
+                new_text = new_buf;
+        }
         if (r < 0 || !text_is_utf8(new_text, new_len))
                 return blame_ops_add(ops, path, NULL, false); /* not attributable: no record */
 
-        r = read_file_at(view_fd, path, SBX_FILE_MAX, &old_text, &old_len);
+        if (known && op->old_text) {
+                old_text = op->old_text;
+                old_len = op->old_len;
+                r = 0;
+        } else {
+                r = read_file_at(view_fd, path, SBX_FILE_MAX, &old_buf, &old_len);
+                old_text = old_buf;
+        }
         if (r >= 0 && text_is_utf8(old_text, old_len) && blame_of_published(s, sb, path, old_text, old_len, &old) >= 0) {
                 r = blame_update(&old, old_text, old_len, new_text, new_len, owner, &updated);
                 blame_done(&old);
@@ -368,7 +384,8 @@ static int attribute_file(Server *s, Sandbox *sb, int view_fd, int src_fd, const
         return blame_ops_add(ops, path, TAKE_PTR(ser), false);
 }
 
-static int attribute(Server *s, Sandbox *sb, int src_fd, const Manifest *m, const char *owner, BlameOps *ops) {
+static int attribute(Server *s, Sandbox *sb, int src_fd, const Manifest *m, const char *owner,
+                     const PublishOperation *op, BlameOps *ops) {
         int view_fd, r;
 
         r = snapshot_current(s, sb, &view_fd);
@@ -378,7 +395,7 @@ static int attribute(Server *s, Sandbox *sb, int src_fd, const Manifest *m, cons
                 const Change *c = &m->changes[i];
                 switch (c->kind) {
                 case CHANGE_FILE:
-                        r = attribute_file(s, sb, view_fd, src_fd, m, c->path, owner, ops);
+                        r = attribute_file(s, sb, view_fd, src_fd, m, c->path, owner, op, ops);
                         break;
                 case CHANGE_WHITEOUT:
                 case CHANGE_OPAQUE_DIR:
@@ -423,7 +440,7 @@ static int record(Server *s, Sandbox *sb, uint32_t seq, const char *owner, const
 }
 
 int publish_tree(Server *s, Sandbox *sb, int src_dirfd, const char *owner, uint32_t base_layer, bool overwrite,
-                 int force_uid, PublishResult *ret) {
+                 int force_uid, const PublishOperation *op, PublishResult *ret) {
         Manifest m = {};
         BlameOps ops = {};
         PublishResult res = {};
@@ -441,10 +458,10 @@ int publish_tree(Server *s, Sandbox *sb, int src_dirfd, const char *owner, uint3
                 if (r < 0 || res.n_conflicts > 0)
                         goto done;
         }
-        r = attribute(s, sb, src_dirfd, &m, owner, &ops);
+        r = attribute(s, sb, src_dirfd, &m, owner, op, &ops);
         if (r < 0)
                 goto out;
-        r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, 0, NULL);
+        r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, op ? LAYER_LINK_FILES : 0, NULL);
         if (r < 0)
                 goto out;
         r = record(s, sb, seq, owner, &m, &ops);

@@ -25,9 +25,22 @@ typedef struct PublishResult {
 
 void publish_result_done(PublishResult *r);
 
-/* force_uid >= 0 gives every entry that owner (staged operation trees). */
+/* A file operation's tree: sbxd's own staging directory, holding the one
+ * file the operation writes (at path), whose texts the caller already has:
+ * old_text as published before (NULL if it was not read) and new_text. */
+typedef struct PublishOperation {
+        const char *path;
+        const char *old_text;
+        size_t old_len;
+        const char *new_text;
+        size_t new_len;
+} PublishOperation;
+
+/* force_uid >= 0 gives every entry that owner. With op, src_dirfd is op's
+ * staged tree: its files become the layer's (hard links, not copies), and the
+ * texts of op->path are not read again. */
 int publish_tree(Server *s, Sandbox *sb, int src_dirfd, const char *owner, uint32_t base_layer, bool overwrite,
-                 int force_uid, PublishResult *ret);
+                 int force_uid, const PublishOperation *op, PublishResult *ret);
 
 /* The changed paths of a tree, in walk order (parents before children). */
 typedef enum ChangeKind {

@@ -440,6 +440,9 @@ static int server_init(Server *s) {
         if (r < 0)
                 return log_error_errno(r, "Cannot create directories in '%s': %m", s->cfg.state_dir);
 
+        r = index_cache_new(SBX_FILE_INDEX_CACHE_ENTRIES, SBX_FILE_INDEX_CACHE_BYTES, &s->file_indexes);
+        if (r < 0)
+                return log_error_errno(r, "Cannot allocate the file index cache: %m");
         r = store_open(s->state_fd, &s->store);
         if (r < 0)
                 return log_error_errno(r, "Cannot open %s/sbx.db: %m", s->cfg.state_dir);
@@ -516,6 +519,7 @@ static void server_done(Server *s) {
         s->cgroups = cgroup_manager_free(s->cgroups);
         sandboxes_free(s);
         s->store = store_close(s->store);
+        s->file_indexes = index_cache_free(s->file_indexes);
         safe_close(s->worker_exe_fd);
         free(s->seccomp);
         safe_close(s->transcripts_fd);
@@ -590,6 +594,7 @@ int main(int argc, char **argv) {
         int c, r;
 
         log_open("sbxd");
+        heap_keep_freed(SBX_HEAP_KEEP_BYTES);
         setproctitle_init(argc, argv, environ);
         while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
                 switch (c) {

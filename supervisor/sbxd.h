@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "cgroup.h"
+#include "indexcache.h"
 #include "ns.h"
 #include "store.h"
 #include "transcript.h"
@@ -55,6 +56,8 @@ typedef struct Sandbox {
         uint32_t squashed;          /* layers 0..squashed live merged in layers/squash-N */
         int view_fd;                /* detached read-only overlay of the snapshot at view_top */
         uint32_t view_top;
+        dev_t view_dev;             /* st_dev of the view's files, shown with their real inode numbers; 0: unknown */
+        dev_t layers_dev;           /* st_dev of the layers' filesystem */
 } Sandbox;
 
 typedef enum SessionState {
@@ -156,6 +159,7 @@ struct Server {
         char *image_dir;
         Store *store;
         CgroupManager *cgroups;
+        IndexCache *file_indexes;       /* line indexes of snapshot files (file_read) */
         unsigned long long started_usec;
         bool quit;
         unsigned n_clients;

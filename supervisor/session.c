@@ -274,7 +274,7 @@ int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwri
 
                 snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
                 r = upper < 0 ? -errno
-                              : publish_tree(s, ws->sandbox, upper, owner, ws->base_layer, overwrite, -1, &res);
+                              : publish_tree(s, ws->sandbox, upper, owner, ws->base_layer, overwrite, -1, NULL, &res);
                 if (r < 0)
                         log_error_errno(r, "Failed to publish workspace session %s of sandbox '%s': %m", ws->id,
                                         ws->sandbox->name);

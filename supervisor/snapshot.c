@@ -104,6 +104,32 @@ create:
 
 void snapshot_forget(Sandbox *sb) {
         sb->view_fd = safe_close(sb->view_fd);
+        sb->view_dev = 0;
+}
+
+/* An overlay whose layers are all on one filesystem shows its own device with
+ * the real inode numbers of its files; a single layer is bind-mounted and
+ * shows its own device. Then (layers' device, inode) names a file in every
+ * view. Layers spanning filesystems (something mounted on a layer) may have
+ * their inode numbers remapped: view_dev stays 0, and nothing is named. */
+static void view_identify(Sandbox *sb) {
+        struct stat st;
+        char name[32];
+
+        if (fstat(sb->layers_fd, &st) < 0)
+                return;
+        sb->layers_dev = st.st_dev;
+        for (uint32_t i = sb->top_layer; i > sb->squashed; i--) {
+                snprintf(name, sizeof(name), "%u", i);
+                if (fstatat(sb->layers_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != sb->layers_dev)
+                        return;
+        }
+        base_name(sb->squashed, name, sizeof(name));
+        if (fstatat(sb->layers_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != sb->layers_dev)
+                return;
+        if (fstat(sb->view_fd, &st) < 0)
+                return;
+        sb->view_dev = st.st_dev;
 }
 
 int snapshot_current(Server *s, Sandbox *sb, int *ret_fd) {
@@ -117,8 +143,16 @@ int snapshot_current(Server *s, Sandbox *sb, int *ret_fd) {
         r = snapshot_mount(s, sb, sb->squashed, sb->top_layer, &sb->view_fd);
         if (r < 0)
                 return r;
+        view_identify(sb);
         sb->view_top = sb->top_layer;
         *ret_fd = sb->view_fd;
+        return 0;
+}
+
+int snapshot_file_key(const Sandbox *sb, const struct stat *st, FileKey *ret) {
+        if (sb->view_dev == 0 || st->st_dev != sb->view_dev)
+                return -EXDEV;
+        *ret = file_key(st, sb->layers_dev);
         return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "sbxd.h"
 
@@ -19,6 +20,10 @@ int snapshot_lowerdirs(uint32_t squashed, uint32_t top, char **ret);
 int snapshot_mount(Server *s, const Sandbox *sb, uint32_t squashed, uint32_t top, int *ret_fd);
 /* The cached view of the current snapshot; the fd is borrowed. */
 int snapshot_current(Server *s, Sandbox *sb, int *ret_fd);
+/* The key (indexcache.h) of a file of the current view, st its fstat: the same
+ * in every later view that shows the same file. -EXDEV if the view cannot
+ * name its files so. */
+int snapshot_file_key(const Sandbox *sb, const struct stat *st, FileKey *ret);
 void snapshot_forget(Sandbox *sb);
 /* Merge layers into the squashed base if the stack is too deep. */
 int snapshot_compact(Server *s, Sandbox *sb);

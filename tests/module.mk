@@ -16,3 +16,5 @@ UNIT_TESTS += tests/unit/test-attribution.c
 test-attribution_DEPS := supervisor/attribution.c
 UNIT_TESTS += tests/unit/test-fileops.c
 test-fileops_DEPS := supervisor/fileops.c
+UNIT_TESTS += tests/unit/test-indexcache.c
+test-indexcache_DEPS := supervisor/indexcache.c supervisor/fileops.c

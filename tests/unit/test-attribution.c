@@ -273,6 +273,113 @@ static void test_random_updates(void **state) {
         }
 }
 
+/* blame_update must give what the diff of the whole texts gives. Each text
+ * is attributed line by line to owners that alternate, so that any other
+ * pairing of old and new lines would show. */
+static void check_same_as_diff(const char *old_text, const char *new_text) {
+        _cleanup_blame_ Blame old = {}, by_region = {}, by_diff = {};
+        _cleanup_free_ char *rec = NULL, *a = NULL, *b = NULL;
+        size_t rec_len = 0, a_len, b_len, lines = 0;
+        FILE *f = open_memstream(&rec, &rec_len);
+
+        assert_non_null(f);
+        for (const char *p = old_text; *p; lines++) {
+                const char *nl = strchr(p, '\n');
+                fprintf(f, "%zu 1 o%zu\n", lines + 1, lines % 7);
+                p = nl ? nl + 1 : p + strlen(p);
+        }
+        assert_int_equal(fclose(f), 0);
+        assert_int_equal(blame_parse(rec, rec_len, &old), 0);
+        assert_int_equal(blame_update(&old, old_text, strlen(old_text), new_text, strlen(new_text), "N", &by_region),
+                         0);
+        assert_int_equal(blame_update_by_diff(&old, old_text, strlen(old_text), new_text, strlen(new_text), "N",
+                                              &by_diff),
+                         0);
+        assert_int_equal(blame_serialize(&by_region, &a, &a_len), 0);
+        assert_int_equal(blame_serialize(&by_diff, &b, &b_len), 0);
+        if (strcmp(a, b) != 0)
+                fail_msg("'%s' -> '%s': by region\n%sby diff\n%s", old_text, new_text, a, b);
+}
+
+static void test_region_cases(void **state) {
+        static const char *const cases[][2] = {
+                /* one line changed: middle, first, last, last without '\n' */
+                { "a\nb\nc\nd\n", "a\nb\nX\nd\n" },
+                { "a\nb\nc\nd\n", "X\nb\nc\nd\n" },
+                { "a\nb\nc\nd\n", "a\nb\nc\nX\n" },
+                { "a\nb\nc\nd", "a\nb\nc\ndX" },
+                { "a\nb\nc\nd", "a\nb\nc\nd\n" },
+                { "a\nb\nc\nd\n", "a\nb\nc\nd" },
+                { "a\r\nb\r\n", "a\nb\r\n" },
+                /* part of a line, the same line elsewhere */
+                { "|row 1| x\n|row 2| x\n|row 3| x\n", "|row 1| x\n|row 2|e x\n|row 3| x\n" },
+                { "x\nx\nx\n", "x\nX\nx\n" },
+                { "x\ny\nx\ny\n", "x\ny\nx\nY\n" },
+                /* lines inserted: middle, top, end, next to equal lines (slid down) */
+                { "a\nb\nc\n", "a\nb\nnew\nc\n" },
+                { "a\nb\nc\n", "new\nnew2\na\nb\nc\n" },
+                { "a\nb\nc\n", "a\nb\nc\nnew\n" },
+                { "a\nb\nc", "a\nb\nc\nnew" },
+                { "a\nb\nb\nc\n", "a\nb\nb\nb\nc\n" },
+                { "a\nb\nc\nb\nc\nd\n", "a\nb\nc\nb\nc\nb\nc\nd\n" },
+                { "x\n", "x\nx\n" },
+                { "", "a\nb\n" },
+                /* lines deleted */
+                { "a\nb\nc\nd\n", "a\nd\n" },
+                { "a\nb\nc\nd\n", "b\nc\nd\n" },
+                { "a\nb\nc\nd\n", "a\nb\nc\n" },
+                { "a\nb\nb\nb\nc\n", "a\nb\nb\nc\n" },
+                { "a\nb\n", "" },
+                /* several lines replaced, with and without a line in common */
+                { "a\nb\nc\nd\ne\n", "a\nB\nC\nD\ne\n" },
+                { "a\nb\nc\nd\ne\n", "a\nB\nc\nD\ne\n" },
+                { "a\nb\nc\nd\ne\n", "a\nB\nB2\nB3\nB4\nB5\ne\n" },
+                { "a\nb\nc\nd\ne\n", "a\nc\nb\ne\n" },
+                /* several edits apart, and next to each other */
+                { "a\nb\nc\nd\ne\nf\n", "A\nb\nc\nd\ne\nF\n" },
+                { "a\nb\nc\nd\ne\nf\n", "a\nB\nc\nD\ne\nf\n" },
+                { "a\nb\nc\nd\ne\nf\n", "a\nB\nC\nd\ne\nf\n" },
+                { "a\nb\na\nb\n", "b\na\nb\na\n" },
+                { "x\ny\nM\n", "M\nx\ny\n" },
+                /* nothing changed */
+                { "a\nb\n", "a\nb\n" },
+                { "", "" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                check_same_as_diff(cases[i][0], cases[i][1]);
+}
+
+/* Random texts over a few short lines and random edits of them, one to three
+ * at a time: the same result as the diff every time. */
+static void test_region_random(void **state) {
+        static const char *const pieces[] = { "a\n", "b\n", "c\n", "\n", "a\r\n", "ab\n", "a", "b" };
+        unsigned seed = 4242;
+
+        for (int round = 0; round < 20000; round++) {
+                char old_text[128] = "", new_text[256];
+                int n = rand_r(&seed) % 12, edits = 1 + rand_r(&seed) % 3;
+
+                for (int i = 0; i < n; i++)
+                        strcat(old_text, pieces[rand_r(&seed) % ELEMENTSOF(pieces)]);
+                strcpy(new_text, old_text);
+                for (int e = 0; e < edits; e++) {
+                        size_t len = strlen(new_text), at = (size_t) rand_r(&seed) % (len + 1);
+                        size_t cut = (size_t) rand_r(&seed) % 4;
+                        char repl[16] = "";
+
+                        for (int k = rand_r(&seed) % 3; k > 0; k--)
+                                strcat(repl, pieces[rand_r(&seed) % ELEMENTSOF(pieces)]);
+                        cut = MIN(cut, len - at);
+                        if (len - cut + strlen(repl) >= 200)
+                                continue;
+                        memmove(new_text + at + strlen(repl), new_text + at + cut, len - at - cut + 1);
+                        memcpy(new_text + at, repl, strlen(repl));
+                }
+                check_same_as_diff(old_text, new_text);
+        }
+}
+
 static void test_round_trip(void **state) {
         _cleanup_blame_ Blame b = {}, p = {};
         _cleanup_free_ char *s = NULL, *s2 = NULL;
@@ -501,6 +608,8 @@ int main(void) {
                 cmocka_unit_test(test_large),
                 cmocka_unit_test(test_update_rejects),
                 cmocka_unit_test(test_random_updates),
+                cmocka_unit_test(test_region_cases),
+                cmocka_unit_test(test_region_random),
                 cmocka_unit_test(test_round_trip),
                 cmocka_unit_test(test_parse_rejects),
                 cmocka_unit_test(test_serialize_rejects),

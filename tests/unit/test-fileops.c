@@ -1,6 +1,7 @@
 /* Unit tests for supervisor/fileops.c: line windows over files (counting,
- * paging, max_bytes cuts, UTF-8 validation across read buffers, large files)
- * and ordered exact-string edits. Files are unlinked right after creation. */
+ * paging, max_bytes cuts, UTF-8 validation across read buffers, large files),
+ * the file indexes windows are read through, and ordered exact-string edits.
+ * Files are unlinked right after creation. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -36,11 +37,23 @@ static int make_file(const char *data, size_t len) {
         return fd;
 }
 
+/* Index the file and read a window of it, as file_read does. */
+static int read_fd(int fd, uint64_t offset, uint32_t limit, size_t max_bytes, FileWindow *ret, char *errmsg,
+                   size_t errmsg_size) {
+        _cleanup_(file_index_done) FileIndex index = {};
+        int r;
+
+        r = file_index_build(fd, &index, errmsg, errmsg_size);
+        if (r < 0)
+                return r;
+        return file_read_window(fd, &index, offset, limit, max_bytes, ret, errmsg, errmsg_size);
+}
+
 static int read_buf(const char *data, size_t len, uint64_t offset, uint32_t limit, size_t max_bytes,
                     FileWindow *ret, char *errmsg, size_t errmsg_size) {
         _cleanup_close_ int fd = make_file(data, len);
 
-        return file_read_window(fd, offset, limit, max_bytes, ret, errmsg, errmsg_size);
+        return read_fd(fd, offset, limit, max_bytes, ret, errmsg, errmsg_size);
 }
 
 /* Read a window of a string that must succeed; checks the invariants. */
@@ -179,7 +192,7 @@ static void test_bad_args(void **state) {
         assert_int_equal(read_buf("a\n", 2, 1, 1, 0, &w, err, sizeof(err)), -EINVAL);
         assert_int_equal(read_buf("a\n", 2, 1, 1, 3, &w, NULL, 0), -EINVAL);
         assert_ptr_equal(w.content, (char *) 1);
-        assert_int_equal(file_read_window(-1, 1, 1, 100, &w, err, sizeof(err)), -EBADF);
+        assert_int_equal(read_fd(-1, 1, 1, 100, &w, err, sizeof(err)), -EBADF);
         assert_ptr_equal(w.content, (char *) 1);
 
         check_window("a\n", 1, SBX_FILE_READ_MAX_LINES, 4, "a\n", 1, 1, 0);
@@ -354,7 +367,7 @@ static void test_fd_position(void **state) {
         FileWindow w = {};
 
         assert_int_equal(lseek(fd, 3, SEEK_SET), 3);
-        assert_int_equal(file_read_window(fd, 1, 10, 100, &w, NULL, 0), 0);
+        assert_int_equal(read_fd(fd, 1, 10, 100, &w, NULL, 0), 0);
         assert_string_equal(w.content, "a\nb\n");
         assert_int_equal(lseek(fd, 0, SEEK_CUR), 3);
         file_window_done(&w);
@@ -363,6 +376,7 @@ static void test_fd_position(void **state) {
 static void test_large_file(void **state) {
         size_t size = 10u << 20, len = 0, line_len = 0;
         _cleanup_free_ char *data = malloc(size + 128);
+        _cleanup_(file_index_done) FileIndex index = {};
         uint64_t lines = 0;
         struct timespec t0, t1;
         FileWindow w = {};
@@ -378,10 +392,29 @@ static void test_large_file(void **state) {
         fd = make_file(data, len);
 
         assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &t0), 0);
-        assert_int_equal(file_read_window(fd, 1, SBX_FILE_READ_MAX_LINES, SBX_FILE_WINDOW_MAX_BYTES, &w, NULL, 0), 0);
+        assert_int_equal(file_index_build(fd, &index, NULL, 0), 0);
         assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &t1), 0);
-        print_message("10 MB window (offset 1, limit 2000): %.1f ms\n",
+        print_message("10 MB index: %.1f ms\n",
                       (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6);
+        assert_int_equal(index.total_lines, lines);
+        assert_int_equal(index.total_bytes, len);
+        /* A mark a read block, but maybe for the last one (which may hold only the end of a line). */
+        assert_true(index.n_marks + 1 >= (len + READ_BUF - 1) / READ_BUF);
+        assert_true(index.n_marks <= (len + READ_BUF - 1) / READ_BUF);
+
+        assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &t0), 0);
+        assert_int_equal(file_read_window(fd, &index, lines / 2, SBX_FILE_READ_MAX_LINES, SBX_FILE_WINDOW_MAX_BYTES, &w,
+                                          NULL, 0),
+                         0);
+        assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &t1), 0);
+        print_message("10 MB window (offset %llu, limit 2000), indexed: %.3f ms\n", (unsigned long long) lines / 2,
+                      (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6);
+        assert_memory_equal(w.content, data + (lines / 2 - 1) * line_len, w.len);
+        file_window_done(&w);
+
+        assert_int_equal(file_read_window(fd, &index, 1, SBX_FILE_READ_MAX_LINES, SBX_FILE_WINDOW_MAX_BYTES, &w, NULL,
+                                          0),
+                         0);
 
         /* 52-byte lines: 96 KiB holds 1890 of them, fewer than 2000. */
         assert_int_equal(line_len, 52);
@@ -394,12 +427,153 @@ static void test_large_file(void **state) {
         assert_int_equal(w.next_offset, w.num_lines + 1);
         file_window_done(&w);
 
-        assert_int_equal(file_read_window(fd, lines - 1, 2000, SBX_FILE_WINDOW_MAX_BYTES, &w, NULL, 0), 0);
+        assert_int_equal(file_read_window(fd, &index, lines - 1, 2000, SBX_FILE_WINDOW_MAX_BYTES, &w, NULL, 0), 0);
         assert_int_equal(w.num_lines, 2);
         assert_memory_equal(w.content, data + len - 2 * line_len, 2 * line_len);
         assert_false(w.truncated);
         file_window_done(&w);
         close(fd);
+}
+
+static void assert_same_window(const FileWindow *a, const FileWindow *b) {
+        assert_int_equal(a->len, b->len);
+        assert_memory_equal(a->content, b->content, a->len);
+        assert_int_equal(a->start_line, b->start_line);
+        assert_int_equal(a->num_lines, b->num_lines);
+        assert_int_equal(a->total_lines, b->total_lines);
+        assert_int_equal(a->total_bytes, b->total_bytes);
+        assert_int_equal(a->has_next_offset, b->has_next_offset);
+        assert_int_equal(a->next_offset, b->next_offset);
+        assert_int_equal(a->truncated, b->truncated);
+}
+
+/* Marks sit where lines begin, one in each block that has a line beginning
+ * in it; a window read from the mark before it is the window read from the
+ * start of the file. */
+static void test_index_marks(void **state) {
+        size_t size = 4 * READ_BUF, len = 0;
+        _cleanup_free_ char *data = malloc(size + 200);
+        _cleanup_(file_index_done) FileIndex index = {};
+        _cleanup_close_ int fd = -EBADF;
+        FileIndex from_start;
+        uint64_t lines = 0;
+
+        assert_non_null(data);
+        /* Short lines with a character across every block end, then one line
+         * longer than a whole block (no line begins in the third block). */
+        while (len < READ_BUF * 2 - 100) {
+                lines++;
+                len += (size_t) sprintf(data + len, "%llu %.*s" EURO "\n", (unsigned long long) lines,
+                                        (int) (lines % 37), "abcdefghijklmnopqrstuvwxyz0123456789xyz");
+        }
+        memset(data + len, 'L', READ_BUF + 300);
+        len += READ_BUF + 300;
+        data[len++] = '\n';
+        lines++;
+        while (len < size) {
+                len += (size_t) sprintf(data + len, "tail %llu\n", (unsigned long long) ++lines);
+        }
+        len += (size_t) sprintf(data + len, "last, without a newline");
+        lines++;
+        fd = make_file(data, len);
+
+        assert_int_equal(file_index_build(fd, &index, NULL, 0), 0);
+        assert_int_equal(index.total_bytes, len);
+        assert_int_equal(index.total_lines, lines);
+        assert_int_equal(file_index_size(&index), index.n_marks * sizeof(FileIndexMark));
+        assert_int_equal(index.n_marks, (len + READ_BUF - 1) / READ_BUF - 1);
+        assert_int_equal(index.marks[0].line, 1);
+        assert_int_equal(index.marks[0].offset, 0);
+        for (size_t i = 1; i < index.n_marks; i++) {
+                const FileIndexMark *m = &index.marks[i];
+                uint64_t before = 0;
+
+                assert_true(m->offset > index.marks[i - 1].offset);
+                assert_int_equal(data[m->offset - 1], '\n');
+                for (size_t k = 0; k < m->offset; k++)
+                        before += data[k] == '\n';
+                assert_int_equal(m->line, before + 1);
+        }
+
+        from_start = (FileIndex) {
+                .total_bytes = index.total_bytes,
+                .total_lines = index.total_lines,
+                .marks = index.marks,
+                .n_marks = 1,
+        };
+        for (size_t i = 0; i < index.n_marks; i++)
+                for (int64_t d = -2; d <= 2; d++) {
+                        static const uint32_t limits[] = { 1, 3, 2000 };
+                        static const size_t max_bytes[] = { 5, 100, SBX_FILE_WINDOW_MAX_BYTES };
+                        uint64_t offset = (uint64_t) MAX((int64_t) index.marks[i].line + d, (int64_t) 0);
+
+                        for (size_t l = 0; l < ELEMENTSOF(limits); l++)
+                                for (size_t b = 0; b < ELEMENTSOF(max_bytes); b++) {
+                                        FileWindow w = {}, ref = {};
+
+                                        assert_int_equal(file_read_window(fd, &index, offset, limits[l], max_bytes[b],
+                                                                          &w, NULL, 0),
+                                                         0);
+                                        assert_int_equal(file_read_window(fd, &from_start, offset, limits[l],
+                                                                          max_bytes[b], &ref, NULL, 0),
+                                                         0);
+                                        assert_same_window(&w, &ref);
+                                        file_window_done(&w);
+                                        file_window_done(&ref);
+                                }
+                }
+        /* The long line, its neighbours, the last line and past the end. */
+        for (uint64_t offset = lines - 2; offset <= lines + 1; offset++) {
+                FileWindow w = {}, ref = {};
+
+                assert_int_equal(file_read_window(fd, &index, offset, 2, 1000, &w, NULL, 0), 0);
+                assert_int_equal(file_read_window(fd, &from_start, offset, 2, 1000, &ref, NULL, 0), 0);
+                assert_same_window(&w, &ref);
+                file_window_done(&w);
+                file_window_done(&ref);
+        }
+
+        /* An empty file has no marks. */
+        {
+                _cleanup_(file_index_done) FileIndex empty = {};
+                _cleanup_close_ int efd = make_file("", 0);
+                FileWindow w = {};
+
+                assert_int_equal(file_index_build(efd, &empty, NULL, 0), 0);
+                assert_int_equal(empty.n_marks, 0);
+                assert_null(empty.marks);
+                assert_int_equal(file_index_size(&empty), 0);
+                assert_int_equal(file_read_window(efd, &empty, 1, 10, 100, &w, NULL, 0), 0);
+                assert_int_equal(w.len, 0);
+                file_window_done(&w);
+        }
+        file_index_done(NULL);
+}
+
+/* What a window reads is checked again (whole read blocks): a file that
+ * stopped being text after it was indexed gives an error, one that got
+ * shorter a shorter window. */
+static void test_window_after_change(void **state) {
+        static const char text[] = "one\ntwo\nthree\nfour\n";
+        _cleanup_(file_index_done) FileIndex index = {};
+        _cleanup_close_ int fd = make_file(text, strlen(text));
+        FileWindow w = { .content = (char *) 1 };
+        char err[256] = "";
+
+        assert_int_equal(file_index_build(fd, &index, NULL, 0), 0);
+        assert_int_equal(pwrite(fd, "\xff", 1, 9), 1);
+        assert_int_equal(file_read_window(fd, &index, 2, 10, 100, &w, err, sizeof(err)), -EILSEQ);
+        assert_string_equal(err, "not a UTF-8 text file (invalid byte at line 3, byte offset 9)");
+        assert_ptr_equal(w.content, (char *) 1);
+
+        assert_int_equal(ftruncate(fd, 6), 0);
+        assert_int_equal(file_read_window(fd, &index, 1, 10, 100, &w, err, sizeof(err)), 0);
+        assert_string_equal(w.content, "one\ntw");
+        assert_int_equal(w.num_lines, 2);
+        file_window_done(&w);
+        /* Cut inside a character at the end. */
+        assert_int_equal(pwrite(fd, "\xe2\x82", 2, 4), 2);
+        assert_int_equal(file_read_window(fd, &index, 1, 10, 100, &w, err, sizeof(err)), -EILSEQ);
 }
 
 static int edit(const char *content, const FileEditSpec *edits, size_t n, char **ret, uint64_t *ret_count,
@@ -601,6 +775,8 @@ int main(void) {
                 cmocka_unit_test(test_buffer_boundary),
                 cmocka_unit_test(test_fd_position),
                 cmocka_unit_test(test_large_file),
+                cmocka_unit_test(test_index_marks),
+                cmocka_unit_test(test_window_after_change),
                 cmocka_unit_test(test_edit_errors),
                 cmocka_unit_test(test_edit_sequential),
                 cmocka_unit_test(test_edit_replace_all),

@@ -146,6 +146,44 @@ static void test_force_owner(void **state) {
         assert_int_equal(st.st_gid, 100000);
 }
 
+/* A tree of sbxd's own: its files become the layer's (the same inodes), its
+ * directories are copied. */
+static void test_link_files(void **state) {
+        Fixture *f = *state;
+        struct stat src, st;
+        uint32_t entries = 0;
+        _cleanup_close_ int layer = -EBADF, d = -EBADF;
+
+        put_file(f->src_fd, "a.txt", "alpha\n", 0640);
+        assert_int_equal(mkdirat(f->src_fd, "dir", 0750), 0);
+        d = openat(f->src_fd, "dir", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        put_file(d, "inner", "in\n", 0600);
+        assert_int_equal(layer_create(f->layers_fd, 3, f->src_fd, -1, LAYER_LINK_FILES, &entries), 0);
+        assert_int_equal(entries, 2);
+        layer = openat(f->layers_fd, "3", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(layer >= 0);
+        assert_file(layer, "a.txt", "alpha\n");
+        assert_int_equal(fstatat(f->src_fd, "a.txt", &src, 0), 0);
+        assert_int_equal(fstatat(layer, "a.txt", &st, 0), 0);
+        assert_int_equal(st.st_ino, src.st_ino);
+        assert_int_equal(st.st_nlink, 2);
+        assert_int_equal(st.st_mode & 07777, 0640);
+        assert_int_equal(fstatat(d, "inner", &src, 0), 0);
+        assert_int_equal(fstatat(layer, "dir/inner", &st, 0), 0);
+        assert_int_equal(st.st_ino, src.st_ino);
+        assert_int_equal(fstatat(d, ".", &src, 0), 0);
+        assert_int_equal(fstatat(layer, "dir", &st, 0), 0);
+        assert_int_not_equal(st.st_ino, src.st_ino);
+        assert_int_equal(st.st_mode & 07777, 0750);
+        /* The tree goes; the layer keeps the files. */
+        safe_close(d);
+        d = -EBADF;
+        assert_int_equal(tree_remove_at(f->root_fd, "src"), 0);
+        assert_file(layer, "dir/inner", "in\n");
+        assert_int_equal(fstatat(layer, "a.txt", &st, 0), 0);
+        assert_int_equal(st.st_nlink, 1);
+}
+
 static void test_existing_layer_refused(void **state) {
         Fixture *f = *state;
 
@@ -206,6 +244,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_copy_upper, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_force_owner, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_link_files, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_existing_layer_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_remove_unrecorded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tree_is_empty_and_depth, setup, teardown),
