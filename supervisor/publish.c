@@ -340,34 +340,35 @@ static int blame_of_renamed(Server *s, Sandbox *sb, int view_fd, const Manifest 
         return -ENOENT;
 }
 
+/* The text the caller already has (known), else the file's, read into *buf. */
+static int text_of(const char *known, size_t known_len, int dirfd, const char *path, char **buf, const char **ret,
+                   size_t *ret_len) {
+        int r;
+
+        if (known) {
+                *ret = known;
+                *ret_len = known_len;
+                return 0;
+        }
+        r = read_file_at(dirfd, path, SBX_FILE_MAX, buf, ret_len);
+        *ret = *buf;
+        return r;
+}
+
 static int attribute_file(Server *s, Sandbox *sb, int view_fd, int src_fd, const Manifest *m, const char *path,
                           const char *owner, const PublishOperation *op, BlameOps *ops) {
         _cleanup_free_ char *new_buf = NULL, *old_buf = NULL, *ser = NULL;
-        const char *new_text, *old_text;
+        const char *new_text = NULL, *old_text = NULL;
         size_t new_len = 0, old_len = 0, ser_len;
         bool known = op && strcmp(op->path, path) == 0;
         Blame old = {}, updated = {};
         int r;
 
-        if (known) {
-                new_text = op->new_text;
-                new_len = op->new_len;
-                r = 0;
-        } else {
-                r = read_file_at(src_fd, path, SBX_FILE_MAX, &new_buf, &new_len);
-                new_text = new_buf;
-        }
+        r = text_of(known ? op->new_text : NULL, known ? op->new_len : 0, src_fd, path, &new_buf, &new_text, &new_len);
         if (r < 0 || !text_is_utf8(new_text, new_len))
                 return blame_ops_add(ops, path, NULL, false); /* not attributable: no record */
 
-        if (known && op->old_text) {
-                old_text = op->old_text;
-                old_len = op->old_len;
-                r = 0;
-        } else {
-                r = read_file_at(view_fd, path, SBX_FILE_MAX, &old_buf, &old_len);
-                old_text = old_buf;
-        }
+        r = text_of(known ? op->old_text : NULL, known ? op->old_len : 0, view_fd, path, &old_buf, &old_text, &old_len);
         if (r >= 0 && text_is_utf8(old_text, old_len) && blame_of_published(s, sb, path, old_text, old_len, &old) >= 0) {
                 r = blame_update(&old, old_text, old_len, new_text, new_len, owner, &updated);
                 blame_done(&old);
