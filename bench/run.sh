@@ -269,21 +269,24 @@ EOF
 fi
 
 # ---- 9. memory per idle live session --------------------------------------------------
-pss_sum() { # sum of Pss and Rss (kB) over sbxd and its sbx-worker children
-  local pids="$SBXD_PID $(pgrep -P "$SBXD_PID" -d ' ' -f sbx-worker || true)"
-  python3 - $pids <<'EOF'
+pss_sum() { # sum of Pss and Rss (kB) over sbxd, its spawner and the spawner's sbx-worker children
+  local spawner workers
+  spawner=$(pgrep -P "$SBXD_PID" -x sbxd-spawner || true)
+  workers=$([[ -n $spawner ]] && pgrep -P "$spawner" -d ' ' -f sbx-worker || true)
+  python3 - "$SBXD_PID $spawner" "$workers" <<'EOF'
 import sys
 pss = rss = n = 0
-for p in sys.argv[1:]:
-    try:
-        for l in open("/proc/%s/smaps_rollup" % p):
-            k, v = l.split(":", 1)
-            if k == "Pss": pss += int(v.split()[0])
-            if k == "Rss": rss += int(v.split()[0])
-        n += 1
-    except OSError:
-        pass
-print(pss, rss, n - 1)
+for group, pids in enumerate(sys.argv[1:]):
+    for p in pids.split():
+        try:
+            for l in open("/proc/%s/smaps_rollup" % p):
+                k, v = l.split(":", 1)
+                if k == "Pss": pss += int(v.split()[0])
+                if k == "Rss": rss += int(v.split()[0])
+            n += group  # count the workers only
+        except OSError:
+            pass
+print(pss, rss, n)
 EOF
 }
 if want memory; then
