@@ -151,7 +151,9 @@ if want transcript; then
   GEN="yes 'the quick brown fox jumps over the lazy dog, a benchmark line of about one hundred bytes.....' | head -c $BYTES"
   cat >"$D/scripts/transcript.json" <<EOF
 {"vars":{"bytes":$BYTES}, "warmup":0, "n":$N,
- "loop":[{"tag":"sbx","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"$GEN","yield_time_ms":30000},"until_done":true,"expect":"ok"},
+ "loop":[{"exec":["/bin/sync"]},
+         {"tag":"sbx","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"$GEN","yield_time_ms":30000},"until_done":true,"expect":"ok"},
+         {"exec":["/bin/sync"]},
          {"tag":"base","exec":["/bin/sh","-c","$GEN | cat > $D/transcript-base.out"]}]}
 EOF
   log "transcript: $N x $BYTES bytes"; drive transcript

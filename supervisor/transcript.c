@@ -78,6 +78,8 @@ struct Transcript {
         uint64_t log_size;      /* bytes of committed lines, including buffered ones */
         uint64_t log_disk;      /* bytes written to .log */
         uint64_t idx_disk;      /* entries written to .idx */
+        uint64_t log_streamed;  /* .log below this was handed to writeback (stream_behind) */
+        uint64_t idx_streamed;  /* the same for .idx, in bytes */
         size_t marker_len;      /* including '\n' */
 
         char *logbuf;
@@ -162,6 +164,27 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off) {
         return 0;
 }
 
+/* A long transcript is written once and then read in windows. What lies well
+ * behind the end is handed to writeback and, once written, dropped from the
+ * page cache: a command printing gigabytes then neither fills the host's
+ * memory with its output nor makes the kernel find fresh pages for all of it
+ * (on a VM the first touch of a page is expensive: 1 GiB transcripts ran at
+ * half speed once the cache had grown by a few GiB). Best effort: pages not
+ * yet written stay cached. The last STREAM_KEEP bytes, which readers want
+ * first, are never dropped. */
+#define STREAM_STEP (8ull << 20)
+#define STREAM_KEEP (64ull << 20)
+
+static void stream_behind(int fd, uint64_t end, uint64_t *streamed) {
+        if (end < *streamed + STREAM_KEEP + STREAM_STEP)
+                return;
+        (void) sync_file_range(fd, (off_t) *streamed, (off_t) (end - STREAM_KEEP / 2 - *streamed),
+                               SYNC_FILE_RANGE_WRITE);
+        *streamed = end - STREAM_KEEP / 2;
+        /* Everything older than STREAM_KEEP had at least STREAM_KEEP/2 of writing to get out. */
+        (void) posix_fadvise(fd, 0, (off_t) (end - STREAM_KEEP), POSIX_FADV_DONTNEED);
+}
+
 static int flush_log(Transcript *t) {
         size_t done;
         int r;
@@ -173,6 +196,7 @@ static int flush_log(Transcript *t) {
         if (done < t->logbuf_len)
                 memmove(t->logbuf, t->logbuf + done, t->logbuf_len - done);
         t->logbuf_len -= done;
+        stream_behind(t->log_fd, t->log_disk, &t->log_streamed);
         return r;
 }
 
@@ -194,6 +218,7 @@ static int flush_all(Transcript *t) {
         if (done < t->idxbuf_len)
                 memmove(t->idxbuf, t->idxbuf + done, (t->idxbuf_len - done) * sizeof(uint64_t));
         t->idxbuf_len -= done;
+        stream_behind(t->idx_fd, t->idx_disk * sizeof(uint64_t), &t->idx_streamed);
         return r;
 }
 
