@@ -196,7 +196,9 @@ static void session_stop(Server *s, WorkspaceSession *ws, bool keep_worker) {
                 ws->state = SESSION_STOPPED;
 }
 
-static void session_free(Server *s, WorkspaceSession *ws) {
+/* refill_spares: after the answers, start the sandbox's spares (spare.c)
+ * before this session's worker and cgroup are waited for. */
+static void session_free(Server *s, WorkspaceSession *ws, bool refill_spares) {
         unsigned long long t0 = now_usec();
         unsigned removed;
         Command *c;
@@ -216,6 +218,8 @@ static void session_free(Server *s, WorkspaceSession *ws) {
                 free(c->cmd);
                 free(c);
         }
+        if (refill_spares)
+                spares_refill(s, ws->sandbox);
         session_kill_worker(s, ws);
         ws->upper_fd = safe_close(ws->upper_fd);
         ws->workspace_fd = safe_close(ws->workspace_fd);
@@ -233,7 +237,7 @@ static void session_free(Server *s, WorkspaceSession *ws) {
 
 void session_destroy(Server *s, WorkspaceSession *ws) {
         session_stop(s, ws, false);
-        session_free(s, ws);
+        session_free(s, ws, false);
 }
 
 static void publication_to_command(WorkspaceSession *ws, Command *c, int r, const PublishResult *res) {
@@ -294,13 +298,9 @@ int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwri
                         return r;
                 }
         }
-        Sandbox *sb = ws->sandbox;
-        bool read_only = ws->automatic && publish && !res.published;
         *ret = res;
-        session_free(s, ws);
-        /* After its answer: the next automatic command of a read-only stream finds a spare. */
-        if (read_only)
-                spares_refill(s, sb);
+        /* The next automatic command of a read-only stream finds a spare. */
+        session_free(s, ws, ws->automatic && publish && !res.published);
         return 0;
 }
 
