@@ -209,6 +209,8 @@ int sandbox_delete(Server *s, Sandbox *sb) {
         TAILQ_FOREACH_SAFE(ws, &s->sessions, link, next)
                 if (ws->sandbox == sb)
                         session_destroy(s, ws);
+        /* Their overlays hold the layers about to be removed. */
+        sessions_wait_ended(s, sb);
         r = store_sandbox_delete(s->store, sb->name);
         if (r < 0)
                 return r;

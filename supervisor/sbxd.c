@@ -398,6 +398,7 @@ static int server_init(Server *s) {
         TAILQ_INIT(&s->clients);
         TAILQ_INIT(&s->sandboxes);
         TAILQ_INIT(&s->sessions);
+        TAILQ_INIT(&s->ending);
         TAILQ_INIT(&s->commands);
         s->started_usec = now_usec();
 
@@ -507,6 +508,7 @@ static void server_done(Server *s) {
                         cmd->supervisor_lost = true;
                 session_destroy(s, ws);
         }
+        sessions_wait_ended(s, NULL);
         s->spawner = spawner_free(s->spawner);
         while ((c = TAILQ_FIRST(&s->clients)))
                 client_free(s, c);

@@ -100,6 +100,8 @@ typedef struct WorkspaceSession {
         TAILQ_HEAD(CommandList, Command) commands;
 } WorkspaceSession;
 
+TAILQ_HEAD(SessionList, WorkspaceSession);
+
 typedef struct Waiter {
         TAILQ_ENTRY(Waiter) command_link;
         TAILQ_ENTRY(Waiter) client_link;
@@ -165,7 +167,8 @@ struct Server {
         unsigned n_clients;
         TAILQ_HEAD(, Client) clients;
         TAILQ_HEAD(, Sandbox) sandboxes;
-        TAILQ_HEAD(, WorkspaceSession) sessions;
+        struct SessionList sessions;
+        struct SessionList ending;      /* killed; freed once their PID 1 is gone */
         TAILQ_HEAD(, Command) commands;
 };
 
@@ -195,6 +198,8 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
                 size_t errmsg_size);
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id);
 void session_destroy(Server *s, WorkspaceSession *ws);
+/* Wait until the ending sessions (of sb, or all if NULL) are gone, and free them. */
+void sessions_wait_ended(Server *s, const Sandbox *sb);
 /* Answer the client that created a managed session (once it is ready, or failed). */
 void session_answer_creator(Server *s, WorkspaceSession *ws, int err, const char *why);
 struct PublishResult;

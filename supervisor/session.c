@@ -196,17 +196,29 @@ static void session_stop(Server *s, WorkspaceSession *ws, bool keep_worker) {
                 ws->state = SESSION_STOPPED;
 }
 
-/* refill_spares: after the answers, start the sandbox's spares (spare.c)
- * before this session's worker and cgroup are waited for. */
-static void session_free(Server *s, WorkspaceSession *ws, bool refill_spares) {
-        unsigned long long t0 = now_usec();
+/* The last of a session: its PID 1 is gone (or is waited for here). */
+static void session_release(Server *s, WorkspaceSession *ws) {
         unsigned removed;
+
+        session_kill_worker(s, ws);
+        if (ws->cgroup)
+                ws->cgroup = cgroup_session_release(ws->cgroup);
+        /* Layers it kept from compaction may go now. */
+        (void) snapshot_collect(s, ws->sandbox, &removed);
+        log_debug("Workspace session %s is gone", ws->id);
+        free(ws);
+}
+
+/* refill_spares: after the answers, start the sandbox's spares (spare.c).
+ * A worker still running is killed; the kernel's teardown of the session's
+ * namespaces and mounts is then not waited for here: the session waits in
+ * s->ending until its pidfd says PID 1 is gone (session_dispatch_pidfd). */
+static void session_free(Server *s, WorkspaceSession *ws, bool refill_spares) {
         Command *c;
 
         session_answer_creator(s, ws, -ECANCELED, "it ended before it was ready");
         ws->state = SESSION_DEAD;
-        /* Answer the waiters only now, so the answer carries the publication,
-         * and before a worker still left and the cgroup are waited for. */
+        /* Answer the waiters only now, so the answer carries the publication. */
         while ((c = TAILQ_FIRST(&ws->commands))) {
                 Waiter *w;
                 TAILQ_REMOVE(&ws->commands, c, session_link);
@@ -218,26 +230,37 @@ static void session_free(Server *s, WorkspaceSession *ws, bool refill_spares) {
                 free(c->cmd);
                 free(c);
         }
-        if (refill_spares)
-                spares_refill(s, ws->sandbox);
-        session_kill_worker(s, ws);
         ws->upper_fd = safe_close(ws->upper_fd);
         ws->workspace_fd = safe_close(ws->workspace_fd);
-        if (ws->cgroup)
-                ws->cgroup = cgroup_session_release(ws->cgroup);
         ws->sandbox->live_sessions--;
         if (ws->spare)
                 ws->sandbox->spares--;
+        ws->spare = false;
         TAILQ_REMOVE(&s->sessions, ws, link);
-        /* Layers it kept from compaction may go now. */
-        (void) snapshot_collect(s, ws->sandbox, &removed);
-        log_debug("Destroyed workspace session %s in %llu us", ws->id, now_usec() - t0);
-        free(ws);
+        if (refill_spares)
+                spares_refill(s, ws->sandbox);
+        if (ws->pidfd_src.fd >= 0 &&
+            syscall(SYS_pidfd_send_signal, ws->pidfd_src.fd, SIGKILL, NULL, 0) >= 0) {
+                TAILQ_INSERT_TAIL(&s->ending, ws, link);
+                return;
+        }
+        session_release(s, ws);
 }
 
 void session_destroy(Server *s, WorkspaceSession *ws) {
-        session_stop(s, ws, false);
+        /* Nothing to publish: the worker and everything else are killed in session_free. */
+        session_stop(s, ws, true);
         session_free(s, ws, false);
+}
+
+void sessions_wait_ended(Server *s, const Sandbox *sb) {
+        WorkspaceSession *ws, *next;
+
+        TAILQ_FOREACH_SAFE(ws, &s->ending, link, next)
+                if (!sb || ws->sandbox == sb) {
+                        TAILQ_REMOVE(&s->ending, ws, link);
+                        session_release(s, ws);
+                }
 }
 
 static void publication_to_command(WorkspaceSession *ws, Command *c, int r, const PublishResult *res) {
@@ -631,6 +654,13 @@ static void session_dispatch_worker(Server *s, EventSource *src, uint32_t events
 
 static void session_dispatch_pidfd(Server *s, EventSource *src, uint32_t events) {
         WorkspaceSession *ws = (WorkspaceSession *) ((char *) src - offsetof(WorkspaceSession, pidfd_src));
+
+        if (ws->state == SESSION_DEAD) {
+                /* An ending session's PID 1 is gone, and with it its namespaces. */
+                TAILQ_REMOVE(&s->ending, ws, link);
+                session_release(s, ws);
+                return;
+        }
         (void) session_worker_lost(s, ws, "worker exited");
 }
 

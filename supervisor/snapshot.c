@@ -299,20 +299,24 @@ fail:
         return r;
 }
 
-static bool layer_in_use(Server *s, const Sandbox *sb, uint32_t layer) {
-        WorkspaceSession *ws;
-        TAILQ_FOREACH(ws, &s->sessions, link)
-                if (ws->sandbox == sb && ws->base_squashed < layer && layer <= ws->base_layer)
+/* Whether a session of sb in l holds the layer (or, base_only, is built on the
+ * squashed base numbered layer). */
+static bool sessions_hold(const struct SessionList *l, const Sandbox *sb, uint32_t layer, bool base_only) {
+        const WorkspaceSession *ws;
+        TAILQ_FOREACH(ws, l, link)
+                if (ws->sandbox == sb && (base_only ? ws->base_squashed == layer
+                                                    : ws->base_squashed < layer && layer <= ws->base_layer))
                         return true;
         return false;
 }
 
+/* Sessions still ending count: their overlays hold their layers until they are gone. */
+static bool layer_in_use(Server *s, const Sandbox *sb, uint32_t layer) {
+        return sessions_hold(&s->sessions, sb, layer, false) || sessions_hold(&s->ending, sb, layer, false);
+}
+
 static bool base_in_use(Server *s, const Sandbox *sb, uint32_t squashed) {
-        WorkspaceSession *ws;
-        TAILQ_FOREACH(ws, &s->sessions, link)
-                if (ws->sandbox == sb && ws->base_squashed == squashed)
-                        return true;
-        return false;
+        return sessions_hold(&s->sessions, sb, squashed, true) || sessions_hold(&s->ending, sb, squashed, true);
 }
 
 int snapshot_collect(Server *s, Sandbox *sb, unsigned *ret_removed) {
