@@ -208,8 +208,10 @@ _noreturn_ void session_child_main(const SpawnParams *p, const SeccompProgram *s
         CHECK(sync, fchownat(tfd, "sys/upper", p->uid_base, p->uid_base, 0), "chown root upper");
 
         /* Root: the image, with private writes; host system directories read-only. */
-        snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/sys/upper,workdir=%s/sys/work,redirect_dir=off",
-                 p->image_dir, T, T);
+        n = snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/sys/upper,workdir=%s/sys/work,redirect_dir=off",
+                     p->image_dir, T, T);
+        if ((size_t) n >= sizeof(opts))
+                child_fail(sync, ENAMETOOLONG, "root overlay options");
         snprintf(path, sizeof(path), "%s/root", T);
         CHECK(sync, mount("sbx-root", path, "overlay", MS_NOSUID | MS_NODEV, opts), "mount root overlay");
         for (size_t i = 0; i < ELEMENTSOF(system_dirs); i++) {
