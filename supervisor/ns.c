@@ -410,6 +410,12 @@ static int recv_child(int sync, char *ret_c, SpawnReport *ret_rep, int *ret_fds,
         return 0;
 }
 
+static int send_byte(int sock, char c) {
+        if (send(sock, &c, 1, MSG_NOSIGNAL) != 1)
+                return -errno;
+        return 0;
+}
+
 void pidfd_kill_wait(int pidfd) {
         struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
 
@@ -488,11 +494,9 @@ int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size)
                         if (r < 0)
                                 goto fail;
                 }
-                c = SYNC_GO;
-                if (send(st->sync, &c, 1, MSG_NOSIGNAL) != 1) {
-                        r = -errno;
+                r = send_byte(st->sync, SYNC_GO);
+                if (r < 0)
                         goto fail;
-                }
                 return 1;
         }
         if (!st->mapped) {
@@ -514,11 +518,9 @@ int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size)
                         r = write_map(st->pid, "gid_map", st->uid_base, st->uid_count);
                 if (r < 0)
                         goto fail;
-                c = SYNC_MAPPED;
-                if (send(st->sync, &c, 1, MSG_NOSIGNAL) != 1) {
-                        r = -errno;
+                r = send_byte(st->sync, SYNC_MAPPED);
+                if (r < 0)
                         goto fail;
-                }
                 st->mapped = true;
                 return 1;
         }
