@@ -1879,7 +1879,9 @@ int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Repl
                 text = json_dumps(sc, JSON_COMPACT | JSON_REAL_PRECISION(16));
                 if (!text)
                         return -ENOMEM;
-                if (json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text)) < 0)
+                /* jansson's own output is valid UTF-8: no second check of a large reply. */
+                if (json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
+                                                             json_stringn_nocheck(text, strlen(text)))) < 0)
                         return -ENOMEM;
         }
         *ret_result = json_pack("{s:O, s:O, s:b}", "content", content, "structuredContent", sc, "isError", 0);
