@@ -115,6 +115,20 @@ int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t le
         return fsync(dirfd) < 0 && errno != EINVAL && errno != EBADF ? -errno : 0;
 }
 
+int dir_make_open_at(int dirfd, const char *name, mode_t mode, bool *ret_created) {
+        bool created = mkdirat(dirfd, name, mode) >= 0;
+        int fd;
+
+        if (!created && errno != EEXIST)
+                return -errno;
+        fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (ret_created)
+                *ret_created = created;
+        return fd;
+}
+
 DIR *opendir_at(int dirfd) {
         int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d;

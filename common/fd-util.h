@@ -27,6 +27,10 @@ int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t le
 /* A directory stream of its own over dirfd's directory (a new open file
  * description: reading it never moves dirfd's offset). NULL with errno set. */
 DIR *opendir_at(int dirfd);
+/* Create the directory name below dirfd unless it exists (ret_created, if
+ * given, says which) and open it without following a symlink. Returns the fd
+ * (close-on-exec) or -errno. */
+int dir_make_open_at(int dirfd, const char *name, mode_t mode, bool *ret_created);
 static inline void closedirp(DIR **d) {
         if (*d)
                 closedir(*d);

@@ -587,13 +587,10 @@ static int manager_setup_v1(CgroupManager *m, int root_fd, const char *self_cgro
 
                 /* EEXIST: the name holds our pid, so whoever made it is gone.
                  * Adopt it (and remove it when done). */
-                if (mkdirat(m->v1_parent_fd[c], m->instance, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                m->v1_base_created[c] = true;
-
-                r = open_dir_at(m->v1_parent_fd[c], m->instance);
+                r = dir_make_open_at(m->v1_parent_fd[c], m->instance, 0755, NULL);
                 if (r < 0)
                         return r;
+                m->v1_base_created[c] = true;
                 m->v1_base_fd[c] = r;
                 m->has[c] = true;
         }
@@ -701,11 +698,7 @@ static int manager_setup_v2(CgroupManager *m, int root_fd, const char *self_cgro
         if (r < 0)
                 return r;
 
-        if (mkdirat(m->own_fd, "supervisor", 0755) >= 0)
-                m->supervisor_created = true;
-        else if (errno != EEXIST)
-                return -errno;
-        r = open_dir_at(m->own_fd, "supervisor");
+        r = dir_make_open_at(m->own_fd, "supervisor", 0755, &m->supervisor_created);
         if (r < 0)
                 return r;
         sup_fd = r;
@@ -721,11 +714,7 @@ static int manager_setup_v2(CgroupManager *m, int root_fd, const char *self_cgro
         if (r < 0)
                 return r;
 
-        if (mkdirat(m->own_fd, "sessions", 0755) >= 0)
-                m->sessions_created = true;
-        else if (errno != EEXIST)
-                return -errno;
-        r = open_dir_at(m->own_fd, "sessions");
+        r = dir_make_open_at(m->own_fd, "sessions", 0755, &m->sessions_created);
         if (r < 0)
                 return r;
         m->sessions_fd = r;
@@ -942,11 +931,7 @@ static int session_create(CgroupManager *m, CgroupSession **ret) {
                 }
                 /* EEXIST: a leftover of an earlier incarnation; adopted and
                  * emptied below. */
-                if (mkdirat(base, name, 0755) < 0 && errno != EEXIST) {
-                        r = -errno;
-                        goto fail;
-                }
-                r = open_dir_at(base, name);
+                r = dir_make_open_at(base, name, 0755, NULL);
                 if (r < 0)
                         goto fail;
                 s->fd[c] = r;

@@ -265,18 +265,6 @@ static int open_dir(const char *path, mode_t mode, int *ret) {
         return 0;
 }
 
-static int open_subdir(int dirfd, const char *name, mode_t mode, int *ret) {
-        int fd;
-
-        if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
-                return -errno;
-        fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        *ret = fd;
-        return 0;
-}
-
 static int open_worker(const Config *cfg, int *ret) {
         char self[PATH_MAX], path[PATH_MAX + 16];
         ssize_t n;
@@ -430,14 +418,14 @@ static int server_init(Server *s) {
         safe_close(fd);
         if (r < 0)
                 return log_error_errno(r, "Cannot create %s/session-root: %m", s->cfg.run_dir);
-        r = open_subdir(s->state_fd, "sandboxes", 0700, &s->sandboxes_fd);
+        r = s->sandboxes_fd = dir_make_open_at(s->state_fd, "sandboxes", 0700, NULL);
         if (r >= 0)
-                r = open_subdir(s->state_fd, "transcripts", 0700, &s->transcripts_fd);
+                r = s->transcripts_fd = dir_make_open_at(s->state_fd, "transcripts", 0700, NULL);
         /* Staged file operations of a previous run were never published. */
         if (r >= 0)
                 (void) tree_remove_at(s->state_fd, "staging");
         if (r >= 0)
-                r = open_subdir(s->state_fd, "staging", 0700, &s->staging_fd);
+                r = s->staging_fd = dir_make_open_at(s->state_fd, "staging", 0700, NULL);
         if (r < 0)
                 return log_error_errno(r, "Cannot create directories in '%s': %m", s->cfg.state_dir);
 
