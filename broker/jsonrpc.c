@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "jsonrpc.h"
+#include "jsonwrite.h"
 #include "macro.h"
 
 /* A buffer that grew past this for one long line is released afterwards. */
@@ -229,20 +230,13 @@ json_t *jsonrpc_error(const json_t *id, int code, const char *message) {
 }
 
 int jsonrpc_serialize(const json_t *msg, size_t max, char **ret_line, size_t *ret_len) {
-        _cleanup_free_ char *s = NULL;
         char *line;
         size_t len;
+        int r;
 
-        s = json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(16));
-        if (!s)
-                return -ENOMEM;
-        len = strlen(s);
-        if (len + 1 >= max)
-                return -EMSGSIZE;
-        line = realloc(s, len + 2);
-        if (!line)
-                return -ENOMEM;
-        s = NULL;
+        r = json_write(msg, max, &line, &len);
+        if (r < 0)
+                return r;
         line[len] = '\n';
         line[len + 1] = '\0';
         *ret_line = line;

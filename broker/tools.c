@@ -12,6 +12,8 @@
 
 #include "sbx-limits.h"
 #include "macro.h"
+#include "jsonrpc.h"
+#include "jsonwrite.h"
 #include "schema.h"
 #include "tools.h"
 
@@ -1463,6 +1465,59 @@ json_t *tool_error_result(const char *text) {
         return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", text, "isError", 1);
 }
 
+/* Length of the UTF-8 sequence at p (at most len bytes), 0 if it is not a
+ * valid one: no overlong forms, no surrogates, nothing above U+10FFFF. */
+static size_t utf8_sequence_length(const uint8_t *p, size_t len) {
+        uint8_t c = p[0], lo = 0x80, hi = 0xbf;
+        size_t n = 0;
+
+        if (c < 0x80)
+                return 1;
+        if (c >= 0xc2 && c <= 0xdf)
+                n = 2;
+        else if (c >= 0xe0 && c <= 0xef) {
+                n = 3;
+                if (c == 0xe0)
+                        lo = 0xa0;
+                else if (c == 0xed)
+                        hi = 0x9f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+                n = 4;
+                if (c == 0xf0)
+                        lo = 0x90;
+                else if (c == 0xf4)
+                        hi = 0x8f;
+        }
+        if (n == 0 || n > len || p[1] < lo || p[1] > hi)
+                return 0;
+        for (size_t k = 2; k < n; k++)
+                if ((p[k] & 0xc0) != 0x80)
+                        return 0;
+        return n;
+}
+
+/* Length of the longest valid UTF-8 prefix; ASCII is taken 8 bytes at a time. */
+static size_t utf8_valid_prefix(const uint8_t *p, size_t len) {
+        size_t i = 0, n;
+
+        while (i < len) {
+                uint64_t w;
+
+                if (i + 8 <= len) {
+                        memcpy(&w, p + i, 8);
+                        if (!(w & UINT64_C(0x8080808080808080))) {
+                                i += 8;
+                                continue;
+                        }
+                }
+                n = utf8_sequence_length(p + i, len - i);
+                if (n == 0)
+                        return i;
+                i += n;
+        }
+        return len;
+}
+
 int utf8_sanitize(const void *data, size_t len, char **ret_str, size_t *ret_len) {
         const uint8_t *p = data;
         char *out, *o;
@@ -1473,38 +1528,12 @@ int utf8_sanitize(const void *data, size_t len, char **ret_str, size_t *ret_len)
         if (!out)
                 return -ENOMEM;
         for (size_t i = 0; i < len;) {
-                uint8_t c = p[i];
-                size_t n = 0;
-                uint8_t lo = 0x80, hi = 0xbf;
+                size_t valid = utf8_valid_prefix(p + i, len - i);
 
-                if (c < 0x80) {
-                        *o++ = (char) c;
-                        i++;
-                        continue;
-                }
-                if (c >= 0xc2 && c <= 0xdf)
-                        n = 2;
-                else if (c >= 0xe0 && c <= 0xef) {
-                        n = 3;
-                        if (c == 0xe0)
-                                lo = 0xa0;      /* no overlong forms */
-                        else if (c == 0xed)
-                                hi = 0x9f;      /* no surrogates */
-                } else if (c >= 0xf0 && c <= 0xf4) {
-                        n = 4;
-                        if (c == 0xf0)
-                                lo = 0x90;
-                        else if (c == 0xf4)
-                                hi = 0x8f;      /* nothing above U+10FFFF */
-                }
-                bool ok = n > 0 && i + n <= len && p[i + 1] >= lo && p[i + 1] <= hi;
-                for (size_t k = 2; ok && k < n; k++)
-                        ok = (p[i + k] & 0xc0) == 0x80;
-                if (ok) {
-                        memcpy(o, p + i, n);
-                        o += n;
-                        i += n;
-                } else {
+                memcpy(o, p + i, valid);
+                o += valid;
+                i += valid;
+                if (i < len) {
                         memcpy(o, "\xef\xbf\xbd", 3);
                         o += 3;
                         i++;
@@ -1522,9 +1551,11 @@ static json_t *string_from(const char *s, size_t len) {
 
         if (!s)
                 return json_string("");
+        if (utf8_valid_prefix((const uint8_t *) s, len) == len)
+                return json_stringn_nocheck(s, len);
         if (utf8_sanitize(s, len, &clean, &n) < 0)
                 return NULL;
-        return json_stringn(clean, n);
+        return json_stringn_nocheck(clean, n);
 }
 
 static json_t *cstring_from(const char *s) {
@@ -1876,12 +1907,14 @@ int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Repl
         if (!content)
                 return -ENOMEM;
         if (content_text) {
-                text = json_dumps(sc, JSON_COMPACT | JSON_REAL_PRECISION(16));
-                if (!text)
-                        return -ENOMEM;
-                /* jansson's own output is valid UTF-8: no second check of a large reply. */
+                size_t len;
+
+                r = json_write(sc, JSONRPC_OUT_MAX, &text, &len);
+                if (r < 0)
+                        return r;
+                /* Written from valid UTF-8 strings: no second check of a large reply. */
                 if (json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
-                                                             json_stringn_nocheck(text, strlen(text)))) < 0)
+                                                             json_stringn_nocheck(text, len))) < 0)
                         return -ENOMEM;
         }
         *ret_result = json_pack("{s:O, s:O, s:b}", "content", content, "structuredContent", sc, "isError", 0);

@@ -3,13 +3,14 @@
  * tools/call requests the argument validation and request building of every
  * tool (broker/schema.c, broker/tools.c), memfds and packing included. Input
  * starting with the byte 0xff is instead taken as a packed sbx.Reply and
- * rendered for every tool, as a reply from sbxd would be.
+ * rendered for every tool, as a reply from sbxd would be, and its JSON text
+ * must be what jansson's json_dumps writes (broker/jsonwrite.c).
  *
  * Build (not part of make):
  *   make build/lib/libsbx.a
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
  *         -iquote common -iquote proto -Ibuild/gen \
- *         tests/fuzz/fuzz-jsonrpc.c broker/jsonrpc.c broker/schema.c broker/tools.c \
+ *         tests/fuzz/fuzz-jsonrpc.c broker/jsonrpc.c broker/jsonwrite.c broker/schema.c broker/tools.c \
  *         proto/wire.c build/gen/sbx.pb-c.c -ljansson -lprotobuf-c -o build/fuzz-jsonrpc
  *   build/fuzz-jsonrpc -max_len=65536 tests/fuzz/corpus/jsonrpc
  */
@@ -51,9 +52,13 @@ static void fuzz_reply(const uint8_t *data, size_t size) {
                                 char *line = NULL;
                                 size_t len;
 
-                                /* Whatever it is, it serializes (valid UTF-8). */
-                                if (jsonrpc_serialize(result, JSONRPC_OUT_MAX, &line, &len) == -EINVAL)
+                                char *dumped = json_dumps(result, JSON_COMPACT | JSON_REAL_PRECISION(16));
+
+                                /* Whatever it is, it serializes, as jansson would write it. */
+                                if (jsonrpc_serialize(result, JSONRPC_OUT_MAX, &line, &len) < 0 || !dumped ||
+                                    len != strlen(dumped) + 1 || memcmp(line, dumped, len - 1) != 0)
                                         abort();
+                                free(dumped);
                                 free(line);
                                 json_decref(result);
                         }

@@ -1,5 +1,6 @@
 /* Unit tests for broker/jsonrpc.c (the MCP line parser, line reader and
- * response serializer) and broker/mcp.c (initialize and version negotiation). */
+ * response serializer), broker/jsonwrite.c (the JSON writer, checked against
+ * jansson's json_dumps) and broker/mcp.c (initialize and version negotiation). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "../../broker/jsonrpc.h"
+#include "../../broker/jsonwrite.h"
 #include "macro.h"
 #include "../../broker/mcp.h"
 #include "sbx-limits.h"
@@ -269,6 +271,94 @@ static void test_serialize_too_big(void **state) {
         assert_int_equal(jsonrpc_serialize(r, 40, &out, &len), -EMSGSIZE);
         assert_null(out);
         json_decref(r);
+}
+
+/* json_write must write exactly what json_dumps writes. */
+static void assert_writes_as_jansson(const json_t *v) {
+        _cleanup_free_ char *ours = NULL, *theirs = NULL;
+        size_t len;
+
+        theirs = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(16));
+        assert_non_null(theirs);
+        assert_int_equal(json_write(v, JSONRPC_OUT_MAX, &ours, &len), 0);
+        assert_int_equal(len, strlen(theirs));
+        assert_string_equal(ours, theirs);
+}
+
+static void test_write_matches_jansson(void **state) {
+        static const char *const strings[] = {
+                "", "plain", "quote \" and backslash \\ and slash /", "\b\f\n\r\t\x01\x1f\x7f",
+                "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "12345678\"12345678\\", "1234567\n",
+                "\n\n\n\n\n\n\n\n\n", "ends with escape after a clean word: abcdefgh\"",
+        };
+        json_t *v;
+
+        for (size_t i = 0; i < ELEMENTSOF(strings); i++) {
+                v = json_string(strings[i]);
+                assert_non_null(v);
+                assert_writes_as_jansson(v);
+                json_decref(v);
+        }
+        v = json_stringn("nul\0inside", 11);
+        assert_writes_as_jansson(v);
+        json_decref(v);
+        v = json_pack("{s:i, s:I, s:I, s:f, s:f, s:f, s:b, s:b, s:n, s:[], s:{}, s:[i, s, {s:[n]}], s:s}", "zero", 0,
+                      "max", (json_int_t) INT64_MAX, "min", (json_int_t) INT64_MIN, "real", 1.5, "tenth", 0.1,
+                      "whole", 3.0, "t", 1, "f", 0, "null", "empty_array", "empty_object", "nested", -7, "x\ty",
+                      "deep", "k", "last", "z");
+        assert_non_null(v);
+        assert_writes_as_jansson(v);
+        json_decref(v);
+}
+
+/* Random strings over a small alphabet of every kind of byte sequence, in
+ * objects and arrays: the same text as jansson's. */
+static void test_write_random_matches_jansson(void **state) {
+        static const char *const pieces[] = { "a", "Z", " ", "\"", "\\", "/", "\n", "\x01", "\x1f", "\x7f",
+                                              "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "abcdefgh" };
+        unsigned seed = 1;
+
+        for (int round = 0; round < 2000; round++) {
+                char buf[512];
+                size_t len = 0;
+                json_t *v;
+
+                seed = seed * 1103515245u + 12345u;
+                for (unsigned n = (seed >> 16) % 48; n > 0; n--) {
+                        seed = seed * 1103515245u + 12345u;
+                        const char *p = pieces[(seed >> 16) % ELEMENTSOF(pieces)];
+                        memcpy(buf + len, p, strlen(p));
+                        len += strlen(p);
+                }
+                v = json_pack("{s:s%, s:[s%, i]}", "text", buf, len, "list", buf, len, round);
+                assert_non_null(v);
+                assert_writes_as_jansson(v);
+                json_decref(v);
+        }
+}
+
+static void test_write_limit_and_depth(void **state) {
+        json_t *v = json_string("0123456789"), *deep = json_array();
+        char *out = NULL;
+        size_t len;
+
+        /* "\"0123456789\"" is 12 bytes: with its "\n" it must stay below max. */
+        assert_int_equal(json_write(v, 13, &out, &len), -EMSGSIZE);
+        assert_null(out);
+        assert_int_equal(json_write(v, 14, &out, &len), 0);
+        assert_int_equal(len, 12);
+        free(out);
+        json_decref(v);
+
+        for (int i = 0; i < 100; i++) {
+                json_t *outer = json_array();
+                json_array_append_new(outer, deep);
+                deep = outer;
+        }
+        out = NULL;
+        assert_int_equal(json_write(deep, JSONRPC_OUT_MAX, &out, &len), -ELOOP);
+        assert_null(out);
+        json_decref(deep);
 }
 
 /* ---- line reader ------------------------------------------------------------------ */
@@ -542,6 +632,9 @@ int main(void) {
                 cmocka_unit_test(test_oversize_line_is_not_parsed),
                 cmocka_unit_test(test_id_from_tail),
                 cmocka_unit_test(test_lone_surrogates),
+                cmocka_unit_test(test_write_matches_jansson),
+                cmocka_unit_test(test_write_random_matches_jansson),
+                cmocka_unit_test(test_write_limit_and_depth),
                 cmocka_unit_test(test_negotiate_version),
                 cmocka_unit_test(test_initialize),
         };
