@@ -105,6 +105,7 @@ mkdir -p "$D/src/tiny/src"
 printf '# tiny\n' >"$D/src/tiny/README.md"
 printf 'x\n' >"$D/src/tiny/f"
 printf 'echo hi\n' >"$D/src/tiny/src/hello.sh"
+cp bench/lines.pl "$D/src/tiny/"
 sandbox tiny "$D/src/tiny"
 
 # ---- 1. exec in a live session vs fork+exec+wait of /bin/true -----------------
@@ -148,15 +149,25 @@ if want transcript; then
   BYTES=$(sc 1073741824 4194304)
   N=$(sc 3 1)
   (( N > 3 )) && N=3
-  GEN="yes 'the quick brown fox jumps over the lazy dog, a benchmark line of about one hundred bytes.....' | head -c $BYTES"
+  # The producer writes 1 MiB at a time from one process; `yes | head` (two
+  # processes, three copies in 8 KiB pieces) is kept as a context row.
+  GEN="perl lines.pl $BYTES"
+  YES="yes 'the quick brown fox jumps over the lazy dog, a benchmark line of about one hundred bytes.....' | head -c $BYTES"
   cat >"$D/scripts/transcript.json" <<EOF
 {"vars":{"bytes":$BYTES}, "warmup":0, "n":$N,
  "loop":[{"exec":["/bin/sync"]},
          {"tag":"sbx","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"$GEN","yield_time_ms":30000},"until_done":true,"expect":"ok"},
          {"exec":["/bin/sync"]},
-         {"tag":"base","exec":["/bin/sh","-c","$GEN | cat > $D/transcript-base.out"]}]}
+         {"tag":"base","exec":["/bin/sh","-c","perl $ROOT/bench/lines.pl $BYTES | cat > $D/transcript-base.out"]}]}
 EOF
-  log "transcript: $N x $BYTES bytes"; drive transcript
+  cat >"$D/scripts/transcript_yes.json" <<EOF
+{"vars":{"bytes":$BYTES}, "warmup":0, "n":1,
+ "loop":[{"exec":["/bin/sync"]},
+         {"tag":"sbx","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"$YES","yield_time_ms":30000},"until_done":true,"expect":"ok"},
+         {"exec":["/bin/sync"]},
+         {"tag":"base","exec":["/bin/sh","-c","$YES | cat > $D/transcript-base.out"]}]}
+EOF
+  log "transcript: $N x $BYTES bytes, then 1 with yes | head"; drive transcript; drive transcript_yes
   rm -f "$D/transcript-base.out"
   # the GiB transcripts are not needed any more
 fi

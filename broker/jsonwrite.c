@@ -63,65 +63,62 @@ static bool word_needs_escape(uint64_t w) {
         return (((w - ONES * 0x20) & ~w) | ((quote - ONES) & ~quote) | ((backslash - ONES) & ~backslash)) & HIGHS;
 }
 
-static bool byte_needs_escape(unsigned char c) {
-        return c < 0x20 || c == '"' || c == '\\';
-}
+/* The escape of each byte; NULL for those written as they are. */
+static const char *const escapes[0x100] = {
+        ['\b'] = "\\b", ['\f'] = "\\f", ['\n'] = "\\n", ['\r'] = "\\r", ['\t'] = "\\t",
+        [0x00] = "\\u0000", [0x01] = "\\u0001", [0x02] = "\\u0002", [0x03] = "\\u0003",
+        [0x04] = "\\u0004", [0x05] = "\\u0005", [0x06] = "\\u0006", [0x07] = "\\u0007",
+        [0x0b] = "\\u000B", [0x0e] = "\\u000E", [0x0f] = "\\u000F", [0x10] = "\\u0010",
+        [0x11] = "\\u0011", [0x12] = "\\u0012", [0x13] = "\\u0013", [0x14] = "\\u0014",
+        [0x15] = "\\u0015", [0x16] = "\\u0016", [0x17] = "\\u0017", [0x18] = "\\u0018",
+        [0x19] = "\\u0019", [0x1a] = "\\u001A", [0x1b] = "\\u001B", [0x1c] = "\\u001C",
+        [0x1d] = "\\u001D", [0x1e] = "\\u001E", [0x1f] = "\\u001F", ['"'] = "\\\"", ['\\'] = "\\\\",
+};
 
-static int put_escaped_byte(JsonBuffer *b, unsigned char c) {
-        static const char short_form[0x20] = {
-                ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't',
-        };
-        char esc[8];
-
-        if (c == '"' || c == '\\') {
-                esc[0] = '\\';
-                esc[1] = (char) c;
-                return buffer_put(b, esc, 2);
-        }
-        if (short_form[c]) {
-                esc[0] = '\\';
-                esc[1] = short_form[c];
-                return buffer_put(b, esc, 2);
-        }
-        snprintf(esc, sizeof(esc), "\\u%04X", c);
-        return buffer_put(b, esc, 6);
-}
+/* Input bytes per step: room for the longest escape of each is made first. */
+#define STRING_STEP 4096u
+#define ESCAPE_MAX 6u
 
 static int put_string(JsonBuffer *b, const char *s, size_t n) {
-        size_t i = 0, run = 0;
-        int r;
+        int r = buffer_put(b, "\"", 1);
 
-        /* Most text needs few escapes: grow once for the common case. */
-        if (n < b->max) {
-                r = buffer_grow(b, n + 2);
+        for (size_t done = 0; r >= 0 && done < n;) {
+                size_t step = MIN(n - done, (size_t) STRING_STEP), i = 0;
+                char *o;
+
+                r = buffer_grow(b, step * ESCAPE_MAX);
                 if (r < 0)
                         return r;
-        }
-        r = buffer_put(b, "\"", 1);
-        while (r >= 0 && i < n) {
-                uint64_t w;
+                o = b->data + b->len;
+                while (i < step) {
+                        const char *e;
+                        uint64_t w;
 
-                if (i + 8 <= n) {
-                        memcpy(&w, s + i, 8);
-                        if (!word_needs_escape(w)) {
-                                i += 8;
-                                continue;
+                        if (i + 8 <= step) {
+                                memcpy(&w, s + done + i, 8);
+                                if (!word_needs_escape(w)) {
+                                        memcpy(o, &w, 8);
+                                        o += 8;
+                                        i += 8;
+                                        continue;
+                                }
                         }
-                }
-                if (!byte_needs_escape((unsigned char) s[i])) {
+                        e = escapes[(unsigned char) s[done + i]];
+                        if (e) {
+                                size_t k = strlen(e);
+                                memcpy(o, e, k);
+                                o += k;
+                        } else
+                                *o++ = s[done + i];
                         i++;
-                        continue;
                 }
-                r = buffer_put(b, s + run, i - run);
-                if (r >= 0)
-                        r = put_escaped_byte(b, (unsigned char) s[i]);
-                run = ++i;
+                done += step;
+                /* The limit is checked per step: the buffer had room for it. */
+                if ((size_t) (o - b->data) + 1 >= b->max)
+                        return -EMSGSIZE;
+                b->len = (size_t) (o - b->data);
         }
-        if (r >= 0)
-                r = buffer_put(b, s + run, n - run);
-        if (r >= 0)
-                r = buffer_put(b, "\"", 1);
-        return r;
+        return r < 0 ? r : buffer_put(b, "\"", 1);
 }
 
 static int put_value(JsonBuffer *b, const json_t *v, unsigned depth) {
