@@ -101,6 +101,15 @@ if d:
         "bwrap runs per second (1/median)" if base else None, base,
         rate / base["median"] if base else None, ">= 300/s", rate >= 300,
         "spread: 1/p90 .. 1/p10 of the per-call latency")
+    m = load("minsess")
+    if m:
+        mrate = m["n"] / m["loop_s"]
+        ms = m["samples"]["session"]
+        row("session churn, physical limit", "bench/minsess: the same isolation in-process, `true`, back to back "
+            "(no MCP, worker, transcript or publication)", "1/s",
+            {"median": mrate, "p10": 1e6 / pct(ms, 0.9), "p90": 1e6 / pct(ms, 0.1), "n": m["n"]},
+            "sbx serial rate", {"median": rate, "p10": rate, "p90": rate}, rate / mrate, None, None,
+            "context; ratio = sbx / physical limit")
     a, b2 = load("churn2a"), load("churn2b")
     if a and b2:
         span = max(a["t1"], b2["t1"]) - min(a["t0"], b2["t0"])

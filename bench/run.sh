@@ -7,7 +7,8 @@
 # and its directory removed on exit.
 #
 # Environment: BENCH_SCALE (default 1; 0.1 for a quick run) scales counts and
-# sizes; BENCH_BIN (build/bin), BENCH_DRIVE (build/bench/mcpdrive);
+# sizes; BENCH_BIN (build/bin), BENCH_DRIVE (build/bench/mcpdrive),
+# BENCH_MINSESS (build/bench/minsess);
 # BENCH_KEEP=1 keeps the temporary directory; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish fileops
 # layers memory peers).
@@ -18,6 +19,7 @@ export DEBIAN_FRONTEND=noninteractive
 SCALE=${BENCH_SCALE:-1}
 BIN=$(realpath "${BENCH_BIN:-build/bin}")
 DRIVE=$(realpath "${BENCH_DRIVE:-build/bench/mcpdrive}")
+MINSESS=$(realpath "${BENCH_MINSESS:-build/bench/minsess}")
 ONLY=${BENCH_ONLY:-}
 T_START=$(date +%s)
 
@@ -142,6 +144,10 @@ EOF
   drive churn2a & p1=$!
   drive churn2b & p2=$!
   wait $p1; wait $p2
+  # The physical limit on this machine now: bench/minsess.c, sessions in-process.
+  log "churn: physical limit, $N sessions of bench/minsess"
+  mkdir -p "$D/minsess"
+  "$MINSESS" "$N" "$D/minsess" >"$OUT/minsess.json"
 fi
 
 # ---- 4. transcript throughput -------------------------------------------------------

@@ -5,14 +5,19 @@
 # e.g. `make bench BENCH_SCALE=0.1`.
 BENCH_DIR   := $(BUILD)/bench
 BENCH_DRIVE := $(BENCH_DIR)/mcpdrive
+BENCH_MINSESS := $(BENCH_DIR)/minsess
 BENCH_SCALE ?= 1
 
 $(BENCH_DRIVE): bench/mcpdrive.c
 	@mkdir -p $(@D)
 	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 -g -Wall -Wextra $< $$($(PKG_CONFIG) --cflags --libs jansson) -o $@
 
-.PHONY: bench bench-tools
-bench-tools: $(BENCH_DRIVE)
+$(BENCH_MINSESS): bench/minsess.c
+	@mkdir -p $(@D)
+	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 -g -Wall -Wextra $< -o $@
 
-bench: all $(BENCH_DRIVE)
-	@BENCH_SCALE=$(BENCH_SCALE) BENCH_BIN=$(BIN) BENCH_DRIVE=$(BENCH_DRIVE) bench/run.sh
+.PHONY: bench bench-tools
+bench-tools: $(BENCH_DRIVE) $(BENCH_MINSESS)
+
+bench: all $(BENCH_DRIVE) $(BENCH_MINSESS)
+	@BENCH_SCALE=$(BENCH_SCALE) BENCH_BIN=$(BIN) BENCH_DRIVE=$(BENCH_DRIVE) BENCH_MINSESS=$(BENCH_MINSESS) bench/run.sh
