@@ -2,7 +2,9 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -139,4 +141,29 @@ DIR *opendir_at(int dirfd) {
         if (!d)
                 safe_close(fd);
         return d;
+}
+
+int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(2 * sizeof(int))];
+        } control = {};
+        struct iovec iov = { .iov_base = (void *) data, .iov_len = len };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+        if (n_fds > 2)
+                return -EINVAL;
+        if (n_fds > 0) {
+                struct cmsghdr *cm;
+                mh.msg_control = control.buf;
+                mh.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
+                cm = CMSG_FIRSTHDR(&mh);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
+                memcpy(CMSG_DATA(cm), fds, n_fds * sizeof(int));
+        }
+        if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
+                return -errno;
+        return 0;
 }

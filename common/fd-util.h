@@ -10,6 +10,9 @@ int fd_nonblock(int fd, bool nonblock);
 int fd_move_to(int fd, int target);
 /* Write all of buf (blocking fd). */
 int loop_write(int fd, const void *buf, size_t len);
+
+/* One datagram of len bytes with up to 2 fds attached (SCM_RIGHTS), MSG_NOSIGNAL. */
+int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds);
 /* Read up to len bytes until EOF (blocking fd); returns bytes read. */
 ssize_t loop_read(int fd, void *buf, size_t len);
 /* Monotonic and wall clocks in microseconds. */

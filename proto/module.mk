@@ -1,1 +1,2 @@
 PROTO_SRCS += proto/wire.c
+PROTO_SRCS += proto/setup.c

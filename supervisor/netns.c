@@ -8,7 +8,7 @@
 
 #include "netns.h"
 
-int netns_loopback_up(void) {
+static int netns_loopback_up(void) {
         struct nl_sock *sk;
         struct rtnl_link *lo = NULL, *change = NULL;
         int r;

@@ -1,12 +1,16 @@
-/* Creating a workspace session's isolation: a child in new mount, pid, ipc,
- * uts, net and cgroup namespaces builds the session's root (image overlay,
- * host /usr read-only, the workspace overlay of the published layers at
- * /workspace, /proc, a minimal /dev), pivots into it, enters a new user
- * namespace whose root is an unprivileged host uid, sets no_new_privs and
- * execs sbx-worker as PID 1. The session's writable layer lives on a tmpfs
- * that is mounted only in the session's mount namespace; the supervisor keeps
- * an fd to its upper directory to publish from. Nothing is mounted on the host.
- * Non-logging. */
+/* Creating a workspace session's isolation: the spawner (spawner.c) starts
+ * sbx-worker --session-init as PID 1 in new mount, pid, ipc and uts
+ * namespaces; it joins a network namespace made ahead and a new cgroup
+ * namespace, builds the session's root (image overlay, host /usr read-only,
+ * the workspace overlay of the published layers at /workspace, /proc, a
+ * minimal /dev), pivots into it, enters a new user namespace whose root is an
+ * unprivileged host uid, keeps a few capabilities inside it, sets
+ * no_new_privs and the seccomp filter, and runs on as the session's worker
+ * (worker/session-init.c). sbxd puts it into the session's cgroup and writes
+ * its user namespace maps on the set-up channel (proto/setup.h). The
+ * session's writable layer lives on a tmpfs that is mounted only in the
+ * session's mount namespace; the supervisor keeps an fd to its upper
+ * directory to publish from. Nothing is mounted on the host. Non-logging. */
 #pragma once
 
 #include <stdbool.h>
@@ -40,7 +44,7 @@ typedef struct SpawnState {
         CgroupSession *cgroup;          /* the child joins it before it starts */
         uid_t uid_base;
         uint32_t uid_count;
-        bool mapped;                    /* user namespace maps written; waiting for the exec */
+        bool mapped;                    /* user namespace maps written; waiting for the init to finish */
 } SpawnState;
 
 typedef struct Spawner Spawner;
@@ -59,12 +63,3 @@ void spawn_state_done(SpawnState *st);
  * child: the spawner reaps it). For a session's PID 1 that is when its
  * namespaces are empty and unmounted. */
 void pidfd_kill_wait(int pidfd);
-
-/* In the spawner (spawner.c): the session child, after clone(2). */
-/* netns_fd: a fresh network namespace with loopback up to join, or -EBADF if
- * the clone made one (then the child brings loopback up itself). */
-_noreturn_ void session_child_main(const SpawnParams *p, const SeccompProgram *seccomp, int worker_exe_fd,
-                                   int netns_fd, int sync, int worker_sock);
-/* How the spawner's message on the set-up channel reports the child. */
-int spawn_report_child(int sync, pid_t pid, int pidfd);
-int spawn_report_error(int sync, int err, const char *step);

@@ -289,12 +289,6 @@ fail:
         return r;
 }
 
-int sandbox_seccomp_install(const SeccompProgram *prog) {
-        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog->fprog) < 0)
-                return -errno;
-        return 0;
-}
-
 int sandbox_seccomp_export(const SandboxSeccompOptions *o, int fd) {
         const char *step;
         scmp_filter_ctx ctx;

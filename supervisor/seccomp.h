@@ -1,7 +1,8 @@
 /* The seccomp filter of a workspace session: a deny list, kept as data in one
- * table in seccomp.c and documented in sbx-security(7). The session child
- * loads it right before it execs sbx-worker, after no_new_privs, so the
- * worker and every command inherit it; it cannot be removed. Native x86_64
+ * table in seccomp.c and documented in sbx-security(7). The session's init
+ * (worker/session-init.c) loads it last, after no_new_privs, before it runs
+ * as the worker, so the worker and every command inherit it; it cannot be
+ * removed. Native x86_64
  * and the 32-bit x86 ABI are filtered with the same table; any other ABI
  * (x32 included) kills the process. Non-logging. */
 #pragma once
@@ -24,10 +25,6 @@ typedef struct SeccompProgram {
 /* Build the filter. Returns 0 or -errno; ret_step (if given) names what failed.
  * Free *ret with free(). */
 int sandbox_seccomp_compile(const SandboxSeccompOptions *o, SeccompProgram **ret, const char **ret_step);
-
-/* Load a built filter into the calling thread; async-signal-safe (one syscall).
- * Needs no_new_privs (or CAP_SYS_ADMIN). Returns 0 or -errno. */
-int sandbox_seccomp_install(const SeccompProgram *prog);
 
 /* Write the filter as libseccomp pseudo-code (PFC) to fd, for sbxd --dump-seccomp
  * and the tests. */

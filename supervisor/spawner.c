@@ -17,7 +17,10 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "netns.h"
+#include "sbx-limits.h"
+#include "setup.h"
 #include "spawner.h"
+#include "wire.h"
 
 struct Spawner {
         pid_t pid;
@@ -39,7 +42,7 @@ typedef struct NetnsPool {
         int home_fd;                    /* the spawner's own network namespace */
         int fds[NETNS_POOL];
         unsigned n;
-        bool broken;                    /* making one failed: clone makes them from now on */
+        bool broken;                    /* making one failed: each request makes its own */
 } NetnsPool;
 
 static bool request_waiting(int sock) {
@@ -59,8 +62,13 @@ static void netns_pool_fill(NetnsPool *pool, int sock) {
         }
 }
 
-static int netns_pool_take(NetnsPool *pool) {
-        return pool->n > 0 ? pool->fds[--pool->n] : -EBADF;
+/* One from the pool, else a new one now. */
+static int netns_pool_take(NetnsPool *pool, int *ret) {
+        if (pool->n > 0) {
+                *ret = pool->fds[--pool->n];
+                return 0;
+        }
+        return pool->home_fd >= 0 ? netns_new_with_loopback(pool->home_fd, ret) : -EBADF;
 }
 
 static void terminate_strings(SpawnParams *p) {
@@ -100,6 +108,91 @@ static int recv_request(int sock, SpawnParams *ret, int ret_fds[2]) {
         return 0;
 }
 
+/* The session's parameters as a SessionSetup frame on a pipe for its init. */
+static int setup_pipe(const SpawnParams *p, const SeccompProgram *seccomp, int *ret_read) {
+        static uint8_t frame[SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX];
+        Sbx__SessionSetup setup = SBX__SESSION_SETUP__INIT;
+        Sbx__Msg msg = SBX__MSG__INIT;
+        _cleanup_close_ int rd = -EBADF, wr = -EBADF;
+        int pipefd[2], r;
+        ssize_t len;
+
+        setup.session_id = (char *) p->session_id;
+        setup.run_dir = (char *) p->run_dir;
+        setup.image_dir = (char *) p->image_dir;
+        setup.layers_dir = (char *) p->layers_dir;
+        setup.lowerdirs = (char *) p->lowerdirs;
+        setup.uid_base = p->uid_base;
+        setup.uid_count = p->uid_count;
+        setup.disk_bytes = p->disk_bytes;
+        setup.seccomp_filter.data = (uint8_t *) seccomp->insns;
+        setup.seccomp_filter.len = seccomp->fprog.len * sizeof(struct sock_filter);
+        msg.type = SBX__MSG_TYPE__MSG_SESSION_SETUP;
+        msg.body_case = SBX__MSG__BODY_SESSION_SETUP;
+        msg.session_setup = &setup;
+        len = wire_pack(&msg, 0, 0, frame, sizeof(frame));
+        if (len < 0)
+                return (int) len;
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        rd = pipefd[0];
+        wr = pipefd[1];
+        /* Room for the whole frame: the write below never waits for a reader. */
+        if (fcntl(wr, F_GETPIPE_SZ) < len && fcntl(wr, F_SETPIPE_SZ, (int) len) < 0)
+                return -errno;
+        r = loop_write(wr, frame, (size_t) len);
+        if (r < 0)
+                return r;
+        *ret_read = TAKE_FD(rd);
+        return 0;
+}
+
+/* What the short-lived child needs until its exec; it shares our memory. */
+typedef struct ExecArgs {
+        int sync, worker_sock, setup, netns;
+        int err;                        /* set by the child if it fails before the exec */
+} ExecArgs;
+
+/* The init's stack until its exec: one at a time, since we wait for it. */
+static uint8_t exec_stack[64 * 1024] __attribute__((aligned(16)));
+
+/* Runs with CLONE_VM | CLONE_VFORK in the session's new namespaces: puts the
+ * fds where sbx-worker --session-init expects them and execs it. Touches
+ * nothing of the spawner's memory but args->err. */
+static int exec_session_init(void *userdata) {
+        ExecArgs *a = userdata;
+        char *const argv[] = { (char *) "sbx-worker", (char *) "--session-init", NULL };
+        char *const envp[] = { NULL };
+        int sock, sync, setup, netns, exe, null;
+
+        /* (getppid() is 0 here: the spawner is outside the new pid namespace.) */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                goto fail;
+        /* We ignore these; an ignored signal would stay ignored across the exec. */
+        (void) signal(SIGCHLD, SIG_DFL);
+        (void) signal(SIGPIPE, SIG_DFL);
+        /* Above 10 first, so that no target clobbers a source. */
+        sock = fcntl(a->worker_sock, F_DUPFD, 10);
+        sync = fcntl(a->sync, F_DUPFD, 10);
+        setup = fcntl(a->setup, F_DUPFD, 10);
+        netns = fcntl(a->netns, F_DUPFD, 10);
+        exe = fcntl(SPAWNER_EXE_FD, F_DUPFD_CLOEXEC, 10);
+        null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (sock < 0 || sync < 0 || setup < 0 || netns < 0 || exe < 0 || null < 0)
+                goto fail;
+        if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(sock, 3) < 0 || dup2(sync, 4) < 0 ||
+            dup2(setup, 5) < 0 || dup2(netns, 6) < 0)
+                goto fail;
+        /* Everything else goes at the exec (the executable's fd is needed for it). */
+        if (syscall(SYS_close_range, 7, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                goto fail;
+        syscall(SYS_execveat, exe, "", argv, envp, AT_EMPTY_PATH);
+fail:
+        a->err = errno > 0 ? -errno : -EIO;
+        (void) setup_report_error(a->sync, a->err, "start sbx-worker --session-init");
+        _exit(127);
+}
+
 static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp) {
         NetnsPool pool = { .home_fd = -EBADF };
         sigset_t none;
@@ -122,8 +215,10 @@ static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp)
 
         for (;;) {
                 SpawnParams p;
-                int fds[2], pidfd, netns_fd, r;
-                pid_t pid;
+                ExecArgs args = { .setup = -EBADF, .netns = -EBADF };
+                int fds[2], pidfd, r;
+                const char *step;
+                pid_t pid = 0;
 
                 netns_pool_fill(&pool, SPAWNER_SOCK_FD);
                 r = recv_request(SPAWNER_SOCK_FD, &p, fds);
@@ -131,35 +226,43 @@ static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp)
                         continue;
                 if (r == -ECONNRESET || r == -EBADF || r == -ENOTSOCK)
                         _exit(0); /* sbxd is gone */
-                if (r < 0) {
-                        if (fds[0] >= 0)
-                                (void) spawn_report_error(fds[0], r, "spawner request");
-                        safe_close(fds[0]);
-                        safe_close(fds[1]);
-                        continue;
+                args.sync = fds[0];
+                args.worker_sock = fds[1];
+                step = "spawner request";
+                if (r >= 0) {
+                        step = "network namespace";
+                        r = netns_pool_take(&pool, &args.netns);
                 }
-                netns_fd = netns_pool_take(&pool);
-                pid = (pid_t) syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
-                                                         (netns_fd >= 0 ? 0 : CLONE_NEWNET) | SIGCHLD,
-                                      NULL, NULL, NULL, 0);
-                if (pid == 0) {
-                        (void) close(SPAWNER_SOCK_FD);
-                        session_child_main(&p, seccomp, SPAWNER_EXE_FD, netns_fd, fds[0], fds[1]);
+                if (r >= 0) {
+                        step = "session parameters";
+                        r = setup_pipe(&p, seccomp, &args.setup);
                 }
-                safe_close(netns_fd);
-                if (pid < 0)
-                        (void) spawn_report_error(fds[0], -errno, "clone");
-                else {
+                if (r >= 0) {
+                        /* Returns once the child has exec'd, or failed and said so. */
+                        pid = clone(exec_session_init, exec_stack + sizeof(exec_stack),
+                                    CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+                                            CLONE_NEWUTS | SIGCHLD,
+                                    &args);
+                        step = "clone";
+                        r = pid < 0 ? -errno : args.err;
+                }
+                if (r >= 0) {
+                        step = "pidfd_open";
                         pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
                         if (pidfd < 0) {
-                                (void) spawn_report_error(fds[0], -errno, "pidfd_open");
+                                r = -errno;
                                 (void) kill(pid, SIGKILL);
                         } else {
-                                /* The child waits for sbxd's go, so this comes first. */
-                                (void) spawn_report_child(fds[0], pid, pidfd);
+                                /* The init waits for sbxd's go, so this comes first. */
+                                (void) setup_report_spawned(args.sync, pid, pidfd);
                                 safe_close(pidfd);
                         }
                 }
+                /* The child reported its own failure before the exec. */
+                if (r < 0 && args.err == 0 && fds[0] >= 0)
+                        (void) setup_report_error(fds[0], r, step);
+                safe_close(args.netns);
+                safe_close(args.setup);
                 safe_close(fds[0]);
                 safe_close(fds[1]);
         }
@@ -225,24 +328,12 @@ int spawner_start(int worker_exe_fd, const SeccompProgram *seccomp, Spawner **re
 }
 
 static int send_request(Spawner *sp, const SpawnParams *p, int sync, int worker_sock) {
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(2 * sizeof(int))];
-        } control = {};
-        struct iovec iov = { .iov_base = (void *) p, .iov_len = sizeof(*p) };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                             .msg_controllen = sizeof(control.buf) };
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        int fds[2] = { sync, worker_sock };
+        int fds[2] = { sync, worker_sock }, r;
 
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(fds));
-        memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-        while (sendmsg(sp->sock, &mh, MSG_NOSIGNAL) < 0)
-                if (errno != EINTR)
-                        return -errno;
-        return 0;
+        do
+                r = send_with_fds(sp->sock, p, sizeof(*p), fds, 2);
+        while (r == -EINTR);
+        return r;
 }
 
 int spawner_send(Spawner *sp, const SpawnParams *p, int sync, int worker_sock) {

@@ -596,13 +596,16 @@ static int send_ready(Worker *w) {
 
 static void help(void) {
         printf("Usage: sbx-worker --session ID [--log-level LEVEL]\n"
-               "Run commands of one sbx workspace session for sbxd on fd %d.\n"
+               "       sbx-worker --session-init [--log-level LEVEL]\n"
+               "Run commands of one sbx workspace session for sbxd on fd %d;\n"
+               "with --session-init, first set the session up (fds 4-6).\n"
                "Started by sbxd(8) only; see sbx-worker(8).\n", SUPERVISOR_FD);
 }
 
 int main(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "session", required_argument, NULL, 's' },
+                { "session-init", no_argument, NULL, 'i' },
                 { "log-level", required_argument, NULL, 'l' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
@@ -612,10 +615,9 @@ int main(int argc, char *argv[]) {
                 .sock = -EBADF, .signal_fd = -EBADF, .queue_tail = &w.queue,
         };
         _cleanup_free_ char *session = NULL;
+        bool init = false;
         int opt, r;
 
-        /* Exactly 0-3 are meant for us; anything else leaked from the spawner. */
-        (void) close_range(4, ~0U, 0);
         log_open("sbx-worker");
         /* Copies argv[1..] away before the title overwrites them. */
         setproctitle_init(argc, argv, environ);
@@ -629,6 +631,9 @@ int main(int argc, char *argv[]) {
                                 log_error("Out of memory");
                                 return EXIT_FAILURE;
                         }
+                        break;
+                case 'i':
+                        init = true;
                         break;
                 case 'l':
                         r = log_level_from_string(optarg);
@@ -647,10 +652,14 @@ int main(int argc, char *argv[]) {
                 default:
                         return EXIT_FAILURE;
                 }
-        if (!session || optind != argc) {
-                log_error("Usage: sbx-worker --session ID");
+        if (!!session == init || optind != argc) {
+                log_error("Usage: sbx-worker --session ID | --session-init");
                 return EXIT_FAILURE;
         }
+        if (init)
+                (void) session_init(&session);
+        /* Exactly 0-3 are meant for us now; anything else leaked from the spawner. */
+        (void) close_range(4, ~0U, 0);
         log_set_context(session);
         setproctitle("-sbx-worker [session %s]", session);
 

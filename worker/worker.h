@@ -1,5 +1,6 @@
-/* sbx-worker internals shared by worker.c (event loop, supervisor protocol)
- * and worker-exec.c (starting a command). */
+/* sbx-worker internals shared by worker.c (event loop, supervisor protocol),
+ * worker-exec.c (starting a command) and session-init.c (building the
+ * session before the worker runs in it). */
 #pragma once
 
 #include <sys/types.h>
@@ -19,3 +20,9 @@ typedef struct SpawnError {
  * A child that failed exits 127 and is left for the caller's reaper. */
 int command_spawn(const char *cmd, char *const env[], const char *cwd, SpawnError *error,
                   pid_t *ret_pid, int *ret_stdin_fd, int *ret_output_fd);
+
+/* --session-init: build the session from the spawner's SessionSetup and give
+ * up every privilege on the host (session-init.c). Returns 0 with the session
+ * id (free it) once the process may run as the session's worker; on any
+ * failure it reports the step to sbxd and exits 127. */
+int session_init(char **ret_session_id);

@@ -1,0 +1,38 @@
+/* The set-up channel of a session: a SOCK_SEQPACKET pair between sbxd
+ * (supervisor/ns.c) and the session's init (worker/session-init.c), which
+ * sbxd's spawner (supervisor/spawner.c) also uses to report the process it
+ * started. One datagram per message, each of one fixed size, so a message is
+ * told apart by its length:
+ *
+ *   spawner -> sbxd  SetupReport (tag SETUP_SPAWNED) with the pidfd attached
+ *   sbxd -> init     SETUP_GO: the init is in the session's cgroup
+ *   init -> sbxd     SETUP_USERNS with two O_PATH fds: the workspace upper
+ *                    directory and the merged /workspace; the init has
+ *                    entered its user namespace, whose maps sbxd writes
+ *   sbxd -> init     SETUP_MAPPED
+ *   init -> sbxd     EOF: set up, the init is the worker now
+ *   either -> sbxd   SetupError instead, at any step, then EOF
+ *
+ * sbxd and sbx-worker are installed together; the channel's layout goes with
+ * SBX_PROTO_VERSION (wire.h). The session's parameters travel as a
+ * SessionSetup frame (sbx.proto) on a pipe of their own. Non-logging. */
+#pragma once
+
+#include <sys/types.h>
+
+enum { SETUP_GO = 'G', SETUP_USERNS = 'U', SETUP_MAPPED = 'M', SETUP_SPAWNED = 'P' };
+
+typedef struct SetupError {
+        int err;                /* negative errno */
+        char step[120];         /* "mount /proc" */
+} SetupError;
+
+typedef struct SetupReport {
+        char tag;               /* SETUP_SPAWNED */
+        pid_t pid;
+} SetupReport;
+
+/* The spawner's report of the process it started, with its pidfd. */
+int setup_report_spawned(int sync, pid_t pid, int pidfd);
+/* A failed step; err may be given with either sign. */
+int setup_report_error(int sync, int err, const char *step);
