@@ -29,6 +29,7 @@
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,13 +49,14 @@ static int netns_fd = -1;
 static int release_pipe[2];
 static char cgroup_dirs[3][256];
 static int n_cgroups;
-static pid_t main_pid;
+static volatile pid_t session_pid;      /* the session running now, if any */
+static bool in_session;                 /* set in the session's process */
 
 static void die(const char *what) {
         fprintf(stderr, "minsess: %s: %s\n", what, strerror(errno));
-        if (getpid() != main_pid)
+        if (in_session)
                 _exit(1);
-        exit(1); /* atexit: the cgroups go */
+        exit(1); /* atexit: the session and the cgroups go */
 }
 
 static double now_us(void) {
@@ -79,7 +81,14 @@ static void cgroups_make(void) {
         char path[1024];
 
         if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
-                snprintf(cgroup_dirs[0], sizeof(cgroup_dirs[0]), "/sys/fs/cgroup/minsess-%d", (int) getpid());
+                /* v2: below our own cgroup ("0::/path" in /proc/self/cgroup). */
+                char own[200] = "";
+                FILE *f = fopen("/proc/self/cgroup", "re");
+                if (!f || fscanf(f, "0::%199s", own) != 1)
+                        die("/proc/self/cgroup");
+                fclose(f);
+                snprintf(cgroup_dirs[0], sizeof(cgroup_dirs[0]), "/sys/fs/cgroup%s/minsess-%d",
+                         strcmp(own, "/") == 0 ? "" : own, (int) getpid());
                 if (mkdir(cgroup_dirs[0], 0755) < 0)
                         die(cgroup_dirs[0]);
                 n_cgroups = 1;
@@ -96,10 +105,22 @@ static void cgroups_make(void) {
         }
 }
 
-static void cgroups_remove(void) {
+/* At exit and on SIGINT/SIGTERM (async-signal-safe): end the session, then
+ * remove the cgroups it was in. */
+static void cleanup(void) {
+        pid_t pid = session_pid;
+
+        if (pid > 0) {
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+        }
         for (int i = 0; i < n_cgroups; i++)
-                if (rmdir(cgroup_dirs[i]) < 0)
-                        fprintf(stderr, "minsess: rmdir %s: %s\n", cgroup_dirs[i], strerror(errno));
+                (void) rmdir(cgroup_dirs[i]);
+}
+
+static void on_signal(int sig) {
+        cleanup();
+        _exit(128 + sig);
 }
 
 /* A network namespace with lo up, made once: sbx keeps a pool made ahead. */
@@ -130,7 +151,7 @@ static void install_seccomp(void) {
                 __NR_unshare, __NR_setns, __NR_open_by_handle_at, __NR_userfaultfd,
         };
         enum { N_DENIED = sizeof(denied) / sizeof(denied[0]) };
-        struct sock_filter f[4 + N_DENIED * 2 + 1];
+        struct sock_filter f[6 + N_DENIED * 2 + 1];
         struct sock_fprog prog = { .filter = f };
         unsigned n = 0;
 
@@ -138,6 +159,9 @@ static void install_seccomp(void) {
         f[n++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
         f[n++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
         f[n++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+        /* x32 numbers would slip past the list: kill. */
+        f[n++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1);
+        f[n++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
         for (int i = 0; i < N_DENIED; i++) {
                 f[n++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned) denied[i], 0, 1);
                 f[n++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
@@ -168,6 +192,7 @@ static int session_child(void *unused) {
         char c;
 
         (void) unused;
+        in_session = true;
         close(release_pipe[1]);
         if (read(release_pipe[0], &c, 1) != 1)
                 _exit(2);
@@ -198,10 +223,12 @@ static int session_child(void *unused) {
                 die("pivot_root");
         if (sethostname("sandbox", 7) < 0)
                 die("sethostname");
+        /* The bounding set while CAP_SETPCAP is still ours, up to the kernel's last. */
+        for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++)
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
+                        die("drop the bounding set");
         if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
                 die("credentials");
-        for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
-                (void) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
         if (syscall(SYS_capset, &hdr, caps) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 die("capabilities");
         install_seccomp();
@@ -224,6 +251,7 @@ static void one_session(void) {
                     CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD, NULL);
         if (pid < 0)
                 die("clone");
+        session_pid = pid;
         close(release_pipe[0]);
         snprintf(pid_text, sizeof(pid_text), "%d", (int) pid);
         for (int i = 0; i < n_cgroups; i++) {
@@ -235,6 +263,7 @@ static void one_session(void) {
         close(release_pipe[1]);
         if (waitpid(pid, &status, 0) != pid)
                 die("waitpid");
+        session_pid = 0;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                 fprintf(stderr, "minsess: session ended with status %#x\n", status);
                 exit(1);
@@ -250,7 +279,6 @@ int main(int argc, char **argv) {
                 return 2;
         }
         scratch = argv[2];
-        main_pid = getpid();
         samples = calloc((size_t) n, sizeof(*samples));
         if (!samples)
                 die("calloc");
@@ -258,7 +286,9 @@ int main(int argc, char **argv) {
         if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 die("private mount namespace");
         netns_make();
-        atexit(cgroups_remove);
+        atexit(cleanup);
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
         cgroups_make();
         for (int i = 0; i < 10; i++)    /* warm-up */
                 one_session();

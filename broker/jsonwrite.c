@@ -8,9 +8,7 @@
 #include <string.h>
 
 #include "macro.h"
-
-/* JSON nests at most this deep in anything sandbox-mcp sends. */
-#define JSON_WRITE_DEPTH_MAX 64
+#include "sbx-limits.h"
 
 typedef struct JsonBuffer {
         char *data;
@@ -125,21 +123,22 @@ static int put_value(JsonBuffer *b, const json_t *v, unsigned depth) {
         char num[32];
         int r = 0;
 
-        if (depth > JSON_WRITE_DEPTH_MAX)
+        if (depth > SBX_JSON_DEPTH_MAX)
                 return -ELOOP;
         switch (json_typeof(v)) {
         case JSON_OBJECT: {
                 const char *key;
+                size_t key_len;
                 json_t *member;
                 bool first = true;
 
                 r = buffer_put(b, "{", 1);
-                json_object_foreach((json_t *) v, key, member) {
+                json_object_keylen_foreach((json_t *) v, key, key_len, member) {
                         if (r >= 0 && !first)
                                 r = buffer_put(b, ",", 1);
                         first = false;
                         if (r >= 0)
-                                r = put_string(b, key, strlen(key));
+                                r = put_string(b, key, key_len);
                         if (r >= 0)
                                 r = buffer_put(b, ":", 1);
                         if (r >= 0)
@@ -173,7 +172,7 @@ static int put_value(JsonBuffer *b, const json_t *v, unsigned depth) {
                 /* Rare (durations); jansson's own format keeps the text identical. */
                 _cleanup_free_ char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(16));
 
-                return text ? buffer_puts(b, text) : -EINVAL;
+                return text ? buffer_puts(b, text) : -ENOMEM;
         }
         case JSON_TRUE:
                 return buffer_puts(b, "true");

@@ -5,7 +5,8 @@
  * is written twice (structuredContent and its text block). Strings must be
  * valid UTF-8, as every jansson string not made with *_nocheck is; they are
  * written as they are, escaping only '"', '\\' and control characters.
- * Non-logging; -errno on failure. */
+ * Values nested deeper than SBX_JSON_DEPTH_MAX give -ELOOP (nothing
+ * sandbox-mcp sends comes near). Non-logging; -errno on failure. */
 #pragma once
 
 #include <jansson.h>

@@ -1910,6 +1910,9 @@ int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Repl
                 size_t len;
 
                 r = json_write(sc, JSONRPC_OUT_MAX, &text, &len);
+                if (r == -EMSGSIZE || r == -ELOOP)
+                        return error_result(r == -ELOOP ? "the reply nests too deep to send"
+                                                        : "the reply is too large to send", ret_result);
                 if (r < 0)
                         return r;
                 /* Written from valid UTF-8 strings: no second check of a large reply. */

@@ -1,8 +1,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -166,4 +170,32 @@ int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t
         if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
                 return -errno;
         return 0;
+}
+
+#define VFORK_STACK_SIZE (64u * 1024u)
+
+pid_t clone_vfork(int (*fn)(void *), int flags, void *arg) {
+        static uint8_t *stack_top;
+        int saved_errno = errno;
+        pid_t pid;
+
+        if (!stack_top) {
+                size_t page = (size_t) sysconf(_SC_PAGESIZE);
+                uint8_t *p = mmap(NULL, VFORK_STACK_SIZE + page, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+                if (p == MAP_FAILED)
+                        return -errno;
+                /* The stack grows down onto this page: an overflow faults. */
+                if (mprotect(p, page, PROT_NONE) < 0) {
+                        int r = -errno;
+                        (void) munmap(p, VFORK_STACK_SIZE + page);
+                        return r;
+                }
+                stack_top = p + page + VFORK_STACK_SIZE;
+        }
+        pid = clone(fn, stack_top, CLONE_VM | CLONE_VFORK | flags | SIGCHLD, arg);
+        if (pid < 0)
+                return -errno;
+        errno = saved_errno;
+        return pid;
 }

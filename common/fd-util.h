@@ -11,6 +11,16 @@ int fd_move_to(int fd, int target);
 /* Write all of buf (blocking fd). */
 int loop_write(int fd, const void *buf, size_t len);
 
+/* clone(fn, CLONE_VM | CLONE_VFORK | flags | SIGCHLD, arg), as posix_spawn
+ * does: the child shares the caller's memory until it execs or exits, and the
+ * caller waits until then, so no page tables are copied and neither side
+ * takes copy-on-write faults. The child runs on a stack of its own with a
+ * guard page (one per process, made at first use: the caller must be
+ * single-threaded) and must touch nothing of the caller's memory but what
+ * arg points to; it shares errno with the caller, whose errno is restored.
+ * Returns the pid or -errno. */
+pid_t clone_vfork(int (*fn)(void *), int flags, void *arg);
+
 /* One datagram of len bytes with up to 2 fds attached (SCM_RIGHTS), MSG_NOSIGNAL. */
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds);
 /* Read up to len bytes until EOF (blocking fd); returns bytes read. */

@@ -22,6 +22,7 @@
 #define SBX_MAX_COMMANDS_PER_SESSION 64u        /* running commands in one session */
 #define SBX_HEAP_KEEP_BYTES (32u << 20)         /* freed heap memory sbxd keeps for reuse */
 #define SBX_BROKER_HEAP_KEEP_BYTES (4u << 20)   /* the same for each sandbox-mcp (one per agent) */
+#define SBX_JSON_DEPTH_MAX 64u                  /* nesting of a JSON value sandbox-mcp writes */
 
 /* Commands */
 #define SBX_YIELD_DEFAULT_MS 10000u             /* exec_command yield_time_ms default */

@@ -153,12 +153,9 @@ typedef struct ExecArgs {
         int err;                        /* set by the child if it fails before the exec */
 } ExecArgs;
 
-/* The init's stack until its exec: one at a time, since we wait for it. */
-static uint8_t exec_stack[64 * 1024] __attribute__((aligned(16)));
-
-/* Runs with CLONE_VM | CLONE_VFORK in the session's new namespaces: puts the
- * fds where sbx-worker --session-init expects them and execs it. Touches
- * nothing of the spawner's memory but args->err. */
+/* Runs by clone_vfork in the session's new namespaces: puts the fds where
+ * sbx-worker --session-init expects them and execs it. Touches nothing of
+ * the spawner's memory but args->err. */
 static int exec_session_init(void *userdata) {
         ExecArgs *a = userdata;
         char *const argv[] = { (char *) "sbx-worker", (char *) "--session-init", NULL };
@@ -239,12 +236,10 @@ static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp)
                 }
                 if (r >= 0) {
                         /* Returns once the child has exec'd, or failed and said so. */
-                        pid = clone(exec_session_init, exec_stack + sizeof(exec_stack),
-                                    CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-                                            CLONE_NEWUTS | SIGCHLD,
-                                    &args);
+                        pid = clone_vfork(exec_session_init,
+                                          CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS, &args);
                         step = "clone";
-                        r = pid < 0 ? -errno : args.err;
+                        r = pid < 0 ? (int) pid : args.err;
                 }
                 if (r >= 0) {
                         step = "pidfd_open";

@@ -1,14 +1,13 @@
 /* The pre-exec side of a command: wire the pipes, exec /bin/sh. The child
- * shares the worker's memory until it execs (CLONE_VM | CLONE_VFORK, as
- * posix_spawn does): copying the worker's page tables and taking its
- * copy-on-write faults cost ~2 ms a command on a virtualized host. The worker
- * waits meanwhile, the child runs on a stack of its own, touches nothing of
- * the worker's but the SpawnError it fills in when a step fails (then it
- * exits 127, style R9), and the worker installs no signal handlers that could
- * run in it. */
+ * shares the worker's memory until it execs (clone_vfork, as posix_spawn
+ * does): copying the worker's page tables and taking its copy-on-write faults
+ * cost ~2 ms a command on a virtualized host. The worker is single-threaded
+ * and waits meanwhile; the child touches nothing of the worker's but the
+ * SpawnError it fills in when a step fails, then exits 127 (style R9 sends
+ * that record on a sync socket; in shared memory it needs none), and the
+ * worker installs no signal handlers that could run in it. */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -33,9 +32,6 @@ typedef struct ChildArgs {
         SpawnError *error;      /* the worker's: written only on failure */
 } ChildArgs;
 
-/* The child's stack; one child at a time, since the worker waits for its exec. */
-static uint8_t child_stack[64 * 1024] __attribute__((aligned(16)));
-
 _noreturn_ _printf_(3, 4)
 static void child_fail(SpawnError *error, int err, const char *fmt, ...) {
         va_list ap;
@@ -43,7 +39,7 @@ static void child_fail(SpawnError *error, int err, const char *fmt, ...) {
         va_start(ap, fmt);
         (void) vsnprintf(error->msg, sizeof(error->msg), fmt, ap);
         va_end(ap);
-        error->err = err;
+        error->err = err < 0 ? err : -EIO;
         _exit(127);
 }
 
@@ -176,9 +172,9 @@ int command_spawn(const char *cmd, char *const env[], const char *cwd, SpawnErro
         args.stdin_fd = in_r;
         args.output_fd = out_w;
         /* Returns once the child has exec'd or exited. */
-        pid = clone(command_child, child_stack + sizeof(child_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+        pid = clone_vfork(command_child, 0, &args);
         if (pid < 0)
-                return -errno;
+                return pid;
         if (error->err < 0)
                 return error->err;
 
