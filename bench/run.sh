@@ -244,20 +244,33 @@ EOF
   cp "$D/src/files/big.txt" "$D/src/files/edit.txt" "$D/fsroot/"
   sandbox files "$D/src/files"
   MID=$(( 10 * 1024 * 1024 / 40 / 2 ))
+  # Reads and edits in separate loops: a publication is followed by the remount
+  # of the sandbox's snapshot view, which a read right after an edit waits
+  # for; that case is a context row (read_after_edit).
   cat >"$D/scripts/fileops.json" <<EOF
 {"warmup":3, "n":$N,
  "loop":[{"tag":"read","tool":"file_read","args":{"sandbox_id":"files","path":"big.txt","offset":$MID,"limit":2000}},
-         {"tag":"read_head","tool":"file_read","args":{"sandbox_id":"files","path":"big.txt","offset":1,"limit":2000}},
-         {"tag":"edit","tool":"file_edit","args":{"sandbox_id":"files","path":"edit.txt","edits":[{"old_string":"|row \${i}|","new_string":"|row \${i}|e"}]}}]}
+         {"tag":"read_head","tool":"file_read","args":{"sandbox_id":"files","path":"big.txt","offset":1,"limit":2000}}]}
+EOF
+  cat >"$D/scripts/fileops_edit.json" <<EOF
+{"warmup":3, "n":$N,
+ "loop":[{"tag":"edit","tool":"file_edit","args":{"sandbox_id":"files","path":"edit.txt","edits":[{"old_string":"|row \${i}|","new_string":"|row \${i}|e"}]}},
+         {"tag":"read_after_edit","tool":"file_read","args":{"sandbox_id":"files","path":"big.txt","offset":$MID,"limit":2000}}]}
 EOF
   cat >"$D/scripts/fileops_fs.json" <<EOF
 {"warmup":3, "n":$N,
- "loop":[{"tag":"read","tool":"read_text_file","args":{"path":"$D/fsroot/big.txt","head":2000}},
-         {"tag":"edit","tool":"edit_file","args":{"path":"$D/fsroot/edit.txt","edits":[{"oldText":"|row \${i}|","newText":"|row \${i}|e"}]}}]}
+ "loop":[{"tag":"read","tool":"read_text_file","args":{"path":"$D/fsroot/big.txt","head":2000}}]}
 EOF
-  log "fileops: $N rounds sbx, $N rounds server-filesystem"
+  cat >"$D/scripts/fileops_fs_edit.json" <<EOF
+{"warmup":3, "n":$N,
+ "loop":[{"tag":"edit","tool":"edit_file","args":{"path":"$D/fsroot/edit.txt","edits":[{"oldText":"|row \${i}|","newText":"|row \${i}|e"}]}},
+         {"tag":"read_after_edit","tool":"read_text_file","args":{"path":"$D/fsroot/big.txt","head":2000}}]}
+EOF
+  log "fileops: $N rounds each of reads and edits, sbx and server-filesystem"
   drive fileops
+  drive fileops_edit
   drive fileops_fs node "$FS_SERVER" "$D/fsroot" 2>>"$D/fs-server.log"
+  drive fileops_fs_edit node "$FS_SERVER" "$D/fsroot" 2>>"$D/fs-server.log"
 fi
 
 # ---- 8. layers: after 10,000 single-file publications vs after 1 ---------------------
