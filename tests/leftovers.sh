@@ -57,7 +57,7 @@ check_procs() {
   local p cmd exe comm
   for p in /proc/[0-9]*; do
     [[ ${p#/proc/} == "$$" || ${p#/proc/} == "$BASHPID" ]] && continue
-    cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue  # stderr first: the process may be gone
     [[ -n $cmd ]] || continue
     exe=$(readlink "$p/exe" 2>/dev/null || true)
     comm=$(cat "$p/comm" 2>/dev/null || true)

@@ -2,7 +2,8 @@
 // session, malformed frames on sbxd.sock, peers that disconnect mid-request.
 import assert from 'node:assert/strict';
 import fs, { readFileSync } from 'node:fs';
-import { useSbx, run, sbxctl, hostProcsMatching, waitFor, sleep, T } from './helpers.mjs';
+import path from 'node:path';
+import { useSbx, Harness, run, sbxctl, hostProcsMatching, waitFor, sleep, T } from './helpers.mjs';
 
 const h = useSbx({ sandboxes: [{ name: 'rob' }] });
 const SB = 'rob';
@@ -203,4 +204,30 @@ h.test('the spawner killed: its sessions end, sbxd lives on and starts a new one
   assert.ok(h.sbxd.running, 'sbxd died');
   const after = spawnerPid();
   assert.ok(after && after !== before, `no new spawner (${before} -> ${after})`);
+});
+
+/* The session's own set-up (sbx-worker --session-init) fails at a step: the
+ * command says which, sbxd lives on, and the next session works. The mount
+ * point of the session tmpfs is taken away for one command (no spares, so the
+ * command needs a new session). */
+h.test('a session set-up that fails names its step; sbxd lives on, the next one works', async () => {
+  const other = await Harness.create({ sandboxes: [{ name: 'setup' }], config: '[sbxd]\nsession_spares = 0\n' });
+  try {
+    const mountPoint = path.join(other.runDir, 'session-root');
+    fs.rmdirSync(mountPoint);
+    let r;
+    try {
+      r = await other.mcp.sc('exec_command', { sandbox_id: 'setup', cmd: 'echo never' });
+    } finally {
+      fs.mkdirSync(mountPoint, { mode: 0o700 });
+    }
+    assert.equal(r.status, 'error', JSON.stringify(r));
+    assert.match(r.output, /cannot start the workspace session: mount session tmpfs: No such file or directory/);
+    assert.ok(other.sbxd.running, 'sbxd died');
+    const again = await other.mcp.sc('exec_command', { sandbox_id: 'setup', cmd: 'echo fine; grep -c . /proc/mounts >/dev/null' });
+    assert.equal(again.status, 'ok');
+    assert.equal(again.output, 'fine\n');
+  } finally {
+    await other.teardown();
+  }
 });
