@@ -52,7 +52,7 @@
 #define SBX_DIFF_MAX_BYTES (96u * 1024u)        /* unified diff in one reply */
 #define SBX_PATH_MAX 4096u
 #define SBX_MAX_SESSIONS_PER_SANDBOX 64u        /* live managed + automatic sessions */
-#define SBX_SPARES_DEFAULT 1u                   /* sbxd.conf session_spares: per sandbox */
+#define SBX_SPARES_DEFAULT 2u                   /* sbxd.conf session_spares: per sandbox */
 #define SBX_SPARES_MAX 8u
 #define SBX_SPARE_IDLE_DEFAULT_S 120u           /* sbxd.conf session_spare_idle_seconds */
 #define SBX_FILE_INDEX_CACHE_ENTRIES 256u       /* snapshot files whose line index file_read keeps */

@@ -9,7 +9,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { useSbx, Harness, sbxctl, waitFor, sleep, T } from './helpers.mjs';
 
-const h = useSbx({ sandboxes: [{ name: 'spare' }], sets: 'runtime,sessions' });
+// One spare, so that each test knows which session a command gets; the default
+// (two) has a test of its own below.
+const h = useSbx({ sandboxes: [{ name: 'spare' }], sets: 'runtime,sessions', config: '[sbxd]\nsession_spares = 1\n' });
 const SB = 'spare';
 const sc = (name, args) => h.mcp.sc(name, { sandbox_id: SB, ...args });
 const exec = (cmd) => sc('exec_command', { cmd });
@@ -83,7 +85,7 @@ h.test('spares give way: the sandbox still gets its full number of managed sessi
 });
 
 h.test('session_spares = 0 makes none; an idle spare goes after session_spare_idle_seconds', async () => {
-  for (const [config, want] of [['[sbxd]\nsession_spares = 0\n', 0], ['[sbxd]\nsession_spare_idle_seconds = 1\n', 1]]) {
+  for (const [config, want] of [['[sbxd]\nsession_spares = 0\n', 0], ['[sbxd]\nsession_spare_idle_seconds = 1\n', 2]]) {
     const other = await Harness.create({ sandboxes: [{ name: 'spare' }], config });
     try {
       const r = await other.mcp.sc('exec_command', { sandbox_id: 'spare', cmd: 'true' });
@@ -92,11 +94,28 @@ h.test('session_spares = 0 makes none; an idle spare goes after session_spare_id
         await sleep(500);
         assert.equal(await spares(other.socket), 0);
       } else {
-        await waitSpares(1, other.socket);
+        await waitSpares(want, other.socket);
         await waitSpares(0, other.socket);
       }
     } finally {
       await other.teardown();
     }
+  }
+});
+
+h.test('by default two spares: two commands at once both get one', async () => {
+  const other = await Harness.create({ sandboxes: [{ name: 'spare' }] });
+  try {
+    const exec2 = (cmd) => other.mcp.sc('exec_command', { sandbox_id: 'spare', cmd });
+    assert.equal((await exec2('true')).status, 'ok');
+    await waitSpares(2, other.socket);
+    const made = [...fs.readFileSync(other.sbxdLog, 'utf8')
+      .matchAll(/Made spare session (ws-[0-9a-f]+) of sandbox 'spare'/g)].map((m) => m[1]);
+    const [a, b] = await Promise.all([exec2('echo a'), exec2('echo b')]);
+    assert.deepEqual([a.output, b.output], ['a\n', 'b\n']);
+    assert.notEqual(a.workspace_session_id, b.workspace_session_id);
+    for (const r of [a, b]) assert.ok(made.includes(r.workspace_session_id), `${r.workspace_session_id} was no spare`);
+  } finally {
+    await other.teardown();
   }
 });
