@@ -191,6 +191,21 @@ static void bind_readonly(const char *src, const char *dst) {
               "remount host system directory read-only");
 }
 
+/* An overlay at T/<target> of lowers (":"-separated, newest first) with its
+ * writes in T/<area>/upper; E2BIG when its options do not fit one mount. */
+static void mount_overlay(const char *T, const char *area, const char *lowers, const char *target,
+                          const char *source, const char *step) {
+        char opts[8192], path[4096 + 64];
+        int n;
+
+        n = snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/%s/upper,workdir=%s/%s/work,redirect_dir=off",
+                     lowers, T, area, T, area);
+        if (n < 0 || (size_t) n >= sizeof(opts))
+                init_fail(E2BIG, step);
+        snprintf(path, sizeof(path), "%s/%s", T, target);
+        CHECK(mount(source, path, "overlay", MS_NOSUID | MS_NODEV, opts), step);
+}
+
 static void install_seccomp(const ProtobufCBinaryData *filter) {
         struct sock_fprog prog = {
                 .len = (unsigned short) (filter->len / sizeof(struct sock_filter)),
@@ -211,7 +226,7 @@ int session_init(char **ret_session_id) {
         _cleanup_close_ int tfd = -EBADF;
         Sbx__Msg *msg;
         char *session_id;
-        int fds[2], n;
+        int fds[2];
 
         msg = read_setup();
         p = msg->session_setup;
@@ -237,12 +252,7 @@ int session_init(char **ret_session_id) {
         CHECK(fchownat(tfd, "sys/upper", p->uid_base, p->uid_base, 0), "chown root upper");
 
         /* Root: the image, with private writes; host system directories read-only. */
-        n = snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/sys/upper,workdir=%s/sys/work,redirect_dir=off",
-                     p->image_dir, T, T);
-        if (n < 0 || (size_t) n >= sizeof(opts))
-                init_fail(ENAMETOOLONG, "root overlay options");
-        snprintf(path, sizeof(path), "%s/root", T);
-        CHECK(mount("sbx-root", path, "overlay", MS_NOSUID | MS_NODEV, opts), "mount root overlay");
+        mount_overlay(T, "sys", p->image_dir, "root", "sbx-root", "mount root overlay");
         for (size_t i = 0; i < ELEMENTSOF(system_dirs); i++) {
                 char host[64];
                 struct stat st;
@@ -257,12 +267,7 @@ int session_init(char **ret_session_id) {
          * By path: an fd opened in sbxd's namespace would name the host's mount,
          * which overlayfs refuses to clone into this namespace. */
         CHECK(chdir(p->layers_dir), "enter layers directory");
-        n = snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/ws/upper,workdir=%s/ws/work,redirect_dir=off",
-                     p->lowerdirs, T, T);
-        if (n < 0 || (size_t) n >= sizeof(opts))
-                init_fail(E2BIG, "too many layers for one overlay mount");
-        snprintf(path, sizeof(path), "%s/root/workspace", T);
-        CHECK(mount("sbx-workspace", path, "overlay", MS_NOSUID | MS_NODEV, opts), "mount workspace overlay");
+        mount_overlay(T, "ws", p->lowerdirs, "root/workspace", "sbx-workspace", "mount workspace overlay");
 
         snprintf(path, sizeof(path), "%s/root/proc", T);
         CHECK(mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
