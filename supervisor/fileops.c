@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -480,6 +481,40 @@ static void replace_occurrences(const char *buf, size_t len, const FileEditSpec 
         }
         if (end > p)
                 memcpy(dst, p, (size_t) (end - p));
+}
+
+int file_edit_list_parse(const void *payload, size_t size, FileEditList *ret) {
+        Sbx__EditList *list = sbx__edit_list__unpack(NULL, size, payload);
+        FileEditSpec *specs;
+
+        if (!list)
+                return -EBADMSG;
+        if (list->n_edits == 0) {
+                sbx__edit_list__free_unpacked(list, NULL);
+                return -EBADMSG;
+        }
+        specs = calloc(list->n_edits, sizeof(*specs));
+        if (!specs) {
+                sbx__edit_list__free_unpacked(list, NULL);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < list->n_edits; i++)
+                specs[i] = (FileEditSpec) {
+                        .old_string = (const char *) list->edits[i]->old_string.data,
+                        .old_len = list->edits[i]->old_string.len,
+                        .new_string = (const char *) list->edits[i]->new_string.data,
+                        .new_len = list->edits[i]->new_string.len,
+                        .replace_all = list->edits[i]->replace_all,
+                };
+        *ret = (FileEditList) { .list = list, .specs = specs, .n = list->n_edits };
+        return 0;
+}
+
+void file_edit_list_done(FileEditList *l) {
+        if (l->list)
+                sbx__edit_list__free_unpacked(l->list, NULL);
+        free(l->specs);
+        *l = (FileEditList) {};
 }
 
 int file_apply_edits(const char *content, size_t len, const FileEditSpec *edits, size_t n_edits,

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sbx.pb-c.h"
+
 typedef struct FileWindow {
         char *content;           /* malloc'd, NUL-terminated, the lines of the window */
         size_t len;
@@ -68,6 +70,18 @@ typedef struct FileEditSpec {
         size_t new_len;
         bool replace_all;
 } FileEditSpec;
+
+typedef struct FileEditList {
+        Sbx__EditList *list;            /* the unpacked payload the specs point into */
+        FileEditSpec *specs;
+        size_t n;                       /* at least 1 */
+} FileEditList;
+
+/* The edits of a FILE_EDIT payload (a packed sbx.EditList from the broker's
+ * memfd): -EBADMSG if it does not unpack or holds no edit. Free with
+ * file_edit_list_done(). */
+int file_edit_list_parse(const void *payload, size_t size, FileEditList *ret);
+void file_edit_list_done(FileEditList *l);
 
 /* Apply edits in order to content. Without replace_all, old_string must occur
  * exactly once in the content as it is at that edit. Fails, changing nothing,

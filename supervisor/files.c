@@ -505,8 +505,7 @@ void handle_file_write(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sb
 void handle_file_edit(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__FileEdit *req, int payload_fd) {
         char rel[SBX_PATH_MAX + 1], err[400] = "";
         _cleanup_free_ char *payload = NULL, *old = NULL, *updated = NULL;
-        _cleanup_free_ FileEditSpec *specs = NULL;
-        Sbx__EditList *list = NULL;
+        FileEditList edits = {};
         size_t old_len = 0, new_len = 0;
         uint64_t replacements = 0;
         WorkspaceSession *ws;
@@ -516,16 +515,10 @@ void handle_file_edit(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx
         if (r < 0)
                 return client_reply_error(s, c, seq, r, "%s", err);
         r = read_payload(payload_fd, req->edits_size, &payload);
-        if (r >= 0) {
-                list = sbx__edit_list__unpack(NULL, req->edits_size, (const uint8_t *) payload);
-                if (!list || list->n_edits == 0)
-                        r = -EBADMSG;
-        }
-        if (r < 0) {
-                if (list)
-                        sbx__edit_list__free_unpacked(list, NULL);
-                return client_reply_error(s, c, seq, r, "edits: malformed payload");
-        }
+        if (r >= 0)
+                r = file_edit_list_parse(payload, req->edits_size, &edits);
+        if (r < 0)
+                return client_reply_error(s, c, seq, r, r == -ENOMEM ? "out of memory" : "edits: malformed payload");
         if (file_root(s, c, seq, sb, req->workspace_session, &ws, &root) < 0)
                 goto out;
         r = read_file_at(root, rel, SBX_FILE_MAX, &old, &old_len);
@@ -539,28 +532,15 @@ void handle_file_edit(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx
                 client_reply_error(s, c, seq, -EILSEQ, "%s: not a UTF-8 text file", req->path);
                 goto out;
         }
-        specs = calloc(list->n_edits, sizeof(*specs));
-        if (!specs) {
-                client_reply_error(s, c, seq, -ENOMEM, "out of memory");
-                goto out;
-        }
-        for (size_t i = 0; i < list->n_edits; i++)
-                specs[i] = (FileEditSpec) {
-                        .old_string = (const char *) list->edits[i]->old_string.data,
-                        .old_len = list->edits[i]->old_string.len,
-                        .new_string = (const char *) list->edits[i]->new_string.data,
-                        .new_len = list->edits[i]->new_string.len,
-                        .replace_all = list->edits[i]->replace_all,
-                };
-        r = file_apply_edits(old, old_len, specs, list->n_edits, &updated, &new_len, &replacements, err, sizeof(err));
+        r = file_apply_edits(old, old_len, edits.specs, edits.n, &updated, &new_len, &replacements, err, sizeof(err));
         if (r < 0) {
                 client_reply_error(s, c, seq, r, "%s: %s", req->path, err[0] ? err : strerror(-r));
                 goto out;
         }
         write_file(s, c, seq, sb, req->path, rel, req->workspace_session, old, old_len, updated, new_len, "edit",
-                   (uint32_t) list->n_edits, replacements);
+                   (uint32_t) edits.n, replacements);
 out:
-        sbx__edit_list__free_unpacked(list, NULL);
+        file_edit_list_done(&edits);
 }
 
 void handle_file_blame(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__FileBlame *req) {

@@ -602,6 +602,37 @@ static void check_edit_error(const char *content, const FileEditSpec *edits, siz
         assert_int_equal(count, 7);
 }
 
+/* The FILE_EDIT payload: a packed EditList; garbage and an empty list are
+ * -EBADMSG, and the specs point at the unpacked strings. */
+static void test_edit_list_parse(void **state) {
+        Sbx__Edit e1 = SBX__EDIT__INIT, e2 = SBX__EDIT__INIT, *edits[] = { &e1, &e2 };
+        Sbx__EditList list = SBX__EDIT_LIST__INIT;
+        FileEditList parsed = {};
+        uint8_t buf[256];
+        size_t len;
+
+        e1.old_string = (ProtobufCBinaryData) { .data = (uint8_t *) "a\0b", .len = 3 };
+        e1.new_string = (ProtobufCBinaryData) { .data = (uint8_t *) "c", .len = 1 };
+        e2.old_string = (ProtobufCBinaryData) { .data = (uint8_t *) "x", .len = 1 };
+        e2.replace_all = true;
+        assert_int_equal(file_edit_list_parse(buf, sbx__edit_list__pack(&list, buf), &parsed), -EBADMSG);
+        assert_int_equal(file_edit_list_parse("\xff\xff\xff", 3, &parsed), -EBADMSG);
+        list.edits = edits;
+        list.n_edits = 2;
+        len = sbx__edit_list__pack(&list, buf);
+        assert_int_equal(file_edit_list_parse(buf, len, &parsed), 0);
+        assert_int_equal(parsed.n, 2);
+        assert_int_equal(parsed.specs[0].old_len, 3);
+        assert_memory_equal(parsed.specs[0].old_string, "a\0b", 3);
+        assert_int_equal(parsed.specs[0].new_len, 1);
+        assert_false(parsed.specs[0].replace_all);
+        assert_int_equal(parsed.specs[1].new_len, 0);
+        assert_true(parsed.specs[1].replace_all);
+        file_edit_list_done(&parsed);
+        assert_null(parsed.list);
+        file_edit_list_done(&parsed);  /* twice is harmless */
+}
+
 static void test_edit_errors(void **state) {
         const FileEditSpec empty[] = { SPEC("foo", "bar", false), SPEC("", "x", false) };
         const FileEditSpec missing[] = { SPEC("nope", "x", false) };
@@ -777,6 +808,7 @@ int main(void) {
                 cmocka_unit_test(test_large_file),
                 cmocka_unit_test(test_index_marks),
                 cmocka_unit_test(test_window_after_change),
+                cmocka_unit_test(test_edit_list_parse),
                 cmocka_unit_test(test_edit_errors),
                 cmocka_unit_test(test_edit_sequential),
                 cmocka_unit_test(test_edit_replace_all),
