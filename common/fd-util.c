@@ -174,9 +174,9 @@ int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t
 
 #define VFORK_STACK_SIZE (64u * 1024u)
 
-pid_t clone_vfork(int (*fn)(void *), int flags, void *arg) {
+pid_t clone_vfork(int (*fn)(void *), int flags, void *arg, int *ret_pidfd) {
         static uint8_t *stack_top;
-        int saved_errno = errno;
+        int saved_errno = errno, pidfd = -EBADF;
         pid_t pid;
 
         if (!stack_top) {
@@ -193,9 +193,12 @@ pid_t clone_vfork(int (*fn)(void *), int flags, void *arg) {
                 }
                 stack_top = p + page + VFORK_STACK_SIZE;
         }
-        pid = clone(fn, stack_top, CLONE_VM | CLONE_VFORK | flags | SIGCHLD, arg);
+        pid = clone(fn, stack_top, CLONE_VM | CLONE_VFORK | flags | (ret_pidfd ? CLONE_PIDFD : 0) | SIGCHLD, arg,
+                    &pidfd);
         if (pid < 0)
                 return -errno;
         errno = saved_errno;
+        if (ret_pidfd)
+                *ret_pidfd = pidfd;
         return pid;
 }

@@ -18,8 +18,9 @@ int loop_write(int fd, const void *buf, size_t len);
  * guard page (one per process, made at first use: the caller must be
  * single-threaded) and must touch nothing of the caller's memory but what
  * arg points to; it shares errno with the caller, whose errno is restored.
- * Returns the pid or -errno. */
-pid_t clone_vfork(int (*fn)(void *), int flags, void *arg);
+ * With ret_pidfd, the child's pidfd comes with it (CLONE_PIDFD), valid even
+ * if the child is gone and reaped by then. Returns the pid or -errno. */
+pid_t clone_vfork(int (*fn)(void *), int flags, void *arg, int *ret_pidfd);
 
 /* One datagram of len bytes with up to 2 fds attached (SCM_RIGHTS), MSG_NOSIGNAL. */
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds);

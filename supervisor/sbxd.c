@@ -265,10 +265,44 @@ static int open_dir(const char *path, mode_t mode, int *ret) {
         return 0;
 }
 
-static int open_worker(const Config *cfg, int *ret) {
-        char self[PATH_MAX], path[PATH_MAX + 16];
+/* sbx-worker runs as root while it sets a session up: it and every directory
+ * above it must be root's and writable by nobody else (a sticky directory,
+ * such as /tmp, may be writable by all: others cannot replace what is root's
+ * in it). Checked on the file sbxd keeps open, then up its real path. */
+static int worker_trusted(int fd, char *ret_why, size_t why_size) {
+        char path[PATH_MAX], proc[64];
+        struct stat st;
         ssize_t n;
-        int fd;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+                snprintf(ret_why, why_size, "not a regular file owned by root and writable only by it");
+                return -EPERM;
+        }
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        n = readlink(proc, path, sizeof(path) - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        path[n] = '\0';
+        for (char *slash = strrchr(path, '/'); slash; slash = strrchr(path, '/')) {
+                slash[slash == path ? 1 : 0] = '\0';
+                if (stat(path, &st) < 0)
+                        return -errno;
+                if (st.st_uid != 0 || ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))) {
+                        snprintf(ret_why, why_size, "its directory %s is not root's or is writable by others", path);
+                        return -EPERM;
+                }
+                if (slash == path)
+                        break;
+        }
+        return 0;
+}
+
+static int open_worker(const Config *cfg, int *ret) {
+        char self[PATH_MAX], path[PATH_MAX + 16], why[PATH_MAX + 96];
+        ssize_t n;
+        int fd, r;
 
         if (cfg->worker_path)
                 strlcpy(path, cfg->worker_path, sizeof(path));
@@ -286,6 +320,13 @@ static int open_worker(const Config *cfg, int *ret) {
         fd = open(path, O_PATH | O_CLOEXEC);
         if (fd < 0)
                 return log_error_errno(-errno, "Cannot open the worker binary '%s': %m", path);
+        r = worker_trusted(fd, why, sizeof(why));
+        if (r < 0) {
+                (void) close(fd);
+                if (r == -EPERM)
+                        return log_error_errno(r, "Refusing the worker binary '%s': %s", path, why);
+                return log_error_errno(r, "Cannot check the worker binary '%s': %m", path);
+        }
         *ret = fd;
         return 0;
 }

@@ -42,7 +42,6 @@ typedef struct NetnsPool {
         int home_fd;                    /* the spawner's own network namespace */
         int fds[NETNS_POOL];
         unsigned n;
-        bool broken;                    /* making one failed: each request makes its own */
 } NetnsPool;
 
 static bool request_waiting(int sock) {
@@ -50,14 +49,13 @@ static bool request_waiting(int sock) {
         return poll(&pfd, 1, 0) != 0;
 }
 
-/* Fill the pool while sbxd has nothing to ask. */
+/* Fill the pool while sbxd has nothing to ask; a failure ends this round
+ * (a request then makes its own, and says so if it cannot). */
 static void netns_pool_fill(NetnsPool *pool, int sock) {
-        while (!pool->broken && pool->n < NETNS_POOL && !request_waiting(sock)) {
+        while (pool->home_fd >= 0 && pool->n < NETNS_POOL && !request_waiting(sock)) {
                 int fd;
-                if (netns_new_with_loopback(pool->home_fd, &fd) < 0) {
-                        pool->broken = true;
+                if (netns_new_with_loopback(pool->home_fd, &fd) < 0)
                         return;
-                }
                 pool->fds[pool->n++] = fd;
         }
 }
@@ -160,7 +158,7 @@ static int exec_session_init(void *userdata) {
         ExecArgs *a = userdata;
         char *const argv[] = { (char *) "sbx-worker", (char *) "--session-init", NULL };
         char *const envp[] = { NULL };
-        int sock, sync, setup, netns, exe, null;
+        int sock, sync = -EBADF, setup, netns, exe, null;
 
         /* (getppid() is 0 here: the spawner is outside the new pid namespace.) */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
@@ -177,6 +175,7 @@ static int exec_session_init(void *userdata) {
         null = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (sock < 0 || sync < 0 || setup < 0 || netns < 0 || exe < 0 || null < 0)
                 goto fail;
+        /* 0 and 1 until the init has the session's own /dev/null. */
         if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(sock, 3) < 0 || dup2(sync, 4) < 0 ||
             dup2(setup, 5) < 0 || dup2(netns, 6) < 0)
                 goto fail;
@@ -186,7 +185,8 @@ static int exec_session_init(void *userdata) {
         syscall(SYS_execveat, exe, "", argv, envp, AT_EMPTY_PATH);
 fail:
         a->err = errno > 0 ? -errno : -EIO;
-        (void) setup_report_error(a->sync, a->err, "start sbx-worker --session-init");
+        /* On our own copy of the channel: the one we were given may be overwritten. */
+        (void) setup_report_error(sync >= 0 ? sync : a->sync, a->err, "start sbx-worker --session-init");
         _exit(127);
 }
 
@@ -208,12 +208,11 @@ static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp)
         if (syscall(SYS_close_range, SPAWNER_EXE_FD + 1, ~0U, 0) < 0)
                 _exit(1);
         pool.home_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-        pool.broken = pool.home_fd < 0;
 
         for (;;) {
                 SpawnParams p;
                 ExecArgs args = { .setup = -EBADF, .netns = -EBADF };
-                int fds[2], pidfd, r;
+                int fds[2], pidfd = -EBADF, r;
                 const char *step;
                 pid_t pid = 0;
 
@@ -237,21 +236,14 @@ static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp)
                 if (r >= 0) {
                         /* Returns once the child has exec'd, or failed and said so. */
                         pid = clone_vfork(exec_session_init,
-                                          CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS, &args);
+                                          CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS, &args, &pidfd);
                         step = "clone";
                         r = pid < 0 ? (int) pid : args.err;
-                }
-                if (r >= 0) {
-                        step = "pidfd_open";
-                        pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-                        if (pidfd < 0) {
-                                r = -errno;
-                                (void) kill(pid, SIGKILL);
-                        } else {
+                        if (pid > 0 && r >= 0)
                                 /* The init waits for sbxd's go, so this comes first. */
                                 (void) setup_report_spawned(args.sync, pid, pidfd);
+                        if (pid > 0)
                                 safe_close(pidfd);
-                        }
                 }
                 /* The child reported its own failure before the exec. */
                 if (r < 0 && args.err == 0 && fds[0] >= 0)

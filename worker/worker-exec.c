@@ -172,7 +172,7 @@ int command_spawn(const char *cmd, char *const env[], const char *cwd, SpawnErro
         args.stdin_fd = in_r;
         args.output_fd = out_w;
         /* Returns once the child has exec'd or exited. */
-        pid = clone_vfork(command_child, 0, &args);
+        pid = clone_vfork(command_child, 0, &args, NULL);
         if (pid < 0)
                 return pid;
         if (error->err < 0)

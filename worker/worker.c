@@ -658,7 +658,7 @@ int main(int argc, char *argv[]) {
         }
         if (init)
                 (void) session_init(&session);
-        /* Exactly 0-3 are meant for us now; anything else leaked from the spawner. */
+        /* Exactly 0-3 are meant for us; anything else leaked from the set-up. */
         (void) close_range(4, ~0U, 0);
         log_set_context(session);
         setproctitle("-sbx-worker [session %s]", session);

@@ -5,6 +5,8 @@
 
 #include <sys/types.h>
 
+#include "macro.h"
+
 /* What went wrong in a command child before its exec: the step, and its errno. */
 typedef struct SpawnError {
         int err;                        /* negative errno */

@@ -1,9 +1,10 @@
 // sbxd.conf: the transcript cap (what is dropped is said, not silent) and the
-// session disk limit; a bad configuration stops sbxd at start-up.
+// session disk limit; a bad configuration, or a worker binary others could
+// replace, stops sbxd at start-up.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { useSbx, outputLines, readAll, Sbxd, tail } from './helpers.mjs';
+import { useSbx, outputLines, readAll, Sbxd, tail, BIN } from './helpers.mjs';
 
 const CAP = 64 * 1024;
 const h = useSbx({
@@ -46,4 +47,27 @@ h.test('a configuration error stops sbxd at start-up with a message', async () =
   assert.notEqual(d.exit.code, 0);
   assert.match(tail(log), /no_such_key/);
   assert.ok(!fs.existsSync(path.join(dir, 'run', 'sbxd.sock')));
+});
+
+/* sbx-worker runs as root while it sets a session up: sbxd refuses one that
+ * someone other than root could replace. */
+h.test('a worker binary others could replace stops sbxd at start-up', async () => {
+  const worker = path.join(BIN, 'sbx-worker');
+  for (const [what, dirMode, fileMode, want] of [
+    ['a world-writable directory', 0o777, 0o755, /Refusing the worker binary .*its directory .* writable by others/],
+    ['a group-writable file', 0o755, 0o775, /Refusing the worker binary .*not a regular file owned by root/],
+  ]) {
+    const dir = path.join(h.dir, `badworker-${dirMode.toString(8)}-${fileMode.toString(8)}`);
+    for (const sub of ['run', 'state', 'bin']) fs.mkdirSync(path.join(dir, sub), { recursive: true });
+    fs.copyFileSync(worker, path.join(dir, 'bin', 'sbx-worker'));
+    fs.chmodSync(path.join(dir, 'bin', 'sbx-worker'), fileMode);
+    fs.chmodSync(path.join(dir, 'bin'), dirMode);
+    fs.writeFileSync(path.join(dir, 'sbxd.conf'), `[sbxd]\nworker_path = ${path.join(dir, 'bin', 'sbx-worker')}\n`);
+    const log = path.join(h.logDir, `sbxd-badworker-${dirMode.toString(8)}.log`);
+    const d = new Sbxd({ stateDir: path.join(dir, 'state'), runDir: path.join(dir, 'run'), logPath: log,
+      extraArgs: ['--config', path.join(dir, 'sbxd.conf')] });
+    await assert.rejects(d.start({ timeout: 5000 }), /exited during start-up/, what);
+    assert.notEqual(d.exit.code, 0, what);
+    assert.match(tail(log), want, what);
+  }
 });
