@@ -7,11 +7,12 @@
  * copy-on-write faults, and nothing of sbxd's memory is ever in the session.
  *
  * No second exec follows (one measured 5 ms of CPU per session here), so this
- * file does what it would have done: the kept capabilities are set, the
- * process is made dumpable last, its stdin and stdout are the session's
- * /dev/null, and the set-up's parameters are wiped from memory, since
- * commands may inspect the worker (same uid; ptrace is allowed). The host
- * paths among them are no secret (the session's mount table shows them).
+ * file does what it would have done: the kept capabilities are set, its stdin
+ * and stdout are the session's /dev/null, and the set-up's parameters are
+ * wiped from memory. It is made dumpable last, so that the worker can open
+ * its /proc/self/oom_score_adj; the worker then makes itself non-dumpable,
+ * out of its commands' reach (worker.c). The host paths among the parameters
+ * are no secret anyway: the session's mount table shows them.
  *
  * The set-up channel (proto/setup.h) is fd 4, the SessionSetup frame comes on
  * a pipe at fd 5, the network namespace to join is fd 6. A failed step is
@@ -376,7 +377,7 @@ int session_init(char **ret_session_id) {
         wipe_setup(msg);
         sbx__msg__free_unpacked(msg, NULL);
         /* Changing credentials made the process non-dumpable; an exec would have
-         * made it dumpable again, as every command is. */
+         * made it dumpable again (the worker opens /proc/self files, then drops it). */
         CHECK(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "dumpable");
 
         /* EOF on the set-up channel: sbxd now waits for READY from the worker. */

@@ -67,11 +67,8 @@ static int reset_signals(void) {
         return RET_NERRNO(sigprocmask(SIG_SETMASK, &none, NULL));
 }
 
-/* The command's own limits: no core dumps, a bounded number of open files,
- * and an OOM score above the worker's, so that an OOM in the session's
- * cgroup takes a command before the worker (PID 1 of the session). The
- * worker runs without CAP_SYS_RESOURCE on the host, so it cannot lower its
- * own score; raising the commands' is always allowed. */
+/* The command's own limits: no core dumps, a bounded number of open files.
+ * (Its OOM score comes from the worker: see command_spawn.) */
 static int set_command_limits(void) {
         static const struct {
                 int resource;
@@ -80,24 +77,12 @@ static int set_command_limits(void) {
                 { RLIMIT_CORE, 0 },
                 { RLIMIT_NOFILE, SBX_COMMAND_NOFILE },
         };
-        char buf[16];
-        int fd, n;
 
         for (size_t i = 0; i < ELEMENTSOF(limits); i++) {
                 struct rlimit rl = { .rlim_cur = limits[i].value, .rlim_max = limits[i].value };
                 if (setrlimit(limits[i].resource, &rl) < 0)
                         return -errno;
         }
-        fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        n = snprintf(buf, sizeof(buf), "%d\n", SBX_COMMAND_OOM_SCORE_ADJ);
-        if (write(fd, buf, (size_t) n) != n) {
-                int r = -errno;
-                safe_close(fd);
-                return r;
-        }
-        safe_close(fd);
         return 0;
 }
 
@@ -147,7 +132,14 @@ static int pipe_cloexec(int *ret_read, int *ret_write) {
         return 0;
 }
 
-int command_spawn(const char *cmd, char *const env[], const char *cwd, SpawnError *error,
+static int write_oom_score_adj(int fd, int value) {
+        char buf[16];
+        int n = snprintf(buf, sizeof(buf), "%d\n", value);
+
+        return pwrite(fd, buf, (size_t) n, 0) == n ? 0 : -errno;
+}
+
+int command_spawn(const char *cmd, char *const env[], const char *cwd, const OomScore *oom, SpawnError *error,
                   pid_t *ret_pid, int *ret_stdin_fd, int *ret_output_fd) {
         _cleanup_close_ int in_r = -EBADF, in_w = -EBADF, out_r = -EBADF, out_w = -EBADF;
         ChildArgs args = { .cmd = cmd, .env = env, .cwd = cwd, .parent = getpid(), .error = error };
@@ -171,10 +163,22 @@ int command_spawn(const char *cmd, char *const env[], const char *cwd, SpawnErro
 
         args.stdin_fd = in_r;
         args.output_fd = out_w;
+        /* An OOM in the session's cgroup must take a command before the worker
+         * (PID 1 of the session). Without CAP_SYS_RESOURCE the worker cannot
+         * lower its own score below where it started, but it may raise it and
+         * go back: the child is made with the raised score, which its exec
+         * keeps. (The worker is not dumpable, so the child, sharing its memory,
+         * could not open its own /proc/self/oom_score_adj.) */
+        r = write_oom_score_adj(oom->fd, SBX_COMMAND_OOM_SCORE_ADJ);
+        if (r < 0)
+                return r;
         /* Returns once the child has exec'd or exited. */
         pid = clone_vfork(command_child, 0, &args, NULL);
+        r = write_oom_score_adj(oom->fd, oom->base);
         if (pid < 0)
                 return pid;
+        if (r < 0)
+                return r;
         if (error->err < 0)
                 return error->err;
 

@@ -60,6 +60,7 @@ typedef struct Frame {
 typedef struct Worker {
         int sock;
         int signal_fd;
+        OomScore oom;
         Command *commands;              /* in output service order */
         unsigned n_commands;
         Frame *queue, **queue_tail;     /* frames the socket did not take yet, in order */
@@ -135,6 +136,7 @@ static void worker_done(Worker *w) {
         }
         w->sock = safe_close(w->sock);
         w->signal_fd = safe_close(w->signal_fd);
+        w->oom.fd = safe_close(w->oom.fd);
 }
 
 /* A socket error means the supervisor is gone: the caller unwinds and the
@@ -391,7 +393,7 @@ static int on_exec(Worker *w, const Sbx__Msg *msg, uint32_t seq) {
                 return log_error_errno(-ENOMEM, "Failed to start command %u: %m", m->command);
         memcpy(env, m->env, m->n_env * sizeof(char *));
         c->id = m->command;
-        r = command_spawn(m->cmd, env, m->cwd, &error, &c->pid, &c->stdin_fd, &c->output_fd);
+        r = command_spawn(m->cmd, env, m->cwd, &w->oom, &error, &c->pid, &c->stdin_fd, &c->output_fd);
         if (r < 0) {
                 if (error.msg[0])
                         snprintf(errmsg, sizeof(errmsg), "%s: %s", error.msg, strerror(-r));
@@ -580,6 +582,21 @@ static int worker_setup(Worker *w) {
         w->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
         if (w->signal_fd < 0)
                 return log_error_errno(-errno, "Failed to create signalfd: %m");
+
+        w->oom.fd = open("/proc/self/oom_score_adj", O_RDWR | O_CLOEXEC);
+        if (w->oom.fd < 0)
+                return log_error_errno(-errno, "Failed to open /proc/self/oom_score_adj: %m");
+        {
+                char buf[16] = "";
+                if (pread(w->oom.fd, buf, sizeof(buf) - 1, 0) <= 0 || sscanf(buf, "%d", &w->oom.base) != 1)
+                        return log_error_errno(-EIO, "Failed to read /proc/self/oom_score_adj");
+        }
+        /* Commands run as the same uid: not dumpable, the worker is out of
+         * their reach (ptrace, /proc/1/mem, /proc/1/fd: its socket to sbxd and
+         * the stderr it shares with sbxd). Its commands are dumpable again
+         * after their exec. */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return log_error_errno(-errno, "Failed to make the worker non-dumpable: %m");
         return 0;
 }
 
@@ -612,7 +629,7 @@ int main(int argc, char *argv[]) {
                 {},
         };
         _cleanup_(worker_done) Worker w = {
-                .sock = -EBADF, .signal_fd = -EBADF, .queue_tail = &w.queue,
+                .sock = -EBADF, .signal_fd = -EBADF, .oom.fd = -EBADF, .queue_tail = &w.queue,
         };
         _cleanup_free_ char *session = NULL;
         bool init = false;

@@ -13,6 +13,13 @@ typedef struct SpawnError {
         char msg[256];                  /* "Failed to change directory to '/x'" */
 } SpawnError;
 
+/* The worker's own /proc/self/oom_score_adj, opened while it could, and the
+ * score it started with. */
+typedef struct OomScore {
+        int fd;
+        int base;
+} OomScore;
+
 /* Start "/bin/sh -c cmd" with exactly env (NULL-terminated) in cwd, as the
  * leader of a new session and process group, stdin from a pipe and stdout and
  * stderr into one other pipe. Returns once the exec happened or failed. On
@@ -20,7 +27,7 @@ typedef struct SpawnError {
  * of its output (both non-blocking, close-on-exec). On failure returns -errno;
  * if the child itself failed, error->msg says which step (else it is empty).
  * A child that failed exits 127 and is left for the caller's reaper. */
-int command_spawn(const char *cmd, char *const env[], const char *cwd, SpawnError *error,
+int command_spawn(const char *cmd, char *const env[], const char *cwd, const OomScore *oom, SpawnError *error,
                   pid_t *ret_pid, int *ret_stdin_fd, int *ret_output_fd);
 
 /* --session-init: build the session from the spawner's SessionSetup and give
