@@ -379,7 +379,8 @@ static void test_basics(void) {
 }
 
 static void test_stdin(void) {
-        char big[4][SBX_OUTPUT_CHUNK_MAX];
+        /* 4 x 32 KiB: more than the pipe holds, within what the worker queues. */
+        char big[4][32 * 1024];
         bool same;
 
         send_exec(10, "cat");
