@@ -45,6 +45,13 @@
 
 enum { INIT_SYNC_FD = 4, INIT_SETUP_FD = 5, INIT_NETNS_FD = 6 };
 
+/* The kernel copies a mount's options into one page. */
+#define MOUNT_OPTIONS_MAX 4096
+/* Session ids are "ws-" and 12 hex digits; anything much longer is no id. */
+#define SESSION_ID_MAX 64
+/* The session tmpfs' path, <run_dir>/session-root, and the paths below it. */
+#define SESSION_PATH_MAX 4096
+
 /* The SessionSetup frame as read (setup_frame_len bytes), wiped once used. */
 static uint8_t setup_frame[SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX + 1];
 static size_t setup_frame_len;
@@ -222,12 +229,12 @@ static void bind_readonly(const char *src, const char *dst) {
  * kernel takes for them. */
 static void mount_overlay(const char *T, const char *area, const char *lowers, const char *target,
                           const char *source, const char *step) {
-        char opts[8192], path[4096 + 64];
+        char opts[8192], path[SESSION_PATH_MAX + 64];
         int n;
 
         n = snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/%s/upper,workdir=%s/%s/work,redirect_dir=off",
                      lowers, T, area, T, area);
-        if (n < 0 || n >= 4096)
+        if (n < 0 || n >= MOUNT_OPTIONS_MAX)
                 init_fail(E2BIG, step);
         snprintf(path, sizeof(path), "%s/%s", T, target);
         CHECK(mount(source, path, "overlay", MS_NOSUID | MS_NODEV, opts), step);
@@ -252,7 +259,7 @@ static void install_seccomp(const ProtobufCBinaryData *filter) {
 static void build_session(const Sbx__SessionSetup *p) {
         static const char *const system_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
         static const char *const dirs[] = { "ws", "ws/upper", "ws/work", "sys", "sys/upper", "sys/work", "root" };
-        char T[4096], path[4096 + 64], opts[8192];
+        char T[SESSION_PATH_MAX], path[SESSION_PATH_MAX + 64], opts[8192];
         _cleanup_close_ int tfd = -EBADF;
         int fds[2];
 
@@ -365,9 +372,10 @@ int session_init(char **ret_session_id) {
 
         msg = read_setup();
         p = msg->session_setup;
-        if (!p->session_id[0] || strlen(p->session_id) > 64 || p->run_dir[0] != '/' || p->image_dir[0] != '/' ||
-            p->layers_dir[0] != '/' || !p->lowerdirs[0] || strlen(p->run_dir) >= 4096 - 32 ||
-            p->uid_base == 0 || p->uid_count == 0 || p->uid_count > UINT32_MAX - p->uid_base || p->disk_bytes == 0)
+        if (!p->session_id[0] || strlen(p->session_id) > SESSION_ID_MAX || p->run_dir[0] != '/' ||
+            strlen(p->run_dir) >= SESSION_PATH_MAX - 32 || p->image_dir[0] != '/' || p->layers_dir[0] != '/' ||
+            !p->lowerdirs[0] || p->uid_base == 0 || p->uid_count == 0 || p->uid_count > UINT32_MAX - p->uid_base ||
+            p->disk_bytes == 0)
                 init_fail(EINVAL, "check the session's parameters");
         build_session(p);
 
