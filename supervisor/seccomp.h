@@ -16,7 +16,7 @@ typedef struct SandboxSeccompOptions {
 } SandboxSeccompOptions;
 
 /* The filter as a BPF program, built once by sbxd and installed by every
- * session child (building it with libseccomp takes milliseconds). */
+ * session's init (building it with libseccomp takes milliseconds). */
 typedef struct SeccompProgram {
         struct sock_fprog fprog;
         struct sock_filter insns[];

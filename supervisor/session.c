@@ -854,7 +854,7 @@ restart:
         }
 }
 
-/* The session child's set-up channel: maps to write, then the exec of the worker. */
+/* The session's set-up channel: maps to write, then EOF once the init runs as the worker. */
 static void session_setup_done(Server *s, WorkspaceSession *ws) {
         ws->upper_fd = TAKE_FD(ws->spawn.upper_fd);
         ws->workspace_fd = TAKE_FD(ws->spawn.workspace_fd);
