@@ -16,6 +16,7 @@ PKGS=(
   libjansson-dev                      # JSON in the broker
   libseccomp-dev                      # the worker's seccomp filter
   libsqlite3-dev                      # durable metadata
+  libgit2-dev                         # line diff (xdiff) for file_blame and file_edit diffs
   libcmocka-dev                       # unit tests
   libinih-dev                         # sbxd.conf parser
   mandoc                              # man page lint
