@@ -117,14 +117,25 @@ static const uint64_t ioctls_denied[] = { TIOCSTI, TIOCLINUX };
 /* The ABIs filtered with the table; any other one kills the process. */
 static const uint32_t arches[] = { SCMP_ARCH_X86_64, SCMP_ARCH_X86 };
 
+/* libseccomp's pseudo numbers: from -100 to -299 the calls that an ABI
+ * multiplexes (socket(2) and SysV IPC behind socketcall(2) and ipc(2) on
+ * 32-bit x86), from -10001 down the calls an ABI does not have at all. */
+#define PSEUDO_NR_MISSING_MAX (-10001)
+
 static int rule_add(scmp_filter_ctx ctx, uint32_t arch, const char *name, int err, unsigned n,
                     const struct scmp_arg_cmp *cmp) {
-        int nr = seccomp_syscall_resolve_name_arch(arch, name);
-        if (nr == __NR_SCMP_ERROR || nr < 0)
+        int arch_nr = seccomp_syscall_resolve_name_arch(arch, name);
+        if (arch_nr == __NR_SCMP_ERROR || arch_nr <= PSEUDO_NR_MISSING_MAX)
                 return 0; /* not a system call of this ABI */
         /* libseccomp takes rule numbers in the native numbering (pseudo numbers
          * for calls the native ABI lacks) and translates them per ABI. */
-        nr = seccomp_syscall_resolve_name(name);
+        int nr = seccomp_syscall_resolve_name(name);
+        if (arch_nr < 0)
+                /* Multiplexed on this ABI (i386 socket, 359 since Linux 4.3): the
+                 * non-exact call adds the rule to the direct system call too,
+                 * where the exact one refuses. Its socketcall(2) form loses the
+                 * comparisons, which costs nothing: socketcall is denied whole. */
+                return seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO((uint32_t) err), nr, n, cmp);
         return seccomp_rule_add_exact_array(ctx, SCMP_ACT_ERRNO((uint32_t) err), nr, n, cmp);
 }
 

@@ -26,6 +26,6 @@ typedef struct SeccompProgram {
  * Free *ret with free(). */
 int sandbox_seccomp_compile(const SandboxSeccompOptions *o, SeccompProgram **ret, const char **ret_step);
 
-/* Write the filter as libseccomp pseudo-code (PFC) to fd, for sbxd --dump-seccomp
- * and the tests. */
+/* Write the filter as libseccomp pseudo-code (PFC) to fd, for the unit tests
+ * (tests/unit/test-seccomp.c), which read each ABI's rules. */
 int sandbox_seccomp_export(const SandboxSeccompOptions *o, int fd);

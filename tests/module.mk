@@ -18,3 +18,5 @@ UNIT_TESTS += tests/unit/test-fileops.c
 test-fileops_DEPS := supervisor/fileops.c
 UNIT_TESTS += tests/unit/test-indexcache.c
 test-indexcache_DEPS := supervisor/indexcache.c supervisor/fileops.c
+UNIT_TESTS += tests/unit/test-seccomp.c
+test-seccomp_DEPS := supervisor/seccomp.c

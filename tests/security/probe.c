@@ -4,7 +4,8 @@
  * attempt failed and how. Exit status 0 unless the probe itself is misused.
  *
  *   sbx-sec-probe syscalls          every call of the seccomp table (x86_64)
- *   sbx-sec-probe compat            a few of them through the 32-bit ABI (int 0x80)
+ *   sbx-sec-probe compat            a few of them, and socket families, through the
+ *                                   32-bit ABI (int 0x80)
  *   sbx-sec-probe x32               one x32 call: the process must be killed
  *   sbx-sec-probe sockets           raw, packet and rare-family sockets
  *   sbx-sec-probe userns            unshare/clone of a user namespace with maps
@@ -113,6 +114,11 @@ static void probe_compat(void) {
         TRY("i386 unshare(CLONE_NEWUSER)", int80(310, CLONE_NEWUSER, 0, 0));
         TRY("i386 socketcall", int80(102, 1, 0, 0));
         TRY("i386 socket(AF_PACKET)", int80(359, AF_PACKET, SOCK_RAW, 0));
+        TRY("i386 socket(AF_VSOCK)", int80(359, AF_VSOCK, SOCK_STREAM, 0));
+        TRY("i386 socket(AF_ALG)", int80(359, AF_ALG, SOCK_SEQPACKET, 0));
+        TRY("i386 socket(AF_KEY)", int80(359, AF_KEY, SOCK_RAW, 2));
+        TRY("i386 socket(AF_BLUETOOTH)", int80(359, AF_BLUETOOTH, SOCK_RAW, 0));
+        TRY("i386 socket(AF_UNIX) (allowed)", int80(359, AF_UNIX, SOCK_STREAM, 0));
         TRY("i386 kexec_load", int80(283, 0, 0, 0));
         TRY("i386 bpf", int80(357, 0, 0, 0));
         TRY("i386 init_module", int80(128, 0, 0, 0));
