@@ -11,6 +11,16 @@ UNITDIR    ?= /lib/systemd/system
 CC         ?= cc
 PKG_CONFIG ?= pkg-config
 PKGS       := inih libnl-3.0 libnl-route-3.0 libcap libprotobuf-c libbsd-overlay jansson libseccomp sqlite3 libgit2
+TEST_PKGS  := cmocka
+
+# The Debian package of each pkg-config module above (and of the one build
+# tool outside them): the build names it when a module is missing, and
+# tests/check-deps.sh proves that tests/deps.sh installs each one.
+PKG_DEBS   := inih:libinih-dev libnl-3.0:libnl-3-dev libnl-route-3.0:libnl-route-3-dev \
+              libcap:libcap-dev libprotobuf-c:libprotobuf-c-dev libbsd-overlay:libbsd-dev \
+              jansson:libjansson-dev libseccomp:libseccomp-dev sqlite3:libsqlite3-dev \
+              libgit2:libgit2-dev cmocka:libcmocka-dev
+TOOL_DEBS  := protoc-c:protobuf-c-compiler
 
 # sbx-worker is exec'd once per workspace session: linked statically it skips
 # the dynamic loader (about a millisecond per session). "no" links it like the

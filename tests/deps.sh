@@ -1,6 +1,7 @@
 #!/bin/bash
 # Install what building and testing sbx needs, only if missing. Idempotent,
-# non-interactive, needs no stdin. Debian packages via apt-get (as root), then
+# non-interactive, needs no stdin. `tests/deps.sh --list` prints the Debian
+# packages and installs nothing. Debian packages via apt-get (as root), then
 # the npm packages of package-lock.json via `npm ci` when node_modules is
 # missing or older than the lockfile.
 set -euo pipefail
@@ -26,6 +27,12 @@ PKGS=(
   python3                             # raw-socket client of the robustness tests
   iproute2 util-linux procps          # ip, setpriv/mount tools, ps for tests and the demo
 )
+
+# tests/check-deps.sh compares this list with config.mk's modules.
+if [[ ${1:-} == --list ]]; then
+  printf '%s\n' "${PKGS[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Every test of sbx, in order: unit tests (cmocka), worker tests
+# Every test of sbx, in order: the build dependency lists (tests/check-deps.sh),
+# unit tests (cmocka), worker tests
 # (tests/worker/run.sh, when present), man page lint (mandoc), integration
 # tests (node --test with the MCP SDK client), leftovers check, then the
 # suites below that are present (operations: make check-ops). Each suite's
@@ -49,6 +50,14 @@ count_node() {
 }
 
 section() { printf '\n======== %s ========\n' "$1"; }
+
+# ---- build dependencies: config.mk's modules against tests/deps.sh
+section "build dependencies (tests/check-deps.sh)"
+tests/check-deps.sh 2>&1 | tee "$RES/deps.log"
+drc=${PIPESTATUS[0]}
+read -r p f < <(count_tap "$RES/deps.log")
+((drc != 0 && f == 0)) && f=1
+add deps "$p" "$f"
 
 # ---- unit
 section "unit tests (cmocka)"
