@@ -4,8 +4,7 @@
 # tests/fresh/run.sh starts it as pid 1 of new mount, pid, cgroup, uts and ipc
 # namespaces (unshare); everything mounted here goes away with them.
 #
-#   /          ROOT bind-mounted on itself: sbx sessions pivot_root, which
-#              needs the caller's root to be a mount point
+#   /          ROOT, bind-mounted on itself and made the root with pivot_root
 #   /proc      this pid namespace's own: only the processes started here
 #   /sys       sysfs, and at /sys/fs/cgroup the host's cgroup layout (v1
 #              controllers, cgroup2 at unified, its symlinks) mounted afresh
@@ -57,6 +56,13 @@ envs=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/ro
 for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
   [[ -n ${!v-} ]] && envs+=("$v=${!v}")
 done
+# ROOT becomes / with pivot_root, not chroot: a chrooted process may not
+# create user namespaces (EPERM from unshare(2)), and every sbx session does.
+# pivot_root . . stacks the host's root on top of ROOT; unmounting it leaves
+# ROOT alone, with nothing of the host's file systems reachable.
+cd "$R"
+pivot_root . .
+umount -l .
 # "exit" after the command keeps bash from exec'ing it: bash stays pid 1 and
 # reaps the orphans the command leaves.
-exec chroot "$R" /usr/bin/env -i "${envs[@]}" /bin/bash -c "cd /root/sbx || exit 1; $CMD; exit \$?"
+exec /usr/bin/env -i "${envs[@]}" /bin/bash -c "cd /root/sbx || exit 1; $CMD; exit \$?"

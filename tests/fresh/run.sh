@@ -50,8 +50,10 @@ PASSED=0 FAILED=0 SUMMARY=()
 # ---- cgroups: one per hierarchy below our own, the root of the inner cgroup
 # namespace; run.sh moves itself in, so everything it starts is below it.
 cg_enter() {
-  local ctrls path mnt d
-  while IFS=: read -r _ ctrls path; do
+  local ctrls path mnt d line lines
+  mapfile -t lines </proc/self/cgroup   # read it whole: it changes as we move
+  for line in "${lines[@]}"; do
+    IFS=: read -r _ ctrls path <<<"$line"
     if [[ -z $ctrls ]]; then
       mnt=$(awk '$3 == "cgroup2" && $2 ~ "^/sys/fs/cgroup" { print $2; exit }' /proc/self/mounts)
     else
@@ -68,7 +70,7 @@ cg_enter() {
       cat "$d/../cpuset.cpus" >"$d/cpuset.cpus" && cat "$d/../cpuset.mems" >"$d/cpuset.mems" || return 1
     fi
     echo $$ >"$d/cgroup.procs" || return 1
-  done </proc/self/cgroup
+  done
 }
 
 cg_leave() {
