@@ -28,24 +28,16 @@ OUT=${FRESH_OUT:-$ROOT/build/fresh}
 WORKBASE=${FRESH_WORK:-/var/tmp}
 T_BOOTSTRAP=900 T_RUN=2400 T_CHECK=1800   # seconds; each step is killed after it
 
-say() { echo "check-fresh: $*"; }
-die() { say "$*" >&2; echo "0 passed, 1 failed"; exit 1; }
-
-[[ $(id -u) -eq 0 ]] || die "needs root (mmdebstrap in root mode, namespaces, mounts)"
-command -v mmdebstrap >/dev/null || die "mmdebstrap missing: run tests/deps.sh --fresh"
-COMMIT=$(git rev-parse --verify HEAD 2>/dev/null) || die "$ROOT is not a git checkout: nothing to archive"
-[[ -z $(git status --porcelain --untracked-files=no) ]] ||
-  say "note: uncommitted changes are not tested; the root gets HEAD ($COMMIT)"
-
-mkdir -p "$CACHE" "$OUT" || die "cannot create $CACHE or $OUT"
-OUT=$(cd "$OUT" && pwd)
-# One run at a time per cache: apt locks the archives directory.
-exec 9>"$CACHE/.check-fresh.lock"
-flock -w 3600 9 || die "another check-fresh holds $CACHE for an hour"
-rm -rf "${OUT:?}/bin" "$OUT/test-results" "$OUT/sbx-test-logs" "$OUT"/*.log "$OUT/commit"
-
 WORK="" CGDIRS=() STEP_PID=""
 PASSED=0 FAILED=0 SUMMARY=()
+
+say() { echo "check-fresh: $*"; }
+die() { say "$*" >&2; exit 1; }   # cleanup counts it as a failure
+
+count() { # NAME PASSED FAILED
+  PASSED=$((PASSED + $2)) FAILED=$((FAILED + $3))
+  SUMMARY+=("$(printf '%-16s %4d passed, %4d failed' "$1" "$2" "$3")")
+}
 
 # ---- cgroups: one per hierarchy below our own, the root of the inner cgroup
 # namespace; run.sh moves itself in, so everything it starts is below it.
@@ -99,11 +91,28 @@ cleanup() {
     fi
   fi
   cg_leave
+  ((rc != 0 && FAILED == 0)) && count "check-fresh" 0 1   # stopped early
+  ((rc == 0 && FAILED != 0)) && rc=1
+  ((${#SUMMARY[@]})) && printf '%s\n' "${SUMMARY[@]}"
+  echo "$PASSED passed, $FAILED failed"
   exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'say "interrupted"; exit 130' INT
+trap 'say "terminated"; exit 143' TERM
+
+[[ $(id -u) -eq 0 ]] || die "needs root (mmdebstrap in root mode, namespaces, mounts)"
+command -v mmdebstrap >/dev/null || die "mmdebstrap missing: run tests/deps.sh --fresh"
+COMMIT=$(git rev-parse --verify HEAD 2>/dev/null) || die "$ROOT is not a git checkout: nothing to archive"
+[[ -z $(git status --porcelain --untracked-files=no) ]] ||
+  say "note: uncommitted changes are not tested; the root gets HEAD ($COMMIT)"
+
+mkdir -p "$CACHE" "$OUT" || die "cannot create $CACHE or $OUT"
+OUT=$(cd "$OUT" && pwd)
+# One run at a time per cache: apt locks the archives directory.
+exec 9>"$CACHE/.check-fresh.lock"
+flock -w 3600 9 || die "another check-fresh holds $CACHE for an hour"
+rm -rf "${OUT:?}/bin" "$OUT/test-results" "$OUT/sbx-test-logs" "$OUT"/*.log "$OUT/commit"
 
 # step NAME TIMEOUT LOG COMMAND...: run COMMAND with its output in LOG, killed
 # after TIMEOUT seconds; prints the time it took. Returns its status.
@@ -119,11 +128,6 @@ step() {
   ((rc == 124 || rc == 137)) && echo "check-fresh: $name timed out after $limit s" >>"$log"
   say "$name: $( ((rc == 0)) && echo ok || echo "FAILED ($rc)"), $(($(date +%s) - t0)) s (log: $log)"
   return "$rc"
-}
-
-count() { # NAME PASSED FAILED
-  PASSED=$((PASSED + $2)) FAILED=$((FAILED + $3))
-  SUMMARY+=("$(printf '%-16s %4d passed, %4d failed' "$1" "$2" "$3")")
 }
 
 # bootstrap: the root filesystem, from the host's apt settings: every sources
@@ -243,8 +247,4 @@ main() {
   say "total $(($(date +%s) - t0)) s"
 }
 
-main
-rc=$?
-printf '%s\n' "${SUMMARY[@]}"
-echo "$PASSED passed, $FAILED failed"
-((rc == 0 && FAILED == 0 && PASSED > 0))
+main   # cleanup (the EXIT trap) prints the summary and the closing line
