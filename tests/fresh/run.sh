@@ -26,7 +26,7 @@ SUITE=bookworm                         # Debian 12
 CACHE=${FRESH_CACHE:-/var/cache/sbx-ci/fresh/archives}
 OUT=${FRESH_OUT:-$ROOT/build/fresh}
 WORKBASE=${FRESH_WORK:-/var/tmp}
-T_BOOTSTRAP=900 T_RUN=2400 T_CHECK=1800   # seconds; each step is killed after it
+T_BOOTSTRAP=600 T_RUN=1200 T_CHECK=900   # seconds: a hung step is killed (at most 45 min)
 
 WORK="" CGDIRS=() STEP_PID=""
 PASSED=0 FAILED=0 SUMMARY=()
@@ -162,7 +162,7 @@ bootstrap() {
 # settings win), the effective registry, and the CA file npm is told to use,
 # copied to /etc/npm-host-ca.pem (ca-certificates rewrites /etc/ssl/certs).
 carry_host_config() {
-  cp /etc/resolv.conf /etc/hosts "$R/etc/"
+  cp /etc/resolv.conf /etc/hosts "$R/etc/" || return 1
   command -v npm >/dev/null || { say "npm not on the host: the root uses npm's defaults"; return 0; }
   local f cafile npmrc=$R/root/.npmrc
   {
@@ -227,7 +227,10 @@ main() {
     count "copy in" 0 1
     return 1
   fi
-  carry_host_config
+  if ! carry_host_config; then
+    count "host settings" 0 1
+    return 1
+  fi
 
   if inside "make run" "$T_RUN" "$OUT/make-run.log" "make run"; then
     count "make run" 1 0
