@@ -208,7 +208,7 @@ copy_out() {
 }
 
 main() {
-  local t0 p f
+  local t0 p f qrc=0
   t0=$(date +%s)
   cg_enter || die "cannot make the cgroups of the clean room below $(head -c 200 /proc/self/cgroup)"
   WORK=$(mktemp -d "$WORKBASE/sbx-fresh.XXXXXX") || die "cannot create a directory in $WORKBASE"
@@ -237,12 +237,15 @@ main() {
   else
     count "make run" 0 1
   fi
-  inside "make check-quick" "$T_CHECK" "$OUT/check-quick.log" "make check-quick"
+  inside "make check-quick" "$T_CHECK" "$OUT/check-quick.log" "make check-quick" || qrc=$?
   read -r p f < <(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$OUT/check-quick.log" | tail -1)
-  count "make check-quick" "${p:-0}" "${f:-1}"
+  p=${p:-0} f=${f:-0}
+  ((qrc != 0 && f == 0)) && f=1
+  count "make check-quick" "$p" "$f"
   copy_out
 
-  sed -n '/^======== summary/,$p' "$OUT/check-quick.log" | sed 's/^/  inner: /'
+  sed -n '/^======== summary/,$p' "$OUT/check-quick.log" | grep -v '^logs: ' | sed 's/^/  inner: /'
+  [[ -d $OUT/test-results ]] && say "inner test results: $OUT/test-results"
   if ((FAILED)); then
     tails "$OUT/make-run.log" "$OUT/check-quick.log" "$OUT"/test-results/*.log "$OUT"/sbx-test-logs/*/*.log
   fi
