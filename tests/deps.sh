@@ -4,6 +4,9 @@
 # packages and installs nothing. Debian packages via apt-get (as root), then
 # the npm packages of package-lock.json via `npm ci` when node_modules is
 # missing or older than the lockfile.
+#   tests/deps.sh           everything the build and every test need
+#   tests/deps.sh --fresh   only the host tools of make check-fresh (mk/fresh.mk),
+#                           which then runs plain tests/deps.sh inside its root
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 cd "$(dirname "$0")/.."
@@ -27,6 +30,16 @@ PKGS=(
   python3                             # raw-socket client of the robustness tests
   iproute2 util-linux procps          # ip, setpriv/mount tools, ps for tests and the demo
 )
+FRESH_PKGS=(
+  mmdebstrap                          # builds the Debian 12 root of make check-fresh
+  util-linux                          # unshare, mount
+)
+npm=yes
+case ${1-} in
+  "") ;;
+  --fresh) PKGS=("${FRESH_PKGS[@]}") npm=no ;;
+  *) echo "usage: $0 [--fresh]" >&2; exit 2 ;;
+esac
 
 # tests/check-deps.sh compares this list with config.mk's modules.
 if [[ ${1:-} == --list ]]; then
@@ -53,11 +66,14 @@ if ((${#missing[@]})); then
     exit 1
   fi
   echo "deps: installing ${missing[*]}" >&2
-  apt-get update -qq </dev/null
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+  # others may hold the dpkg lock (a parallel install): wait for it
+  apt-get -o DPkg::Lock::Timeout=600 update -qq </dev/null
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" </dev/null
 else
   echo "deps: Debian packages present" >&2
 fi
+
+[[ $npm == yes ]] || exit 0
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "deps: node and npm are required" >&2

@@ -7,9 +7,23 @@
 # output is shown and kept under build/test-results/; the last line is
 #   N passed, N failed
 # summed over all suites. Exit 1 if anything failed.
+#
+#   tests/run-all.sh           every suite (make check)
+#   tests/run-all.sh --quick   build dependencies, unit tests, man page lint and one integration
+#                              file with the leftovers check (make check-quick;
+#                              the file is $SBX_QUICK_INTEGRATION, default
+#                              tests/integration/isolation.test.mjs)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
+QUICK=no
+case ${1-} in
+  "") ;;
+  --quick) QUICK=yes ;;
+  *) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+esac
+INTEGRATION_FILES=()
+[[ $QUICK == yes ]] && INTEGRATION_FILES=("${SBX_QUICK_INTEGRATION:-tests/integration/isolation.test.mjs}")
 RES=${SBX_RESULTS_DIR:-$ROOT/build/test-results}
 export SBX_RESULTS_DIR=$RES
 rm -rf "$RES"
@@ -51,13 +65,20 @@ count_node() {
 
 section() { printf '\n======== %s ========\n' "$1"; }
 
+# wanted SUITE: run it? --quick runs only deps, unit, man and integration.
+wanted() {
+  [[ $QUICK == no || $1 == deps || $1 == unit || $1 == man || $1 == integration ]]
+}
+
 # ---- build dependencies: config.mk's modules against tests/deps.sh
-section "build dependencies (tests/check-deps.sh)"
-tests/check-deps.sh 2>&1 | tee "$RES/deps.log"
-drc=${PIPESTATUS[0]}
-read -r p f < <(count_tap "$RES/deps.log")
-((drc != 0 && f == 0)) && f=1
-add deps "$p" "$f"
+if wanted deps; then
+  section "build dependencies (tests/check-deps.sh)"
+  tests/check-deps.sh 2>&1 | tee "$RES/deps.log"
+  drc=${PIPESTATUS[0]}
+  read -r p f < <(count_tap "$RES/deps.log")
+  ((drc != 0 && f == 0)) && f=1
+  add deps "$p" "$f"
+fi
 
 # ---- unit
 section "unit tests (cmocka)"
@@ -68,7 +89,7 @@ read -r p f < <(count_cmocka "$RES/unit.log")
 add unit "$p" "$f"
 
 # ---- worker
-if [[ -x tests/worker/run.sh || -f tests/worker/run.sh ]]; then
+if wanted worker && [[ -x tests/worker/run.sh || -f tests/worker/run.sh ]]; then
   section "worker tests"
   bash tests/worker/run.sh 2>&1 | tee "$RES/worker.log"
   wrc=${PIPESTATUS[0]}
@@ -107,7 +128,7 @@ fi
 
 # ---- integration (+ leftovers)
 section "integration tests (node --test, MCP SDK client)"
-tests/run-integration.sh 2>&1 | tee "$RES/integration.log"
+tests/run-integration.sh "${INTEGRATION_FILES[@]}" 2>&1 | tee "$RES/integration.log"
 irc=${PIPESTATUS[0]}
 if [[ -s $RES/integration.tap ]]; then
   read -r p f < <(count_node "$RES/integration.tap")
@@ -128,7 +149,7 @@ else
 fi
 
 # ---- protocol robustness (tests/proto: a fake peer on sbxd.sock)
-if [[ -f tests/proto/run.sh ]]; then
+if wanted proto && [[ -f tests/proto/run.sh ]]; then
   section "protocol robustness (tests/proto)"
   bash tests/proto/run.sh 2>&1 | tee "$RES/proto.log"
   read -r p f < <(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$RES/proto.log" | tail -1)
@@ -136,7 +157,7 @@ if [[ -f tests/proto/run.sh ]]; then
 fi
 
 # ---- isolation battery (tests/security: escape attempts, abuse cases)
-if [[ -f tests/security/run.sh ]]; then
+if wanted security && [[ -f tests/security/run.sh ]]; then
   section "isolation battery (tests/security)"
   bash tests/security/run.sh 2>&1 | tee "$RES/security.log"
   read -r p f < <(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$RES/security.log" | tail -1)
@@ -144,7 +165,7 @@ if [[ -f tests/security/run.sh ]]; then
 fi
 
 # ---- fuzz corpora replayed through the fuzz targets (mk/fuzz.mk)
-if [[ -f mk/fuzz.mk ]]; then
+if wanted fuzz && [[ -f mk/fuzz.mk ]]; then
   section "fuzz corpora replay"
   make --no-print-directory -s check-fuzz-corpus 2>&1 | tee "$RES/fuzz.log"
   read -r p f < <(sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2/p' "$RES/fuzz.log" | tail -1)
@@ -154,7 +175,7 @@ fi
 # ---- operations (mk/install.mk: make check-ops): install/uninstall into a
 # temporary DESTDIR, systemd-analyze verify, installed man pages, sbxd.conf
 # checks, sbxctl against a private sbxd. Skipped checks are not counted.
-if [[ -f tests/check-ops.sh ]]; then
+if wanted ops && [[ -f tests/check-ops.sh ]]; then
   section "operations (make check-ops)"
   make --no-print-directory -s check-ops 2>&1 | tee "$RES/ops.log"
   orc=${PIPESTATUS[0]}
