@@ -269,13 +269,13 @@ h.test('file_edit: empty, missing, ambiguous and no-op edits name the edit; noth
   const before = await blame('edit/errs.txt');
   const layers = await layerCount();
   const cases = [
-    [[{ old_string: 'one', new_string: 'ONE' }, { old_string: '', new_string: 'x' }], /edit 2: old_string is empty/],
-    [[{ old_string: 'absent', new_string: 'x' }, { old_string: 'one', new_string: 'ONE' }], /edit 1: old_string not found in the file/],
+    [[{ old_string: 'one', new_string: 'ONE' }, { old_string: '', new_string: 'x' }], /edits\[1\]: old_string is empty/],
+    [[{ old_string: 'absent', new_string: 'x' }, { old_string: 'one', new_string: 'ONE' }], /edits\[0\]: old_string not found in the file/],
     [[{ old_string: 'one', new_string: 'ONE' }, { old_string: 'two', new_string: 'TWO' }, { old_string: 'repeat', new_string: 'r' }],
-      /edit 3: old_string occurs 4 times; add context to make it unique or set replace_all/],
-    [[{ old_string: 'two', new_string: 'two' }], /edit 1: old_string and new_string are identical \(no-op\)/],
+      /edits\[2\]: old_string occurs 4 times; add context to make it unique or set replace_all/],
+    [[{ old_string: 'two', new_string: 'two' }], /edits\[0\]: old_string and new_string are identical \(no-op\)/],
     // an earlier edit removes what a later one needs
-    [[{ old_string: 'one\n', new_string: '' }, { old_string: 'one', new_string: 'x' }], /edit 2: old_string not found/],
+    [[{ old_string: 'one\n', new_string: '' }, { old_string: 'one', new_string: 'x' }], /edits\[1\]: old_string not found/],
   ];
   for (const [edits, re] of cases) {
     const t = await err('file_edit', { path: 'edit/errs.txt', edits });
@@ -288,8 +288,8 @@ h.test('file_edit: empty, missing, ambiguous and no-op edits name the edit; noth
   const ok = await edit('edit/errs.txt', [{ old_string: 'repeat', new_string: 'r', replace_all: true }]);
   assert.equal(ok.replacements, 4);
   // a replace_all no-op and a replace_all of a missing string also fail
-  assert.match(await err('file_edit', { path: 'edit/errs.txt', edits: [{ old_string: 'r', new_string: 'r', replace_all: true }] }), /edit 1/);
-  assert.match(await err('file_edit', { path: 'edit/errs.txt', edits: [{ old_string: 'zzz', new_string: 'y', replace_all: true }] }), /edit 1: old_string not found/);
+  assert.match(await err('file_edit', { path: 'edit/errs.txt', edits: [{ old_string: 'r', new_string: 'r', replace_all: true }] }), /edits\[0\]/);
+  assert.match(await err('file_edit', { path: 'edit/errs.txt', edits: [{ old_string: 'zzz', new_string: 'y', replace_all: true }] }), /edits\[0\]: old_string not found/);
 });
 
 h.test('CRLF file: read keeps CR LF, edit, blame counts lines', async () => {

@@ -643,18 +643,18 @@ static void test_edit_errors(void **state) {
         const FileEditSpec later[] = { SPEC("foo", "foo bar", false), SPEC("bar", "baz", false), SPEC("zzz", "q", false) };
         const char *content = "one two foo x x x x";
 
-        check_edit_error(content, empty, 2, -EINVAL, "edit 2: old_string is empty");
-        check_edit_error(content, missing, 1, -EINVAL, "edit 1: old_string not found in the file");
+        check_edit_error(content, empty, 2, -EINVAL, "edits[1]: old_string is empty");
+        check_edit_error(content, missing, 1, -EINVAL, "edits[0]: old_string not found in the file");
         check_edit_error(content, ambiguous, 3, -EINVAL,
-                         "edit 3: old_string occurs 4 times; add context to make it unique or set replace_all");
-        check_edit_error(content, noop, 1, -EINVAL, "edit 1: old_string and new_string are identical (no-op)");
-        check_edit_error(content, noop_all, 2, -EINVAL, "edit 2: old_string and new_string are identical (no-op)");
-        check_edit_error(content, later, 3, -EINVAL, "edit 3: old_string not found in the file");
+                         "edits[2]: old_string occurs 4 times; add context to make it unique or set replace_all");
+        check_edit_error(content, noop, 1, -EINVAL, "edits[0]: old_string and new_string are identical (no-op)");
+        check_edit_error(content, noop_all, 2, -EINVAL, "edits[1]: old_string and new_string are identical (no-op)");
+        check_edit_error(content, later, 3, -EINVAL, "edits[2]: old_string not found in the file");
         check_edit_error(content, NULL, 0, -EINVAL, "no edits given");
-        check_edit_error("", missing, 1, -EINVAL, "edit 1: old_string not found in the file");
+        check_edit_error("", missing, 1, -EINVAL, "edits[0]: old_string not found in the file");
         /* Overlapping occurrences do not count twice. */
         check_edit_error("aaaa", (const FileEditSpec[]) { SPEC("aa", "b", false) }, 1, -EINVAL,
-                         "edit 1: old_string occurs 2 times; add context to make it unique or set replace_all");
+                         "edits[0]: old_string occurs 2 times; add context to make it unique or set replace_all");
 }
 
 static void test_edit_sequential(void **state) {
@@ -752,7 +752,7 @@ static void test_edit_efbig(void **state) {
         free(out);
         out = (char *) 1;
         check_edit_error(big, (const FileEditSpec[]) { SPEC("X", "YZ", false) }, 1, -EFBIG,
-                         "edit 1: the result would exceed 16777216 bytes");
+                         "edits[0]: the result would exceed 16777216 bytes");
         /* Shrinking a file is fine. */
         assert_int_equal(file_apply_edits(big, max, (const FileEditSpec[]) { SPEC("aX", "", false) }, 1, &out, &len,
                                           &count, NULL, 0), 0);
@@ -774,7 +774,7 @@ static void test_edit_efbig(void **state) {
                 o = NULL;
                 e.new_len++;
                 assert_int_equal(file_apply_edits("aaaa", 4, &e, 1, &o, &len, &count, err, sizeof(err)), -EFBIG);
-                assert_string_equal(err, "edit 1: the result would exceed 16777216 bytes");
+                assert_string_equal(err, "edits[0]: the result would exceed 16777216 bytes");
                 assert_null(o);
                 /* A size that wraps around stays an error. */
                 e.new_len = SIZE_MAX / 2;
