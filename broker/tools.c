@@ -2079,6 +2079,8 @@ static void text_file_read(FILE *f, const Sbx__Reply *reply, const json_t *args,
         if (n == 0)
                 fprintf(f, "%s: no lines from line %llu (the file has %llu)", sc_str(sc, "path"), first,
                         sc_uint(sc, "total_lines"));
+        else if (n == 1)
+                fprintf(f, "%s: line %llu of %llu", sc_str(sc, "path"), first, sc_uint(sc, "total_lines"));
         else
                 fprintf(f, "%s: lines %llu-%llu of %llu", sc_str(sc, "path"), first, first + n - 1,
                         sc_uint(sc, "total_lines"));

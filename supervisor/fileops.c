@@ -41,6 +41,7 @@
 #include "fileops.h"
 
 #define READ_BUF_SIZE (64u * 1024u)
+#define UTF8_CHAR_MAX 4u
 #define INDEX_MARKS_MAX 4096u   /* 64 KiB of marks per index */
 
 typedef struct Utf8Scan {
@@ -382,9 +383,9 @@ int file_read_window(int fd, const FileIndex *index, uint64_t offset, uint32_t l
                 set_errmsg(errmsg, errmsg_size, "limit must be between 1 and %u", SBX_FILE_READ_MAX_LINES);
                 return -EINVAL;
         }
-        /* Room for one character, so that a cut line still shows something. */
-        if (budget < JSON_ESCAPE_MAX) {
-                set_errmsg(errmsg, errmsg_size, "the budget must be at least %u bytes", JSON_ESCAPE_MAX);
+        /* Room for one character (unless it is escaped), so that a cut line still shows something. */
+        if (budget < UTF8_CHAR_MAX) {
+                set_errmsg(errmsg, errmsg_size, "the budget must be at least %u bytes", UTF8_CHAR_MAX);
                 return -EINVAL;
         }
 
