@@ -2052,9 +2052,9 @@ static void text_command(FILE *f, const Sbx__Reply *reply, const json_t *args, c
         else
                 fprintf(f, "; lines %llu-%llu of %llu shown", start, end, total);
         if (start > 0)
-                fprintf(f, "; %llu earlier line%s not shown: read_command_lines start_offset=0", start, plural(start));
+                fprintf(f, "; %llu earlier line%s not shown; read_command_lines start_offset=0", start, plural(start));
         if (end < total)
-                fprintf(f, "; %llu later line%s not shown: read_command_lines start_offset=%llu", total - end,
+                fprintf(f, "; %llu later line%s not shown; read_command_lines start_offset=%llu", total - end,
                         plural(total - end), end);
         if (cut)
                 fprintf(f, "; whole output ~%llu tokens", sc_uint(sc, "original_token_count"));

@@ -849,8 +849,8 @@ static void test_text_command(void **state) {
         p.changed_paths = 0;
         c.output.len = 0;
         cut = text_for("read_command_lines", NULL, &reply);
-        assert_string_equal(cut, "ok, exit 0, 0.03 s; lines 40-240 of 300 shown; 40 earlier lines not shown: "
-                                 "read_command_lines start_offset=0; 60 later lines not shown: read_command_lines "
+        assert_string_equal(cut, "ok, exit 0, 0.03 s; lines 40-240 of 300 shown; 40 earlier lines not shown; "
+                                 "read_command_lines start_offset=0; 60 later lines not shown; read_command_lines "
                                  "start_offset=240; whole output ~12345 tokens; nothing to publish (nothing "
                                  "changed); command_session_id cmd-1\n");
 
