@@ -593,7 +593,7 @@ _Static_assert(SBX_STDIN_YIELD_DEFAULT_MS == 1000, "write_command_stdin descript
 _Static_assert(SBX_YIELD_MAX_MS == 30000, "tool descriptions");
 _Static_assert(SBX_TIMEOUT_DEFAULT_MS == 600000, "exec_command description");
 _Static_assert(SBX_TIMEOUT_MAX_MS == 86400000, "exec_command description");
-_Static_assert(SBX_WINDOW_MAX_LINES == 200 && SBX_RESULT_TEXT_BUDGET == 64 * 1024, "tool descriptions");
+_Static_assert(SBX_WINDOW_MAX_LINES == 200 && SBX_RESULT_TEXT_BUDGET == 52 * 1024, "tool descriptions");
 _Static_assert(SBX_READ_DEFAULT_LINES == 200 && SBX_READ_MAX_LINES == 1000, "read_command_lines schema");
 _Static_assert(SBX_STDIN_MAX == 65536, "write_command_stdin description");
 _Static_assert(SBX_FILE_READ_DEFAULT_LINES == 2000 && SBX_FILE_READ_MAX_LINES == 2000, "file_read schema");
@@ -655,7 +655,7 @@ static const ToolDef tool_table[] = {
                         "its session; publication then tells the layer, its owner and the number of changed paths, "
                         "or why nothing was published (a conflict keeps the session).\n\n"
                         "The result holds a bounded window of rendered transcript lines (at most 200 lines and "
-                        "64 KiB of JSON-escaped text, about 16k tokens): when more are waiting, the most recent "
+                        "52 KiB of JSON-escaped text, at most about 19k tokens): when more are waiting, the most recent "
                         "ones, and start_offset shows what was skipped, still readable with read_command_lines; a "
                         "window that ends before total_lines continues from end_offset. original_token_count "
                         "estimates tokens of the untruncated output as ceil(bytes / 4).",
@@ -696,8 +696,8 @@ static const ToolDef tool_table[] = {
                         "Start at offset 0, then continue from end_offset until it reaches total_lines. The command "
                         "may still be running; status and offsets are a point-in-time snapshot. Reading output does "
                         "not extend or trigger workspace-session lifecycle behavior.\n\n"
-                        "limit defaults to 200 and may be at most 1000; a window also ends before 64 KiB of JSON-escaped "
-                        "text (about 16k tokens), so it may hold fewer lines: continue from end_offset. "
+                        "limit defaults to 200 and may be at most 1000; a window also ends before 52 KiB of JSON-escaped "
+                        "text (at most about 19k tokens), so it may hold fewer lines: continue from end_offset. "
                         "Lines are rendered as a terminal shows them: carriage returns overwrite, backspaces erase, "
                         "ANSI escape sequences are removed. Transcripts stay readable after the command and its "
                         "session are gone.",
@@ -719,7 +719,7 @@ static const ToolDef tool_table[] = {
                         "is true to page long files. Only UTF-8 regular files are supported.\n\n"
                         "offset is the 1-indexed first line (default 1; 0 is taken as 1; past the end gives an "
                         "empty window). limit is the most lines to return (default 2000, must be 1..=2000). A "
-                        "window also ends before its content, escaped as JSON, exceeds 64 KiB (about 16k tokens, under the "
+                        "window also ends before its content, escaped as JSON, exceeds 52 KiB (at most about 19k tokens, under the "
                         "25,000-token limit of some clients), so it may hold fewer lines than limit: "
                         "continue from next_offset. Lines keep their line ends (\\n or \\r\\n). Files that are not "
                         "UTF-8 text (invalid UTF-8 or NUL bytes), directories and other non-regular files give an "

@@ -41,11 +41,12 @@
 
 /* The text of one tool result: a command window (a yield or
  * read_command_lines) and a file_read window end, at a line boundary, before
- * their text escaped as a JSON string exceeds this. Measured on 2,000-line
- * files (docs/benchmarks.md): 64 KiB of escaped JSON is 14-19k tokens of
- * code, prose or JSON, under Claude Code's limit of 25,000 tokens for one MCP
- * result (MAX_MCP_OUTPUT_TOKENS), where 96 KiB of raw text was 29-31k. */
-#define SBX_RESULT_TEXT_BUDGET (64u * 1024u)
+ * their text escaped as a JSON string exceeds this. Measured with Claude's
+ * tokenizer on 2,000-line files (docs/benchmarks.md), a full window as
+ * structuredContent JSON is 13.5k tokens of code, 12.3k of prose and 18.7k of
+ * JSON (64 KiB would give 23.0k of JSON), under Claude Code's limit of 25,000
+ * tokens for one MCP result (MAX_MCP_OUTPUT_TOKENS). */
+#define SBX_RESULT_TEXT_BUDGET (52u * 1024u)
 
 /* Transcript windows returned in one reply */
 #define SBX_WINDOW_MAX_LINES 200u               /* exec/stdin yield window */

@@ -1,5 +1,5 @@
-// The file tools of the runtime set: file_read (windows, paging, the 96 KiB
-// reply cap, what is refused), file_write (create/update, publication), file_edit
+// The file tools of the runtime set: file_read (windows, paging, the 52 KiB
+// escaped reply budget, what is refused), file_write (create/update, publication), file_edit
 // (every error case of the seed, all-or-nothing), file_blame basics, CRLF and
 // no-final-newline files, and session-scoped reads/writes/edits that stay
 // private until the managed session is finalized.
@@ -122,20 +122,20 @@ h.test('file_read: next_offset paging to the end of a 5000-line file (default an
   assert.equal(odd.reduce((s, w) => s + w.bytes_read, 0), Buffer.byteLength(content));
 });
 
-h.test('file_read: a reply carries at most 96 KiB; truncated windows continue with next_offset', async () => {
+h.test('file_read: a reply carries at most 52 KiB of escaped text; truncated windows continue with next_offset', async () => {
   const line = 'y'.repeat(199) + '\n'; // 200 bytes, 2000 lines = 400000 bytes
   const content = line.repeat(2000);
   await write('big/wide.txt', content);
   const wins = await pageAll('big/wide.txt');
   assert.ok(wins.length >= 5, `400 kB in ${wins.length} windows`);
-  for (const w of wins) assert.ok(w.bytes_read <= 96 * 1024, `window of ${w.bytes_read} bytes`);
+  for (const w of wins) assert.ok(Buffer.byteLength(JSON.stringify(w.content)) <= 52 * 1024 + 2, `window of ${w.bytes_read} bytes`);
   assert.equal(wins[0].truncated, true);
   assert.ok(wins[0].num_lines < 2000);
   assert.equal(wins.map((w) => w.content).join(''), content);
   process.stdout.write(`# 2000 lines of 200 bytes came in ${wins.length} windows (${wins.map((w) => w.num_lines).join(', ')} lines)\n`);
 });
 
-h.test('file_read: a single line longer than 96 KiB is cut visibly and paging moves on', async () => {
+h.test('file_read: a single line longer than 52 KiB is cut visibly and paging moves on', async () => {
   const e = await exec("head -c 200000 /dev/zero | tr '\\0' a > longline.txt && printf '\\nsecond\\n' >> longline.txt");
   assert.equal(e.status, 'ok', e.output);
   const first = await read('longline.txt', { offset: 1 });
@@ -143,7 +143,7 @@ h.test('file_read: a single line longer than 96 KiB is cut visibly and paging mo
   // (docs/runtime-semantics.md: the rest of such a line is read with a command).
   assert.equal(first.start_line, 1);
   assert.equal(first.num_lines, 1);
-  assert.ok(first.bytes_read <= 96 * 1024 && first.bytes_read > 90 * 1024, `bytes_read ${first.bytes_read}`);
+  assert.equal(first.bytes_read, 52 * 1024, `bytes_read ${first.bytes_read}`);
   assert.equal(first.content, 'a'.repeat(first.bytes_read));
   assert.equal(first.truncated, true);
   assert.equal(first.next_offset, 2, 'paging always advances past a cut line');
