@@ -1841,24 +1841,33 @@ static int render_session_finalize(const Sbx__Reply *reply, const json_t *args, 
         return 0;
 }
 
-static int render_session_list(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
-        const Sbx__SessionListReply *l = reply->session_list;
-        _cleanup_json_ json_t *o = NULL;
-        json_t *list;
+/* {key: [one(items[0]), ...]}: a listing, each item made by one (NULL on ENOMEM). */
+static int render_list(const char *key, size_t n, void *const *items, json_t *(*one)(const void *item),
+                       json_t **ret) {
+        _cleanup_json_ json_t *o = json_object();
+        json_t *list = json_array();
 
-        if (reply->body_case != SBX__REPLY__BODY_SESSION_LIST || !l)
-                return -EBADMSG;
-        o = json_object();
-        list = json_array();
-        if (!o || set_new(o, "sessions", list) < 0)
+        if (!o || set_new(o, key, list) < 0)
                 return -ENOMEM;
-        for (size_t i = 0; i < l->n_sessions; i++) {
-                json_t *x = session_info_to_json(l->sessions[i]);
+        for (size_t i = 0; i < n; i++) {
+                json_t *x = one(items[i]);
                 if (!x || json_array_append_new(list, x) < 0)
                         return -ENOMEM;
         }
         *ret = TAKE_PTR(o);
         return 0;
+}
+
+static json_t *session_item_to_json(const void *item) {
+        return session_info_to_json(item);
+}
+
+static int render_session_list(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        const Sbx__SessionListReply *l = reply->session_list;
+
+        if (reply->body_case != SBX__REPLY__BODY_SESSION_LIST || !l)
+                return -EBADMSG;
+        return render_list("sessions", l->n_sessions, (void *const *) l->sessions, session_item_to_json, ret);
 }
 
 static int render_session_diff(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
@@ -1895,69 +1904,54 @@ static json_t *unix_usec_from(int64_t usec) {
         return json_real((double) usec / 1e6);
 }
 
+static json_t *command_info_to_json(const void *item) {
+        const Sbx__CommandInfo *c = item;
+        _cleanup_json_ json_t *x = json_object();
+        int r = 0;
+
+        if (!x)
+                return NULL;
+        r |= set_new(x, "command_session_id", cstring_from(c->command_session));
+        r |= set_new(x, "workspace_session_id", cstring_from(c->workspace_session));
+        r |= set_new(x, "status", cstring_from(c->status));
+        r |= set_new(x, "exit_code", c->has_exit_code ? json_integer(c->exit_code) : json_null());
+        r |= set_new(x, "signal", c->signal != 0 ? json_integer(c->signal) : json_null());
+        r |= set_new(x, "end_reason", c->end_reason && c->end_reason[0] ? cstring_from(c->end_reason) : json_null());
+        r |= set_new(x, "started_unix", unix_usec_from(c->started_unix_usec));
+        r |= set_new(x, "ended_unix", c->ended_unix_usec != 0 ? unix_usec_from(c->ended_unix_usec) : json_null());
+        r |= set_new(x, "cmd", cstring_from(c->cmd));
+        return r == 0 ? TAKE_PTR(x) : NULL;
+}
+
 static int render_command_list(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
         const Sbx__CommandListReply *l = reply->command_list;
-        _cleanup_json_ json_t *o = NULL;
-        json_t *list;
 
         if (reply->body_case != SBX__REPLY__BODY_COMMAND_LIST || !l)
                 return -EBADMSG;
-        o = json_object();
-        list = json_array();
-        if (!o || set_new(o, "commands", list) < 0)
-                return -ENOMEM;
-        for (size_t i = 0; i < l->n_commands; i++) {
-                const Sbx__CommandInfo *c = l->commands[i];
-                json_t *x = json_object();
-                int r = 0;
+        return render_list("commands", l->n_commands, (void *const *) l->commands, command_info_to_json, ret);
+}
 
-                if (!x || json_array_append_new(list, x) < 0)
-                        return -ENOMEM;
-                r |= set_new(x, "command_session_id", cstring_from(c->command_session));
-                r |= set_new(x, "workspace_session_id", cstring_from(c->workspace_session));
-                r |= set_new(x, "status", cstring_from(c->status));
-                r |= set_new(x, "exit_code", c->has_exit_code ? json_integer(c->exit_code) : json_null());
-                r |= set_new(x, "signal", c->signal != 0 ? json_integer(c->signal) : json_null());
-                r |= set_new(x, "end_reason",
-                             c->end_reason && c->end_reason[0] ? cstring_from(c->end_reason) : json_null());
-                r |= set_new(x, "started_unix", unix_usec_from(c->started_unix_usec));
-                r |= set_new(x, "ended_unix", c->ended_unix_usec != 0 ? unix_usec_from(c->ended_unix_usec) : json_null());
-                r |= set_new(x, "cmd", cstring_from(c->cmd));
-                if (r != 0)
-                        return -ENOMEM;
-        }
-        *ret = TAKE_PTR(o);
-        return 0;
+static json_t *sandbox_info_to_json(const void *item) {
+        const Sbx__SandboxInfo *sb = item;
+        _cleanup_json_ json_t *x = json_object();
+        int r = 0;
+
+        if (!x)
+                return NULL;
+        r |= set_new(x, "sandbox_id", cstring_from(sb->name));
+        r |= set_new(x, "source", cstring_from(sb->source_dir));
+        r |= set_new(x, "image", cstring_from(sb->image && sb->image[0] ? sb->image : "default"));
+        r |= set_new(x, "layers", json_integer(sb->layer_count));
+        r |= set_new(x, "live_sessions", json_integer(sb->live_sessions));
+        return r == 0 ? TAKE_PTR(x) : NULL;
 }
 
 static int render_sandbox_list(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
         const Sbx__SandboxListReply *l = reply->sandbox_list;
-        _cleanup_json_ json_t *o = NULL;
-        json_t *list;
 
         if (reply->body_case != SBX__REPLY__BODY_SANDBOX_LIST || !l)
                 return -EBADMSG;
-        o = json_object();
-        list = json_array();
-        if (!o || set_new(o, "sandboxes", list) < 0)
-                return -ENOMEM;
-        for (size_t i = 0; i < l->n_sandboxes; i++) {
-                const Sbx__SandboxInfo *sb = l->sandboxes[i];
-                json_t *x = json_object();
-                int r = 0;
-
-                if (!x || json_array_append_new(list, x) < 0)
-                        return -ENOMEM;
-                r |= set_new(x, "sandbox_id", cstring_from(sb->name));
-                r |= set_new(x, "source", cstring_from(sb->source_dir));
-                r |= set_new(x, "image", cstring_from(sb->image && sb->image[0] ? sb->image : "default"));
-                r |= set_new(x, "layers", json_integer(sb->layer_count));
-                r |= set_new(x, "live_sessions", json_integer(sb->live_sessions));
-                if (r != 0)
-                        return -ENOMEM;
-        }
-        *ret = TAKE_PTR(o);
-        return 0;
+        return render_list("sandboxes", l->n_sandboxes, (void *const *) l->sandboxes, sandbox_info_to_json, ret);
 }
 
 /* ---- the rendered text block -------------------------------------------------

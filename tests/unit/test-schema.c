@@ -641,23 +641,50 @@ static json_t *result_for(const char *name, const Sbx__Reply *reply, ContentMode
         return r;
 }
 
+/* A publication of layer, owned by owner, changing changed paths. */
+static void published(Sbx__Publication *p, uint32_t layer, const char *owner, uint32_t changed) {
+        p->published = true;
+        p->layer = layer;
+        p->owner = (char *) owner;
+        p->changed_paths = changed;
+}
+
+/* A file_read reply of n lines from start. */
+static void file_window(Sbx__FileReadReply *f, const char *path, const char *content, uint64_t start, uint64_t n,
+                        uint64_t total_lines, uint64_t total_bytes) {
+        f->path = (char *) path;
+        f->content.data = (uint8_t *) content;
+        f->content.len = strlen(content);
+        f->start_line = start;
+        f->num_lines = n;
+        f->total_lines = total_lines;
+        f->bytes_read = f->content.len;
+        f->total_bytes = total_bytes;
+}
+
+/* A running command that has written two lines, as the seed's example. */
+static void running_command(Sbx__CommandOutput *c, Sbx__Reply *reply, const char *id, const char *ws, double seconds,
+                            const char *output) {
+        c->command_session = (char *) id;
+        c->workspace_session = (char *) ws;
+        c->status = (char *) "running";
+        c->wall_time_seconds = seconds;
+        c->command_total_time_seconds = seconds;
+        c->end_offset = 2;
+        c->total_lines = 2;
+        c->original_token_count = 4;
+        c->output.data = (uint8_t *) output;
+        c->output.len = strlen(output);
+        reply->body_case = SBX__REPLY__BODY_COMMAND;
+        reply->command = c;
+}
+
 static void test_result_running(void **state) {
         Sbx__CommandOutput c = SBX__COMMAND_OUTPUT__INIT;
         Sbx__Reply reply = SBX__REPLY__INIT;
         json_t *r, *sc, *content, *again;
 
-        c.command_session = (char *) "namespace_execution_42";
-        c.workspace_session = (char *) "workspace_17";
-        c.status = (char *) "running";
-        c.wall_time_seconds = 0.25;
-        c.command_total_time_seconds = 0.25;
-        c.end_offset = 2;
-        c.total_lines = 2;
-        c.original_token_count = 4;
-        c.output.data = (uint8_t *) "building\xe2\x80\xa6\n";
-        c.output.len = strlen("building\xe2\x80\xa6\n");
-        reply.body_case = SBX__REPLY__BODY_COMMAND;
-        reply.command = &c;
+        running_command(&c, &reply, "namespace_execution_42", "workspace_17", 0.25, "building\xe2\x80\xa6\n");
 
         r = result_for("exec_command", &reply, CONTENT_JSON);
         assert_true(json_is_false(json_object_get(r, "isError")));
@@ -708,10 +735,7 @@ static void test_result_terminal(void **state) {
         c.end_reason = (char *) "signal";
         c.output.data = (uint8_t *) "bad \xff\xfe utf8 \xc3\n";
         c.output.len = strlen("bad \xff\xfe utf8 \xc3\n");
-        p.published = true;
-        p.layer = 7;
-        p.owner = (char *) "workspace_session:w1";
-        p.changed_paths = 3;
+        published(&p, 7, "workspace_session:w1", 3);
         c.publication = &p;
         reply.body_case = SBX__REPLY__BODY_COMMAND;
         reply.command = &c;
@@ -785,6 +809,24 @@ static void test_result_errors(void **state) {
         json_decref(r);
 }
 
+/* The seed's file_blame example: notes.txt, lines 1-4 original, 5-6 operation:request-id. */
+static void seed_blame(Sbx__BlameRange *a, Sbx__BlameRange *b, Sbx__BlameRange **ranges, Sbx__FileBlameReply *f,
+                       Sbx__Reply *reply) {
+        a->start_line = 1;
+        a->line_count = 4;
+        a->owner = (char *) "original";
+        b->start_line = 5;
+        b->line_count = 2;
+        b->owner = (char *) "operation:request-id";
+        ranges[0] = a;
+        ranges[1] = b;
+        f->path = (char *) "notes.txt";
+        f->n_ranges = 2;
+        f->ranges = ranges;
+        reply->body_case = SBX__REPLY__BODY_FILE_BLAME;
+        reply->file_blame = f;
+}
+
 /* ---- the rendered text block (--content=text) ------------------------------------ */
 
 /* The text block of the result of reply for name (args as JSON text or NULL). */
@@ -809,18 +851,7 @@ static void test_text_command(void **state) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         _cleanup_free_ char *running = NULL, *ok = NULL, *cut = NULL, *killed = NULL, *refused = NULL;
 
-        reply.body_case = SBX__REPLY__BODY_COMMAND;
-        reply.command = &c;
-        c.command_session = (char *) "cmd-1";
-        c.workspace_session = (char *) "ws-1";
-        c.status = (char *) "running";
-        c.wall_time_seconds = 10.000431;
-        c.command_total_time_seconds = 10.000431;
-        c.end_offset = 2;
-        c.total_lines = 2;
-        c.original_token_count = 4;
-        c.output.data = (uint8_t *) "a \"b\"\n\tc\n";
-        c.output.len = strlen((char *) c.output.data);
+        running_command(&c, &reply, "cmd-1", "ws-1", 10.000431, "a \"b\"\n\tc\n");
         running = text_for("exec_command", NULL, &reply);
         assert_string_equal(running, "running, 10.0 s so far; 2 lines; command_session_id cmd-1 "
                                      "(write_command_stdin, read_command_lines); workspace_session_id ws-1\n"
@@ -831,10 +862,7 @@ static void test_text_command(void **state) {
         c.has_exit_code = true;
         c.end_reason = (char *) "exit";
         c.command_total_time_seconds = 0.034567;
-        p.published = true;
-        p.layer = 7;
-        p.owner = (char *) "workspace_session:ws-1";
-        p.changed_paths = 1;
+        published(&p, 7, "workspace_session:ws-1", 1);
         c.publication = &p;
         ok = text_for("exec_command", NULL, &reply);
         assert_string_equal(ok, "ok, exit 0, 0.03 s; 2 lines; published layer 7 (1 changed path, owner "
@@ -881,19 +909,12 @@ static void test_text_files(void **state) {
         Sbx__FileReadReply f = SBX__FILE_READ_REPLY__INIT;
         Sbx__FileChangeReply ch = SBX__FILE_CHANGE_REPLY__INIT;
         Sbx__FileBlameReply b = SBX__FILE_BLAME_REPLY__INIT;
-        Sbx__BlameRange r1 = SBX__BLAME_RANGE__INIT, r2 = SBX__BLAME_RANGE__INIT, *ranges[] = { &r1, &r2 };
+        Sbx__BlameRange r1 = SBX__BLAME_RANGE__INIT, r2 = SBX__BLAME_RANGE__INIT, *ranges[2];
         Sbx__Publication p = SBX__PUBLICATION__INIT;
         Sbx__Reply reply = SBX__REPLY__INIT;
         _cleanup_free_ char *read = NULL, *head = NULL, *edit = NULL, *same = NULL, *session = NULL, *blame = NULL;
 
-        f.path = (char *) "src/a.py";
-        f.content.data = (uint8_t *) "x = \"1\"\ny = 2\n";
-        f.content.len = strlen((char *) f.content.data);
-        f.start_line = 5;
-        f.num_lines = 2;
-        f.total_lines = 9;
-        f.bytes_read = f.content.len;
-        f.total_bytes = 100;
+        file_window(&f, "src/a.py", "x = \"1\"\ny = 2\n", 5, 2, 9, 100);
         f.has_next_offset = true;
         f.next_offset = 7;
         f.truncated = true;
@@ -915,10 +936,7 @@ static void test_text_files(void **state) {
         ch.replacements = 2;
         ch.diff.data = (uint8_t *) "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-draft\n+ready\n";
         ch.diff.len = strlen((char *) ch.diff.data);
-        p.published = true;
-        p.layer = 3;
-        p.owner = (char *) "operation:op-1";
-        p.changed_paths = 1;
+        published(&p, 3, "operation:op-1", 1);
         ch.publication = &p;
         reply.body_case = SBX__REPLY__BODY_FILE_CHANGE;
         reply.file_change = &ch;
@@ -941,19 +959,10 @@ static void test_text_files(void **state) {
         session = text_for("file_write", "{\"workspace_session_id\":\"ws-9\"}", &reply);
         assert_string_equal(session, "created a.txt (26 bytes); in workspace session ws-9, private until it is finalized\n");
 
-        r1.start_line = 1;
-        r1.line_count = 4;
-        r1.owner = (char *) "original";
-        r2.start_line = 5;
+        seed_blame(&r1, &r2, ranges, &b, &reply);
         r2.line_count = 1;
-        r2.owner = (char *) "operation:op-1";
-        b.path = (char *) "a.txt";
-        b.n_ranges = 2;
-        b.ranges = ranges;
-        reply.body_case = SBX__REPLY__BODY_FILE_BLAME;
-        reply.file_blame = &b;
         blame = text_for("file_blame", NULL, &reply);
-        assert_string_equal(blame, "a.txt: 2 ranges (lines, owner)\n1-4 original\n5 operation:op-1\n");
+        assert_string_equal(blame, "notes.txt: 2 ranges (lines, owner)\n1-4 original\n5 operation:request-id\n");
 }
 
 static void test_text_generic(void **state) {
@@ -1469,14 +1478,7 @@ static void test_result_file_read(void **state) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         json_t *r;
 
-        f.path = (char *) "README.md";
-        f.content.data = (uint8_t *) "# Example\n\nProject overview\xe2\x80\xa6\n";
-        f.content.len = strlen((char *) f.content.data);
-        f.start_line = 1;
-        f.num_lines = 3;
-        f.total_lines = 3;
-        f.bytes_read = 31;
-        f.total_bytes = 31;
+        file_window(&f, "README.md", "# Example\n\nProject overview\xe2\x80\xa6\n", 1, 3, 3, 31);
         reply.body_case = SBX__REPLY__BODY_FILE_READ;
         reply.file_read = &f;
         r = ok_result("file_read", NULL, &reply);
@@ -1531,10 +1533,7 @@ static void test_result_file_change(void **state) {
         assert_int_equal(json_object_size(SC(r)), 3);
         json_decref(r);
 
-        p.published = true;
-        p.layer = 9;
-        p.owner = (char *) "operation:op-1";
-        p.changed_paths = 1;
+        published(&p, 9, "operation:op-1", 1);
         f.publication = &p;
         f.type = (char *) "create";
         r = ok_result("file_write", NULL, &reply);
@@ -1568,22 +1567,12 @@ static void test_result_file_change(void **state) {
 
 static void test_result_file_blame(void **state) {
         Sbx__BlameRange a = SBX__BLAME_RANGE__INIT, b = SBX__BLAME_RANGE__INIT;
-        Sbx__BlameRange *ranges[] = { &a, &b };
+        Sbx__BlameRange *ranges[2];
         Sbx__FileBlameReply f = SBX__FILE_BLAME_REPLY__INIT;
         Sbx__Reply reply = SBX__REPLY__INIT;
         json_t *r, *x;
 
-        a.start_line = 1;
-        a.line_count = 4;
-        a.owner = (char *) "original";
-        b.start_line = 5;
-        b.line_count = 2;
-        b.owner = (char *) "operation:request-id";
-        f.path = (char *) "notes.txt";
-        f.n_ranges = 2;
-        f.ranges = ranges;
-        reply.body_case = SBX__REPLY__BODY_FILE_BLAME;
-        reply.file_blame = &f;
+        seed_blame(&a, &b, ranges, &f, &reply);
         r = ok_result("file_blame", NULL, &reply);
         assert_string_equal(STR(SC(r), "path"), "notes.txt");
         assert_int_equal(json_array_size(json_object_get(SC(r), "ranges")), 2);
@@ -1663,10 +1652,7 @@ static void test_result_finalize(void **state) {
         fill_session(&s, "ws-7");
         f.session = &s;
         f.action = (char *) "published";
-        p.published = true;
-        p.layer = 12;
-        p.owner = (char *) "workspace_session:ws-7";
-        p.changed_paths = 4;
+        published(&p, 12, "workspace_session:ws-7", 4);
         f.publication = &p;
         reply.body_case = SBX__REPLY__BODY_SESSION_FINALIZE;
         reply.session_finalize = &f;
