@@ -52,7 +52,7 @@ typedef struct Frame {
 
 typedef struct Broker {
         const char *socket_path;
-        bool content_text;
+        ContentMode content;
         Tools *tools;
         LineReader reader;
         int signal_fd;
@@ -62,6 +62,10 @@ typedef struct Broker {
         size_t n_out;
         Pending pending[SBX_MCP_MAX_PENDING];
         size_t n_pending;
+        bool stdin_done;                /* end of input: exit once the calls in flight are answered */
+        uint32_t probe_seq;             /* the start-up SANDBOX_LIST, until answered */
+        char *lost;                     /* why the connection to sbxd was last lost or refused */
+        char *status;                   /* for the initialize instructions: what the start-up found */
         char input[STDIN_CHUNK];        /* one read() of stdin */
 } Broker;
 
@@ -154,6 +158,8 @@ static void broker_clear_queue(Broker *b) {
 static int broker_drop(Broker *b, const char *text) {
         int r = 0;
 
+        free(b->lost);
+        b->lost = strdup(text);
         b->sock = safe_close(b->sock);
         broker_clear_queue(b);
         while (b->n_pending > 0) {
@@ -281,6 +287,8 @@ static int broker_connect(Broker *b) {
         return 0;
 }
 
+static int broker_on_probe(Broker *b, const Sbx__Reply *reply);
+
 static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
         _cleanup_json_ json_t *id = NULL, *result = NULL;
         const Sbx__Reply *reply = msg->reply;
@@ -303,12 +311,14 @@ static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
                 }
                 return 0;
         }
+        if (seq == b->probe_seq)
+                return broker_on_probe(b, reply);
         p = pending_find_seq(b, seq);
         if (!p) {
                 log_debug("Reply to seq %u, which is no longer pending, ignoring", seq);
                 return 0;
         }
-        r = tool_result_from_reply(p->tool, p->args, reply, b->content_text, &result);
+        r = tool_result_from_reply(p->tool, p->args, reply, b->content, &result);
         if (r < 0)
                 return r;
         id = pending_remove(b, p);
@@ -343,6 +353,107 @@ static int broker_on_socket(Broker *b, short revents) {
                 if (r < 0)
                         return r;
         }
+        return 0;
+}
+
+/* ---- start-up ----------------------------------------------------------------
+ * sandbox-mcp tries sbxd at once rather than at the first call: a client shows
+ * a server as connected whatever its configuration, so a wrong SBX_SOCKET
+ * would otherwise go unnoticed until an agent's first call fails. It asks for
+ * the caller's sandboxes and waits at most SBX_MCP_PROBE_MS for the answer;
+ * what it learns becomes the last sentence of the initialize instructions,
+ * and a failure is also one line on stderr (where clients show server logs).
+ * Either way it serves, and each call connects again if needed. */
+
+static int broker_on_probe(Broker *b, const Sbx__Reply *reply) {
+        const Sbx__SandboxListReply *l = reply->body_case == SBX__REPLY__BODY_SANDBOX_LIST ? reply->sandbox_list : NULL;
+        _cleanup_free_ char *names = NULL;
+        size_t len = 0, n = l ? l->n_sandboxes : 0;
+        FILE *f;
+        int r;
+
+        b->probe_seq = 0;
+        free(b->status);
+        b->status = NULL;
+        if (reply->err < 0 || !l) {
+                log_warning("sbxd did not list the sandboxes: %s", reply->errmsg ? reply->errmsg : "unexpected reply");
+                return 0;
+        }
+        f = open_memstream(&names, &len);
+        if (!f)
+                return -ENOMEM;
+        for (size_t i = 0; i < n && i < SBX_SANDBOXES_NAMED; i++)
+                fprintf(f, "%s%s", i ? ", " : "", l->sandboxes[i]->name);
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        if (n == 0)
+                r = asprintf(&b->status, "sbxd has no sandbox for this user yet: an administrator creates one with "
+                             "'sbxctl sandbox create NAME --source DIR --owner USER'.");
+        else if (n <= SBX_SANDBOXES_NAMED)
+                r = asprintf(&b->status, "Your sandbox%s (sandbox_id): %s.", n == 1 ? "" : "es", names);
+        else
+                r = asprintf(&b->status, "You have %zu sandboxes (sandbox_id), among them %s; list_sandboxes "
+                             "(sandbox-mcp --set runtime,sessions) lists them all.", n, names);
+        if (r < 0) {
+                b->status = NULL;
+                return -ENOMEM;
+        }
+        log_debug("Start-up: %s", b->status);
+        return 0;
+}
+
+static int broker_unreachable(Broker *b, const char *why) {
+        log_error("Cannot reach sbxd at %s: %s; start sbxd, or set SBX_SOCKET (or --socket) to its socket. "
+                  "Serving anyway: every call tries again.", b->socket_path, why);
+        free(b->status);
+        b->status = NULL;
+        if (asprintf(&b->status, "sbxd is not reachable at %s (%s), so every call fails for now: start sbxd "
+                     "(systemctl start sbxd), or set SBX_SOCKET in this server's environment (or --socket) to "
+                     "the socket sbxd listens on (default " DEFAULT_SOCKET "). Each call connects again.",
+                     b->socket_path, why) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static int broker_probe(Broker *b) {
+        Sbx__SandboxList list = SBX__SANDBOX_LIST__INIT;
+        Sbx__Msg msg = SBX__MSG__INIT;
+        unsigned long long deadline = now_usec() + SBX_MCP_PROBE_MS * 1000ull;
+        int r;
+
+        r = broker_connect(b);
+        if (r < 0)
+                return broker_unreachable(b, strerror(-r));
+        msg.type = SBX__MSG_TYPE__MSG_CLIENT_SANDBOX_LIST;
+        msg.body_case = SBX__MSG__BODY_SANDBOX_LIST;
+        msg.sandbox_list = &list;
+        b->probe_seq = broker_next_seq(b);
+        r = broker_queue(b, &msg, b->probe_seq, -EBADF);
+        if (r >= 0)
+                r = broker_flush(b);
+        while (r >= 0 && b->sock >= 0 && b->probe_seq != 0) {
+                struct pollfd p = { .fd = b->sock, .events = POLLIN | (b->out_head ? POLLOUT : 0) };
+                unsigned long long now = now_usec();
+
+                if (now >= deadline) {
+                        char why[64];
+
+                        b->probe_seq = 0;
+                        snprintf(why, sizeof(why), "it did not answer within %u ms", SBX_MCP_PROBE_MS);
+                        return broker_unreachable(b, why);
+                }
+                r = poll(&p, 1, (int) ((deadline - now + 999) / 1000));
+                if (r < 0 && errno == EINTR)
+                        r = 0;
+                else if (r < 0)
+                        r = -errno;
+                else if (r > 0)
+                        r = broker_on_socket(b, p.revents);
+        }
+        if (r < 0)
+                return r;
+        if (b->sock < 0)
+                return broker_unreachable(b, b->lost ?: "the connection was closed");
         return 0;
 }
 
@@ -462,7 +573,7 @@ static int handle_cancelled(Broker *b, const JsonRpcMessage *m) {
 
 static int handle_request(Broker *b, const JsonRpcMessage *m) {
         if (strcmp(m->method, "initialize") == 0)
-                return send_message(jsonrpc_result(m->id, mcp_initialize_result(m->params, SBX_VERSION)));
+                return send_message(jsonrpc_result(m->id, mcp_initialize_result(m->params, SBX_VERSION, b->status)));
         if (strcmp(m->method, "ping") == 0)
                 return send_message(jsonrpc_result(m->id, json_object()));
         if (strcmp(m->method, "tools/list") == 0)
@@ -516,7 +627,7 @@ static int broker_run(Broker *b) {
 
         for (;;) {
                 struct pollfd p[3] = {
-                        { .fd = STDIN_FILENO, .events = POLLIN },
+                        { .fd = b->stdin_done ? -1 : STDIN_FILENO, .events = POLLIN },
                         { .fd = b->signal_fd, .events = POLLIN },
                         { .fd = b->sock, .events = POLLIN | (b->out_head ? POLLOUT : 0) },
                 };
@@ -540,7 +651,11 @@ static int broker_run(Broker *b) {
                         if (r < 0)
                                 return r;
                 }
-                if (p[0].revents) {
+                if (b->stdin_done && b->n_pending == 0) {
+                        log_debug("End of standard input and every call answered, exiting");
+                        return 0;
+                }
+                if (p[0].fd >= 0 && p[0].revents) {
                         n = read(STDIN_FILENO, b->input, sizeof(b->input));
                         if (n < 0) {
                                 if (errno == EINTR || errno == EAGAIN)
@@ -548,8 +663,13 @@ static int broker_run(Broker *b) {
                                 return log_error_errno(-errno, "Failed to read standard input: %m");
                         }
                         if (n == 0) {
-                                log_debug("End of standard input, exiting");
-                                return line_reader_finish(&b->reader, handle_line, b);
+                                /* A pipeline's last requests are answered before the exit. */
+                                b->stdin_done = true;
+                                r = line_reader_finish(&b->reader, handle_line, b);
+                                if (r < 0 || b->n_pending == 0)
+                                        return r;
+                                log_debug("End of standard input, answering %zu call(s) in flight", b->n_pending);
+                                continue;
                         }
                         r = line_reader_feed(&b->reader, b->input, (size_t) n, handle_line, b);
                         if (r < 0)
@@ -561,14 +681,15 @@ static int broker_run(Broker *b) {
 /* ---- command line ----------------------------------------------------------- */
 
 static void help(void) {
-        printf("Usage: sandbox-mcp [--set SET[,SET...]] [--socket PATH] [--content text|none]\n"
+        printf("Usage: sandbox-mcp [--set SET[,SET...]] [--socket PATH] [--content text|json|none]\n"
                "                   [--log-level LEVEL]\n"
                "       sandbox-mcp --help | --version\n\n"
                "MCP server on standard input and output for sbx sandboxes.\n\n"
                "  --set LIST         tool sets to offer (default runtime; known: " TOOL_SETS_KNOWN ")\n"
                "  --socket PATH      sbxd socket (default $SBX_SOCKET or " DEFAULT_SOCKET ")\n"
-               "  --content MODE     text: results repeat structuredContent as a text block\n"
-               "                     (default); none: empty content array\n"
+               "  --content MODE     text: a text block rendered for reading beside\n"
+               "                     structuredContent (default); json: the JSON of\n"
+               "                     structuredContent as text; none: empty content array\n"
                "  --log-level LEVEL  error, warning, notice, info (default) or debug\n"
                "  -h, --help         show this help\n"
                "  -V, --version      show the version\n\n"
@@ -590,7 +711,7 @@ static void usage_error(const char *fmt, ...) {
 typedef struct Options {
         unsigned sets;
         const char *socket_path;
-        bool content_text;
+        ContentMode content;
 } Options;
 
 static void parse_argv(int argc, char **argv, Options *o) {
@@ -609,7 +730,7 @@ static void parse_argv(int argc, char **argv, Options *o) {
 
         *o = (Options) {
                 .socket_path = env && env[0] ? env : DEFAULT_SOCKET,
-                .content_text = true,
+                .content = CONTENT_TEXT,
         };
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":hV", options, NULL)) >= 0) {
@@ -631,11 +752,13 @@ static void parse_argv(int argc, char **argv, Options *o) {
                         break;
                 case OPT_CONTENT:
                         if (strcmp(optarg, "text") == 0)
-                                o->content_text = true;
+                                o->content = CONTENT_TEXT;
+                        else if (strcmp(optarg, "json") == 0)
+                                o->content = CONTENT_JSON;
                         else if (strcmp(optarg, "none") == 0)
-                                o->content_text = false;
+                                o->content = CONTENT_NONE;
                         else
-                                usage_error("--content must be text or none, not '%s'", optarg);
+                                usage_error("--content must be text, json or none, not '%s'", optarg);
                         break;
                 case OPT_LOG_LEVEL: {
                         int level = log_level_from_string(optarg);
@@ -691,7 +814,7 @@ int main(int argc, char **argv) {
         parse_argv(argc, argv, &o);
 
         b.socket_path = o.socket_path;
-        b.content_text = o.content_text;
+        b.content = o.content;
         line_reader_init(&b.reader, SBX_MCP_LINE_MAX);
 
         r = setup_signals(&b.signal_fd);
@@ -702,6 +825,11 @@ int main(int argc, char **argv) {
         r = tools_new(o.sets, &b.tools);
         if (r < 0) {
                 log_error_errno(r, "Failed to load the tool table: %m");
+                return 1;
+        }
+        r = broker_probe(&b);
+        if (r < 0) {
+                log_error_errno(r, "Failed to start: %m");
                 return 1;
         }
         log_debug("Serving on stdio, sbxd at %s", b.socket_path);
@@ -723,5 +851,7 @@ int main(int argc, char **argv) {
         (void) safe_close(b.signal_fd);
         line_reader_done(&b.reader);
         tools_free(b.tools);
+        free(b.lost);
+        free(b.status);
         return r < 0 ? 1 : 0;
 }

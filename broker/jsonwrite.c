@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json-escape.h"
 #include "macro.h"
 #include "sbx-limits.h"
 
@@ -61,21 +62,9 @@ static bool word_needs_escape(uint64_t w) {
         return (((w - ONES * 0x20) & ~w) | ((quote - ONES) & ~quote) | ((backslash - ONES) & ~backslash)) & HIGHS;
 }
 
-/* The escape of each byte; NULL for those written as they are. */
-static const char *const escapes[0x100] = {
-        ['\b'] = "\\b", ['\f'] = "\\f", ['\n'] = "\\n", ['\r'] = "\\r", ['\t'] = "\\t",
-        [0x00] = "\\u0000", [0x01] = "\\u0001", [0x02] = "\\u0002", [0x03] = "\\u0003",
-        [0x04] = "\\u0004", [0x05] = "\\u0005", [0x06] = "\\u0006", [0x07] = "\\u0007",
-        [0x0b] = "\\u000B", [0x0e] = "\\u000E", [0x0f] = "\\u000F", [0x10] = "\\u0010",
-        [0x11] = "\\u0011", [0x12] = "\\u0012", [0x13] = "\\u0013", [0x14] = "\\u0014",
-        [0x15] = "\\u0015", [0x16] = "\\u0016", [0x17] = "\\u0017", [0x18] = "\\u0018",
-        [0x19] = "\\u0019", [0x1a] = "\\u001A", [0x1b] = "\\u001B", [0x1c] = "\\u001C",
-        [0x1d] = "\\u001D", [0x1e] = "\\u001E", [0x1f] = "\\u001F", ['"'] = "\\\"", ['\\'] = "\\\\",
-};
 
 /* Input bytes per step: room for the longest escape of each is made first. */
 #define STRING_STEP 4096u
-#define ESCAPE_MAX 6u
 
 static int put_string(JsonBuffer *b, const char *s, size_t n) {
         int r = buffer_put(b, "\"", 1);
@@ -84,7 +73,7 @@ static int put_string(JsonBuffer *b, const char *s, size_t n) {
                 size_t step = MIN(n - done, (size_t) STRING_STEP), i = 0;
                 char *o;
 
-                r = buffer_grow(b, step * ESCAPE_MAX);
+                r = buffer_grow(b, step * JSON_ESCAPE_MAX);
                 if (r < 0)
                         return r;
                 o = b->data + b->len;
@@ -101,7 +90,7 @@ static int put_string(JsonBuffer *b, const char *s, size_t n) {
                                         continue;
                                 }
                         }
-                        e = escapes[(unsigned char) s[done + i]];
+                        e = json_escapes[(unsigned char) s[done + i]];
                         if (e) {
                                 size_t k = strlen(e);
                                 memcpy(o, e, k);

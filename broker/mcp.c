@@ -1,12 +1,16 @@
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "macro.h"
 #include "mcp.h"
 
-static const char *const supported_versions[] = {
+const char *const mcp_supported_versions[] = {
         "2025-11-25",
         "2025-06-18",
         "2025-03-26",
+        "2024-11-05",
+        NULL,
 };
 
 static const char instructions[] =
@@ -19,19 +23,22 @@ static const char instructions[] =
 
 const char *mcp_negotiate_version(const char *requested) {
         if (requested)
-                for (size_t i = 0; i < ELEMENTSOF(supported_versions); i++)
-                        if (strcmp(requested, supported_versions[i]) == 0)
-                                return supported_versions[i];
+                for (size_t i = 0; mcp_supported_versions[i]; i++)
+                        if (strcmp(requested, mcp_supported_versions[i]) == 0)
+                                return mcp_supported_versions[i];
         return MCP_LATEST_VERSION;
 }
 
-json_t *mcp_initialize_result(const json_t *params, const char *version) {
+json_t *mcp_initialize_result(const json_t *params, const char *version, const char *status) {
         const json_t *requested = json_is_object(params) ? json_object_get(params, "protocolVersion") : NULL;
+        _cleanup_free_ char *text = NULL;
 
+        if (asprintf(&text, "%s%s%s", instructions, status ? " " : "", status ?: "") < 0)
+                return NULL;
         return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}",
                          "protocolVersion",
                          mcp_negotiate_version(json_is_string(requested) ? json_string_value(requested) : NULL),
                          "capabilities", "tools", "listChanged", 0,
                          "serverInfo", "name", MCP_SERVER_NAME, "title", MCP_SERVER_TITLE, "version", version,
-                         "instructions", instructions);
+                         "instructions", text);
 }

@@ -21,6 +21,9 @@ typedef int (*tool_prepare_t)(json_t *args, ToolRequest *req, char **ret_error);
 /* structuredContent for a successful reply; -EBADMSG if its body is not the
  * one this tool expects. args: the validated call arguments, or NULL. */
 typedef int (*tool_render_t)(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+/* The text block of --content=text for a successful reply, written to f;
+ * sc is the validated structuredContent. NULL: text_generic. */
+typedef void (*tool_text_t)(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc);
 
 struct ToolDef {
         const char *name;
@@ -32,6 +35,7 @@ struct ToolDef {
         const char *annotations;        /* JSON text */
         tool_prepare_t prepare;
         tool_render_t render;
+        tool_text_t text;
 };
 
 static const struct {
@@ -177,7 +181,7 @@ static const char command_output_schema[] =
         "    \"output\": {\"type\": \"string\","
         "      \"description\": \"Rendered transcript lines start_offset to end_offset, stdout and stderr merged.\"},"
         "    \"publication\": {\"type\": [\"object\", \"null\"],"
-        "      \"description\": \"For a terminal command of an automatic session: what was published; null otherwise.\","
+        "      \"description\": \"For a terminal command of an automatic session, or of a session that has ended: what its session published, or why nothing was; null otherwise.\","
         PUBLICATION_PROPERTIES("workspace_session:<id>")
         "    }"
         "  },"
@@ -462,6 +466,30 @@ static const char cancel_command_input[] =
         "  \"additionalProperties\": false"
         "}";
 
+static const char list_sandboxes_input[] =
+        "{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": false}";
+
+static const char list_sandboxes_output[] =
+        "{"
+        "  \"type\": \"object\","
+        "  \"properties\": {"
+        "    \"sandboxes\": {\"type\": \"array\", \"description\": \"The sandboxes the caller may use, by name.\","
+        "      \"items\": {"
+        "        \"type\": \"object\","
+        "        \"properties\": {"
+        "          \"sandbox_id\": {\"type\": \"string\", \"description\": \"The name to pass as sandbox_id.\"},"
+        "          \"source\": {\"type\": \"string\", \"description\": \"Host directory the workspace was imported from (never modified).\"},"
+        "          \"image\": {\"type\": \"string\", \"description\": \"What / is in its sessions: default is the host's system directories, read-only.\"},"
+        "          \"layers\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Published layers, the imported source included.\"},"
+        "          \"live_sessions\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Workspace sessions alive now.\"}"
+        "        },"
+        "        \"required\": [\"sandbox_id\", \"source\", \"image\", \"layers\", \"live_sessions\"]"
+        "      }"
+        "    }"
+        "  },"
+        "  \"required\": [\"sandboxes\"]"
+        "}";
+
 #define SESSION_INFO_SCHEMA \
         "{" \
         "  \"type\": \"object\"," \
@@ -565,11 +593,10 @@ _Static_assert(SBX_STDIN_YIELD_DEFAULT_MS == 1000, "write_command_stdin descript
 _Static_assert(SBX_YIELD_MAX_MS == 30000, "tool descriptions");
 _Static_assert(SBX_TIMEOUT_DEFAULT_MS == 600000, "exec_command description");
 _Static_assert(SBX_TIMEOUT_MAX_MS == 86400000, "exec_command description");
-_Static_assert(SBX_WINDOW_MAX_LINES == 200 && SBX_WINDOW_MAX_BYTES == 96 * 1024, "tool descriptions");
+_Static_assert(SBX_WINDOW_MAX_LINES == 200 && SBX_RESULT_TEXT_BUDGET == 52 * 1024, "tool descriptions");
 _Static_assert(SBX_READ_DEFAULT_LINES == 200 && SBX_READ_MAX_LINES == 1000, "read_command_lines schema");
 _Static_assert(SBX_STDIN_MAX == 65536, "write_command_stdin description");
 _Static_assert(SBX_FILE_READ_DEFAULT_LINES == 2000 && SBX_FILE_READ_MAX_LINES == 2000, "file_read schema");
-_Static_assert(SBX_FILE_WINDOW_MAX_BYTES == 96 * 1024, "file_read description");
 _Static_assert(SBX_FILE_MAX == 16 << 20, "file_write, file_edit descriptions");
 _Static_assert(SBX_DIFF_MAX_BYTES == 96 * 1024, "diff_workspace_session description");
 
@@ -586,6 +613,7 @@ static int prepare_session_list(json_t *args, ToolRequest *req, char **ret_error
 static int prepare_session_diff(json_t *args, ToolRequest *req, char **ret_error);
 static int prepare_command_list(json_t *args, ToolRequest *req, char **ret_error);
 static int prepare_command_cancel(json_t *args, ToolRequest *req, char **ret_error);
+static int prepare_sandbox_list(json_t *args, ToolRequest *req, char **ret_error);
 
 static int render_command(const Sbx__Reply *reply, const json_t *args, json_t **ret);
 static int render_file_read(const Sbx__Reply *reply, const json_t *args, json_t **ret);
@@ -596,6 +624,12 @@ static int render_session_finalize(const Sbx__Reply *reply, const json_t *args, 
 static int render_session_list(const Sbx__Reply *reply, const json_t *args, json_t **ret);
 static int render_session_diff(const Sbx__Reply *reply, const json_t *args, json_t **ret);
 static int render_command_list(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+static int render_sandbox_list(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+
+static void text_command(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc);
+static void text_file_read(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc);
+static void text_file_change(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc);
+static void text_file_blame(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc);
 
 /* ---- the table: one entry per tool, in tools/list order -------------------- */
 
@@ -621,14 +655,16 @@ static const ToolDef tool_table[] = {
                         "its session; publication then tells the layer, its owner and the number of changed paths, "
                         "or why nothing was published (a conflict keeps the session).\n\n"
                         "The result holds a bounded window of rendered transcript lines (at most 200 lines and "
-                        "96 KiB): when more are waiting, the most recent ones, and start_offset shows what was "
-                        "skipped, still readable with read_command_lines. original_token_count estimates tokens of "
-                        "the untruncated output as ceil(bytes / 4).",
+                        "52 KiB of JSON-escaped text, at most about 19k tokens): when more are waiting, the most recent "
+                        "ones, and start_offset shows what was skipped, still readable with read_command_lines; a "
+                        "window that ends before total_lines continues from end_offset. original_token_count "
+                        "estimates tokens of the untruncated output as ceil(bytes / 4).",
                 .input_schema = exec_command_input,
                 .output_schema = command_output_schema,
                 .annotations = annotations_mutating,
                 .prepare = prepare_exec,
                 .render = render_command,
+                .text = text_command,
         },
         {
                 .name = "write_command_stdin",
@@ -649,6 +685,7 @@ static const ToolDef tool_table[] = {
                 .annotations = annotations_mutating,
                 .prepare = prepare_stdin,
                 .render = render_command,
+                .text = text_command,
         },
         {
                 .name = "read_command_lines",
@@ -659,7 +696,8 @@ static const ToolDef tool_table[] = {
                         "Start at offset 0, then continue from end_offset until it reaches total_lines. The command "
                         "may still be running; status and offsets are a point-in-time snapshot. Reading output does "
                         "not extend or trigger workspace-session lifecycle behavior.\n\n"
-                        "limit defaults to 200 and may be at most 1000; a window also ends at 96 KiB of text. "
+                        "limit defaults to 200 and may be at most 1000; a window also ends before 52 KiB of JSON-escaped "
+                        "text (at most about 19k tokens), so it may hold fewer lines: continue from end_offset. "
                         "Lines are rendered as a terminal shows them: carriage returns overwrite, backspaces erase, "
                         "ANSI escape sequences are removed. Transcripts stay readable after the command and its "
                         "session are gone.",
@@ -668,6 +706,7 @@ static const ToolDef tool_table[] = {
                 .annotations = annotations_read_only,
                 .prepare = prepare_read_lines,
                 .render = render_command,
+                .text = text_command,
         },
         {
                 .name = "file_read",
@@ -680,7 +719,8 @@ static const ToolDef tool_table[] = {
                         "is true to page long files. Only UTF-8 regular files are supported.\n\n"
                         "offset is the 1-indexed first line (default 1; 0 is taken as 1; past the end gives an "
                         "empty window). limit is the most lines to return (default 2000, must be 1..=2000). A "
-                        "window also ends before 96 KiB of content, so it may hold fewer lines than limit: "
+                        "window also ends before its content, escaped as JSON, exceeds 52 KiB (at most about 19k tokens, under the "
+                        "25,000-token limit of some clients), so it may hold fewer lines than limit: "
                         "continue from next_offset. Lines keep their line ends (\\n or \\r\\n). Files that are not "
                         "UTF-8 text (invalid UTF-8 or NUL bytes), directories and other non-regular files give an "
                         "error result. Paths are resolved inside the sandbox: .. and symlinks never leave the "
@@ -690,6 +730,7 @@ static const ToolDef tool_table[] = {
                 .annotations = annotations_read_only,
                 .prepare = prepare_file_read,
                 .render = render_file_read,
+                .text = text_file_read,
         },
         {
                 .name = "file_write",
@@ -709,6 +750,7 @@ static const ToolDef tool_table[] = {
                 .annotations = annotations_write,
                 .prepare = prepare_file_write,
                 .render = render_file_change,
+                .text = text_file_change,
         },
         {
                 .name = "file_edit",
@@ -730,6 +772,7 @@ static const ToolDef tool_table[] = {
                 .annotations = annotations_mutating,
                 .prepare = prepare_file_edit,
                 .render = render_file_change,
+                .text = text_file_change,
         },
         {
                 .name = "file_blame",
@@ -749,6 +792,7 @@ static const ToolDef tool_table[] = {
                 .annotations = annotations_read_only,
                 .prepare = prepare_file_blame,
                 .render = render_file_blame,
+                .text = text_file_blame,
         },
         {
                 .name = "create_workspace_session",
@@ -848,6 +892,21 @@ static const ToolDef tool_table[] = {
                 .annotations = annotations_mutating,
                 .prepare = prepare_command_cancel,
                 .render = render_command,
+                .text = text_command,
+        },
+        {
+                .name = "list_sandboxes",
+                .set = TOOL_SET_SESSIONS,
+                .title = "List your sandboxes",
+                .description =
+                        "List the sandboxes this user may use (every sandbox for root): the sandbox_id to pass to "
+                        "the other tools, the host directory its workspace was imported from, its image, its "
+                        "number of published layers and its live workspace sessions. Read-only.",
+                .input_schema = list_sandboxes_input,
+                .output_schema = list_sandboxes_output,
+                .annotations = annotations_read_only,
+                .prepare = prepare_sandbox_list,
+                .render = render_sandbox_list,
         },
 };
 
@@ -1287,6 +1346,12 @@ PREPARE_STRINGS(prepare_command_list, sbx__command_list, COMMAND_LIST, COMMAND_L
                 { "sandbox_id", "sandbox", ARG_ID }, { "workspace_session_id", "workspace_session", ARG_SESSION })
 PREPARE_STRINGS(prepare_command_cancel, sbx__command_cancel, COMMAND_CANCEL, COMMAND_CANCEL,
                 { "sandbox_id", "sandbox", ARG_ID }, { "command_session_id", "command_session", ARG_ID })
+
+static int prepare_sandbox_list(json_t *args, ToolRequest *req, char **ret_error) {
+        req->body.sandbox_list = (Sbx__SandboxList) SBX__SANDBOX_LIST__INIT;
+        request_set(req, SBX__MSG_TYPE__MSG_CLIENT_SANDBOX_LIST, SBX__MSG__BODY_SANDBOX_LIST, &req->body.sandbox_list);
+        return 0;
+}
 
 static int prepare_session_create(json_t *args, ToolRequest *req, char **ret_error) {
         Sbx__SessionCreate *m = &req->body.session_create;
@@ -1776,24 +1841,33 @@ static int render_session_finalize(const Sbx__Reply *reply, const json_t *args, 
         return 0;
 }
 
-static int render_session_list(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
-        const Sbx__SessionListReply *l = reply->session_list;
-        _cleanup_json_ json_t *o = NULL;
-        json_t *list;
+/* {key: [one(items[0]), ...]}: a listing, each item made by one (NULL on ENOMEM). */
+static int render_list(const char *key, size_t n, void *const *items, json_t *(*one)(const void *item),
+                       json_t **ret) {
+        _cleanup_json_ json_t *o = json_object();
+        json_t *list = json_array();
 
-        if (reply->body_case != SBX__REPLY__BODY_SESSION_LIST || !l)
-                return -EBADMSG;
-        o = json_object();
-        list = json_array();
-        if (!o || set_new(o, "sessions", list) < 0)
+        if (!o || set_new(o, key, list) < 0)
                 return -ENOMEM;
-        for (size_t i = 0; i < l->n_sessions; i++) {
-                json_t *x = session_info_to_json(l->sessions[i]);
+        for (size_t i = 0; i < n; i++) {
+                json_t *x = one(items[i]);
                 if (!x || json_array_append_new(list, x) < 0)
                         return -ENOMEM;
         }
         *ret = TAKE_PTR(o);
         return 0;
+}
+
+static json_t *session_item_to_json(const void *item) {
+        return session_info_to_json(item);
+}
+
+static int render_session_list(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        const Sbx__SessionListReply *l = reply->session_list;
+
+        if (reply->body_case != SBX__REPLY__BODY_SESSION_LIST || !l)
+                return -EBADMSG;
+        return render_list("sessions", l->n_sessions, (void *const *) l->sessions, session_item_to_json, ret);
 }
 
 static int render_session_diff(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
@@ -1830,38 +1904,357 @@ static json_t *unix_usec_from(int64_t usec) {
         return json_real((double) usec / 1e6);
 }
 
+static json_t *command_info_to_json(const void *item) {
+        const Sbx__CommandInfo *c = item;
+        _cleanup_json_ json_t *x = json_object();
+        int r = 0;
+
+        if (!x)
+                return NULL;
+        r |= set_new(x, "command_session_id", cstring_from(c->command_session));
+        r |= set_new(x, "workspace_session_id", cstring_from(c->workspace_session));
+        r |= set_new(x, "status", cstring_from(c->status));
+        r |= set_new(x, "exit_code", c->has_exit_code ? json_integer(c->exit_code) : json_null());
+        r |= set_new(x, "signal", c->signal != 0 ? json_integer(c->signal) : json_null());
+        r |= set_new(x, "end_reason", c->end_reason && c->end_reason[0] ? cstring_from(c->end_reason) : json_null());
+        r |= set_new(x, "started_unix", unix_usec_from(c->started_unix_usec));
+        r |= set_new(x, "ended_unix", c->ended_unix_usec != 0 ? unix_usec_from(c->ended_unix_usec) : json_null());
+        r |= set_new(x, "cmd", cstring_from(c->cmd));
+        return r == 0 ? TAKE_PTR(x) : NULL;
+}
+
 static int render_command_list(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
         const Sbx__CommandListReply *l = reply->command_list;
-        _cleanup_json_ json_t *o = NULL;
-        json_t *list;
 
         if (reply->body_case != SBX__REPLY__BODY_COMMAND_LIST || !l)
                 return -EBADMSG;
-        o = json_object();
-        list = json_array();
-        if (!o || set_new(o, "commands", list) < 0)
-                return -ENOMEM;
-        for (size_t i = 0; i < l->n_commands; i++) {
-                const Sbx__CommandInfo *c = l->commands[i];
-                json_t *x = json_object();
-                int r = 0;
+        return render_list("commands", l->n_commands, (void *const *) l->commands, command_info_to_json, ret);
+}
 
-                if (!x || json_array_append_new(list, x) < 0)
-                        return -ENOMEM;
-                r |= set_new(x, "command_session_id", cstring_from(c->command_session));
-                r |= set_new(x, "workspace_session_id", cstring_from(c->workspace_session));
-                r |= set_new(x, "status", cstring_from(c->status));
-                r |= set_new(x, "exit_code", c->has_exit_code ? json_integer(c->exit_code) : json_null());
-                r |= set_new(x, "signal", c->signal != 0 ? json_integer(c->signal) : json_null());
-                r |= set_new(x, "end_reason",
-                             c->end_reason && c->end_reason[0] ? cstring_from(c->end_reason) : json_null());
-                r |= set_new(x, "started_unix", unix_usec_from(c->started_unix_usec));
-                r |= set_new(x, "ended_unix", c->ended_unix_usec != 0 ? unix_usec_from(c->ended_unix_usec) : json_null());
-                r |= set_new(x, "cmd", cstring_from(c->cmd));
-                if (r != 0)
-                        return -ENOMEM;
+static json_t *sandbox_info_to_json(const void *item) {
+        const Sbx__SandboxInfo *sb = item;
+        _cleanup_json_ json_t *x = json_object();
+        int r = 0;
+
+        if (!x)
+                return NULL;
+        r |= set_new(x, "sandbox_id", cstring_from(sb->name));
+        r |= set_new(x, "source", cstring_from(sb->source_dir));
+        r |= set_new(x, "image", cstring_from(sb->image && sb->image[0] ? sb->image : "default"));
+        r |= set_new(x, "layers", json_integer(sb->layer_count));
+        r |= set_new(x, "live_sessions", json_integer(sb->live_sessions));
+        return r == 0 ? TAKE_PTR(x) : NULL;
+}
+
+static int render_sandbox_list(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        const Sbx__SandboxListReply *l = reply->sandbox_list;
+
+        if (reply->body_case != SBX__REPLY__BODY_SANDBOX_LIST || !l)
+                return -EBADMSG;
+        return render_list("sandboxes", l->n_sandboxes, (void *const *) l->sandboxes, sandbox_info_to_json, ret);
+}
+
+/* ---- the rendered text block -------------------------------------------------
+ * --content=text (the default): one header line that says what happened, what
+ * is shown of how much and how to get the rest, then the text itself as it is
+ * (no JSON escaping). Only what structuredContent (and the reply) hold, in a
+ * fixed order and format: the same result always renders the same text.
+ * structuredContent keeps every field; the header leaves out what an agent
+ * does not need (an ended automatic session's id, a token estimate when
+ * nothing was cut, six decimals of seconds). */
+
+static const char *sc_str(const json_t *o, const char *key) {
+        const char *v = json_string_value(json_object_get(o, key));
+        return v ? v : "";
+}
+
+static unsigned long long sc_uint(const json_t *o, const char *key) {
+        const json_t *v = json_object_get(o, key);
+        return json_is_integer(v) && json_integer_value(v) > 0 ? (unsigned long long) json_integer_value(v) : 0;
+}
+
+/* Seconds with as many decimals as matter: 0.03, 2.5, 120. */
+static void put_seconds(FILE *f, double t) {
+        fprintf(f, t < 1 ? "%.2f s" : t < 100 ? "%.1f s" : "%.0f s", t);
+}
+
+static const char *plural(unsigned long long n) {
+        return n == 1 ? "" : "s";
+}
+
+/* "; published layer 7 (3 changed paths)", or why nothing was. */
+static void put_publication(FILE *f, const json_t *p) {
+        const json_t *conflicts = json_object_get(p, "conflicts");
+        size_t i;
+        json_t *c;
+
+        if (json_is_true(json_object_get(p, "published"))) {
+                fprintf(f, "; published layer %llu (%llu changed path%s, owner %s)", sc_uint(p, "layer"),
+                        sc_uint(p, "changed_paths"), plural(sc_uint(p, "changed_paths")), sc_str(p, "owner"));
+                return;
         }
-        *ret = TAKE_PTR(o);
+        if (!sc_str(p, "error")[0]) {
+                fputs("; nothing to publish (nothing changed)", f);
+                return;
+        }
+        fprintf(f, "; %s", sc_str(p, "error"));
+        json_array_foreach(conflicts, i, c) {
+                if (i == SBX_TEXT_PATHS_SHOWN) {
+                        fprintf(f, " and %zu more", json_array_size(conflicts) - i);
+                        break;
+                }
+                fprintf(f, "%s%s", i ? ", " : " (conflicting: ", json_string_value(c));
+        }
+        if (json_array_size(conflicts) > 0)
+                fputc(')', f);
+}
+
+/* Status, exit, signal and end reason: "ok, exit 0", "timed_out, signal 9 (SIGKILL), timeout". */
+static void put_command_status(FILE *f, const json_t *sc) {
+        const json_t *sig = json_object_get(sc, "signal");
+        const char *end = sc_str(sc, "end_reason");
+
+        fputs(sc_str(sc, "status"), f);
+        if (json_is_integer(json_object_get(sc, "exit_code")))
+                fprintf(f, ", exit %" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(sc, "exit_code")));
+        if (json_is_integer(sig)) {
+                const char *name = sigabbrev_np((int) json_integer_value(sig));
+                fprintf(f, ", signal %" JSON_INTEGER_FORMAT "%s%s%s", json_integer_value(sig), name ? " (SIG" : "",
+                        name ?: "", name ? ")" : "");
+        }
+        if (end[0] && strcmp(end, "exit") != 0 && strcmp(end, "signal") != 0)
+                fprintf(f, ", %s", end);
+}
+
+static void text_command(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc) {
+        unsigned long long start = sc_uint(sc, "start_offset"), end = sc_uint(sc, "end_offset"),
+                           total = sc_uint(sc, "total_lines");
+        const json_t *pub = json_object_get(sc, "publication");
+        bool running = strcmp(sc_str(sc, "status"), "running") == 0, cut = start > 0 || end < total;
+        /* A session that still exists: running, managed (no publication), or kept after a refusal. */
+        bool session_lives = running || !json_is_object(pub) || sc_str(pub, "error")[0];
+
+        put_command_status(f, sc);
+        fputs(", ", f);
+        put_seconds(f, json_number_value(json_object_get(sc, "command_total_time_seconds")));
+        if (running)
+                fputs(" so far", f);
+        if (total == 0)
+                fputs("; no output", f);
+        else if (!cut)
+                fprintf(f, "; %llu line%s", total, plural(total));
+        else
+                fprintf(f, "; lines %llu-%llu of %llu shown", start, end, total);
+        if (start > 0)
+                fprintf(f, "; %llu earlier line%s not shown; read_command_lines start_offset=0", start, plural(start));
+        if (end < total)
+                fprintf(f, "; %llu later line%s not shown; read_command_lines start_offset=%llu", total - end,
+                        plural(total - end), end);
+        if (cut)
+                fprintf(f, "; whole output ~%llu tokens", sc_uint(sc, "original_token_count"));
+        if (json_is_object(pub))
+                put_publication(f, pub);
+        if (running)
+                fprintf(f, "; command_session_id %s (write_command_stdin, read_command_lines)",
+                        sc_str(sc, "command_session_id"));
+        else if (cut)
+                fprintf(f, "; command_session_id %s", sc_str(sc, "command_session_id"));
+        if (session_lives)
+                fprintf(f, "; workspace_session_id %s", sc_str(sc, "workspace_session_id"));
+        fputc('\n', f);
+        fputs(sc_str(sc, "output"), f);
+}
+
+static void text_file_read(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc) {
+        unsigned long long first = sc_uint(sc, "start_line"), n = sc_uint(sc, "num_lines");
+        const char *content = sc_str(sc, "content");
+        size_t len = strlen(content);
+
+        if (n == 0)
+                fprintf(f, "%s: no lines from line %llu (the file has %llu)", sc_str(sc, "path"), first,
+                        sc_uint(sc, "total_lines"));
+        else if (n == 1)
+                fprintf(f, "%s: line %llu of %llu", sc_str(sc, "path"), first, sc_uint(sc, "total_lines"));
+        else
+                fprintf(f, "%s: lines %llu-%llu of %llu", sc_str(sc, "path"), first, first + n - 1,
+                        sc_uint(sc, "total_lines"));
+        if (n > 0 && len > 0 && content[len - 1] != '\n' && json_is_true(json_object_get(sc, "truncated")))
+                fprintf(f, "; line %llu is longer than a window: its first %zu bytes", first, len);
+        if (json_is_integer(json_object_get(sc, "next_offset")))
+                fprintf(f, "; more: file_read offset=%llu", sc_uint(sc, "next_offset"));
+        fputc('\n', f);
+        fputs(content, f);
+}
+
+static void text_file_change(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc) {
+        const Sbx__FileChangeReply *c = reply->file_change;
+        const json_t *pub = json_object_get(sc, "publication");
+        const char *type = sc_str(sc, "type"), *path = sc_str(sc, "path");
+        bool edit = strcmp(type, "edit") == 0;
+
+        if (c->unchanged)
+                fprintf(f, "%s unchanged: %s (%llu bytes); nothing written%s\n", path,
+                        edit ? "the edits leave its content as it was" : "it already has this content",
+                        sc_uint(sc, "bytes_written"), json_is_object(pub) ? ", nothing published" : "");
+        else {
+                if (edit)
+                        fprintf(f, "edited %s: %llu edit%s, %llu replacement%s, %llu bytes now", path,
+                                sc_uint(sc, "edits_applied"), plural(sc_uint(sc, "edits_applied")),
+                                sc_uint(sc, "replacements"), plural(sc_uint(sc, "replacements")),
+                                sc_uint(sc, "bytes_written"));
+                else
+                        fprintf(f, "%s %s (%llu bytes)", strcmp(type, "create") == 0 ? "created" : "updated", path,
+                                sc_uint(sc, "bytes_written"));
+                if (json_is_object(pub))
+                        put_publication(f, pub);
+                else
+                        fprintf(f, "; in workspace session %s, private until it is finalized",
+                                args_string(args, "workspace_session_id"));
+                fputc('\n', f);
+        }
+        fwrite(c->diff.data, 1, c->diff.len, f);
+        if (c->diff_truncated)
+                fprintf(f, "(the diff stops at %u bytes: read the file for the rest)\n", SBX_EDIT_DIFF_MAX_BYTES);
+}
+
+static void text_file_blame(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc) {
+        const json_t *ranges = json_object_get(sc, "ranges");
+        size_t i;
+        json_t *x;
+
+        fprintf(f, "%s: %zu range%s (lines, owner)\n", sc_str(sc, "path"), json_array_size(ranges),
+                plural(json_array_size(ranges)));
+        json_array_foreach(ranges, i, x) {
+                unsigned long long first = sc_uint(x, "start_line"), n = sc_uint(x, "line_count");
+
+                if (n == 1)
+                        fprintf(f, "%llu %s\n", first, sc_str(x, "owner"));
+                else
+                        fprintf(f, "%llu-%llu %s\n", first, first + n - 1, sc_str(x, "owner"));
+        }
+}
+
+/* A scalar as text: strings as they are, numbers as put_seconds rounds them. */
+static void put_scalar(FILE *f, const json_t *v) {
+        switch (json_typeof(v)) {
+        case JSON_STRING:
+                fputs(json_string_value(v), f);
+                break;
+        case JSON_INTEGER:
+                fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+                break;
+        case JSON_REAL:
+                fprintf(f, fabs(json_real_value(v)) < 100 ? "%.2f" : "%.0f", json_real_value(v));
+                break;
+        case JSON_TRUE:
+        case JSON_FALSE:
+                fputs(json_is_true(v) ? "true" : "false", f);
+                break;
+        default:
+                fputs(json_is_null(v) ? "null" : "...", f);
+                break;
+        }
+}
+
+/* An object on one line: "key=value key.sub=value list=a,b". */
+static void put_flat(FILE *f, const char *prefix, const json_t *o, bool *first) {
+        const char *key;
+        json_t *v;
+
+        json_object_foreach((json_t *) o, key, v) {
+                if (json_is_object(v)) {
+                        _cleanup_free_ char *sub = NULL;
+                        if (asprintf(&sub, "%s%s.", prefix, key) >= 0)
+                                put_flat(f, sub, v, first);
+                        continue;
+                }
+                fprintf(f, "%s%s%s=", *first ? "" : " ", prefix, key);
+                *first = false;
+                if (json_is_array(v)) {
+                        size_t i;
+                        json_t *x;
+                        json_array_foreach(v, i, x) {
+                                if (i > 0)
+                                        fputc(',', f);
+                                put_scalar(f, x);
+                        }
+                } else
+                        put_scalar(f, v);
+        }
+}
+
+/* The other tools: "key: value" lines, an array as one line per item, and a
+ * text of several lines (a diff) last, as it is. */
+static void text_generic(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc) {
+        const char *key;
+        json_t *v;
+
+        json_object_foreach((json_t *) sc, key, v) {
+                bool first = true;
+
+                if (json_is_string(v) && strchr(json_string_value(v), '\n'))
+                        continue;
+                fprintf(f, "%s:", key);
+                if (json_is_array(v)) {
+                        size_t i;
+                        json_t *x;
+                        fprintf(f, " %zu\n", json_array_size(v));
+                        json_array_foreach(v, i, x) {
+                                first = true;
+                                fputs("- ", f);
+                                if (json_is_object(x))
+                                        put_flat(f, "", x, &first);
+                                else
+                                        put_scalar(f, x);
+                                fputc('\n', f);
+                        }
+                        continue;
+                }
+                fputc(' ', f);
+                if (json_is_object(v))
+                        put_flat(f, "", v, &first);
+                else
+                        put_scalar(f, v);
+                fputc('\n', f);
+        }
+        json_object_foreach((json_t *) sc, key, v)
+                if (json_is_string(v) && strchr(json_string_value(v), '\n'))
+                        fprintf(f, "%s:\n%s", key, json_string_value(v));
+}
+
+/* The content array for mode: the rendered text, the JSON, or nothing. */
+static int result_content(const Tool *tool, const json_t *args, const Sbx__Reply *reply, ContentMode mode,
+                          const json_t *sc, json_t **ret_content) {
+        _cleanup_json_ json_t *content = json_array();
+        _cleanup_free_ char *text = NULL;
+        json_t *block;
+        size_t len = 0;
+        int r;
+
+        if (!content)
+                return -ENOMEM;
+        if (mode == CONTENT_JSON) {
+                r = json_write(sc, JSONRPC_OUT_MAX, &text, &len);
+                if (r < 0)
+                        return r;
+                /* Written from valid UTF-8 strings: no second check of a large reply. */
+                block = json_stringn_nocheck(text, len);
+        } else if (mode == CONTENT_TEXT) {
+                FILE *f = open_memstream(&text, &len);
+
+                if (!f)
+                        return -ENOMEM;
+                (tool->def->text ?: text_generic)(f, reply, args, sc);
+                if (fclose(f) != 0 || !text)
+                        return -ENOMEM;
+                block = string_from(text, len);
+        } else {
+                *ret_content = TAKE_PTR(content);
+                return 0;
+        }
+        if (!block || json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text", block)) < 0)
+                return -ENOMEM;
+        *ret_content = TAKE_PTR(content);
         return 0;
 }
 
@@ -1870,10 +2263,10 @@ static int error_result(const char *text, json_t **ret_result) {
         return *ret_result ? 0 : -ENOMEM;
 }
 
-int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, bool content_text,
+int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, ContentMode mode,
                            json_t **ret_result) {
         _cleanup_json_ json_t *sc = NULL, *content = NULL;
-        _cleanup_free_ char *why = NULL, *text = NULL;
+        _cleanup_free_ char *why = NULL;
         int r;
 
         if (reply->err < 0) {
@@ -1903,23 +2296,12 @@ int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Repl
         if (r < 0)
                 return r;
 
-        content = json_array();
-        if (!content)
-                return -ENOMEM;
-        if (content_text) {
-                size_t len;
-
-                r = json_write(sc, JSONRPC_OUT_MAX, &text, &len);
-                if (r == -EMSGSIZE || r == -ELOOP)
-                        return error_result(r == -ELOOP ? "the reply nests too deep to send"
-                                                        : "the reply is too large to send", ret_result);
-                if (r < 0)
-                        return r;
-                /* Written from valid UTF-8 strings: no second check of a large reply. */
-                if (json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
-                                                             json_stringn_nocheck(text, len))) < 0)
-                        return -ENOMEM;
-        }
+        r = result_content(tool, args, reply, mode, sc, &content);
+        if (r == -EMSGSIZE || r == -ELOOP)
+                return error_result(r == -ELOOP ? "the reply nests too deep to send" : "the reply is too large to send",
+                                    ret_result);
+        if (r < 0)
+                return r;
         *ret_result = json_pack("{s:O, s:O, s:b}", "content", content, "structuredContent", sc, "isError", 0);
         return *ret_result ? 0 : -ENOMEM;
 }

@@ -43,6 +43,7 @@ typedef struct ToolRequest {
                 Sbx__SessionDiff session_diff;
                 Sbx__CommandList command_list;
                 Sbx__CommandCancel command_cancel;
+                Sbx__SandboxList sandbox_list;
         } body;
         int fd;
 } ToolRequest;
@@ -88,15 +89,22 @@ const char *tool_name(const Tool *tool);
  * ret_req->fd is -EBADF. */
 int tool_prepare(const Tool *tool, json_t *arguments, ToolRequest *ret_req, char **ret_error);
 
+/* What a successful result carries in content besides structuredContent
+ * (--content). */
+typedef enum ContentMode {
+        CONTENT_TEXT,           /* one text block rendered for reading: a header line, then the text as it is */
+        CONTENT_JSON,           /* one text block with the JSON of structuredContent */
+        CONTENT_NONE,           /* an empty array, as the seed's examples show */
+} ContentMode;
+
 /* {content:[{type:text,text}], isError:true}; NULL on ENOMEM. */
 json_t *tool_error_result(const char *text);
 
 /* The tool result for sbxd's reply to one of this tool's requests: an error
- * result for err < 0 or a malformed reply, else structuredContent plus (with
- * content_text) a text block of the same JSON. args are the validated call
- * arguments (may be NULL), for result fields sbxd does not echo. Returns 0 or
- * -ENOMEM. */
-int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, bool content_text,
+ * result for err < 0 or a malformed reply, else structuredContent plus the
+ * content that mode asks for. args are the validated call arguments (may be
+ * NULL), for result fields sbxd does not echo. Returns 0 or -ENOMEM. */
+int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, ContentMode mode,
                            json_t **ret_result);
 
 /* Copy bytes to valid UTF-8, each invalid byte becoming U+FFFD. */

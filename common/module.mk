@@ -1,2 +1,3 @@
 COMMON_SRCS += common/log.c
 COMMON_SRCS += common/fd-util.c
+COMMON_SRCS += common/json-escape.c

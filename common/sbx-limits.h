@@ -16,6 +16,10 @@
 /* Broker */
 #define SBX_MCP_LINE_MAX (40u * 1024u * 1024u)  /* one JSON-RPC input line: a 16 MiB file_write, escaped */
 #define SBX_MCP_MAX_PENDING 256u                /* concurrent tools/call per broker */
+#define SBX_MCP_PROBE_MS 2000u                  /* start-up: wait for sbxd's answer (initialize instructions) */
+#define SBX_SANDBOXES_NAMED 10u                 /* sandboxes named in an error or the instructions */
+#define SBX_EDIT_DIFF_MAX_BYTES (8u * 1024u)    /* file_edit's diff in its rendered result */
+#define SBX_TEXT_PATHS_SHOWN 10u                /* conflicting paths named in a rendered result */
 
 /* Supervisor */
 #define SBX_MAX_CLIENTS 256u                    /* connections on sbxd.sock */
@@ -35,11 +39,19 @@
 #define SBX_TIMEOUT_DEFAULT_MS (10u * 60u * 1000u)
 #define SBX_TIMEOUT_MAX_MS (24ull * 3600u * 1000u)
 
+/* The text of one tool result: a command window (a yield or
+ * read_command_lines) and a file_read window end, at a line boundary, before
+ * their text escaped as a JSON string exceeds this. Measured with Claude's
+ * tokenizer on 2,000-line files (docs/benchmarks.md), a full window as
+ * structuredContent JSON is 13.5k tokens of code, 12.3k of prose and 18.7k of
+ * JSON (64 KiB would give 23.0k of JSON), under Claude Code's limit of 25,000
+ * tokens for one MCP result (MAX_MCP_OUTPUT_TOKENS). */
+#define SBX_RESULT_TEXT_BUDGET (52u * 1024u)
+
 /* Transcript windows returned in one reply */
 #define SBX_WINDOW_MAX_LINES 200u               /* exec/stdin yield window */
 #define SBX_READ_DEFAULT_LINES 200u             /* read_command_lines default limit */
 #define SBX_READ_MAX_LINES 1000u                /* read_command_lines maximum limit */
-#define SBX_WINDOW_MAX_BYTES (96u * 1024u)      /* rendered bytes in one reply */
 #define SBX_LINE_MAX 4096u                      /* longer rendered lines wrap */
 #define SBX_TRANSCRIPT_CAP_DEFAULT (256ull << 20) /* rendered bytes kept on disk */
 
@@ -52,7 +64,6 @@
 #define SBX_FILE_MAX (16ull << 20)              /* file_write content, file_edit edits, a file edited */
 #define SBX_FILE_READ_DEFAULT_LINES 2000u
 #define SBX_FILE_READ_MAX_LINES 2000u
-#define SBX_FILE_WINDOW_MAX_BYTES (96u * 1024u) /* file_read content in one reply */
 #define SBX_DIFF_MAX_BYTES (96u * 1024u)        /* unified diff in one reply */
 #define SBX_PATH_MAX 4096u
 #define SBX_MAX_SESSIONS_PER_SANDBOX 64u        /* live managed + automatic sessions */

@@ -133,7 +133,7 @@ void client_reply(Server *s, Client *c, uint32_t seq, Sbx__Reply *reply) {
 
 void client_reply_error(Server *s, Client *c, uint32_t seq, int err, const char *fmt, ...) {
         Sbx__Reply reply = SBX__REPLY__INIT;
-        char msg[512];
+        char msg[1024];        /* an unknown sandbox names the caller's: SBX_SANDBOXES_NAMED of them */
         va_list ap;
 
         va_start(ap, fmt);
@@ -191,16 +191,41 @@ void control_accept(Server *s, EventSource *src, uint32_t events) {
         log_debug("Client pid %d uid %u connected", (int) c->pid, c->uid);
 }
 
+/* "yours: a, b (and N more)" or "you have none", for an unknown sandbox name:
+ * the names the client may use, at most SBX_SANDBOXES_NAMED of them. */
+static void caller_sandboxes(Server *s, const Client *c, char *buf, size_t size) {
+        unsigned n = 0;
+        size_t len = 0;
+        Sandbox *sb;
+
+        buf[0] = '\0';
+        TAILQ_FOREACH(sb, &s->sandboxes, link) {
+                if (c->uid != 0 && c->uid != sb->owner_uid)
+                        continue;
+                if (n < SBX_SANDBOXES_NAMED && len < size)
+                        len += (size_t) snprintf(buf + len, size - len, "%s%s", n ? ", " : "yours: ", sb->name);
+                n++;
+        }
+        if (n == 0)
+                snprintf(buf, size, "you have none");
+        else if (n > SBX_SANDBOXES_NAMED && len < size)
+                snprintf(buf + len, size - len, " (and %u more)", n - SBX_SANDBOXES_NAMED);
+}
+
 /* The sandbox named in a request, if this client may use it; else replies. */
 static Sandbox *authorize(Server *s, Client *c, uint32_t seq, const char *name) {
         Sandbox *sb = sandbox_find(s, name);
 
         if (!sb || (c->uid != 0 && c->uid != sb->owner_uid)) {
-                if (sb)
+                char mine[SBX_SANDBOXES_NAMED * (SBX_NAME_MAX + 2) + 64];
+
+                if (sb) {
                         client_reply_error(s, c, seq, -EPERM, "permission denied: sandbox '%.80s' belongs to another user",
                                            name);
-                else
-                        client_reply_error(s, c, seq, -ENOENT, "no sandbox named '%.80s'", name);
+                        return NULL;
+                }
+                caller_sandboxes(s, c, mine, sizeof(mine));
+                client_reply_error(s, c, seq, -ENOENT, "no sandbox named '%.80s' (%s)", name, mine);
                 return NULL;
         }
         return sb;

@@ -14,8 +14,10 @@
  * and marks are taken every second block from then on). file_read_window then
  * reads from the mark at or before the window's first line, validates what it
  * reads, and stops when the window is complete, so memory stays under
- * READ_BUF_SIZE plus twice max_bytes (plus the marks) whatever the file's
- * size. When the first line of the window alone exceeds max_bytes, its head
+ * READ_BUF_SIZE plus twice the budget (plus the marks) whatever the file's
+ * size. The budget counts the window's bytes as a JSON string takes them
+ * (json_escaped_size: a quote or a newline two bytes), the size of the text
+ * in the tool result. When the first line of the window alone exceeds it, its head
  * is returned (num_lines 1, cut before the character that does not fit) with
  * truncated set and next_offset naming the next line: paging always moves on,
  * and the rest of an overlong line is not shown (the agent can look at it
@@ -34,6 +36,7 @@
 #include <unistd.h>
 
 #include "sbx-limits.h"
+#include "json-escape.h"
 #include "macro.h"
 #include "fileops.h"
 
@@ -53,13 +56,15 @@ typedef struct Utf8Scan {
 typedef struct Window {
         uint64_t start;         /* first line wanted, 1-based */
         uint32_t limit;
-        size_t max_bytes;
+        size_t budget;          /* escaped bytes (json_escaped_size) */
         char *buf;
         size_t len, cap;
+        size_t cost;            /* escaped bytes of buf */
         size_t committed;       /* bytes of whole lines in buf */
+        size_t committed_cost;
         uint64_t num_lines;
         bool done;              /* the window is complete: take no more bytes */
-        bool cut;               /* the window is the head of one line longer than max_bytes */
+        bool cut;               /* the window is the head of one line larger than the budget */
 } Window;
 
 _printf_(3, 4) static void set_errmsg(char *errmsg, size_t errmsg_size, const char *fmt, ...) {
@@ -189,22 +194,29 @@ static int window_append(Window *w, const char *p, size_t n) {
 
 /* Take the next n bytes of a line of the window; ends_line if they end with its '\n'. */
 static int window_take(Window *w, const char *seg, size_t n, bool ends_line) {
-        size_t room = w->max_bytes - w->len;
+        size_t room = w->budget - w->cost, cost = json_escaped_size(seg, n);
         int r;
 
-        if (n > room) {
+        if (cost > room) {
+                size_t head = 0;
+
                 if (w->num_lines > 0) {
                         /* The line does not fit: the window ends before it. */
                         w->len = w->committed;
+                        w->cost = w->committed_cost;
                         w->done = true;
                         return 0;
                 }
                 /* The first line alone is too long: keep its head, ending before the
-                 * character that crosses max_bytes (the bytes before seg are that line's). */
-                r = window_append(w, seg, room);
+                 * character that crosses the budget (the bytes before seg are that line's). */
+                for (size_t c; head < n && (c = json_escaped_size(seg + head, 1)) <= room; head++)
+                        room -= c;
+                while (head > 0 && ((unsigned char) seg[head] & 0xC0) == 0x80)
+                        head--;
+                r = window_append(w, seg, head);
                 if (r < 0)
                         return r;
-                if (((unsigned char) seg[room] & 0xC0) == 0x80)
+                if (head == 0 && w->len > 0 && ((unsigned char) seg[0] & 0xC0) == 0x80)
                         while (w->len > 0 && ((unsigned char) w->buf[--w->len] & 0xC0) == 0x80)
                                 ;
                 w->num_lines = 1;
@@ -215,8 +227,10 @@ static int window_take(Window *w, const char *seg, size_t n, bool ends_line) {
         r = window_append(w, seg, n);
         if (r < 0)
                 return r;
+        w->cost += cost;
         if (ends_line) {
                 w->committed = w->len;
+                w->committed_cost = w->cost;
                 w->num_lines++;
                 w->done = w->num_lines == w->limit;
         }
@@ -353,13 +367,13 @@ static const FileIndexMark *index_find(const FileIndex *index, uint64_t line) {
         return &index->marks[lo];
 }
 
-int file_read_window(int fd, const FileIndex *index, uint64_t offset, uint32_t limit, size_t max_bytes,
+int file_read_window(int fd, const FileIndex *index, uint64_t offset, uint32_t limit, size_t budget,
                      FileWindow *ret, char *errmsg, size_t errmsg_size) {
         _cleanup_free_ char *rbuf = NULL;
         _cleanup_(window_free_buf) Window w = {
                 .start = MAX(offset, (uint64_t) 1),
                 .limit = limit,
-                .max_bytes = max_bytes,
+                .budget = budget,
         };
         uint64_t next;
         bool has_next;
@@ -369,9 +383,9 @@ int file_read_window(int fd, const FileIndex *index, uint64_t offset, uint32_t l
                 set_errmsg(errmsg, errmsg_size, "limit must be between 1 and %u", SBX_FILE_READ_MAX_LINES);
                 return -EINVAL;
         }
-        /* Room for one character, so that a cut line still shows something. */
-        if (max_bytes < UTF8_CHAR_MAX) {
-                set_errmsg(errmsg, errmsg_size, "max_bytes must be at least %u", UTF8_CHAR_MAX);
+        /* Room for one character (unless it is escaped), so that a cut line still shows something. */
+        if (budget < UTF8_CHAR_MAX) {
+                set_errmsg(errmsg, errmsg_size, "the budget must be at least %u bytes", UTF8_CHAR_MAX);
                 return -EINVAL;
         }
 
@@ -537,23 +551,23 @@ int file_apply_edits(const char *content, size_t len, const FileEditSpec *edits,
                 char *next;
 
                 if (e->old_len == 0) {
-                        set_errmsg(errmsg, errmsg_size, "edit %zu: old_string is empty", i + 1);
+                        set_errmsg(errmsg, errmsg_size, "edits[%zu]: old_string is empty", i);
                         return -EINVAL;
                 }
                 if (e->old_len == e->new_len && memcmp(e->old_string, e->new_string, e->old_len) == 0) {
                         set_errmsg(errmsg, errmsg_size,
-                                   "edit %zu: old_string and new_string are identical (no-op)", i + 1);
+                                   "edits[%zu]: old_string and new_string are identical (no-op)", i);
                         return -EINVAL;
                 }
                 count = count_occurrences(text, text_len, e, &first);
                 if (count == 0) {
-                        set_errmsg(errmsg, errmsg_size, "edit %zu: old_string not found in the file", i + 1);
+                        set_errmsg(errmsg, errmsg_size, "edits[%zu]: old_string not found in the file", i);
                         return -EINVAL;
                 }
                 if (count > 1 && !e->replace_all) {
                         set_errmsg(errmsg, errmsg_size,
-                                   "edit %zu: old_string occurs %zu times; add context to make it unique or set replace_all",
-                                   i + 1, count);
+                                   "edits[%zu]: old_string occurs %zu times; add context to make it unique or set replace_all",
+                                   i, count);
                         return -EINVAL;
                 }
 
@@ -561,7 +575,7 @@ int file_apply_edits(const char *content, size_t len, const FileEditSpec *edits,
                 if (__builtin_mul_overflow(count, e->new_len, &grown) ||
                     __builtin_add_overflow(text_len - count * e->old_len, grown, &next_len) ||
                     next_len > SBX_FILE_MAX) {
-                        set_errmsg(errmsg, errmsg_size, "edit %zu: the result would exceed %llu bytes", i + 1,
+                        set_errmsg(errmsg, errmsg_size, "edits[%zu]: the result would exceed %llu bytes", i,
                                    (unsigned long long) SBX_FILE_MAX);
                         return -EFBIG;
                 }

@@ -51,15 +51,17 @@ size_t file_index_size(const FileIndex *index);
 
 /* Read lines [offset, offset + limit) of the file that index describes
  * (offset 0 is taken as 1), from the mark before offset up to the end of the
- * window only. The window also stops before max_bytes (but holds at least
- * one line, cut at max_bytes on a UTF-8 boundary if that line alone is
- * longer; then truncated is set and next_offset is the line after it).
+ * window only. The window also stops before its text, escaped as a JSON
+ * string (json_escaped_size), exceeds budget bytes (but holds at least one
+ * line, cut on a UTF-8 boundary where its escaped size reaches budget if that
+ * line alone is larger; then truncated is set and next_offset is the line
+ * after it).
  * total_lines and total_bytes are the index's. The bytes read are validated
  * again (-EILSEQ if the file changed into something else than text since the
  * index was built). Fails with -EINVAL for limit 0 or above
  * SBX_FILE_READ_MAX_LINES. An offset past the end gives an empty window (not
  * an error). */
-int file_read_window(int fd, const FileIndex *index, uint64_t offset, uint32_t limit, size_t max_bytes,
+int file_read_window(int fd, const FileIndex *index, uint64_t offset, uint32_t limit, size_t budget,
                      FileWindow *ret, char *errmsg, size_t errmsg_size);
 void file_window_done(FileWindow *w);
 

@@ -194,7 +194,7 @@ void handle_file_read(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx
         if (r >= 0)
                 r = file_read_window(fd, index, req->has_offset ? req->offset : 1,
                                      req->has_limit ? req->limit : SBX_FILE_READ_DEFAULT_LINES,
-                                     SBX_FILE_WINDOW_MAX_BYTES, &w, err, sizeof(err));
+                                     SBX_RESULT_TEXT_BUDGET, &w, err, sizeof(err));
         if (r < 0)
                 return client_reply_error(s, c, seq, r, "%s: %s", req->path, err[0] ? err : strerror(-r));
         o.path = req->path;
@@ -424,17 +424,38 @@ out:
         return r;
 }
 
-static void reply_change(Server *s, Client *c, uint32_t seq, const char *type, const char *path, uint64_t written,
-                         uint32_t edits, uint64_t replacements, const PublishResult *pub, const char *owner) {
+/* What a file_write or file_edit asks to write, and what it reports. */
+typedef struct FileChange {
+        const char *path;               /* as given */
+        const char *rel;                /* normalized */
+        const char *ws_id;
+        const char *old_text;           /* the file's text before, if the caller read it */
+        size_t old_len;
+        const char *content;
+        size_t len;
+        const char *type;               /* "edit", or NULL: create or update */
+        uint32_t edits;
+        uint64_t replacements;
+        const char *diff;               /* file_edit: unified diff of the change */
+        size_t diff_len;
+        bool diff_truncated;
+} FileChange;
+
+static void reply_change(Server *s, Client *c, uint32_t seq, const FileChange *ch, bool created, bool unchanged,
+                         const PublishResult *pub, const char *owner) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__FileChangeReply o = SBX__FILE_CHANGE_REPLY__INIT;
         Sbx__Publication p = SBX__PUBLICATION__INIT;
 
-        o.type = (char *) type;
-        o.path = (char *) path;
-        o.bytes_written = written;
-        o.edits_applied = edits;
-        o.replacements = replacements;
+        o.type = (char *) (ch->type ?: (created ? "create" : "update"));
+        o.path = (char *) ch->path;
+        o.bytes_written = ch->len;
+        o.edits_applied = ch->edits;
+        o.replacements = ch->replacements;
+        o.diff.data = (uint8_t *) ch->diff;
+        o.diff.len = ch->diff_len;
+        o.diff_truncated = ch->diff_truncated;
+        o.unchanged = unchanged;
         if (pub) {
                 p.published = pub->published;
                 p.layer = pub->layer;
@@ -447,37 +468,51 @@ static void reply_change(Server *s, Client *c, uint32_t seq, const char *type, c
         client_reply(s, c, seq, &reply);
 }
 
-/* Write content at the normalized rel, in the session or as a published
- * operation; old_text is the file's text before, if the caller read it. */
-static void write_file(Server *s, Client *c, uint32_t seq, Sandbox *sb, const char *path, const char *rel,
-                       const char *ws_id, const char *old_text, size_t old_len, const char *content, size_t len,
-                       const char *type, uint32_t edits, uint64_t replacements) {
-        char err[300] = "", owner[64];
+/* Whether the file at ch->rel below root already holds exactly ch->content:
+ * then nothing is written and nothing published. */
+static bool file_unchanged(int root, const FileChange *ch) {
+        _cleanup_free_ char *cur = NULL;
+        size_t cur_len = 0;
+
+        if (ch->old_text)
+                return ch->old_len == ch->len && memcmp(ch->old_text, ch->content, ch->len) == 0;
+        if (read_file_at(root, ch->rel, ch->len, &cur, &cur_len) < 0)
+                return false;
+        return cur_len == ch->len && memcmp(cur, ch->content, ch->len) == 0;
+}
+
+/* Write ch->content at ch->rel, in the session or as a published operation. */
+static void write_file(Server *s, Client *c, uint32_t seq, Sandbox *sb, const FileChange *ch) {
+        char err[300] = "", owner[64] = "";
         PublishResult pub = {};
         WorkspaceSession *ws;
         bool created = false;
         int root, r;
 
-        if (file_root(s, c, seq, sb, ws_id, &ws, &root) < 0)
+        if (file_root(s, c, seq, sb, ch->ws_id, &ws, &root) < 0)
                 return;
+        if (file_unchanged(root, ch)) {
+                pub.layer = sb->top_layer;
+                reply_change(s, c, seq, ch, false, true, ws ? NULL : &pub, owner);
+                return;
+        }
         if (ws) {
                 _cleanup_close_ int parent = -EBADF;
                 const char *name;
-                r = open_parent(root, rel, true, s->cfg.uid_base, &parent, &name, err, sizeof(err));
+                r = open_parent(root, ch->rel, true, s->cfg.uid_base, &parent, &name, err, sizeof(err));
                 if (r >= 0)
-                        r = write_at(parent, name, content, len, s->cfg.uid_base, &created, err, sizeof(err));
+                        r = write_at(parent, name, ch->content, ch->len, s->cfg.uid_base, &created, err, sizeof(err));
         } else
-                r = publish_operation(s, sb, rel, old_text, old_len, content, len, &created, &pub, owner,
-                                      sizeof(owner), err, sizeof(err));
+                r = publish_operation(s, sb, ch->rel, ch->old_text, ch->old_len, ch->content, ch->len, &created, &pub,
+                                      owner, sizeof(owner), err, sizeof(err));
         if (r < 0) {
-                client_reply_error(s, c, seq, r, "%s: %s", path, err[0] ? err : strerror(-r));
+                client_reply_error(s, c, seq, r, "%s: %s", ch->path, err[0] ? err : strerror(-r));
                 return;
         }
         if (!ws)
-                log_info("File operation %s on '%s' of sandbox '%s' published layer %u", owner, rel, sb->name,
+                log_info("File operation %s on '%s' of sandbox '%s' published layer %u", owner, ch->rel, sb->name,
                          pub.layer);
-        reply_change(s, c, seq, type ?: (created ? "create" : "update"), path, len, edits, replacements,
-                     ws ? NULL : &pub, owner);
+        reply_change(s, c, seq, ch, created, false, ws ? NULL : &pub, owner);
         /* The next file operation needs the new snapshot's view: mount it while the client reads the answer. */
         if (pub.published) {
                 int view;
@@ -498,15 +533,18 @@ void handle_file_write(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sb
         if (r < 0)
                 return client_reply_error(s, c, seq, r, "file content: %s",
                                           r == -EFBIG ? "larger than the file size limit" : "malformed payload");
-        write_file(s, c, seq, sb, req->path, rel, req->workspace_session, NULL, 0, content, req->content_size, NULL, 0,
-                   0);
+        write_file(s, c, seq, sb, &(FileChange) {
+                .path = req->path, .rel = rel, .ws_id = req->workspace_session,
+                .content = content, .len = req->content_size,
+        });
 }
 
 void handle_file_edit(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx__FileEdit *req, int payload_fd) {
         char rel[SBX_PATH_MAX + 1], err[400] = "";
-        _cleanup_free_ char *payload = NULL, *old = NULL, *updated = NULL;
+        _cleanup_free_ char *payload = NULL, *old = NULL, *updated = NULL, *diff = NULL;
         FileEditList edits = {};
-        size_t old_len = 0, new_len = 0;
+        size_t old_len = 0, new_len = 0, diff_len = 0;
+        bool diff_truncated = false;
         uint64_t replacements = 0;
         WorkspaceSession *ws;
         int root, r;
@@ -537,8 +575,16 @@ void handle_file_edit(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx
                 client_reply_error(s, c, seq, r, "%s: %s", req->path, err[0] ? err : strerror(-r));
                 goto out;
         }
-        write_file(s, c, seq, sb, req->path, rel, req->workspace_session, old, old_len, updated, new_len, "edit",
-                   (uint32_t) edits.n, replacements);
+        r = text_unified_diff(req->path, old, old_len, updated, new_len, SBX_EDIT_DIFF_MAX_BYTES, &diff, &diff_len,
+                              &diff_truncated);
+        if (r < 0)
+                log_debug_errno(r, "No diff of the edit of '%s', ignoring: %m", rel);
+        write_file(s, c, seq, sb, &(FileChange) {
+                .path = req->path, .rel = rel, .ws_id = req->workspace_session,
+                .old_text = old, .old_len = old_len, .content = updated, .len = new_len,
+                .type = "edit", .edits = (uint32_t) edits.n, .replacements = replacements,
+                .diff = diff, .diff_len = r < 0 ? 0 : diff_len, .diff_truncated = r >= 0 && diff_truncated,
+        });
 out:
         file_edit_list_done(&edits);
 }

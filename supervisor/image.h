@@ -9,6 +9,8 @@
 
 #include <sys/types.h>
 
+#define SBX_IMAGE_DEFAULT_NAME "default"        /* the one image, as sbxctl image list names it */
+
 /* (Re)build the image as "image-default" below state_dirfd; root_uid owns
  * the directories root inside the sandbox may write. */
 int image_build_default(int state_dirfd, uid_t root_uid);

@@ -13,6 +13,7 @@
 #include "layer.h"
 #include "sbx-limits.h"
 #include "log.h"
+#include "image.h"
 #include "sbxd.h"
 #include "snapshot.h"
 
@@ -233,6 +234,7 @@ void sandbox_info(Server *s, const Sandbox *sb, Sbx__SandboxInfo *ret) {
         ret->layer_count = sb->top_layer + 1;
         ret->live_sessions = sb->live_sessions - sb->spares;
         ret->created_unix = sb->created_unix;
+        ret->image = (char *) SBX_IMAGE_DEFAULT_NAME;
 }
 
 void sandboxes_free(Server *s) {

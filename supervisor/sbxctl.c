@@ -21,6 +21,7 @@
 
 #include <jansson.h>
 
+#include "image.h"
 #include "sbx-limits.h"
 #include "macro.h"
 #include "wire.h"
@@ -893,7 +894,7 @@ static int print_sandbox_show(const Sbx__SandboxListReply *l, const char *name, 
 /* sbxd has one image, built in: answered here without a round trip. */
 static int print_image_list(bool json) {
         static const char *const header[] = { "NAME", "KIND", "DESCRIPTION" };
-        static const char name[] = "default", kind[] = "host",
+        static const char name[] = SBX_IMAGE_DEFAULT_NAME, kind[] = "host",
                 description[] = "the host's /usr (and merged-usr links) and the parts of /etc programs need, "
                                 "read-only, without host secrets";
         _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };

@@ -331,25 +331,46 @@ static int open_worker(const Config *cfg, int *ret) {
         return 0;
 }
 
-static int listen_socket(Server *s) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+static int socket_address(const Server *s, struct sockaddr_un *sa) {
+        *sa = (struct sockaddr_un) { .sun_family = AF_UNIX };
+        if ((size_t) snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/sbxd.sock", s->cfg.run_dir) >= sizeof(sa->sun_path))
+                return log_error_errno(-ENAMETOOLONG, "Run directory path too long for a socket");
+        return 0;
+}
+
+/* A live sbxd on the same run directory keeps it. A socket that a killed
+ * sbxd left behind is removed first thing at start, so that nobody takes it
+ * for this sbxd's while it sets up (clients wait for `sbxctl status`). */
+static int socket_claim(const Server *s) {
+        struct sockaddr_un sa;
         int fd, r;
 
-        if ((size_t) snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sbxd.sock", s->cfg.run_dir) >= sizeof(sa.sun_path))
-                return log_error_errno(-ENAMETOOLONG, "Run directory path too long for a socket");
+        r = socket_address(s, &sa);
+        if (r < 0)
+                return r;
         fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return log_error_errno(-errno, "Cannot create the socket: %m");
-        /* A live sbxd on the same run directory keeps it. */
         if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0 || errno == EAGAIN) {
                 safe_close(fd);
                 return log_error_errno(-EADDRINUSE, "Another sbxd is serving %s", sa.sun_path);
         }
         safe_close(fd);
+        if (unlink(sa.sun_path) == 0)
+                log_info("Removed the stale socket %s", sa.sun_path);
+        return 0;
+}
+
+static int listen_socket(Server *s) {
+        struct sockaddr_un sa;
+        int fd, r;
+
+        r = socket_address(s, &sa);
+        if (r < 0)
+                return r;
         fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
-                return -errno;
-        (void) unlink(sa.sun_path);
+                return log_error_errno(-errno, "Cannot create the socket: %m");
         /* chown before chmod: until both are done the socket keeps bind's umask mode. */
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ||
             (socket_gid != (gid_t) -1 && chown(sa.sun_path, (uid_t) -1, socket_gid) < 0) ||
@@ -433,6 +454,9 @@ static int server_init(Server *s) {
 
         if (!path_is_mount_safe(s->cfg.state_dir) || !path_is_mount_safe(s->cfg.run_dir))
                 return log_error_errno(-EINVAL, "State and run directories may not contain ',', ':' or '\\'");
+        r = socket_claim(s);
+        if (r < 0)
+                return r;
         r = open_worker(&s->cfg, &s->worker_exe_fd);
         if (r < 0)
                 return r;

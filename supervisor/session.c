@@ -26,7 +26,7 @@
 static const char *const command_env[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "HOME=/root", "USER=root", "LOGNAME=root", "LANG=C.UTF-8", "TERM=dumb", "NO_COLOR=1",
-        "PAGER=cat", "GIT_PAGER=cat",
+        "PAGER=cat", "GIT_PAGER=cat", "PYTHONDONTWRITEBYTECODE=1",
 };
 
 static void session_dispatch_worker(Server *s, EventSource *src, uint32_t events);
@@ -711,7 +711,7 @@ static int read_window(Transcript *t, uint64_t start, uint64_t limit, Sbx__Comma
         uint64_t end = 0;
         int r;
 
-        r = transcript_read(t, start, limit, SBX_WINDOW_MAX_BYTES, &text, &len, &end);
+        r = transcript_read(t, start, limit, SBX_RESULT_TEXT_BUDGET, &text, &len, &end);
         if (r < 0)
                 return r;
         o->start_offset = MIN(start, transcript_total_lines(t));
@@ -725,6 +725,15 @@ static int read_window(Transcript *t, uint64_t start, uint64_t limit, Sbx__Comma
 
 static uint64_t token_count(uint64_t raw_bytes) {
         return (raw_bytes + 3) / 4;
+}
+
+/* The publication of a terminal command of an automatic session, as sbxd holds it. */
+static void command_publication(Command *c, Sbx__CommandOutput *o) {
+        if (!c->has_publication)
+                return;
+        c->publication.owner = c->publication_owner;
+        c->publication.error = c->publication_error;
+        o->publication = &c->publication;
 }
 
 /* A yield: the lines this caller has not been given, at most SBX_WINDOW_MAX_LINES, the newest. */
@@ -752,21 +761,58 @@ void waiter_answer(Server *s, Waiter *w) {
         }
         /* A pending last line may still change: it is given again next time. */
         c->delivered = MAX(c->delivered, MIN(o.end_offset, transcript_committed_lines(c->transcript)));
-        if (c->has_publication) {
-                c->publication.owner = c->publication_owner;
-                c->publication.error = c->publication_error;
-                o.publication = &c->publication;
-        }
+        command_publication(c, &o);
         reply.body_case = SBX__REPLY__BODY_COMMAND;
         reply.command = &o;
         client_reply(s, w->client, w->seq, &reply);
         waiter_free(w);
 }
 
+typedef struct OwnedLayer {
+        const char *owner;
+        bool found;
+        uint32_t layer, changed_paths;
+} OwnedLayer;
+
+static int owned_layer_cb(uint32_t seq, const char *owner, uint32_t changed, int64_t created, void *userdata) {
+        OwnedLayer *l = userdata;
+
+        if (strcmp(owner, l->owner) == 0) {
+                l->found = true;
+                l->layer = seq;
+                l->changed_paths = changed;
+        }
+        return 0;
+}
+
+/* The publication of an ended command's workspace session, once that session
+ * is gone (an automatic one ends with its command): the layer it owns, or
+ * nothing published. Null (no change to o) while the session lives. */
+static int stored_publication(Server *s, const Sandbox *sb, const StoreCommand *rec, Sbx__Publication *p,
+                              char *owner, size_t owner_size, Sbx__CommandOutput *o) {
+        OwnedLayer l = { .owner = owner };
+        int r;
+
+        if (strcmp(rec->status, "running") == 0 || session_find(s, sb, rec->workspace_session))
+                return 0;
+        snprintf(owner, owner_size, "workspace_session:%s", rec->workspace_session);
+        r = store_layer_foreach(s->store, sb->name, owned_layer_cb, &l);
+        if (r < 0)
+                return r;
+        p->published = l.found;
+        p->layer = l.found ? l.layer : sb->top_layer;
+        p->changed_paths = l.changed_paths;
+        p->owner = owner;
+        o->publication = p;
+        return 0;
+}
+
 int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t start, uint64_t limit, Client *client,
                        uint32_t seq) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__CommandOutput o = SBX__COMMAND_OUTPUT__INIT;
+        Sbx__Publication pub = SBX__PUBLICATION__INIT;
+        char owner[64];
         _cleanup_free_ char *text = NULL;
         _cleanup_(transcript_freep) Transcript *opened = NULL;
         Transcript *t;
@@ -798,6 +844,13 @@ int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t st
                 o.original_token_count = token_count(rec.raw_bytes);
         }
         fill_output(&o, &rec, total_seconds);
+        if (c)
+                command_publication(c, &o);
+        else {
+                r = stored_publication(s, sb, &rec, &pub, owner, sizeof(owner), &o);
+                if (r < 0)
+                        return r;
+        }
         r = read_window(t, start, limit, &o, &text);
         if (r < 0)
                 return r;

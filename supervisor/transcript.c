@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "sbx-limits.h"
+#include "json-escape.h"
 #include "macro.h"
 #include "transcript.h"
 
@@ -912,12 +913,34 @@ bool transcript_capped(const Transcript *t) {
         return t->capped;
 }
 
-int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t max_bytes,
+/* Of the k lines in text (each ending in '\n'), keep the first ones whose
+ * escaped size stays within budget, at least one; returns their bytes. */
+static size_t lines_within_budget(const char *text, size_t len, uint64_t *k, size_t budget, size_t *ret_cost) {
+        size_t used = 0, cost = 0;
+        uint64_t kept = 0;
+
+        while (kept < *k) {
+                const char *nl = memchr(text + used, '\n', len - used);
+                size_t n = nl ? (size_t) (nl - (text + used)) + 1 : len - used;
+                size_t c = json_escaped_size(text + used, n);
+
+                if (kept > 0 && cost + c > budget)
+                        break;
+                cost += c;
+                used += n;
+                kept++;
+        }
+        *k = kept;
+        *ret_cost = cost;
+        return used;
+}
+
+int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t budget,
                     char **ret_text, size_t *ret_len, uint64_t *ret_end) {
         _cleanup_free_ uint64_t *e = NULL;
         _cleanup_free_ char *text = NULL;
         uint64_t total, want, c = 0, k = 0, base = 0, prev;
-        size_t text_len = 0, pending_len = 0;
+        size_t text_len = 0, text_cost = 0, pending_len = 0;
         bool pending = false;
         int r;
 
@@ -933,9 +956,9 @@ int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t max_by
         want = start < total ? MIN(limit, total - start) : 0;
 
         if (start < t->committed) {
-                /* Every line takes at least one byte, so no more than max_bytes fit. */
+                /* Every line takes at least one byte, so no more than budget fit. */
                 c = MIN(want, t->committed - start);
-                c = MIN(c, (uint64_t) MAX(max_bytes, (size_t) 1));
+                c = MIN(c, (uint64_t) MAX(budget, (size_t) 1));
         }
         if (c > 0) {
                 uint64_t first = start > 0 ? start - 1 : 0;
@@ -950,12 +973,13 @@ int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t max_by
                 if (start > 0)
                         base = le64toh(e[0]);
                 prev = base;
+                /* Escaping only adds bytes: the raw size bounds what can fit. */
                 for (uint64_t i = 0; i < c; i++) {
                         uint64_t end = le64toh(e[start > 0 ? i + 1 : i]);
 
                         if (end <= prev || end > t->log_size)
                                 return -EBADMSG;
-                        if (end - base > max_bytes && k > 0)
+                        if (end - base > budget && k > 0)
                                 break;
                         k = i + 1;
                         prev = end;
@@ -963,21 +987,20 @@ int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t max_by
                 text_len = (size_t) (prev - base);
         }
 
-        if (has_pending(t) && start + k == t->committed && k < want &&
-            (k == 0 || text_len + t->vis + 1 <= max_bytes)) {
-                pending = true;
-                pending_len = t->vis + 1;
-        }
-
-        text = malloc(text_len + pending_len + 1);
+        text = malloc(text_len + t->vis + 2);
         if (!text)
                 return -ENOMEM;
         if (text_len > 0) {
                 r = pread_all(t->log_fd, text, text_len, base);
                 if (r < 0)
                         return r;
+                text_len = lines_within_budget(text, text_len, &k, budget, &text_cost);
         }
-        if (pending) {
+
+        if (has_pending(t) && start + k == t->committed && k < want &&
+            (k == 0 || text_cost + json_escaped_size(t->line, t->vis) + 2 <= budget)) {
+                pending = true;
+                pending_len = t->vis + 1;
                 memcpy(text + text_len, t->line, t->vis);
                 text[text_len + t->vis] = '\n';
         }

@@ -32,11 +32,12 @@ uint64_t transcript_committed_lines(const Transcript *t);
 uint64_t transcript_raw_bytes(const Transcript *t);     /* fed since create */
 bool transcript_capped(const Transcript *t);
 
-/* Lines [start, start + limit), stopping early so that the text stays within
- * max_bytes (but at least one line when start < total). Returns the text
+/* Lines [start, start + limit), stopping early so that the text, escaped as
+ * a JSON string (json_escaped_size), stays within budget bytes (but at least
+ * one line when start < total). Returns the text
  * (malloc'd, NUL-terminated, each line ending in '\n') and the offset after
  * the last line returned. start >= total gives "" and end = total. */
-int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t max_bytes,
+int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t budget,
                     char **ret_text, size_t *ret_len, uint64_t *ret_end);
 
 /* Remove the files of a transcript. */

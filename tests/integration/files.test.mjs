@@ -1,5 +1,5 @@
-// The file tools of the runtime set: file_read (windows, paging, the 96 KiB
-// reply cap, what is refused), file_write (create/update, publication), file_edit
+// The file tools of the runtime set: file_read (windows, paging, the 52 KiB
+// escaped reply budget, what is refused), file_write (create/update, publication), file_edit
 // (every error case of the seed, all-or-nothing), file_blame basics, CRLF and
 // no-final-newline files, and session-scoped reads/writes/edits that stay
 // private until the managed session is finalized.
@@ -122,20 +122,20 @@ h.test('file_read: next_offset paging to the end of a 5000-line file (default an
   assert.equal(odd.reduce((s, w) => s + w.bytes_read, 0), Buffer.byteLength(content));
 });
 
-h.test('file_read: a reply carries at most 96 KiB; truncated windows continue with next_offset', async () => {
+h.test('file_read: a reply carries at most 52 KiB of escaped text; truncated windows continue with next_offset', async () => {
   const line = 'y'.repeat(199) + '\n'; // 200 bytes, 2000 lines = 400000 bytes
   const content = line.repeat(2000);
   await write('big/wide.txt', content);
   const wins = await pageAll('big/wide.txt');
   assert.ok(wins.length >= 5, `400 kB in ${wins.length} windows`);
-  for (const w of wins) assert.ok(w.bytes_read <= 96 * 1024, `window of ${w.bytes_read} bytes`);
+  for (const w of wins) assert.ok(Buffer.byteLength(JSON.stringify(w.content)) <= 52 * 1024 + 2, `window of ${w.bytes_read} bytes`);
   assert.equal(wins[0].truncated, true);
   assert.ok(wins[0].num_lines < 2000);
   assert.equal(wins.map((w) => w.content).join(''), content);
   process.stdout.write(`# 2000 lines of 200 bytes came in ${wins.length} windows (${wins.map((w) => w.num_lines).join(', ')} lines)\n`);
 });
 
-h.test('file_read: a single line longer than 96 KiB is cut visibly and paging moves on', async () => {
+h.test('file_read: a single line longer than 52 KiB is cut visibly and paging moves on', async () => {
   const e = await exec("head -c 200000 /dev/zero | tr '\\0' a > longline.txt && printf '\\nsecond\\n' >> longline.txt");
   assert.equal(e.status, 'ok', e.output);
   const first = await read('longline.txt', { offset: 1 });
@@ -143,7 +143,7 @@ h.test('file_read: a single line longer than 96 KiB is cut visibly and paging mo
   // (docs/runtime-semantics.md: the rest of such a line is read with a command).
   assert.equal(first.start_line, 1);
   assert.equal(first.num_lines, 1);
-  assert.ok(first.bytes_read <= 96 * 1024 && first.bytes_read > 90 * 1024, `bytes_read ${first.bytes_read}`);
+  assert.equal(first.bytes_read, 52 * 1024, `bytes_read ${first.bytes_read}`);
   assert.equal(first.content, 'a'.repeat(first.bytes_read));
   assert.equal(first.truncated, true);
   assert.equal(first.next_offset, 2, 'paging always advances past a cut line');
@@ -269,13 +269,13 @@ h.test('file_edit: empty, missing, ambiguous and no-op edits name the edit; noth
   const before = await blame('edit/errs.txt');
   const layers = await layerCount();
   const cases = [
-    [[{ old_string: 'one', new_string: 'ONE' }, { old_string: '', new_string: 'x' }], /edit 2: old_string is empty/],
-    [[{ old_string: 'absent', new_string: 'x' }, { old_string: 'one', new_string: 'ONE' }], /edit 1: old_string not found in the file/],
+    [[{ old_string: 'one', new_string: 'ONE' }, { old_string: '', new_string: 'x' }], /edits\[1\]: old_string is empty/],
+    [[{ old_string: 'absent', new_string: 'x' }, { old_string: 'one', new_string: 'ONE' }], /edits\[0\]: old_string not found in the file/],
     [[{ old_string: 'one', new_string: 'ONE' }, { old_string: 'two', new_string: 'TWO' }, { old_string: 'repeat', new_string: 'r' }],
-      /edit 3: old_string occurs 4 times; add context to make it unique or set replace_all/],
-    [[{ old_string: 'two', new_string: 'two' }], /edit 1: old_string and new_string are identical \(no-op\)/],
+      /edits\[2\]: old_string occurs 4 times; add context to make it unique or set replace_all/],
+    [[{ old_string: 'two', new_string: 'two' }], /edits\[0\]: old_string and new_string are identical \(no-op\)/],
     // an earlier edit removes what a later one needs
-    [[{ old_string: 'one\n', new_string: '' }, { old_string: 'one', new_string: 'x' }], /edit 2: old_string not found/],
+    [[{ old_string: 'one\n', new_string: '' }, { old_string: 'one', new_string: 'x' }], /edits\[1\]: old_string not found/],
   ];
   for (const [edits, re] of cases) {
     const t = await err('file_edit', { path: 'edit/errs.txt', edits });
@@ -288,8 +288,8 @@ h.test('file_edit: empty, missing, ambiguous and no-op edits name the edit; noth
   const ok = await edit('edit/errs.txt', [{ old_string: 'repeat', new_string: 'r', replace_all: true }]);
   assert.equal(ok.replacements, 4);
   // a replace_all no-op and a replace_all of a missing string also fail
-  assert.match(await err('file_edit', { path: 'edit/errs.txt', edits: [{ old_string: 'r', new_string: 'r', replace_all: true }] }), /edit 1/);
-  assert.match(await err('file_edit', { path: 'edit/errs.txt', edits: [{ old_string: 'zzz', new_string: 'y', replace_all: true }] }), /edit 1: old_string not found/);
+  assert.match(await err('file_edit', { path: 'edit/errs.txt', edits: [{ old_string: 'r', new_string: 'r', replace_all: true }] }), /edits\[0\]/);
+  assert.match(await err('file_edit', { path: 'edit/errs.txt', edits: [{ old_string: 'zzz', new_string: 'y', replace_all: true }] }), /edits\[0\]: old_string not found/);
 });
 
 h.test('CRLF file: read keeps CR LF, edit, blame counts lines', async () => {

@@ -157,10 +157,11 @@ export class Sbxd {
       if (this.exit) {
         throw new Error(`sbxd exited during start-up (${JSON.stringify(this.exit)}); log:\n${tail(this.logPath)}`);
       }
-      if (fs.existsSync(this.socket)) break;
+      // Ready when it answers: a socket file alone may be the stale one of a killed sbxd.
+      if (fs.existsSync(this.socket) && (await run(SBXCTL, ['--socket', this.socket, 'status'])).code === 0) break;
       if (Date.now() - t0 > timeout) {
         await this.stop().catch(() => {});
-        throw new Error(`sbxd socket ${this.socket} did not appear within ${timeout} ms; log:\n${tail(this.logPath)}`);
+        throw new Error(`sbxd at ${this.socket} did not answer within ${timeout} ms; log:\n${tail(this.logPath)}`);
       }
       await sleep(25);
     }
@@ -207,8 +208,24 @@ export async function sbxctl(socket, args, opts = {}) {
 
 /* ---- MCP over the SDK ------------------------------------------------------- */
 
+/* The SDK client versions the tests connect with: the current one and two
+ * older releases installed as npm aliases (package.json). */
+export const SDKS = {
+  current: { client: '@modelcontextprotocol/sdk/client/index.js', stdio: '@modelcontextprotocol/sdk/client/stdio.js' },
+  '1.12': { client: 'sdk-1.12/client/index.js', stdio: 'sdk-1.12/client/stdio.js' },
+  '1.0.4': { client: 'sdk-1.0.4/client/index.js', stdio: 'sdk-1.0.4/client/stdio.js' },
+};
+
+async function sdkClasses(sdk) {
+  if (sdk === 'current') return { Client, StdioClientTransport, getDefaultEnvironment };
+  const m = SDKS[sdk];
+  const [c, t] = await Promise.all([import(m.client), import(m.stdio)]);
+  return { Client: c.Client, StdioClientTransport: t.StdioClientTransport, getDefaultEnvironment: t.getDefaultEnvironment };
+}
+
 export class McpSession {
-  static async connect({ socket, logPath, argv, env = {}, useEnvSocket = false, uid = null, name = 'sbx-test' }) {
+  static async connect({ socket, logPath, argv, env = {}, useEnvSocket = false, uid = null, name = 'sbx-test', sdk = 'current' }) {
+    const { Client, StdioClientTransport, getDefaultEnvironment } = await sdkClasses(sdk);
     const s = new McpSession();
     const mcpArgs = argv ?? ['--set', 'runtime', ...(useEnvSocket ? [] : ['--socket', socket])];
     let command = SANDBOX_MCP;
@@ -226,7 +243,7 @@ export class McpSession {
       stderr: log,
       cwd: '/',
     });
-    s.client = new Client({ name, version: '0.0.1' });
+    s.client = new Client({ name, version: '0.0.1' }, { capabilities: {} });
     s.client.onerror = (e) => {
       try {
         fs.appendFileSync(logPath, `[sdk client error] ${e?.message ?? e}\n`);

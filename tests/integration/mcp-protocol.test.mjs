@@ -58,7 +58,7 @@ h.test('tools/list (raw JSON) carries the input schemas byte-for-byte equal as J
   });
 });
 
-for (const [asked, answered] of [['2025-11-25', '2025-11-25'], ['2025-06-18', '2025-06-18'], ['1999-01-01', '2025-11-25']]) {
+for (const [asked, answered] of [['2025-11-25', '2025-11-25'], ['2025-06-18', '2025-06-18'], ['2024-11-05', '2024-11-05'], ['1999-01-01', '2025-11-25']]) {
   h.test(`initialize negotiates: ${asked} -> ${answered}`, async () => {
     await withRaw(async (raw) => {
       const r = await raw.initialize(asked, 1);
@@ -188,13 +188,20 @@ h.test('notifications/cancelled: the cancelled request gets no reply, others do'
   });
 });
 
-h.test('a tools/call result carries structuredContent and the same JSON as text', async () => {
+h.test('a tools/call result carries structuredContent and a text block: rendered, or with --content=json the same JSON', async () => {
   const r = await h.mcp.call('exec_command', { sandbox_id: SB, cmd: 'echo hi' });
   assert.equal(r.isError ?? false, false, resultText(r));
   checkShape(r.structuredContent);
   const texts = r.content.filter((c) => c.type === 'text');
-  assert.ok(texts.length >= 1, 'a text block with the JSON');
-  assert.deepEqual(JSON.parse(texts[0].text), r.structuredContent);
+  assert.equal(texts.length, 1, 'one text block');
+  assert.match(texts[0].text, /^ok, exit 0, .*\nhi\n$/);
+  const s = await h.connect({ argv: ['--set', 'runtime', '--socket', h.socket, '--content', 'json'] });
+  try {
+    const j = await s.call('exec_command', { sandbox_id: SB, cmd: 'echo hi' });
+    assert.deepEqual(JSON.parse(j.content[0].text), j.structuredContent);
+  } finally {
+    await s.close();
+  }
 });
 
 h.test('unknown tool through the SDK rejects with McpError -32602', async () => {

@@ -18,6 +18,7 @@
 #include "sbx-limits.h"
 #include "macro.h"
 #include "../../supervisor/fileops.h"
+#include "json-escape.h"
 
 #define READ_BUF 65536u         /* fileops.c reads the file in blocks of this size */
 #define EURO "\xe2\x82\xac"     /* U+20AC, 3 bytes */
@@ -99,7 +100,7 @@ static void test_line_counts(void **state) {
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                FileWindow w = read_ok(cases[i].data, 1, 2000, SBX_FILE_WINDOW_MAX_BYTES);
+                FileWindow w = read_ok(cases[i].data, 1, 2000, SBX_RESULT_TEXT_BUDGET);
 
                 assert_int_equal(text_count_lines(cases[i].data, strlen(cases[i].data)), cases[i].lines);
                 assert_int_equal(w.total_lines, cases[i].lines);
@@ -112,7 +113,7 @@ static void test_line_counts(void **state) {
 }
 
 static void test_empty_file(void **state) {
-        FileWindow w = read_ok("", 1, 2000, SBX_FILE_WINDOW_MAX_BYTES);
+        FileWindow w = read_ok("", 1, 2000, SBX_RESULT_TEXT_BUDGET);
 
         assert_string_equal(w.content, "");
         assert_int_equal(w.len, 0);
@@ -165,9 +166,9 @@ static void test_paging(void **state) {
         }
         assert_int_equal(pages, 5);
 
-        /* Pages by bytes: each line is 7 bytes ("line N\n"). */
-        check_window(data, 1, 2000, 20, "line 1\nline 2\n", 1, 2, 3);
-        check_window(data, 1, 2000, 21, "line 1\nline 2\nline 3\n", 1, 3, 4);
+        /* Pages by escaped bytes: each line is 8 ("line N\\n"). */
+        check_window(data, 1, 2000, 23, "line 1\nline 2\n", 1, 2, 3);
+        check_window(data, 1, 2000, 24, "line 1\nline 2\nline 3\n", 1, 3, 4);
 }
 
 static void test_offsets(void **state) {
@@ -202,9 +203,17 @@ static void test_max_bytes_cut(void **state) {
         /* A first line longer than max_bytes: its head; paging moves on to the next line. */
         check_window("abcdefghij\nxy\n", 1, 2000, 4, "abcd", 1, 1, 2);
         check_window("abcdefghij\nxy\n", 2, 2000, 4, "xy\n", 2, 1, 0);
-        /* '\n' counts: an 11-byte line does not fit in 10. */
+        /* The budget counts bytes as a JSON string takes them: '\n' is two, so an
+         * 11-byte line needs 12. */
         check_window("abcdefghij\nxy\n", 1, 2000, 10, "abcdefghij", 1, 1, 2);
-        check_window("abcdefghij\nxy\n", 1, 2000, 11, "abcdefghij\n", 1, 1, 2);
+        check_window("abcdefghij\nxy\n", 1, 2000, 11, "abcdefghij", 1, 1, 2);
+        check_window("abcdefghij\nxy\n", 1, 2000, 12, "abcdefghij\n", 1, 1, 2);
+        /* Quotes and tabs take two bytes, other control characters six. */
+        check_window("\"\"\"\"\nx\n", 1, 5, 6, "\"\"\"", 1, 1, 2);
+        check_window("\"\"\"\"\nx\n", 1, 5, 10, "\"\"\"\"\n", 1, 1, 2);
+        check_window("a\tb\n", 1, 5, 5, "a\tb", 1, 1, 0);
+        check_window("a\x01" "b\n", 1, 5, 7, "a\x01", 1, 1, 0);
+        check_window("a\nb\x01\n", 1, 5, 8, "a\n", 1, 1, 2);
         /* The last line, without '\n': cut, and nothing after it. */
         check_window("x\nabcdef", 2, 2000, 4, "abcd", 2, 1, 0);
         check_window("x\nabcdef", 2, 2000, 6, "abcdef", 2, 1, 0);
@@ -403,7 +412,7 @@ static void test_large_file(void **state) {
         assert_true(index.n_marks <= (len + READ_BUF - 1) / READ_BUF);
 
         assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &t0), 0);
-        assert_int_equal(file_read_window(fd, &index, lines / 2, SBX_FILE_READ_MAX_LINES, SBX_FILE_WINDOW_MAX_BYTES, &w,
+        assert_int_equal(file_read_window(fd, &index, lines / 2, SBX_FILE_READ_MAX_LINES, SBX_RESULT_TEXT_BUDGET, &w,
                                           NULL, 0),
                          0);
         assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &t1), 0);
@@ -412,22 +421,23 @@ static void test_large_file(void **state) {
         assert_memory_equal(w.content, data + (lines / 2 - 1) * line_len, w.len);
         file_window_done(&w);
 
-        assert_int_equal(file_read_window(fd, &index, 1, SBX_FILE_READ_MAX_LINES, SBX_FILE_WINDOW_MAX_BYTES, &w, NULL,
+        assert_int_equal(file_read_window(fd, &index, 1, SBX_FILE_READ_MAX_LINES, SBX_RESULT_TEXT_BUDGET, &w, NULL,
                                           0),
                          0);
 
-        /* 52-byte lines: 96 KiB holds 1890 of them, fewer than 2000. */
+        /* 52-byte lines, 53 escaped (the '\n' takes two): 64 KiB holds 1236 of them, fewer than 2000. */
         assert_int_equal(line_len, 52);
+        assert_int_equal(json_escaped_size(data, line_len), 53);
         assert_int_equal(w.total_lines, lines);
         assert_int_equal(w.total_bytes, len);
-        assert_int_equal(w.num_lines, SBX_FILE_WINDOW_MAX_BYTES / line_len);
+        assert_int_equal(w.num_lines, SBX_RESULT_TEXT_BUDGET / 53);
         assert_int_equal(w.len, w.num_lines * line_len);
         assert_memory_equal(w.content, data, w.len);
         assert_true(w.truncated);
         assert_int_equal(w.next_offset, w.num_lines + 1);
         file_window_done(&w);
 
-        assert_int_equal(file_read_window(fd, &index, lines - 1, 2000, SBX_FILE_WINDOW_MAX_BYTES, &w, NULL, 0), 0);
+        assert_int_equal(file_read_window(fd, &index, lines - 1, 2000, SBX_RESULT_TEXT_BUDGET, &w, NULL, 0), 0);
         assert_int_equal(w.num_lines, 2);
         assert_memory_equal(w.content, data + len - 2 * line_len, 2 * line_len);
         assert_false(w.truncated);
@@ -504,7 +514,7 @@ static void test_index_marks(void **state) {
         for (size_t i = 0; i < index.n_marks; i++)
                 for (int64_t d = -2; d <= 2; d++) {
                         static const uint32_t limits[] = { 1, 3, 2000 };
-                        static const size_t max_bytes[] = { 5, 100, SBX_FILE_WINDOW_MAX_BYTES };
+                        static const size_t max_bytes[] = { 5, 100, SBX_RESULT_TEXT_BUDGET };
                         uint64_t offset = (uint64_t) MAX((int64_t) index.marks[i].line + d, (int64_t) 0);
 
                         for (size_t l = 0; l < ELEMENTSOF(limits); l++)
@@ -643,18 +653,18 @@ static void test_edit_errors(void **state) {
         const FileEditSpec later[] = { SPEC("foo", "foo bar", false), SPEC("bar", "baz", false), SPEC("zzz", "q", false) };
         const char *content = "one two foo x x x x";
 
-        check_edit_error(content, empty, 2, -EINVAL, "edit 2: old_string is empty");
-        check_edit_error(content, missing, 1, -EINVAL, "edit 1: old_string not found in the file");
+        check_edit_error(content, empty, 2, -EINVAL, "edits[1]: old_string is empty");
+        check_edit_error(content, missing, 1, -EINVAL, "edits[0]: old_string not found in the file");
         check_edit_error(content, ambiguous, 3, -EINVAL,
-                         "edit 3: old_string occurs 4 times; add context to make it unique or set replace_all");
-        check_edit_error(content, noop, 1, -EINVAL, "edit 1: old_string and new_string are identical (no-op)");
-        check_edit_error(content, noop_all, 2, -EINVAL, "edit 2: old_string and new_string are identical (no-op)");
-        check_edit_error(content, later, 3, -EINVAL, "edit 3: old_string not found in the file");
+                         "edits[2]: old_string occurs 4 times; add context to make it unique or set replace_all");
+        check_edit_error(content, noop, 1, -EINVAL, "edits[0]: old_string and new_string are identical (no-op)");
+        check_edit_error(content, noop_all, 2, -EINVAL, "edits[1]: old_string and new_string are identical (no-op)");
+        check_edit_error(content, later, 3, -EINVAL, "edits[2]: old_string not found in the file");
         check_edit_error(content, NULL, 0, -EINVAL, "no edits given");
-        check_edit_error("", missing, 1, -EINVAL, "edit 1: old_string not found in the file");
+        check_edit_error("", missing, 1, -EINVAL, "edits[0]: old_string not found in the file");
         /* Overlapping occurrences do not count twice. */
         check_edit_error("aaaa", (const FileEditSpec[]) { SPEC("aa", "b", false) }, 1, -EINVAL,
-                         "edit 1: old_string occurs 2 times; add context to make it unique or set replace_all");
+                         "edits[0]: old_string occurs 2 times; add context to make it unique or set replace_all");
 }
 
 static void test_edit_sequential(void **state) {
@@ -752,7 +762,7 @@ static void test_edit_efbig(void **state) {
         free(out);
         out = (char *) 1;
         check_edit_error(big, (const FileEditSpec[]) { SPEC("X", "YZ", false) }, 1, -EFBIG,
-                         "edit 1: the result would exceed 16777216 bytes");
+                         "edits[0]: the result would exceed 16777216 bytes");
         /* Shrinking a file is fine. */
         assert_int_equal(file_apply_edits(big, max, (const FileEditSpec[]) { SPEC("aX", "", false) }, 1, &out, &len,
                                           &count, NULL, 0), 0);
@@ -774,7 +784,7 @@ static void test_edit_efbig(void **state) {
                 o = NULL;
                 e.new_len++;
                 assert_int_equal(file_apply_edits("aaaa", 4, &e, 1, &o, &len, &count, err, sizeof(err)), -EFBIG);
-                assert_string_equal(err, "edit 1: the result would exceed 16777216 bytes");
+                assert_string_equal(err, "edits[0]: the result would exceed 16777216 bytes");
                 assert_null(o);
                 /* A size that wraps around stays an error. */
                 e.new_len = SIZE_MAX / 2;

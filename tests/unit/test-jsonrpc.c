@@ -509,7 +509,7 @@ static void test_negotiate_version(void **state) {
         assert_string_equal(mcp_negotiate_version("2025-11-25"), "2025-11-25");
         assert_string_equal(mcp_negotiate_version("2025-06-18"), "2025-06-18");
         assert_string_equal(mcp_negotiate_version("2025-03-26"), "2025-03-26");
-        assert_string_equal(mcp_negotiate_version("2024-11-05"), "2025-11-25");
+        assert_string_equal(mcp_negotiate_version("2024-11-05"), "2024-11-05");
         assert_string_equal(mcp_negotiate_version("2026-07-28"), "2025-11-25");
         assert_string_equal(mcp_negotiate_version("1999-01-01"), "2025-11-25");
         assert_string_equal(mcp_negotiate_version(""), "2025-11-25");
@@ -518,7 +518,7 @@ static void test_negotiate_version(void **state) {
 
 static void check_initialize(const char *params_json, const char *expect_version) {
         json_t *params = params_json ? json_loads(params_json, JSON_DECODE_ANY, NULL) : NULL;
-        json_t *r = mcp_initialize_result(params, "1.2.3");
+        json_t *r = mcp_initialize_result(params, "1.2.3", "Your sandboxes (sandbox_id): a.");
         json_t *info;
 
         assert_non_null(r);
@@ -530,6 +530,7 @@ static void check_initialize(const char *params_json, const char *expect_version
         assert_string_equal(json_string_value(json_object_get(info, "title")), "sbx sandbox");
         assert_string_equal(json_string_value(json_object_get(info, "version")), "1.2.3");
         assert_true(json_is_string(json_object_get(r, "instructions")));
+        assert_non_null(strstr(json_string_value(json_object_get(r, "instructions")), " Your sandboxes (sandbox_id): a."));
         json_decref(r);
         json_decref(params);
 }
@@ -539,6 +540,7 @@ static void test_initialize(void **state) {
                          "\"clientInfo\":{\"name\":\"c\",\"version\":\"0\"}}", "2025-06-18");
         check_initialize("{\"protocolVersion\":\"2025-11-25\"}", "2025-11-25");
         check_initialize("{\"protocolVersion\":\"2025-03-26\"}", "2025-03-26");
+        check_initialize("{\"protocolVersion\":\"2024-11-05\"}", "2024-11-05");
         check_initialize("{\"protocolVersion\":\"1.0.0\"}", "2025-11-25");
         check_initialize("{\"protocolVersion\":20250618}", "2025-11-25");
         check_initialize("{}", "2025-11-25");

@@ -319,7 +319,7 @@ static void test_tools_list(void **state) {
         const json_t *list = json_object_get(tools_list_result(tools), "tools");
 
         /* The seven runtime tools in the seed's order, then the sessions set. */
-        assert_int_equal(json_array_size(list), 13);
+        assert_int_equal(json_array_size(list), 14);
         assert_int_equal(ELEMENTSOF(seed), 7);
         for (size_t i = 0; i < ELEMENTSOF(seed); i++) {
                 json_t *t = json_array_get(list, i);
@@ -633,12 +633,50 @@ static void test_read_lines_rejects(void **state) {
 
 /* ---- results -------------------------------------------------------------------- */
 
-static json_t *result_for(const char *name, const Sbx__Reply *reply, bool content_text) {
+static json_t *result_for(const char *name, const Sbx__Reply *reply, ContentMode mode) {
         json_t *r = NULL;
 
-        assert_int_equal(tool_result_from_reply(tool(name), NULL, reply, content_text, &r), 0);
+        assert_int_equal(tool_result_from_reply(tool(name), NULL, reply, mode, &r), 0);
         assert_non_null(r);
         return r;
+}
+
+/* A publication of layer, owned by owner, changing changed paths. */
+static void published(Sbx__Publication *p, uint32_t layer, const char *owner, uint32_t changed) {
+        p->published = true;
+        p->layer = layer;
+        p->owner = (char *) owner;
+        p->changed_paths = changed;
+}
+
+/* A file_read reply of n lines from start. */
+static void file_window(Sbx__FileReadReply *f, const char *path, const char *content, uint64_t start, uint64_t n,
+                        uint64_t total_lines, uint64_t total_bytes) {
+        f->path = (char *) path;
+        f->content.data = (uint8_t *) content;
+        f->content.len = strlen(content);
+        f->start_line = start;
+        f->num_lines = n;
+        f->total_lines = total_lines;
+        f->bytes_read = f->content.len;
+        f->total_bytes = total_bytes;
+}
+
+/* A running command that has written two lines, as the seed's example. */
+static void running_command(Sbx__CommandOutput *c, Sbx__Reply *reply, const char *id, const char *ws, double seconds,
+                            const char *output) {
+        c->command_session = (char *) id;
+        c->workspace_session = (char *) ws;
+        c->status = (char *) "running";
+        c->wall_time_seconds = seconds;
+        c->command_total_time_seconds = seconds;
+        c->end_offset = 2;
+        c->total_lines = 2;
+        c->original_token_count = 4;
+        c->output.data = (uint8_t *) output;
+        c->output.len = strlen(output);
+        reply->body_case = SBX__REPLY__BODY_COMMAND;
+        reply->command = c;
 }
 
 static void test_result_running(void **state) {
@@ -646,20 +684,9 @@ static void test_result_running(void **state) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         json_t *r, *sc, *content, *again;
 
-        c.command_session = (char *) "namespace_execution_42";
-        c.workspace_session = (char *) "workspace_17";
-        c.status = (char *) "running";
-        c.wall_time_seconds = 0.25;
-        c.command_total_time_seconds = 0.25;
-        c.end_offset = 2;
-        c.total_lines = 2;
-        c.original_token_count = 4;
-        c.output.data = (uint8_t *) "building\xe2\x80\xa6\n";
-        c.output.len = strlen("building\xe2\x80\xa6\n");
-        reply.body_case = SBX__REPLY__BODY_COMMAND;
-        reply.command = &c;
+        running_command(&c, &reply, "namespace_execution_42", "workspace_17", 0.25, "building\xe2\x80\xa6\n");
 
-        r = result_for("exec_command", &reply, true);
+        r = result_for("exec_command", &reply, CONTENT_JSON);
         assert_true(json_is_false(json_object_get(r, "isError")));
         sc = json_object_get(r, "structuredContent");
         assert_string_equal(json_string_value(json_object_get(sc, "command_session_id")), "namespace_execution_42");
@@ -676,7 +703,7 @@ static void test_result_running(void **state) {
         assert_int_equal(json_integer_value(json_object_get(sc, "original_token_count")), 4);
         assert_string_equal(json_string_value(json_object_get(sc, "output")), "building\xe2\x80\xa6\n");
 
-        /* The text block carries the same JSON. */
+        /* --content=json: the text block carries the same JSON. */
         content = json_object_get(r, "content");
         assert_int_equal(json_array_size(content), 1);
         assert_string_equal(json_string_value(json_object_get(json_array_get(content, 0), "type")), "text");
@@ -686,7 +713,7 @@ static void test_result_running(void **state) {
         json_decref(r);
 
         /* --content=none: the seed's empty content array. */
-        r = result_for("exec_command", &reply, false);
+        r = result_for("exec_command", &reply, CONTENT_NONE);
         assert_int_equal(json_array_size(json_object_get(r, "content")), 0);
         assert_non_null(json_object_get(r, "structuredContent"));
         json_decref(r);
@@ -708,15 +735,12 @@ static void test_result_terminal(void **state) {
         c.end_reason = (char *) "signal";
         c.output.data = (uint8_t *) "bad \xff\xfe utf8 \xc3\n";
         c.output.len = strlen("bad \xff\xfe utf8 \xc3\n");
-        p.published = true;
-        p.layer = 7;
-        p.owner = (char *) "workspace_session:w1";
-        p.changed_paths = 3;
+        published(&p, 7, "workspace_session:w1", 3);
         c.publication = &p;
         reply.body_case = SBX__REPLY__BODY_COMMAND;
         reply.command = &c;
 
-        r = result_for("exec_command", &reply, true);
+        r = result_for("exec_command", &reply, CONTENT_JSON);
         sc = json_object_get(r, "structuredContent");
         assert_int_equal(json_integer_value(json_object_get(sc, "exit_code")), 0);
         assert_int_equal(json_integer_value(json_object_get(sc, "signal")), 9);
@@ -738,7 +762,7 @@ static void test_result_terminal(void **state) {
 
         p.published = false;
         p.error = (char *) "conflict: src/a.c changed since the session started";
-        r = result_for("exec_command", &reply, true);
+        r = result_for("exec_command", &reply, CONTENT_JSON);
         pub = json_object_get(json_object_get(r, "structuredContent"), "publication");
         assert_true(json_is_false(json_object_get(pub, "published")));
         assert_string_equal(json_string_value(json_object_get(pub, "error")),
@@ -753,7 +777,7 @@ static void test_result_errors(void **state) {
 
         reply.err = -ENOENT;
         reply.errmsg = (char *) "unknown sandbox 'x'";
-        r = result_for("read_command_lines", &reply, true);
+        r = result_for("read_command_lines", &reply, CONTENT_JSON);
         assert_true(json_is_true(json_object_get(r, "isError")));
         assert_null(json_object_get(r, "structuredContent"));
         assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0), "text")),
@@ -761,14 +785,14 @@ static void test_result_errors(void **state) {
         json_decref(r);
 
         reply.errmsg = (char *) "";
-        r = result_for("read_command_lines", &reply, true);
+        r = result_for("read_command_lines", &reply, CONTENT_JSON);
         assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0), "text")),
                             strerror(ENOENT));
         json_decref(r);
 
         /* A reply without a command body. */
         reply.err = 0;
-        r = result_for("read_command_lines", &reply, true);
+        r = result_for("read_command_lines", &reply, CONTENT_JSON);
         assert_true(json_is_true(json_object_get(r, "isError")));
         json_decref(r);
 
@@ -776,13 +800,187 @@ static void test_result_errors(void **state) {
         c.status = (char *) "exploded";
         reply.body_case = SBX__REPLY__BODY_COMMAND;
         reply.command = &c;
-        r = result_for("read_command_lines", &reply, true);
+        r = result_for("read_command_lines", &reply, CONTENT_JSON);
         assert_true(json_is_true(json_object_get(r, "isError")));
         assert_null(json_object_get(r, "structuredContent"));
         assert_non_null(strstr(json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0),
                                                                  "text")),
                                "status: must be one of"));
         json_decref(r);
+}
+
+/* The seed's file_blame example: notes.txt, lines 1-4 original, 5-6 operation:request-id. */
+static void seed_blame(Sbx__BlameRange *a, Sbx__BlameRange *b, Sbx__BlameRange **ranges, Sbx__FileBlameReply *f,
+                       Sbx__Reply *reply) {
+        a->start_line = 1;
+        a->line_count = 4;
+        a->owner = (char *) "original";
+        b->start_line = 5;
+        b->line_count = 2;
+        b->owner = (char *) "operation:request-id";
+        ranges[0] = a;
+        ranges[1] = b;
+        f->path = (char *) "notes.txt";
+        f->n_ranges = 2;
+        f->ranges = ranges;
+        reply->body_case = SBX__REPLY__BODY_FILE_BLAME;
+        reply->file_blame = f;
+}
+
+/* ---- the rendered text block (--content=text) ------------------------------------ */
+
+/* The text block of the result of reply for name (args as JSON text or NULL). */
+static char *text_for(const char *name, const char *args_text, const Sbx__Reply *reply) {
+        json_t *args = args_text ? load(args_text) : NULL, *r = NULL, *content;
+        char *text;
+
+        assert_int_equal(tool_result_from_reply(tool(name), args, reply, CONTENT_TEXT, &r), 0);
+        assert_true(json_is_false(json_object_get(r, "isError")));
+        assert_non_null(json_object_get(r, "structuredContent"));
+        content = json_object_get(r, "content");
+        assert_int_equal(json_array_size(content), 1);
+        text = strdup(json_string_value(json_object_get(json_array_get(content, 0), "text")));
+        json_decref(r);
+        json_decref(args);
+        return text;
+}
+
+static void test_text_command(void **state) {
+        Sbx__CommandOutput c = SBX__COMMAND_OUTPUT__INIT;
+        Sbx__Publication p = SBX__PUBLICATION__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        _cleanup_free_ char *running = NULL, *ok = NULL, *cut = NULL, *killed = NULL, *refused = NULL;
+
+        running_command(&c, &reply, "cmd-1", "ws-1", 10.000431, "a \"b\"\n\tc\n");
+        running = text_for("exec_command", NULL, &reply);
+        assert_string_equal(running, "running, 10.0 s so far; 2 lines; command_session_id cmd-1 "
+                                     "(write_command_stdin, read_command_lines); workspace_session_id ws-1\n"
+                                     "a \"b\"\n\tc\n");
+
+        /* Ended, published: no ids, no token count, the time rounded. */
+        c.status = (char *) "ok";
+        c.has_exit_code = true;
+        c.end_reason = (char *) "exit";
+        c.command_total_time_seconds = 0.034567;
+        published(&p, 7, "workspace_session:ws-1", 1);
+        c.publication = &p;
+        ok = text_for("exec_command", NULL, &reply);
+        assert_string_equal(ok, "ok, exit 0, 0.03 s; 2 lines; published layer 7 (1 changed path, owner "
+                                "workspace_session:ws-1)\na \"b\"\n\tc\n");
+
+        /* A window of lines 40-240 of 300: both cuts say how to page, in words. */
+        c.start_offset = 40;
+        c.end_offset = 240;
+        c.total_lines = 300;
+        c.original_token_count = 12345;
+        p.published = false;
+        p.changed_paths = 0;
+        c.output.len = 0;
+        cut = text_for("read_command_lines", NULL, &reply);
+        assert_string_equal(cut, "ok, exit 0, 0.03 s; lines 40-240 of 300 shown; 40 earlier lines not shown; "
+                                 "read_command_lines start_offset=0; 60 later lines not shown; read_command_lines "
+                                 "start_offset=240; whole output ~12345 tokens; nothing to publish (nothing "
+                                 "changed); command_session_id cmd-1\n");
+
+        /* A signal and an end reason; a managed session (no publication) keeps its id. */
+        c.start_offset = 0;
+        c.end_offset = c.total_lines = 0;
+        c.status = (char *) "timed_out";
+        c.has_exit_code = false;
+        c.signal = 9;
+        c.end_reason = (char *) "timeout";
+        c.command_total_time_seconds = 123.4;
+        c.publication = NULL;
+        killed = text_for("exec_command", NULL, &reply);
+        assert_string_equal(killed, "timed_out, signal 9 (SIGKILL), timeout, 123 s; no output; "
+                                    "workspace_session_id ws-1\n");
+
+        /* A refused publication keeps the session: its id and the paths. */
+        c.publication = &p;
+        p.error = (char *) "not published: 2 path(s) changed";
+        p.n_conflicts = 2;
+        p.conflicts = (char *[]) { (char *) "a.c", (char *) "b.c" };
+        refused = text_for("exec_command", NULL, &reply);
+        assert_string_equal(refused, "timed_out, signal 9 (SIGKILL), timeout, 123 s; no output; not published: 2 "
+                                     "path(s) changed (conflicting: a.c, b.c); workspace_session_id ws-1\n");
+}
+
+static void test_text_files(void **state) {
+        Sbx__FileReadReply f = SBX__FILE_READ_REPLY__INIT;
+        Sbx__FileChangeReply ch = SBX__FILE_CHANGE_REPLY__INIT;
+        Sbx__FileBlameReply b = SBX__FILE_BLAME_REPLY__INIT;
+        Sbx__BlameRange r1 = SBX__BLAME_RANGE__INIT, r2 = SBX__BLAME_RANGE__INIT, *ranges[2];
+        Sbx__Publication p = SBX__PUBLICATION__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        _cleanup_free_ char *read = NULL, *head = NULL, *edit = NULL, *same = NULL, *session = NULL, *blame = NULL;
+
+        file_window(&f, "src/a.py", "x = \"1\"\ny = 2\n", 5, 2, 9, 100);
+        f.has_next_offset = true;
+        f.next_offset = 7;
+        f.truncated = true;
+        reply.body_case = SBX__REPLY__BODY_FILE_READ;
+        reply.file_read = &f;
+        read = text_for("file_read", NULL, &reply);
+        assert_string_equal(read, "src/a.py: lines 5-6 of 9; more: file_read offset=7\nx = \"1\"\ny = 2\n");
+        f.content.len = 3;
+        f.num_lines = 1;
+        f.next_offset = 6;
+        head = text_for("file_read", NULL, &reply);
+        assert_string_equal(head, "src/a.py: line 5 of 9; line 5 is longer than a window: its first 3 bytes; "
+                                  "more: file_read offset=6\nx =");
+
+        ch.type = (char *) "edit";
+        ch.path = (char *) "a.txt";
+        ch.bytes_written = 26;
+        ch.edits_applied = 1;
+        ch.replacements = 2;
+        ch.diff.data = (uint8_t *) "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-draft\n+ready\n";
+        ch.diff.len = strlen((char *) ch.diff.data);
+        published(&p, 3, "operation:op-1", 1);
+        ch.publication = &p;
+        reply.body_case = SBX__REPLY__BODY_FILE_CHANGE;
+        reply.file_change = &ch;
+        edit = text_for("file_edit", NULL, &reply);
+        assert_string_equal(edit, "edited a.txt: 1 edit, 2 replacements, 26 bytes now; published layer 3 (1 changed "
+                                  "path, owner operation:op-1)\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-draft\n+ready\n");
+
+        /* Nothing changed on disk: nothing published, and it says so. */
+        ch.unchanged = true;
+        ch.diff.len = 0;
+        p.published = false;
+        p.owner = (char *) "";
+        same = text_for("file_edit", NULL, &reply);
+        assert_string_equal(same, "a.txt unchanged: the edits leave its content as it was (26 bytes); nothing written, "
+                                  "nothing published\n");
+
+        ch.unchanged = false;
+        ch.type = (char *) "create";
+        ch.publication = NULL;
+        session = text_for("file_write", "{\"workspace_session_id\":\"ws-9\"}", &reply);
+        assert_string_equal(session, "created a.txt (26 bytes); in workspace session ws-9, private until it is finalized\n");
+
+        seed_blame(&r1, &r2, ranges, &b, &reply);
+        r2.line_count = 1;
+        blame = text_for("file_blame", NULL, &reply);
+        assert_string_equal(blame, "notes.txt: 2 ranges (lines, owner)\n1-4 original\n5 operation:request-id\n");
+}
+
+static void test_text_generic(void **state) {
+        Sbx__SandboxInfo a = SBX__SANDBOX_INFO__INIT, *list[] = { &a };
+        Sbx__SandboxListReply l = SBX__SANDBOX_LIST_REPLY__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        _cleanup_free_ char *text = NULL;
+
+        a.name = (char *) "repo";
+        a.source_dir = (char *) "/src/repo";
+        a.image = (char *) "default";
+        a.layer_count = 3;
+        l.n_sandboxes = 1;
+        l.sandboxes = list;
+        reply.body_case = SBX__REPLY__BODY_SANDBOX_LIST;
+        reply.sandbox_list = &l;
+        text = text_for("list_sandboxes", NULL, &reply);
+        assert_string_equal(text, "sandboxes: 1\n- sandbox_id=repo source=/src/repo image=default layers=3 live_sessions=0\n");
 }
 
 /* ---- file tools and the sessions set ---------------------------------------------- */
@@ -1147,9 +1345,10 @@ static void test_sessions_set_alone(void **state) {
 
         assert_int_equal(tools_new(TOOL_SET_SESSIONS, &t), 0);
         list = json_object_get(tools_list_result(t), "tools");
-        assert_int_equal(json_array_size(list), 6);
+        assert_int_equal(json_array_size(list), 7);
         assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "name")),
                             "create_workspace_session");
+        assert_non_null(tools_find(t, "list_sandboxes", 14));
         assert_null(tools_find(t, "exec_command", 12));
         assert_non_null(tools_find(t, "cancel_command", 14));
         tools_free(t);
@@ -1259,7 +1458,7 @@ static json_t *ok_result(const char *name, const char *args_text, const Sbx__Rep
         json_t *args = args_text ? load(args_text) : NULL, *r = NULL, *sc;
         _cleanup_free_ char *error = NULL;
 
-        assert_int_equal(tool_result_from_reply(tool(name), args, reply, false, &r), 0);
+        assert_int_equal(tool_result_from_reply(tool(name), args, reply, CONTENT_NONE, &r), 0);
         json_decref(args);
         if (!json_is_false(json_object_get(r, "isError")))
                 fail_msg("%s: error result: %s", name,
@@ -1279,14 +1478,7 @@ static void test_result_file_read(void **state) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         json_t *r;
 
-        f.path = (char *) "README.md";
-        f.content.data = (uint8_t *) "# Example\n\nProject overview\xe2\x80\xa6\n";
-        f.content.len = strlen((char *) f.content.data);
-        f.start_line = 1;
-        f.num_lines = 3;
-        f.total_lines = 3;
-        f.bytes_read = 31;
-        f.total_bytes = 31;
+        file_window(&f, "README.md", "# Example\n\nProject overview\xe2\x80\xa6\n", 1, 3, 3, 31);
         reply.body_case = SBX__REPLY__BODY_FILE_READ;
         reply.file_read = &f;
         r = ok_result("file_read", NULL, &reply);
@@ -1315,7 +1507,7 @@ static void test_result_file_read(void **state) {
                 Sbx__CommandOutput c = SBX__COMMAND_OUTPUT__INIT;
                 reply.body_case = SBX__REPLY__BODY_COMMAND;
                 reply.command = &c;
-                r = result_for("file_read", &reply, true);
+                r = result_for("file_read", &reply, CONTENT_JSON);
                 assert_true(json_is_true(json_object_get(r, "isError")));
                 assert_null(json_object_get(r, "structuredContent"));
                 json_decref(r);
@@ -1341,10 +1533,7 @@ static void test_result_file_change(void **state) {
         assert_int_equal(json_object_size(SC(r)), 3);
         json_decref(r);
 
-        p.published = true;
-        p.layer = 9;
-        p.owner = (char *) "operation:op-1";
-        p.changed_paths = 1;
+        published(&p, 9, "operation:op-1", 1);
         f.publication = &p;
         f.type = (char *) "create";
         r = ok_result("file_write", NULL, &reply);
@@ -1371,29 +1560,19 @@ static void test_result_file_change(void **state) {
 
         /* A type outside the promise is not passed on. */
         f.type = (char *) "edit";
-        r = result_for("file_write", &reply, true);
+        r = result_for("file_write", &reply, CONTENT_JSON);
         assert_true(json_is_true(json_object_get(r, "isError")));
         json_decref(r);
 }
 
 static void test_result_file_blame(void **state) {
         Sbx__BlameRange a = SBX__BLAME_RANGE__INIT, b = SBX__BLAME_RANGE__INIT;
-        Sbx__BlameRange *ranges[] = { &a, &b };
+        Sbx__BlameRange *ranges[2];
         Sbx__FileBlameReply f = SBX__FILE_BLAME_REPLY__INIT;
         Sbx__Reply reply = SBX__REPLY__INIT;
         json_t *r, *x;
 
-        a.start_line = 1;
-        a.line_count = 4;
-        a.owner = (char *) "original";
-        b.start_line = 5;
-        b.line_count = 2;
-        b.owner = (char *) "operation:request-id";
-        f.path = (char *) "notes.txt";
-        f.n_ranges = 2;
-        f.ranges = ranges;
-        reply.body_case = SBX__REPLY__BODY_FILE_BLAME;
-        reply.file_blame = &f;
+        seed_blame(&a, &b, ranges, &f, &reply);
         r = ok_result("file_blame", NULL, &reply);
         assert_string_equal(STR(SC(r), "path"), "notes.txt");
         assert_int_equal(json_array_size(json_object_get(SC(r), "ranges")), 2);
@@ -1473,10 +1652,7 @@ static void test_result_finalize(void **state) {
         fill_session(&s, "ws-7");
         f.session = &s;
         f.action = (char *) "published";
-        p.published = true;
-        p.layer = 12;
-        p.owner = (char *) "workspace_session:ws-7";
-        p.changed_paths = 4;
+        published(&p, 12, "workspace_session:ws-7", 4);
         f.publication = &p;
         reply.body_case = SBX__REPLY__BODY_SESSION_FINALIZE;
         reply.session_finalize = &f;
@@ -1518,6 +1694,8 @@ static void test_result_exec_conflicts(void **state) {
         char *conflicts[] = { (char *) "x.txt" };
         json_t *r, *pub;
 
+        reply.body_case = SBX__REPLY__BODY_COMMAND;
+        reply.command = &c;
         c.command_session = (char *) "cmd-1";
         c.workspace_session = (char *) "ws-1";
         c.status = (char *) "ok";
@@ -1572,7 +1750,7 @@ static void test_result_diff(void **state) {
         json_decref(r);
 
         d.change = (char *) "renamed";
-        r = result_for("diff_workspace_session", &reply, true);
+        r = result_for("diff_workspace_session", &reply, CONTENT_JSON);
         assert_true(json_is_true(json_object_get(r, "isError")));
         json_decref(r);
 }
@@ -1669,6 +1847,9 @@ int main(void) {
                 cmocka_unit_test(test_read_lines_request),
                 cmocka_unit_test(test_read_lines_rejects),
                 cmocka_unit_test(test_result_running),
+                cmocka_unit_test(test_text_command),
+                cmocka_unit_test(test_text_files),
+                cmocka_unit_test(test_text_generic),
                 cmocka_unit_test(test_result_terminal),
                 cmocka_unit_test(test_result_errors),
                 cmocka_unit_test(test_sealed_memfd),

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sbx-limits.h"
+#include "json-escape.h"
 #include "macro.h"
 #include "../../supervisor/transcript.h"
 
@@ -598,12 +599,13 @@ static void test_read_limits(void **state) {
         assert_int_equal(end, 6);
         free(text);
 
-        /* max_bytes: whole lines only, at least one. */
-        text = read_range(t, 0, 100, 9, &end);
+        /* The budget: whole lines only, at least one, counted as escaped in a
+         * JSON string ("zero\none\n" takes 11 bytes there). */
+        text = read_range(t, 0, 100, 11, &end);
         assert_string_equal(text, "zero\none\n");
         assert_int_equal(end, 2);
         free(text);
-        text = read_range(t, 0, 100, 8, &end);
+        text = read_range(t, 0, 100, 10, &end);
         assert_string_equal(text, "zero\n");
         assert_int_equal(end, 1);
         free(text);
@@ -615,11 +617,11 @@ static void test_read_limits(void **state) {
         assert_string_equal(text, "four\n");
         assert_int_equal(end, 5);
         free(text);
-        text = read_range(t, 4, 100, 10, &end);    /* "four\npend\n" is 10 */
+        text = read_range(t, 4, 100, 12, &end);    /* "four\npend\n" is 12 escaped */
         assert_string_equal(text, "four\npend\n");
         assert_int_equal(end, 6);
         free(text);
-        text = read_range(t, 4, 100, 9, &end);
+        text = read_range(t, 4, 100, 11, &end);
         assert_string_equal(text, "four\n");
         assert_int_equal(end, 5);
         free(text);
@@ -627,6 +629,10 @@ static void test_read_limits(void **state) {
         assert_string_equal(text, "pend\n");
         assert_int_equal(end, 6);
         free(text);
+
+        /* Escapes count: a line of quotes takes twice its bytes. */
+        assert_int_equal(json_escaped_size("\"\"\"\n", 4), 8);
+        assert_int_equal(json_escaped_size("a\x01\t", 3), 9);
 
         /* limit 0 returns nothing. */
         text = read_range(t, 2, 0, SIZE_MAX, &end);
@@ -790,7 +796,7 @@ static void test_big(void **state) {
 
         assert_int_equal(transcript_open(f->dirfd, "big", &o), 0);
         assert_int_equal(transcript_total_lines(o), lines);
-        text = read_range(o, 999000, 1000, SBX_WINDOW_MAX_BYTES, &end);
+        text = read_range(o, 999000, 1000, SBX_RESULT_TEXT_BUDGET, &end);
         assert_int_equal(end, 1000000);
         assert_memory_equal(text, "line 999000 of the big one\n", 27);
         free(text);
