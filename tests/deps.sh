@@ -1,10 +1,10 @@
 #!/bin/bash
 # Install what building and testing sbx needs, only if missing. Idempotent,
-# non-interactive, needs no stdin. `tests/deps.sh --list` prints the Debian
-# packages and installs nothing. Debian packages via apt-get (as root), then
+# non-interactive, needs no stdin. Debian packages via apt-get (as root), then
 # the npm packages of package-lock.json via `npm ci` when node_modules is
 # missing or older than the lockfile.
 #   tests/deps.sh           everything the build and every test need
+#   tests/deps.sh --list    the Debian packages of that, one per line; installs nothing
 #   tests/deps.sh --fresh   only the host tools of make check-fresh (mk/fresh.mk),
 #                           which then runs plain tests/deps.sh inside its root
 set -euo pipefail
@@ -38,14 +38,10 @@ npm=yes
 case ${1-} in
   "") ;;
   --fresh) PKGS=("${FRESH_PKGS[@]}") npm=no ;;
-  *) echo "usage: $0 [--fresh]" >&2; exit 2 ;;
+  # tests/check-deps.sh compares this list with config.mk's modules.
+  --list) printf '%s\n' "${PKGS[@]}"; exit 0 ;;
+  *) echo "usage: $0 [--fresh|--list]" >&2; exit 2 ;;
 esac
-
-# tests/check-deps.sh compares this list with config.mk's modules.
-if [[ ${1:-} == --list ]]; then
-  printf '%s\n' "${PKGS[@]}"
-  exit 0
-fi
 
 missing=()
 for p in "${PKGS[@]}"; do
