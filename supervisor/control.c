@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "layer.h"
 #include "sbx-limits.h"
 #include "log.h"
 #include "publish.h"
@@ -540,7 +541,7 @@ static void handle_session_finalize(Server *s, Client *c, uint32_t seq, Sandbox 
         if (r < 0) {
                 publish_result_done(&res);
                 return client_reply_error(s, c, seq, r, "cannot publish workspace session %s: %s; it is kept",
-                                          req->workspace_session, strerror(-r));
+                                          req->workspace_session, res.error[0] ? res.error : strerror(-r));
         }
         if (res.n_conflicts > 0) {
                 /* The session lives on, stopped: its state is "conflicted" now. */
@@ -608,6 +609,7 @@ static void handle_session_diff(Server *s, Client *c, uint32_t seq, Sandbox *sb,
         _cleanup_free_ Sbx__ChangedPath *changes = NULL;
         _cleanup_free_ Sbx__ChangedPath **ptrs = NULL;
         _cleanup_free_ char *diff = NULL;
+        char too_deep[SBX_PATH_MAX + 1], why[256] = "";
         size_t diff_len = 0;
         bool truncated = false;
         Manifest m = {};
@@ -616,12 +618,15 @@ static void handle_session_diff(Server *s, Client *c, uint32_t seq, Sandbox *sb,
         if (!ws)
                 return;
         upper = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        r = upper < 0 ? -errno : manifest_build(upper, &m);
+        r = upper < 0 ? -errno : manifest_build(upper, &m, too_deep);
+        if (r == -ELOOP)
+                tree_depth_message(too_deep, why, sizeof(why));
         if (r >= 0)
                 r = snapshot_mount(s, sb, ws->base_squashed, ws->base_layer, &base);
         if (r < 0) {
                 manifest_done(&m);
-                return client_reply_error(s, c, seq, r, "cannot compute the changes of %s: %s", ws->id, strerror(-r));
+                return client_reply_error(s, c, seq, r, "cannot compute the changes of %s: %s", ws->id,
+                                          why[0] ? why : strerror(-r));
         }
         changes = calloc(m.n + 1, sizeof(*changes));
         ptrs = calloc(m.n + 1, sizeof(*ptrs));

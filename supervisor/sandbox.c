@@ -175,7 +175,7 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, uid_t caller, Sandb
                 goto fail;
         }
         /* The imported tree belongs to root inside the sandbox; the source is only read. */
-        r = layer_create(sb->layers_fd, 0, src, (int) s->cfg.uid_base, LAYER_SYNC_FILESYSTEM, NULL);
+        r = layer_create(sb->layers_fd, 0, src, (int) s->cfg.uid_base, LAYER_SYNC_FILESYSTEM, NULL, NULL);
         if (r < 0) {
                 snprintf(errmsg, errmsg_size, "cannot import '%.200s': %s", req->source_dir, strerror(-r));
                 goto fail;

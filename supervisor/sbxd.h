@@ -127,7 +127,7 @@ struct Command {
         bool has_publication;
         Sbx__Publication publication;
         char publication_owner[64];
-        char publication_error[256];
+        char publication_error[300];
         TAILQ_HEAD(, Waiter) waiters;
 };
 

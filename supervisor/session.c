@@ -272,7 +272,8 @@ static void publication_to_command(WorkspaceSession *ws, Command *c, int r, cons
         snprintf(c->publication_owner, sizeof(c->publication_owner), "workspace_session:%s", ws->id);
         c->publication_error[0] = '\0';
         if (r < 0)
-                snprintf(c->publication_error, sizeof(c->publication_error), "publication failed: %s", strerror(-r));
+                snprintf(c->publication_error, sizeof(c->publication_error), "publication failed: %s",
+                         res->error[0] ? res->error : strerror(-r));
         else if (res->n_conflicts > 0)
                 snprintf(c->publication_error, sizeof(c->publication_error),
                          "not published: %zu path(s) were changed by layers published after this session started; "
@@ -303,8 +304,8 @@ int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwri
                 r = upper < 0 ? -errno
                               : publish_tree(s, ws->sandbox, upper, owner, ws->base_layer, overwrite, -1, NULL, &res);
                 if (r < 0)
-                        log_error_errno(r, "Failed to publish workspace session %s of sandbox '%s': %m", ws->id,
-                                        ws->sandbox->name);
+                        log_error_errno(r, "Failed to publish workspace session %s of sandbox '%s': %s", ws->id,
+                                        ws->sandbox->name, res.error[0] ? res.error : strerror(-r));
                 else if (res.n_conflicts > 0)
                         log_info("Publication of %s refused: %zu conflicting paths", ws->id, res.n_conflicts);
                 else if (res.published)

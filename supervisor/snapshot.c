@@ -230,7 +230,8 @@ static int apply_layer(int src, int dst, unsigned depth) {
                 /* Anything else replaces what was there. */
                 r = remove_entry(dst, name);
                 if (r >= 0)
-                        r = tree_copy_entry(dirfd(d), dst, name, TREE_COPY_HARDLINK | TREE_COPY_DROP_WHITEOUTS);
+                        r = tree_copy_entry(dirfd(d), dst, name,
+                                             TREE_COPY_HARDLINK | TREE_COPY_DROP_WHITEOUTS | TREE_COPY_CLEAR_SETID);
         }
         if (r >= 0 && errno != 0)
                 r = -errno;
@@ -260,7 +261,8 @@ int snapshot_compact(Server *s, Sandbox *sb) {
                 r = -errno;
                 goto fail;
         }
-        r = tree_copy(src, dst, -1, TREE_COPY_HARDLINK | TREE_COPY_DROP_WHITEOUTS, NULL);
+        r = tree_copy(src, dst, -1, TREE_COPY_HARDLINK | TREE_COPY_DROP_WHITEOUTS | TREE_COPY_CLEAR_SETID, NULL,
+                      NULL);
         if (r >= 0)
                 r = copy_dir_attributes(src, dst);
         for (uint32_t i = sb->squashed + 1; r >= 0 && i <= target; i++) {
