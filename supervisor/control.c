@@ -28,6 +28,7 @@ static void client_dispatch(Server *s, EventSource *src, uint32_t events);
 
 void client_free(Server *s, Client *c) {
         WorkspaceSession *ws;
+        Import *imp;
         Waiter *w;
         OutFrame *f;
 
@@ -36,6 +37,9 @@ void client_free(Server *s, Client *c) {
         TAILQ_FOREACH(ws, &s->sessions, link)
                 if (ws->creator == c)
                         ws->creator = NULL;
+        TAILQ_FOREACH(imp, &s->imports, link)
+                if (imp->creator == c)
+                        imp->creator = NULL;
         while ((w = TAILQ_FIRST(&c->waiters)))
                 waiter_free(w);
         while ((f = TAILQ_FIRST(&c->outq))) {
@@ -208,22 +212,34 @@ static Sandbox *authorize(Server *s, Client *c, uint32_t seq, const char *name) 
 }
 
 static void handle_sandbox_create(Server *s, Client *c, uint32_t seq, const Sbx__SandboxCreate *req) {
-        Sbx__Reply reply = SBX__REPLY__INIT;
-        Sbx__SandboxInfo info = SBX__SANDBOX_INFO__INIT;
         char errmsg[400] = "";
-        Sandbox *sb;
         int r;
 
         if (c->uid != 0) {
                 client_reply_error(s, c, seq, -EPERM, "only root may create sandboxes");
                 return;
         }
-        r = sandbox_create(s, req, c->uid, &sb, errmsg, sizeof(errmsg));
-        if (r < 0) {
+        /* The answer waits until the source is imported (sandbox_answer_creator). */
+        r = sandbox_create(s, req, c, seq, errmsg, sizeof(errmsg));
+        if (r < 0)
                 client_reply_error(s, c, seq, r, "%s", errmsg[0] ? errmsg : strerror(-r));
+}
+
+void sandbox_answer_creator(Server *s, Client *c, uint32_t seq, const Sandbox *sb, const Sbx__ImportResult *result,
+                            int err, const char *why) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__SandboxInfo info = SBX__SANDBOX_INFO__INIT;
+
+        if (!c)
+                return;
+        if (err < 0) {
+                client_reply_error(s, c, seq, err, "%s", why);
                 return;
         }
         sandbox_info(s, sb, &info);
+        info.unreadable = result->unreadable;
+        info.n_unreadable_paths = result->n_unreadable_paths;
+        info.unreadable_paths = result->unreadable_paths;
         reply.body_case = SBX__REPLY__BODY_SANDBOX;
         reply.sandbox = &info;
         client_reply(s, c, seq, &reply);
@@ -375,10 +391,10 @@ static void handle_stdin(Server *s, Client *c, uint32_t seq, const Sbx__Stdin *r
                 return;
         }
         cmd = command_find_live(s, req->command_session);
-        if (!cmd || strcmp(cmd->rec.sandbox, sb->name) != 0) {
+        if (!cmd || strcmp(cmd->rec.sandbox, sb->id) != 0) {
                 StoreCommand rec;
                 if (store_command_get(s->store, req->command_session, &rec) >= 0 &&
-                    strcmp(rec.sandbox, sb->name) == 0)
+                    strcmp(rec.sandbox, sb->id) == 0)
                         client_reply_error(s, c, seq, -EPIPE, "command session '%.80s' has ended (%s); its stdin is closed",
                                            req->command_session, rec.status);
                 else
@@ -711,7 +727,7 @@ static void handle_command_list(Server *s, Client *c, uint32_t seq, Sandbox *sb,
         CommandListing l = {};
         int r;
 
-        r = store_command_foreach(s->store, sb->name, req->workspace_session[0] ? req->workspace_session : NULL,
+        r = store_command_foreach(s->store, sb->id, req->workspace_session[0] ? req->workspace_session : NULL,
                                   listing_add, &l);
         if (r >= 0) {
                 l.infos = calloc(l.n + 1, sizeof(*l.infos));
@@ -762,12 +778,12 @@ static void handle_command_cancel(Server *s, Client *c, uint32_t seq, Sandbox *s
         uint64_t total;
         int r;
 
-        if (cmd && strcmp(cmd->rec.sandbox, sb->name) == 0 && !cmd->finished) {
+        if (cmd && strcmp(cmd->rec.sandbox, sb->id) == 0 && !cmd->finished) {
                 command_cancel(s, cmd);
                 command_add_waiter(s, cmd, c, seq, now_usec(), CANCEL_WAIT_MS);
                 return;
         }
-        if (cmd && strcmp(cmd->rec.sandbox, sb->name) != 0)
+        if (cmd && strcmp(cmd->rec.sandbox, sb->id) != 0)
                 cmd = NULL;
         total = cmd ? transcript_total_lines(cmd->transcript) : 0;
         /* The state right after the signal; the end shows in read_command_lines. */
@@ -819,7 +835,7 @@ static void handle_layer_list(Server *s, Client *c, uint32_t seq, Sandbox *sb, c
         _cleanup_free_ Sbx__LayerInfo **ptrs = NULL;
         int r;
 
-        r = store_layer_foreach(s->store, sb->name, layer_listing_add, &l);
+        r = store_layer_foreach(s->store, sb->id, layer_listing_add, &l);
         if (r >= 0 && !(ptrs = calloc(l.n + 1, sizeof(*ptrs))))
                 r = -ENOMEM;
         if (r < 0)
@@ -844,50 +860,39 @@ static void handle_layer_list(Server *s, Client *c, uint32_t seq, Sandbox *sb, c
         free(l.infos);
 }
 
-typedef struct GcState {
-        Server *server;
-        unsigned transcripts;
-        uint64_t bytes;
-} GcState;
-
-static int gc_transcript(const char *id, void *userdata) {
-        GcState *g = userdata;
-        char name[64];
-        struct stat st;
-
-        for (const char *ext = ".log"; ext; ext = strcmp(ext, ".log") == 0 ? ".idx" : NULL) {
-                snprintf(name, sizeof(name), "%s%s", id, ext);
-                if (fstatat(g->server->transcripts_fd, name, &st, 0) == 0)
-                        g->bytes += (uint64_t) st.st_size;
-        }
-        if (transcript_remove(g->server->transcripts_fd, id) >= 0)
-                g->transcripts++;
-        return 0;
+/* A transcript stays while its command is recorded (a deleted sandbox's go
+ * after the commit of the delete; a crash in between leaves them). */
+static int transcript_recorded(const char *id, void *userdata) {
+        Server *s = userdata;
+        return store_command_exists(s->store, id);
 }
 
 static void handle_gc(Server *s, Client *c, uint32_t seq) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__GcReply o = SBX__GC_REPLY__INIT;
-        GcState g = { .server = s };
-        unsigned layers = 0;
+        unsigned layers = 0, transcripts = 0, sandboxes;
+        uint64_t bytes = 0;
         Sandbox *sb;
         int r;
 
         if (c->uid != 0)
                 return client_reply_error(s, c, seq, -EPERM, "only root may collect garbage");
-        r = store_commands_orphaned(s->store, gc_transcript, &g);
+        r = transcripts_collect(s->transcripts_fd, transcript_recorded, s, &transcripts, &bytes);
         if (r < 0)
                 return client_reply_error(s, c, seq, r, "cannot collect transcripts: %s", strerror(-r));
+        sandboxes = sandbox_dirs_collect(s);
         TAILQ_FOREACH(sb, &s->sandboxes, link) {
                 unsigned removed = 0;
                 if (snapshot_collect(s, sb, &removed) >= 0)
                         layers += removed;
         }
-        log_info("Garbage collection: %u transcripts (%llu bytes) and %u layer directories removed", g.transcripts,
-                 (unsigned long long) g.bytes, layers);
-        o.transcripts_removed = g.transcripts;
+        log_info("Garbage collection: %u transcripts (%llu bytes), %u directories of deleted sandboxes and %u layer "
+                 "directories removed",
+                 transcripts, (unsigned long long) bytes, sandboxes, layers);
+        o.transcripts_removed = transcripts;
         o.layers_removed = layers;
-        o.bytes_freed = g.bytes;
+        o.bytes_freed = bytes;
+        o.sandboxes_removed = sandboxes;
         reply.body_case = SBX__REPLY__BODY_GC;
         reply.gc = &o;
         client_reply(s, c, seq, &reply);

@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -421,6 +423,29 @@ int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, u
 fail:
         (void) tree_remove_at(layers_dirfd, tmp);
         return r;
+}
+
+int tree_source_open(const TreeSource *source, const char *path, int *ret_fd) {
+        struct open_how how = {
+                .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY,
+                .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        uid_t own_uid = geteuid();
+        gid_t own_gid = getegid();
+        int fd = -EBADF, r;
+
+        r = set_fs_ids(source->uid, source->gid);
+        if (r >= 0 && (fd = (int) syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how))) < 0)
+                r = -errno;
+        if (set_fs_ids(own_uid, own_gid) < 0) {
+                if (r >= 0)
+                        safe_close(fd);
+                return -EPERM;
+        }
+        if (r < 0)
+                return r;
+        *ret_fd = fd;
+        return 0;
 }
 
 static bool utf8_continuation(char c) {

@@ -68,6 +68,11 @@ int tree_is_empty(int dirfd);
 int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, unsigned flags,
                  const TreeSource *source, TreeReport *report);
 
+/* Open the directory at the absolute path with the source's filesystem ids
+ * (see TreeSource), following no symlink on the way (openat2(2)
+ * RESOLVE_NO_SYMLINKS: -ELOOP if there is one). */
+int tree_source_open(const TreeSource *source, const char *path, int *ret_fd);
+
 /* path (relative, possibly long) as quoted in a message: whole if it has at
  * most SBX_PATH_SHOWN_MAX bytes, else its start and its end around "...". */
 void path_shown(const char *path, char *buf, size_t size);

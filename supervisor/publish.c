@@ -236,7 +236,7 @@ static int find_conflicts(Server *s, Sandbox *sb, uint32_t base, const Manifest 
 
         if (base >= sb->top_layer)
                 return 0;
-        r = store_paths_changed_after(s->store, sb->name, base, path_set_add, &later);
+        r = store_paths_changed_after(s->store, sb->id, base, path_set_add, &later);
         for (size_t i = 0; r >= 0 && i < m->n; i++)
                 r = path_set_add(m->changes[i].path, &ours);
         if (r < 0)
@@ -305,7 +305,7 @@ int blame_of_published(Server *s, Sandbox *sb, const char *path, const char *tex
         _cleanup_free_ char *rec = NULL;
         int r;
 
-        r = store_blame_get(s->store, sb->name, path, &rec);
+        r = store_blame_get(s->store, sb->id, path, &rec);
         if (r >= 0) {
                 Blame b = {};
                 r = blame_parse(rec, strlen(rec), &b);
@@ -320,7 +320,7 @@ int blame_of_published(Server *s, Sandbox *sb, const char *path, const char *tex
         }
         if (r != -ENOENT)
                 return r;
-        r = store_path_changed_since_import(s->store, sb->name, path);
+        r = store_path_changed_since_import(s->store, sb->id, path);
         if (r < 0)
                 return r;
         return blame_new(text, len, r ? "unknown" : "original", ret);
@@ -425,17 +425,17 @@ static int record(Server *s, Sandbox *sb, uint32_t seq, const char *owner, const
         r = store_begin_durable(s->store);
         if (r < 0)
                 return r;
-        r = store_layer_insert(s->store, sb->name, seq, owner, (uint32_t) m->n, time(NULL));
+        r = store_layer_insert(s->store, sb->id, seq, owner, (uint32_t) m->n, time(NULL));
         for (size_t i = 0; r >= 0 && i < m->n; i++)
-                r = store_layer_path_insert(s->store, sb->name, seq, m->changes[i].path);
+                r = store_layer_path_insert(s->store, sb->id, seq, m->changes[i].path);
         for (size_t i = 0; r >= 0 && i < ops->n; i++) {
                 const BlameOp *o = &ops->ops[i];
                 if (o->ranges)
-                        r = store_blame_put(s->store, sb->name, o->path, o->ranges);
+                        r = store_blame_put(s->store, sb->id, o->path, o->ranges);
                 else if (o->tree)
-                        r = store_blame_delete_tree(s->store, sb->name, o->path);
+                        r = store_blame_delete_tree(s->store, sb->id, o->path);
                 else
-                        r = store_blame_delete(s->store, sb->name, o->path);
+                        r = store_blame_delete(s->store, sb->id, o->path);
         }
         if (r < 0) {
                 store_rollback(s->store);

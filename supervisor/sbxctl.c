@@ -667,8 +667,9 @@ static json_int_t json_u64(uint64_t v) {
 }
 
 static json_t *sandbox_to_json(const Sbx__SandboxInfo *s) {
-        return json_pack("{s:o, s:I, s:o, s:I, s:I, s:I, s:I, s:I}",
+        return json_pack("{s:o, s:o, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I}",
                          "name", json_str(s->name),
+                         "id", json_str(s->id),
                          "owner_uid", (json_int_t) s->owner_uid,
                          "source_dir", json_str(s->source_dir),
                          "memory_bytes", json_u64(s->memory_bytes),
@@ -874,6 +875,8 @@ static int print_sandbox_show(const Sbx__SandboxListReply *l, const char *name, 
         format_time(s->created_unix, created, sizeof(created));
         fputs("name: ", stdout);
         fputs_safe(s->name, stdout);
+        fputs("\nid: ", stdout);
+        fputs_safe(s->id, stdout);
         printf("\nowner: %" PRIu32 "\n", s->owner_uid);
         fputs("source: ", stdout);
         fputs_safe(s->source_dir, stdout);
@@ -887,6 +890,39 @@ static int print_sandbox_show(const Sbx__SandboxListReply *l, const char *name, 
         printf("layers: %" PRIu32 "\n", s->layer_count);
         printf("live sessions: %" PRIu32 "\n", s->live_sessions);
         printf("created: %s\n", created);
+        return EXIT_OK;
+}
+
+/* The new sandbox, and what of its source the owner may not read (left out). */
+static int print_sandbox_created(const Sbx__SandboxInfo *s, bool json) {
+        if (json) {
+                json_t *j = sandbox_to_json(s), *paths = json_array();
+                bool ok = j && paths;
+
+                for (size_t i = 0; ok && i < s->n_unreadable_paths; i++)
+                        ok = json_array_append_new(paths, json_str(s->unreadable_paths[i])) == 0;
+                ok = ok && json_object_set_new(j, "unreadable", json_integer(s->unreadable)) == 0;
+                /* set_new takes the value, whether it succeeds or not */
+                ok = ok && json_object_set_new(j, "unreadable_paths", TAKE_PTR(paths)) == 0;
+                json_decref(paths);
+                if (!ok) {
+                        json_decref(j);
+                        j = NULL;
+                }
+                return print_json(j);
+        }
+        fputs("created sandbox ", stdout);
+        fputs_safe(s->name, stdout);
+        putchar('\n');
+        if (s->unreadable == 0)
+                return EXIT_OK;
+        printf("not imported: %" PRIu32 " entr%s of the source that the owner (uid %" PRIu32 ") may not read:",
+               s->unreadable, s->unreadable == 1 ? "y" : "ies", s->owner_uid);
+        for (size_t i = 0; i < s->n_unreadable_paths; i++) {
+                fputs(i ? ", " : " ", stdout);
+                fputs_safe(s->unreadable_paths[i], stdout);
+        }
+        puts(s->unreadable > s->n_unreadable_paths ? ", ..." : "");
         return EXIT_OK;
 }
 
@@ -1161,16 +1197,18 @@ static int print_gc(const Sbx__GcReply *g, bool json) {
         char freed[24];
 
         if (json)
-                return print_json(json_pack("{s:I, s:I, s:I}",
+                return print_json(json_pack("{s:I, s:I, s:I, s:I}",
                                             "transcripts_removed", (json_int_t) g->transcripts_removed,
                                             "layers_removed", (json_int_t) g->layers_removed,
+                                            "sandboxes_removed", (json_int_t) g->sandboxes_removed,
                                             "bytes_freed", json_u64(g->bytes_freed)));
         if (g->bytes_freed == 0)
                 snprintf(freed, sizeof(freed), "0B");
         else
                 format_size(g->bytes_freed, freed, sizeof(freed));
-        printf("removed %" PRIu32 " transcript(s) and %" PRIu32 " layer(s), freed %s\n",
-               g->transcripts_removed, g->layers_removed, freed);
+        printf("removed %" PRIu32 " transcript(s), %" PRIu32 " layer(s) and the files of %" PRIu32
+               " deleted sandbox(es), freed %s\n",
+               g->transcripts_removed, g->layers_removed, g->sandboxes_removed, freed);
         return EXIT_OK;
 }
 
@@ -1370,12 +1408,7 @@ static int run(const Args *a) {
 
         switch (a->verb) {
         case VERB_SANDBOX_CREATE:
-                if (a->json)
-                        return print_json(sandbox_to_json(reply->reply->sandbox));
-                fputs("created sandbox ", stdout);
-                fputs_safe(a->name, stdout);
-                putchar('\n');
-                return EXIT_OK;
+                return print_sandbox_created(reply->reply->sandbox, a->json);
         case VERB_SANDBOX_LIST:
                 return print_sandbox_list(reply->reply->sandbox_list, a->json);
         case VERB_SANDBOX_SHOW:

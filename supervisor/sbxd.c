@@ -426,6 +426,7 @@ static int server_init(Server *s) {
 
         TAILQ_INIT(&s->clients);
         TAILQ_INIT(&s->sandboxes);
+        TAILQ_INIT(&s->imports);
         TAILQ_INIT(&s->sessions);
         TAILQ_INIT(&s->ending);
         TAILQ_INIT(&s->commands);
@@ -474,8 +475,13 @@ static int server_init(Server *s) {
         if (r < 0)
                 return log_error_errno(r, "Cannot allocate the file index cache: %m");
         r = store_open(s->state_fd, &s->store);
+        if (r == -EPROTONOSUPPORT)
+                return log_error_errno(r, "Cannot open %s/sbx.db: it was written by a newer sbxd", s->cfg.state_dir);
         if (r < 0)
                 return log_error_errno(r, "Cannot open %s/sbx.db: %m", s->cfg.state_dir);
+        if (store_migrated_from(s->store))
+                log_notice("Migrated %s/sbx.db from schema %u: records are kept by sandbox id", s->cfg.state_dir,
+                           store_migrated_from(s->store));
         r = store_commands_mark_lost(s->store, now_unix_usec(), &lost);
         if (r < 0)
                 return log_error_errno(r, "Cannot update command records: %m");
@@ -538,6 +544,7 @@ static void server_done(Server *s) {
                 session_destroy(s, ws);
         }
         sessions_wait_ended(s, NULL);
+        imports_free(s);
         s->spawner = spawner_free(s->spawner);
         while ((c = TAILQ_FIRST(&s->clients)))
                 client_free(s, c);

@@ -116,7 +116,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
             strlcpy(p.image_dir, s->image_dir, sizeof(p.image_dir)) >= sizeof(p.image_dir) ||
             strlcpy(p.lowerdirs, lowerdirs, sizeof(p.lowerdirs)) >= sizeof(p.lowerdirs) ||
             (size_t) snprintf(p.layers_dir, sizeof(p.layers_dir), "%s/sandboxes/%s/layers", s->cfg.state_dir,
-                              sb->name) >= sizeof(p.layers_dir)) {
+                              sb->id) >= sizeof(p.layers_dir)) {
                 r = -ENAMETOOLONG;
                 snprintf(errmsg, errmsg_size, "cannot start a workspace session: a path or the layer list is too long");
                 goto fail;
@@ -374,7 +374,7 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
                 free(c);
                 return r;
         }
-        strlcpy(c->rec.sandbox, ws->sandbox->name, sizeof(c->rec.sandbox));
+        strlcpy(c->rec.sandbox, ws->sandbox->id, sizeof(c->rec.sandbox));
         strlcpy(c->rec.workspace_session, ws->id, sizeof(c->rec.workspace_session));
         strlcpy(c->rec.status, "running", sizeof(c->rec.status));
         c->rec.started_unix_usec = now_unix_usec();
@@ -777,7 +777,7 @@ int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t st
         int r;
 
         if (c) {
-                if (strcmp(c->rec.sandbox, sb->name) != 0)
+                if (strcmp(c->rec.sandbox, sb->id) != 0)
                         return -ENOENT;
                 rec = c->rec;
                 t = c->transcript;
@@ -787,7 +787,7 @@ int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t st
                 r = store_command_get(s->store, id, &rec);
                 if (r < 0)
                         return r;
-                if (strcmp(rec.sandbox, sb->name) != 0)
+                if (strcmp(rec.sandbox, sb->id) != 0)
                         return -ENOENT;
                 r = transcript_open(s->transcripts_fd, id, &opened);
                 if (r < 0)
