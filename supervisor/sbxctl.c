@@ -102,7 +102,7 @@ typedef struct Args {
         bool json;
         const char *name;       /* the sandbox */
         const char *id;         /* the session or command */
-        char *source_dir;       /* realpath() result, owned */
+        char *source_dir;       /* absolute, owned */
         uint64_t memory_bytes;
         uint32_t pids_max;
         uint32_t cpu_weight;
@@ -158,7 +158,7 @@ static void help(void) {
                "Options:\n"
                "  --socket PATH   sbxd socket (default: $SBX_SOCKET or %2$s)\n"
                "  --json          print the reply as JSON\n"
-               "  --source DIR    directory to import (made absolute)\n"
+               "  --source DIR    directory to import (made absolute, no symlink followed)\n"
                "  --memory BYTES  memory limit; K, M and G suffixes are powers of 1024\n"
                "  --cpu-weight N  relative CPU share, 1 to 10000 (default 100)\n"
                "  --pids N        maximum number of processes\n"
@@ -279,20 +279,22 @@ static int parse_owner(const char *s, uint32_t *ret) {
         return 0;
 }
 
+/* Made absolute against the working directory, but not resolved: sbxd
+ * follows no symlink on the way to a source, and a root sbxctl must not
+ * follow them for it either. */
 static int parse_source(const char *s, char **ret) {
-        _cleanup_free_ char *p = NULL;
-        struct stat st;
+        _cleanup_free_ char *cwd = NULL;
+        char *p;
 
         if (*s == '\0')
                 return -EINVAL;
-        p = realpath(s, NULL);
+        if (s[0] == '/')
+                p = strdup(s);
+        else if (!(cwd = getcwd(NULL, 0)) || asprintf(&p, "%s/%s", cwd, s) < 0)
+                p = NULL;
         if (!p)
-                return -errno;
-        if (stat(p, &st) < 0)
-                return -errno;
-        if (!S_ISDIR(st.st_mode))
-                return -ENOTDIR;
-        *ret = TAKE_PTR(p);
+                return errno > 0 ? -errno : -ENOMEM;
+        *ret = p;
         return 0;
 }
 

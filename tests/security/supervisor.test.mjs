@@ -11,6 +11,138 @@ const { h, test } = useBattery({ sandboxes: [{ name: 'pub' }], world: true, sets
 const exec = (cmd, extra = {}, sandbox_id = 'pub') =>
   h.mcp.sc('exec_command', { sandbox_id, cmd, timeout_ms: 20000, yield_time_ms: 20000, ...extra });
 
+const U = 65534; // the owner of a user's source tree (nobody)
+const U2 = 65533; // the next owner of a reused name
+const json = (r) => JSON.parse(r.stdout);
+const listed = async () => json(await sbxctl(h.socket, ['sandbox', 'list', '--json'])).map((x) => x.name);
+
+/* A tree owned by uid (world-readable, as a user's project is to its user). */
+function userTree(dir, uid, files) {
+  fs.mkdirSync(dir, { recursive: true });
+  for (const [rel, body] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    fs.writeFileSync(path.join(dir, rel), body);
+  }
+  return run('chown', ['-R', `${uid}:${uid}`, dir]);
+}
+
+test('sandbox create follows no symlink of the user and imports only what the owner may read', async () => {
+  const home = path.join(h.dir, 'home-u');
+  const secret = `root-only-${process.pid}`;
+  await userTree(path.join(home, 'proj'), U, { 'README.md': 'mine\n', 'src/a.c': 'int a;\n' });
+  // what root put in the user's tree, or the user linked there: not the user's to read
+  fs.writeFileSync(path.join(home, 'proj', 'root-secret'), `${secret}\n`, { mode: 0o600 });
+  fs.mkdirSync(path.join(home, 'proj', 'rootdir'), { mode: 0o700 });
+  fs.writeFileSync(path.join(home, 'proj', 'rootdir', 'inner'), `${secret}\n`, { mode: 0o644 });
+  fs.symlinkSync('/etc/shadow', path.join(home, 'proj', 'shadow'));
+  // sources that are symlinks of the user: to /etc, to sbxd's transcripts, a link on the way
+  fs.symlinkSync('/etc', path.join(home, 'etc-link'));
+  fs.symlinkSync(path.join(h.stateDir, 'transcripts'), path.join(home, 'transcripts-link'));
+  fs.symlinkSync(home, path.join(h.dir, 'home-link'));
+  for (const l of ['etc-link', 'transcripts-link']) await run('chown', ['-h', `${U}:${U}`, path.join(home, l)]);
+  for (const [name, src] of [['etc', path.join(home, 'etc-link')], ['tx', path.join(home, 'transcripts-link')],
+    ['via', path.join(h.dir, 'home-link', 'proj')]]) {
+    const r = await sbxctl(h.socket, ['sandbox', 'create', name, '--source', src, '--owner', String(U)]);
+    process.stdout.write(`# create --source ${src}: ${(r.stderr || r.stdout).trim()}\n`);
+    assert.notEqual(r.code, 0, `a source through a symlink was imported: ${src}`);
+    assert.match(r.stderr, /symbolic link/);
+  }
+  assert.deepEqual(await listed(), ['pub']);
+  // sbxd's state directory, or a tree holding it, is never a source, even root's own
+  for (const src of [h.stateDir, path.join(h.stateDir, 'transcripts'), h.dir]) {
+    const r = await sbxctl(h.socket, ['sandbox', 'create', 'state', '--source', src]);
+    process.stdout.write(`# create --source ${src} (owner root): ${r.stderr.trim()}\n`);
+    assert.notEqual(r.code, 0, `the state directory was imported from ${src}`);
+    assert.match(r.stderr, /state directory/);
+  }
+  assert.deepEqual(await listed(), ['pub']);
+  // the user's real tree: imported without what the owner may not read, and the result says so
+  const r = await sbxctl(h.socket, ['sandbox', 'create', 'proj', '--source', path.join(home, 'proj'), '--owner', String(U)]);
+  assert.equal(r.code, 0, r.stderr);
+  process.stdout.write(`# ${r.stdout.trim().replace(/\n/g, '\n# ')}\n`);
+  assert.match(r.stdout, /not imported: 2 entries .* \(uid 65534\) may not read: (root-secret, rootdir|rootdir, root-secret)/);
+  const shown = json(await sbxctl(h.socket, ['sandbox', 'show', 'proj', '--json']));
+  assert.equal(shown.owner_uid, U);
+  const inside = await exec('ls -A /workspace | sort | tr "\\n" " "; echo; cat /workspace/shadow /workspace/root-secret /workspace/rootdir/inner 2>&1; true',
+    {}, 'proj');
+  assert.ok(!inside.output.includes(secret), `a file the owner may not read was imported:\n${inside.output}`);
+  assert.equal(outputLines(inside)[0], 'README.md shadow src ');
+  assert.match(inside.output, /shadow: No such file/);
+  const host = fs.readFileSync('/etc/shadow', 'utf8').split('\n')[0];
+  assert.ok(!inside.output.includes(host));
+  // the JSON answer carries the same
+  fs.rmSync(path.join(home, 'proj', 'rootdir'), { recursive: true });
+  const j = await sbxctl(h.socket, ['sandbox', 'create', 'proj2', '--source', path.join(home, 'proj'), '--owner', String(U), '--json']);
+  assert.equal(j.code, 0, j.stderr);
+  assert.equal(json(j).unreadable, 1);
+  assert.deepEqual(json(j).unreadable_paths, ['root-secret']);
+  for (const n of ['proj', 'proj2']) assert.equal((await sbxctl(h.socket, ['sandbox', 'delete', n])).code, 0);
+});
+
+test("a reused sandbox name does not hand over the previous owner's commands, transcripts or layers", async () => {
+  const src = path.join(h.dir, 'src-reuse');
+  await userTree(src, 0, { 'README.md': 'shared\n' });
+  let r = await sbxctl(h.socket, ['sandbox', 'create', 'reuse', '--source', src, '--owner', String(U), '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  const firstId = json(r).id;
+  const a = await h.connect({ uid: U });
+  const mark = `secret-of-${U}-${process.pid}`;
+  let cmdA;
+  try {
+    cmdA = await a.sc('exec_command', { sandbox_id: 'reuse', cmd: `echo ${mark}; echo ${mark} > mine.txt` });
+    assert.equal(cmdA.output, `${mark}\n`);
+  } finally {
+    await a.close();
+  }
+  const transcript = path.join(h.stateDir, 'transcripts', `${cmdA.command_session_id}.log`);
+  assert.ok(fs.existsSync(transcript));
+  assert.equal((await sbxctl(h.socket, ['sandbox', 'delete', 'reuse'])).code, 0);
+  // deleted with the sandbox: its transcripts and its layers
+  assert.ok(!fs.existsSync(transcript), 'the transcript outlived its sandbox');
+  assert.ok(!fs.existsSync(path.join(h.stateDir, 'sandboxes', firstId)), "the sandbox's layers outlived it");
+  r = await sbxctl(h.socket, ['sandbox', 'create', 'reuse', '--source', src, '--owner', String(U2), '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.notEqual(json(r).id, firstId, 'the new sandbox got the old id');
+  const b = await h.connect({ uid: U2 });
+  try {
+    const lines = await b.call('read_command_lines', { sandbox_id: 'reuse', command_session_id: cmdA.command_session_id });
+    assert.ok(!JSON.stringify(lines).includes(mark), `the new owner read the old owner's output: ${JSON.stringify(lines)}`);
+    assert.equal(lines.isError, true);
+    const list = await b.sc('list_command_sessions', { sandbox_id: 'reuse' });
+    assert.deepEqual(list.commands, [], `the new owner lists the old owner's commands: ${JSON.stringify(list)}`);
+    const f = await b.call('file_read', { sandbox_id: 'reuse', path: 'mine.txt' });
+    assert.equal(f.isError, true, 'the old owner\'s published file is in the new sandbox');
+  } finally {
+    await b.close();
+  }
+  assert.equal((await sbxctl(h.socket, ['sandbox', 'delete', 'reuse'])).code, 0);
+});
+
+test('sbxctl gc finishes a delete that a crash interrupted', async () => {
+  // what a crash between the delete's commit and the removal of its files leaves
+  const tdir = path.join(h.stateDir, 'transcripts');
+  const orphan = 'cmd-0123456789abcdef0123456789abcdef'.slice(0, 32);
+  fs.writeFileSync(path.join(tdir, `${orphan}.log`), 'old output\n');
+  fs.writeFileSync(path.join(tdir, `${orphan}.idx`), Buffer.alloc(8));
+  const gone = path.join(h.stateDir, 'sandboxes', 'sb-00000000deadbeef');
+  fs.mkdirSync(path.join(gone, 'layers', '0'), { recursive: true });
+  fs.writeFileSync(path.join(gone, 'layers', '0', 'file'), 'x\n');
+  const live = fs.readdirSync(path.join(h.stateDir, 'sandboxes')).filter((d) => d !== 'sb-00000000deadbeef');
+  const liveTranscripts = fs.readdirSync(tdir).filter((f) => !f.startsWith(orphan));
+  const r = await sbxctl(h.socket, ['gc', '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  const g = json(r);
+  process.stdout.write(`# gc: ${JSON.stringify(g)}\n`);
+  assert.equal(g.sandboxes_removed, 1, JSON.stringify(g));
+  assert.ok(g.transcripts_removed >= 1, JSON.stringify(g));
+  assert.ok(!fs.existsSync(gone), 'the deleted sandbox\'s directory stayed');
+  assert.ok(!fs.existsSync(path.join(tdir, `${orphan}.log`)) && !fs.existsSync(path.join(tdir, `${orphan}.idx`)));
+  // nothing live was touched
+  assert.deepEqual(fs.readdirSync(path.join(h.stateDir, 'sandboxes')).sort(), live.sort());
+  assert.deepEqual(fs.readdirSync(tdir).sort(), liveTranscripts.sort());
+  assert.equal((await exec('cat README.md')).output, '# fixture\n\nA small repository used by the sbx integration tests.\n');
+});
+
 test('published layers keep no setuid or setgid bit, and every mount of a layer is nosuid', async () => {
   const r = await exec('cp /usr/bin/id /workspace/suid-id && chmod 6755 /workspace/suid-id && ' +
     'mkdir -p /workspace/shared && chmod 2775 /workspace/shared && ls -l /workspace/suid-id');
