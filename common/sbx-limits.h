@@ -19,7 +19,11 @@
 
 /* Supervisor */
 #define SBX_MAX_CLIENTS 256u                    /* connections on sbxd.sock */
-#define SBX_MAX_CLIENTS_PER_UID 64u
+#define SBX_MAX_CLIENTS_PER_UID 64u             /* of one uid other than root */
+#define SBX_CLIENTS_RESERVED_ROOT 16u           /* of SBX_MAX_CLIENTS, only root may take */
+#define SBX_CLIENTS_RESERVED_GROUP 32u          /* further ones only root and socket_group may take */
+#define SBX_CLIENT_IDLE_DEFAULT_S 60u           /* sbxd.conf client_idle_seconds: a connection with no
+                                                   request (and nothing pending) this long is closed */
 #define SBX_MAX_PENDING_PER_CLIENT 256u         /* unanswered requests per connection */
 #define SBX_MAX_SANDBOXES 1024u
 #define SBX_IMPORT_UNREADABLE_SHOWN 8u          /* unreadable source paths named by sandbox create */

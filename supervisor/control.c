@@ -52,12 +52,62 @@ void client_free(Server *s, Client *c) {
         free(c);
 }
 
+static void client_close(Client *c) {
+        c->dead = true;
+        (void) shutdown(c->src.fd, SHUT_RDWR);
+}
+
 static void client_drop(Server *s, Client *c, const char *why) {
         if (c->dead)
                 return;
         log_info("Dropping client pid %d uid %u: %s", (int) c->pid, c->uid, why);
-        c->dead = true;
-        (void) shutdown(c->src.fd, SHUT_RDWR);
+        client_close(c);
+}
+
+/* Whether the client waits for an answer, which makes it no idler. */
+static bool client_waiting(Server *s, const Client *c) {
+        const WorkspaceSession *ws;
+        const Import *imp;
+
+        if (!TAILQ_EMPTY(&c->waiters) || c->queued > 0)
+                return true;
+        TAILQ_FOREACH(ws, &s->sessions, link)
+                if (ws->creator == c)
+                        return true;
+        TAILQ_FOREACH(imp, &s->imports, link)
+                if (imp->creator == c)
+                        return true;
+        return false;
+}
+
+unsigned long long clients_next_deadline(Server *s) {
+        unsigned long long next = ~0ull, idle = s->cfg.client_idle_seconds * 1000000ull;
+        const Client *c;
+
+        TAILQ_FOREACH(c, &s->clients, link)
+                if (!c->dead)
+                        next = MIN(next, c->active_usec + idle);
+        return next;
+}
+
+void clients_run_deadlines(Server *s) {
+        unsigned long long now = now_usec(), idle = s->cfg.client_idle_seconds * 1000000ull;
+        Client *c;
+        char byte;
+
+        TAILQ_FOREACH(c, &s->clients, link) {
+                if (c->dead || now < c->active_usec + idle)
+                        continue;
+                /* An answer it waits for, or a request already on its way, is activity. */
+                if (client_waiting(s, c) || recv(c->src.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+                        c->active_usec = now;
+                        continue;
+                }
+                /* A broker connects again with its next call: not worth more than a debug line. */
+                log_debug("Closing client pid %d uid %u: no request for %u s", (int) c->pid, c->uid,
+                          s->cfg.client_idle_seconds);
+                client_close(c);
+        }
 }
 
 void clients_reap(Server *s) {
@@ -117,6 +167,7 @@ static void client_send(Server *s, Client *c, Sbx__Msg *m, uint32_t seq) {
         f->len = (size_t) len;
         TAILQ_INSERT_TAIL(&c->outq, f, link);
         c->queued++;
+        c->active_usec = now_usec();
         r = client_flush(c);
         if (r < 0) {
                 client_drop(s, c, "send failed");
@@ -149,11 +200,50 @@ void client_reply_error(Server *s, Client *c, uint32_t seq, int err, const char 
         client_reply(s, c, seq, &reply);
 }
 
+/* Whether the peer on fd is in socket_group (its primary group at connect
+ * time, or one of its supplementary groups). */
+static bool peer_in_group(int fd, gid_t primary, gid_t group) {
+        gid_t groups[256];
+        socklen_t len = sizeof(groups);
+
+        if (group == (gid_t) -1)
+                return false;
+        if (primary == group)
+                return true;
+        /* More groups than fit: ERANGE, and the peer counts as not a member. */
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+                return false;
+        for (size_t i = 0; i < len / sizeof(gid_t); i++)
+                if (groups[i] == group)
+                        return true;
+        return false;
+}
+
+/* Root may take every slot; socket_group's members all but the last
+ * SBX_CLIENTS_RESERVED_ROOT; anyone else (only with socket_mode 0666) all but
+ * those and SBX_CLIENTS_RESERVED_GROUP more, and SBX_MAX_CLIENTS_PER_UID each. */
+static bool client_slot_free(Server *s, uid_t uid, bool in_group) {
+        unsigned same_uid = 0, max = SBX_MAX_CLIENTS;
+        Client *other;
+
+        if (uid != 0) {
+                max -= SBX_CLIENTS_RESERVED_ROOT;
+                if (!in_group && s->cfg.socket_gid != (gid_t) -1)
+                        max -= SBX_CLIENTS_RESERVED_GROUP;
+                TAILQ_FOREACH(other, &s->clients, link)
+                        if (other->uid == uid)
+                                same_uid++;
+                if (same_uid >= SBX_MAX_CLIENTS_PER_UID)
+                        return false;
+        }
+        return s->n_clients < max;
+}
+
 void control_accept(Server *s, EventSource *src, uint32_t events) {
         struct ucred cred;
         socklen_t len = sizeof(cred);
-        unsigned same_uid = 0;
-        Client *c, *other;
+        bool in_group;
+        Client *c;
         int fd, r;
 
         fd = accept4(src->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -167,10 +257,8 @@ void control_accept(Server *s, EventSource *src, uint32_t events) {
                 safe_close(fd);
                 return;
         }
-        TAILQ_FOREACH(other, &s->clients, link)
-                if (other->uid == cred.uid)
-                        same_uid++;
-        if (s->n_clients >= SBX_MAX_CLIENTS || same_uid >= SBX_MAX_CLIENTS_PER_UID) {
+        in_group = peer_in_group(fd, cred.gid, s->cfg.socket_gid);
+        if (!client_slot_free(s, cred.uid, in_group)) {
                 log_warning("Refusing client pid %d uid %u: too many connections", (int) cred.pid, cred.uid);
                 safe_close(fd);
                 return;
@@ -182,6 +270,8 @@ void control_accept(Server *s, EventSource *src, uint32_t events) {
         }
         c->uid = cred.uid;
         c->pid = cred.pid;
+        c->in_group = in_group;
+        c->active_usec = now_usec();
         c->src.dispatch = client_dispatch;
         TAILQ_INIT(&c->outq);
         TAILQ_INIT(&c->waiters);
@@ -294,31 +384,40 @@ static void handle_sandbox_delete(Server *s, Client *c, uint32_t seq, const Sbx_
         client_reply(s, c, seq, &reply);
 }
 
+/* Whether c's status counts what is in sb: root's counts everything. */
+static bool status_counts(const Client *c, const Sandbox *sb) {
+        return c->uid == 0 || sb->owner_uid == c->uid;
+}
+
 static void handle_status(Server *s, Client *c, uint32_t seq) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__StatusReply st = SBX__STATUS_REPLY__INIT;
-        WorkspaceSession *ws;
-        Command *cmd;
-        Sandbox *sb;
+        bool all = c->uid == 0;
+        const WorkspaceSession *ws;
+        const Command *cmd;
+        const Sandbox *sb;
+        const Client *other;
 
+        /* Anyone else gets the figures of their own sandboxes and connections, no more. */
         st.version = (char *) SBX_VERSION;
         st.proto_version = SBX_PROTO_VERSION;
-        st.pid = getpid();
+        st.pid = all ? getpid() : 0;
         st.uptime_seconds = (double) (now_usec() - s->started_usec) / 1e6;
         st.cgroup_backend = (char *) (s->cgroups ? cgroup_backend_to_string(cgroup_manager_backend(s->cgroups)) : "none");
         TAILQ_FOREACH(sb, &s->sandboxes, link)
-                st.sandboxes++;
+                st.sandboxes += status_counts(c, sb);
         TAILQ_FOREACH(ws, &s->sessions, link)
-                if (ws->spare)
-                        st.spare_sessions++;
-                else
-                        st.live_sessions++;
+                if (status_counts(c, ws->sandbox)) {
+                        st.spare_sessions += ws->spare;
+                        st.live_sessions += !ws->spare;
+                }
         TAILQ_FOREACH(cmd, &s->commands, link)
-                if (!cmd->finished)
-                        st.running_commands++;
-        st.clients = s->n_clients;
-        st.state_dir = s->cfg.state_dir;
-        st.run_dir = s->cfg.run_dir;
+                st.running_commands += !cmd->finished && cmd->session && status_counts(c, cmd->session->sandbox);
+        TAILQ_FOREACH(other, &s->clients, link)
+                st.clients += all || other->uid == c->uid;
+        st.state_dir = (char *) (all ? s->cfg.state_dir : "");
+        st.run_dir = (char *) (all ? s->cfg.run_dir : "");
+        st.caller_only = !all;
         reply.body_case = SBX__REPLY__BODY_STATUS;
         reply.status = &st;
         client_reply(s, c, seq, &reply);
@@ -1133,6 +1232,7 @@ static void client_dispatch(Server *s, EventSource *src, uint32_t events) {
                         return;
                 }
         }
+        c->active_usec = now_usec();
         TAILQ_FOREACH(w, &c->waiters, client_link)
                 pending++;
         if (pending >= SBX_MAX_PENDING_PER_CLIENT) {

@@ -683,7 +683,7 @@ static json_t *sandbox_to_json(const Sbx__SandboxInfo *s) {
 }
 
 static json_t *status_to_json(const Sbx__StatusReply *s) {
-        return json_pack("{s:o, s:I, s:I, s:f, s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+        return json_pack("{s:o, s:I, s:I, s:f, s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:b}",
                          "version", json_str(s->version),
                          "proto_version", (json_int_t) s->proto_version,
                          "pid", (json_int_t) s->pid,
@@ -695,7 +695,8 @@ static json_t *status_to_json(const Sbx__StatusReply *s) {
                          "running_commands", (json_int_t) s->running_commands,
                          "clients", (json_int_t) s->clients,
                          "state_dir", json_str(s->state_dir),
-                         "run_dir", json_str(s->run_dir));
+                         "run_dir", json_str(s->run_dir),
+                         "caller_only", (int) s->caller_only);
 }
 
 /* Print j (taking ownership) on stdout, followed by a newline. */
@@ -1224,7 +1225,8 @@ static int print_status(const Sbx__StatusReply *s, bool json) {
         fputs("version: ", stdout);
         fputs_safe(s->version, stdout);
         printf("\nprotocol: %" PRIu32 "\n", s->proto_version);
-        printf("pid: %" PRId64 "\n", s->pid);
+        if (!s->caller_only)
+                printf("pid: %" PRId64 "\n", s->pid);
         printf("uptime: %s\n", uptime);
         fputs("cgroup backend: ", stdout);
         fputs_safe(s->cgroup_backend, stdout);
@@ -1233,6 +1235,11 @@ static int print_status(const Sbx__StatusReply *s, bool json) {
         printf("spare sessions: %" PRIu32 "\n", s->spare_sessions);
         printf("running commands: %" PRIu32 "\n", s->running_commands);
         printf("clients: %" PRIu32 "\n", s->clients);
+        if (s->caller_only) {
+                /* sbxd answers anyone but root with their own figures only */
+                puts("(the counts are of your own sandboxes and connections)");
+                return EXIT_OK;
+        }
         fputs("state dir: ", stdout);
         fputs_safe(s->state_dir, stdout);
         fputs("\nrun dir: ", stdout);

@@ -37,6 +37,9 @@ typedef struct Config {
         bool allow_io_uring;            /* seccomp leaves io_uring_* allowed (sbx-security(7)) */
         uint32_t session_spares;        /* spare automatic sessions per sandbox (spare.c) */
         uint32_t spare_idle_seconds;    /* an unused spare goes after this */
+        gid_t socket_gid;               /* socket_group, or (gid_t) -1 */
+        mode_t socket_mode;             /* 0: 0660 with socket_group, else 0600 */
+        uint32_t client_idle_seconds;   /* a client with no request this long is closed */
 } Config;
 
 typedef struct Sandbox {
@@ -153,6 +156,8 @@ struct Client {
         EventSource src;
         uid_t uid;
         pid_t pid;
+        bool in_group;          /* a member of socket_group (its slots, SBX_CLIENTS_RESERVED_GROUP) */
+        unsigned long long active_usec; /* its last request or answer; idle from then on */
         bool hello;
         bool dead;              /* dropped; freed by the loop once no handler holds it */
         unsigned queued;
@@ -194,6 +199,9 @@ void client_free(Server *s, Client *c);
 void clients_reap(Server *s);
 void client_reply_error(Server *s, Client *c, uint32_t seq, int err, const char *fmt, ...) _printf_(5, 6);
 void client_reply(Server *s, Client *c, uint32_t seq, Sbx__Reply *reply);
+/* Clients idle for client_idle_seconds are closed (they reconnect when they need to). */
+unsigned long long clients_next_deadline(Server *s);
+void clients_run_deadlines(Server *s);
 /* Answer the client that asked for a sandbox (sb NULL: err and why say why not). */
 void sandbox_answer_creator(Server *s, Client *c, uint32_t seq, const Sandbox *sb, const Sbx__ImportResult *result,
                             int err, const char *why);

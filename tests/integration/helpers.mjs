@@ -335,6 +335,8 @@ export class Harness {
     h.sbxdLog = path.join(h.logDir, 'sbxd.log');
     h.mcpLog = path.join(h.logDir, 'sandbox-mcp.log');
     const extraArgs = [];
+    // sbxd.sock is root's alone by default (sbxd.conf(5)); these tests connect as other users
+    if (world && !/^socket_mode\s*=/m.test(config ?? '')) config = `${config ?? '[sbxd]\n'}socket_mode = 0666\n`;
     if (config !== null) {
       h.configPath = path.join(h.dir, 'sbxd.conf');
       await fsp.writeFile(h.configPath, config);
