@@ -14,7 +14,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
+import { spawn, execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -197,6 +197,14 @@ export class Sbxd {
     this.proc = null;
     return { ...res, ms: Date.now() - t0 };
   }
+}
+
+/* STATE/sandboxes/ID, the directory of the sandbox called name (sbxd(8)), its id read from sbx.db. */
+export function sandboxDir(stateDir, name) {
+  const id = execFileSync('python3', ['-c',
+    'import sqlite3,sys; c=sqlite3.connect("file:"+sys.argv[1]+"?mode=ro", uri=True); print(c.execute("select id from sandboxes where name=?", (sys.argv[2],)).fetchone()[0])',
+    path.join(stateDir, 'sbx.db'), name]).toString().trim();
+  return path.join(stateDir, 'sandboxes', id);
 }
 
 /* ---- sbxctl ------------------------------------------------------------------ */
