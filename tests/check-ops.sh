@@ -353,6 +353,9 @@ stop_sbxd() { # -> exit status of sbxd
 
 # --log-level warning: nothing below warning is written.
 if start_sbxd quiet --log-level warning; then
+  # without socket_group (and socket_mode), only root may connect
+  st=$(stat -c '%a %U' "$SOCK")
+  [[ $st == "600 root" ]] && ok "no socket_group: sbxd.sock is 0600 root" || notok "no socket_group: sbxd.sock is 0600 root" "$st"
   stop_sbxd
   if grep -q '^<[5-7]>' "$LOG"; then notok "--log-level warning writes no notice, info or debug line" "$(head "$LOG")"
   else ok "--log-level warning writes no notice, info or debug line"; fi
@@ -432,8 +435,8 @@ if run_ctl "layer list ops" 0 layer list ops; then
 fi
 run_ctl "layer list of an unknown sandbox exits 4" 4 layer list no-such-sandbox
 if run_ctl "gc" 0 gc; then
-  grep -q "^removed [0-9]* transcript(s) and [0-9]* layer(s), freed " <<<"$OUT" && ok "gc says what it removed" || notok "gc says what it removed" "$OUT"
-  run_ctl "gc --json" 0 gc --json && jcheck "gc --json has the three counts" "set(d)=={'transcripts_removed','layers_removed','bytes_freed'}"
+  grep -q "^removed [0-9]* transcript(s), [0-9]* layer(s) and the files of [0-9]* deleted sandbox(es), freed " <<<"$OUT" && ok "gc says what it removed" || notok "gc says what it removed" "$OUT"
+  run_ctl "gc --json" 0 gc --json && jcheck "gc --json has the four counts" "set(d)=={'transcripts_removed','layers_removed','sandboxes_removed','bytes_freed'}"
 fi
 run_ctl "session list ops" 0 session list ops && { head -1 <<<"$OUT" | grep -q "^ID  *STATE  *POLICY" && ok "session list: a table" || notok "session list: a table" "$OUT"; }
 run_ctl "session list ops --json" 0 session list ops --json && jcheck "session list --json is an array" "isinstance(d, list)"
