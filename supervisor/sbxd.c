@@ -109,6 +109,19 @@ static int parse_group(const char *value, gid_t *ret) {
         return 0;
 }
 
+/* 0600, 0660 or 0666: connecting needs read and write, and root always may. */
+static int parse_socket_mode(const char *value, mode_t *ret) {
+        char *end;
+        unsigned long m;
+
+        errno = 0;
+        m = strtoul(value, &end, 8);
+        if (errno || end == value || *end || (m != 0600 && m != 0660 && m != 0666))
+                return -EINVAL;
+        *ret = (mode_t) m;
+        return 0;
+}
+
 static int config_set(Config *cfg, const char *key, const char *value, char *err, size_t err_size) {
         uint64_t v = 0;
 
@@ -128,17 +141,10 @@ static int config_set(Config *cfg, const char *key, const char *value, char *err
                 return 0;
         }
         if (strcmp(key, "socket_mode") == 0) {
-                char *end;
-                unsigned long m;
-
-                errno = 0;
-                m = strtoul(value, &end, 8);
-                if (errno || end == value || *end || (m & ~0666ul) || (m & 0600) != 0600) {
-                        snprintf(err, err_size, "socket_mode: '%.40s' is not an octal mode of read and write bits "
-                                 "that root has (0600, 0660, 0666)", value);
+                if (parse_socket_mode(value, &cfg->socket_mode) < 0) {
+                        snprintf(err, err_size, "socket_mode: '%.40s' is not 0600, 0660 or 0666", value);
                         return -EINVAL;
                 }
-                cfg->socket_mode = (mode_t) m;
                 return 0;
         }
 

@@ -277,6 +277,8 @@ broken=(
   $'[sbxd]\n# a comment\nthis line is wrong\nalso_unknown = 1|3|syntax error'
   $'[sbxd]\nlog_level = info # not a comment|2|log_level must be one of'
   $'[sbxd]\nsession_disk_bytes = 99999999999G|2|session_disk_bytes: \'99999999999G\' is not a number'
+  $'[sbxd]\nsocket_mode = 0644|2|socket_mode: \'0644\' is not 0600, 0660 or 0666'
+  $'[sbxd]\nclient_idle_seconds = 0|2|client_idle_seconds: 0 is out of range (1 to 86400)'
 )
 i=0
 for b in "${broken[@]}"; do
