@@ -220,8 +220,9 @@ static bool peer_in_group(int fd, gid_t primary, gid_t group) {
 }
 
 /* Root may take every slot; socket_group's members all but the last
- * SBX_CLIENTS_RESERVED_ROOT; anyone else (only with socket_mode 0666) all but
- * those and SBX_CLIENTS_RESERVED_GROUP more, and SBX_MAX_CLIENTS_PER_UID each. */
+ * SBX_CLIENTS_RESERVED_ROOT; anyone else (who may connect with socket_mode
+ * 0666) all but those and, with socket_group set, SBX_CLIENTS_RESERVED_GROUP
+ * more. Each uid but root holds at most SBX_MAX_CLIENTS_PER_UID. */
 static bool client_slot_free(Server *s, uid_t uid, bool in_group) {
         unsigned same_uid = 0, max = SBX_MAX_CLIENTS;
         Client *other;
@@ -270,7 +271,6 @@ void control_accept(Server *s, EventSource *src, uint32_t events) {
         }
         c->uid = cred.uid;
         c->pid = cred.pid;
-        c->in_group = in_group;
         c->active_usec = now_usec();
         c->src.dispatch = client_dispatch;
         TAILQ_INIT(&c->outq);

@@ -156,7 +156,6 @@ struct Client {
         EventSource src;
         uid_t uid;
         pid_t pid;
-        bool in_group;          /* a member of socket_group (its slots, SBX_CLIENTS_RESERVED_GROUP) */
         unsigned long long active_usec; /* its last request or answer; idle from then on */
         bool hello;
         bool dead;              /* dropped; freed by the loop once no handler holds it */
