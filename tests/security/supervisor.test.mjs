@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { run, outputLines, sbxctl } from '../integration/helpers.mjs';
+import { run, outputLines, sbxctl, Sbxd, McpSession } from '../integration/helpers.mjs';
 import { useBattery } from './common.mjs';
 
 const { h, test } = useBattery({ sandboxes: [{ name: 'pub' }], world: true, sets: 'runtime,sessions' });
@@ -143,6 +143,75 @@ test('sbxctl gc finishes a delete that a crash interrupted', async () => {
   assert.deepEqual(fs.readdirSync(path.join(h.stateDir, 'sandboxes')).sort(), live.sort());
   assert.deepEqual(fs.readdirSync(tdir).sort(), liveTranscripts.sort());
   assert.equal((await exec('cat README.md')).output, '# fixture\n\nA small repository used by the sbx integration tests.\n');
+});
+
+/* A state directory as an sbxd before schema versions left it: records keyed by
+ * the name, the layers in sandboxes/NAME, and a command of an earlier sandbox of
+ * the same name (deleted, then created again) still recorded. */
+const SCHEMA_1 = `
+CREATE TABLE sandboxes (name TEXT PRIMARY KEY, owner_uid INTEGER NOT NULL, source_dir TEXT NOT NULL,
+  memory_bytes INTEGER NOT NULL, pids_max INTEGER NOT NULL, created_unix INTEGER NOT NULL, cpu_weight INTEGER NOT NULL DEFAULT 100);
+CREATE TABLE layers (sandbox TEXT NOT NULL REFERENCES sandboxes(name) ON DELETE CASCADE, seq INTEGER NOT NULL,
+  owner TEXT NOT NULL, changed_paths INTEGER NOT NULL, created_unix INTEGER NOT NULL, PRIMARY KEY (sandbox, seq));
+CREATE TABLE commands (id TEXT PRIMARY KEY, sandbox TEXT NOT NULL, workspace_session TEXT NOT NULL, status TEXT NOT NULL,
+  exit_code INTEGER, signal INTEGER NOT NULL DEFAULT 0, end_reason TEXT NOT NULL DEFAULT '', started_usec INTEGER NOT NULL,
+  ended_usec INTEGER NOT NULL DEFAULT 0, raw_bytes INTEGER NOT NULL DEFAULT 0, cmd TEXT NOT NULL DEFAULT '');
+CREATE INDEX commands_by_sandbox ON commands(sandbox, started_usec);
+CREATE TABLE layer_paths (sandbox TEXT NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL,
+  FOREIGN KEY (sandbox, seq) REFERENCES layers(sandbox, seq) ON DELETE CASCADE);
+CREATE TABLE blame (sandbox TEXT NOT NULL REFERENCES sandboxes(name) ON DELETE CASCADE, path TEXT NOT NULL,
+  ranges TEXT NOT NULL, PRIMARY KEY (sandbox, path));
+CREATE TABLE squashes (sandbox TEXT PRIMARY KEY REFERENCES sandboxes(name) ON DELETE CASCADE, squashed INTEGER NOT NULL);
+`;
+
+test("an sbx.db of an older sbxd is migrated: records follow the sandbox's id, an earlier owner's do not", async () => {
+  const dir = path.join(h.dir, 'old');
+  const state = path.join(dir, 'state');
+  const created = Math.floor(Date.now() / 1000) - 100;
+  fs.mkdirSync(path.join(state, 'sandboxes', 'proj', 'layers', '0'), { recursive: true });
+  fs.writeFileSync(path.join(state, 'sandboxes', 'proj', 'layers', '0', 'README.md'), 'from the old layer\n');
+  fs.mkdirSync(path.join(state, 'transcripts'));
+  const idx = Buffer.alloc(8);
+  idx.writeBigUInt64LE(BigInt('earlier owner\n'.length));
+  fs.writeFileSync(path.join(state, 'transcripts', 'cmd-earlier.log'), 'earlier owner\n');
+  fs.writeFileSync(path.join(state, 'transcripts', 'cmd-earlier.idx'), idx);
+  const idx2 = Buffer.alloc(8);
+  idx2.writeBigUInt64LE(BigInt('this owner\n'.length));
+  fs.writeFileSync(path.join(state, 'transcripts', 'cmd-current.log'), 'this owner\n');
+  fs.writeFileSync(path.join(state, 'transcripts', 'cmd-current.idx'), idx2);
+  const rows = `INSERT INTO sandboxes VALUES ('proj', 0, '/src', 1073741824, 512, ${created}, 100);
+INSERT INTO layers VALUES ('proj', 0, 'original', 0, ${created});
+INSERT INTO commands (id, sandbox, workspace_session, status, exit_code, end_reason, started_usec, ended_usec, raw_bytes, cmd) VALUES
+  ('cmd-earlier', 'proj', 'ws-1', 'ok', 0, 'exit', ${(created - 50) * 1e6}, ${(created - 49) * 1e6}, 14, 'echo earlier owner'),
+  ('cmd-current', 'proj', 'ws-2', 'ok', 0, 'exit', ${(created + 10) * 1e6}, ${(created + 11) * 1e6}, 11, 'echo this owner');`;
+  const py = await run('python3', ['-c', 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.executescript(sys.argv[3]); c.commit()',
+    path.join(state, 'sbx.db'), SCHEMA_1, rows]);
+  assert.equal(py.code, 0, py.stderr);
+  const old = new Sbxd({ stateDir: state, runDir: path.join(dir, 'run'), logPath: path.join(h.logDir, 'sbxd-old.log') });
+  await old.start();
+  let mcp;
+  try {
+    const shown = await sbxctl(old.socket, ['sandbox', 'show', 'proj', '--json']);
+    assert.equal(shown.code, 0, shown.stderr);
+    const id = json(shown).id;
+    assert.match(id, /^sb-[0-9a-f]{16}$/);
+    assert.deepEqual(fs.readdirSync(path.join(state, 'sandboxes')), [id], 'the directory was not renamed to the id');
+    mcp = await McpSession.connect({ socket: old.socket, logPath: path.join(h.logDir, 'sandbox-mcp-old.log') });
+    const cur = await mcp.sc('read_command_lines', { sandbox_id: 'proj', command_session_id: 'cmd-current' });
+    assert.equal(cur.output, 'this owner\n');
+    const earlier = await mcp.call('read_command_lines', { sandbox_id: 'proj', command_session_id: 'cmd-earlier' });
+    assert.equal(earlier.isError, true, `the earlier sandbox's command was handed over: ${JSON.stringify(earlier)}`);
+    const r = await mcp.sc('exec_command', { sandbox_id: 'proj', cmd: 'cat README.md', timeout_ms: 20000, yield_time_ms: 20000 });
+    assert.equal(r.output, 'from the old layer\n');
+    const g = json(await sbxctl(old.socket, ['gc', '--json']));
+    assert.equal(g.transcripts_removed, 1, JSON.stringify(g));
+    assert.ok(!fs.existsSync(path.join(state, 'transcripts', 'cmd-earlier.log')));
+    assert.ok(fs.existsSync(path.join(state, 'transcripts', 'cmd-current.log')));
+    assert.match(fs.readFileSync(path.join(h.logDir, 'sbxd-old.log'), 'utf8'), /Migrated .*sbx\.db from schema 1/);
+  } finally {
+    await mcp?.close();
+    await old.stop();
+  }
 });
 
 test('published layers keep no setuid or setgid bit, and every mount of a layer is nosuid', async () => {
