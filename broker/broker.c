@@ -341,7 +341,10 @@ static int broker_on_socket(Broker *b, short revents) {
                 if (r == -EAGAIN)
                         break;
                 if (r < 0) {
-                        if (r == -ECONNRESET)
+                        /* sbxd closes an idle connection; the next call connects again. */
+                        if (r == -ECONNRESET && b->n_pending == 0)
+                                log_debug("sbxd at %s closed the idle connection", b->socket_path);
+                        else if (r == -ECONNRESET)
                                 log_warning("sbxd at %s closed the connection", b->socket_path);
                         else if (r == -EPROTO)
                                 log_warning("sbxd at %s speaks another protocol version", b->socket_path);

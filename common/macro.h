@@ -12,6 +12,8 @@
 #define _fallthrough_ __attribute__((fallthrough))
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 

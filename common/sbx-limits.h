@@ -23,9 +23,15 @@
 
 /* Supervisor */
 #define SBX_MAX_CLIENTS 256u                    /* connections on sbxd.sock */
-#define SBX_MAX_CLIENTS_PER_UID 64u
+#define SBX_MAX_CLIENTS_PER_UID 64u             /* of one uid other than root */
+#define SBX_CLIENTS_RESERVED_ROOT 16u           /* of SBX_MAX_CLIENTS, only root may take */
+#define SBX_CLIENTS_RESERVED_GROUP 32u          /* further ones only root and socket_group may take */
+#define SBX_CLIENT_IDLE_DEFAULT_S 60u           /* sbxd.conf client_idle_seconds: a connection with no
+                                                   request (and nothing pending) this long is closed */
 #define SBX_MAX_PENDING_PER_CLIENT 256u         /* unanswered requests per connection */
 #define SBX_MAX_SANDBOXES 1024u
+#define SBX_IMPORT_UNREADABLE_SHOWN 8u          /* unreadable source paths named by sandbox create */
+#define SBX_IMPORT_GROUPS_MAX 1024u             /* supplementary groups of an owner the import reads with */
 #define SBX_MAX_LIVE_SESSIONS 512u              /* workspace sessions with a worker */
 #define SBX_MAX_COMMANDS_PER_SESSION 64u        /* running commands in one session */
 #define SBX_HEAP_KEEP_BYTES (32u << 20)         /* freed heap memory sbxd keeps for reuse */
@@ -66,6 +72,8 @@
 #define SBX_FILE_READ_MAX_LINES 2000u
 #define SBX_DIFF_MAX_BYTES (96u * 1024u)        /* unified diff in one reply */
 #define SBX_PATH_MAX 4096u
+#define SBX_PATH_SHOWN_MAX 160u                 /* bytes of a path quoted in a message (start ... end) */
+#define SBX_TREE_DEPTH_MAX 256u                 /* directory levels of a layer: deeper trees are refused */
 #define SBX_MAX_SESSIONS_PER_SANDBOX 64u        /* live managed + automatic sessions */
 #define SBX_SPARES_DEFAULT 2u                   /* sbxd.conf session_spares: per sandbox */
 #define SBX_SPARES_MAX 8u

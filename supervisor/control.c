@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "layer.h"
 #include "sbx-limits.h"
 #include "log.h"
 #include "publish.h"
@@ -27,6 +28,7 @@ static void client_dispatch(Server *s, EventSource *src, uint32_t events);
 
 void client_free(Server *s, Client *c) {
         WorkspaceSession *ws;
+        Import *imp;
         Waiter *w;
         OutFrame *f;
 
@@ -35,6 +37,9 @@ void client_free(Server *s, Client *c) {
         TAILQ_FOREACH(ws, &s->sessions, link)
                 if (ws->creator == c)
                         ws->creator = NULL;
+        TAILQ_FOREACH(imp, &s->imports, link)
+                if (imp->creator == c)
+                        imp->creator = NULL;
         while ((w = TAILQ_FIRST(&c->waiters)))
                 waiter_free(w);
         while ((f = TAILQ_FIRST(&c->outq))) {
@@ -47,12 +52,62 @@ void client_free(Server *s, Client *c) {
         free(c);
 }
 
+static void client_close(Client *c) {
+        c->dead = true;
+        (void) shutdown(c->src.fd, SHUT_RDWR);
+}
+
 static void client_drop(Server *s, Client *c, const char *why) {
         if (c->dead)
                 return;
         log_info("Dropping client pid %d uid %u: %s", (int) c->pid, c->uid, why);
-        c->dead = true;
-        (void) shutdown(c->src.fd, SHUT_RDWR);
+        client_close(c);
+}
+
+/* Whether the client waits for an answer, which makes it no idler. */
+static bool client_waiting(Server *s, const Client *c) {
+        const WorkspaceSession *ws;
+        const Import *imp;
+
+        if (!TAILQ_EMPTY(&c->waiters) || c->queued > 0)
+                return true;
+        TAILQ_FOREACH(ws, &s->sessions, link)
+                if (ws->creator == c)
+                        return true;
+        TAILQ_FOREACH(imp, &s->imports, link)
+                if (imp->creator == c)
+                        return true;
+        return false;
+}
+
+unsigned long long clients_next_deadline(Server *s) {
+        unsigned long long next = ~0ull, idle = s->cfg.client_idle_seconds * 1000000ull;
+        const Client *c;
+
+        TAILQ_FOREACH(c, &s->clients, link)
+                if (!c->dead)
+                        next = MIN(next, c->active_usec + idle);
+        return next;
+}
+
+void clients_run_deadlines(Server *s) {
+        unsigned long long now = now_usec(), idle = s->cfg.client_idle_seconds * 1000000ull;
+        Client *c;
+        char byte;
+
+        TAILQ_FOREACH(c, &s->clients, link) {
+                if (c->dead || now < c->active_usec + idle)
+                        continue;
+                /* An answer it waits for, or a request already on its way, is activity. */
+                if (client_waiting(s, c) || recv(c->src.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+                        c->active_usec = now;
+                        continue;
+                }
+                /* A broker connects again with its next call: not worth more than a debug line. */
+                log_debug("Closing client pid %d uid %u: no request for %u s", (int) c->pid, c->uid,
+                          s->cfg.client_idle_seconds);
+                client_close(c);
+        }
 }
 
 void clients_reap(Server *s) {
@@ -112,6 +167,7 @@ static void client_send(Server *s, Client *c, Sbx__Msg *m, uint32_t seq) {
         f->len = (size_t) len;
         TAILQ_INSERT_TAIL(&c->outq, f, link);
         c->queued++;
+        c->active_usec = now_usec();
         r = client_flush(c);
         if (r < 0) {
                 client_drop(s, c, "send failed");
@@ -144,11 +200,51 @@ void client_reply_error(Server *s, Client *c, uint32_t seq, int err, const char 
         client_reply(s, c, seq, &reply);
 }
 
+/* Whether the peer on fd is in socket_group (its primary group at connect
+ * time, or one of its supplementary groups). */
+static bool peer_in_group(int fd, gid_t primary, gid_t group) {
+        gid_t groups[256];
+        socklen_t len = sizeof(groups);
+
+        if (group == (gid_t) -1)
+                return false;
+        if (primary == group)
+                return true;
+        /* More groups than fit: ERANGE, and the peer counts as not a member. */
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+                return false;
+        for (size_t i = 0; i < len / sizeof(gid_t); i++)
+                if (groups[i] == group)
+                        return true;
+        return false;
+}
+
+/* Root may take every slot; socket_group's members all but the last
+ * SBX_CLIENTS_RESERVED_ROOT; anyone else (who may connect with socket_mode
+ * 0666) all but those and, with socket_group set, SBX_CLIENTS_RESERVED_GROUP
+ * more. Each uid but root holds at most SBX_MAX_CLIENTS_PER_UID. */
+static bool client_slot_free(Server *s, uid_t uid, bool in_group) {
+        unsigned same_uid = 0, max = SBX_MAX_CLIENTS;
+        Client *other;
+
+        if (uid != 0) {
+                max -= SBX_CLIENTS_RESERVED_ROOT;
+                if (!in_group && s->cfg.socket_gid != (gid_t) -1)
+                        max -= SBX_CLIENTS_RESERVED_GROUP;
+                TAILQ_FOREACH(other, &s->clients, link)
+                        if (other->uid == uid)
+                                same_uid++;
+                if (same_uid >= SBX_MAX_CLIENTS_PER_UID)
+                        return false;
+        }
+        return s->n_clients < max;
+}
+
 void control_accept(Server *s, EventSource *src, uint32_t events) {
         struct ucred cred;
         socklen_t len = sizeof(cred);
-        unsigned same_uid = 0;
-        Client *c, *other;
+        bool in_group;
+        Client *c;
         int fd, r;
 
         fd = accept4(src->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -162,10 +258,8 @@ void control_accept(Server *s, EventSource *src, uint32_t events) {
                 safe_close(fd);
                 return;
         }
-        TAILQ_FOREACH(other, &s->clients, link)
-                if (other->uid == cred.uid)
-                        same_uid++;
-        if (s->n_clients >= SBX_MAX_CLIENTS || same_uid >= SBX_MAX_CLIENTS_PER_UID) {
+        in_group = peer_in_group(fd, cred.gid, s->cfg.socket_gid);
+        if (!client_slot_free(s, cred.uid, in_group)) {
                 log_warning("Refusing client pid %d uid %u: too many connections", (int) cred.pid, cred.uid);
                 safe_close(fd);
                 return;
@@ -177,6 +271,7 @@ void control_accept(Server *s, EventSource *src, uint32_t events) {
         }
         c->uid = cred.uid;
         c->pid = cred.pid;
+        c->active_usec = now_usec();
         c->src.dispatch = client_dispatch;
         TAILQ_INIT(&c->outq);
         TAILQ_INIT(&c->waiters);
@@ -232,22 +327,34 @@ static Sandbox *authorize(Server *s, Client *c, uint32_t seq, const char *name) 
 }
 
 static void handle_sandbox_create(Server *s, Client *c, uint32_t seq, const Sbx__SandboxCreate *req) {
-        Sbx__Reply reply = SBX__REPLY__INIT;
-        Sbx__SandboxInfo info = SBX__SANDBOX_INFO__INIT;
         char errmsg[400] = "";
-        Sandbox *sb;
         int r;
 
         if (c->uid != 0) {
                 client_reply_error(s, c, seq, -EPERM, "only root may create sandboxes");
                 return;
         }
-        r = sandbox_create(s, req, c->uid, &sb, errmsg, sizeof(errmsg));
-        if (r < 0) {
+        /* The answer waits until the source is imported (sandbox_answer_creator). */
+        r = sandbox_create(s, req, c, seq, errmsg, sizeof(errmsg));
+        if (r < 0)
                 client_reply_error(s, c, seq, r, "%s", errmsg[0] ? errmsg : strerror(-r));
+}
+
+void sandbox_answer_creator(Server *s, Client *c, uint32_t seq, const Sandbox *sb, const Sbx__ImportResult *result,
+                            int err, const char *why) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__SandboxInfo info = SBX__SANDBOX_INFO__INIT;
+
+        if (!c)
+                return;
+        if (err < 0) {
+                client_reply_error(s, c, seq, err, "%s", why);
                 return;
         }
         sandbox_info(s, sb, &info);
+        info.unreadable = result->unreadable;
+        info.n_unreadable_paths = result->n_unreadable_paths;
+        info.unreadable_paths = result->unreadable_paths;
         reply.body_case = SBX__REPLY__BODY_SANDBOX;
         reply.sandbox = &info;
         client_reply(s, c, seq, &reply);
@@ -302,31 +409,40 @@ static void handle_sandbox_delete(Server *s, Client *c, uint32_t seq, const Sbx_
         client_reply(s, c, seq, &reply);
 }
 
+/* Whether c's status counts what is in sb: root's counts everything. */
+static bool status_counts(const Client *c, const Sandbox *sb) {
+        return c->uid == 0 || sb->owner_uid == c->uid;
+}
+
 static void handle_status(Server *s, Client *c, uint32_t seq) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__StatusReply st = SBX__STATUS_REPLY__INIT;
-        WorkspaceSession *ws;
-        Command *cmd;
-        Sandbox *sb;
+        bool all = c->uid == 0;
+        const WorkspaceSession *ws;
+        const Command *cmd;
+        const Sandbox *sb;
+        const Client *other;
 
+        /* Anyone else gets the figures of their own sandboxes and connections, no more. */
         st.version = (char *) SBX_VERSION;
         st.proto_version = SBX_PROTO_VERSION;
-        st.pid = getpid();
+        st.pid = all ? getpid() : 0;
         st.uptime_seconds = (double) (now_usec() - s->started_usec) / 1e6;
         st.cgroup_backend = (char *) (s->cgroups ? cgroup_backend_to_string(cgroup_manager_backend(s->cgroups)) : "none");
         TAILQ_FOREACH(sb, &s->sandboxes, link)
-                st.sandboxes++;
+                st.sandboxes += status_counts(c, sb);
         TAILQ_FOREACH(ws, &s->sessions, link)
-                if (ws->spare)
-                        st.spare_sessions++;
-                else
-                        st.live_sessions++;
+                if (status_counts(c, ws->sandbox)) {
+                        st.spare_sessions += ws->spare;
+                        st.live_sessions += !ws->spare;
+                }
         TAILQ_FOREACH(cmd, &s->commands, link)
-                if (!cmd->finished)
-                        st.running_commands++;
-        st.clients = s->n_clients;
-        st.state_dir = s->cfg.state_dir;
-        st.run_dir = s->cfg.run_dir;
+                st.running_commands += !cmd->finished && cmd->session && status_counts(c, cmd->session->sandbox);
+        TAILQ_FOREACH(other, &s->clients, link)
+                st.clients += all || other->uid == c->uid;
+        st.state_dir = (char *) (all ? s->cfg.state_dir : "");
+        st.run_dir = (char *) (all ? s->cfg.run_dir : "");
+        st.caller_only = !all;
         reply.body_case = SBX__REPLY__BODY_STATUS;
         reply.status = &st;
         client_reply(s, c, seq, &reply);
@@ -399,10 +515,10 @@ static void handle_stdin(Server *s, Client *c, uint32_t seq, const Sbx__Stdin *r
                 return;
         }
         cmd = command_find_live(s, req->command_session);
-        if (!cmd || strcmp(cmd->rec.sandbox, sb->name) != 0) {
+        if (!cmd || strcmp(cmd->rec.sandbox, sb->id) != 0) {
                 StoreCommand rec;
                 if (store_command_get(s->store, req->command_session, &rec) >= 0 &&
-                    strcmp(rec.sandbox, sb->name) == 0)
+                    strcmp(rec.sandbox, sb->id) == 0)
                         client_reply_error(s, c, seq, -EPIPE, "command session '%.80s' has ended (%s); its stdin is closed",
                                            req->command_session, rec.status);
                 else
@@ -565,7 +681,7 @@ static void handle_session_finalize(Server *s, Client *c, uint32_t seq, Sandbox 
         if (r < 0) {
                 publish_result_done(&res);
                 return client_reply_error(s, c, seq, r, "cannot publish workspace session %s: %s; it is kept",
-                                          req->workspace_session, strerror(-r));
+                                          req->workspace_session, res.error[0] ? res.error : strerror(-r));
         }
         if (res.n_conflicts > 0) {
                 /* The session lives on, stopped: its state is "conflicted" now. */
@@ -633,6 +749,7 @@ static void handle_session_diff(Server *s, Client *c, uint32_t seq, Sandbox *sb,
         _cleanup_free_ Sbx__ChangedPath *changes = NULL;
         _cleanup_free_ Sbx__ChangedPath **ptrs = NULL;
         _cleanup_free_ char *diff = NULL;
+        char too_deep[SBX_PATH_MAX + 1], why[256] = "";
         size_t diff_len = 0;
         bool truncated = false;
         Manifest m = {};
@@ -641,12 +758,15 @@ static void handle_session_diff(Server *s, Client *c, uint32_t seq, Sandbox *sb,
         if (!ws)
                 return;
         upper = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        r = upper < 0 ? -errno : manifest_build(upper, &m);
+        r = upper < 0 ? -errno : manifest_build(upper, &m, too_deep);
+        if (r == -ELOOP)
+                tree_depth_message(too_deep, why, sizeof(why));
         if (r >= 0)
                 r = snapshot_mount(s, sb, ws->base_squashed, ws->base_layer, &base);
         if (r < 0) {
                 manifest_done(&m);
-                return client_reply_error(s, c, seq, r, "cannot compute the changes of %s: %s", ws->id, strerror(-r));
+                return client_reply_error(s, c, seq, r, "cannot compute the changes of %s: %s", ws->id,
+                                          why[0] ? why : strerror(-r));
         }
         changes = calloc(m.n + 1, sizeof(*changes));
         ptrs = calloc(m.n + 1, sizeof(*ptrs));
@@ -731,7 +851,7 @@ static void handle_command_list(Server *s, Client *c, uint32_t seq, Sandbox *sb,
         CommandListing l = {};
         int r;
 
-        r = store_command_foreach(s->store, sb->name, req->workspace_session[0] ? req->workspace_session : NULL,
+        r = store_command_foreach(s->store, sb->id, req->workspace_session[0] ? req->workspace_session : NULL,
                                   listing_add, &l);
         if (r >= 0) {
                 l.infos = calloc(l.n + 1, sizeof(*l.infos));
@@ -782,12 +902,12 @@ static void handle_command_cancel(Server *s, Client *c, uint32_t seq, Sandbox *s
         uint64_t total;
         int r;
 
-        if (cmd && strcmp(cmd->rec.sandbox, sb->name) == 0 && !cmd->finished) {
+        if (cmd && strcmp(cmd->rec.sandbox, sb->id) == 0 && !cmd->finished) {
                 command_cancel(s, cmd);
                 command_add_waiter(s, cmd, c, seq, now_usec(), CANCEL_WAIT_MS);
                 return;
         }
-        if (cmd && strcmp(cmd->rec.sandbox, sb->name) != 0)
+        if (cmd && strcmp(cmd->rec.sandbox, sb->id) != 0)
                 cmd = NULL;
         total = cmd ? transcript_total_lines(cmd->transcript) : 0;
         /* The state right after the signal; the end shows in read_command_lines. */
@@ -839,7 +959,7 @@ static void handle_layer_list(Server *s, Client *c, uint32_t seq, Sandbox *sb, c
         _cleanup_free_ Sbx__LayerInfo **ptrs = NULL;
         int r;
 
-        r = store_layer_foreach(s->store, sb->name, layer_listing_add, &l);
+        r = store_layer_foreach(s->store, sb->id, layer_listing_add, &l);
         if (r >= 0 && !(ptrs = calloc(l.n + 1, sizeof(*ptrs))))
                 r = -ENOMEM;
         if (r < 0)
@@ -864,50 +984,39 @@ static void handle_layer_list(Server *s, Client *c, uint32_t seq, Sandbox *sb, c
         free(l.infos);
 }
 
-typedef struct GcState {
-        Server *server;
-        unsigned transcripts;
-        uint64_t bytes;
-} GcState;
-
-static int gc_transcript(const char *id, void *userdata) {
-        GcState *g = userdata;
-        char name[64];
-        struct stat st;
-
-        for (const char *ext = ".log"; ext; ext = strcmp(ext, ".log") == 0 ? ".idx" : NULL) {
-                snprintf(name, sizeof(name), "%s%s", id, ext);
-                if (fstatat(g->server->transcripts_fd, name, &st, 0) == 0)
-                        g->bytes += (uint64_t) st.st_size;
-        }
-        if (transcript_remove(g->server->transcripts_fd, id) >= 0)
-                g->transcripts++;
-        return 0;
+/* A transcript stays while its command is recorded (a deleted sandbox's go
+ * after the commit of the delete; a crash in between leaves them). */
+static int transcript_recorded(const char *id, void *userdata) {
+        Server *s = userdata;
+        return store_command_exists(s->store, id);
 }
 
 static void handle_gc(Server *s, Client *c, uint32_t seq) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__GcReply o = SBX__GC_REPLY__INIT;
-        GcState g = { .server = s };
-        unsigned layers = 0;
+        unsigned layers = 0, transcripts = 0, sandboxes;
+        uint64_t bytes = 0;
         Sandbox *sb;
         int r;
 
         if (c->uid != 0)
                 return client_reply_error(s, c, seq, -EPERM, "only root may collect garbage");
-        r = store_commands_orphaned(s->store, gc_transcript, &g);
+        r = transcripts_collect(s->transcripts_fd, transcript_recorded, s, &transcripts, &bytes);
         if (r < 0)
                 return client_reply_error(s, c, seq, r, "cannot collect transcripts: %s", strerror(-r));
+        sandboxes = sandbox_dirs_collect(s);
         TAILQ_FOREACH(sb, &s->sandboxes, link) {
                 unsigned removed = 0;
                 if (snapshot_collect(s, sb, &removed) >= 0)
                         layers += removed;
         }
-        log_info("Garbage collection: %u transcripts (%llu bytes) and %u layer directories removed", g.transcripts,
-                 (unsigned long long) g.bytes, layers);
-        o.transcripts_removed = g.transcripts;
+        log_info("Garbage collection: %u transcripts (%llu bytes), %u directories of deleted sandboxes and %u layer "
+                 "directories removed",
+                 transcripts, (unsigned long long) bytes, sandboxes, layers);
+        o.transcripts_removed = transcripts;
         o.layers_removed = layers;
-        o.bytes_freed = g.bytes;
+        o.bytes_freed = bytes;
+        o.sandboxes_removed = sandboxes;
         reply.body_case = SBX__REPLY__BODY_GC;
         reply.gc = &o;
         client_reply(s, c, seq, &reply);
@@ -1148,6 +1257,7 @@ static void client_dispatch(Server *s, EventSource *src, uint32_t events) {
                         return;
                 }
         }
+        c->active_usec = now_usec();
         TAILQ_FOREACH(w, &c->waiters, client_link)
                 pending++;
         if (pending >= SBX_MAX_PENDING_PER_CLIENT) {

@@ -9,21 +9,47 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SBX_TREE_DEPTH_MAX 256u   /* deeper trees are refused, not recursed into */
+#include "sbx-limits.h"
 
 typedef enum TreeCopyFlags {
         TREE_COPY_HARDLINK = 1 << 0,        /* link regular files instead of copying them (they keep their
                                                inode's owner, mode and times; copied across filesystems) */
         TREE_COPY_DROP_WHITEOUTS = 1 << 1,  /* for a bottom layer: no whiteouts, no opaque marks */
         TREE_COPY_FSYNC = 1 << 2,           /* fsync each file and directory written */
+        TREE_COPY_CLEAR_SETID = 1 << 3,     /* no setuid or setgid bit on a copied or linked file */
 } TreeCopyFlags;
+
+/* How a source tree is read. Every lookup in it (stat, open, readlink) runs
+ * with the filesystem uid and gid given here (setfsuid(2), setfsgid(2); the
+ * caller has set the supplementary groups and is single-threaded), so that
+ * only what that user may read is copied; the rest is left out and counted.
+ * Everything written runs as the caller. The copy refuses to enter the
+ * directory excluded_dev/excluded_ino (sbxd's state directory). */
+typedef struct TreeSource {
+        uid_t uid;
+        gid_t gid;
+        dev_t excluded_dev;
+        ino_t excluded_ino;
+} TreeSource;
+
+/* What a copy found besides its result. */
+typedef struct TreeReport {
+        uint32_t entries;               /* non-directory entries and opaque directories copied */
+        uint32_t unreadable;            /* entries the reader may not read, left out */
+        char unreadable_paths[SBX_IMPORT_UNREADABLE_SHOWN][SBX_PATH_SHOWN_MAX + 1]; /* the first of them */
+        bool too_deep;                  /* failed: the tree is deeper than SBX_TREE_DEPTH_MAX */
+        bool excluded;                  /* failed: the tree holds the excluded directory */
+        char where[SBX_PATH_MAX + 1];   /* on failure: the path it stopped at, relative ("" = the top) */
+} TreeReport;
 
 /* Copy the tree under src_dirfd into the existing empty dst_dirfd. With
  * force_uid set (>= 0), every entry gets that owner; otherwise ownership is
  * kept. Regular files, directories, symlinks, fifos and whiteouts are copied;
- * sockets and devices are skipped. ret_entries counts non-directory entries
- * and opaque directories (the changed paths of a layer). */
-int tree_copy(int src_dirfd, int dst_dirfd, int force_uid, unsigned flags, uint32_t *ret_entries);
+ * sockets and devices are skipped. source and report may be NULL; report
+ * counts non-directory entries and opaque directories (the changed paths of a
+ * layer) and, on failure, says where. */
+int tree_copy(int src_dirfd, int dst_dirfd, int force_uid, unsigned flags, const TreeSource *source,
+              TreeReport *report);
 /* Copy one entry (and what is below it) as tree_copy does; dst must not have it. */
 int tree_copy_entry(int src_dirfd, int dst_dirfd, const char *name, unsigned flags);
 /* Remove name below dirfd, recursively. */
@@ -36,11 +62,23 @@ int tree_is_empty(int dirfd);
  * write; LAYER_SYNC_FILESYSTEM (an imported tree of any size) syncs the whole
  * filesystem once instead. LAYER_LINK_FILES: the tree is sbxd's own and
  * nothing writes to it any more, so its regular files become the layer's
- * (hard links, fsynced like copies). */
+ * (hard links, fsynced like copies). No file of a layer is setuid or setgid. */
 #define LAYER_SYNC_FILESYSTEM 1u
 #define LAYER_LINK_FILES 2u
 int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, unsigned flags,
-                 uint32_t *ret_entries);
+                 const TreeSource *source, TreeReport *report);
+
+/* Open the directory at the absolute path with the source's filesystem ids
+ * (see TreeSource), following no symlink on the way (openat2(2)
+ * RESOLVE_NO_SYMLINKS: -ELOOP if there is one). */
+int tree_source_open(const TreeSource *source, const char *path, int *ret_fd);
+
+/* path (relative, possibly long) as quoted in a message: whole if it has at
+ * most SBX_PATH_SHOWN_MAX bytes, else its start and its end around "...". */
+void path_shown(const char *path, char *buf, size_t size);
+/* The message for a tree deeper than SBX_TREE_DEPTH_MAX, naming the limit and
+ * the directory `where` (relative) that passed it. */
+void tree_depth_message(const char *where, char *buf, size_t size);
 /* Remove directories of layers above top (left by a crash before their record was written),
  * temporary build directories, and anything else but keep (the squashed base). */
 int layer_remove_unrecorded(int layers_dirfd, uint32_t top, const char *keep);

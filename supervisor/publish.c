@@ -52,7 +52,7 @@ static int manifest_walk(int fd, char *path, size_t len, unsigned depth, Manifes
         int r = 0;
 
         if (depth > SBX_TREE_DEPTH_MAX)
-                return -ELOOP;
+                return -ELOOP; /* path names this directory */
         d = opendir_at(fd);
         if (!d)
                 return -errno;
@@ -85,6 +85,8 @@ static int manifest_walk(int fd, char *path, size_t len, unsigned depth, Manifes
                                 r = manifest_add(m, cap, path, CHANGE_OPAQUE_DIR);
                         if (r >= 0)
                                 r = manifest_walk(sub, path, len + (len ? 1 : 0) + nlen, depth + 1, m, cap);
+                        if (r == -ELOOP)
+                                break; /* path names the directory that passed the limit */
                 } else if (S_ISREG(st.st_mode))
                         r = manifest_add(m, cap, path, CHANGE_FILE);
                 else if (S_ISLNK(st.st_mode))
@@ -101,7 +103,7 @@ static int manifest_walk(int fd, char *path, size_t len, unsigned depth, Manifes
         return r;
 }
 
-int manifest_build(int dirfd, Manifest *ret) {
+int manifest_build(int dirfd, Manifest *ret, char *ret_too_deep) {
         Manifest m = {};
         size_t cap = 0;
         char path[SBX_PATH_MAX + 1] = "";
@@ -110,6 +112,8 @@ int manifest_build(int dirfd, Manifest *ret) {
         r = manifest_walk(dirfd, path, 0, 0, &m, &cap);
         if (r < 0) {
                 manifest_done(&m);
+                if (r == -ELOOP && ret_too_deep)
+                        memcpy(ret_too_deep, path, sizeof(path));
                 return r;
         }
         *ret = m;
@@ -232,7 +236,7 @@ static int find_conflicts(Server *s, Sandbox *sb, uint32_t base, const Manifest 
 
         if (base >= sb->top_layer)
                 return 0;
-        r = store_paths_changed_after(s->store, sb->name, base, path_set_add, &later);
+        r = store_paths_changed_after(s->store, sb->id, base, path_set_add, &later);
         for (size_t i = 0; r >= 0 && i < m->n; i++)
                 r = path_set_add(m->changes[i].path, &ours);
         if (r < 0)
@@ -301,7 +305,7 @@ int blame_of_published(Server *s, Sandbox *sb, const char *path, const char *tex
         _cleanup_free_ char *rec = NULL;
         int r;
 
-        r = store_blame_get(s->store, sb->name, path, &rec);
+        r = store_blame_get(s->store, sb->id, path, &rec);
         if (r >= 0) {
                 Blame b = {};
                 r = blame_parse(rec, strlen(rec), &b);
@@ -316,7 +320,7 @@ int blame_of_published(Server *s, Sandbox *sb, const char *path, const char *tex
         }
         if (r != -ENOENT)
                 return r;
-        r = store_path_changed_since_import(s->store, sb->name, path);
+        r = store_path_changed_since_import(s->store, sb->id, path);
         if (r < 0)
                 return r;
         return blame_new(text, len, r ? "unknown" : "original", ret);
@@ -421,17 +425,17 @@ static int record(Server *s, Sandbox *sb, uint32_t seq, const char *owner, const
         r = store_begin_durable(s->store);
         if (r < 0)
                 return r;
-        r = store_layer_insert(s->store, sb->name, seq, owner, (uint32_t) m->n, time(NULL));
+        r = store_layer_insert(s->store, sb->id, seq, owner, (uint32_t) m->n, time(NULL));
         for (size_t i = 0; r >= 0 && i < m->n; i++)
-                r = store_layer_path_insert(s->store, sb->name, seq, m->changes[i].path);
+                r = store_layer_path_insert(s->store, sb->id, seq, m->changes[i].path);
         for (size_t i = 0; r >= 0 && i < ops->n; i++) {
                 const BlameOp *o = &ops->ops[i];
                 if (o->ranges)
-                        r = store_blame_put(s->store, sb->name, o->path, o->ranges);
+                        r = store_blame_put(s->store, sb->id, o->path, o->ranges);
                 else if (o->tree)
-                        r = store_blame_delete_tree(s->store, sb->name, o->path);
+                        r = store_blame_delete_tree(s->store, sb->id, o->path);
                 else
-                        r = store_blame_delete(s->store, sb->name, o->path);
+                        r = store_blame_delete(s->store, sb->id, o->path);
         }
         if (r < 0) {
                 store_rollback(s->store);
@@ -446,9 +450,12 @@ int publish_tree(Server *s, Sandbox *sb, int src_dirfd, const char *owner, uint3
         BlameOps ops = {};
         PublishResult res = {};
         uint32_t seq = sb->top_layer + 1;
+        char too_deep[SBX_PATH_MAX + 1];
         int r;
 
-        r = manifest_build(src_dirfd, &m);
+        r = manifest_build(src_dirfd, &m, too_deep);
+        if (r == -ELOOP)
+                tree_depth_message(too_deep, ret->error, sizeof(ret->error));
         if (r < 0)
                 goto out;
         res.layer = sb->top_layer;
@@ -462,7 +469,7 @@ int publish_tree(Server *s, Sandbox *sb, int src_dirfd, const char *owner, uint3
         r = attribute(s, sb, src_dirfd, &m, owner, op, &ops);
         if (r < 0)
                 goto out;
-        r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, op ? LAYER_LINK_FILES : 0, NULL);
+        r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, op ? LAYER_LINK_FILES : 0, NULL, NULL);
         if (r < 0)
                 goto out;
         r = record(s, sb, seq, owner, &m, &ops);

@@ -21,6 +21,7 @@ typedef struct PublishResult {
         uint32_t changed_paths;
         char **conflicts;                /* NULL-terminated when n_conflicts > 0 */
         size_t n_conflicts;
+        char error[256];                 /* set by a failed publication that can say more than its errno */
 } PublishResult;
 
 void publish_result_done(PublishResult *r);
@@ -38,7 +39,7 @@ typedef struct PublishOperation {
 
 /* force_uid >= 0 gives every entry that owner. With op, src_dirfd is op's
  * staged tree: its files become the layer's (hard links, not copies), and the
- * texts of op->path are not read again. */
+ * texts of op->path are not read again. On failure ret->error may say why. */
 int publish_tree(Server *s, Sandbox *sb, int src_dirfd, const char *owner, uint32_t base_layer, bool overwrite,
                  int force_uid, const PublishOperation *op, PublishResult *ret);
 
@@ -61,7 +62,9 @@ typedef struct Manifest {
         size_t n;
 } Manifest;
 
-int manifest_build(int dirfd, Manifest *ret);
+/* On -ELOOP (a tree deeper than SBX_TREE_DEPTH_MAX), ret_too_deep (if not
+ * NULL, SBX_PATH_MAX + 1 bytes) names the directory that passed the limit. */
+int manifest_build(int dirfd, Manifest *ret, char *ret_too_deep);
 void manifest_done(Manifest *m);
 /* Read a whole regular file below dirfd (no symlinks) if it is at most max bytes. */
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);

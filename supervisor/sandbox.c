@@ -1,11 +1,24 @@
-/* Sandboxes: their records, their directories (STATE/sandboxes/NAME/layers/N)
- * and publication of new layers. */
+/* Sandboxes: their records, their directories (STATE/sandboxes/ID/layers/N),
+ * their creation and deletion. A new sandbox's source is imported by a helper
+ * process, sbx-worker --import, which reads it with the owner's filesystem
+ * ids and groups and never follows a symlink in it (layer.h: TreeSource);
+ * sbxd answers the creator once the helper is done, and serves everyone else
+ * meanwhile. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +29,11 @@
 #include "image.h"
 #include "sbxd.h"
 #include "snapshot.h"
+
+/* A uid without a passwd entry reads the source with this group and no other. */
+#define IMPORT_NOGROUP 65534u
+
+enum { IMPORT_SOCK_FD = 3, IMPORT_LAYERS_FD = 4 };
 
 bool name_is_valid(const char *name) {
         size_t n = strlen(name);
@@ -41,9 +59,9 @@ static Sandbox *sandbox_free(Sandbox *sb) {
 }
 
 static int sandbox_open_dirs(Server *s, Sandbox *sb, bool create) {
-        if (create && mkdirat(s->sandboxes_fd, sb->name, 0700) < 0)
+        if (create && mkdirat(s->sandboxes_fd, sb->id, 0700) < 0)
                 return -errno;
-        sb->dirfd = openat(s->sandboxes_fd, sb->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        sb->dirfd = openat(s->sandboxes_fd, sb->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sb->dirfd < 0)
                 return -errno;
         /* Traversable by the sandbox's root (an unprivileged host uid) for overlay lookups. */
@@ -55,15 +73,29 @@ static int sandbox_open_dirs(Server *s, Sandbox *sb, bool create) {
         return 0;
 }
 
+static Sandbox *sandbox_new(const char *source_dir) {
+        Sandbox *sb = calloc(1, sizeof(*sb));
+
+        if (!sb)
+                return NULL;
+        sb->dirfd = sb->layers_fd = sb->view_fd = -EBADF;
+        sb->source_dir = strdup(source_dir);
+        if (!sb->source_dir) {
+                free(sb);
+                return NULL;
+        }
+        return sb;
+}
+
 static int load_one(const StoreSandbox *rec, void *userdata) {
         Server *s = userdata;
         Sandbox *sb;
         int r;
 
-        sb = calloc(1, sizeof(*sb));
+        sb = sandbox_new(rec->source_dir);
         if (!sb)
                 return -ENOMEM;
-        sb->dirfd = sb->layers_fd = sb->view_fd = -EBADF;
+        strlcpy(sb->id, rec->id, sizeof(sb->id));
         strlcpy(sb->name, rec->name, sizeof(sb->name));
         sb->owner_uid = rec->owner_uid;
         sb->memory_bytes = rec->memory_bytes;
@@ -71,18 +103,18 @@ static int load_one(const StoreSandbox *rec, void *userdata) {
         sb->cpu_weight = rec->cpu_weight;
         sb->top_layer = rec->top_layer;
         sb->created_unix = rec->created_unix;
-        sb->source_dir = strdup(rec->source_dir);
-        if (!sb->source_dir) {
-                sandbox_free(sb);
-                return -ENOMEM;
-        }
         r = sandbox_open_dirs(s, sb, false);
+        /* Schema 1 named the directory after the sandbox: it takes the id's name once. */
+        if (r == -ENOENT && renameat(s->sandboxes_fd, sb->name, s->sandboxes_fd, sb->id) >= 0) {
+                log_notice("Renamed the directory of sandbox '%s' to sandboxes/%s", sb->name, sb->id);
+                r = sandbox_open_dirs(s, sb, false);
+        }
         if (r < 0) {
                 log_error_errno(r, "Sandbox '%s' has no usable directory, skipping it: %m", sb->name);
                 sandbox_free(sb);
                 return 0;
         }
-        r = store_squash_get(s->store, sb->name, &sb->squashed);
+        r = store_squash_get(s->store, sb->id, &sb->squashed);
         if (r < 0) {
                 sandbox_free(sb);
                 return r;
@@ -113,13 +145,220 @@ Sandbox *sandbox_find(Server *s, const char *name) {
         return NULL;
 }
 
-int sandbox_create(Server *s, const Sbx__SandboxCreate *req, uid_t caller, Sandbox **ret, char *errmsg,
-                   size_t errmsg_size) {
-        _cleanup_close_ int src = -EBADF;
-        Sandbox *sb;
-        unsigned n = 0;
-        StoreSandbox rec = {};
+/* ---- creation: the import helper ------------------------------------------------ */
+
+typedef struct ImportExec {
+        int exe, sock, layers;
+        int err;                        /* set by the child if it fails before the exec */
+} ImportExec;
+
+/* Runs by clone_vfork: the helper's fds in place, then sbx-worker --import.
+ * Touches nothing of sbxd's memory but a->err. */
+static int exec_import(void *userdata) {
+        ImportExec *a = userdata;
+        char *const argv[] = { (char *) "sbx-worker", (char *) "--import", NULL };
+        char *const envp[] = { NULL };
+        sigset_t none;
+        int sock, layers, exe;
+
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                goto fail;
+        /* sbxd blocks and ignores these; neither may carry over the exec. */
+        sigemptyset(&none);
+        (void) sigprocmask(SIG_SETMASK, &none, NULL);
+        (void) signal(SIGPIPE, SIG_DFL);
+        sock = fcntl(a->sock, F_DUPFD, 10);
+        layers = fcntl(a->layers, F_DUPFD, 10);
+        exe = fcntl(a->exe, F_DUPFD_CLOEXEC, 10);
+        if (sock < 0 || layers < 0 || exe < 0 || dup2(sock, IMPORT_SOCK_FD) < 0 ||
+            dup2(layers, IMPORT_LAYERS_FD) < 0)
+                goto fail;
+        if (syscall(SYS_close_range, IMPORT_LAYERS_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                goto fail;
+        syscall(SYS_execveat, exe, "", argv, envp, AT_EMPTY_PATH);
+fail:
+        a->err = errno > 0 ? -errno : -EIO;
+        _exit(127);
+}
+
+/* The owner's primary group and supplementary groups (at most
+ * SBX_IMPORT_GROUPS_MAX: with fewer, the owner may only read less). */
+static int owner_groups(uid_t uid, gid_t *ret_gid, uint32_t *groups, size_t *ret_n) {
+        gid_t list[SBX_IMPORT_GROUPS_MAX];
+        int n = SBX_IMPORT_GROUPS_MAX;
+        const struct passwd *pw;
+
+        errno = 0;
+        pw = getpwuid(uid);
+        if (!pw) {
+                if (errno != 0 && errno != ENOENT && errno != ESRCH)
+                        return -errno;
+                *ret_gid = IMPORT_NOGROUP;
+                *ret_n = 0;
+                return 0;
+        }
+        if (getgrouplist(pw->pw_name, pw->pw_gid, list, &n) < 0) {
+                log_warning("The owner uid %u is in more than %u groups; the import reads with the first %u",
+                            uid, SBX_IMPORT_GROUPS_MAX, SBX_IMPORT_GROUPS_MAX);
+                n = SBX_IMPORT_GROUPS_MAX;
+        }
+        for (int i = 0; i < n; i++)
+                groups[i] = list[i];
+        *ret_gid = pw->pw_gid;
+        *ret_n = (size_t) n;
+        return 0;
+}
+
+static int import_send(Server *s, const Sandbox *sb, int sock) {
+        Sbx__ImportRequest req = SBX__IMPORT_REQUEST__INIT;
+        Sbx__Msg msg = SBX__MSG__INIT;
+        uint32_t groups[SBX_IMPORT_GROUPS_MAX];
+        struct stat st;
+        gid_t gid = IMPORT_NOGROUP;
+        size_t n = 0;
         int r;
+
+        if (fstat(s->state_fd, &st) < 0)
+                return -errno;
+        r = owner_groups(sb->owner_uid, &gid, groups, &n);
+        if (r < 0)
+                return r;
+        req.source_dir = sb->source_dir;
+        req.reader_uid = sb->owner_uid;
+        req.reader_gid = gid;
+        req.n_reader_groups = n;
+        req.reader_groups = groups;
+        req.force_uid = s->cfg.uid_base;
+        req.state_dev = st.st_dev;
+        req.state_ino = st.st_ino;
+        msg.type = SBX__MSG_TYPE__MSG_IMPORT_REQUEST;
+        msg.body_case = SBX__MSG__BODY_IMPORT_REQUEST;
+        msg.import_request = &req;
+        return wire_send(sock, &msg, 0, NULL, 0);
+}
+
+static void import_free(Server *s, Import *imp) {
+        server_unwatch(s, &imp->pidfd_src);
+        safe_close(imp->sock);
+        TAILQ_REMOVE(&s->imports, imp, link);
+        free(imp);
+}
+
+/* The helper is done: the sandbox is recorded and goes live, or its directory goes. */
+static void import_finish(Server *s, Import *imp, int err, const char *why, const Sbx__ImportResult *res) {
+        Sandbox *sb = TAKE_PTR(imp->sandbox);
+        StoreSandbox rec = {};
+        char reason[600];
+
+        if (err >= 0) {
+                strlcpy(rec.id, sb->id, sizeof(rec.id));
+                strlcpy(rec.name, sb->name, sizeof(rec.name));
+                rec.owner_uid = sb->owner_uid;
+                rec.source_dir = sb->source_dir;
+                rec.memory_bytes = sb->memory_bytes;
+                rec.pids_max = sb->pids_max;
+                rec.cpu_weight = sb->cpu_weight;
+                rec.created_unix = sb->created_unix;
+                err = store_sandbox_insert(s->store, &rec, "original");
+                if (err < 0) {
+                        snprintf(reason, sizeof(reason), "cannot record the sandbox: %s", strerror(-err));
+                        why = reason;
+                }
+        }
+        if (err < 0) {
+                log_error("Failed to create sandbox '%s' from '%s': %s", sb->name, sb->source_dir, why);
+                (void) tree_remove_at(s->sandboxes_fd, sb->id);
+                sandbox_answer_creator(s, imp->creator, imp->creator_seq, NULL, NULL, err, why);
+                sandbox_free(sb);
+        } else {
+                TAILQ_INSERT_TAIL(&s->sandboxes, sb, link);
+                log_info("Created sandbox '%s' (%s) from '%s' for uid %u: %u entries, %u the owner may not read "
+                         "left out",
+                         sb->name, sb->id, sb->source_dir, sb->owner_uid, res->entries, res->unreadable);
+                sandbox_answer_creator(s, imp->creator, imp->creator_seq, sb, res, 0, NULL);
+        }
+        import_free(s, imp);
+}
+
+static void import_dispatch(Server *s, EventSource *src, uint32_t events) {
+        Import *imp = (Import *) ((char *) src - offsetof(Import, pidfd_src));
+        _cleanup_msg_ Sbx__Msg *m = NULL;
+        siginfo_t si = {};
+        char why[160];
+        uint32_t seq;
+        int r;
+
+        if (waitid((idtype_t) P_PIDFD, (id_t) src->fd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+                return; /* not gone yet */
+        /* Its answer, if it gave one, waits in the socket. */
+        r = wire_recv(imp->sock, &m, &seq, NULL, NULL);
+        if (r >= 0 && m->type == SBX__MSG_TYPE__MSG_IMPORT_RESULT) {
+                const Sbx__ImportResult *res = m->import_result;
+                import_finish(s, imp, res->err < 0 ? res->err : 0, res->errmsg, res);
+                return;
+        }
+        snprintf(why, sizeof(why), "the import helper (sbx-worker --import) ended without an answer (%s %d)",
+                 si.si_code == CLD_EXITED ? "exit status" : "signal", si.si_status);
+        import_finish(s, imp, -EIO, why, NULL);
+}
+
+static int import_start(Server *s, Sandbox *sb, Client *c, uint32_t seq, char *errmsg, size_t errmsg_size) {
+        _cleanup_close_ int pidfd = -EBADF, mine = -EBADF, theirs = -EBADF;
+        ImportExec a = { .exe = s->worker_exe_fd, .layers = sb->layers_fd };
+        Import *imp;
+        int pair[2], r;
+        pid_t pid;
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                return -errno;
+        mine = pair[0];
+        a.sock = theirs = pair[1];
+        pid = clone_vfork(exec_import, 0, &a, &pidfd);
+        if (pid < 0 || a.err < 0) {
+                r = pid < 0 ? (int) pid : a.err;
+                if (pid > 0)
+                        (void) waitid((idtype_t) P_PIDFD, (id_t) pidfd, &(siginfo_t) {}, WEXITED);
+                snprintf(errmsg, errmsg_size, "cannot start the import helper (sbx-worker --import): %s",
+                         strerror(-r));
+                return r;
+        }
+        theirs = safe_close(theirs);
+        imp = calloc(1, sizeof(*imp));
+        r = imp ? import_send(s, sb, mine) : -ENOMEM;
+        if (r >= 0)
+                r = server_watch(s, &imp->pidfd_src, pidfd, EPOLLIN);
+        if (r < 0) {
+                pidfd_kill_wait(pidfd);
+                (void) waitid((idtype_t) P_PIDFD, (id_t) pidfd, &(siginfo_t) {}, WEXITED);
+                free(imp);
+                snprintf(errmsg, errmsg_size, "cannot hand the import to its helper: %s", strerror(-r));
+                return r;
+        }
+        pidfd = -EBADF; /* watched */
+        imp->pidfd_src.dispatch = import_dispatch;
+        imp->sock = TAKE_FD(mine);
+        imp->sandbox = sb;
+        imp->creator = c;
+        imp->creator_seq = seq;
+        TAILQ_INSERT_TAIL(&s->imports, imp, link);
+        return 0;
+}
+
+static bool name_taken(Server *s, const char *name) {
+        Import *imp;
+
+        if (sandbox_find(s, name))
+                return true;
+        TAILQ_FOREACH(imp, &s->imports, link)
+                if (strcmp(imp->sandbox->name, name) == 0)
+                        return true;
+        return false;
+}
+
+static int create_check(Server *s, const Sbx__SandboxCreate *req, char *errmsg, size_t errmsg_size) {
+        unsigned n = 0;
+        Sandbox *sb;
+        Import *imp;
 
         if (!name_is_valid(req->name)) {
                 snprintf(errmsg, errmsg_size,
@@ -127,11 +366,13 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, uid_t caller, Sandb
                          req->name, SBX_NAME_MAX);
                 return -EINVAL;
         }
-        if (sandbox_find(s, req->name)) {
+        if (name_taken(s, req->name)) {
                 snprintf(errmsg, errmsg_size, "sandbox '%s' already exists", req->name);
                 return -EEXIST;
         }
         TAILQ_FOREACH(sb, &s->sandboxes, link)
+                n++;
+        TAILQ_FOREACH(imp, &s->imports, link)
                 n++;
         if (n >= SBX_MAX_SANDBOXES) {
                 snprintf(errmsg, errmsg_size, "too many sandboxes (limit %u)", SBX_MAX_SANDBOXES);
@@ -145,66 +386,82 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, uid_t caller, Sandb
                 snprintf(errmsg, errmsg_size, "source directory must be an absolute path");
                 return -EINVAL;
         }
-        src = open(req->source_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (src < 0) {
-                r = -errno;
-                snprintf(errmsg, errmsg_size, "cannot open source directory '%.200s': %s", req->source_dir,
-                         strerror(errno));
-                return r;
-        }
+        return 0;
+}
 
-        sb = calloc(1, sizeof(*sb));
+int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t seq, char *errmsg,
+                   size_t errmsg_size) {
+        char hex[17];
+        Sandbox *sb;
+        int r;
+
+        r = create_check(s, req, errmsg, errmsg_size);
+        if (r < 0)
+                return r;
+        r = random_hex(hex, 16);
+        if (r < 0)
+                return r;
+        sb = sandbox_new(req->source_dir);
         if (!sb)
                 return -ENOMEM;
-        sb->dirfd = sb->layers_fd = sb->view_fd = -EBADF;
+        snprintf(sb->id, sizeof(sb->id), "sb-%s", hex);
         strlcpy(sb->name, req->name, sizeof(sb->name));
-        sb->owner_uid = req->has_owner ? req->owner_uid : caller;
+        sb->owner_uid = req->has_owner ? req->owner_uid : c->uid;
         sb->memory_bytes = req->memory_bytes ?: s->cfg.default_memory_bytes;
         sb->pids_max = req->pids_max ?: s->cfg.default_pids_max;
         sb->cpu_weight = req->cpu_weight ?: 100;
         sb->created_unix = time(NULL);
-        sb->source_dir = strdup(req->source_dir);
-        if (!sb->source_dir) {
-                sandbox_free(sb);
-                return -ENOMEM;
-        }
-        /* A half-created sandbox of an earlier crash has no record: clear it. */
-        (void) tree_remove_at(s->sandboxes_fd, sb->name);
         r = sandbox_open_dirs(s, sb, true);
-        if (r < 0) {
+        if (r < 0)
                 snprintf(errmsg, errmsg_size, "cannot create the sandbox directory: %s", strerror(-r));
-                goto fail;
-        }
-        /* The imported tree belongs to root inside the sandbox; the source is only read. */
-        r = layer_create(sb->layers_fd, 0, src, (int) s->cfg.uid_base, LAYER_SYNC_FILESYSTEM, NULL);
+        if (r >= 0)
+                r = import_start(s, sb, c, seq, errmsg, errmsg_size);
         if (r < 0) {
-                snprintf(errmsg, errmsg_size, "cannot import '%.200s': %s", req->source_dir, strerror(-r));
-                goto fail;
+                (void) tree_remove_at(s->sandboxes_fd, sb->id);
+                sandbox_free(sb);
+                return r;
         }
-        strlcpy(rec.name, sb->name, sizeof(rec.name));
-        rec.owner_uid = sb->owner_uid;
-        rec.source_dir = sb->source_dir;
-        rec.memory_bytes = sb->memory_bytes;
-        rec.pids_max = sb->pids_max;
-        rec.cpu_weight = sb->cpu_weight;
-        rec.created_unix = sb->created_unix;
-        r = store_sandbox_insert(s->store, &rec, "original");
-        if (r < 0) {
-                snprintf(errmsg, errmsg_size, "cannot record the sandbox: %s", strerror(-r));
-                goto fail;
-        }
-        TAILQ_INSERT_TAIL(&s->sandboxes, sb, link);
-        log_info("Created sandbox '%s' from '%s' for uid %u", sb->name, sb->source_dir, sb->owner_uid);
-        *ret = sb;
+        log_info("Creating sandbox '%s' (%s) from '%s' for uid %u", sb->name, sb->id, sb->source_dir, sb->owner_uid);
         return 0;
-fail:
-        sandbox_free(sb);
-        (void) tree_remove_at(s->sandboxes_fd, req->name);
-        return r;
+}
+
+void imports_free(Server *s) {
+        Import *imp;
+
+        while ((imp = TAILQ_FIRST(&s->imports))) {
+                pidfd_kill_wait(imp->pidfd_src.fd);
+                (void) waitid((idtype_t) P_PIDFD, (id_t) imp->pidfd_src.fd, &(siginfo_t) {}, WEXITED);
+                (void) tree_remove_at(s->sandboxes_fd, imp->sandbox->id);
+                imp->sandbox = sandbox_free(imp->sandbox);
+                import_free(s, imp);
+        }
+}
+
+/* ---- deletion ------------------------------------------------------------------- */
+
+typedef struct IdList {
+        char (*ids)[sizeof(((StoreCommand *) NULL)->id)];
+        size_t n, cap;
+} IdList;
+
+static int id_list_add(const char *id, void *userdata) {
+        IdList *l = userdata;
+
+        if (l->n == l->cap) {
+                size_t ncap = l->cap ? l->cap * 2 : 64;
+                void *n = realloc(l->ids, ncap * sizeof(*l->ids));
+                if (!n)
+                        return -ENOMEM;
+                l->ids = n;
+                l->cap = ncap;
+        }
+        strlcpy(l->ids[l->n++], id, sizeof(*l->ids));
+        return 0;
 }
 
 int sandbox_delete(Server *s, Sandbox *sb) {
         WorkspaceSession *ws, *next;
+        IdList commands = {};
         int r;
 
         TAILQ_FOREACH_SAFE(ws, &s->sessions, link, next)
@@ -212,19 +469,56 @@ int sandbox_delete(Server *s, Sandbox *sb) {
                         session_destroy(s, ws);
         /* Their overlays hold the layers about to be removed. */
         sessions_wait_ended(s, sb);
-        r = store_sandbox_delete(s->store, sb->name);
-        if (r < 0)
+        r = store_sandbox_delete(s->store, sb->id, id_list_add, &commands);
+        if (r < 0) {
+                free(commands.ids);
                 return r;
+        }
         TAILQ_REMOVE(&s->sandboxes, sb, link);
-        r = tree_remove_at(s->sandboxes_fd, sb->name);
+        /* The files after the commit; what a crash leaves of them, sbxctl gc removes. */
+        for (size_t i = 0; i < commands.n; i++) {
+                int k = transcript_remove(s->transcripts_fd, commands.ids[i]);
+                if (k < 0 && k != -ENOENT)
+                        log_warning_errno(k, "Failed to remove the transcript of %s, ignoring: %m", commands.ids[i]);
+        }
+        r = tree_remove_at(s->sandboxes_fd, sb->id);
         if (r < 0)
                 log_warning_errno(r, "Failed to remove the files of sandbox '%s', ignoring: %m", sb->name);
-        log_info("Deleted sandbox '%s'", sb->name);
+        log_info("Deleted sandbox '%s' (%s) with its %zu commands", sb->name, sb->id, commands.n);
+        free(commands.ids);
         sandbox_free(sb);
         return 0;
 }
 
+unsigned sandbox_dirs_collect(Server *s) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        unsigned removed = 0;
+        Import *imp;
+
+        d = opendir_at(s->sandboxes_fd);
+        if (!d)
+                return 0;
+        for (struct dirent *de; (de = readdir(d));) {
+                bool importing = false;
+
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                TAILQ_FOREACH(imp, &s->imports, link)
+                        importing |= strcmp(imp->sandbox->id, de->d_name) == 0;
+                /* A record of that id (or, not yet renamed, of that name) keeps it. */
+                if (importing || store_sandbox_known(s->store, de->d_name) != 0)
+                        continue;
+                int r = tree_remove_at(s->sandboxes_fd, de->d_name);
+                if (r >= 0)
+                        removed++;
+                else
+                        log_warning_errno(r, "Failed to remove sandboxes/%s, ignoring: %m", de->d_name);
+        }
+        return removed;
+}
+
 void sandbox_info(Server *s, const Sandbox *sb, Sbx__SandboxInfo *ret) {
+        ret->id = (char *) sb->id;
         ret->name = (char *) sb->name;
         ret->owner_uid = sb->owner_uid;
         ret->source_dir = sb->source_dir;

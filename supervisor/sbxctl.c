@@ -103,7 +103,7 @@ typedef struct Args {
         bool json;
         const char *name;       /* the sandbox */
         const char *id;         /* the session or command */
-        char *source_dir;       /* realpath() result, owned */
+        char *source_dir;       /* absolute, owned */
         uint64_t memory_bytes;
         uint32_t pids_max;
         uint32_t cpu_weight;
@@ -159,7 +159,7 @@ static void help(void) {
                "Options:\n"
                "  --socket PATH   sbxd socket (default: $SBX_SOCKET or %2$s)\n"
                "  --json          print the reply as JSON\n"
-               "  --source DIR    directory to import (made absolute)\n"
+               "  --source DIR    directory to import (made absolute, no symlink followed)\n"
                "  --memory BYTES  memory limit; K, M and G suffixes are powers of 1024\n"
                "  --cpu-weight N  relative CPU share, 1 to 10000 (default 100)\n"
                "  --pids N        maximum number of processes\n"
@@ -280,20 +280,22 @@ static int parse_owner(const char *s, uint32_t *ret) {
         return 0;
 }
 
+/* Made absolute against the working directory, but not resolved: sbxd
+ * follows no symlink on the way to a source, and a root sbxctl must not
+ * follow them for it either. */
 static int parse_source(const char *s, char **ret) {
-        _cleanup_free_ char *p = NULL;
-        struct stat st;
+        _cleanup_free_ char *cwd = NULL;
+        char *p;
 
         if (*s == '\0')
                 return -EINVAL;
-        p = realpath(s, NULL);
+        if (s[0] == '/')
+                p = strdup(s);
+        else if (!(cwd = getcwd(NULL, 0)) || asprintf(&p, "%s/%s", cwd, s) < 0)
+                p = NULL;
         if (!p)
-                return -errno;
-        if (stat(p, &st) < 0)
-                return -errno;
-        if (!S_ISDIR(st.st_mode))
-                return -ENOTDIR;
-        *ret = TAKE_PTR(p);
+                return errno > 0 ? -errno : -ENOMEM;
+        *ret = p;
         return 0;
 }
 
@@ -668,8 +670,9 @@ static json_int_t json_u64(uint64_t v) {
 }
 
 static json_t *sandbox_to_json(const Sbx__SandboxInfo *s) {
-        return json_pack("{s:o, s:I, s:o, s:I, s:I, s:I, s:I, s:I}",
+        return json_pack("{s:o, s:o, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I}",
                          "name", json_str(s->name),
+                         "id", json_str(s->id),
                          "owner_uid", (json_int_t) s->owner_uid,
                          "source_dir", json_str(s->source_dir),
                          "memory_bytes", json_u64(s->memory_bytes),
@@ -681,7 +684,7 @@ static json_t *sandbox_to_json(const Sbx__SandboxInfo *s) {
 }
 
 static json_t *status_to_json(const Sbx__StatusReply *s) {
-        return json_pack("{s:o, s:I, s:I, s:f, s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+        return json_pack("{s:o, s:I, s:I, s:f, s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:b}",
                          "version", json_str(s->version),
                          "proto_version", (json_int_t) s->proto_version,
                          "pid", (json_int_t) s->pid,
@@ -693,7 +696,8 @@ static json_t *status_to_json(const Sbx__StatusReply *s) {
                          "running_commands", (json_int_t) s->running_commands,
                          "clients", (json_int_t) s->clients,
                          "state_dir", json_str(s->state_dir),
-                         "run_dir", json_str(s->run_dir));
+                         "run_dir", json_str(s->run_dir),
+                         "caller_only", (int) s->caller_only);
 }
 
 /* Print j (taking ownership) on stdout, followed by a newline. */
@@ -875,6 +879,8 @@ static int print_sandbox_show(const Sbx__SandboxListReply *l, const char *name, 
         format_time(s->created_unix, created, sizeof(created));
         fputs("name: ", stdout);
         fputs_safe(s->name, stdout);
+        fputs("\nid: ", stdout);
+        fputs_safe(s->id, stdout);
         printf("\nowner: %" PRIu32 "\n", s->owner_uid);
         fputs("source: ", stdout);
         fputs_safe(s->source_dir, stdout);
@@ -888,6 +894,39 @@ static int print_sandbox_show(const Sbx__SandboxListReply *l, const char *name, 
         printf("layers: %" PRIu32 "\n", s->layer_count);
         printf("live sessions: %" PRIu32 "\n", s->live_sessions);
         printf("created: %s\n", created);
+        return EXIT_OK;
+}
+
+/* The new sandbox, and what of its source the owner may not read (left out). */
+static int print_sandbox_created(const Sbx__SandboxInfo *s, bool json) {
+        if (json) {
+                json_t *j = sandbox_to_json(s), *paths = json_array();
+                bool ok = j && paths;
+
+                for (size_t i = 0; ok && i < s->n_unreadable_paths; i++)
+                        ok = json_array_append_new(paths, json_str(s->unreadable_paths[i])) == 0;
+                ok = ok && json_object_set_new(j, "unreadable", json_integer(s->unreadable)) == 0;
+                /* set_new takes the value, whether it succeeds or not */
+                ok = ok && json_object_set_new(j, "unreadable_paths", TAKE_PTR(paths)) == 0;
+                json_decref(paths);
+                if (!ok) {
+                        json_decref(j);
+                        j = NULL;
+                }
+                return print_json(j);
+        }
+        fputs("created sandbox ", stdout);
+        fputs_safe(s->name, stdout);
+        putchar('\n');
+        if (s->unreadable == 0)
+                return EXIT_OK;
+        printf("not imported: %" PRIu32 " entr%s of the source that the owner (uid %" PRIu32 ") may not read:",
+               s->unreadable, s->unreadable == 1 ? "y" : "ies", s->owner_uid);
+        for (size_t i = 0; i < s->n_unreadable_paths; i++) {
+                fputs(i ? ", " : " ", stdout);
+                fputs_safe(s->unreadable_paths[i], stdout);
+        }
+        puts(s->unreadable > s->n_unreadable_paths ? ", ..." : "");
         return EXIT_OK;
 }
 
@@ -1162,16 +1201,18 @@ static int print_gc(const Sbx__GcReply *g, bool json) {
         char freed[24];
 
         if (json)
-                return print_json(json_pack("{s:I, s:I, s:I}",
+                return print_json(json_pack("{s:I, s:I, s:I, s:I}",
                                             "transcripts_removed", (json_int_t) g->transcripts_removed,
                                             "layers_removed", (json_int_t) g->layers_removed,
+                                            "sandboxes_removed", (json_int_t) g->sandboxes_removed,
                                             "bytes_freed", json_u64(g->bytes_freed)));
         if (g->bytes_freed == 0)
                 snprintf(freed, sizeof(freed), "0B");
         else
                 format_size(g->bytes_freed, freed, sizeof(freed));
-        printf("removed %" PRIu32 " transcript(s) and %" PRIu32 " layer(s), freed %s\n",
-               g->transcripts_removed, g->layers_removed, freed);
+        printf("removed %" PRIu32 " transcript(s), %" PRIu32 " layer(s) and the files of %" PRIu32
+               " deleted sandbox(es), freed %s\n",
+               g->transcripts_removed, g->layers_removed, g->sandboxes_removed, freed);
         return EXIT_OK;
 }
 
@@ -1185,7 +1226,8 @@ static int print_status(const Sbx__StatusReply *s, bool json) {
         fputs("version: ", stdout);
         fputs_safe(s->version, stdout);
         printf("\nprotocol: %" PRIu32 "\n", s->proto_version);
-        printf("pid: %" PRId64 "\n", s->pid);
+        if (!s->caller_only)
+                printf("pid: %" PRId64 "\n", s->pid);
         printf("uptime: %s\n", uptime);
         fputs("cgroup backend: ", stdout);
         fputs_safe(s->cgroup_backend, stdout);
@@ -1194,6 +1236,11 @@ static int print_status(const Sbx__StatusReply *s, bool json) {
         printf("spare sessions: %" PRIu32 "\n", s->spare_sessions);
         printf("running commands: %" PRIu32 "\n", s->running_commands);
         printf("clients: %" PRIu32 "\n", s->clients);
+        if (s->caller_only) {
+                /* sbxd answers anyone but root with their own figures only */
+                puts("(the counts are of your own sandboxes and connections)");
+                return EXIT_OK;
+        }
         fputs("state dir: ", stdout);
         fputs_safe(s->state_dir, stdout);
         fputs("\nrun dir: ", stdout);
@@ -1371,12 +1418,7 @@ static int run(const Args *a) {
 
         switch (a->verb) {
         case VERB_SANDBOX_CREATE:
-                if (a->json)
-                        return print_json(sandbox_to_json(reply->reply->sandbox));
-                fputs("created sandbox ", stdout);
-                fputs_safe(a->name, stdout);
-                putchar('\n');
-                return EXIT_OK;
+                return print_sandbox_created(reply->reply->sandbox, a->json);
         case VERB_SANDBOX_LIST:
                 return print_sandbox_list(reply->reply->sandbox_list, a->json);
         case VERB_SANDBOX_SHOW:

@@ -90,11 +90,6 @@ static int parse_u64(const char *v, uint64_t *ret) {
         return 0;
 }
 
-/* socket_group: members of this group may connect to sbxd.sock (mode 0660,
- * group-owned); unset, the socket is 0666. Either way every request is
- * authorized by SO_PEERCRED against the sandbox's owner. */
-static gid_t socket_gid = (gid_t) -1;
-
 static int parse_group(const char *value, gid_t *ret) {
         const struct group *gr;
         char *end;
@@ -114,16 +109,40 @@ static int parse_group(const char *value, gid_t *ret) {
         return 0;
 }
 
+/* 0600, 0660 or 0666: connecting needs read and write, and root always may. */
+static int parse_socket_mode(const char *value, mode_t *ret) {
+        char *end;
+        unsigned long m;
+
+        errno = 0;
+        m = strtoul(value, &end, 8);
+        if (errno || end == value || *end || (m != 0600 && m != 0660 && m != 0666))
+                return -EINVAL;
+        *ret = (mode_t) m;
+        return 0;
+}
+
 static int config_set(Config *cfg, const char *key, const char *value, char *err, size_t err_size) {
         uint64_t v = 0;
 
+        /* socket_group: its members may connect to sbxd.sock (group-owned, 0660
+         * by default); unset, only root may (0600) unless socket_mode says
+         * otherwise. Either way every request is authorized by SO_PEERCRED
+         * against the sandbox's owner. */
         if (strcmp(key, "socket_group") == 0) {
                 if (value[0] == '\0') {
-                        socket_gid = (gid_t) -1;
+                        cfg->socket_gid = (gid_t) -1;
                         return 0;
                 }
-                if (parse_group(value, &socket_gid) < 0) {
+                if (parse_group(value, &cfg->socket_gid) < 0) {
                         snprintf(err, err_size, "socket_group: no such group '%.40s' (create it, e.g. with systemd-sysusers)", value);
+                        return -EINVAL;
+                }
+                return 0;
+        }
+        if (strcmp(key, "socket_mode") == 0) {
+                if (parse_socket_mode(value, &cfg->socket_mode) < 0) {
+                        snprintf(err, err_size, "socket_mode: '%.40s' is not 0600, 0660 or 0666", value);
                         return -EINVAL;
                 }
                 return 0;
@@ -170,6 +189,7 @@ static int config_set(Config *cfg, const char *key, const char *value, char *err
                 { "uid_count", 1, 65536 },
                 { "session_spares", 0, SBX_SPARES_MAX },
                 { "session_spare_idle_seconds", 1, 86400 },
+                { "client_idle_seconds", 1, 86400 },
         };
         size_t i;
 
@@ -208,6 +228,8 @@ static int config_set(Config *cfg, const char *key, const char *value, char *err
                 cfg->session_spares = (uint32_t) v;
         else if (strcmp(key, "session_spare_idle_seconds") == 0)
                 cfg->spare_idle_seconds = (uint32_t) v;
+        else if (strcmp(key, "client_idle_seconds") == 0)
+                cfg->client_idle_seconds = (uint32_t) v;
         return 0;
 }
 
@@ -363,6 +385,8 @@ static int socket_claim(const Server *s) {
 
 static int listen_socket(Server *s) {
         struct sockaddr_un sa;
+        gid_t gid = s->cfg.socket_gid;
+        mode_t mode = s->cfg.socket_mode ?: gid != (gid_t) -1 ? 0660 : 0600;
         int fd, r;
 
         r = socket_address(s, &sa);
@@ -373,8 +397,8 @@ static int listen_socket(Server *s) {
                 return log_error_errno(-errno, "Cannot create the socket: %m");
         /* chown before chmod: until both are done the socket keeps bind's umask mode. */
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ||
-            (socket_gid != (gid_t) -1 && chown(sa.sun_path, (uid_t) -1, socket_gid) < 0) ||
-            chmod(sa.sun_path, socket_gid != (gid_t) -1 ? 0660 : 0666) < 0 || listen(fd, 64) < 0) {
+            (gid != (gid_t) -1 && chown(sa.sun_path, (uid_t) -1, gid) < 0) || chmod(sa.sun_path, mode) < 0 ||
+            listen(fd, 64) < 0) {
                 r = -errno;
                 safe_close(fd);
                 return log_error_errno(r, "Cannot listen on %s: %m", sa.sun_path);
@@ -447,6 +471,7 @@ static int server_init(Server *s) {
 
         TAILQ_INIT(&s->clients);
         TAILQ_INIT(&s->sandboxes);
+        TAILQ_INIT(&s->imports);
         TAILQ_INIT(&s->sessions);
         TAILQ_INIT(&s->ending);
         TAILQ_INIT(&s->commands);
@@ -498,8 +523,13 @@ static int server_init(Server *s) {
         if (r < 0)
                 return log_error_errno(r, "Cannot allocate the file index cache: %m");
         r = store_open(s->state_fd, &s->store);
+        if (r == -EPROTONOSUPPORT)
+                return log_error_errno(r, "Cannot open %s/sbx.db: it was written by a newer sbxd", s->cfg.state_dir);
         if (r < 0)
                 return log_error_errno(r, "Cannot open %s/sbx.db: %m", s->cfg.state_dir);
+        if (store_migrated_from(s->store))
+                log_notice("Migrated %s/sbx.db from schema %u: records are kept by sandbox id", s->cfg.state_dir,
+                           store_migrated_from(s->store));
         r = store_commands_mark_lost(s->store, now_unix_usec(), &lost);
         if (r < 0)
                 return log_error_errno(r, "Cannot update command records: %m");
@@ -562,6 +592,7 @@ static void server_done(Server *s) {
                 session_destroy(s, ws);
         }
         sessions_wait_ended(s, NULL);
+        imports_free(s);
         s->spawner = spawner_free(s->spawner);
         while ((c = TAILQ_FIRST(&s->clients)))
                 client_free(s, c);
@@ -589,7 +620,8 @@ static int server_run(Server *s) {
         struct epoll_event events[32];
 
         while (!s->quit) {
-                unsigned long long deadline = MIN(commands_next_deadline(s), spares_next_deadline(s));
+                unsigned long long deadline =
+                        MIN(MIN(commands_next_deadline(s), spares_next_deadline(s)), clients_next_deadline(s));
                 unsigned long long now = now_usec();
                 int timeout = deadline == ~0ull ? -1 : deadline <= now ? 0 : (int) MIN((deadline - now + 999) / 1000, 60000ull);
                 int n = epoll_wait(s->epoll_fd, events, ELEMENTSOF(events), timeout);
@@ -609,6 +641,7 @@ static int server_run(Server *s) {
                 }
                 commands_run_deadlines(s);
                 spares_run_deadlines(s);
+                clients_run_deadlines(s);
                 clients_reap(s);
         }
         return 0;
@@ -640,6 +673,8 @@ int main(int argc, char **argv) {
                         .spare_idle_seconds = SBX_SPARE_IDLE_DEFAULT_S,
                         .uid_base = 100000,
                         .uid_count = 65536,
+                        .socket_gid = (gid_t) -1,
+                        .client_idle_seconds = SBX_CLIENT_IDLE_DEFAULT_S,
                 },
                 .epoll_fd = -EBADF, .state_fd = -EBADF, .sandboxes_fd = -EBADF, .transcripts_fd = -EBADF, .staging_fd = -EBADF,
                 .worker_exe_fd = -EBADF, .listen_src.fd = -EBADF, .signal_src.fd = -EBADF,

@@ -37,10 +37,14 @@ typedef struct Config {
         bool allow_io_uring;            /* seccomp leaves io_uring_* allowed (sbx-security(7)) */
         uint32_t session_spares;        /* spare automatic sessions per sandbox (spare.c) */
         uint32_t spare_idle_seconds;    /* an unused spare goes after this */
+        gid_t socket_gid;               /* socket_group, or (gid_t) -1 */
+        mode_t socket_mode;             /* 0: 0660 with socket_group, else 0600 */
+        uint32_t client_idle_seconds;   /* a client with no request this long is closed */
 } Config;
 
 typedef struct Sandbox {
         TAILQ_ENTRY(Sandbox) link;
+        char id[SBX_SANDBOX_ID_SIZE];   /* immutable: keys its records and names STATE/sandboxes/ID */
         char name[65];
         uid_t owner_uid;
         char *source_dir;
@@ -70,6 +74,16 @@ typedef enum SessionState {
 
 typedef struct Command Command;
 typedef struct Client Client;
+
+/* A sandbox being created: sbx-worker --import builds its layer 0 (sandbox.c). */
+typedef struct Import {
+        TAILQ_ENTRY(Import) link;
+        Sandbox *sandbox;           /* not in Server.sandboxes until the import succeeded */
+        EventSource pidfd_src;      /* the helper's pidfd: readable once it exited */
+        int sock;                   /* its answer, an ImportResult, waits here */
+        Client *creator;            /* answered when it is done (NULL: gone) */
+        uint32_t creator_seq;
+} Import;
 
 typedef struct WorkspaceSession {
         TAILQ_ENTRY(WorkspaceSession) link;
@@ -127,7 +141,7 @@ struct Command {
         bool has_publication;
         Sbx__Publication publication;
         char publication_owner[64];
-        char publication_error[256];
+        char publication_error[300];
         TAILQ_HEAD(, Waiter) waiters;
 };
 
@@ -142,6 +156,7 @@ struct Client {
         EventSource src;
         uid_t uid;
         pid_t pid;
+        unsigned long long active_usec; /* its last request or answer; idle from then on */
         bool hello;
         bool dead;              /* dropped; freed by the loop once no handler holds it */
         unsigned queued;
@@ -167,6 +182,7 @@ struct Server {
         unsigned n_clients;
         TAILQ_HEAD(, Client) clients;
         TAILQ_HEAD(, Sandbox) sandboxes;
+        TAILQ_HEAD(, Import) imports;
         struct SessionList sessions;
         struct SessionList ending;      /* killed; freed once their PID 1 is gone */
         TAILQ_HEAD(, Command) commands;
@@ -182,14 +198,28 @@ void client_free(Server *s, Client *c);
 void clients_reap(Server *s);
 void client_reply_error(Server *s, Client *c, uint32_t seq, int err, const char *fmt, ...) _printf_(5, 6);
 void client_reply(Server *s, Client *c, uint32_t seq, Sbx__Reply *reply);
+/* Clients idle for client_idle_seconds are closed (they reconnect when they need to). */
+unsigned long long clients_next_deadline(Server *s);
+void clients_run_deadlines(Server *s);
+/* Answer the client that asked for a sandbox (sb NULL: err and why say why not). */
+void sandbox_answer_creator(Server *s, Client *c, uint32_t seq, const Sandbox *sb, const Sbx__ImportResult *result,
+                            int err, const char *why);
 
 /* sandbox.c */
 int sandboxes_load(Server *s);
 Sandbox *sandbox_find(Server *s, const char *name);
-int sandbox_create(Server *s, const Sbx__SandboxCreate *req, uid_t caller, Sandbox **ret,
-                   char *errmsg, size_t errmsg_size);
+/* Start creating a sandbox; once its source is imported the client is
+ * answered (sandbox_answer_creator). Fails at once with errmsg set. */
+int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t seq, char *errmsg,
+                   size_t errmsg_size);
+/* Delete the sandbox and all its records; its files go after the commit. */
 int sandbox_delete(Server *s, Sandbox *sb);
 void sandbox_info(Server *s, const Sandbox *sb, Sbx__SandboxInfo *ret);
+/* Remove directories of sandboxes that have no record (a crash during a
+ * delete or a create); returns how many went. */
+unsigned sandbox_dirs_collect(Server *s);
+/* Stop the imports still running (sbxd is stopping); nothing of them stays. */
+void imports_free(Server *s);
 void sandboxes_free(Server *s);
 bool name_is_valid(const char *name);
 

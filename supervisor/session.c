@@ -116,7 +116,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
             strlcpy(p.image_dir, s->image_dir, sizeof(p.image_dir)) >= sizeof(p.image_dir) ||
             strlcpy(p.lowerdirs, lowerdirs, sizeof(p.lowerdirs)) >= sizeof(p.lowerdirs) ||
             (size_t) snprintf(p.layers_dir, sizeof(p.layers_dir), "%s/sandboxes/%s/layers", s->cfg.state_dir,
-                              sb->name) >= sizeof(p.layers_dir)) {
+                              sb->id) >= sizeof(p.layers_dir)) {
                 r = -ENAMETOOLONG;
                 snprintf(errmsg, errmsg_size, "cannot start a workspace session: a path or the layer list is too long");
                 goto fail;
@@ -272,7 +272,8 @@ static void publication_to_command(WorkspaceSession *ws, Command *c, int r, cons
         snprintf(c->publication_owner, sizeof(c->publication_owner), "workspace_session:%s", ws->id);
         c->publication_error[0] = '\0';
         if (r < 0)
-                snprintf(c->publication_error, sizeof(c->publication_error), "publication failed: %s", strerror(-r));
+                snprintf(c->publication_error, sizeof(c->publication_error), "publication failed: %s",
+                         res->error[0] ? res->error : strerror(-r));
         else if (res->n_conflicts > 0)
                 snprintf(c->publication_error, sizeof(c->publication_error),
                          "not published: %zu path(s) were changed by layers published after this session started; "
@@ -303,8 +304,8 @@ int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwri
                 r = upper < 0 ? -errno
                               : publish_tree(s, ws->sandbox, upper, owner, ws->base_layer, overwrite, -1, NULL, &res);
                 if (r < 0)
-                        log_error_errno(r, "Failed to publish workspace session %s of sandbox '%s': %m", ws->id,
-                                        ws->sandbox->name);
+                        log_error_errno(r, "Failed to publish workspace session %s of sandbox '%s': %s", ws->id,
+                                        ws->sandbox->name, res.error[0] ? res.error : strerror(-r));
                 else if (res.n_conflicts > 0)
                         log_info("Publication of %s refused: %zu conflicting paths", ws->id, res.n_conflicts);
                 else if (res.published)
@@ -373,7 +374,7 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
                 free(c);
                 return r;
         }
-        strlcpy(c->rec.sandbox, ws->sandbox->name, sizeof(c->rec.sandbox));
+        strlcpy(c->rec.sandbox, ws->sandbox->id, sizeof(c->rec.sandbox));
         strlcpy(c->rec.workspace_session, ws->id, sizeof(c->rec.workspace_session));
         strlcpy(c->rec.status, "running", sizeof(c->rec.status));
         c->rec.started_unix_usec = now_unix_usec();
@@ -822,7 +823,7 @@ int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t st
         int r;
 
         if (c) {
-                if (strcmp(c->rec.sandbox, sb->name) != 0)
+                if (strcmp(c->rec.sandbox, sb->id) != 0)
                         return -ENOENT;
                 rec = c->rec;
                 t = c->transcript;
@@ -832,7 +833,7 @@ int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t st
                 r = store_command_get(s->store, id, &rec);
                 if (r < 0)
                         return r;
-                if (strcmp(rec.sandbox, sb->name) != 0)
+                if (strcmp(rec.sandbox, sb->id) != 0)
                         return -ENOENT;
                 r = transcript_open(s->transcripts_fd, id, &opened);
                 if (r < 0)

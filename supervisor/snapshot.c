@@ -50,7 +50,7 @@ int snapshot_mount(Server *s, const Sandbox *sb, uint32_t squashed, uint32_t top
                 struct mount_attr attr = {
                         .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
                 };
-                snprintf(path, sizeof(path), "%s/sandboxes/%s/layers/%s", s->cfg.state_dir, sb->name, lowers);
+                snprintf(path, sizeof(path), "%s/sandboxes/%s/layers/%s", s->cfg.state_dir, sb->id, lowers);
                 mfd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
                 if (mfd < 0)
                         return -errno;
@@ -68,7 +68,7 @@ int snapshot_mount(Server *s, const Sandbox *sb, uint32_t squashed, uint32_t top
         /* One lower per call where the kernel has "lowerdir+" (6.8); else the classic string. */
         for (char *p = lowers, *colon; p; p = colon ? colon + 1 : NULL) {
                 colon = strchr(p, ':');
-                snprintf(path, sizeof(path), "%s/sandboxes/%s/layers/%.*s", s->cfg.state_dir, sb->name,
+                snprintf(path, sizeof(path), "%s/sandboxes/%s/layers/%.*s", s->cfg.state_dir, sb->id,
                          colon ? (int) (colon - p) : (int) strlen(p), p);
                 if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", path, 0) < 0) {
                         if (errno != EINVAL || p != lowers)
@@ -86,7 +86,7 @@ classic: {
         for (char *p = lowers, *colon; p; p = colon ? colon + 1 : NULL) {
                 colon = strchr(p, ':');
                 n += (size_t) snprintf(opt + n, size - n, "%s%s/sandboxes/%s/layers/%.*s", n ? ":" : "",
-                                       s->cfg.state_dir, sb->name, colon ? (int) (colon - p) : (int) strlen(p), p);
+                                       s->cfg.state_dir, sb->id, colon ? (int) (colon - p) : (int) strlen(p), p);
         }
         if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", opt, 0) < 0)
                 return -errno;
@@ -230,7 +230,8 @@ static int apply_layer(int src, int dst, unsigned depth) {
                 /* Anything else replaces what was there. */
                 r = remove_entry(dst, name);
                 if (r >= 0)
-                        r = tree_copy_entry(dirfd(d), dst, name, TREE_COPY_HARDLINK | TREE_COPY_DROP_WHITEOUTS);
+                        r = tree_copy_entry(dirfd(d), dst, name,
+                                             TREE_COPY_HARDLINK | TREE_COPY_DROP_WHITEOUTS | TREE_COPY_CLEAR_SETID);
         }
         if (r >= 0 && errno != 0)
                 r = -errno;
@@ -260,7 +261,8 @@ int snapshot_compact(Server *s, Sandbox *sb) {
                 r = -errno;
                 goto fail;
         }
-        r = tree_copy(src, dst, -1, TREE_COPY_HARDLINK | TREE_COPY_DROP_WHITEOUTS, NULL);
+        r = tree_copy(src, dst, -1, TREE_COPY_HARDLINK | TREE_COPY_DROP_WHITEOUTS | TREE_COPY_CLEAR_SETID, NULL,
+                      NULL);
         if (r >= 0)
                 r = copy_dir_attributes(src, dst);
         for (uint32_t i = sb->squashed + 1; r >= 0 && i <= target; i++) {
@@ -283,7 +285,7 @@ int snapshot_compact(Server *s, Sandbox *sb) {
                 goto fail;
         (void) fsync(sb->layers_fd);
         /* The record makes it the base; before it, startup removes it as unrecorded. */
-        r = store_squash_set(s->store, sb->name, target);
+        r = store_squash_set(s->store, sb->id, target);
         if (r < 0) {
                 (void) tree_remove_at(sb->layers_fd, new_base);
                 return r;

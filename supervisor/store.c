@@ -10,23 +10,24 @@
 
 struct Store {
         sqlite3 *db;
+        unsigned migrated_from;         /* the schema version store_open migrated from, or 0 */
 };
 
+/* Schema 2: every record of a sandbox is keyed by its immutable id (a name
+ * may be reused after a delete) and goes with it (ON DELETE CASCADE). */
+#define SCHEMA_VERSION 2
 static const char schema[] =
-        "PRAGMA journal_mode=WAL;"
-        /* Command records need not survive a power loss; publications do (store_begin_durable). */
-        "PRAGMA synchronous=NORMAL;"
-        "PRAGMA foreign_keys=ON;"
         "CREATE TABLE IF NOT EXISTS sandboxes ("
-        "  name TEXT PRIMARY KEY, owner_uid INTEGER NOT NULL, source_dir TEXT NOT NULL,"
+        "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, owner_uid INTEGER NOT NULL, source_dir TEXT NOT NULL,"
         "  memory_bytes INTEGER NOT NULL, pids_max INTEGER NOT NULL,"
         "  created_unix INTEGER NOT NULL, cpu_weight INTEGER NOT NULL DEFAULT 100);"
         "CREATE TABLE IF NOT EXISTS layers ("
-        "  sandbox TEXT NOT NULL REFERENCES sandboxes(name) ON DELETE CASCADE,"
+        "  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
         "  seq INTEGER NOT NULL, owner TEXT NOT NULL, changed_paths INTEGER NOT NULL,"
         "  created_unix INTEGER NOT NULL, PRIMARY KEY (sandbox, seq));"
         "CREATE TABLE IF NOT EXISTS commands ("
-        "  id TEXT PRIMARY KEY, sandbox TEXT NOT NULL, workspace_session TEXT NOT NULL,"
+        "  id TEXT PRIMARY KEY, sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  workspace_session TEXT NOT NULL,"
         "  status TEXT NOT NULL, exit_code INTEGER, signal INTEGER NOT NULL DEFAULT 0,"
         "  end_reason TEXT NOT NULL DEFAULT '', started_usec INTEGER NOT NULL,"
         "  ended_usec INTEGER NOT NULL DEFAULT 0, raw_bytes INTEGER NOT NULL DEFAULT 0,"
@@ -40,12 +41,42 @@ static const char schema[] =
         "CREATE INDEX IF NOT EXISTS layer_paths_by_path ON layer_paths(sandbox, path);"
         /* Current line attribution of each published text file. */
         "CREATE TABLE IF NOT EXISTS blame ("
-        "  sandbox TEXT NOT NULL REFERENCES sandboxes(name) ON DELETE CASCADE,"
+        "  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
         "  path TEXT NOT NULL, ranges TEXT NOT NULL, PRIMARY KEY (sandbox, path));"
         /* Layers 0..squashed are merged into one directory (compaction). */
         "CREATE TABLE IF NOT EXISTS squashes ("
-        "  sandbox TEXT PRIMARY KEY REFERENCES sandboxes(name) ON DELETE CASCADE,"
+        "  sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id) ON DELETE CASCADE,"
         "  squashed INTEGER NOT NULL);";
+
+/* Schema 1 (user_version 0) keyed everything by the sandbox's name, and a
+ * deleted sandbox's commands stayed. Its tables are renamed away, the rows
+ * move to schema 2 under a new id per sandbox, and a command older than its
+ * sandbox's record, left by an earlier sandbox of that name, is not carried
+ * over (sbxctl gc removes its transcript). One transaction: a crash leaves
+ * schema 1 as it was. */
+static const char migrate_from_1[] =
+        "DROP INDEX IF EXISTS commands_by_sandbox;"
+        "DROP INDEX IF EXISTS layer_paths_by_seq;"
+        "DROP INDEX IF EXISTS layer_paths_by_path;"
+        "ALTER TABLE sandboxes RENAME TO v1_sandboxes;"
+        "ALTER TABLE layers RENAME TO v1_layers;"
+        "ALTER TABLE commands RENAME TO v1_commands;"
+        "ALTER TABLE layer_paths RENAME TO v1_layer_paths;"
+        "ALTER TABLE blame RENAME TO v1_blame;"
+        "ALTER TABLE squashes RENAME TO v1_squashes;";
+static const char migrate_from_1_rows[] =
+        "INSERT INTO sandboxes SELECT 'sb-' || lower(hex(randomblob(8))), name, owner_uid, source_dir,"
+        "  memory_bytes, pids_max, created_unix, cpu_weight FROM v1_sandboxes;"
+        "INSERT INTO layers SELECT s.id, l.seq, l.owner, l.changed_paths, l.created_unix"
+        "  FROM v1_layers l JOIN sandboxes s ON s.name = l.sandbox;"
+        "INSERT INTO layer_paths SELECT s.id, p.seq, p.path FROM v1_layer_paths p JOIN sandboxes s ON s.name = p.sandbox;"
+        "INSERT INTO blame SELECT s.id, b.path, b.ranges FROM v1_blame b JOIN sandboxes s ON s.name = b.sandbox;"
+        "INSERT INTO squashes SELECT s.id, q.squashed FROM v1_squashes q JOIN sandboxes s ON s.name = q.sandbox;"
+        "INSERT INTO commands SELECT c.id, s.id, c.workspace_session, c.status, c.exit_code, c.signal, c.end_reason,"
+        "  c.started_usec, c.ended_usec, c.raw_bytes, c.cmd"
+        "  FROM v1_commands c JOIN sandboxes s ON s.name = c.sandbox WHERE c.started_usec >= s.created_unix * 1000000;"
+        "DROP TABLE v1_layer_paths; DROP TABLE v1_layers; DROP TABLE v1_commands;"
+        "DROP TABLE v1_blame; DROP TABLE v1_squashes; DROP TABLE v1_sandboxes;";
 
 static int sql_err(int rc) {
         switch (rc) {
@@ -73,10 +104,53 @@ static void stmt_finalizep(sqlite3_stmt **st) {
 }
 #define _cleanup_stmt_ _cleanup_(stmt_finalizep)
 
+static int exec_sql(Store *s, const char *sql);
+static int query_int(Store *s, const char *sql, int *ret);
+
+/* Bring the schema to SCHEMA_VERSION: create it in a new database, migrate an older one. */
+static int schema_update(Store *s) {
+        int version, has_tables, r;
+
+        r = query_int(s, "PRAGMA user_version", &version);
+        if (r < 0)
+                return r;
+        if (version > SCHEMA_VERSION)
+                return -EPROTONOSUPPORT; /* made by a newer sbxd */
+        if (version == SCHEMA_VERSION)
+                return exec_sql(s, schema);
+        r = query_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sandboxes'",
+                      &has_tables);
+        if (r < 0)
+                return r;
+        /* Foreign keys cannot change inside a transaction; the old tables' rows move as a whole. */
+        r = exec_sql(s, "PRAGMA foreign_keys=OFF");
+        if (r >= 0)
+                r = exec_sql(s, "BEGIN IMMEDIATE");
+        if (r < 0)
+                return r;
+        if (has_tables)
+                r = exec_sql(s, migrate_from_1);
+        if (r >= 0)
+                r = exec_sql(s, schema);
+        if (r >= 0 && has_tables)
+                r = exec_sql(s, migrate_from_1_rows);
+        if (r >= 0)
+                r = exec_sql(s, "PRAGMA user_version = " STRINGIFY(SCHEMA_VERSION));
+        if (r >= 0)
+                r = exec_sql(s, "COMMIT");
+        if (r < 0) {
+                (void) exec_sql(s, "ROLLBACK");
+                return r;
+        }
+        if (has_tables)
+                s->migrated_from = version ?: 1;
+        return 0;
+}
+
 int store_open(int state_dirfd, Store **ret) {
         char path[64];
         Store *s;
-        int rc;
+        int rc, r;
 
         /* SQLite wants a path; /proc/self/fd keeps us anchored to the dir fd. */
         snprintf(path, sizeof(path), "/proc/self/fd/%d/sbx.db", state_dirfd);
@@ -85,15 +159,27 @@ int store_open(int state_dirfd, Store **ret) {
                 return -ENOMEM;
         rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                                            SQLITE_OPEN_NOMUTEX, NULL);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_exec(s->db, schema, NULL, NULL, NULL);
         if (rc != SQLITE_OK) {
                 store_close(s);
                 return sql_err(rc) ?: -EIO;
         }
         sqlite3_busy_timeout(s->db, 2000);
+        /* Command records need not survive a power loss; publications do (store_begin_durable). */
+        r = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+        if (r >= 0)
+                r = schema_update(s);
+        if (r >= 0)
+                r = exec_sql(s, "PRAGMA foreign_keys=ON");
+        if (r < 0) {
+                store_close(s);
+                return r;
+        }
         *ret = s;
         return 0;
+}
+
+unsigned store_migrated_from(const Store *s) {
+        return s->migrated_from;
 }
 
 Store *store_close(Store *s) {
@@ -121,6 +207,20 @@ static int exec_sql(Store *s, const char *sql) {
         return sql_err(sqlite3_exec(s->db, sql, NULL, NULL, NULL));
 }
 
+/* The integer the one-row query sql yields. */
+static int query_int(Store *s, const char *sql, int *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, sql, &st), rc;
+
+        if (r < 0)
+                return r;
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        *ret = sqlite3_column_int(st, 0);
+        return 0;
+}
+
 int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_owner) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
@@ -128,19 +228,20 @@ int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_ow
         r = store_begin_durable(s);
         if (r < 0)
                 return r;
-        r = prepare(s, "INSERT INTO sandboxes VALUES (?,?,?,?,?,?,?)", &st);
+        r = prepare(s, "INSERT INTO sandboxes VALUES (?,?,?,?,?,?,?,?)", &st);
         if (r >= 0) {
-                sqlite3_bind_text(st, 1, sb->name, -1, SQLITE_STATIC);
-                sqlite3_bind_int64(st, 2, sb->owner_uid);
-                sqlite3_bind_text(st, 3, sb->source_dir, -1, SQLITE_STATIC);
-                sqlite3_bind_int64(st, 4, (sqlite3_int64) sb->memory_bytes);
-                sqlite3_bind_int64(st, 5, sb->pids_max);
-                sqlite3_bind_int64(st, 6, sb->created_unix);
-                sqlite3_bind_int64(st, 7, sb->cpu_weight);
+                sqlite3_bind_text(st, 1, sb->id, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 2, sb->name, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 3, sb->owner_uid);
+                sqlite3_bind_text(st, 4, sb->source_dir, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 5, (sqlite3_int64) sb->memory_bytes);
+                sqlite3_bind_int64(st, 6, sb->pids_max);
+                sqlite3_bind_int64(st, 7, sb->created_unix);
+                sqlite3_bind_int64(st, 8, sb->cpu_weight);
                 r = step_done(st);
         }
         if (r >= 0)
-                r = store_layer_insert(s, sb->name, 0, layer0_owner, 0, sb->created_unix);
+                r = store_layer_insert(s, sb->id, 0, layer0_owner, 0, sb->created_unix);
         if (r < 0) {
                 store_rollback(s);
                 return r;
@@ -148,18 +249,53 @@ int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_ow
         return store_commit(s);
 }
 
-int store_sandbox_delete(Store *s, const char *name) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+/* Calls cb with the first column of each row of st (bound), until cb fails. */
+static int each_text(sqlite3_stmt *st, int (*cb)(const char *text, void *userdata), void *userdata) {
+        int r, rc;
+
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                r = cb((const char *) sqlite3_column_text(st, 0), userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+static int sandbox_delete_rows(Store *s, const char *id, int (*cb)(const char *command, void *userdata),
+                               void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *ids = NULL, *del = NULL;
         int r;
 
-        r = prepare(s, "DELETE FROM sandboxes WHERE name = ?", &st);
+        r = prepare(s, "SELECT id FROM commands WHERE sandbox = ?", &ids);
         if (r < 0)
                 return r;
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        r = step_done(st);
+        sqlite3_bind_text(ids, 1, id, -1, SQLITE_STATIC);
+        r = each_text(ids, cb, userdata);
+        if (r < 0)
+                return r;
+        /* Its layers, their paths, attribution, squash record and commands go with it. */
+        r = prepare(s, "DELETE FROM sandboxes WHERE id = ?", &del);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(del, 1, id, -1, SQLITE_STATIC);
+        r = step_done(del);
         if (r < 0)
                 return r;
         return sqlite3_changes(s->db) > 0 ? 0 : -ENOENT;
+}
+
+int store_sandbox_delete(Store *s, const char *id, int (*cb)(const char *command, void *userdata),
+                         void *userdata) {
+        int r = store_begin_durable(s);
+
+        if (r < 0)
+                return r;
+        r = sandbox_delete_rows(s, id, cb, userdata);
+        if (r < 0) {
+                store_rollback(s);
+                return r;
+        }
+        return store_commit(s);
 }
 
 int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *userdata), void *userdata) {
@@ -168,7 +304,7 @@ int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *user
 
         r = prepare(s,
                     "SELECT s.name, s.owner_uid, s.source_dir, s.memory_bytes, s.pids_max,"
-                    " s.created_unix, (SELECT MAX(seq) FROM layers l WHERE l.sandbox = s.name), s.cpu_weight"
+                    " s.created_unix, (SELECT MAX(seq) FROM layers l WHERE l.sandbox = s.id), s.cpu_weight, s.id"
                     " FROM sandboxes s ORDER BY s.name",
                     &st);
         if (r < 0)
@@ -184,6 +320,7 @@ int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *user
                         .cpu_weight = (uint32_t) sqlite3_column_int64(st, 7),
                 };
                 strlcpy(sb.name, (const char *) sqlite3_column_text(st, 0), sizeof(sb.name));
+                strlcpy(sb.id, (const char *) sqlite3_column_text(st, 8), sizeof(sb.id));
                 r = cb(&sb, userdata);
                 if (r < 0)
                         return r;
@@ -331,19 +468,14 @@ int store_layer_path_insert(Store *s, const char *sandbox, uint32_t seq, const c
 int store_paths_changed_after(Store *s, const char *sandbox, uint32_t seq,
                               int (*cb)(const char *path, void *userdata), void *userdata) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r, rc;
+        int r;
 
         r = prepare(s, "SELECT DISTINCT path FROM layer_paths WHERE sandbox = ? AND seq > ?", &st);
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, seq);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                r = cb((const char *) sqlite3_column_text(st, 0), userdata);
-                if (r < 0)
-                        return r;
-        }
-        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+        return each_text(st, cb, userdata);
 }
 
 int store_path_changed_since_import(Store *s, const char *sandbox, const char *path) {
@@ -499,19 +631,25 @@ int store_command_foreach(Store *s, const char *sandbox, const char *ws,
         return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
 }
 
-int store_commands_orphaned(Store *s, int (*cb)(const char *id, void *userdata), void *userdata) {
+/* 1 if the query sql, with text bound to ?1, yields a row, else 0. */
+static int exists_text(Store *s, const char *sql, const char *text) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r, rc;
 
-        r = prepare(s, "SELECT id FROM commands WHERE sandbox NOT IN (SELECT name FROM sandboxes)", &st);
+        r = prepare(s, sql, &st);
         if (r < 0)
                 return r;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                r = cb((const char *) sqlite3_column_text(st, 0), userdata);
-                if (r < 0)
-                        return r;
-        }
-        if (rc != SQLITE_DONE)
-                return sql_err(rc) ?: -EIO;
-        return exec_sql(s, "DELETE FROM commands WHERE sandbox NOT IN (SELECT name FROM sandboxes)");
+        sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+                return 1;
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+int store_command_exists(Store *s, const char *id) {
+        return exists_text(s, "SELECT 1 FROM commands WHERE id = ?1", id);
+}
+
+int store_sandbox_known(Store *s, const char *id_or_name) {
+        return exists_text(s, "SELECT 1 FROM sandboxes WHERE id = ?1 OR name = ?1", id_or_name);
 }

@@ -1,7 +1,9 @@
 /* Durable metadata of sbxd in SQLite (STATE_DIR/sbx.db): sandboxes, their
- * published layers and command sessions. Transactions make a publication
- * appear wholly or not at all. Non-logging: returns -errno (-EIO for SQLite
- * errors, -ENOENT for missing rows, -EEXIST for duplicates). */
+ * published layers and command sessions. Every record of a sandbox is keyed
+ * by the sandbox's id, which is never reused (its name may be, after a
+ * delete). Transactions make a publication appear wholly or not at all, and
+ * a sandbox's records go wholly with it. Non-logging: returns -errno (-EIO
+ * for SQLite errors, -ENOENT for missing rows, -EEXIST for duplicates). */
 #pragma once
 
 #include <stdbool.h>
@@ -10,7 +12,10 @@
 
 typedef struct Store Store;
 
+#define SBX_SANDBOX_ID_SIZE 20  /* "sb-" and 16 hex digits, and the NUL */
+
 typedef struct StoreSandbox {
+        char id[SBX_SANDBOX_ID_SIZE];
         char name[65];
         uid_t owner_uid;
         char *source_dir;
@@ -23,7 +28,7 @@ typedef struct StoreSandbox {
 
 typedef struct StoreCommand {
         char id[33];
-        char sandbox[65];
+        char sandbox[SBX_SANDBOX_ID_SIZE];     /* the sandbox's id */
         char workspace_session[33];
         char status[16];
         bool has_exit_code;
@@ -35,14 +40,21 @@ typedef struct StoreCommand {
         uint64_t raw_bytes;
 } StoreCommand;
 
+/* Opens (or creates) sbx.db; a database of an older schema is migrated first. */
 int store_open(int state_dirfd, Store **ret);
+/* The schema version store_open migrated from, or 0 if it did not migrate. */
+unsigned store_migrated_from(const Store *s);
 Store *store_close(Store *s);
 
 int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_owner);
-int store_sandbox_delete(Store *s, const char *name);
+/* In one transaction: the sandbox and all its records. cb gets the id of each
+ * of its commands first (their transcripts are the caller's to remove, after). */
+int store_sandbox_delete(Store *s, const char *id, int (*cb)(const char *command, void *userdata),
+                         void *userdata);
 /* Calls cb for every sandbox; cb returning < 0 stops and is returned. */
 int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *userdata), void *userdata);
 
+/* Below, `sandbox` is a sandbox's id. */
 int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *owner,
                        uint32_t changed_paths, int64_t created_unix);
 
@@ -52,8 +64,10 @@ int store_command_get(Store *s, const char *id, StoreCommand *ret);
 /* Commands of a sandbox (or of one workspace session when ws is non-NULL), oldest first. */
 int store_command_foreach(Store *s, const char *sandbox, const char *ws,
                           int (*cb)(const StoreCommand *c, const char *cmd, void *userdata), void *userdata);
-/* Commands whose sandbox no longer exists: cb gets each id, then the records go. */
-int store_commands_orphaned(Store *s, int (*cb)(const char *id, void *userdata), void *userdata);
+/* 1 if a command of that id is recorded, else 0. */
+int store_command_exists(Store *s, const char *id);
+/* 1 if a sandbox of that id, or of that name, is recorded, else 0. */
+int store_sandbox_known(Store *s, const char *id_or_name);
 
 /* One transaction around a publication: the layer, its paths and attribution. */
 int store_begin_durable(Store *s);

@@ -34,6 +34,7 @@
  * transcript_feed call (.log before .idx, so an .idx entry never points past
  * written text); never fsync (see transcript_finish). */
 
+#include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +45,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fd-util.h"
 #include "sbx-limits.h"
 #include "json-escape.h"
 #include "macro.h"
@@ -1029,6 +1031,48 @@ int transcript_remove(int dirfd, const char *id) {
                 return ri;
         if (rl < 0 && rl != -ENOENT)
                 return rl;
+        return 0;
+}
+
+int transcripts_collect(int dirfd, int (*keep)(const char *id, void *userdata), void *userdata,
+                        unsigned *ret_removed, uint64_t *ret_bytes) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        unsigned removed = 0;
+        uint64_t bytes = 0;
+        int r;
+
+        d = opendir_at(dirfd);
+        if (!d)
+                return -errno;
+        for (struct dirent *de; (errno = 0, de = readdir(d));) {
+                char id[NAME_MAX + 1];
+                size_t len = strlen(de->d_name);
+                struct stat st;
+
+                /* "<id>.log" and "<id>.idx"; an .idx whose .log a crash removed goes too. */
+                if (len < 5 || (strcmp(de->d_name + len - 4, ".log") != 0 && strcmp(de->d_name + len - 4, ".idx") != 0))
+                        continue;
+                memcpy(id, de->d_name, len - 4);
+                id[len - 4] = '\0';
+                if (!id_valid(id))
+                        continue;
+                r = keep(id, userdata);
+                if (r != 0) {
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                        bytes += (uint64_t) st.st_size;
+                if (unlinkat(dirfd, de->d_name, 0) < 0 && errno != ENOENT)
+                        return -errno;
+                if (de->d_name[len - 3] == 'l')
+                        removed++;
+        }
+        if (errno)
+                return -errno;
+        *ret_removed = removed;
+        *ret_bytes = bytes;
         return 0;
 }
 

@@ -42,6 +42,11 @@ int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t budget
 
 /* Remove the files of a transcript. */
 int transcript_remove(int dirfd, const char *id);
+/* Remove the files of every transcript in dirfd whose id keep() refuses
+ * (keep returns > 0 to keep, 0 to remove, < 0 to stop with that error);
+ * counts the transcripts and bytes removed. */
+int transcripts_collect(int dirfd, int (*keep)(const char *id, void *userdata), void *userdata,
+                        unsigned *ret_removed, uint64_t *ret_bytes);
 
 Transcript *transcript_free(Transcript *t);
 static inline void transcript_freep(Transcript **t) {

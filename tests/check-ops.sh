@@ -277,6 +277,8 @@ broken=(
   $'[sbxd]\n# a comment\nthis line is wrong\nalso_unknown = 1|3|syntax error'
   $'[sbxd]\nlog_level = info # not a comment|2|log_level must be one of'
   $'[sbxd]\nsession_disk_bytes = 99999999999G|2|session_disk_bytes: \'99999999999G\' is not a number'
+  $'[sbxd]\nsocket_mode = 0644|2|socket_mode: \'0644\' is not 0600, 0660 or 0666'
+  $'[sbxd]\nclient_idle_seconds = 0|2|client_idle_seconds: 0 is out of range (1 to 86400)'
 )
 i=0
 for b in "${broken[@]}"; do
@@ -353,6 +355,9 @@ stop_sbxd() { # -> exit status of sbxd
 
 # --log-level warning: nothing below warning is written.
 if start_sbxd quiet --log-level warning; then
+  # without socket_group (and socket_mode), only root may connect
+  st=$(stat -c '%a %U' "$SOCK")
+  [[ $st == "600 root" ]] && ok "no socket_group: sbxd.sock is 0600 root" || notok "no socket_group: sbxd.sock is 0600 root" "$st"
   stop_sbxd
   if grep -q '^<[5-7]>' "$LOG"; then notok "--log-level warning writes no notice, info or debug line" "$(head "$LOG")"
   else ok "--log-level warning writes no notice, info or debug line"; fi
@@ -432,8 +437,8 @@ if run_ctl "layer list ops" 0 layer list ops; then
 fi
 run_ctl "layer list of an unknown sandbox exits 4" 4 layer list no-such-sandbox
 if run_ctl "gc" 0 gc; then
-  grep -q "^removed [0-9]* transcript(s) and [0-9]* layer(s), freed " <<<"$OUT" && ok "gc says what it removed" || notok "gc says what it removed" "$OUT"
-  run_ctl "gc --json" 0 gc --json && jcheck "gc --json has the three counts" "set(d)=={'transcripts_removed','layers_removed','bytes_freed'}"
+  grep -q "^removed [0-9]* transcript(s), [0-9]* layer(s) and the files of [0-9]* deleted sandbox(es), freed " <<<"$OUT" && ok "gc says what it removed" || notok "gc says what it removed" "$OUT"
+  run_ctl "gc --json" 0 gc --json && jcheck "gc --json has the four counts" "set(d)=={'transcripts_removed','layers_removed','sandboxes_removed','bytes_freed'}"
 fi
 run_ctl "session list ops" 0 session list ops && { head -1 <<<"$OUT" | grep -q "^ID  *STATE  *POLICY" && ok "session list: a table" || notok "session list: a table" "$OUT"; }
 run_ctl "session list ops --json" 0 session list ops --json && jcheck "session list --json is an array" "isinstance(d, list)"

@@ -614,8 +614,10 @@ static int send_ready(Worker *w) {
 static void help(void) {
         printf("Usage: sbx-worker --session ID [--log-level LEVEL]\n"
                "       sbx-worker --session-init [--log-level LEVEL]\n"
+               "       sbx-worker --import [--log-level LEVEL]\n"
                "Run commands of one sbx workspace session for sbxd on fd %d;\n"
-               "with --session-init, first set the session up (fds 4-6).\n"
+               "with --session-init, first set the session up (fds 4-6);\n"
+               "with --import, build a new sandbox's first layer (fd 4) instead.\n"
                "Started by sbxd(8) only; see sbx-worker(8).\n", SUPERVISOR_FD);
 }
 
@@ -623,6 +625,7 @@ int main(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "session", required_argument, NULL, 's' },
                 { "session-init", no_argument, NULL, 'i' },
+                { "import", no_argument, NULL, 'I' },
                 { "log-level", required_argument, NULL, 'l' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
@@ -632,7 +635,7 @@ int main(int argc, char *argv[]) {
                 .sock = -EBADF, .signal_fd = -EBADF, .oom.fd = -EBADF, .queue_tail = &w.queue,
         };
         _cleanup_free_ char *session = NULL;
-        bool init = false;
+        bool init = false, import = false;
         int opt, r;
 
         log_open("sbx-worker");
@@ -652,6 +655,9 @@ int main(int argc, char *argv[]) {
                 case 'i':
                         init = true;
                         break;
+                case 'I':
+                        import = true;
+                        break;
                 case 'l':
                         r = log_level_from_string(optarg);
                         if (r < 0) {
@@ -669,8 +675,10 @@ int main(int argc, char *argv[]) {
                 default:
                         return EXIT_FAILURE;
                 }
-        if (!!session == init || optind != argc) {
-                log_error("Usage: sbx-worker --session ID | --session-init");
+        if (import && !session && !init && optind == argc)
+                return import_run() < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        if (import || !!session == init || optind != argc) {
+                log_error("Usage: sbx-worker --session ID | --session-init | --import");
                 return EXIT_FAILURE;
         }
         if (init)

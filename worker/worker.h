@@ -35,3 +35,7 @@ int command_spawn(const char *cmd, char *const env[], const char *cwd, const Oom
  * id (free it) once the process may run as the session's worker; on any
  * failure it reports the step to sbxd and exits 127. */
 int session_init(char **ret_session_id);
+
+/* --import: build a new sandbox's layer 0 for sbxd (import.c); returns < 0
+ * if there was no request to answer. */
+int import_run(void);

@@ -68,8 +68,9 @@ h.test('create refuses duplicates, missing sources and bad names', async () => {
 h.test('delete removes a sandbox; its tools then fail cleanly', async () => {
   const src = path.join(h.dir, 'src-tmp');
   await writeFixture(src);
-  let r = await sbxctl(h.socket, ['sandbox', 'create', 'tmpbox', '--source', src]);
+  let r = await sbxctl(h.socket, ['sandbox', 'create', 'tmpbox', '--source', src, '--json']);
   assert.equal(r.code, 0, r.stderr);
+  const tmpId = JSON.parse(r.stdout).id;
   const e = await h.mcp.sc('exec_command', { sandbox_id: 'tmpbox', cmd: 'echo x > f; cat README.md' });
   assert.equal(e.status, 'ok');
   r = await sbxctl(h.socket, ['sandbox', 'delete', 'tmpbox']);
@@ -81,9 +82,12 @@ h.test('delete removes a sandbox; its tools then fail cleanly', async () => {
   r = await sbxctl(h.socket, ['sandbox', 'delete', 'tmpbox']);
   assert.notEqual(r.code, 0, 'deleting twice succeeded');
   assert.ok(fs.existsSync(path.join(src, 'README.md')), 'delete must not touch the source');
-  // its layers are gone from the state directory (sbxd(8): sandboxes/NAME/layers/N)
-  assert.ok(fs.existsSync(path.join(h.stateDir, 'sandboxes', 'adm')), 'layout as documented in sbxd(8)');
-  assert.ok(!fs.existsSync(path.join(h.stateDir, 'sandboxes', 'tmpbox')), 'the deleted sandbox\'s layers are still on disk');
+  // its layers are gone from the state directory (sbxd(8): sandboxes/ID/layers/N)
+  const adm = sandboxesOf((await sbxctl(h.socket, ['sandbox', 'list', '--json'])).stdout).find((x) => x.name === 'adm');
+  assert.match(adm.id, /^sb-[0-9a-f]{16}$/);
+  assert.ok(fs.existsSync(path.join(h.stateDir, 'sandboxes', adm.id, 'layers', '0')), 'layout as documented in sbxd(8)');
+  assert.ok(!fs.existsSync(path.join(h.stateDir, 'sandboxes', tmpId)), 'the deleted sandbox\'s layers are still on disk');
+  assert.deepEqual(fs.readdirSync(path.join(h.stateDir, 'sandboxes')), [adm.id]);
 });
 
 h.test('ownership: another uid is refused by sbxd (permission error result)', async () => {

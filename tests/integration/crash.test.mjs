@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { useSbx, sbxctl, run, sleep, ROOT, mountsUnder } from './helpers.mjs';
+import { useSbx, sbxctl, run, sleep, ROOT, mountsUnder, sandboxDir } from './helpers.mjs';
 
 const h = useSbx({ sandboxes: [{ name: 'crash' }], sets: 'runtime,sessions' });
 const SB = 'crash';
@@ -84,12 +84,12 @@ async function worker(mcp, round, w, stop) {
 }
 
 function layersDir() {
-  return path.join(h.stateDir, 'sandboxes', SB, 'layers');
+  return path.join(sandboxDir(h.stateDir, SB), 'layers');
 }
 
 async function squashed() {
   const r = await run('python3', ['-c',
-    'import sqlite3,sys; c=sqlite3.connect("file:"+sys.argv[1]+"?mode=ro", uri=True); r=c.execute("select squashed from squashes where sandbox=?", (sys.argv[2],)).fetchone(); print(r[0] if r else 0)',
+    'import sqlite3,sys; c=sqlite3.connect("file:"+sys.argv[1]+"?mode=ro", uri=True); r=c.execute("select squashed from squashes where sandbox=(select id from sandboxes where name=?)", (sys.argv[2],)).fetchone(); print(r[0] if r else 0)',
     path.join(h.stateDir, 'sbx.db'), SB]);
   assert.equal(r.code, 0, r.stderr);
   return Number(r.stdout.trim());
@@ -97,7 +97,7 @@ async function squashed() {
 
 async function dbLayerIds() {
   const r = await run('python3', ['-c',
-    'import sqlite3,sys; c=sqlite3.connect("file:"+sys.argv[1]+"?mode=ro", uri=True); print(" ".join(str(x[0]) for x in c.execute("select seq from layers where sandbox=? order by seq", (sys.argv[2],))))',
+    'import sqlite3,sys; c=sqlite3.connect("file:"+sys.argv[1]+"?mode=ro", uri=True); print(" ".join(str(x[0]) for x in c.execute("select seq from layers where sandbox=(select id from sandboxes where name=?) order by seq", (sys.argv[2],))))',
     path.join(h.stateDir, 'sbx.db'), SB]);
   assert.equal(r.code, 0, r.stderr);
   return r.stdout.trim().split(' ').map(Number);

@@ -14,7 +14,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
+import { spawn, execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -200,6 +200,14 @@ export class Sbxd {
   }
 }
 
+/* STATE/sandboxes/ID, the directory of the sandbox called name (sbxd(8)), its id read from sbx.db. */
+export function sandboxDir(stateDir, name) {
+  const id = execFileSync('python3', ['-c',
+    'import sqlite3,sys; c=sqlite3.connect("file:"+sys.argv[1]+"?mode=ro", uri=True); print(c.execute("select id from sandboxes where name=?", (sys.argv[2],)).fetchone()[0])',
+    path.join(stateDir, 'sbx.db'), name]).toString().trim();
+  return path.join(stateDir, 'sandboxes', id);
+}
+
 /* ---- sbxctl ------------------------------------------------------------------ */
 
 export async function sbxctl(socket, args, opts = {}) {
@@ -352,6 +360,8 @@ export class Harness {
     h.sbxdLog = path.join(h.logDir, 'sbxd.log');
     h.mcpLog = path.join(h.logDir, 'sandbox-mcp.log');
     const extraArgs = [];
+    // sbxd.sock is root's alone by default (sbxd.conf(5)); these tests connect as other users
+    if (world && !/^socket_mode\s*=/m.test(config ?? '')) config = `${config ?? '[sbxd]\n'}socket_mode = 0666\n`;
     if (config !== null) {
       h.configPath = path.join(h.dir, 'sbxd.conf');
       await fsp.writeFile(h.configPath, config);

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { useSbx, sbxctl, waitDone, run } from './helpers.mjs';
+import { useSbx, sbxctl, waitDone, run, sandboxDir } from './helpers.mjs';
 
 const h = useSbx({ sandboxes: [{ name: 'layers' }], sets: 'runtime,sessions' });
 const SB = 'layers';
@@ -40,7 +40,7 @@ async function measure(count) {
 /* Layers recorded in the SQLite store (sbxctl layer list shows at most the newest 1000). */
 async function dbLayers() {
   const r = await run('python3', ['-c',
-    'import sqlite3,sys; c=sqlite3.connect("file:"+sys.argv[1]+"?mode=ro", uri=True); print(*c.execute("select count(*), max(seq) from layers where sandbox=?", (sys.argv[2],)).fetchone())',
+    'import sqlite3,sys; c=sqlite3.connect("file:"+sys.argv[1]+"?mode=ro", uri=True); print(*c.execute("select count(*), max(seq) from layers where sandbox=(select id from sandboxes where name=?)", (sys.argv[2],)).fetchone())',
     path.join(h.stateDir, 'sbx.db'), SB]);
   assert.equal(r.code, 0, r.stderr);
   const [count, top] = r.stdout.trim().split(' ').map(Number);
@@ -52,7 +52,7 @@ async function stackInfo() {
   assert.equal(r.code, 0, r.stderr);
   const layers = JSON.parse(r.stdout);
   const db = await dbLayers();
-  const dirs = fs.readdirSync(path.join(h.stateDir, 'sandboxes', SB, 'layers'));
+  const dirs = fs.readdirSync(path.join(sandboxDir(h.stateDir, SB), 'layers'));
   return { listed: layers.length, recorded: db.count, top: layers[layers.length - 1].layer, dbTop: db.top, dirs: dirs.length, names: dirs };
 }
 

@@ -13,8 +13,8 @@ export const PROBE = '/workspace/sbx-sec-probe';
 /* useSbx() without sandboxes; the sandboxes, made here from the fixture plus
  * the probe, are created once, by the first test (node runs top-level hooks
  * concurrently, so a second before() could not wait for the harness). */
-export function useBattery({ sandboxes, config }) {
-  const h = useSbx({ sandboxes: [], config });
+export function useBattery({ sandboxes, config, world, sets }) {
+  const h = useSbx({ sandboxes: [], config, world, sets });
   let made = null;
   async function make() {
     assert.ok(fs.existsSync(PROBE_HOST), `${PROBE_HOST} missing: make build/bin/tests/sbx-sec-probe`);

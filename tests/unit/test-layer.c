@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -73,7 +74,7 @@ static void assert_file(int dirfd, const char *name, const char *content) {
 
 static void test_copy_upper(void **state) {
         Fixture *f = *state;
-        uint32_t entries = 0;
+        TreeReport rep;
         struct stat st;
         char target[64];
         char opaque[4];
@@ -96,9 +97,11 @@ static void test_copy_upper(void **state) {
         /* A real device node has no place in a layer. */
         assert_int_equal(mknodat(f->src_fd, "null", S_IFCHR | 0666, makedev(1, 3)), 0);
 
-        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, &entries), 0);
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, &rep), 0);
         /* a.txt run.sh link deleted fifo dir(opaque) dir/inner */
-        assert_int_equal(entries, 7);
+        assert_int_equal(rep.entries, 7);
+        assert_int_equal(rep.unreadable, 0);
+        assert_string_equal(rep.where, "");
         layer = openat(f->layers_fd, "1", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_true(layer >= 0);
         assert_file(layer, "a.txt", "alpha\n");
@@ -136,7 +139,7 @@ static void test_force_owner(void **state) {
                 skip();
         put_file(f->src_fd, "x", "x\n", 0600);
         assert_int_equal(mkdirat(f->src_fd, "d", 0700), 0);
-        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, 100000, LAYER_SYNC_FILESYSTEM, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, 100000, LAYER_SYNC_FILESYSTEM, NULL, NULL), 0);
         layer = openat(f->layers_fd, "0", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_int_equal(fstat(layer, &st), 0);
         assert_int_equal(st.st_uid, 100000);
@@ -151,15 +154,15 @@ static void test_force_owner(void **state) {
 static void test_link_files(void **state) {
         Fixture *f = *state;
         struct stat src, st;
-        uint32_t entries = 0;
+        TreeReport rep;
         _cleanup_close_ int layer = -EBADF, d = -EBADF;
 
         put_file(f->src_fd, "a.txt", "alpha\n", 0640);
         assert_int_equal(mkdirat(f->src_fd, "dir", 0750), 0);
         d = openat(f->src_fd, "dir", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         put_file(d, "inner", "in\n", 0600);
-        assert_int_equal(layer_create(f->layers_fd, 3, f->src_fd, -1, LAYER_LINK_FILES, &entries), 0);
-        assert_int_equal(entries, 2);
+        assert_int_equal(layer_create(f->layers_fd, 3, f->src_fd, -1, LAYER_LINK_FILES, NULL, &rep), 0);
+        assert_int_equal(rep.entries, 2);
         layer = openat(f->layers_fd, "3", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_true(layer >= 0);
         assert_file(layer, "a.txt", "alpha\n");
@@ -188,10 +191,10 @@ static void test_existing_layer_refused(void **state) {
         Fixture *f = *state;
 
         put_file(f->src_fd, "x", "x\n", 0644);
-        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL, NULL), 0);
         /* Publishing the same sequence again must not replace what is there. */
         put_file(f->src_fd, "x", "changed\n", 0644);
-        assert_true(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL) < 0);
+        assert_true(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL, NULL) < 0);
         {
                 _cleanup_close_ int layer = openat(f->layers_fd, "2", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 assert_file(layer, "x", "x\n");
@@ -203,10 +206,10 @@ static void test_remove_unrecorded(void **state) {
         struct stat st;
 
         /* As a crash could leave them: recorded 0..1, a renamed but unrecorded 2, a half-built 3. */
-        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, -1, 0, NULL), 0);
-        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, -1, 0, NULL, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, NULL), 0);
         put_file(f->src_fd, "late", "late\n", 0644);
-        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL, NULL), 0);
         assert_int_equal(mkdirat(f->layers_fd, ".tmp-3", 0755), 0);
         put_file(f->layers_fd, ".tmp-3/partial", "p", 0644);
 
@@ -219,7 +222,8 @@ static void test_remove_unrecorded(void **state) {
 
 static void test_tree_is_empty_and_depth(void **state) {
         Fixture *f = *state;
-        char path[16];
+        char path[16], message[256];
+        TreeReport rep;
         int fd = dup(f->src_fd);
         int r;
 
@@ -234,10 +238,85 @@ static void test_tree_is_empty_and_depth(void **state) {
         }
         close(fd);
         assert_int_equal(tree_is_empty(f->src_fd), 0);
-        r = layer_create(f->layers_fd, 5, f->src_fd, -1, 0, NULL);
+        r = layer_create(f->layers_fd, 5, f->src_fd, -1, 0, NULL, &rep);
         assert_int_equal(r, -ELOOP);
+        assert_true(rep.too_deep);
+        /* The directory that passed the limit: SBX_TREE_DEPTH_MAX + 1 levels of "d". */
+        assert_int_equal(strlen(rep.where), 2 * (SBX_TREE_DEPTH_MAX + 1) - 1);
+        tree_depth_message(rep.where, message, sizeof(message));
+        assert_non_null(strstr(message, "layer depth limit of 256 directory levels at 'd/d/d/"));
+        assert_non_null(strstr(message, "..."));
+        assert_non_null(strstr(message, "d/d/d'"));
         snprintf(path, sizeof(path), "%s", ".tmp-5");
         assert_int_equal(faccessat(f->layers_fd, path, F_OK, 0), -1);
+}
+
+/* No file of a layer keeps a setuid or setgid bit, copied or linked;
+ * directories keep setgid. */
+static void test_setid_cleared(void **state) {
+        Fixture *f = *state;
+        struct stat st;
+        _cleanup_close_ int layer = -EBADF, d = -EBADF;
+
+        if (geteuid() != 0)
+                skip();
+        put_file(f->src_fd, "suid", "#!/bin/sh\n", 06755);
+        assert_int_equal(mkdirat(f->src_fd, "shared", 0755), 0);
+        assert_int_equal(fchmodat(f->src_fd, "shared", 02775, 0), 0);
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, 100000, 0, NULL, NULL), 0);
+        layer = openat(f->layers_fd, "1", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_int_equal(fstatat(layer, "suid", &st, 0), 0);
+        assert_int_equal(st.st_mode & 07777, 0755);
+        assert_int_equal(fstatat(layer, "shared", &st, 0), 0);
+        assert_int_equal(st.st_mode & 07777, 02775);
+        /* sbxd's own staged tree: linked, and the shared inode loses the bits. */
+        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, LAYER_LINK_FILES, NULL, NULL), 0);
+        d = openat(f->layers_fd, "2", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_int_equal(fstatat(d, "suid", &st, 0), 0);
+        assert_int_equal(st.st_nlink, 2);
+        assert_int_equal(st.st_mode & 07777, 0755);
+}
+
+/* A source read as another user: what it may not read is left out, counted
+ * and named; what it may read is copied; the excluded directory is refused. */
+static void test_source_reader(void **state) {
+        Fixture *f = *state;
+        TreeSource as_nobody = { .uid = 65534, .gid = 65534 };
+        TreeReport rep;
+        struct stat st;
+        _cleanup_close_ int layer = -EBADF, d = -EBADF;
+
+        if (geteuid() != 0)
+                skip();
+        put_file(f->src_fd, "public", "p\n", 0644);
+        put_file(f->src_fd, "secret", "s\n", 0600);
+        assert_int_equal(mkdirat(f->src_fd, "closed", 0700), 0);
+        d = openat(f->src_fd, "closed", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        put_file(d, "inner", "i\n", 0644);
+        assert_int_equal(symlinkat("/etc/shadow", f->src_fd, "link"), 0);
+        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, 100000, 0, &as_nobody, &rep), 0);
+        assert_int_equal(rep.unreadable, 2);
+        assert_true((strcmp(rep.unreadable_paths[0], "secret") == 0 && strcmp(rep.unreadable_paths[1], "closed") == 0) ||
+                    (strcmp(rep.unreadable_paths[0], "closed") == 0 && strcmp(rep.unreadable_paths[1], "secret") == 0));
+        assert_int_equal(rep.entries, 2);
+        layer = openat(f->layers_fd, "0", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_file(layer, "public", "p\n");
+        assert_int_equal(fstatat(layer, "secret", &st, AT_SYMLINK_NOFOLLOW), -1);
+        assert_int_equal(fstatat(layer, "closed", &st, AT_SYMLINK_NOFOLLOW), -1);
+        /* a symlink is copied as a link, never followed */
+        assert_int_equal(fstatat(layer, "link", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_true(S_ISLNK(st.st_mode));
+        /* our own ids are back */
+        assert_int_equal(setfsuid((uid_t) -1), 0);
+        assert_int_equal(setfsgid((gid_t) -1), 0);
+
+        assert_int_equal(fstat(d, &st), 0);
+        as_nobody.excluded_dev = st.st_dev;
+        as_nobody.excluded_ino = st.st_ino;
+        assert_int_equal(fchmod(d, 0755), 0);
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, 100000, 0, &as_nobody, &rep), -EXDEV);
+        assert_true(rep.excluded);
+        assert_string_equal(rep.where, "closed");
 }
 
 int main(void) {
@@ -248,6 +327,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_existing_layer_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_remove_unrecorded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tree_is_empty_and_depth, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_setid_cleared, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_source_reader, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -178,6 +178,41 @@ static void test_names(void **state) {
         assert_int_equal(faccessat(f->dirfd, "Ok_name-1.log", F_OK, 0), -1);
 }
 
+static int keep_one(const char *id, void *userdata) {
+        return strcmp(id, userdata) == 0;
+}
+
+/* What has no record goes (sbxctl gc): both files of a transcript, an .idx
+ * left alone by a crash, nothing that is not a transcript's. */
+static void test_collect(void **state) {
+        Fixture *f = *state;
+        unsigned removed = 0;
+        uint64_t bytes = 0;
+
+        transcript_free(new_transcript(f, "kept", 100));
+        {
+                Transcript *t = new_transcript(f, "gone", 100);
+                assert_int_equal(transcript_feed(t, "line\n", 5), 0);
+                assert_int_equal(transcript_finish(t), 0);
+                transcript_free(t);
+        }
+        transcript_free(new_transcript(f, "half", 100));
+        assert_int_equal(unlinkat(f->dirfd, "half.log", 0), 0);
+        {
+                _cleanup_close_ int fd = openat(f->dirfd, "other.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+                assert_true(fd >= 0);
+        }
+        assert_int_equal(transcripts_collect(f->dirfd, keep_one, (void *) "kept", &removed, &bytes), 0);
+        assert_int_equal(removed, 1);
+        assert_true(bytes >= 5 + 8);
+        assert_int_equal(faccessat(f->dirfd, "gone.log", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "gone.idx", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "half.idx", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "kept.log", F_OK, 0), 0);
+        assert_int_equal(faccessat(f->dirfd, "kept.idx", F_OK, 0), 0);
+        assert_int_equal(faccessat(f->dirfd, "other.txt", F_OK, 0), 0);
+}
+
 static void test_files_cloexec(void **state) {
         Fixture *f = *state;
         Transcript *t = new_transcript(f, "fds", 100);
@@ -810,6 +845,7 @@ static void test_big(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_names, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_collect, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_files_cloexec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_offsets_stable, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pending, setup, teardown),

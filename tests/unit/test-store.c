@@ -1,0 +1,198 @@
+/* The metadata store: a database of schema 1 (records keyed by sandbox
+ * name, as sbxd wrote it before issue 13) is migrated to schema 2 (keyed by
+ * an immutable id) when opened; a sandbox's records go with it in one
+ * transaction; commands of an earlier sandbox of the same name are not
+ * handed to the new one. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../supervisor/layer.h"
+#include "../../supervisor/store.h"
+#include "macro.h"
+
+/* What sbxd wrote before schema versions (user_version 0). */
+static const char schema_1[] =
+        "CREATE TABLE sandboxes (name TEXT PRIMARY KEY, owner_uid INTEGER NOT NULL, source_dir TEXT NOT NULL,"
+        "  memory_bytes INTEGER NOT NULL, pids_max INTEGER NOT NULL, created_unix INTEGER NOT NULL,"
+        "  cpu_weight INTEGER NOT NULL DEFAULT 100);"
+        "CREATE TABLE layers (sandbox TEXT NOT NULL REFERENCES sandboxes(name) ON DELETE CASCADE,"
+        "  seq INTEGER NOT NULL, owner TEXT NOT NULL, changed_paths INTEGER NOT NULL,"
+        "  created_unix INTEGER NOT NULL, PRIMARY KEY (sandbox, seq));"
+        "CREATE TABLE commands (id TEXT PRIMARY KEY, sandbox TEXT NOT NULL, workspace_session TEXT NOT NULL,"
+        "  status TEXT NOT NULL, exit_code INTEGER, signal INTEGER NOT NULL DEFAULT 0,"
+        "  end_reason TEXT NOT NULL DEFAULT '', started_usec INTEGER NOT NULL,"
+        "  ended_usec INTEGER NOT NULL DEFAULT 0, raw_bytes INTEGER NOT NULL DEFAULT 0, cmd TEXT NOT NULL DEFAULT '');"
+        "CREATE INDEX commands_by_sandbox ON commands(sandbox, started_usec);"
+        "CREATE TABLE layer_paths (sandbox TEXT NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL,"
+        "  FOREIGN KEY (sandbox, seq) REFERENCES layers(sandbox, seq) ON DELETE CASCADE);"
+        "CREATE INDEX layer_paths_by_seq ON layer_paths(sandbox, seq);"
+        "CREATE INDEX layer_paths_by_path ON layer_paths(sandbox, path);"
+        "CREATE TABLE blame (sandbox TEXT NOT NULL REFERENCES sandboxes(name) ON DELETE CASCADE,"
+        "  path TEXT NOT NULL, ranges TEXT NOT NULL, PRIMARY KEY (sandbox, path));"
+        "CREATE TABLE squashes (sandbox TEXT PRIMARY KEY REFERENCES sandboxes(name) ON DELETE CASCADE,"
+        "  squashed INTEGER NOT NULL);";
+
+/* proj was created at t=2000 s; cmd-old ran in an earlier sandbox "proj" (t=1000 s),
+ * cmd-gone in a sandbox deleted since, cmd-new in this one. */
+static const char rows_1[] =
+        "INSERT INTO sandboxes VALUES ('proj', 1000, '/src/proj', 1073741824, 512, 2000, 100);"
+        "INSERT INTO layers VALUES ('proj', 0, 'original', 0, 2000), ('proj', 1, 'workspace_session:ws-1', 1, 2100);"
+        "INSERT INTO layer_paths VALUES ('proj', 1, 'a.txt');"
+        "INSERT INTO blame VALUES ('proj', 'a.txt', 'R');"
+        "INSERT INTO squashes VALUES ('proj', 0);"
+        "INSERT INTO commands (id, sandbox, workspace_session, status, started_usec, cmd) VALUES"
+        "  ('cmd-old', 'proj', 'ws-0', 'ok', 1000000000, 'echo old-owner'),"
+        "  ('cmd-gone', 'gone', 'ws-9', 'ok', 1500000000, 'echo gone'),"
+        "  ('cmd-new', 'proj', 'ws-1', 'ok', 2100000000, 'echo new');";
+
+typedef struct Fixture {
+        char dir[64];
+        int dirfd;
+} Fixture;
+
+static int setup(void **state) {
+        Fixture *f = calloc(1, sizeof(*f));
+        assert_non_null(f);
+        strcpy(f->dir, "/tmp/sbx-test-store-XXXXXX");
+        assert_non_null(mkdtemp(f->dir));
+        f->dirfd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(f->dirfd >= 0);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        Fixture *f = *state;
+        assert_int_equal(tree_remove_at(AT_FDCWD, f->dir), 0);
+        safe_close(f->dirfd);
+        free(f);
+        return 0;
+}
+
+static void write_schema_1(const Fixture *f) {
+        char path[128];
+        sqlite3 *db;
+
+        snprintf(path, sizeof(path), "%s/sbx.db", f->dir);
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, schema_1, NULL, NULL, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, rows_1, NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+}
+
+static int first_sandbox(const StoreSandbox *sb, void *userdata) {
+        StoreSandbox *ret = userdata;
+        *ret = *sb;
+        ret->source_dir = NULL;
+        return 0;
+}
+
+static int count_layers(uint32_t seq, const char *owner, uint32_t changed, int64_t created, void *userdata) {
+        (*(unsigned *) userdata)++;
+        return 0;
+}
+
+static int note_command(const char *id, void *userdata) {
+        strcpy(userdata, id);
+        return 0;
+}
+
+static void test_migrate_from_schema_1(void **state) {
+        Fixture *f = *state;
+        StoreSandbox sb = {};
+        StoreCommand c;
+        Store *s = NULL;
+        char *ranges = NULL, deleted[64] = "";
+        unsigned layers = 0;
+        uint32_t squashed = 99;
+
+        write_schema_1(f);
+        assert_int_equal(store_open(f->dirfd, &s), 0);
+        assert_int_equal(store_migrated_from(s), 1);
+        assert_int_equal(store_sandbox_foreach(s, first_sandbox, &sb), 0);
+        assert_string_equal(sb.name, "proj");
+        assert_int_equal(strlen(sb.id), SBX_SANDBOX_ID_SIZE - 1);
+        assert_memory_equal(sb.id, "sb-", 3);
+        assert_int_equal(sb.owner_uid, 1000);
+        assert_int_equal(sb.top_layer, 1);
+        /* every record follows the sandbox to its id */
+        assert_int_equal(store_layer_foreach(s, sb.id, count_layers, &layers), 0);
+        assert_int_equal(layers, 2);
+        assert_int_equal(store_path_changed_since_import(s, sb.id, "a.txt"), 1);
+        assert_int_equal(store_blame_get(s, sb.id, "a.txt", &ranges), 0);
+        assert_string_equal(ranges, "R");
+        free(ranges);
+        assert_int_equal(store_squash_get(s, sb.id, &squashed), 0);
+        assert_int_equal(squashed, 0);
+        assert_int_equal(store_command_get(s, "cmd-new", &c), 0);
+        assert_string_equal(c.sandbox, sb.id);
+        /* a command of an earlier "proj", and one of a deleted sandbox, are not handed over */
+        assert_int_equal(store_command_get(s, "cmd-old", &c), -ENOENT);
+        assert_int_equal(store_command_get(s, "cmd-gone", &c), -ENOENT);
+        assert_int_equal(store_command_exists(s, "cmd-old"), 0);
+        assert_int_equal(store_sandbox_known(s, sb.id), 1);
+        assert_int_equal(store_sandbox_known(s, "proj"), 1);
+        s = store_close(s);
+
+        /* schema 2 now: opened again, nothing to migrate */
+        assert_int_equal(store_open(f->dirfd, &s), 0);
+        assert_int_equal(store_migrated_from(s), 0);
+        /* the delete takes every record, in one transaction, and names the commands */
+        assert_int_equal(store_sandbox_delete(s, sb.id, note_command, deleted), 0);
+        assert_string_equal(deleted, "cmd-new");
+        assert_int_equal(store_command_exists(s, "cmd-new"), 0);
+        layers = 0;
+        assert_int_equal(store_layer_foreach(s, sb.id, count_layers, &layers), 0);
+        assert_int_equal(layers, 0);
+        assert_int_equal(store_blame_get(s, sb.id, "a.txt", &ranges), -ENOENT);
+        assert_int_equal(store_path_changed_since_import(s, sb.id, "a.txt"), 0);
+        assert_int_equal(store_sandbox_known(s, "proj"), 0);
+        assert_int_equal(store_sandbox_delete(s, sb.id, note_command, deleted), -ENOENT);
+        store_close(s);
+}
+
+/* A name used again gets a new id; the new sandbox sees none of the old one's records. */
+static void test_reused_name(void **state) {
+        Fixture *f = *state;
+        StoreSandbox a = { .id = "sb-000000000000000a", .name = "proj", .owner_uid = 1000, .source_dir = (char *) "/a",
+                           .created_unix = 10 };
+        StoreSandbox b = { .id = "sb-000000000000000b", .name = "proj", .owner_uid = 2000, .source_dir = (char *) "/b",
+                           .created_unix = 20 };
+        StoreCommand c = { .id = "cmd-a", .workspace_session = "ws-a", .status = "ok" };
+        char deleted[64] = "";
+        Store *s = NULL;
+
+        assert_int_equal(store_open(f->dirfd, &s), 0);
+        assert_int_equal(store_migrated_from(s), 0);
+        assert_int_equal(store_sandbox_insert(s, &a, "original"), 0);
+        strcpy(c.sandbox, a.id);
+        assert_int_equal(store_command_insert(s, &c, "echo a"), 0);
+        /* the name is taken while a lives */
+        assert_int_equal(store_sandbox_insert(s, &b, "original"), -EEXIST);
+        assert_int_equal(store_sandbox_delete(s, a.id, note_command, deleted), 0);
+        assert_string_equal(deleted, "cmd-a");
+        assert_int_equal(store_sandbox_insert(s, &b, "original"), 0);
+        assert_int_equal(store_command_exists(s, "cmd-a"), 0);
+        /* no record may name a sandbox that does not exist */
+        strcpy(c.id, "cmd-x");
+        assert_int_equal(store_command_insert(s, &c, "echo x"), -EEXIST);
+        store_close(s);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_migrate_from_schema_1, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reused_name, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
