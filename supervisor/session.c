@@ -797,7 +797,7 @@ static int stored_publication(Server *s, const Sandbox *sb, const StoreCommand *
         if (strcmp(rec->status, "running") == 0 || session_find(s, sb, rec->workspace_session))
                 return 0;
         snprintf(owner, owner_size, "workspace_session:%s", rec->workspace_session);
-        r = store_layer_foreach(s->store, sb->name, owned_layer_cb, &l);
+        r = store_layer_foreach(s->store, sb->id, owned_layer_cb, &l);
         if (r < 0)
                 return r;
         p->published = l.found;
