@@ -864,7 +864,7 @@ static void handle_gc(Server *s, Client *c, uint32_t seq) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__GcReply o = SBX__GC_REPLY__INIT;
         GcState g = { .server = s };
-        unsigned layers = 0;
+        unsigned layers = 0, ranges;
         Sandbox *sb;
         int r;
 
@@ -878,8 +878,9 @@ static void handle_gc(Server *s, Client *c, uint32_t seq) {
                 if (snapshot_collect(s, sb, &removed) >= 0)
                         layers += removed;
         }
-        log_info("Garbage collection: %u transcripts (%llu bytes) and %u layer directories removed", g.transcripts,
-                 (unsigned long long) g.bytes, layers);
+        ranges = sandbox_ranges_collect(s);
+        log_info("Garbage collection: %u transcripts (%llu bytes) and %u layer directories removed, "
+                 "%u host id ranges freed", g.transcripts, (unsigned long long) g.bytes, layers, ranges);
         o.transcripts_removed = g.transcripts;
         o.layers_removed = layers;
         o.bytes_freed = g.bytes;

@@ -21,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <linux/netlink.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -98,6 +99,11 @@ static const SeccompRule rules[] = {
           .cmp = { CMP(0, EQ, AF_INET), CMP_MASKED(1, 0xf, SOCK_PACKET) } },
         { .syscall = "socket", .err = EPERM, .n_cmp = 2,
           .cmp = { CMP(0, EQ, AF_INET6), CMP_MASKED(1, 0xf, SOCK_PACKET) } },
+        /* the kernel's device events: it sends them to every network namespace of
+         * the host's user namespace, the session's among them (the kernel reads
+         * the protocol as an int: the low half is compared) */
+        { .syscall = "socket", .err = EPROTONOSUPPORT, .n_cmp = 2,
+          .cmp = { CMP(0, EQ, AF_NETLINK), CMP_MASKED(2, 0xffffffffu, NETLINK_KOBJECT_UEVENT) } },
 };
 
 /* socket(2): every other address family fails with EAFNOSUPPORT (AF_PACKET,
@@ -120,11 +126,19 @@ static const uint32_t arches[] = { SCMP_ARCH_X86_64, SCMP_ARCH_X86 };
 static int rule_add(scmp_filter_ctx ctx, uint32_t arch, const char *name, int err, unsigned n,
                     const struct scmp_arg_cmp *cmp) {
         int nr = seccomp_syscall_resolve_name_arch(arch, name);
-        if (nr == __NR_SCMP_ERROR || nr < 0)
+        /* A pseudo number of the socketcall(2) or ipc(2) family: the ABI (32-bit
+         * x86) multiplexes the call, and has it as a direct call too (socket(2)
+         * is 359 there). A rule that is not exact covers both; the multiplexer
+         * itself is refused whole above. */
+        bool multiplexed = nr < 0 && nr >= __PNR_shmctl;
+
+        if (nr == __NR_SCMP_ERROR || (nr < 0 && !multiplexed))
                 return 0; /* not a system call of this ABI */
         /* libseccomp takes rule numbers in the native numbering (pseudo numbers
          * for calls the native ABI lacks) and translates them per ABI. */
         nr = seccomp_syscall_resolve_name(name);
+        if (multiplexed)
+                return seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO((uint32_t) err), nr, n, cmp);
         return seccomp_rule_add_exact_array(ctx, SCMP_ACT_ERRNO((uint32_t) err), nr, n, cmp);
 }
 
