@@ -153,15 +153,11 @@ static const char *const proc_masked[] = {
  * recursive binds carry along. */
 static const char *const proc_readonly[] = { "sys", "irq", "bus", "fs" };
 
-/* A read-only bind of src (relative to the session tmpfs) over target. */
-static void bind_file_readonly(const char *src, const char *target, const char *step) {
-        CHECK(mount(src, target, NULL, MS_BIND, NULL), step);
-        CHECK(mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
-              step);
-}
-
 /* proc is relative to the session tmpfs, which holds "masked" (an empty file)
- * and "boot_id" (the session's own). */
+ * and "boot_id" (the session's own). Both are host root's and 0444, so that
+ * the sandbox's root, whose capabilities do not apply to an owner its user
+ * namespace does not map, can neither write nor chmod them: a bind of each is
+ * enough, as in runc (a read-only remount would double the mounts). */
 static void harden_proc(const char *proc) {
         char path[256];
         struct stat st;
@@ -175,12 +171,12 @@ static void harden_proc(const char *proc) {
                                     "size=4k,nr_inodes=1,mode=0555"),
                               "mask a /proc directory");
                 else
-                        bind_file_readonly("masked", path, "mask a /proc file");
+                        CHECK(mount("masked", path, NULL, MS_BIND, NULL), "mask a /proc file");
         }
         /* A boot id of its own: the host's would tell sessions apart by host boot. */
         snprintf(path, sizeof(path), "%s/sys/kernel/random/boot_id", proc);
         if (lstat(path, &st) == 0)
-                bind_file_readonly("boot_id", path, "replace the boot id");
+                CHECK(mount("boot_id", path, NULL, MS_BIND, NULL), "replace the boot id");
         for (size_t i = 0; i < ELEMENTSOF(proc_readonly); i++) {
                 snprintf(path, sizeof(path), "%s/%s", proc, proc_readonly[i]);
                 if (lstat(path, &st) < 0)
@@ -323,14 +319,16 @@ static void setup_session_tmpfs(const Sbx__SessionSetup *p, const char *T) {
         };
         char opts[128], hex[33], uuid[40];
         _cleanup_close_ int fd = -EBADF;
+        mode_t umask_kept;
 
         snprintf(opts, sizeof(opts), "size=%llu,mode=0755,uid=%u,gid=%u", (unsigned long long) p->disk_bytes,
                  p->uid_base, p->uid_base);
         CHECK(mount("sbx-session", T, "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount session tmpfs");
         CHECK(chdir(T), "enter session tmpfs");
+        /* The modes as given (the worker's commands get the umask back). */
+        umask_kept = umask(0);
         for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
                 CHECK(mkdir(dirs[i].path, dirs[i].mode), "create session directories");
-                CHECK(chmod(dirs[i].path, dirs[i].mode), "create session directories");
                 if (dirs[i].sandbox_owned)
                         CHECK(chown(dirs[i].path, p->uid_base, p->uid_base), "create session directories");
         }
@@ -344,6 +342,7 @@ static void setup_session_tmpfs(const Sbx__SessionSetup *p, const char *T) {
         CHECK(fd, "write the boot id");
         CHECK(loop_write(fd, uuid, strlen(uuid)), "write the boot id");
         CHECK(mknod("masked", S_IFREG | 0444, 0), "create the /proc mask");
+        (void) umask(umask_kept);
 }
 
 /* The user namespace, made as the sandbox's own host uid: what its processes

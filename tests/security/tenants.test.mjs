@@ -114,6 +114,10 @@ test('each sandbox has host ids of its own: recorded, kept by its published file
     assert.equal(fs.lstatSync(path.join(layers, '0', f)).uid, a.base, `imported ${f}`);
   }
 
+  // The image is every sandbox's (host root's); /root and /run are the sandbox's root's in each session.
+  const dirs = await exec('b', 'stat -c "%u:%g %a %n" /root /run /tmp /workspace && touch /root/x /run/x /tmp/x && echo writable');
+  for (const l of ['0:0 700 /root', '0:0 755 /run', '0:0 1777 /tmp', 'writable']) assert.ok(outputLines(dirs).includes(l), dirs.output);
+
   // Recorded: shown by sbxctl, the same after a restart.
   const show = JSON.parse((await sbxctl(h.socket, ['--json', 'sandbox', 'show', 'b'])).stdout);
   assert.deepEqual([show.uid_base, show.uid_count], [b.base, b.count], JSON.stringify(show));
@@ -154,6 +158,10 @@ test('/proc shows no host information: boot command line, boot id, disks, the pa
   }
   // What tools need stays: the CPUs and the memory they may use.
   assert.match(kept, /^[1-9]\d*\nMemTotal:/, kept);
+  // A mask cannot be written to or changed.
+  const w = await exec('a', 'for f in cmdline sys/kernel/random/boot_id; do echo x > /proc/$f; echo "write $f rc=$?"; ' +
+    'chmod 666 /proc/$f; echo "chmod $f rc=$?"; done 2>/dev/null');
+  assert.ok(!/rc=0/.test(w.output), w.output);
   // Each session has a boot id of its own.
   assert.notEqual((await exec('a', 'cat /proc/sys/kernel/random/boot_id')).output.trim(), bootId.trim());
 });
