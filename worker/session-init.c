@@ -11,8 +11,10 @@
  * and stdout are the session's /dev/null, and the set-up's parameters are
  * wiped from memory. It is made dumpable last, so that the worker can open
  * its /proc/self/oom_score_adj; the worker then makes itself non-dumpable,
- * out of its commands' reach (worker.c). The host paths among the parameters
- * are no secret anyway: the session's mount table shows them.
+ * out of its commands' reach (worker.c). Of the host paths among the
+ * parameters, only links in the session tmpfs keep a copy, which nothing in
+ * the session can reach after pivot_root: the mount table names only paths
+ * relative to that tmpfs.
  *
  * The set-up channel (proto/setup.h) is fd 4, the SessionSetup frame comes on
  * a pipe at fd 5, the network namespace to join is fd 6. A failed step is
@@ -138,7 +140,7 @@ static void setup_dev(const char *dev) {
         CHECK(fchmodat(fd, "shm", 01777, 0), "chmod /dev/shm");
 }
 
-/* /proc paths masked: a file by an empty read-only file of the session, a
+/* /proc paths masked: a file by an empty file of the session, a
  * directory by an empty read-only tmpfs; absent entries are skipped. First
  * what runc and Docker mask by default, then what else shows the host: its
  * boot command line, disks, swap, RAID, kernel modules and symbols, memory
