@@ -262,9 +262,11 @@ static void mount_overlay(const char *area, const char *prefix, const char *lowe
                 opts_add(opts, &len, step, "%s%s%.*s", p == lowers ? "" : ":", prefix,
                          colon ? (int) (colon - p) : (int) strlen(p), p);
         }
+        /* Read-only: redirects in the host's directories (there should be none) are not followed. */
         if (area)
-                opts_add(opts, &len, step, ",upperdir=%s/upper,workdir=%s/work", area, area);
-        opts_add(opts, &len, step, ",redirect_dir=off");
+                opts_add(opts, &len, step, ",upperdir=%s/upper,workdir=%s/work,redirect_dir=off", area, area);
+        else
+                opts_add(opts, &len, step, ",redirect_dir=nofollow");
         CHECK(mount(source, target, "overlay", MS_NOSUID | MS_NODEV | (area ? 0 : MS_RDONLY), opts), step);
         explicit_bzero(opts, sizeof(opts));
 }
@@ -305,7 +307,8 @@ static void install_seccomp(const ProtobufCBinaryData *filter) {
 /* The session's writable layer, a tmpfs sized by the disk limit, becomes the
  * cwd. It holds the upper and work directories of / and /workspace (the
  * sandbox's root owns /root and /run there, over the image's), "root" (the
- * mount point of /), "e" (an empty directory), "masked" (an empty file),
+ * mount point of /), "e" (an empty directory, whose mode and owner the
+ * system directories' roots show), "masked" (an empty file),
  * the session's boot id, and links "i" to the image and "l" to the layers
  * directory: the overlays' options name these instead of host paths. */
 static void setup_session_tmpfs(const Sbx__SessionSetup *p, const char *T) {
@@ -317,7 +320,7 @@ static void setup_session_tmpfs(const Sbx__SessionSetup *p, const char *T) {
                 { "ws", 0755, false },         { "ws/upper", 0755, true },       { "ws/work", 0755, false },
                 { "sys", 0755, false },        { "sys/upper", 0755, true },      { "sys/work", 0755, false },
                 { "sys/upper/root", 0700, true }, { "sys/upper/run", 0755, true }, { "root", 0755, false },
-                { "e", 0555, false },
+                { "e", 0755, false },
         };
         char opts[128], hex[33], uuid[40];
         _cleanup_close_ int fd = -EBADF;
