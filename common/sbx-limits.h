@@ -84,3 +84,11 @@
 /* Commands' own limits, set by the worker in the command child (issue 4) */
 #define SBX_COMMAND_NOFILE 4096u                /* RLIMIT_NOFILE, soft and hard */
 #define SBX_COMMAND_OOM_SCORE_ADJ 500           /* the OOM killer takes commands before the worker */
+
+/* Host ids of sandboxes (sbxd.conf uid_base, uid_count; issue 13): each
+ * sandbox owns the uid and gid range [b, b + uid_count) for one b =
+ * uid_base + k * uid_count, recorded in sbx.db while the sandbox or any of
+ * its files exists. Root inside is host uid b. */
+#define SBX_UID_BASE_DEFAULT 100000u
+#define SBX_UID_COUNT_DEFAULT 65536u            /* inside: 0 to 65535, nobody (65534) included */
+#define SBX_UID_POOL_END 0x80000000u            /* no range reaches 2^31: tools that keep uids in an int */

@@ -994,7 +994,7 @@ static int transcript_recorded(const char *id, void *userdata) {
 static void handle_gc(Server *s, Client *c, uint32_t seq) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__GcReply o = SBX__GC_REPLY__INIT;
-        unsigned layers = 0, transcripts = 0, sandboxes;
+        unsigned layers = 0, transcripts = 0, sandboxes, ranges;
         uint64_t bytes = 0;
         Sandbox *sb;
         int r;
@@ -1010,9 +1010,10 @@ static void handle_gc(Server *s, Client *c, uint32_t seq) {
                 if (snapshot_collect(s, sb, &removed) >= 0)
                         layers += removed;
         }
+        ranges = sandbox_ranges_collect(s);
         log_info("Garbage collection: %u transcripts (%llu bytes), %u directories of deleted sandboxes and %u layer "
-                 "directories removed",
-                 transcripts, (unsigned long long) bytes, sandboxes, layers);
+                 "directories removed, %u host id ranges freed",
+                 transcripts, (unsigned long long) bytes, sandboxes, layers, ranges);
         o.transcripts_removed = transcripts;
         o.layers_removed = layers;
         o.bytes_freed = bytes;

@@ -352,7 +352,7 @@ static int publish_operation(Server *s, Sandbox *sb, const char *rel, const char
         if (r < 0)
                 return r;
         /* Where it lands in the snapshot: no symlinks, parents are directories. */
-        r = open_parent(view, rel, false, s->cfg.uid_base, &view_parent, &name, err, errsize);
+        r = open_parent(view, rel, false, sb->uid_base, &view_parent, &name, err, errsize);
         if (r < 0 && r != -ENOENT)
                 return r;
         r = random_hex(hex, 12);
@@ -367,7 +367,7 @@ static int publish_operation(Server *s, Sandbox *sb, const char *rel, const char
                 r = -errno;
                 goto out;
         }
-        r = open_parent(stage_fd, rel, true, s->cfg.uid_base, &parent, &name, err, errsize);
+        r = open_parent(stage_fd, rel, true, sb->uid_base, &parent, &name, err, errsize);
         if (r < 0)
                 goto out;
         /* The staged parents take the snapshot's attributes, which the layer then carries. */
@@ -413,7 +413,7 @@ static int publish_operation(Server *s, Sandbox *sb, const char *rel, const char
         }
         {
                 bool created_in_stage;
-                r = write_at(parent, name, content, len, s->cfg.uid_base, &created_in_stage, err, errsize);
+                r = write_at(parent, name, content, len, sb->uid_base, &created_in_stage, err, errsize);
                 if (r < 0)
                         goto out;
                 *ret_created = created_in_stage;
@@ -499,9 +499,9 @@ static void write_file(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Fi
         if (ws) {
                 _cleanup_close_ int parent = -EBADF;
                 const char *name;
-                r = open_parent(root, ch->rel, true, s->cfg.uid_base, &parent, &name, err, sizeof(err));
+                r = open_parent(root, ch->rel, true, sb->uid_base, &parent, &name, err, sizeof(err));
                 if (r >= 0)
-                        r = write_at(parent, name, ch->content, ch->len, s->cfg.uid_base, &created, err, sizeof(err));
+                        r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &created, err, sizeof(err));
         } else
                 r = publish_operation(s, sb, ch->rel, ch->old_text, ch->old_len, ch->content, ch->len, &created, &pub,
                                       owner, sizeof(owner), err, sizeof(err));

@@ -10,16 +10,16 @@
 #include "layer.h"
 #include "macro.h"
 
+/* All root's: the image is every sandbox's. A session's init gives /root and
+ * /run to the sandbox's root in the session's own upper directory, and
+ * /workspace is a mount point (worker/session-init.c). */
 static const struct {
         const char *path;
         mode_t mode;
-        bool sandbox_owned;
 } image_dirs[] = {
-        { "usr", 0755, false },       { "etc", 0755, false },      { "tmp", 01777, false },
-        { "var", 0755, false },       { "var/tmp", 01777, false }, { "root", 0700, true },
-        { "home", 0755, false },      { "workspace", 0755, true }, { "proc", 0555, false },
-        { "dev", 0755, false },       { "run", 0755, true },       { "opt", 0755, false },
-        { "mnt", 0755, false },       { "srv", 0755, false },
+        { "usr", 0755 },  { "etc", 0755 },       { "tmp", 01777 },  { "var", 0755 }, { "var/tmp", 01777 },
+        { "root", 0700 }, { "home", 0755 },      { "workspace", 0755 }, { "proc", 0555 }, { "dev", 0755 },
+        { "run", 0755 },  { "opt", 0755 },       { "mnt", 0755 },   { "srv", 0755 },
 };
 
 /* Only what programs need: loader, alternatives, locale and certificate data. */
@@ -100,7 +100,7 @@ static int copy_host_etc(int host_etc, int etc, const char *rel) {
         return 0;
 }
 
-int image_build_default(int state_dirfd, uid_t root_uid) {
+int image_build_default(int state_dirfd) {
         _cleanup_close_ int img = -EBADF, etc = -EBADF, host_etc = -EBADF;
         static const char *const system_links[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
         int r;
@@ -116,9 +116,6 @@ int image_build_default(int state_dirfd, uid_t root_uid) {
                 if (mkdirat(img, image_dirs[i].path, 0755) < 0)
                         return -errno;
                 if (fchmodat(img, image_dirs[i].path, image_dirs[i].mode, 0) < 0)
-                        return -errno;
-                if (image_dirs[i].sandbox_owned &&
-                    fchownat(img, image_dirs[i].path, root_uid, root_uid, 0) < 0)
                         return -errno;
         }
         /* Mirror the host's merged-usr layout: links stay links, real directories get bound. */

@@ -1,6 +1,6 @@
 /* The embedded default image: what "/" looks like in a session. The host's
- * system directories (/usr and the merged-usr links) are bound read-only at
- * session start; this directory provides the rest: an /etc with only what
+ * system directories (/usr and the merged-usr links) are mounted read-only
+ * at session start; this directory provides the rest: an /etc with only what
  * programs need (generated passwd, group, hosts; copies of the loader cache,
  * alternatives, certificates), and empty /tmp, /root, /home, /run, /workspace
  * mount points. No host secret (shadow, ssh keys, /root, /home, sbx state) is
@@ -11,6 +11,6 @@
 
 #define SBX_IMAGE_DEFAULT_NAME "default"        /* the one image, as sbxctl image list names it */
 
-/* (Re)build the image as "image-default" below state_dirfd; root_uid owns
- * the directories root inside the sandbox may write. */
-int image_build_default(int state_dirfd, uid_t root_uid);
+/* (Re)build the image as "image-default" below state_dirfd. Everything in it
+ * is host root's: it is shared by every sandbox, each with its own host ids. */
+int image_build_default(int state_dirfd);

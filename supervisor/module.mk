@@ -10,6 +10,7 @@ SUPERVISOR_SRCS += supervisor/seccomp.c
 SUPERVISOR_SRCS += supervisor/netns.c
 SUPERVISOR_SRCS += supervisor/image.c
 SUPERVISOR_LIB_SRCS += supervisor/store.c
+SUPERVISOR_LIB_SRCS += supervisor/uidrange.c
 SUPERVISOR_LIB_SRCS += supervisor/layer.c
 SUPERVISOR_LIB_SRCS += supervisor/transcript.c
 SUPERVISOR_LIB_SRCS += supervisor/cgroup.c

@@ -1,10 +1,11 @@
 /* Creating a workspace session's isolation: the spawner (spawner.c) starts
  * sbx-worker --session-init as PID 1 in new mount, pid, ipc and uts
  * namespaces; it joins a network namespace made ahead and a new cgroup
- * namespace, builds the session's root (image overlay, host /usr read-only,
- * the workspace overlay of the published layers at /workspace, /proc, a
- * minimal /dev), pivots into it, enters a new user namespace whose root is an
- * unprivileged host uid, keeps a few capabilities inside it, sets
+ * namespace, builds the session's root (image overlay, host /usr read-only
+ * through an overlay of the session's own, the workspace overlay of the
+ * published layers at /workspace, /proc, a minimal /dev), pivots into it,
+ * creates, as the sandbox's own host uid, a new user namespace whose root is
+ * that uid (uidrange.h), keeps a few capabilities inside it, sets
  * no_new_privs and the seccomp filter, and runs on as the session's worker
  * (worker/session-init.c). sbxd puts it into the session's cgroup and writes
  * its user namespace maps on the set-up channel (proto/setup.h). The

@@ -29,6 +29,7 @@
 #include "image.h"
 #include "sbxd.h"
 #include "snapshot.h"
+#include "uidrange.h"
 
 /* A uid without a passwd entry reads the source with this group and no other. */
 #define IMPORT_NOGROUP 65534u
@@ -133,8 +134,154 @@ static int load_one(const StoreSandbox *rec, void *userdata) {
         return 0;
 }
 
+/* ---- host id ranges (uidrange.h) ---------------------------------------------------- */
+
+typedef struct Ranges {
+        StoreUidRange *v;
+        size_t n, cap;
+} Ranges;
+
+static int ranges_add(const StoreUidRange *u, void *userdata) {
+        Ranges *rs = userdata;
+        if (rs->n == rs->cap) {
+                size_t ncap = rs->cap ? rs->cap * 2 : 16;
+                StoreUidRange *v = realloc(rs->v, ncap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                rs->v = v;
+                rs->cap = ncap;
+        }
+        rs->v[rs->n++] = *u;
+        return 0;
+}
+
+/* Read first, change after: no statement of the store runs while a row is written. */
+static int ranges_read(Server *s, bool orphans_only, Ranges *ret) {
+        Ranges rs = {};
+        int r = store_uid_range_foreach(s->store, orphans_only, ranges_add, &rs);
+        if (r < 0) {
+                free(rs.v);
+                return r;
+        }
+        *ret = rs;
+        return 0;
+}
+
+/* Ranges whose sandbox has no record (deleted, or its creation failed): its
+ * files go, then the range, which may then be given again. */
+unsigned sandbox_ranges_collect(Server *s) {
+        _cleanup_free_ StoreUidRange *v = NULL;
+        Ranges rs;
+        unsigned released = 0;
+        int r;
+
+        r = ranges_read(s, true, &rs);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to read the host id ranges, ignoring: %m");
+                return 0;
+        }
+        v = rs.v;
+        for (size_t i = 0; i < rs.n; i++) {
+                const StoreUidRange *u = &rs.v[i];
+                r = tree_remove_at(s->sandboxes_fd, u->sandbox);
+                if (r >= 0 || r == -ENOENT)
+                        r = store_uid_range_delete(s->store, u->sandbox);
+                if (r < 0) {
+                        log_warning_errno(r, "Host ids %u-%u of deleted sandbox '%s' stay reserved: %m", u->base,
+                                          u->base + u->count - 1, u->sandbox);
+                        continue;
+                }
+                log_info("Host ids %u-%u of deleted sandbox '%s' are free again", u->base, u->base + u->count - 1,
+                         u->sandbox);
+                released++;
+        }
+        return released;
+}
+
+/* The files of sb move from the ids at from to its range, then the record says so. */
+static int range_shift(Server *s, Sandbox *sb, uint32_t from) {
+        int r;
+
+        log_notice("Moving the files of sandbox '%s' from host ids %u-%u to its own range %u-%u", sb->name, from,
+                   from + sb->uid_count - 1, sb->uid_base, sb->uid_base + sb->uid_count - 1);
+        /* Below the sandbox directory: layers/, a layer, then the layer's tree. */
+        r = uid_tree_shift(sb->dirfd, from, sb->uid_base, sb->uid_count, SBX_TREE_DEPTH_MAX + 2);
+        if (r < 0)
+                return r;
+        return store_uid_range_shifted(s->store, sb->id);
+}
+
+/* A sandbox of a version without ranges: its files carry the pool's first
+ * range. The first such sandbox keeps it, the others get a range of their own. */
+static int range_migrate(Server *s, Sandbox *sb) {
+        StoreUidRange u = { .count = s->cfg.uid_count, .shift_from = s->cfg.uid_base };
+        int r;
+
+        strlcpy(u.sandbox, sb->id, sizeof(u.sandbox));
+        r = uid_range_find_free(s->store, s->cfg.uid_base, s->cfg.uid_count, &u.base);
+        if (r < 0)
+                return r;
+        u.shifting = u.base != s->cfg.uid_base;
+        r = store_uid_range_insert(s->store, &u);
+        if (r < 0)
+                return r;
+        sb->uid_base = u.base;
+        sb->uid_count = u.count;
+        r = u.shifting ? range_shift(s, sb, u.shift_from) : 0;
+        if (r < 0)
+                sb->uid_count = 0; /* half moved: the next start finishes */
+        return r;
+}
+
+/* Every loaded sandbox gets its recorded range (a move a crash left half done
+ * is finished first); one that cannot is not served, and is tried again at
+ * the next start. */
+static int sandbox_ranges_load(Server *s) {
+        _cleanup_free_ StoreUidRange *v = NULL;
+        Sandbox *sb, *next;
+        Ranges rs;
+        int r;
+
+        r = ranges_read(s, false, &rs);
+        if (r < 0)
+                return r;
+        v = rs.v;
+        for (size_t i = 0; i < rs.n; i++) {
+                TAILQ_FOREACH(sb, &s->sandboxes, link)
+                        if (strcmp(sb->id, rs.v[i].sandbox) == 0)
+                                break;
+                if (!sb)
+                        continue;
+                sb->uid_base = rs.v[i].base;
+                sb->uid_count = rs.v[i].count;
+                r = rs.v[i].shifting ? range_shift(s, sb, rs.v[i].shift_from) : 0;
+                if (r < 0) {
+                        log_error_errno(r, "Cannot move the files of sandbox '%s' to its host ids: %m", sb->name);
+                        sb->uid_count = 0; /* not served: dropped below */
+                }
+        }
+        TAILQ_FOREACH_SAFE(sb, &s->sandboxes, link, next) {
+                if (sb->uid_base == 0) {
+                        /* No record: a sandbox of an earlier version. */
+                        r = range_migrate(s, sb);
+                        if (r < 0)
+                                log_error_errno(r, "Cannot give sandbox '%s' host ids of its own: %m", sb->name);
+                }
+                if (sb->uid_count == 0) {
+                        log_error("Sandbox '%s' has no usable host id range, skipping it", sb->name);
+                        TAILQ_REMOVE(&s->sandboxes, sb, link);
+                        sandbox_free(sb);
+                }
+        }
+        (void) sandbox_ranges_collect(s);
+        return 0;
+}
+
 int sandboxes_load(Server *s) {
-        return store_sandbox_foreach(s->store, load_one, s);
+        int r = store_sandbox_foreach(s->store, load_one, s);
+        if (r < 0)
+                return r;
+        return sandbox_ranges_load(s);
 }
 
 Sandbox *sandbox_find(Server *s, const char *name) {
@@ -143,6 +290,42 @@ Sandbox *sandbox_find(Server *s, const char *name) {
                 if (strcmp(sb->name, name) == 0)
                         return sb;
         return NULL;
+}
+
+/* A range of its own for a new sandbox, on the disk before any file has its ids. */
+static int range_allocate(Server *s, Sandbox *sb, char *errmsg, size_t errmsg_size) {
+        StoreUidRange u = { .count = s->cfg.uid_count };
+        int r;
+
+        strlcpy(u.sandbox, sb->id, sizeof(u.sandbox));
+        r = uid_range_find_free(s->store, s->cfg.uid_base, s->cfg.uid_count, &u.base);
+        if (r == -ENOSPC)
+                snprintf(errmsg, errmsg_size,
+                         "no free host id range: from uid_base %u to %u there is room for %u sandboxes of uid_count %u "
+                         "ids (sbxd.conf(5))",
+                         s->cfg.uid_base, SBX_UID_POOL_END - 1, (SBX_UID_POOL_END - s->cfg.uid_base) / s->cfg.uid_count,
+                         s->cfg.uid_count);
+        if (r >= 0)
+                r = store_uid_range_insert(s->store, &u);
+        if (r < 0) {
+                if (r != -ENOSPC)
+                        snprintf(errmsg, errmsg_size, "cannot record the sandbox's host ids: %s", strerror(-r));
+                return r;
+        }
+        sb->uid_base = u.base;
+        sb->uid_count = u.count;
+        return 0;
+}
+
+/* The sandbox's directory, then its host ids: they are free again only once no
+ * file of it is left. What fails here, sbxctl gc retries. */
+static void sandbox_files_remove(Server *s, const Sandbox *sb) {
+        int r = tree_remove_at(s->sandboxes_fd, sb->id);
+        if (r >= 0 || r == -ENOENT)
+                r = store_uid_range_delete(s->store, sb->id);
+        if (r < 0 && r != -ENOENT)
+                log_warning_errno(r, "Failed to remove the files or the host ids of sandbox '%s', 'sbxctl gc' retries: %m",
+                                  sb->name);
 }
 
 /* ---- creation: the import helper ------------------------------------------------ */
@@ -228,7 +411,7 @@ static int import_send(Server *s, const Sandbox *sb, int sock) {
         req.reader_gid = gid;
         req.n_reader_groups = n;
         req.reader_groups = groups;
-        req.force_uid = s->cfg.uid_base;
+        req.force_uid = sb->uid_base;
         req.state_dev = st.st_dev;
         req.state_ino = st.st_ino;
         msg.type = SBX__MSG_TYPE__MSG_IMPORT_REQUEST;
@@ -267,7 +450,7 @@ static void import_finish(Server *s, Import *imp, int err, const char *why, cons
         }
         if (err < 0) {
                 log_error("Failed to create sandbox '%s' from '%s': %s", sb->name, sb->source_dir, why);
-                (void) tree_remove_at(s->sandboxes_fd, sb->id);
+                sandbox_files_remove(s, sb);
                 sandbox_answer_creator(s, imp->creator, imp->creator_seq, NULL, NULL, err, why);
                 sandbox_free(sb);
         } else {
@@ -411,13 +594,20 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
         sb->pids_max = req->pids_max ?: s->cfg.default_pids_max;
         sb->cpu_weight = req->cpu_weight ?: 100;
         sb->created_unix = time(NULL);
+        /* A half-created sandbox of an earlier crash has no record: free its ids. */
+        (void) sandbox_ranges_collect(s);
+        r = range_allocate(s, sb, errmsg, errmsg_size);
+        if (r < 0) {
+                sandbox_free(sb);
+                return r;
+        }
         r = sandbox_open_dirs(s, sb, true);
         if (r < 0)
                 snprintf(errmsg, errmsg_size, "cannot create the sandbox directory: %s", strerror(-r));
         if (r >= 0)
                 r = import_start(s, sb, c, seq, errmsg, errmsg_size);
         if (r < 0) {
-                (void) tree_remove_at(s->sandboxes_fd, sb->id);
+                sandbox_files_remove(s, sb);
                 sandbox_free(sb);
                 return r;
         }
@@ -431,7 +621,7 @@ void imports_free(Server *s) {
         while ((imp = TAILQ_FIRST(&s->imports))) {
                 pidfd_kill_wait(imp->pidfd_src.fd);
                 (void) waitid((idtype_t) P_PIDFD, (id_t) imp->pidfd_src.fd, &(siginfo_t) {}, WEXITED);
-                (void) tree_remove_at(s->sandboxes_fd, imp->sandbox->id);
+                sandbox_files_remove(s, imp->sandbox);
                 imp->sandbox = sandbox_free(imp->sandbox);
                 import_free(s, imp);
         }
@@ -481,9 +671,7 @@ int sandbox_delete(Server *s, Sandbox *sb) {
                 if (k < 0 && k != -ENOENT)
                         log_warning_errno(k, "Failed to remove the transcript of %s, ignoring: %m", commands.ids[i]);
         }
-        r = tree_remove_at(s->sandboxes_fd, sb->id);
-        if (r < 0)
-                log_warning_errno(r, "Failed to remove the files of sandbox '%s', ignoring: %m", sb->name);
+        sandbox_files_remove(s, sb);
         log_info("Deleted sandbox '%s' (%s) with its %zu commands", sb->name, sb->id, commands.n);
         free(commands.ids);
         sandbox_free(sb);
@@ -525,6 +713,8 @@ void sandbox_info(Server *s, const Sandbox *sb, Sbx__SandboxInfo *ret) {
         ret->memory_bytes = sb->memory_bytes;
         ret->pids_max = sb->pids_max;
         ret->cpu_weight = sb->cpu_weight;
+        ret->uid_base = sb->uid_base;
+        ret->uid_count = sb->uid_count;
         ret->layer_count = sb->top_layer + 1;
         ret->live_sessions = sb->live_sessions - sb->spares;
         ret->created_unix = sb->created_unix;

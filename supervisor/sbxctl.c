@@ -670,7 +670,7 @@ static json_int_t json_u64(uint64_t v) {
 }
 
 static json_t *sandbox_to_json(const Sbx__SandboxInfo *s) {
-        return json_pack("{s:o, s:o, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I}",
+        return json_pack("{s:o, s:o, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                          "name", json_str(s->name),
                          "id", json_str(s->id),
                          "owner_uid", (json_int_t) s->owner_uid,
@@ -680,7 +680,9 @@ static json_t *sandbox_to_json(const Sbx__SandboxInfo *s) {
                          "cpu_weight", (json_int_t) s->cpu_weight,
                          "layer_count", (json_int_t) s->layer_count,
                          "live_sessions", (json_int_t) s->live_sessions,
-                         "created_unix", (json_int_t) s->created_unix);
+                         "created_unix", (json_int_t) s->created_unix,
+                         "uid_base", (json_int_t) s->uid_base,
+                         "uid_count", (json_int_t) s->uid_count);
 }
 
 static json_t *status_to_json(const Sbx__StatusReply *s) {
@@ -891,6 +893,8 @@ static int print_sandbox_show(const Sbx__SandboxListReply *l, const char *name, 
         else
                 printf("pids: %" PRIu32 "\n", s->pids_max);
         printf("cpu weight: %" PRIu32 "\n", s->cpu_weight);
+        if (s->uid_count > 0)
+                printf("host ids: %" PRIu32 "-%" PRIu32 "\n", s->uid_base, s->uid_base + s->uid_count - 1);
         printf("layers: %" PRIu32 "\n", s->layer_count);
         printf("live sessions: %" PRIu32 "\n", s->live_sessions);
         printf("created: %s\n", created);

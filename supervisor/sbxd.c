@@ -185,8 +185,8 @@ static int config_set(Config *cfg, const char *key, const char *value, char *err
                 { "default_memory_bytes", 16u << 20, UINT64_MAX },
                 { "default_pids_max", 8, 1u << 22 },
                 { "session_disk_bytes", 1u << 20, UINT64_MAX },
-                { "uid_base", 1000, UINT32_MAX - 65537 },
-                { "uid_count", 1, 65536 },
+                { "uid_base", 1000, SBX_UID_POOL_END - SBX_UID_COUNT_DEFAULT },
+                { "uid_count", 1, SBX_UID_COUNT_DEFAULT },
                 { "session_spares", 0, SBX_SPARES_MAX },
                 { "session_spare_idle_seconds", 1, 86400 },
                 { "client_idle_seconds", 1, 86400 },
@@ -539,7 +539,7 @@ static int server_init(Server *s) {
         if (r < 0)
                 return log_error_errno(r, "Cannot load sandboxes: %m");
 
-        r = image_build_default(s->state_fd, s->cfg.uid_base);
+        r = image_build_default(s->state_fd);
         if (r < 0)
                 return log_error_errno(r, "Cannot build the default image: %m");
         snprintf(image, sizeof(image), "%s/image-default", s->cfg.state_dir);
@@ -671,8 +671,8 @@ int main(int argc, char **argv) {
                         .session_disk_bytes = SBX_SESSION_DISK_DEFAULT,
                         .session_spares = SBX_SPARES_DEFAULT,
                         .spare_idle_seconds = SBX_SPARE_IDLE_DEFAULT_S,
-                        .uid_base = 100000,
-                        .uid_count = 65536,
+                        .uid_base = SBX_UID_BASE_DEFAULT,
+                        .uid_count = SBX_UID_COUNT_DEFAULT,
                         .socket_gid = (gid_t) -1,
                         .client_idle_seconds = SBX_CLIENT_IDLE_DEFAULT_S,
                 },

@@ -32,8 +32,8 @@ typedef struct Config {
         uint64_t default_memory_bytes;
         uint32_t default_pids_max;
         uint64_t session_disk_bytes;
-        uid_t uid_base;
-        uint32_t uid_count;
+        uid_t uid_base;                 /* the pool of sandboxes' host ids starts here (uidrange.h) */
+        uint32_t uid_count;             /* ids per sandbox */
         bool allow_io_uring;            /* seccomp leaves io_uring_* allowed (sbx-security(7)) */
         uint32_t session_spares;        /* spare automatic sessions per sandbox (spare.c) */
         uint32_t spare_idle_seconds;    /* an unused spare goes after this */
@@ -47,6 +47,8 @@ typedef struct Sandbox {
         char id[SBX_SANDBOX_ID_SIZE];   /* immutable: keys its records and names STATE/sandboxes/ID */
         char name[65];
         uid_t owner_uid;
+        uid_t uid_base;             /* its host ids: [uid_base, uid_base + uid_count) (uidrange.h) */
+        uint32_t uid_count;
         char *source_dir;
         uint64_t memory_bytes;
         uint32_t pids_max;
@@ -207,6 +209,9 @@ void sandbox_answer_creator(Server *s, Client *c, uint32_t seq, const Sandbox *s
 
 /* sandbox.c */
 int sandboxes_load(Server *s);
+/* Free the host id ranges of sandboxes without a record, after their files;
+ * returns how many were freed. */
+unsigned sandbox_ranges_collect(Server *s);
 Sandbox *sandbox_find(Server *s, const char *name);
 /* Start creating a sandbox; once its source is imported the client is
  * answered (sandbox_answer_creator). Fails at once with errmsg set. */

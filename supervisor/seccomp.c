@@ -21,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <linux/netlink.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -98,6 +99,11 @@ static const SeccompRule rules[] = {
           .cmp = { CMP(0, EQ, AF_INET), CMP_MASKED(1, 0xf, SOCK_PACKET) } },
         { .syscall = "socket", .err = EPERM, .n_cmp = 2,
           .cmp = { CMP(0, EQ, AF_INET6), CMP_MASKED(1, 0xf, SOCK_PACKET) } },
+        /* the kernel's device events: it sends them to every network namespace of
+         * the host's user namespace, the session's among them (the kernel reads
+         * the protocol as an int: the low half is compared) */
+        { .syscall = "socket", .err = EPROTONOSUPPORT, .n_cmp = 2,
+          .cmp = { CMP(0, EQ, AF_NETLINK), CMP_MASKED(2, 0xffffffffu, NETLINK_KOBJECT_UEVENT) } },
 };
 
 /* socket(2): every other address family fails with EAFNOSUPPORT (AF_PACKET,

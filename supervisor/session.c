@@ -107,8 +107,8 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         if (r < 0)
                 goto fail;
         SpawnParams p = {
-                .uid_base = s->cfg.uid_base,
-                .uid_count = s->cfg.uid_count,
+                .uid_base = sb->uid_base,
+                .uid_count = sb->uid_count,
                 .disk_bytes = s->cfg.session_disk_bytes,
         };
         if (strlcpy(p.session_id, ws->id, sizeof(p.session_id)) >= sizeof(p.session_id) ||

@@ -46,7 +46,13 @@ static const char schema[] =
         /* Layers 0..squashed are merged into one directory (compaction). */
         "CREATE TABLE IF NOT EXISTS squashes ("
         "  sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id) ON DELETE CASCADE,"
-        "  squashed INTEGER NOT NULL);";
+        "  squashed INTEGER NOT NULL);"
+        /* Host id ranges (uidrange.c), by sandbox id: a row outlives its sandbox's
+         * record until the sandbox's files are gone; shift_from is set while its
+         * files move from there. */
+        "CREATE TABLE IF NOT EXISTS uid_ranges ("
+        "  sandbox TEXT PRIMARY KEY, base INTEGER NOT NULL UNIQUE, count INTEGER NOT NULL,"
+        "  shift_from INTEGER);";
 
 /* Schema 1 (user_version 0) keyed everything by the sandbox's name, and a
  * deleted sandbox's commands stayed. Its tables are renamed away, the rows
@@ -652,4 +658,83 @@ int store_command_exists(Store *s, const char *id) {
 
 int store_sandbox_known(Store *s, const char *id_or_name) {
         return exists_text(s, "SELECT 1 FROM sandboxes WHERE id = ?1 OR name = ?1", id_or_name);
+}
+
+static void fill_uid_range(sqlite3_stmt *st, StoreUidRange *r) {
+        memset(r, 0, sizeof(*r));
+        strlcpy(r->sandbox, (const char *) sqlite3_column_text(st, 0), sizeof(r->sandbox));
+        r->base = (uint32_t) sqlite3_column_int64(st, 1);
+        r->count = (uint32_t) sqlite3_column_int64(st, 2);
+        r->shifting = sqlite3_column_type(st, 3) != SQLITE_NULL;
+        r->shift_from = (uint32_t) sqlite3_column_int64(st, 3);
+}
+
+int store_uid_range_foreach(Store *s, bool orphans_only, int (*cb)(const StoreUidRange *r, void *userdata),
+                            void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(s,
+                    orphans_only ? "SELECT sandbox, base, count, shift_from FROM uid_ranges"
+                                   " WHERE sandbox NOT IN (SELECT id FROM sandboxes) ORDER BY base"
+                                 : "SELECT sandbox, base, count, shift_from FROM uid_ranges ORDER BY base",
+                    &st);
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                StoreUidRange u;
+                fill_uid_range(st, &u);
+                r = cb(&u, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+/* One statement in a durable transaction of its own: a range is on the disk
+ * before a file has its ids, and is gone only after its files are. The
+ * statement takes ?1 sandbox and, if it has them, ?2 base ?3 count ?4 shift_from. */
+static int uid_range_write(Store *s, const char *sql, const StoreUidRange *u) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = store_begin_durable(s);
+        if (r < 0)
+                return r;
+        r = prepare(s, sql, &st);
+        if (r >= 0) {
+                sqlite3_bind_text(st, 1, u->sandbox, -1, SQLITE_STATIC);
+                if (sqlite3_bind_parameter_count(st) >= 4) {
+                        sqlite3_bind_int64(st, 2, u->base);
+                        sqlite3_bind_int64(st, 3, u->count);
+                        if (u->shifting)
+                                sqlite3_bind_int64(st, 4, u->shift_from);
+                        else
+                                sqlite3_bind_null(st, 4);
+                }
+                r = step_done(st);
+        }
+        if (r >= 0 && sqlite3_changes(s->db) == 0)
+                r = -ENOENT;
+        if (r < 0) {
+                store_rollback(s);
+                return r;
+        }
+        return store_commit(s);
+}
+
+int store_uid_range_insert(Store *s, const StoreUidRange *u) {
+        return uid_range_write(s, "INSERT INTO uid_ranges VALUES (?1, ?2, ?3, ?4)", u);
+}
+
+int store_uid_range_shifted(Store *s, const char *sandbox) {
+        StoreUidRange u = {};
+        strlcpy(u.sandbox, sandbox, sizeof(u.sandbox));
+        return uid_range_write(s, "UPDATE uid_ranges SET shift_from = NULL WHERE sandbox = ?1", &u);
+}
+
+int store_uid_range_delete(Store *s, const char *sandbox) {
+        StoreUidRange u = {};
+        strlcpy(u.sandbox, sandbox, sizeof(u.sandbox));
+        return uid_range_write(s, "DELETE FROM uid_ranges WHERE sandbox = ?1", &u);
 }

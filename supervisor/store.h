@@ -26,6 +26,14 @@ typedef struct StoreSandbox {
         int64_t created_unix;
 } StoreSandbox;
 
+/* A sandbox's host id range (uidrange.h). */
+typedef struct StoreUidRange {
+        char sandbox[SBX_SANDBOX_ID_SIZE];     /* the sandbox's id */
+        uint32_t base, count;
+        bool shifting;                  /* its files still move from shift_from */
+        uint32_t shift_from;
+} StoreUidRange;
+
 typedef struct StoreCommand {
         char id[33];
         char sandbox[SBX_SANDBOX_ID_SIZE];     /* the sandbox's id */
@@ -92,6 +100,15 @@ int store_blame_delete_tree(Store *s, const char *sandbox, const char *path);
 
 int store_squash_get(Store *s, const char *sandbox, uint32_t *ret);
 int store_squash_set(Store *s, const char *sandbox, uint32_t squashed);
+
+/* Host id ranges, lowest base first; orphans_only: those whose sandbox has no record. */
+int store_uid_range_foreach(Store *s, bool orphans_only, int (*cb)(const StoreUidRange *r, void *userdata),
+                            void *userdata);
+/* Each durable on return: insert (-EEXIST if the sandbox or the base has one),
+ * end the shift, delete (-ENOENT if there is no row). */
+int store_uid_range_insert(Store *s, const StoreUidRange *u);
+int store_uid_range_shifted(Store *s, const char *sandbox);
+int store_uid_range_delete(Store *s, const char *sandbox);
 
 /* Running commands of a previous sbxd are ended as supervisor_lost. */
 int store_commands_mark_lost(Store *s, int64_t now_unix_usec, unsigned *ret_count);

@@ -11,8 +11,10 @@
  * and stdout are the session's /dev/null, and the set-up's parameters are
  * wiped from memory. It is made dumpable last, so that the worker can open
  * its /proc/self/oom_score_adj; the worker then makes itself non-dumpable,
- * out of its commands' reach (worker.c). The host paths among the parameters
- * are no secret anyway: the session's mount table shows them.
+ * out of its commands' reach (worker.c). Of the host paths among the
+ * parameters, only links in the session tmpfs keep a copy, which nothing in
+ * the session can reach after pivot_root: the mount table names only paths
+ * relative to that tmpfs.
  *
  * The set-up channel (proto/setup.h) is fd 4, the SessionSetup frame comes on
  * a pipe at fd 5, the network namespace to join is fd 6. A failed step is
@@ -23,8 +25,10 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <linux/securebits.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,17 +140,28 @@ static void setup_dev(const char *dev) {
         CHECK(fchmodat(fd, "shm", 01777, 0), "chmod /dev/shm");
 }
 
-/* runc's masked and read-only /proc paths: a file masked by /dev/null, a
- * directory by an empty read-only tmpfs, the rest bound read-only onto
- * itself. Absent entries are skipped. */
+/* /proc paths masked: a file by an empty file of the session, a
+ * directory by an empty read-only tmpfs; absent entries are skipped. First
+ * what runc and Docker mask by default, then what else shows the host: its
+ * boot command line, disks, swap, RAID, kernel modules and symbols, memory
+ * and port maps (sbx-security(7) says what stays visible, and why). */
 static const char *const proc_masked[] = {
-        "kcore", "keys", "key-users", "kmsg", "timer_list", "timer_stats", "sched_debug",
-        "latency_stats", "sysrq-trigger", "acpi", "asound", "scsi", "driver",
+        "acpi", "asound", "interrupts", "kcore", "keys", "latency_stats", "timer_list", "timer_stats",
+        "sched_debug", "scsi", "key-users", "kmsg", "sysrq-trigger", "driver",
+        "cmdline", "partitions", "diskstats", "swaps", "mdstat", "modules", "kallsyms", "config.gz",
+        "iomem", "ioports",
 };
+/* Bound read-only onto themselves (runc's list), after the masks, which their
+ * recursive binds carry along. */
 static const char *const proc_readonly[] = { "sys", "irq", "bus", "fs" };
 
+/* proc is relative to the session tmpfs, which holds "masked" (an empty file)
+ * and "boot_id" (the session's own). Both are host root's and 0444, so that
+ * the sandbox's root, whose capabilities do not apply to an owner its user
+ * namespace does not map, can neither write nor chmod them: a bind of each is
+ * enough, as in runc (a read-only remount would double the mounts). */
 static void harden_proc(const char *proc) {
-        char path[8192 + 64];
+        char path[256];
         struct stat st;
 
         for (size_t i = 0; i < ELEMENTSOF(proc_masked); i++) {
@@ -157,13 +172,13 @@ static void harden_proc(const char *proc) {
                         CHECK(mount("sbx-masked", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                                     "size=4k,nr_inodes=1,mode=0555"),
                               "mask a /proc directory");
-                else {
-                        CHECK(mount("/dev/null", path, NULL, MS_BIND, NULL), "mask a /proc file");
-                        CHECK(mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                                    NULL),
-                              "remount a masked /proc file read-only");
-                }
+                else
+                        CHECK(mount("masked", path, NULL, MS_BIND, NULL), "mask a /proc file");
         }
+        /* A boot id of its own: the host's would tell sessions apart by host boot. */
+        snprintf(path, sizeof(path), "%s/sys/kernel/random/boot_id", proc);
+        if (lstat(path, &st) == 0)
+                CHECK(mount("boot_id", path, NULL, MS_BIND, NULL), "replace the boot id");
         for (size_t i = 0; i < ELEMENTSOF(proc_readonly); i++) {
                 snprintf(path, sizeof(path), "%s/%s", proc, proc_readonly[i]);
                 if (lstat(path, &st) < 0)
@@ -172,7 +187,6 @@ static void harden_proc(const char *proc) {
                 CHECK(mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
                       "remount a /proc path read-only");
         }
-        explicit_bzero(path, sizeof(path));
 }
 
 /* Capabilities the sandbox's root keeps in its own user namespace (enough for
@@ -218,28 +232,64 @@ static void wipe_setup(Sbx__Msg *msg) {
         explicit_bzero(setup_frame, setup_frame_len);
 }
 
-static void bind_readonly(const char *src, const char *dst) {
-        CHECK(mount(src, dst, NULL, MS_BIND | MS_REC, NULL), "bind host system directory");
-        CHECK(mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
-              "remount host system directory read-only");
-}
-
-/* An overlay at T/<target> of lowers (":"-separated, newest first) with its
- * writes in T/<area>/upper; E2BIG when its options do not fit the page the
+/* Append the printf-formatted text to opts (MOUNT_OPTIONS_MAX bytes, *len
+ * used so far); E2BIG for step when the options do not fit the page the
  * kernel takes for them. */
-static void mount_overlay(const char *T, const char *area, const char *lowers, const char *target,
-                          const char *source, const char *step) {
-        char opts[8192], path[SESSION_PATH_MAX + 64];
+static void _printf_(4, 5) opts_add(char *opts, size_t *len, const char *step, const char *fmt, ...) {
+        va_list ap;
         int n;
 
-        n = snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/%s/upper,workdir=%s/%s/work,redirect_dir=off",
-                     lowers, T, area, T, area);
-        if (n < 0 || n >= MOUNT_OPTIONS_MAX)
+        va_start(ap, fmt);
+        n = vsnprintf(opts + *len, MOUNT_OPTIONS_MAX - *len, fmt, ap);
+        va_end(ap);
+        if (n < 0 || (size_t) n >= MOUNT_OPTIONS_MAX - *len)
                 init_fail(E2BIG, step);
-        snprintf(path, sizeof(path), "%s/%s", T, target);
-        CHECK(mount(source, path, "overlay", MS_NOSUID | MS_NODEV, opts), step);
+        *len += (size_t) n;
+}
+
+/* An overlay at target of lowers (":"-separated, newest first, each put
+ * after prefix) with its writes in <area>/upper, or read-only without area.
+ * Every path is relative to the session tmpfs, the cwd: the options, which
+ * /proc/self/mountinfo shows, name no host path. */
+static void mount_overlay(const char *area, const char *prefix, const char *lowers, const char *target,
+                          const char *source, const char *step) {
+        char opts[MOUNT_OPTIONS_MAX];
+        size_t len = 0;
+
+        opts_add(opts, &len, step, "lowerdir=");
+        for (const char *p = lowers, *colon; p; p = colon ? colon + 1 : NULL) {
+                colon = strchr(p, ':');
+                opts_add(opts, &len, step, "%s%s%.*s", p == lowers ? "" : ":", prefix,
+                         colon ? (int) (colon - p) : (int) strlen(p), p);
+        }
+        /* Read-only: redirects in the host's directories (there should be none) are not followed. */
+        if (area)
+                opts_add(opts, &len, step, ",upperdir=%s/upper,workdir=%s/work,redirect_dir=off", area, area);
+        else
+                opts_add(opts, &len, step, ",redirect_dir=nofollow");
+        CHECK(mount(source, target, "overlay", MS_NOSUID | MS_NODEV | (area ? 0 : MS_RDONLY), opts), step);
         explicit_bzero(opts, sizeof(opts));
-        explicit_bzero(path, sizeof(path));
+}
+
+/* The host's system directories, read-only, each through an overlay of its
+ * own whose top layer is the empty "e" of the session tmpfs: its files are
+ * inodes of the session, so an inotify watch or a lock on one of them sees
+ * and blocks this session only, never the host or another sandbox (a bind
+ * would share the host's inodes), and statfs(2) reports the session tmpfs,
+ * not the host's disk. Absent ones, and merged-usr symlinks (which the image
+ * mirrors), are skipped. */
+static void mount_system_dirs(void) {
+        static const char *const system_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+        char lowers[64], target[64];
+        struct stat st;
+
+        for (size_t i = 0; i < ELEMENTSOF(system_dirs); i++) {
+                snprintf(lowers, sizeof(lowers), "e:/%s", system_dirs[i]);
+                if (lstat(lowers + 2, &st) < 0 || !S_ISDIR(st.st_mode))
+                        continue;
+                snprintf(target, sizeof(target), "root/%s", system_dirs[i]);
+                mount_overlay(NULL, "", lowers, target, "sbx-system", "mount host system directory");
+        }
 }
 
 static void install_seccomp(const ProtobufCBinaryData *filter) {
@@ -254,13 +304,85 @@ static void install_seccomp(const ProtobufCBinaryData *filter) {
         CHECK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog), "seccomp");
 }
 
+/* The session's writable layer, a tmpfs sized by the disk limit, becomes the
+ * cwd. It holds the upper and work directories of / and /workspace (the
+ * sandbox's root owns /root and /run there, over the image's), "root" (the
+ * mount point of /), "e" (an empty directory, whose mode and owner the
+ * system directories' roots show), "masked" (an empty file),
+ * the session's boot id, and links "i" to the image and "l" to the layers
+ * directory: the overlays' options name these instead of host paths. */
+static void setup_session_tmpfs(const Sbx__SessionSetup *p, const char *T) {
+        static const struct {
+                const char *path;
+                mode_t mode;
+                bool sandbox_owned;
+        } dirs[] = {
+                { "ws", 0755, false },         { "ws/upper", 0755, true },       { "ws/work", 0755, false },
+                { "sys", 0755, false },        { "sys/upper", 0755, true },      { "sys/work", 0755, false },
+                { "sys/upper/root", 0700, true }, { "sys/upper/run", 0755, true }, { "root", 0755, false },
+                { "e", 0755, false },
+        };
+        char opts[128], hex[33], uuid[40];
+        _cleanup_close_ int fd = -EBADF;
+        mode_t umask_kept;
+
+        snprintf(opts, sizeof(opts), "size=%llu,mode=0755,uid=%u,gid=%u", (unsigned long long) p->disk_bytes,
+                 p->uid_base, p->uid_base);
+        CHECK(mount("sbx-session", T, "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount session tmpfs");
+        CHECK(chdir(T), "enter session tmpfs");
+        /* The modes as given (the worker's commands get the umask back). */
+        umask_kept = umask(0);
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                CHECK(mkdir(dirs[i].path, dirs[i].mode), "create session directories");
+                if (dirs[i].sandbox_owned)
+                        CHECK(chown(dirs[i].path, p->uid_base, p->uid_base), "create session directories");
+        }
+        CHECK(symlink(p->image_dir, "i"), "link the image");
+        CHECK(symlink(p->layers_dir, "l"), "link the layers");
+        /* A random (version 4) UUID, as the kernel's is. */
+        CHECK(random_hex(hex, 32), "make a boot id");
+        snprintf(uuid, sizeof(uuid), "%.8s-%.4s-4%.3s-%c%.3s-%.12s\n", hex, hex + 8, hex + 13, "89ab"[hex[16] % 4],
+                 hex + 17, hex + 20);
+        fd = open("boot_id", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        CHECK(fd, "write the boot id");
+        CHECK(loop_write(fd, uuid, strlen(uuid)), "write the boot id");
+        CHECK(mknod("masked", S_IFREG | 0444, 0), "create the /proc mask");
+        (void) umask(umask_kept);
+}
+
+/* The user namespace, made as the sandbox's own host uid: what its processes
+ * hold of per-user kernel budgets (inotify instances and watches, fanotify
+ * groups and marks, message queue bytes, pending signals, user namespaces)
+ * is charged to that uid, never to host root's or another sandbox's. The
+ * capabilities stay across the uid change (SECBIT_NO_SETUID_FIXUP), so that
+ * hosts which let only privileged processes make user namespaces let this
+ * one; the kernel gives them up when the namespace is entered. fds (the
+ * workspace upper and /workspace) go to sbxd, which writes the maps. */
+static void enter_user_namespace(const Sbx__SessionSetup *p, int fds[2]) {
+        char c = SETUP_USERNS;
+        int r;
+
+        CHECK(setgroups(0, NULL), "setgroups");
+        CHECK(prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0), "keep capabilities across setuid");
+        CHECK(setresgid(p->uid_base, p->uid_base, p->uid_base), "setresgid to the sandbox's host gid");
+        CHECK(setresuid(p->uid_base, p->uid_base, p->uid_base), "setresuid to the sandbox's host uid");
+        /* From here on nothing we hold is a capability on the host. */
+        CHECK(unshare(CLONE_NEWUSER), "unshare user namespace");
+        r = send_with_fds(INIT_SYNC_FD, &c, 1, fds, 2);
+        if (r < 0)
+                init_fail(r, "send workspace fds");
+        (void) close(fds[0]);
+        (void) close(fds[1]);
+        sync_expect(SETUP_MAPPED);
+        CHECK(setgroups(0, NULL), "setgroups");
+        CHECK(setresgid(0, 0, 0), "setresgid");
+        CHECK(setresuid(0, 0, 0), "setresuid");
+}
+
 /* Everything from sbxd's go to the seccomp filter. Each function that held a
  * host path wipes it before it returns. */
 static void build_session(const Sbx__SessionSetup *p) {
-        static const char *const system_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
-        static const char *const dirs[] = { "ws", "ws/upper", "ws/work", "sys", "sys/upper", "sys/work", "root" };
-        char T[SESSION_PATH_MAX], path[SESSION_PATH_MAX + 64], opts[8192];
-        _cleanup_close_ int tfd = -EBADF;
+        char T[SESSION_PATH_MAX], opts[128];
         int fds[2];
 
         CHECK(fd_nonblock(INIT_SYNC_FD, false), "set-up channel");
@@ -268,66 +390,39 @@ static void build_session(const Sbx__SessionSetup *p) {
 
         CHECK(unshare(CLONE_NEWCGROUP), "unshare cgroup namespace");
         CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
-
-        /* The session's writable layer: a tmpfs sized by the disk limit. */
         snprintf(T, sizeof(T), "%s/session-root", p->run_dir);
-        snprintf(opts, sizeof(opts), "size=%llu,mode=0755,uid=%u,gid=%u", (unsigned long long) p->disk_bytes,
-                 p->uid_base, p->uid_base);
-        CHECK(mount("sbx-session", T, "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount session tmpfs");
-        tfd = open(T, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        CHECK(tfd, "open session tmpfs");
-        for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
-                CHECK(mkdirat(tfd, dirs[i], 0755), "create session directories");
-        CHECK(fchownat(tfd, "ws/upper", p->uid_base, p->uid_base, 0), "chown workspace upper");
-        CHECK(fchownat(tfd, "sys/upper", p->uid_base, p->uid_base, 0), "chown root upper");
+        setup_session_tmpfs(p, T);
+        explicit_bzero(T, sizeof(T));
 
         /* Root: the image, with private writes; host system directories read-only. */
-        mount_overlay(T, "sys", p->image_dir, "root", "sbx-root", "mount root overlay");
-        for (size_t i = 0; i < ELEMENTSOF(system_dirs); i++) {
-                char host[64];
-                struct stat st;
-                snprintf(host, sizeof(host), "/%s", system_dirs[i]);
-                if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
-                        continue; /* absent, or a merged-usr symlink the image mirrors */
-                snprintf(path, sizeof(path), "%s/root/%s", T, system_dirs[i]);
-                bind_readonly(host, path);
-        }
-
+        mount_overlay("sys", "", "i", "root", "sbx-root", "mount root overlay");
+        mount_system_dirs();
         /* Workspace: the published layers, newest first, under the session's upper.
          * By path: an fd opened in sbxd's namespace would name the host's mount,
          * which overlayfs refuses to clone into this namespace. */
-        CHECK(chdir(p->layers_dir), "enter layers directory");
-        mount_overlay(T, "ws", p->lowerdirs, "root/workspace", "sbx-workspace", "mount workspace overlay");
+        mount_overlay("ws", "l/", p->lowerdirs, "root/workspace", "sbx-workspace", "mount workspace overlay");
 
-        snprintf(path, sizeof(path), "%s/root/proc", T);
-        CHECK(mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
-        harden_proc(path);
+        CHECK(mount("proc", "root/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
+        harden_proc("root/proc");
         /* A fresh /tmp of its own, sized like the session's writable layer. */
-        snprintf(path, sizeof(path), "%s/root/tmp", T);
         snprintf(opts, sizeof(opts), "size=%llu,mode=1777,uid=%u,gid=%u", (unsigned long long) p->disk_bytes,
                  p->uid_base, p->uid_base);
-        CHECK(mount("sbx-tmp", path, "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /tmp");
-        snprintf(path, sizeof(path), "%s/root/dev", T);
-        setup_dev(path);
-        snprintf(path, sizeof(path), "%s/root/dev/pts", T);
-        CHECK(mount("devpts", path, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"),
+        CHECK(mount("sbx-tmp", "root/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /tmp");
+        setup_dev("root/dev");
+        CHECK(mount("devpts", "root/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"),
               "mount /dev/pts");
-        snprintf(path, sizeof(path), "%s/root/dev/shm", T);
-        CHECK(mount("shm", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m"), "mount /dev/shm");
+        CHECK(mount("shm", "root/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m"), "mount /dev/shm");
 
         CHECK(sethostname("sbx", 3), "set hostname");
         CHECK(setns(INIT_NETNS_FD, CLONE_NEWNET), "join the network namespace");
         (void) close(INIT_NETNS_FD);
 
-        snprintf(path, sizeof(path), "%s/ws/upper", T);
-        fds[0] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        fds[0] = open("ws/upper", O_PATH | O_DIRECTORY | O_CLOEXEC);
         CHECK(fds[0], "open workspace upper");
-        snprintf(path, sizeof(path), "%s/root/workspace", T);
-        fds[1] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        fds[1] = open("root/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
         CHECK(fds[1], "open workspace");
 
-        snprintf(path, sizeof(path), "%s/root", T);
-        CHECK(chdir(path), "enter new root");
+        CHECK(chdir("root"), "enter new root");
         CHECK(syscall(SYS_pivot_root, ".", "."), "pivot_root");
         CHECK(umount2(".", MNT_DETACH), "detach old root");
         CHECK(chdir("/workspace"), "enter /workspace");
@@ -339,29 +434,13 @@ static void build_session(const Sbx__SessionSetup *p) {
                 (void) close(null);
         }
 
-        /* From here on nothing we hold is a capability on the host. */
-        CHECK(unshare(CLONE_NEWUSER), "unshare user namespace");
-        {
-                char c = SETUP_USERNS;
-                int r = send_with_fds(INIT_SYNC_FD, &c, 1, fds, 2);
-                if (r < 0)
-                        init_fail(r, "send workspace fds");
-        }
-        (void) close(fds[0]);
-        (void) close(fds[1]);
-        sync_expect(SETUP_MAPPED);
-
-        CHECK(setgroups(0, NULL), "setgroups");
-        CHECK(setresgid(0, 0, 0), "setresgid");
-        CHECK(setresuid(0, 0, 0), "setresuid");
+        enter_user_namespace(p, fds);
         /* Changing credentials cleared the parent-death signal: set it again. */
         CHECK(prctl(PR_SET_PDEATHSIG, SIGKILL), "parent-death signal");
         drop_capabilities();
         CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs");
         /* Last, so that nothing above needs what it denies. */
         install_seccomp(&p->seccomp_filter);
-        explicit_bzero(T, sizeof(T));
-        explicit_bzero(path, sizeof(path));
         explicit_bzero(opts, sizeof(opts));
 }
 

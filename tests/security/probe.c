@@ -17,13 +17,32 @@
  *   sbx-sec-probe mknod DIR         a block and a char device node in DIR
  *   sbx-sec-probe chroot            the classic chroot escape
  *   sbx-sec-probe hostname NAME     sethostname
+ *   sbx-sec-probe budgets-spend WATCHES MARKS
+ *                                   take all it can of the per-user kernel budgets
+ *                                   (inotify instances and WATCHES watches, fanotify
+ *                                   groups and MARKS marks, message queues, queued
+ *                                   signals), print "holding", keep them until a line
+ *                                   comes on stdin
+ *   sbx-sec-probe budgets DIR       one of each of those (marks and watches on DIR)
+ *   sbx-sec-probe inotify-hold PATH watch PATH, print "watching", and at a line on
+ *                                   stdin report the events seen meanwhile, then
+ *                                   those of its own open of PATH
+ *   sbx-sec-probe flock-hold PATH   flock(LOCK_EX) PATH until a line on stdin
+ *   sbx-sec-probe flock-try PATH    flock(LOCK_EX | LOCK_NB) PATH
  */
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/netlink.h>
 #include <linux/sched.h>
+#include <mqueue.h>
+#include <poll.h>
+#include <sys/fanotify.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +55,8 @@
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 
 static const char *ename(int e) {
         static char buf[32];
@@ -119,6 +140,7 @@ static void probe_compat(void) {
         TRY("i386 socket(AF_KEY)", int80(359, AF_KEY, SOCK_RAW, 2));
         TRY("i386 socket(AF_BLUETOOTH)", int80(359, AF_BLUETOOTH, SOCK_RAW, 0));
         TRY("i386 socket(AF_UNIX) (allowed)", int80(359, AF_UNIX, SOCK_STREAM, 0));
+        TRY("i386 socket(AF_NETLINK, NETLINK_KOBJECT_UEVENT)", int80(359, AF_NETLINK, SOCK_DGRAM, NETLINK_KOBJECT_UEVENT));
         TRY("i386 kexec_load", int80(283, 0, 0, 0));
         TRY("i386 bpf", int80(357, 0, 0, 0));
         TRY("i386 init_module", int80(128, 0, 0, 0));
@@ -144,6 +166,168 @@ static void probe_sockets(void) {
         TRY("socket(AF_INET, SOCK_STREAM) (allowed)", socket(AF_INET, SOCK_STREAM, 0));
         TRY("socket(AF_UNIX, SOCK_STREAM) (allowed)", socket(AF_UNIX, SOCK_STREAM, 0));
         TRY("socket(AF_NETLINK, NETLINK_ROUTE) (allowed)", socket(AF_NETLINK, SOCK_RAW, 0));
+        TRY("socket(AF_NETLINK, NETLINK_KOBJECT_UEVENT)", socket(AF_NETLINK, SOCK_DGRAM, NETLINK_KOBJECT_UEVENT));
+        TRY("socket(AF_NETLINK, NETLINK_KOBJECT_UEVENT, upper bits set)",
+            syscall(SYS_socket, AF_NETLINK, SOCK_DGRAM, 0x100000000L | NETLINK_KOBJECT_UEVENT));
+}
+
+/* ---- per-user kernel budgets ---------------------------------------------------- */
+
+static void wait_line(void) {
+        char buf[64];
+        (void) read(0, buf, sizeof(buf));
+}
+
+/* "NAME: N held (ERRNO)": how many it got before the kernel said no. */
+static void held(const char *what, long n, int err) {
+        printf("%s: %ld held (%s)\n", what, n, err ? ename(err) : "no limit met");
+        fflush(stdout);
+}
+
+#define BUDGET_FDS 1024
+#define BUDGET_SIGNALS (1L << 21)
+
+static void spend_notify(long watches, long marks, const char *dir) {
+        static int ino[BUDGET_FDS], fan[BUDGET_FDS];
+        long n_ino = 0, n_fan = 0, n_watch = 0, n_mark = 0, files;
+        int err = 0;
+
+        while (n_ino < BUDGET_FDS && (ino[n_ino] = inotify_init1(IN_CLOEXEC)) >= 0)
+                n_ino++;
+        held("inotify_init1", n_ino, n_ino < BUDGET_FDS ? errno : 0);
+        while (n_fan < BUDGET_FDS && (fan[n_fan] = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_FID | FAN_CLOEXEC, O_RDONLY)) >= 0)
+                n_fan++;
+        held("fanotify_init", n_fan, n_fan < BUDGET_FDS ? errno : 0);
+        /* Enough files that every instance watches each once and the total passes the limit. */
+        files = 1 + MAX(n_ino ? watches / n_ino : 0, n_fan ? marks / n_fan : 0);
+        for (long f = 0; f < files; f++) {
+                char path[256];
+                snprintf(path, sizeof(path), "%s/w%ld", dir, f);
+                int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+                if (fd >= 0)
+                        close(fd);
+                for (long i = 0; !err && i < n_ino; i++)
+                        if (inotify_add_watch(ino[i], path, IN_OPEN) >= 0)
+                                n_watch++;
+                        else
+                                err = errno;
+        }
+        held("inotify_add_watch", n_watch, err);
+        err = 0;
+        for (long f = 0; n_fan && f < files; f++) {
+                char path[256];
+                snprintf(path, sizeof(path), "%s/w%ld", dir, f);
+                for (long i = 0; !err && i < n_fan; i++)
+                        if (fanotify_mark(fan[i], FAN_MARK_ADD, FAN_OPEN, AT_FDCWD, path) >= 0)
+                                n_mark++;
+                        else
+                                err = errno;
+        }
+        held("fanotify_mark", n_mark, err);
+}
+
+static void probe_budgets_spend(long watches, long marks) {
+        static char names[BUDGET_FDS][32];
+        sigset_t rt;
+        long n_mq = 0, n_sig = 0;
+
+        (void) mkdir("/tmp/sbx-budgets", 0700);
+        spend_notify(watches, marks, "/tmp/sbx-budgets");
+        while (n_mq < BUDGET_FDS) {
+                snprintf(names[n_mq], sizeof(names[n_mq]), "/sbx-probe-%d-%ld", (int) getpid(), n_mq);
+                if (mq_open(names[n_mq], O_RDWR | O_CREAT | O_EXCL, 0600, NULL) < 0)
+                        break;
+                n_mq++;
+        }
+        held("mq_open", n_mq, n_mq < BUDGET_FDS ? errno : 0);
+        sigemptyset(&rt);
+        sigaddset(&rt, SIGRTMIN);
+        sigprocmask(SIG_BLOCK, &rt, NULL);
+        /* The limit is RLIMIT_SIGPENDING, about one per 64 KiB of memory: a host so big
+         * that this bound comes first is told apart ("no limit met"). */
+        while (n_sig < BUDGET_SIGNALS && sigqueue(getpid(), SIGRTMIN, (union sigval) { .sival_int = 0 }) == 0)
+                n_sig++;
+        held("sigqueue", n_sig, n_sig < BUDGET_SIGNALS ? errno : 0);
+        printf("holding\n");
+        fflush(stdout);
+        wait_line();
+        for (long i = 0; i < n_mq; i++)
+                (void) mq_unlink(names[i]);
+}
+
+/* One of each, released at once: "NAME: ok" or the errno. */
+static void probe_budgets(const char *dir) {
+        char name[64];
+        sigset_t rt;
+        siginfo_t si;
+        int fd;
+
+        fd = inotify_init1(IN_CLOEXEC);
+        report("inotify_init1", fd);
+        if (fd >= 0) {
+                TRY("inotify_add_watch", inotify_add_watch(fd, dir, IN_OPEN));
+                close(fd);
+        }
+        fd = fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_FID | FAN_CLOEXEC, O_RDONLY);
+        report("fanotify_init", fd);
+        if (fd >= 0) {
+                TRY("fanotify_mark", fanotify_mark(fd, FAN_MARK_ADD, FAN_OPEN, AT_FDCWD, dir));
+                close(fd);
+        }
+        snprintf(name, sizeof(name), "/sbx-probe-check-%d", (int) getpid());
+        fd = mq_open(name, O_RDWR | O_CREAT | O_EXCL, 0600, NULL);
+        report("mq_open", fd);
+        if (fd >= 0)
+                (void) mq_unlink(name);
+        sigemptyset(&rt);
+        sigaddset(&rt, SIGRTMIN);
+        sigprocmask(SIG_BLOCK, &rt, NULL);
+        TRY("sigqueue", sigqueue(getpid(), SIGRTMIN, (union sigval) { .sival_int = 0 }));
+        (void) sigtimedwait(&rt, &si, &(struct timespec) { 0 });
+}
+
+/* ---- shared inodes ---------------------------------------------------------------- */
+
+static long inotify_events(int fd) {
+        char buf[4096] __attribute__((aligned(8)));
+        long events = 0;
+        ssize_t n;
+
+        while ((n = read(fd, buf, sizeof(buf))) > 0)
+                for (char *p = buf; p < buf + n; p += sizeof(struct inotify_event) + ((struct inotify_event *) p)->len)
+                        events++;
+        return events;
+}
+
+/* Events while it waits come from others; then it opens PATH itself, which
+ * must show (the watch works). */
+static void probe_inotify_hold(const char *path) {
+        int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK), own;
+
+        if (fd < 0 || inotify_add_watch(fd, path, IN_OPEN | IN_ACCESS | IN_CLOSE_NOWRITE) < 0) {
+                report("inotify_add_watch", -1);
+                return;
+        }
+        printf("watching\n");
+        fflush(stdout);
+        wait_line();
+        printf("inotify events of others: %ld\n", inotify_events(fd));
+        own = open(path, O_RDONLY | O_CLOEXEC);
+        if (own >= 0)
+                close(own);
+        printf("inotify events of its own: %ld\n", inotify_events(fd));
+}
+
+static void probe_flock(const char *path, bool hold) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                report("open", -1);
+                return;
+        }
+        TRY(hold ? "flock" : "flock(LOCK_NB)", flock(fd, LOCK_EX | (hold ? 0 : LOCK_NB)));
+        if (hold)
+                wait_line();
+        close(fd);
 }
 
 static int write_file(const char *path, const char *s) {
@@ -294,6 +478,16 @@ int main(int argc, char **argv) {
                 probe_chroot();
         else if (!strcmp(w, "hostname") && argc > 2)
                 TRY("sethostname", sethostname(argv[2], strlen(argv[2])));
+        else if (!strcmp(w, "budgets-spend") && argc > 3)
+                probe_budgets_spend(atol(argv[2]), atol(argv[3]));
+        else if (!strcmp(w, "budgets") && argc > 2)
+                probe_budgets(argv[2]);
+        else if (!strcmp(w, "inotify-hold") && argc > 2)
+                probe_inotify_hold(argv[2]);
+        else if (!strcmp(w, "flock-hold") && argc > 2)
+                probe_flock(argv[2], true);
+        else if (!strcmp(w, "flock-try") && argc > 2)
+                probe_flock(argv[2], false);
         else {
                 fprintf(stderr, "sbx-sec-probe: unknown probe '%s'\n", w);
                 return 2;

@@ -1,7 +1,8 @@
 /* Layers on disk: copying an overlayfs upper directory (files, symlinks,
  * whiteouts, opaque directories, ownership) into an atomically named layer,
- * and the clean-up of unrecorded layers after a crash. Needs root for
- * mknod/chown/trusted xattrs; skipped otherwise. */
+ * the clean-up of unrecorded layers after a crash, and host id ranges: the
+ * lowest free one of the pool, and moving a layer tree's owners to another.
+ * Needs root for mknod/chown/trusted xattrs; skipped otherwise. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -20,7 +21,10 @@
 
 #include "fd-util.h"
 #include "../../supervisor/layer.h"
+#include "../../supervisor/store.h"
+#include "../../supervisor/uidrange.h"
 #include "macro.h"
+#include "sbx-limits.h"
 
 typedef struct Fixture {
         char root[64];
@@ -70,6 +74,19 @@ static void assert_file(int dirfd, const char *name, const char *content) {
         assert_true(n >= 0);
         buf[n] = '\0';
         assert_string_equal(buf, content);
+}
+
+/* n directories "d", each inside the one before, below dirfd. */
+static void make_nested(int dirfd, unsigned n) {
+        int fd = dup(dirfd);
+        for (unsigned i = 0; i < n; i++) {
+                int next;
+                assert_int_equal(mkdirat(fd, "d", 0755), 0);
+                next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                close(fd);
+                fd = next;
+        }
+        close(fd);
 }
 
 static void test_copy_upper(void **state) {
@@ -224,19 +241,11 @@ static void test_tree_is_empty_and_depth(void **state) {
         Fixture *f = *state;
         char path[16], message[256];
         TreeReport rep;
-        int fd = dup(f->src_fd);
         int r;
 
         assert_int_equal(tree_is_empty(f->src_fd), 1);
         /* Deeper than SBX_TREE_DEPTH_MAX: refused, never a stack overflow. */
-        for (unsigned i = 0; i <= SBX_TREE_DEPTH_MAX + 1; i++) {
-                int next;
-                assert_int_equal(mkdirat(fd, "d", 0755), 0);
-                next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                close(fd);
-                fd = next;
-        }
-        close(fd);
+        make_nested(f->src_fd, SBX_TREE_DEPTH_MAX + 2);
         assert_int_equal(tree_is_empty(f->src_fd), 0);
         r = layer_create(f->layers_fd, 5, f->src_fd, -1, 0, NULL, &rep);
         assert_int_equal(r, -ELOOP);
@@ -319,6 +328,119 @@ static void test_source_reader(void **state) {
         assert_string_equal(rep.where, "closed");
 }
 
+/* ---- host id ranges (uidrange.c): allocation and moving a tree's owners ---- */
+
+static void store_closep(Store **st) {
+        store_close(*st);
+}
+
+static void add_range(Store *st, const char *sandbox, uint32_t base, uint32_t count) {
+        StoreUidRange u = { .base = base, .count = count };
+        strlcpy(u.sandbox, sandbox, sizeof(u.sandbox));
+        assert_int_equal(store_uid_range_insert(st, &u), 0);
+}
+
+static void test_find_free(void **state) {
+        Fixture *f = *state;
+        _cleanup_(store_closep) Store *st = NULL;
+        uint32_t base;
+
+        assert_int_equal(store_open(f->root_fd, &st), 0);
+
+        assert_int_equal(uid_range_find_free(st, 100000, 65536, &base), 0);
+        assert_int_equal(base, 100000);
+        add_range(st, "a", 100000, 65536);
+        add_range(st, "c", 100000 + 2 * 65536, 65536);
+        /* The gap between a and c. */
+        assert_int_equal(uid_range_find_free(st, 100000, 65536, &base), 0);
+        assert_int_equal(base, 100000 + 65536);
+        add_range(st, "b", base, 65536);
+        assert_int_equal(uid_range_find_free(st, 100000, 65536, &base), 0);
+        assert_int_equal(base, 100000 + 3 * 65536);
+        /* A range off the grid (an earlier uid_count) pushes to the next grid point after it. */
+        add_range(st, "odd", 100000 + 3 * 65536 + 10, 1000);
+        assert_int_equal(uid_range_find_free(st, 100000, 65536, &base), 0);
+        assert_int_equal(base, 100000 + 4 * 65536);
+        /* Deleted: its range is the lowest free one again. */
+        assert_int_equal(store_uid_range_delete(st, "b"), 0);
+        assert_int_equal(store_uid_range_delete(st, "b"), -ENOENT);
+        assert_int_equal(uid_range_find_free(st, 100000, 65536, &base), 0);
+        assert_int_equal(base, 100000 + 65536);
+        /* One row per sandbox and per base. */
+        StoreUidRange dup = { .base = 100000, .count = 65536 };
+        strlcpy(dup.sandbox, "other", sizeof(dup.sandbox));
+        assert_int_equal(store_uid_range_insert(st, &dup), -EEXIST);
+}
+
+static void test_pool_end(void **state) {
+        Fixture *f = *state;
+        _cleanup_(store_closep) Store *st = NULL;
+        uint32_t base;
+
+        assert_int_equal(store_open(f->root_fd, &st), 0);
+
+        assert_int_equal(uid_range_find_free(st, SBX_UID_POOL_END - 65536, 65536, &base), 0);
+        assert_int_equal(base, SBX_UID_POOL_END - 65536);
+        add_range(st, "last", base, 65536);
+        assert_int_equal(uid_range_find_free(st, SBX_UID_POOL_END - 65536, 65536, &base), -ENOSPC);
+        assert_int_equal(uid_range_find_free(st, 100000, 0, &base), -EINVAL);
+}
+
+static void test_shift(void **state) {
+        Fixture *f = *state;
+        _cleanup_close_ int fd = -EBADF;
+        int t = f->src_fd;
+        struct stat st;
+
+        if (geteuid() != 0)
+                skip();
+        assert_int_equal(mkdirat(t, "d", 02750), 0);
+        assert_int_equal(fchmodat(t, "d", 02750, 0), 0);
+        assert_int_equal(fchownat(t, "d", 100000, 100005, 0), 0);
+        fd = openat(t, "d/f", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(fchown(fd, 101000, 100000), 0);
+        assert_int_equal(fchmod(fd, 04755), 0);
+        assert_int_equal(symlinkat("f", t, "d/l"), 0);
+        assert_int_equal(fchownat(t, "d/l", 100001, 100002, AT_SYMLINK_NOFOLLOW), 0);
+        assert_int_equal(mknodat(t, "d/w", S_IFCHR | 0000, makedev(0, 0)), 0);
+        assert_int_equal(fchownat(t, "d/w", 100000, 100000, 0), 0);
+        assert_int_equal(linkat(t, "d/f", t, "hard", 0), 0);
+        /* Outside the range: left alone. */
+        assert_int_equal(mkdirat(t, "root-owned", 0755), 0);
+
+        assert_int_equal(uid_tree_shift(t, 100000, 165536, 65536, 8), 0);
+        /* A second run (after a crash) moves nothing twice. */
+        assert_int_equal(uid_tree_shift(t, 100000, 165536, 65536, 8), 0);
+        assert_int_equal(fstatat(t, "d", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_int_equal(st.st_uid, 165536);
+        assert_int_equal(st.st_gid, 165541);
+        assert_int_equal(st.st_mode & 07777, 02750);
+        assert_int_equal(fstatat(t, "d/f", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_int_equal(st.st_uid, 166536);
+        assert_int_equal(st.st_gid, 165536);
+        assert_int_equal(st.st_mode & 07777, 04755);
+        assert_int_equal(fstatat(t, "d/l", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_int_equal(st.st_uid, 165537);
+        assert_int_equal(st.st_gid, 165538);
+        assert_int_equal(fstatat(t, "d/w", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_int_equal(st.st_uid, 165536);
+        assert_int_equal(fstatat(t, "root-owned", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_int_equal(st.st_uid, 0);
+        /* Overlapping ranges would move ids twice on a rerun: refused. */
+        assert_int_equal(uid_tree_shift(t, 100000, 100001, 65536, 8), -EINVAL);
+}
+
+static void test_shift_depth(void **state) {
+        Fixture *f = *state;
+
+        if (geteuid() != 0)
+                skip();
+        make_nested(f->src_fd, 5);
+        assert_int_equal(uid_tree_shift(f->src_fd, 100000, 165536, 65536, 3), -ELOOP);
+        assert_int_equal(uid_tree_shift(f->src_fd, 100000, 165536, 65536, 5), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_copy_upper, setup, teardown),
@@ -329,6 +451,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_tree_is_empty_and_depth, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_setid_cleared, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_source_reader, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_find_free, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pool_end, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_shift, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_shift_depth, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
