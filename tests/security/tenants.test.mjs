@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { outputLines, waitDone, waitFor, run, sbxctl, hostProcsMatching, T } from '../integration/helpers.mjs';
+import { outputLines, waitDone, waitFor, run, sbxctl, hostProcsMatching, sandboxDir, T } from '../integration/helpers.mjs';
 import { useBattery, probeResults, assertFailed, PROBE, PROBE_HOST } from './common.mjs';
 
 const { h, test } = useBattery({ sandboxes: [{ name: 'a' }, { name: 'b' }] });
@@ -107,7 +107,7 @@ test('each sandbox has host ids of its own: recorded, kept by its published file
     assert.match(status, new RegExp(`^Uid:\\s+${a.base}\\s`, 'm'), status);
   }
   await waitDone(mcp(), 'a', sleeper.command_session_id, { timeout: 60000 });
-  const layers = path.join(h.stateDir, 'sandboxes', 'a', 'layers');
+  const layers = path.join(sandboxDir(h.stateDir, 'a'), 'layers');
   const owned = fs.readdirSync(layers).map((l) => path.join(layers, l, 'owned')).filter((f) => fs.existsSync(f));
   assert.equal(owned.length, 1, `published 'owned' not found in ${fs.readdirSync(layers)}`);
   const st = fs.lstatSync(owned[0]);
@@ -137,8 +137,9 @@ test('each sandbox has host ids of its own: recorded, kept by its published file
   const c = await make('c');
   const d = await make('d');
   assert.notEqual(c.base, d.base);
+  const cDir = sandboxDir(h.stateDir, 'c');
   assert.equal((await sbxctl(h.socket, ['sandbox', 'delete', 'c'])).code, 0);
-  assert.ok(!fs.existsSync(path.join(h.stateDir, 'sandboxes', 'c')));
+  assert.ok(!fs.existsSync(cDir));
   const e = await make('e');
   assert.equal(e.base, c.base, 'the freed range is the lowest free one');
   for (const name of ['d', 'e']) assert.equal((await sbxctl(h.socket, ['sandbox', 'delete', name])).code, 0);
@@ -240,7 +241,7 @@ for d, base in zip(sys.argv[2::2], sys.argv[3::2]):
             os.lchown(p, mv(st.st_uid), mv(st.st_gid))
 `;
   const args = [];
-  for (const [name, r] of Object.entries(ids)) args.push(path.join(h.stateDir, 'sandboxes', name), String(r.base));
+  for (const [name, r] of Object.entries(ids)) args.push(sandboxDir(h.stateDir, name), String(r.base));
   await restart(async () => {
     const p = await run('python3', ['-c', py, path.join(h.stateDir, 'sbx.db'), ...args]);
     assert.equal(p.code, 0, p.stderr);
@@ -262,7 +263,7 @@ for d, base in zip(sys.argv[2::2], sys.argv[3::2]):
     return [[f, st], ...(st.isDirectory() ? walk(f) : [])];
   });
   for (const [name, ids2] of Object.entries(now)) {
-    const layers = path.join(h.stateDir, 'sandboxes', name, 'layers');
+    const layers = path.join(sandboxDir(h.stateDir, name), 'layers');
     for (const layer of fs.readdirSync(layers)) {
       for (const [f, st] of walk(path.join(layers, layer))) {
         for (const id of [st.uid, st.gid]) {
