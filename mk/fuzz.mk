@@ -43,16 +43,16 @@ $(FUZZ)/bin/fuzz-jsonrpc: $(call fuzzobj,tests/fuzz/fuzz-jsonrpc.c broker/jsonrp
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 
-$(FUZZ)/bin/fuzz-edits: $(call fuzzobj,tests/fuzz/fuzz-edits.c supervisor/fileops.c) $$(FUZZ_LIB_OBJS)
+$(FUZZ)/bin/fuzz-edits: $(call fuzzobj,tests/fuzz/fuzz-edits.c supervisor/data/fileops.c) $$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 
-$(FUZZ)/bin/fuzz-attribution: $(call fuzzobj,tests/fuzz/fuzz-attribution.c supervisor/attribution.c) $$(FUZZ_LIB_OBJS)
+$(FUZZ)/bin/fuzz-attribution: $(call fuzzobj,tests/fuzz/fuzz-attribution.c supervisor/data/attribution.c) $$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 
 # sbxd.c is #included: rebuild when it changes.
-$(FUZZ)/obj/tests/fuzz/fuzz-config.o: supervisor/sbxd.c supervisor/sbxd.h
+$(FUZZ)/obj/tests/fuzz/fuzz-config.o: supervisor/sbxd.c supervisor/core/sbxd.h
 
 .PHONY: fuzz fuzz-build check-fuzz-corpus
 fuzz-build: $(FUZZ_BINS)

@@ -1,6 +1,6 @@
 /* The set-up channel of a session: a SOCK_SEQPACKET pair between sbxd
- * (supervisor/ns.c) and the session's init (worker/session-init.c), which
- * sbxd's spawner (supervisor/spawner.c) also uses to report the process it
+ * (supervisor/os/ns.c) and the session's init (worker/session-init.c), which
+ * sbxd's spawner (supervisor/os/spawner.c) also uses to report the process it
  * started. One datagram per message, each of one fixed size, so a message is
  * told apart by its length:
  *

@@ -13,14 +13,14 @@
 #include <unistd.h>
 
 #include "fd-util.h"
-#include "layer.h"
+#include "data/layer.h"
 #include "sbx-limits.h"
 #include "log.h"
-#include "publish.h"
-#include "sbxd.h"
-#include "snapshot.h"
-#include "attribution.h"
-#include "fileops.h"
+#include "core/publish.h"
+#include "core/sbxd.h"
+#include "core/snapshot.h"
+#include "data/attribution.h"
+#include "data/fileops.h"
 
 #define CLIENT_OUTQ_MAX 64u   /* frames queued for a client that does not read */
 

@@ -12,15 +12,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "attribution.h"
+#include "data/attribution.h"
 #include "fd-util.h"
-#include "fileops.h"
-#include "layer.h"
+#include "data/fileops.h"
+#include "data/layer.h"
 #include "log.h"
-#include "publish.h"
+#include "core/publish.h"
 #include "sbx-limits.h"
-#include "sbxd.h"
-#include "snapshot.h"
+#include "core/sbxd.h"
+#include "core/snapshot.h"
 
 #define WORKSPACE_ROOT "/workspace"
 

@@ -21,7 +21,7 @@
 
 #include <jansson.h>
 
-#include "image.h"
+#include "os/image.h"
 #include "sbx-limits.h"
 #include "macro.h"
 #include "wire.h"

@@ -20,12 +20,12 @@
 #include <unistd.h>
 
 #include "fd-util.h"
-#include "image.h"
-#include "layer.h"
+#include "os/image.h"
+#include "data/layer.h"
 #include "sbx-limits.h"
 #include "log.h"
-#include "sbxd.h"
-#include "spawner.h"
+#include "core/sbxd.h"
+#include "os/spawner.h"
 
 extern char **environ;
 

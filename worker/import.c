@@ -1,9 +1,9 @@
 /* sbx-worker --import: builds a new sandbox's layer 0 for sbxd
- * (supervisor/sandbox.c). sbxd starts it as root with a socket at fd 3 and
+ * (supervisor/core/sandbox.c). sbxd starts it as root with a socket at fd 3 and
  * the sandbox's layers directory at fd 4; it reads one ImportRequest and
  * answers one ImportResult. The source is opened without following any
  * symlink on its path, and every lookup in it is made with the owner's
- * filesystem ids and groups (supervisor/layer.h: TreeSource), so that
+ * filesystem ids and groups (supervisor/data/layer.h: TreeSource), so that
  * nothing the owner could not read is imported: what is left out is counted
  * and named. sbxd's state directory is never a source and never entered. */
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../supervisor/layer.h"
+#include "data/layer.h"
 #include "log.h"
 #include "sbx-limits.h"
 #include "wire.h"

@@ -1,6 +1,6 @@
 /* A session's init: sbx-worker --session-init, started by sbxd's spawner as
- * root in fresh mount, pid, ipc and uts namespaces (supervisor/spawner.c). It
- * builds the session's root as supervisor/ns.h describes, enters its user
+ * root in fresh mount, pid, ipc and uts namespaces (supervisor/os/spawner.c). It
+ * builds the session's root as supervisor/os/ns.h describes, enters its user
  * namespace, gives up everything it does not need and then carries on as the
  * session's worker, PID 1. Being a fresh exec of this small static program
  * rather than a fork of sbxd, it copies no page tables and takes no

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../supervisor/fileops.h"
+#include "data/fileops.h"
 #include "sbx-limits.h"
 #include "wire.h"
 

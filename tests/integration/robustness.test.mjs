@@ -174,7 +174,7 @@ h.test('many brokers at once', async () => {
   await stillServing('many brokers');
 });
 
-/* sbxd's spawner (supervisor/spawner.c): its child named sbxd-spawner. */
+/* sbxd's spawner (supervisor/os/spawner.c): its child named sbxd-spawner. */
 function spawnerPid() {
   for (const ent of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(ent)) continue;

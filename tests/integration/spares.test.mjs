@@ -1,4 +1,4 @@
-// Spare sessions (sbxd.conf session_spares, supervisor/spare.c): an automatic
+// Spare sessions (sbxd.conf session_spares, supervisor/core/spare.c): an automatic
 // session set up ahead after a read-only automatic command. A command that
 // gets a spare must see exactly what a session made on the spot would see:
 // the current layers, an empty /tmp, no process of an earlier command. Spares

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../supervisor/attribution.h"
+#include "data/attribution.h"
 #include "macro.h"
 
 static void blame_donep(Blame *b) {

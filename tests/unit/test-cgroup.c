@@ -1,4 +1,4 @@
-/* Unit tests for supervisor/cgroup.c.
+/* Unit tests for supervisor/os/cgroup.c.
  *
  * v1 and v2 run against fake trees in a temporary directory: the binary is
  * linked with -Wl,--wrap=mkdirat,--wrap=unlinkat, and while a fake tree is
@@ -26,7 +26,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "../../supervisor/cgroup.h"
+#include "os/cgroup.h"
 #include "macro.h"
 
 /* ---- fake tree -------------------------------------------------------------- */

@@ -1,4 +1,4 @@
-/* Unit tests for supervisor/fileops.c: line windows over files (counting,
+/* Unit tests for supervisor/data/fileops.c: line windows over files (counting,
  * paging, max_bytes cuts, UTF-8 validation across read buffers, large files),
  * the file indexes windows are read through, and ordered exact-string edits.
  * Files are unlinked right after creation. */
@@ -17,7 +17,7 @@
 
 #include "sbx-limits.h"
 #include "macro.h"
-#include "../../supervisor/fileops.h"
+#include "data/fileops.h"
 #include "json-escape.h"
 
 #define READ_BUF 65536u         /* fileops.c reads the file in blocks of this size */

@@ -1,4 +1,4 @@
-/* Unit tests for supervisor/indexcache.c: a kept index is found again under
+/* Unit tests for supervisor/data/indexcache.c: a kept index is found again under
  * its key, never under the key of a changed file, and the least recently used
  * entries go when either bound (entries, bytes of marks) would be exceeded. */
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "macro.h"
-#include "../../supervisor/indexcache.h"
+#include "data/indexcache.h"
 
 static void index_cache_freep(IndexCache **c) {
         index_cache_free(*c);

@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 #include "fd-util.h"
-#include "../../supervisor/layer.h"
-#include "../../supervisor/store.h"
-#include "../../supervisor/uidrange.h"
+#include "data/layer.h"
+#include "data/store.h"
+#include "os/uidrange.h"
 #include "macro.h"
 #include "sbx-limits.h"
 

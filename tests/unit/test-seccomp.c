@@ -1,4 +1,4 @@
-/* Unit tests for supervisor/seccomp.c: the filter as libseccomp's pseudo-code
+/* Unit tests for supervisor/os/seccomp.c: the filter as libseccomp's pseudo-code
  * (sandbox_seccomp_export), read per ABI. Independent of the kernel: the
  * battery (tests/security/attempts.test.mjs) checks what the kernel then does
  * with the filter; this checks that each ABI's part has the rules at all, so
@@ -19,7 +19,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "../../supervisor/seccomp.h"
+#include "os/seccomp.h"
 #include "macro.h"
 
 /* The PFC text of the filter. */

@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../supervisor/layer.h"
-#include "../../supervisor/store.h"
+#include "data/layer.h"
+#include "data/store.h"
 #include "macro.h"
 
 /* What sbxd wrote before schema versions (user_version 0). */

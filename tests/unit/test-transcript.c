@@ -1,4 +1,4 @@
-/* Unit tests for supervisor/transcript.c: rendering, storage, paging, cap,
+/* Unit tests for supervisor/data/transcript.c: rendering, storage, paging, cap,
  * reopen and repair. Each test works in its own mkdtemp directory. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +18,7 @@
 #include "sbx-limits.h"
 #include "json-escape.h"
 #include "macro.h"
-#include "../../supervisor/transcript.h"
+#include "data/transcript.h"
 
 #define FFFD "\xef\xbf\xbd"
 

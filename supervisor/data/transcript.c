@@ -49,7 +49,7 @@
 #include "sbx-limits.h"
 #include "json-escape.h"
 #include "macro.h"
-#include "transcript.h"
+#include "data/transcript.h"
 
 #define ID_MAX (NAME_MAX - 4)              /* "<id>.log" must be a valid file name */
 #define LOGBUF_SIZE (1024u * 1024u)

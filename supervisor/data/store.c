@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "macro.h"
-#include "store.h"
+#include "data/store.h"
 
 struct Store {
         sqlite3 *db;

@@ -23,13 +23,13 @@
 #include <unistd.h>
 
 #include "fd-util.h"
-#include "layer.h"
+#include "data/layer.h"
 #include "sbx-limits.h"
 #include "log.h"
-#include "image.h"
-#include "sbxd.h"
-#include "snapshot.h"
-#include "uidrange.h"
+#include "os/image.h"
+#include "core/sbxd.h"
+#include "core/snapshot.h"
+#include "os/uidrange.h"
 
 /* A uid without a passwd entry reads the source with this group and no other. */
 #define IMPORT_NOGROUP 65534u

@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include "fd-util.h"
-#include "image.h"
-#include "layer.h"
+#include "os/image.h"
+#include "data/layer.h"
 #include "macro.h"
 
 /* All root's: the image is every sandbox's. A session's init gives /root and

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "indexcache.h"
+#include "data/indexcache.h"
 #include "macro.h"
 
 typedef struct IndexCacheEntry {

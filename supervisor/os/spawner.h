@@ -16,7 +16,7 @@
  * the spawner. Non-logging. */
 #pragma once
 
-#include "ns.h"
+#include "os/ns.h"
 
 /* Fork the spawner; worker_exe_fd is what it execs for every session, seccomp
  * the filter each session's init installs (the spawner keeps its own copies). */

@@ -10,7 +10,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "sbx-limits.h"
-#include "uidrange.h"
+#include "os/uidrange.h"
 
 /* ---- allocation ---------------------------------------------------------------------- */
 

@@ -12,9 +12,9 @@
 
 #include "fd-util.h"
 #include "macro.h"
-#include "ns.h"
+#include "os/ns.h"
 #include "setup.h"
-#include "spawner.h"
+#include "os/spawner.h"
 
 static int write_map(pid_t pid, const char *file, uid_t base, uint32_t count) {
         char path[64], line[64];

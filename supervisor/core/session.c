@@ -16,10 +16,10 @@
 #include "fd-util.h"
 #include "sbx-limits.h"
 #include "log.h"
-#include "ns.h"
-#include "publish.h"
-#include "sbxd.h"
-#include "snapshot.h"
+#include "os/ns.h"
+#include "core/publish.h"
+#include "core/sbxd.h"
+#include "core/snapshot.h"
 
 #define KILL_GRACE_USEC (2ull * 1000000ull)   /* a killed group that lingers costs its session */
 

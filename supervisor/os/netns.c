@@ -6,7 +6,7 @@
 #include <netlink/netlink.h>
 #include <netlink/route/link.h>
 
-#include "netns.h"
+#include "os/netns.h"
 
 static int netns_loopback_up(void) {
         struct nl_sock *sk;

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "fd-util.h"
-#include "layer.h"
+#include "data/layer.h"
 #include "log.h"
-#include "snapshot.h"
+#include "core/snapshot.h"
 
 static void base_name(uint32_t squashed, char *buf, size_t size) {
         if (squashed == 0)

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "sbxd.h"
+#include "core/sbxd.h"
 
 #define SBX_STACK_MAX_LAYERS 48u     /* above this many lowers, publication compacts */
 

@@ -30,7 +30,7 @@
 #include <linux/seccomp.h>
 
 #include "macro.h"
-#include "seccomp.h"
+#include "os/seccomp.h"
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080

@@ -8,11 +8,11 @@
 #include <sys/queue.h>
 #include <sys/types.h>
 
-#include "cgroup.h"
-#include "indexcache.h"
-#include "ns.h"
-#include "store.h"
-#include "transcript.h"
+#include "os/cgroup.h"
+#include "data/indexcache.h"
+#include "os/ns.h"
+#include "data/store.h"
+#include "data/transcript.h"
 #include "wire.h"
 
 typedef struct Server Server;

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cgroup.h"
+#include "os/cgroup.h"
 #include "fd-util.h"
 #include "sbx-limits.h"
 #include "macro.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attribution.h"
+#include "data/attribution.h"
 #include "macro.h"
 
 #define BLAME_OWNER_MAX 128u

@@ -18,9 +18,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cgroup.h"
+#include "os/cgroup.h"
 #include "macro.h"
-#include "seccomp.h"
+#include "os/seccomp.h"
 
 /* What a session child needs, flat: sbxd sends it to the spawner (spawner.c). */
 typedef struct SpawnParams {

@@ -16,10 +16,10 @@
 
 #include "fd-util.h"
 #include "macro.h"
-#include "netns.h"
+#include "os/netns.h"
 #include "sbx-limits.h"
 #include "setup.h"
-#include "spawner.h"
+#include "os/spawner.h"
 #include "wire.h"
 
 struct Spawner {

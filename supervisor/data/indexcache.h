@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <sys/stat.h>
 
-#include "fileops.h"
+#include "data/fileops.h"
 
 typedef struct FileKey {
         dev_t dev;

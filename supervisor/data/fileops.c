@@ -38,7 +38,7 @@
 #include "sbx-limits.h"
 #include "json-escape.h"
 #include "macro.h"
-#include "fileops.h"
+#include "data/fileops.h"
 
 #define READ_BUF_SIZE (64u * 1024u)
 #define UTF8_CHAR_MAX 4u

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "store.h"
+#include "data/store.h"
 
 /* The lowest range uid_base + k * count (k >= 0) that ends at or below
  * SBX_UID_POOL_END and overlaps no recorded range; -ENOSPC if there is none. */

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "fd-util.h"
-#include "layer.h"
+#include "data/layer.h"
 #include "macro.h"
 
 #define OVL_OPAQUE_XATTR "trusted.overlay.opaque"

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sbxd.h"
+#include "core/sbxd.h"
 
 #define SBX_PUBLISH_MAX_PATHS 1000000u  /* changed paths in one publication */
 #define SBX_CONFLICTS_REPORTED 100u     /* conflicting paths named in one answer */
@@ -69,7 +69,7 @@ void manifest_done(Manifest *m);
 /* Read a whole regular file below dirfd (no symlinks) if it is at most max bytes. */
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
 
-#include "attribution.h"
+#include "data/attribution.h"
 /* The attribution of a published text file: its record, "original" for a file
  * untouched since import, else "unknown". */
 int blame_of_published(Server *s, Sandbox *sb, const char *path, const char *text, size_t len, Blame *ret);

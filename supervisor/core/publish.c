@@ -12,14 +12,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "attribution.h"
+#include "data/attribution.h"
 #include "fd-util.h"
-#include "fileops.h"
-#include "layer.h"
+#include "data/fileops.h"
+#include "data/layer.h"
 #include "log.h"
-#include "publish.h"
+#include "core/publish.h"
 #include "sbx-limits.h"
-#include "snapshot.h"
+#include "core/snapshot.h"
 
 void manifest_done(Manifest *m) {
         for (size_t i = 0; i < m->n; i++)

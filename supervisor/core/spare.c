@@ -18,7 +18,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "sbx-limits.h"
-#include "sbxd.h"
+#include "core/sbxd.h"
 
 static bool spare_current(const WorkspaceSession *ws) {
         return ws->base_layer == ws->sandbox->top_layer && ws->base_squashed == ws->sandbox->squashed &&
