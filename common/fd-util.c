@@ -1,19 +1,24 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fd-util.h"
 #include "macro.h"
+#include "sbx-limits.h"
 
 int fd_nonblock(int fd, bool nonblock) {
         int flags = fcntl(fd, F_GETFL);
@@ -67,6 +72,118 @@ ssize_t loop_read(int fd, void *buf, size_t len) {
                 done += (size_t) n;
         }
         return (ssize_t) done;
+}
+
+ssize_t loop_pread(int fd, void *buf, size_t len, uint64_t off) {
+        char *p = buf;
+        size_t done = 0;
+        while (done < len) {
+                ssize_t n = pread(fd, p + done, len - done, (off_t) (off + done));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                done += (size_t) n;
+        }
+        return (ssize_t) done;
+}
+
+int openat2_fd(int dirfd, const char *path, int flags, uint64_t resolve) {
+        struct open_how how = { .flags = (uint64_t) flags | O_CLOEXEC, .resolve = resolve };
+        int fd = (int) syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        return fd < 0 ? -errno : fd;
+}
+
+int read_file_bounded_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        size_t size, len = 0;
+        struct stat st;
+
+        fd = openat2_fd(dirfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY,
+                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+        if (fd < 0)
+                return fd;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EISDIR;
+        if ((uint64_t) st.st_size > max)
+                return -EFBIG;
+        /* The reported size and a byte more, to see EOF; a file that reports
+         * none (cgroupfs, procfs) grows the buffer as it is read. */
+        size = MIN(MAX((size_t) st.st_size, (size_t) 4095) + 1, max + 1);
+        for (;;) {
+                char *p = realloc(buf, size + 1);
+                ssize_t n;
+
+                if (!p)
+                        return -ENOMEM;
+                buf = p;
+                n = loop_read(fd, buf + len, size - len);
+                if (n < 0)
+                        return (int) n;
+                len += (size_t) n;
+                if (len < size)
+                        break; /* EOF */
+                if (len > max)
+                        return -EFBIG;
+                size = MIN(size * 2, max + 1);
+        }
+        buf[len] = '\0';
+        *ret = TAKE_PTR(buf);
+        if (ret_len)
+                *ret_len = len;
+        return 0;
+}
+
+int read_file_at(int dirfd, const char *path, char **ret) {
+        return read_file_bounded_at(dirfd, path, SBX_READ_FILE_MAX, ret, NULL);
+}
+
+int parse_u64(const char *s, uint64_t *ret) {
+        unsigned long long v;
+        char *end;
+
+        if (*s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno == ERANGE)
+                return -ERANGE;
+        if (*end != '\0')
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int parse_size(const char *s, uint64_t *ret) {
+        char digits[32];
+        size_t n = strlen(s);
+        unsigned shift = 0;
+        uint64_t v;
+        int r;
+
+        switch (n ? s[n - 1] : '\0') {
+        case 'k': case 'K': shift = 10; break;
+        case 'm': case 'M': shift = 20; break;
+        case 'g': case 'G': shift = 30; break;
+        default: return parse_u64(s, ret);
+        }
+        if (n > sizeof(digits))
+                return -ERANGE;
+        memcpy(digits, s, n - 1);
+        digits[n - 1] = '\0';
+        r = parse_u64(digits, &v);
+        if (r < 0)
+                return r;
+        if (v > (UINT64_MAX >> shift))
+                return -ERANGE;
+        *ret = v << shift;
+        return 0;
 }
 
 unsigned long long now_usec(void) {

@@ -2,6 +2,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <dirent.h>
 
@@ -26,6 +27,8 @@ pid_t clone_vfork(int (*fn)(void *), int flags, void *arg, int *ret_pidfd);
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds);
 /* Read up to len bytes until EOF (blocking fd); returns bytes read. */
 ssize_t loop_read(int fd, void *buf, size_t len);
+/* The same from offset off on (pread(2)): returns bytes read, fewer only at EOF. */
+ssize_t loop_pread(int fd, void *buf, size_t len, uint64_t off);
 /* Monotonic and wall clocks in microseconds. */
 unsigned long long now_usec(void);
 long long now_unix_usec(void);
@@ -38,6 +41,23 @@ void heap_keep_freed(size_t bytes);
 int random_hex(char *buf, size_t n);
 /* Write a whole file atomically and durably below dirfd (tmp + fsync + rename). */
 int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
+/* openat2(2) with O_CLOEXEC added to flags; resolve is RESOLVE_* flags. The fd or -errno. */
+int openat2_fd(int dirfd, const char *path, int flags, uint64_t resolve);
+/* The whole regular file at path below dirfd, NUL-terminated, if it holds at
+ * most max bytes (-EFBIG otherwise; -EISDIR if it is not a regular file).
+ * path is resolved beneath dirfd, following no symlink and crossing no mount
+ * (openat2). Reads until EOF, so files whose size the kernel does not report
+ * (cgroup and proc files say 0) come whole too. ret_len may be NULL. */
+int read_file_bounded_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+/* read_file_bounded_at() of at most SBX_READ_FILE_MAX bytes: a kernel
+ * interface or small state file, read as text. */
+int read_file_at(int dirfd, const char *path, char **ret);
+/* A decimal number: one or more digits and nothing else (no sign, no space);
+ * -EINVAL otherwise, -ERANGE beyond UINT64_MAX. */
+int parse_u64(const char *s, uint64_t *ret);
+/* parse_u64() with an optional suffix K, M or G (either case): times 2^10,
+ * 2^20 or 2^30; -ERANGE if that passes UINT64_MAX. */
+int parse_size(const char *s, uint64_t *ret);
 /* A directory stream of its own over dirfd's directory (a new open file
  * description: reading it never moves dirfd's offset). NULL with errno set. */
 DIR *opendir_at(int dirfd);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -16,6 +17,9 @@
 #define STRINGIFY(x) STRINGIFY_(x)
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* The struct of type that holds member at ptr (an EventSource in a Client, say). */
+#define container_of(ptr, type, member) ((type *) ((char *) (ptr) - offsetof(type, member)))
 
 /* Return the value of a pointer variable and set the variable to NULL. */
 #define TAKE_PTR(p)                          \

@@ -1,3 +1,4 @@
 COMMON_SRCS += common/log.c
 COMMON_SRCS += common/fd-util.c
 COMMON_SRCS += common/json-escape.c
+COMMON_SRCS += common/array.c

@@ -29,6 +29,9 @@
 #define SBX_CLIENT_IDLE_DEFAULT_S 60u           /* sbxd.conf client_idle_seconds: a connection with no
                                                    request (and nothing pending) this long is closed */
 #define SBX_MAX_PENDING_PER_CLIENT 256u         /* unanswered requests per connection */
+#define SBX_CLIENT_OUTQ_MAX 64u                 /* replies queued for a client that does not read them */
+#define SBX_WORKER_MESSAGES_PER_WAKEUP 64u      /* frames read from one worker per wakeup: one chatty
+                                                   worker cannot starve the others */
 #define SBX_MAX_SANDBOXES 1024u
 #define SBX_IMPORT_UNREADABLE_SHOWN 8u          /* unreadable source paths named by sandbox create */
 #define SBX_IMPORT_GROUPS_MAX 1024u             /* supplementary groups of an owner the import reads with */
@@ -37,6 +40,8 @@
 #define SBX_HEAP_KEEP_BYTES (32u << 20)         /* freed heap memory sbxd keeps for reuse */
 #define SBX_BROKER_HEAP_KEEP_BYTES (4u << 20)   /* the same for each sandbox-mcp (one per agent) */
 #define SBX_JSON_DEPTH_MAX 64u                  /* nesting of a JSON value sandbox-mcp writes */
+#define SBX_READ_FILE_MAX (1u << 20)            /* a kernel interface file read whole (read_file_at):
+                                                   cgroup.procs of a big cgroup, 7 bytes per pid */
 
 /* Commands */
 #define SBX_YIELD_DEFAULT_MS 10000u             /* exec_command yield_time_ms default */
@@ -44,6 +49,9 @@
 #define SBX_YIELD_MAX_MS 30000u                 /* clamp: stays under clients' 60 s timeout */
 #define SBX_TIMEOUT_DEFAULT_MS (10u * 60u * 1000u)
 #define SBX_TIMEOUT_MAX_MS (24ull * 3600u * 1000u)
+#define SBX_KILL_GRACE_MS 2000u                 /* a killed process group that lingers longer costs its session */
+#define SBX_CANCEL_WAIT_MS 2000u                /* cancel_command answers once the command ended, or after this */
+#define SBX_COMMANDS_LISTED 500u                /* commands in one list_command_sessions reply (the newest) */
 
 /* The text of one tool result: a command window (a yield or
  * read_command_lines) and a file_read window end, at a line boundary, before
@@ -74,6 +82,11 @@
 #define SBX_PATH_MAX 4096u
 #define SBX_PATH_SHOWN_MAX 160u                 /* bytes of a path quoted in a message (start ... end) */
 #define SBX_TREE_DEPTH_MAX 256u                 /* directory levels of a layer: deeper trees are refused */
+#define SBX_SOURCE_DIR_MAX 4095u                /* bytes of a sandbox's source directory (PATH_MAX - 1) */
+#define SBX_PUBLISH_MAX_PATHS 1000000u          /* changed paths in one publication */
+#define SBX_CONFLICTS_REPORTED 100u             /* conflicting paths named in one answer */
+#define SBX_STACK_MAX_LAYERS 48u                /* above this many lowers, publication compacts */
+#define SBX_LAYERS_LISTED 1000u                 /* layers in one list_layers reply; the client asks for the rest */
 #define SBX_MAX_SESSIONS_PER_SANDBOX 64u        /* live managed + automatic sessions */
 #define SBX_SPARES_DEFAULT 2u                   /* sbxd.conf session_spares: per sandbox */
 #define SBX_SPARES_MAX 8u

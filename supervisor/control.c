@@ -16,6 +16,7 @@
 #include "data/layer.h"
 #include "sbx-limits.h"
 #include "log.h"
+#include "msg.h"
 #include "core/publish.h"
 #include "core/sbxd.h"
 #include "core/snapshot.h"
@@ -179,11 +180,9 @@ static void client_send(Server *s, Client *c, Sbx__Msg *m, uint32_t seq) {
 }
 
 void client_reply(Server *s, Client *c, uint32_t seq, Sbx__Reply *reply) {
-        Sbx__Msg m = SBX__MSG__INIT;
+        Sbx__Msg m;
 
-        m.type = SBX__MSG_TYPE__MSG_REPLY;
-        m.body_case = SBX__MSG__BODY_REPLY;
-        m.reply = reply;
+        msg_init(&m, SBX__MSG_TYPE__MSG_REPLY, reply);
         client_send(s, c, &m, seq);
 }
 
@@ -789,9 +788,9 @@ static void handle_session_diff(Server *s, Client *c, uint32_t seq, Sandbox *sb,
                 ptrs[i] = &changes[i];
                 if (truncated || (ch->kind != CHANGE_FILE && ch->kind != CHANGE_WHITEOUT))
                         continue;
-                if (existed && read_file_at(base, ch->path, SBX_FILE_MAX, &old, &old_len) < 0)
+                if (existed && read_file_bounded_at(base, ch->path, SBX_FILE_MAX, &old, &old_len) < 0)
                         continue;
-                if (ch->kind == CHANGE_FILE && read_file_at(upper, ch->path, SBX_FILE_MAX, &new, &new_len) < 0)
+                if (ch->kind == CHANGE_FILE && read_file_bounded_at(upper, ch->path, SBX_FILE_MAX, &new, &new_len) < 0)
                         continue;
                 if ((old && !text_is_utf8(old, old_len)) || (new && !text_is_utf8(new, new_len)) || (!old && !new))
                         continue;

@@ -68,28 +68,6 @@ static char *config_read_line(char *buf, int size, void *stream) {
         return l;
 }
 
-static int parse_u64(const char *v, uint64_t *ret) {
-        char *end;
-        unsigned long long x;
-        unsigned shift = 0;
-
-        errno = 0;
-        x = strtoull(v, &end, 10);
-        if (errno || end == v || v[0] == '-')
-                return -EINVAL;
-        switch (*end) {
-        case 'K': shift = 10; end++; break;
-        case 'M': shift = 20; end++; break;
-        case 'G': shift = 30; end++; break;
-        default: break;
-        }
-        if (*end || x > (ULLONG_MAX >> shift))
-                return -EINVAL;
-        x <<= shift;
-        *ret = x;
-        return 0;
-}
-
 static int parse_group(const char *value, gid_t *ret) {
         const struct group *gr;
         char *end;
@@ -199,7 +177,7 @@ static int config_set(Config *cfg, const char *key, const char *value, char *err
                 snprintf(err, err_size, "unknown key '%.40s' (see sbxd.conf(5))", key);
                 return -EINVAL;
         }
-        if (parse_u64(value, &v) < 0) {
+        if (parse_size(value, &v) < 0) {
                 snprintf(err, err_size, "%s: '%.40s' is not a number (suffixes K, M, G allowed)", key, value);
                 return -EINVAL;
         }

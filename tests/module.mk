@@ -22,3 +22,5 @@ UNIT_TESTS += tests/unit/test-indexcache.c
 test-indexcache_DEPS := supervisor/data/indexcache.c supervisor/data/fileops.c
 UNIT_TESTS += tests/unit/test-seccomp.c
 test-seccomp_DEPS := supervisor/os/seccomp.c
+UNIT_TESTS += tests/unit/test-common.c
+test-common_DEPS := supervisor/data/layer.c

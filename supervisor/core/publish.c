@@ -1,17 +1,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "data/attribution.h"
 #include "fd-util.h"
 #include "data/fileops.h"
@@ -30,16 +29,13 @@ void manifest_done(Manifest *m) {
 }
 
 static int manifest_add(Manifest *m, size_t *cap, const char *path, ChangeKind kind) {
+        int r;
+
         if (m->n >= SBX_PUBLISH_MAX_PATHS)
                 return -E2BIG;
-        if (m->n == *cap) {
-                size_t ncap = *cap ? *cap * 2 : 64;
-                Change *n = realloc(m->changes, ncap * sizeof(*n));
-                if (!n)
-                        return -ENOMEM;
-                m->changes = n;
-                *cap = ncap;
-        }
+        r = ARRAY_RESERVE(m->changes, *cap, m->n + 1);
+        if (r < 0)
+                return r;
         m->changes[m->n].path = strdup(path);
         if (!m->changes[m->n].path)
                 return -ENOMEM;
@@ -128,39 +124,6 @@ void publish_result_done(PublishResult *r) {
         r->n_conflicts = 0;
 }
 
-int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len) {
-        struct open_how how = {
-                .flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-        };
-        _cleanup_close_ int fd = -EBADF;
-        struct stat st;
-        char *buf;
-        ssize_t n;
-
-        fd = (int) syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EISDIR;
-        if ((uint64_t) st.st_size > max)
-                return -EFBIG;
-        buf = malloc((size_t) st.st_size + 1);
-        if (!buf)
-                return -ENOMEM;
-        n = loop_read(fd, buf, (size_t) st.st_size);
-        if (n < 0) {
-                free(buf);
-                return (int) n;
-        }
-        buf[n] = '\0';
-        *ret = buf;
-        *ret_len = (size_t) n;
-        return 0;
-}
-
 /* ---- conflicts --------------------------------------------------------------------- */
 
 typedef struct PathSet {
@@ -176,14 +139,10 @@ static void path_set_done(PathSet *p) {
 
 static int path_set_add(const char *path, void *userdata) {
         PathSet *p = userdata;
-        if (p->n == p->cap) {
-                size_t ncap = p->cap ? p->cap * 2 : 64;
-                char **n = realloc(p->paths, ncap * sizeof(*n));
-                if (!n)
-                        return -ENOMEM;
-                p->paths = n;
-                p->cap = ncap;
-        }
+        int r = ARRAY_RESERVE(p->paths, p->cap, p->n + 1);
+
+        if (r < 0)
+                return r;
         p->paths[p->n] = strdup(path);
         if (!p->paths[p->n])
                 return -ENOMEM;
@@ -278,15 +237,11 @@ static void blame_ops_done(BlameOps *o) {
 }
 
 static int blame_ops_add(BlameOps *o, const char *path, char *ranges, bool tree) {
-        if (o->n == o->cap) {
-                size_t ncap = o->cap ? o->cap * 2 : 32;
-                BlameOp *n = realloc(o->ops, ncap * sizeof(*n));
-                if (!n) {
-                        free(ranges);
-                        return -ENOMEM;
-                }
-                o->ops = n;
-                o->cap = ncap;
+        int r = ARRAY_RESERVE(o->ops, o->cap, o->n + 1);
+
+        if (r < 0) {
+                free(ranges);
+                return r;
         }
         o->ops[o->n].path = strdup(path);
         if (!o->ops[o->n].path) {
@@ -336,7 +291,7 @@ static int blame_of_renamed(Server *s, Sandbox *sb, int view_fd, const Manifest 
 
                 if (m->changes[i].kind != CHANGE_WHITEOUT)
                         continue;
-                if (read_file_at(view_fd, m->changes[i].path, SBX_FILE_MAX, &old, &old_len) < 0 || old_len != len ||
+                if (read_file_bounded_at(view_fd, m->changes[i].path, SBX_FILE_MAX, &old, &old_len) < 0 || old_len != len ||
                     memcmp(old, text, len) != 0)
                         continue;
                 return blame_of_published(s, sb, m->changes[i].path, old, old_len, ret);
@@ -354,7 +309,7 @@ static int text_of(const char *known, size_t known_len, int dirfd, const char *p
                 *ret_len = known_len;
                 return 0;
         }
-        r = read_file_at(dirfd, path, SBX_FILE_MAX, buf, ret_len);
+        r = read_file_bounded_at(dirfd, path, SBX_FILE_MAX, buf, ret_len);
         *ret = *buf;
         return r;
 }

@@ -22,10 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "fd-util.h"
 #include "data/layer.h"
 #include "sbx-limits.h"
 #include "log.h"
+#include "msg.h"
 #include "os/image.h"
 #include "core/sbxd.h"
 #include "core/snapshot.h"
@@ -143,14 +145,10 @@ typedef struct Ranges {
 
 static int ranges_add(const StoreUidRange *u, void *userdata) {
         Ranges *rs = userdata;
-        if (rs->n == rs->cap) {
-                size_t ncap = rs->cap ? rs->cap * 2 : 16;
-                StoreUidRange *v = realloc(rs->v, ncap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                rs->v = v;
-                rs->cap = ncap;
-        }
+        int r = ARRAY_RESERVE(rs->v, rs->cap, rs->n + 1);
+
+        if (r < 0)
+                return r;
         rs->v[rs->n++] = *u;
         return 0;
 }
@@ -394,7 +392,7 @@ static int owner_groups(uid_t uid, gid_t *ret_gid, uint32_t *groups, size_t *ret
 
 static int import_send(Server *s, const Sandbox *sb, int sock) {
         Sbx__ImportRequest req = SBX__IMPORT_REQUEST__INIT;
-        Sbx__Msg msg = SBX__MSG__INIT;
+        Sbx__Msg msg;
         uint32_t groups[SBX_IMPORT_GROUPS_MAX];
         struct stat st;
         gid_t gid = IMPORT_NOGROUP;
@@ -414,9 +412,7 @@ static int import_send(Server *s, const Sandbox *sb, int sock) {
         req.force_uid = sb->uid_base;
         req.state_dev = st.st_dev;
         req.state_ino = st.st_ino;
-        msg.type = SBX__MSG_TYPE__MSG_IMPORT_REQUEST;
-        msg.body_case = SBX__MSG__BODY_IMPORT_REQUEST;
-        msg.import_request = &req;
+        msg_init(&msg, SBX__MSG_TYPE__MSG_IMPORT_REQUEST, &req);
         return wire_send(sock, &msg, 0, NULL, 0);
 }
 
@@ -636,15 +632,10 @@ typedef struct IdList {
 
 static int id_list_add(const char *id, void *userdata) {
         IdList *l = userdata;
+        int r = ARRAY_RESERVE(l->ids, l->cap, l->n + 1);
 
-        if (l->n == l->cap) {
-                size_t ncap = l->cap ? l->cap * 2 : 64;
-                void *n = realloc(l->ids, ncap * sizeof(*l->ids));
-                if (!n)
-                        return -ENOMEM;
-                l->ids = n;
-                l->cap = ncap;
-        }
+        if (r < 0)
+                return r;
         strlcpy(l->ids[l->n++], id, sizeof(*l->ids));
         return 0;
 }

@@ -16,6 +16,7 @@
 #include "fd-util.h"
 #include "sbx-limits.h"
 #include "log.h"
+#include "msg.h"
 #include "os/ns.h"
 #include "core/publish.h"
 #include "core/sbxd.h"
@@ -329,7 +330,7 @@ int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwri
 }
 
 static int command_send_exec(WorkspaceSession *ws, Command *c) {
-        Sbx__Msg m = SBX__MSG__INIT;
+        Sbx__Msg m;
         Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
 
         e.command = c->number;
@@ -337,9 +338,7 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         e.n_env = ELEMENTSOF(command_env);
         e.env = (char **) command_env;
         e.cwd = (char *) "/workspace";
-        m.type = SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC;
-        m.body_case = SBX__MSG__BODY_SUPERVISOR_EXEC;
-        m.supervisor_exec = &e;
+        msg_init(&m, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
         c->sent = true;
         c->start_usec = now_usec();
         return worker_send(ws, &m);
@@ -415,21 +414,19 @@ Command *command_find_live(Server *s, const char *id) {
 }
 
 static int command_signal(Command *c, int sig) {
-        Sbx__Msg m = SBX__MSG__INIT;
+        Sbx__Msg m;
         Sbx__SupervisorSignal sg = SBX__SUPERVISOR_SIGNAL__INIT;
 
         if (!c->session || c->session->state != SESSION_READY || !c->sent)
                 return -ESRCH;
         sg.command = c->number;
         sg.signal = sig;
-        m.type = SBX__MSG_TYPE__MSG_SUPERVISOR_SIGNAL;
-        m.body_case = SBX__MSG__BODY_SUPERVISOR_SIGNAL;
-        m.supervisor_signal = &sg;
+        msg_init(&m, SBX__MSG_TYPE__MSG_SUPERVISOR_SIGNAL, &sg);
         return worker_send(c->session, &m);
 }
 
 int command_write_stdin(Server *s, Command *c, const void *data, size_t len, bool close_stdin) {
-        Sbx__Msg m = SBX__MSG__INIT;
+        Sbx__Msg m;
         Sbx__SupervisorStdin in = SBX__SUPERVISOR_STDIN__INIT;
 
         if (c->finished)
@@ -440,9 +437,7 @@ int command_write_stdin(Server *s, Command *c, const void *data, size_t len, boo
         in.data.data = (uint8_t *) data;
         in.data.len = len;
         in.close = close_stdin;
-        m.type = SBX__MSG_TYPE__MSG_SUPERVISOR_STDIN;
-        m.body_case = SBX__MSG__BODY_SUPERVISOR_STDIN;
-        m.supervisor_stdin = &in;
+        msg_init(&m, SBX__MSG_TYPE__MSG_SUPERVISOR_STDIN, &in);
         return worker_send(c->session, &m);
 }
 

@@ -13,6 +13,7 @@
 #include "fd-util.h"
 #include "data/layer.h"
 #include "log.h"
+#include "sbx-limits.h"
 #include "core/snapshot.h"
 
 static void base_name(uint32_t squashed, char *buf, size_t size) {

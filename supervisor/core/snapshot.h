@@ -12,8 +12,6 @@
 
 #include "core/sbxd.h"
 
-#define SBX_STACK_MAX_LAYERS 48u     /* above this many lowers, publication compacts */
-
 /* "top:top-1:…:bottom", relative to the sandbox's layers/ directory. */
 int snapshot_lowerdirs(uint32_t squashed, uint32_t top, char **ret);
 /* A read-only detached overlay of the squashed base and the layers above it up to top. */

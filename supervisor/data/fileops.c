@@ -39,6 +39,7 @@
 #include "json-escape.h"
 #include "macro.h"
 #include "data/fileops.h"
+#include "fd-util.h"
 
 #define READ_BUF_SIZE (64u * 1024u)
 #define UTF8_CHAR_MAX 4u
@@ -246,13 +247,7 @@ static int not_text(const Utf8Scan *s, uint64_t line, char *errmsg, size_t errms
 
 /* Read the block at offset into buf; 0 at the end of the file. */
 static ssize_t read_block(int fd, char *buf, uint64_t offset) {
-        for (;;) {
-                ssize_t n = pread(fd, buf, READ_BUF_SIZE, (off_t) offset);
-                if (n >= 0)
-                        return n;
-                if (errno != EINTR)
-                        return -errno;
-        }
+        return loop_pread(fd, buf, READ_BUF_SIZE, offset);
 }
 
 /* The text stops being valid in the block read at block_offset, whose first

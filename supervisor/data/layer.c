@@ -35,14 +35,9 @@ static int copy_data(int in, int out) {
                 break;
         }
         for (;;) {
-                ssize_t n = read(in, buf, sizeof(buf));
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        return 0;
+                ssize_t n = loop_read(in, buf, sizeof(buf));
+                if (n <= 0)
+                        return (int) n;
                 int r = loop_write(out, buf, (size_t) n);
                 if (r < 0)
                         return r;

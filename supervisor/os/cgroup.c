@@ -34,8 +34,6 @@
 #define CG_KILL_POLL_MS 50
 /* Processes signalled through pidfds per round; the rest go next round. */
 #define CG_KILL_BATCH 1024u
-/* Largest interface file we read (cgroup.procs of a big cgroup). */
-#define CG_READ_MAX (1u << 20)
 /* Nesting depth removed below a session or stale instance directory. */
 #define CG_TREE_DEPTH_MAX 8
 /* Session cgroups, in use or pooled, per manager. */
@@ -107,46 +105,6 @@ static int open_dir_at(int dirfd, const char *path) {
         return fd < 0 ? -errno : fd;
 }
 
-static int read_file_at(int dirfd, const char *name, char **ret) {
-        _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *buf = NULL;
-        size_t size = 4096, len = 0;
-
-        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return -errno;
-        buf = malloc(size);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t n;
-
-                if (len + 1 >= size) {
-                        char *p;
-
-                        if (size >= CG_READ_MAX)
-                                return -EFBIG;
-                        p = realloc(buf, size * 2);
-                        if (!p)
-                                return -ENOMEM;
-                        buf = p;
-                        size *= 2;
-                }
-                n = read(fd, buf + len, size - 1 - len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
-                len += (size_t) n;
-        }
-        buf[len] = '\0';
-        *ret = TAKE_PTR(buf);
-        return 0;
-}
-
 /* One write(2), as the kernel parses each write of an interface file as a whole. */
 static int write_file_at(int dirfd, const char *name, const char *value) {
         _cleanup_close_ int fd = -EBADF;
@@ -175,22 +133,6 @@ static int write_u64_at(int dirfd, const char *name, uint64_t v) {
 
 static bool file_exists_at(int dirfd, const char *name) {
         return faccessat(dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
-}
-
-static int parse_u64(const char *s, uint64_t *ret) {
-        char *end;
-        unsigned long long v;
-
-        if (!isdigit((unsigned char) *s))
-                return -EINVAL;
-        errno = 0;
-        v = strtoull(s, &end, 10);
-        if (errno != 0)
-                return -errno;
-        if (*end != '\0' && !isspace((unsigned char) *end))
-                return -EINVAL;
-        *ret = v;
-        return 0;
 }
 
 /* "key N" lines (memory.events, pids.events, memory.oom_control). */

@@ -16,6 +16,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "msg.h"
 #include "os/netns.h"
 #include "sbx-limits.h"
 #include "setup.h"
@@ -110,7 +111,7 @@ static int recv_request(int sock, SpawnParams *ret, int ret_fds[2]) {
 static int setup_pipe(const SpawnParams *p, const SeccompProgram *seccomp, int *ret_read) {
         static uint8_t frame[SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX];
         Sbx__SessionSetup setup = SBX__SESSION_SETUP__INIT;
-        Sbx__Msg msg = SBX__MSG__INIT;
+        Sbx__Msg msg;
         _cleanup_close_ int rd = -EBADF, wr = -EBADF;
         int pipefd[2], r;
         ssize_t len;
@@ -125,9 +126,7 @@ static int setup_pipe(const SpawnParams *p, const SeccompProgram *seccomp, int *
         setup.disk_bytes = p->disk_bytes;
         setup.seccomp_filter.data = (uint8_t *) seccomp->insns;
         setup.seccomp_filter.len = seccomp->fprog.len * sizeof(struct sock_filter);
-        msg.type = SBX__MSG_TYPE__MSG_SESSION_SETUP;
-        msg.body_case = SBX__MSG__BODY_SESSION_SETUP;
-        msg.session_setup = &setup;
+        msg_init(&msg, SBX__MSG_TYPE__MSG_SESSION_SETUP, &setup);
         len = wire_pack(&msg, 0, 0, frame, sizeof(frame));
         if (len < 0)
                 return (int) len;
