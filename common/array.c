@@ -51,3 +51,18 @@ void listing_done(Listing *l) {
         free(l->items);
         *l = (Listing) { .item_size = l->item_size };
 }
+
+Listing *listing_new(size_t item_size) {
+        Listing *l = calloc(1, sizeof(*l));
+
+        if (l)
+                l->item_size = item_size;
+        return l;
+}
+
+void listing_free(void *l) {
+        if (!l)
+                return;
+        listing_done(l);
+        free(l);
+}

@@ -19,11 +19,12 @@ typedef struct Listing {
         char **strings;
 } Listing;
 
-#define LISTING_INIT(type) { .item_size = sizeof(type) }
-
 /* Append a copy of item and of string. */
 int listing_add(Listing *l, const void *item, const char *string);
 static inline void *listing_item(const Listing *l, size_t i) {
         return (char *) l->items + i * l->item_size;
 }
 void listing_done(Listing *l);
+/* A listing on the heap, and its end (listing_done, then free; NULL-safe). */
+Listing *listing_new(size_t item_size);
+void listing_free(void *l);

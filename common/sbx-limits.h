@@ -23,13 +23,17 @@
 
 /* Supervisor */
 #define SBX_MAX_CLIENTS 256u                    /* connections on sbxd.sock */
+#define SBX_LISTEN_BACKLOG 64u                  /* connections on sbxd.sock not accepted yet */
 #define SBX_MAX_CLIENTS_PER_UID 64u             /* of one uid other than root */
 #define SBX_CLIENTS_RESERVED_ROOT 16u           /* of SBX_MAX_CLIENTS, only root may take */
 #define SBX_CLIENTS_RESERVED_GROUP 32u          /* further ones only root and socket_group may take */
 #define SBX_CLIENT_IDLE_DEFAULT_S 60u           /* sbxd.conf client_idle_seconds: a connection with no
                                                    request (and nothing pending) this long is closed */
 #define SBX_MAX_PENDING_PER_CLIENT 256u         /* unanswered requests per connection */
+#define SBX_PEER_GROUPS_MAX 256u                /* supplementary groups of a client looked at for
+                                                   socket_group (a member of more counts as none) */
 #define SBX_CLIENT_OUTQ_MAX 64u                 /* replies queued for a client that does not read them */
+#define SBX_EVENTS_PER_WAKEUP 32u              /* ready sources sbxd's loop takes from one epoll_wait */
 #define SBX_WORKER_MESSAGES_PER_WAKEUP 64u      /* frames read from one worker per wakeup: one chatty
                                                    worker cannot starve the others */
 #define SBX_MAX_SANDBOXES 1024u

@@ -4,8 +4,9 @@
 #   make check-fuzz-corpus    replays the seed corpora tests/fuzz/corpus/<name>/
 #                             once through each target (part of make check);
 #                             prints TAP and "N passed, N failed"
-# Targets: tests/fuzz/fuzz-<name>.c (frames, config, JSON-RPC lines, edit payloads, stored attribution). fuzz-config includes supervisor/sbxd.c and
-# links the rest of sbxd, so that it parses exactly as sbxd does.
+# Targets: tests/fuzz/fuzz-<name>.c (frames, config, JSON-RPC lines, edit
+# payloads, stored attribution). fuzz-config links sbxd's configuration
+# parser (supervisor/core/config.c) alone, the very code sbxd runs.
 # FUZZ_SECONDS=N sets the time per target.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
@@ -31,10 +32,7 @@ $(FUZZ)/bin/fuzz-wire: $(call fuzzobj,tests/fuzz/fuzz-wire.c) $$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 
-# The rest of sbxd is linked as built for sbxd (not instrumented): only the
-# parser is under test, and it is all in sbxd.c.
-$(FUZZ)/bin/fuzz-config: $(call fuzzobj,tests/fuzz/fuzz-config.c) \
-		$$(call obj,$$(filter-out supervisor/sbxd.c,$$(SUPERVISOR_SRCS)) $$(SUPERVISOR_LIB_SRCS)) $$(FUZZ_LIB_OBJS)
+$(FUZZ)/bin/fuzz-config: $(call fuzzobj,tests/fuzz/fuzz-config.c supervisor/core/config.c) $$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 
@@ -50,9 +48,6 @@ $(FUZZ)/bin/fuzz-edits: $(call fuzzobj,tests/fuzz/fuzz-edits.c supervisor/data/f
 $(FUZZ)/bin/fuzz-attribution: $(call fuzzobj,tests/fuzz/fuzz-attribution.c supervisor/data/attribution.c) $$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
-
-# sbxd.c is #included: rebuild when it changes.
-$(FUZZ)/obj/tests/fuzz/fuzz-config.o: supervisor/sbxd.c supervisor/core/sbxd.h
 
 .PHONY: fuzz fuzz-build check-fuzz-corpus
 fuzz-build: $(FUZZ_BINS)

@@ -31,6 +31,30 @@ const ProtobufCMessage *msg_body(const Sbx__Msg *m) {
         return f ? *(const ProtobufCMessage *const *) ((const char *) m + f->offset) : NULL;
 }
 
+static const void *field_at(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) {
+        return (const char *) m + f->offset;
+}
+
+static const ProtobufCFieldDescriptor *scalar_field(const ProtobufCMessage *body, const char *field,
+                                                    ProtobufCType type) {
+        const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(body->descriptor, field);
+        return f && f->type == type && f->label != PROTOBUF_C_LABEL_REPEATED ? f : NULL;
+}
+
+const char *msg_string(const ProtobufCMessage *body, const char *field) {
+        const ProtobufCFieldDescriptor *f = scalar_field(body, field, PROTOBUF_C_TYPE_STRING);
+        return f ? *(const char *const *) field_at(body, f) : NULL;
+}
+
+bool msg_uint32(const ProtobufCMessage *body, const char *field, uint32_t *ret) {
+        const ProtobufCFieldDescriptor *f = scalar_field(body, field, PROTOBUF_C_TYPE_UINT32);
+
+        if (!f)
+                return false;
+        *ret = *(const uint32_t *) field_at(body, f);
+        return true;
+}
+
 int msg_reply_set(Sbx__Reply *reply, Sbx__Reply__BodyCase body_case, void *body) {
         oneof_set(&reply->base, body_case, body);
         return 0;
@@ -67,10 +91,6 @@ bool msg_checks_valid(const ProtobufCMessageDescriptor *d, const MsgCheck *check
                 if (!check_field(d, c))
                         return false;
         return true;
-}
-
-static const void *field_at(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) {
-        return (const char *) m + f->offset;
 }
 
 /* A number field's value; negative int32 values are below every minimum. */

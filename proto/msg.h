@@ -15,6 +15,9 @@
 void msg_init(Sbx__Msg *m, Sbx__MsgType type, void *body);
 /* The body of a message that wire_parse accepted (its body matches its type). */
 const ProtobufCMessage *msg_body(const Sbx__Msg *m);
+/* The value of a string (or uint32) field of body named field; NULL (false) if it has none. */
+const char *msg_string(const ProtobufCMessage *body, const char *field);
+bool msg_uint32(const ProtobufCMessage *body, const char *field, uint32_t *ret);
 /* The reply's body is body, of case body_case. Returns 0, for "return msg_reply_set(…)". */
 int msg_reply_set(Sbx__Reply *reply, Sbx__Reply__BodyCase body_case, void *body);
 

@@ -1,30 +1,42 @@
 # sbxd, in layers (docs/architecture.md; tests/check-layers.sh enforces them):
 #   sbxd.c (main) -> control*.c (requests) -> core/ (the model)
 #   -> os/ (kernel areas) -> data/ (durable data) -> common/, proto/
-# The *_LIB_ sources are also linked into unit tests.
-SUPERVISOR_SRCS += supervisor/sbxd.c
-SUPERVISOR_SRCS += supervisor/control.c
-SUPERVISOR_SRCS += supervisor/files.c
+# SUPERVISOR_MAIN_SRCS is sbxd's main alone; the rest is also linked into
+# unit tests (tests/module.mk) and fuzz targets (mk/fuzz.mk).
+SUPERVISOR_MAIN_SRCS += supervisor/sbxd.c
 
-SUPERVISOR_SRCS += supervisor/core/session.c
-SUPERVISOR_SRCS += supervisor/core/spare.c
-SUPERVISOR_SRCS += supervisor/core/sandbox.c
-SUPERVISOR_SRCS += supervisor/core/snapshot.c
-SUPERVISOR_SRCS += supervisor/core/publish.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-request.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-sandboxes.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-commands.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-sessions.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-files.c
 
-SUPERVISOR_SRCS += supervisor/os/ns.c
-SUPERVISOR_SRCS += supervisor/os/spawner.c
-SUPERVISOR_SRCS += supervisor/os/seccomp.c
-SUPERVISOR_SRCS += supervisor/os/netns.c
-SUPERVISOR_SRCS += supervisor/os/image.c
-SUPERVISOR_LIB_SRCS += supervisor/os/uidrange.c
-SUPERVISOR_LIB_SRCS += supervisor/os/cgroup.c
+SUPERVISOR_CORE_SRCS += supervisor/core/config.c
+SUPERVISOR_CORE_SRCS += supervisor/core/server.c
+SUPERVISOR_CORE_SRCS += supervisor/core/client.c
+SUPERVISOR_CORE_SRCS += supervisor/core/snapshot.c
+SUPERVISOR_CORE_SRCS += supervisor/core/publish.c
+SUPERVISOR_CORE_SRCS += supervisor/core/session.c
+SUPERVISOR_CORE_SRCS += supervisor/core/spare.c
+SUPERVISOR_CORE_SRCS += supervisor/core/workspace.c
+SUPERVISOR_CORE_SRCS += supervisor/core/sandbox.c
 
-SUPERVISOR_LIB_SRCS += supervisor/data/store.c
-SUPERVISOR_LIB_SRCS += supervisor/data/layer.c
-SUPERVISOR_LIB_SRCS += supervisor/data/transcript.c
-SUPERVISOR_LIB_SRCS += supervisor/data/fileops.c
-SUPERVISOR_LIB_SRCS += supervisor/data/indexcache.c
-SUPERVISOR_LIB_SRCS += supervisor/data/attribution.c
+SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
+SUPERVISOR_OS_SRCS += supervisor/os/ns.c
+SUPERVISOR_OS_SRCS += supervisor/os/spawner.c
+SUPERVISOR_OS_SRCS += supervisor/os/netns.c
+SUPERVISOR_OS_SRCS += supervisor/os/seccomp.c
+SUPERVISOR_OS_SRCS += supervisor/os/image.c
+SUPERVISOR_OS_SRCS += supervisor/os/uidrange.c
+
+SUPERVISOR_DATA_SRCS += supervisor/data/store.c
+SUPERVISOR_DATA_SRCS += supervisor/data/layer.c
+SUPERVISOR_DATA_SRCS += supervisor/data/transcript.c
+SUPERVISOR_DATA_SRCS += supervisor/data/fileops.c
+SUPERVISOR_DATA_SRCS += supervisor/data/indexcache.c
+SUPERVISOR_DATA_SRCS += supervisor/data/attribution.c
+
+SUPERVISOR_LIB_SRCS = $(SUPERVISOR_CONTROL_SRCS) $(SUPERVISOR_CORE_SRCS) $(SUPERVISOR_OS_SRCS) $(SUPERVISOR_DATA_SRCS)
 
 SBXCTL_SRCS += supervisor/sbxctl.c

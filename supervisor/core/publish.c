@@ -18,6 +18,7 @@
 #include "log.h"
 #include "core/publish.h"
 #include "sbx-limits.h"
+#include "core/sandbox.h"
 #include "core/snapshot.h"
 
 void manifest_done(Manifest *m) {
@@ -124,6 +125,88 @@ void publish_result_done(PublishResult *r) {
         r->n_conflicts = 0;
 }
 
+/* ---- what a session would publish --------------------------------------------------- */
+
+static const char *change_name(ChangeKind kind, bool existed) {
+        if (kind == CHANGE_WHITEOUT)
+                return "deleted";
+        return existed ? "modified" : "added";
+}
+
+/* The unified diff of one changed path (if both sides are text) appended to d->diff. */
+static void diff_append(ChangesDiff *d, int base, int upper, const Change *ch, bool existed) {
+        _cleanup_free_ char *old = NULL, *new = NULL, *piece = NULL;
+        size_t old_len = 0, new_len = 0, piece_len = 0, len = d->reply.diff.len;
+        bool cut = false;
+
+        if (d->reply.truncated || (ch->kind != CHANGE_FILE && ch->kind != CHANGE_WHITEOUT))
+                return;
+        if (existed && read_file_bounded_at(base, ch->path, SBX_FILE_MAX, &old, &old_len) < 0)
+                return;
+        if (ch->kind == CHANGE_FILE && read_file_bounded_at(upper, ch->path, SBX_FILE_MAX, &new, &new_len) < 0)
+                return;
+        if ((old && !text_is_utf8(old, old_len)) || (new && !text_is_utf8(new, new_len)) || (!old && !new))
+                return;
+        if (text_unified_diff(ch->path, old, old_len, new, new_len, SBX_DIFF_MAX_BYTES - len, &piece, &piece_len,
+                              &cut) < 0)
+                return;
+        memcpy(d->diff + len, piece, piece_len);
+        d->reply.diff.len = len + piece_len;
+        d->reply.truncated = cut;
+}
+
+int changes_diff(const Sandbox *sb, int upper_fd, uint32_t squashed, uint32_t base, ChangesDiff *ret, char *ret_why,
+                 size_t why_size) {
+        _cleanup_close_ int upper = -EBADF, view = -EBADF;
+        ChangesDiff d = { .reply = SBX__SESSION_DIFF_REPLY__INIT };
+        char too_deep[SBX_PATH_MAX + 1];
+        int r;
+
+        upper = openat(upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        r = upper < 0 ? -errno : manifest_build(upper, &d.manifest, too_deep);
+        if (r == -ELOOP)
+                tree_depth_message(too_deep, ret_why, why_size);
+        if (r >= 0)
+                r = snapshot_mount(sb, squashed, base, &view);
+        if (r >= 0) {
+                d.changes = calloc(d.manifest.n + 1, sizeof(*d.changes));
+                d.ptrs = calloc(d.manifest.n + 1, sizeof(*d.ptrs));
+                d.diff = malloc(SBX_DIFF_MAX_BYTES + 1);
+                if (!d.changes || !d.ptrs || !d.diff)
+                        r = -ENOMEM;
+        }
+        if (r < 0) {
+                changes_diff_done(&d);
+                return r;
+        }
+        for (size_t i = 0; i < d.manifest.n; i++) {
+                const Change *ch = &d.manifest.changes[i];
+                struct stat st;
+                bool existed = fstatat(view, ch->path, &st, AT_SYMLINK_NOFOLLOW) == 0;
+
+                sbx__changed_path__init(&d.changes[i]);
+                d.changes[i].path = ch->path;
+                d.changes[i].change = (char *) change_name(ch->kind, existed);
+                d.ptrs[i] = &d.changes[i];
+                diff_append(&d, view, upper, ch, existed);
+        }
+        d.reply.n_changes = d.manifest.n;
+        d.reply.changes = d.ptrs;
+        d.reply.diff.data = (uint8_t *) d.diff;
+        *ret = d;
+        return 0;
+}
+
+void changes_diff_done(ChangesDiff *d) {
+        manifest_done(&d->manifest);
+        free(d->changes);
+        free(d->ptrs);
+        free(d->diff);
+        d->changes = NULL;
+        d->ptrs = NULL;
+        d->diff = NULL;
+}
+
 /* ---- conflicts --------------------------------------------------------------------- */
 
 typedef struct PathSet {
@@ -189,13 +272,13 @@ static int conflicts_add(PublishResult *res, const char *path) {
         return 0;
 }
 
-static int find_conflicts(Server *s, Sandbox *sb, uint32_t base, const Manifest *m, PublishResult *res) {
+static int find_conflicts(Store *store, const Sandbox *sb, uint32_t base, const Manifest *m, PublishResult *res) {
         PathSet later = {}, ours = {};
         int r = 0;
 
         if (base >= sb->top_layer)
                 return 0;
-        r = store_paths_changed_after(s->store, sb->id, base, path_set_add, &later);
+        r = store_paths_changed_after(store, sb->id, base, path_set_add, &later);
         for (size_t i = 0; r >= 0 && i < m->n; i++)
                 r = path_set_add(m->changes[i].path, &ours);
         if (r < 0)
@@ -256,11 +339,11 @@ static int blame_ops_add(BlameOps *o, const char *path, char *ranges, bool tree)
 /* The attribution of the file as published now: its record, or "original"
  * for a file untouched since import, or "unknown". Fails with -ENOENT if the
  * old text is not attributable (absent, binary, too large). */
-int blame_of_published(Server *s, Sandbox *sb, const char *path, const char *text, size_t len, Blame *ret) {
+int blame_of_published(Store *store, const Sandbox *sb, const char *path, const char *text, size_t len, Blame *ret) {
         _cleanup_free_ char *rec = NULL;
         int r;
 
-        r = store_blame_get(s->store, sb->id, path, &rec);
+        r = store_blame_get(store, sb->id, path, &rec);
         if (r >= 0) {
                 Blame b = {};
                 r = blame_parse(rec, strlen(rec), &b);
@@ -275,7 +358,7 @@ int blame_of_published(Server *s, Sandbox *sb, const char *path, const char *tex
         }
         if (r != -ENOENT)
                 return r;
-        r = store_path_changed_since_import(s->store, sb->id, path);
+        r = store_path_changed_since_import(store, sb->id, path);
         if (r < 0)
                 return r;
         return blame_new(text, len, r ? "unknown" : "original", ret);
@@ -283,7 +366,7 @@ int blame_of_published(Server *s, Sandbox *sb, const char *path, const char *tex
 
 /* A file that appears where none was, with the very content of a file this
  * publication deletes, was renamed: its lines keep their owners. */
-static int blame_of_renamed(Server *s, Sandbox *sb, int view_fd, const Manifest *m, const char *text, size_t len,
+static int blame_of_renamed(Store *store, const Sandbox *sb, int view_fd, const Manifest *m, const char *text, size_t len,
                             Blame *ret) {
         for (size_t i = 0; i < m->n; i++) {
                 _cleanup_free_ char *old = NULL;
@@ -294,7 +377,7 @@ static int blame_of_renamed(Server *s, Sandbox *sb, int view_fd, const Manifest 
                 if (read_file_bounded_at(view_fd, m->changes[i].path, SBX_FILE_MAX, &old, &old_len) < 0 || old_len != len ||
                     memcmp(old, text, len) != 0)
                         continue;
-                return blame_of_published(s, sb, m->changes[i].path, old, old_len, ret);
+                return blame_of_published(store, sb, m->changes[i].path, old, old_len, ret);
         }
         return -ENOENT;
 }
@@ -314,7 +397,7 @@ static int text_of(const char *known, size_t known_len, int dirfd, const char *p
         return r;
 }
 
-static int attribute_file(Server *s, Sandbox *sb, int view_fd, int src_fd, const Manifest *m, const char *path,
+static int attribute_file(Store *store, const Sandbox *sb, int view_fd, int src_fd, const Manifest *m, const char *path,
                           const char *owner, const PublishOperation *op, BlameOps *ops) {
         _cleanup_free_ char *new_buf = NULL, *old_buf = NULL, *ser = NULL;
         const char *new_text = NULL, *old_text = NULL;
@@ -328,10 +411,10 @@ static int attribute_file(Server *s, Sandbox *sb, int view_fd, int src_fd, const
                 return blame_ops_add(ops, path, NULL, false); /* not attributable: no record */
 
         r = text_of(known ? op->old_text : NULL, known ? op->old_len : 0, view_fd, path, &old_buf, &old_text, &old_len);
-        if (r >= 0 && text_is_utf8(old_text, old_len) && blame_of_published(s, sb, path, old_text, old_len, &old) >= 0) {
+        if (r >= 0 && text_is_utf8(old_text, old_len) && blame_of_published(store, sb, path, old_text, old_len, &old) >= 0) {
                 r = blame_update(&old, old_text, old_len, new_text, new_len, owner, &updated);
                 blame_done(&old);
-        } else if (r == -ENOENT && blame_of_renamed(s, sb, view_fd, m, new_text, new_len, &updated) >= 0)
+        } else if (r == -ENOENT && blame_of_renamed(store, sb, view_fd, m, new_text, new_len, &updated) >= 0)
                 r = 0;
         else
                 r = blame_new(new_text, new_len, owner, &updated);
@@ -344,18 +427,18 @@ static int attribute_file(Server *s, Sandbox *sb, int view_fd, int src_fd, const
         return blame_ops_add(ops, path, TAKE_PTR(ser), false);
 }
 
-static int attribute(Server *s, Sandbox *sb, int src_fd, const Manifest *m, const char *owner,
+static int attribute(Store *store, Sandbox *sb, int src_fd, const Manifest *m, const char *owner,
                      const PublishOperation *op, BlameOps *ops) {
         int view_fd, r;
 
-        r = snapshot_current(s, sb, &view_fd);
+        r = snapshot_current(sb, &view_fd);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < m->n; i++) {
                 const Change *c = &m->changes[i];
                 switch (c->kind) {
                 case CHANGE_FILE:
-                        r = attribute_file(s, sb, view_fd, src_fd, m, c->path, owner, op, ops);
+                        r = attribute_file(store, sb, view_fd, src_fd, m, c->path, owner, op, ops);
                         break;
                 case CHANGE_WHITEOUT:
                 case CHANGE_OPAQUE_DIR:
@@ -374,32 +457,32 @@ static int attribute(Server *s, Sandbox *sb, int src_fd, const Manifest *m, cons
 
 /* ---- the publication ------------------------------------------------------------------ */
 
-static int record(Server *s, Sandbox *sb, uint32_t seq, const char *owner, const Manifest *m, const BlameOps *ops) {
+static int record(Store *store, const Sandbox *sb, uint32_t seq, const char *owner, const Manifest *m, const BlameOps *ops) {
         int r;
 
-        r = store_begin_durable(s->store);
+        r = store_begin_durable(store);
         if (r < 0)
                 return r;
-        r = store_layer_insert(s->store, sb->id, seq, owner, (uint32_t) m->n, time(NULL));
+        r = store_layer_insert(store, sb->id, seq, owner, (uint32_t) m->n, time(NULL));
         for (size_t i = 0; r >= 0 && i < m->n; i++)
-                r = store_layer_path_insert(s->store, sb->id, seq, m->changes[i].path);
+                r = store_layer_path_insert(store, sb->id, seq, m->changes[i].path);
         for (size_t i = 0; r >= 0 && i < ops->n; i++) {
                 const BlameOp *o = &ops->ops[i];
                 if (o->ranges)
-                        r = store_blame_put(s->store, sb->id, o->path, o->ranges);
+                        r = store_blame_put(store, sb->id, o->path, o->ranges);
                 else if (o->tree)
-                        r = store_blame_delete_tree(s->store, sb->id, o->path);
+                        r = store_blame_delete_tree(store, sb->id, o->path);
                 else
-                        r = store_blame_delete(s->store, sb->id, o->path);
+                        r = store_blame_delete(store, sb->id, o->path);
         }
         if (r < 0) {
-                store_rollback(s->store);
+                store_rollback(store);
                 return r;
         }
-        return store_commit(s->store);
+        return store_commit(store);
 }
 
-int publish_tree(Server *s, Sandbox *sb, int src_dirfd, const char *owner, uint32_t base_layer, bool overwrite,
+int publish_tree(Store *store, Sandbox *sb, int src_dirfd, const char *owner, uint32_t base_layer, bool overwrite,
                  int force_uid, const PublishOperation *op, PublishResult *ret) {
         Manifest m = {};
         BlameOps ops = {};
@@ -417,29 +500,29 @@ int publish_tree(Server *s, Sandbox *sb, int src_dirfd, const char *owner, uint3
         if (m.n == 0)
                 goto done; /* nothing changed: nothing to publish */
         if (!overwrite) {
-                r = find_conflicts(s, sb, base_layer, &m, &res);
+                r = find_conflicts(store, sb, base_layer, &m, &res);
                 if (r < 0 || res.n_conflicts > 0)
                         goto done;
         }
-        r = attribute(s, sb, src_dirfd, &m, owner, op, &ops);
+        r = attribute(store, sb, src_dirfd, &m, owner, op, &ops);
         if (r < 0)
                 goto out;
         r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, op ? LAYER_LINK_FILES : 0, NULL, NULL);
         if (r < 0)
                 goto out;
-        r = record(s, sb, seq, owner, &m, &ops);
+        r = record(store, sb, seq, owner, &m, &ops);
         if (r < 0) {
                 char name[16];
                 snprintf(name, sizeof(name), "%u", seq);
                 (void) tree_remove_at(sb->layers_fd, name);
                 goto out;
         }
+        /* Spares built on the layer below are stale now; the loop's tick drops them (core/spare.h). */
         sb->top_layer = seq;
-        spares_drop_stale(s, sb);
         res.published = true;
         res.layer = seq;
         res.changed_paths = (uint32_t) m.n;
-        r = snapshot_compact(s, sb);
+        r = snapshot_compact(store, sb);
         if (r < 0)
                 log_warning_errno(r, "Failed to compact the layers of '%s', ignoring: %m", sb->name);
         r = 0;

@@ -10,7 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/sbxd.h"
+#include "data/attribution.h"
+#include "data/store.h"
+#include "sbx.pb-c.h"
+
+typedef struct Sandbox Sandbox;
 
 typedef struct PublishResult {
         bool published;
@@ -37,7 +41,7 @@ typedef struct PublishOperation {
 /* force_uid >= 0 gives every entry that owner. With op, src_dirfd is op's
  * staged tree: its files become the layer's (hard links, not copies), and the
  * texts of op->path are not read again. On failure ret->error may say why. */
-int publish_tree(Server *s, Sandbox *sb, int src_dirfd, const char *owner, uint32_t base_layer, bool overwrite,
+int publish_tree(Store *store, Sandbox *sb, int src_dirfd, const char *owner, uint32_t base_layer, bool overwrite,
                  int force_uid, const PublishOperation *op, PublishResult *ret);
 
 /* The changed paths of a tree, in walk order (parents before children). */
@@ -64,7 +68,23 @@ typedef struct Manifest {
 int manifest_build(int dirfd, Manifest *ret, char *ret_too_deep);
 void manifest_done(Manifest *m);
 
-#include "data/attribution.h"
 /* The attribution of a published text file: its record, "original" for a file
  * untouched since import, else "unknown". */
-int blame_of_published(Server *s, Sandbox *sb, const char *path, const char *text, size_t len, Blame *ret);
+int blame_of_published(Store *store, const Sandbox *sb, const char *path, const char *text, size_t len, Blame *ret);
+
+/* What a session's changes (its upper directory) are against its base
+ * snapshot: each changed path (added, modified or deleted) and a unified
+ * diff of the UTF-8 text files, cut before SBX_DIFF_MAX_BYTES (truncated).
+ * reply points into the rest; changes_diff_done frees it all. */
+typedef struct ChangesDiff {
+        Sbx__SessionDiffReply reply;
+        Manifest manifest;
+        Sbx__ChangedPath *changes;
+        Sbx__ChangedPath **ptrs;
+        char *diff;
+} ChangesDiff;
+
+/* On failure ret_why says why when it can say more than the errno. */
+int changes_diff(const Sandbox *sb, int upper_fd, uint32_t squashed, uint32_t base, ChangesDiff *ret, char *ret_why,
+                 size_t why_size);
+void changes_diff_done(ChangesDiff *d);

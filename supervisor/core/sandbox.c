@@ -1,9 +1,3 @@
-/* Sandboxes: their records, their directories (STATE/sandboxes/ID/layers/N),
- * their creation and deletion. A new sandbox's source is imported by a helper
- * process, sbx-worker --import, which reads it with the owner's filesystem
- * ids and groups and never follows a symlink in it (layer.h: TreeSource);
- * sbxd answers the creator once the helper is done, and serves everyone else
- * meanwhile. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +23,8 @@
 #include "log.h"
 #include "msg.h"
 #include "os/image.h"
-#include "core/sbxd.h"
+#include "core/sandbox.h"
+#include "core/session.h"
 #include "core/snapshot.h"
 #include "os/uidrange.h"
 
@@ -37,6 +32,15 @@
 #define IMPORT_NOGROUP 65534u
 
 enum { IMPORT_SOCK_FD = 3, IMPORT_LAYERS_FD = 4 };
+
+/* A sandbox being created: sbx-worker --import builds its layer 0. */
+struct Import {
+        TAILQ_ENTRY(Import) link;
+        Sandbox *sandbox;           /* not in Server.sandboxes until the import succeeded */
+        EventSource pidfd_src;      /* the helper's pidfd: readable once it exited */
+        int sock;                   /* its answer, an ImportResult, waits here */
+        Pending creator;            /* answered when it is done */
+};
 
 bool name_is_valid(const char *name) {
         size_t n = strlen(name);
@@ -57,11 +61,17 @@ static Sandbox *sandbox_free(Sandbox *sb) {
         safe_close(sb->layers_fd);
         safe_close(sb->dirfd);
         free(sb->source_dir);
+        free(sb->layers_path);
         free(sb);
         return NULL;
 }
 
 static int sandbox_open_dirs(Server *s, Sandbox *sb, bool create) {
+        free(sb->layers_path);
+        if (asprintf(&sb->layers_path, "%s/sandboxes/%s/layers", s->cfg.state_dir, sb->id) < 0) {
+                sb->layers_path = NULL;
+                return -ENOMEM;
+        }
         if (create && mkdirat(s->sandboxes_fd, sb->id, 0700) < 0)
                 return -errno;
         sb->dirfd = openat(s->sandboxes_fd, sb->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -82,6 +92,7 @@ static Sandbox *sandbox_new(const char *source_dir) {
         if (!sb)
                 return NULL;
         sb->dirfd = sb->layers_fd = sb->view_fd = -EBADF;
+        TAILQ_INIT(&sb->holds);
         sb->source_dir = strdup(source_dir);
         if (!sb->source_dir) {
                 free(sb);
@@ -130,7 +141,7 @@ static int load_one(const StoreSandbox *rec, void *userdata) {
                 if (r < 0)
                         log_warning_errno(r, "Failed to remove unpublished layers of '%s', ignoring: %m", sb->name);
                 /* No session lives yet: everything below the squashed base can go. */
-                (void) snapshot_collect(s, sb, &removed);
+                (void) snapshot_collect(sb, &removed);
         }
         TAILQ_INSERT_TAIL(&s->sandboxes, sb, link);
         return 0;
@@ -416,7 +427,26 @@ static int import_send(Server *s, const Sandbox *sb, int sock) {
         return wire_send(sock, &msg, 0, NULL, 0);
 }
 
+/* The answer to the client that asked for a sandbox (sb NULL: err and why say why not). */
+static void import_answer(Server *s, Import *imp, const Sandbox *sb, const Sbx__ImportResult *result, int err,
+                          const char *why) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__SandboxInfo info = SBX__SANDBOX_INFO__INIT;
+
+        if (err < 0) {
+                pending_answer_error(s, &imp->creator, err, "%s", why);
+                return;
+        }
+        sandbox_info(sb, &info);
+        info.unreadable = result->unreadable;
+        info.n_unreadable_paths = result->n_unreadable_paths;
+        info.unreadable_paths = result->unreadable_paths;
+        msg_reply_set(&reply, SBX__REPLY__BODY_SANDBOX, &info);
+        pending_answer(s, &imp->creator, &reply);
+}
+
 static void import_free(Server *s, Import *imp) {
+        pending_stop(&imp->creator);
         server_unwatch(s, &imp->pidfd_src);
         safe_close(imp->sock);
         TAILQ_REMOVE(&s->imports, imp, link);
@@ -447,20 +477,20 @@ static void import_finish(Server *s, Import *imp, int err, const char *why, cons
         if (err < 0) {
                 log_error("Failed to create sandbox '%s' from '%s': %s", sb->name, sb->source_dir, why);
                 sandbox_files_remove(s, sb);
-                sandbox_answer_creator(s, imp->creator, imp->creator_seq, NULL, NULL, err, why);
+                import_answer(s, imp, NULL, NULL, err, why);
                 sandbox_free(sb);
         } else {
                 TAILQ_INSERT_TAIL(&s->sandboxes, sb, link);
                 log_info("Created sandbox '%s' (%s) from '%s' for uid %u: %u entries, %u the owner may not read "
                          "left out",
                          sb->name, sb->id, sb->source_dir, sb->owner_uid, res->entries, res->unreadable);
-                sandbox_answer_creator(s, imp->creator, imp->creator_seq, sb, res, 0, NULL);
+                import_answer(s, imp, sb, res, 0, NULL);
         }
         import_free(s, imp);
 }
 
 static void import_dispatch(Server *s, EventSource *src, uint32_t events) {
-        Import *imp = (Import *) ((char *) src - offsetof(Import, pidfd_src));
+        Import *imp = container_of(src, Import, pidfd_src);
         _cleanup_msg_ Sbx__Msg *m = NULL;
         siginfo_t si = {};
         char why[160];
@@ -479,6 +509,10 @@ static void import_dispatch(Server *s, EventSource *src, uint32_t events) {
         snprintf(why, sizeof(why), "the import helper (sbx-worker --import) ended without an answer (%s %d)",
                  si.si_code == CLD_EXITED ? "exit status" : "signal", si.si_status);
         import_finish(s, imp, -EIO, why, NULL);
+}
+
+static void import_abandon(Server *s, Pending *p, bool cancelled) {
+        /* The import goes on; nobody waits for its answer any more. */
 }
 
 static int import_start(Server *s, Sandbox *sb, Client *c, uint32_t seq, char *errmsg, size_t errmsg_size) {
@@ -517,8 +551,7 @@ static int import_start(Server *s, Sandbox *sb, Client *c, uint32_t seq, char *e
         imp->pidfd_src.dispatch = import_dispatch;
         imp->sock = TAKE_FD(mine);
         imp->sandbox = sb;
-        imp->creator = c;
-        imp->creator_seq = seq;
+        pending_start(&imp->creator, c, seq, import_abandon);
         TAILQ_INSERT_TAIL(&s->imports, imp, link);
         return 0;
 }
@@ -556,10 +589,6 @@ static int create_check(Server *s, const Sbx__SandboxCreate *req, char *errmsg, 
         if (n >= SBX_MAX_SANDBOXES) {
                 snprintf(errmsg, errmsg_size, "too many sandboxes (limit %u)", SBX_MAX_SANDBOXES);
                 return -ENOSPC;
-        }
-        if (req->cpu_weight > 10000) {
-                snprintf(errmsg, errmsg_size, "cpu weight must be 1 to 10000 (100 is the default share)");
-                return -EINVAL;
         }
         if (req->source_dir[0] != '/') {
                 snprintf(errmsg, errmsg_size, "source directory must be an absolute path");
@@ -696,7 +725,7 @@ unsigned sandbox_dirs_collect(Server *s) {
         return removed;
 }
 
-void sandbox_info(Server *s, const Sandbox *sb, Sbx__SandboxInfo *ret) {
+void sandbox_info(const Sandbox *sb, Sbx__SandboxInfo *ret) {
         ret->id = (char *) sb->id;
         ret->name = (char *) sb->name;
         ret->owner_uid = sb->owner_uid;

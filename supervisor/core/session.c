@@ -1,6 +1,3 @@
-/* Workspace sessions (a worker inside its namespaces) and the commands they
- * run: starting, output into the transcript, yields, timeouts, cancellation,
- * and the publish-then-destroy end of automatic sessions. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -9,20 +6,15 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/session.h"
+#include "core/snapshot.h"
 #include "fd-util.h"
-#include "sbx-limits.h"
 #include "log.h"
 #include "msg.h"
-#include "os/ns.h"
-#include "core/publish.h"
-#include "core/sbxd.h"
-#include "core/snapshot.h"
-
-#define KILL_GRACE_USEC (2ull * 1000000ull)   /* a killed group that lingers costs its session */
+#include "sbx-limits.h"
 
 static const char *const command_env[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -30,11 +22,20 @@ static const char *const command_env[] = {
         "PAGER=cat", "GIT_PAGER=cat", "PYTHONDONTWRITEBYTECODE=1",
 };
 
+/* A client waiting on a command: answered when it ends or at deadline_usec. */
+struct Waiter {
+        Pending pending;
+        TAILQ_ENTRY(Waiter) command_link;
+        Command *command;
+        unsigned long long call_start_usec;
+        unsigned long long deadline_usec;
+};
+
 static void session_dispatch_worker(Server *s, EventSource *src, uint32_t events);
 static void session_dispatch_pidfd(Server *s, EventSource *src, uint32_t events);
 static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events);
-static void session_setup_done(Server *s, WorkspaceSession *ws);
-static void command_finish(Server *s, Command *c, bool exited, int exit_code, int sig);
+static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig);
+static void waiter_answer(Server *s, Waiter *w);
 
 static int make_id(const char *prefix, char *buf, size_t size) {
         char hex[17];
@@ -45,123 +46,191 @@ static int make_id(const char *prefix, char *buf, size_t size) {
         return 0;
 }
 
-static int worker_send(WorkspaceSession *ws, Sbx__Msg *m) {
+static int session_send(WorkspaceSession *ws, Sbx__MsgType type, void *body) {
+        Sbx__Msg m;
+
         /* The worker reads promptly; a full socket means a wedged worker. */
-        return wire_send(ws->sock_src.fd, m, 0, NULL, 0);
+        msg_init(&m, type, body);
+        return wire_send(ws->sock_src.fd, &m, 0, NULL, 0);
 }
 
-int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret, char *errmsg,
-                size_t errmsg_size) {
-        _cleanup_free_ char *lowerdirs = NULL;
+unsigned sessions_live(Server *s) {
         WorkspaceSession *ws;
-        SpawnState st;
-        CgroupLimits limits = {
-                .memory_bytes = sb->memory_bytes,
-                .pids_max = sb->pids_max,
-                .cpu_weight = sb->cpu_weight,
-        };
-        unsigned live = 0;
-        int r;
+        unsigned n = 0;
 
         TAILQ_FOREACH(ws, &s->sessions, link)
-                live++;
-        /* Spares give way to sessions someone asked for. */
-        if (live >= SBX_MAX_LIVE_SESSIONS && spare_evict(s, NULL))
-                live--;
-        if (sb->live_sessions >= SBX_MAX_SESSIONS_PER_SANDBOX)
-                (void) spare_evict(s, sb);
-        if (live >= SBX_MAX_LIVE_SESSIONS) {
-                snprintf(errmsg, errmsg_size, "too many live workspace sessions (limit %u)", SBX_MAX_LIVE_SESSIONS);
+                n++;
+        return n;
+}
+
+static int session_check_limits(Server *s, const Sandbox *sb, char *err, size_t size) {
+        if (sessions_live(s) >= SBX_MAX_LIVE_SESSIONS) {
+                snprintf(err, size, "too many live workspace sessions (limit %u)", SBX_MAX_LIVE_SESSIONS);
                 return -EAGAIN;
         }
         if (sb->live_sessions >= SBX_MAX_SESSIONS_PER_SANDBOX) {
-                snprintf(errmsg, errmsg_size, "sandbox '%s' has too many workspace sessions (limit %u); finalize some",
-                         sb->name, SBX_MAX_SESSIONS_PER_SANDBOX);
+                snprintf(err, size, "sandbox '%s' has too many workspace sessions (limit %u); finalize some", sb->name,
+                         SBX_MAX_SESSIONS_PER_SANDBOX);
                 return -EAGAIN;
         }
+        return 0;
+}
 
-        ws = calloc(1, sizeof(*ws));
+/* What the spawner needs to make ws's child. */
+static int session_spawn_params(Server *s, const WorkspaceSession *ws, SpawnParams *p, char *err, size_t size) {
+        const Sandbox *sb = ws->sandbox;
+        _cleanup_free_ char *lowerdirs = NULL;
+        int r;
+
+        r = snapshot_lowerdirs(ws->base.squashed, ws->base.top, &lowerdirs);
+        if (r < 0)
+                return r;
+        *p = (SpawnParams) {
+                .uid_base = sb->uid_base,
+                .uid_count = sb->uid_count,
+                .disk_bytes = s->cfg.session_disk_bytes,
+        };
+        if (strlcpy(p->session_id, ws->id, sizeof(p->session_id)) >= sizeof(p->session_id) ||
+            strlcpy(p->run_dir, s->cfg.run_dir, sizeof(p->run_dir)) >= sizeof(p->run_dir) ||
+            strlcpy(p->image_dir, s->image_dir, sizeof(p->image_dir)) >= sizeof(p->image_dir) ||
+            strlcpy(p->lowerdirs, lowerdirs, sizeof(p->lowerdirs)) >= sizeof(p->lowerdirs) ||
+            strlcpy(p->layers_dir, sb->layers_path, sizeof(p->layers_dir)) >= sizeof(p->layers_dir)) {
+                snprintf(err, size, "cannot start a workspace session: a path or the layer list is too long");
+                return -ENAMETOOLONG;
+        }
+        return 0;
+}
+
+static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish_policy) {
+        WorkspaceSession *ws = calloc(1, sizeof(*ws));
+
         if (!ws)
-                return -ENOMEM;
+                return NULL;
         ws->sandbox = sb;
         ws->automatic = automatic;
         ws->publish_policy = publish_policy;
         ws->created_unix = time(NULL);
         ws->upper_fd = ws->workspace_fd = -EBADF;
         ws->sock_src.fd = ws->pidfd_src.fd = ws->setup_src.fd = -EBADF;
-        ws->base_layer = sb->top_layer;
-        ws->base_squashed = sb->squashed;
+        ws->sock_src.dispatch = session_dispatch_worker;
+        ws->pidfd_src.dispatch = session_dispatch_pidfd;
+        ws->setup_src.dispatch = session_dispatch_setup;
         TAILQ_INIT(&ws->commands);
-        r = make_id("ws-", ws->id, sizeof(ws->id));
-        if (r < 0)
-                goto fail;
+        return ws;
+}
 
-        if (s->cgroups) {
+int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
+                char *ret_error, size_t error_size) {
+        CgroupLimits limits = {
+                .memory_bytes = sb->memory_bytes,
+                .pids_max = sb->pids_max,
+                .cpu_weight = sb->cpu_weight,
+        };
+        WorkspaceSession *ws;
+        char why[200] = "";
+        SpawnParams p;
+        SpawnState st;
+        int r;
+
+        r = session_check_limits(s, sb, ret_error, error_size);
+        if (r < 0)
+                return r;
+        ws = session_alloc(sb, automatic, publish_policy);
+        if (!ws)
+                return -ENOMEM;
+        ws->base = (SnapshotHold) { .squashed = sb->squashed, .top = sb->top_layer };
+        r = make_id("ws-", ws->id, sizeof(ws->id));
+        if (r >= 0 && s->cgroups) {
                 r = cgroup_session_new(s->cgroups, &limits, &ws->cgroup);
+                if (r < 0)
+                        snprintf(ret_error, error_size, "cannot create the session's cgroup: %s", strerror(-r));
+        }
+        if (r >= 0)
+                r = session_spawn_params(s, ws, &p, ret_error, error_size);
+        if (r >= 0) {
+                r = session_spawn_begin(s->spawner, &p, ws->cgroup, &st, why, sizeof(why));
                 if (r < 0) {
-                        snprintf(errmsg, errmsg_size, "cannot create the session's cgroup: %s", strerror(-r));
-                        goto fail;
+                        log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id,
+                                        sb->name, why);
+                        snprintf(ret_error, error_size, "cannot start a workspace session: %s", why);
                 }
         }
-
-        r = snapshot_lowerdirs(sb->squashed, sb->top_layer, &lowerdirs);
-        if (r < 0)
-                goto fail;
-        SpawnParams p = {
-                .uid_base = sb->uid_base,
-                .uid_count = sb->uid_count,
-                .disk_bytes = s->cfg.session_disk_bytes,
-        };
-        if (strlcpy(p.session_id, ws->id, sizeof(p.session_id)) >= sizeof(p.session_id) ||
-            strlcpy(p.run_dir, s->cfg.run_dir, sizeof(p.run_dir)) >= sizeof(p.run_dir) ||
-            strlcpy(p.image_dir, s->image_dir, sizeof(p.image_dir)) >= sizeof(p.image_dir) ||
-            strlcpy(p.lowerdirs, lowerdirs, sizeof(p.lowerdirs)) >= sizeof(p.lowerdirs) ||
-            (size_t) snprintf(p.layers_dir, sizeof(p.layers_dir), "%s/sandboxes/%s/layers", s->cfg.state_dir,
-                              sb->id) >= sizeof(p.layers_dir)) {
-                r = -ENAMETOOLONG;
-                snprintf(errmsg, errmsg_size, "cannot start a workspace session: a path or the layer list is too long");
-                goto fail;
-        }
-        char why[200] = "";
-        r = session_spawn_begin(s->spawner, &p, ws->cgroup, &st, why, sizeof(why));
         if (r < 0) {
-                log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id, sb->name, why);
-                snprintf(errmsg, errmsg_size, "cannot start a workspace session: %s", why);
-                goto fail;
+                if (ws->cgroup)
+                        cgroup_session_release(ws->cgroup);
+                free(ws);
+                return r;
         }
         /* The child sets itself up while sbxd serves others; commands wait for READY. */
         ws->start_usec = now_usec();
         ws->state = SESSION_SETUP;
-        ws->sock_src.dispatch = session_dispatch_worker;
-        ws->pidfd_src.dispatch = session_dispatch_pidfd;
-        ws->setup_src.dispatch = session_dispatch_setup;
         (void) fd_nonblock(st.sock, true);
         r = server_watch(s, &ws->sock_src, TAKE_FD(st.sock), EPOLLIN);
         if (r >= 0)
                 r = server_watch(s, &ws->setup_src, TAKE_FD(st.sync), EPOLLIN);
         ws->spawn = st;
+        snapshot_hold(sb, &ws->base);
         TAILQ_INSERT_TAIL(&s->sessions, ws, link);
         sb->live_sessions++;
         if (r < 0) {
-                snprintf(errmsg, errmsg_size, "cannot watch the session: %s", strerror(-r));
+                snprintf(ret_error, error_size, "cannot watch the session: %s", strerror(-r));
                 session_destroy(s, ws);
                 return r;
         }
         *ret = ws;
         return 0;
-fail:
-        if (ws->cgroup)
-                cgroup_session_release(ws->cgroup);
-        free(ws);
-        return r < 0 ? r : -EIO;
 }
 
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id) {
         WorkspaceSession *ws;
         TAILQ_FOREACH(ws, &s->sessions, link)
-                if (ws->sandbox == sb && !ws->spare && ws->state != SESSION_DEAD && strcmp(ws->id, id) == 0)
+                if (ws->sandbox == sb && !ws->spare && strcmp(ws->id, id) == 0)
                         return ws;
         return NULL;
+}
+
+static void creator_abandon(Server *s, Pending *p, bool cancelled) {
+        /* The session goes on; nobody waits for it any more. */
+}
+
+void session_answer_when_ready(WorkspaceSession *ws, Client *c, uint32_t seq) {
+        pending_start(&ws->creator, c, seq, creator_abandon);
+}
+
+static void session_answer_creator(Server *s, WorkspaceSession *ws) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__SessionInfo info = SBX__SESSION_INFO__INIT;
+
+        if (!pending_active(&ws->creator))
+                return;
+        session_info(ws, &info);
+        msg_reply_set(&reply, SBX__REPLY__BODY_SESSION, &info);
+        pending_answer(s, &ws->creator, &reply);
+}
+
+static const char *session_state_name(const WorkspaceSession *ws) {
+        switch (ws->state) {
+        case SESSION_SETUP:
+        case SESSION_SPAWNING:
+                return "starting";
+        case SESSION_READY:
+                return "live";
+        case SESSION_STOPPED:
+                return ws->conflicted ? "conflicted" : "stopped";
+        default:
+                return "finalized";
+        }
+}
+
+void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *o) {
+        o->workspace_session = (char *) ws->id;
+        o->sandbox = (char *) ws->sandbox->name;
+        o->finalize_policy = (char *) (ws->publish_policy ? "publish_then_destroy" : "destroy");
+        o->automatic = ws->automatic;
+        o->state = (char *) session_state_name(ws);
+        o->base_layer = ws->base.top;
+        o->created_unix = ws->created_unix;
+        o->running_commands = ws->running;
 }
 
 static void session_kill_worker(Server *s, WorkspaceSession *ws) {
@@ -172,12 +241,13 @@ static void session_kill_worker(Server *s, WorkspaceSession *ws) {
 }
 
 /* No worker any more: whatever still ran died with it. The changes stay (upper_fd).
- * keep_worker: the worker alone is left; it is ended later (session_free), and
+ * keep_worker: the worker alone is left; it is ended later (session_end), and
  * no more events of it are handled. */
 static void session_stop(Server *s, WorkspaceSession *ws, bool keep_worker) {
         Command *c;
 
-        session_answer_creator(s, ws, -ECANCELED, "it stopped before it was ready");
+        pending_answer_error(s, &ws->creator, -ECANCELED, "cannot start a workspace session: %s",
+                             "it stopped before it was ready");
         if (!keep_worker)
                 session_kill_worker(s, ws);
         server_unwatch(s, &ws->sock_src);
@@ -192,44 +262,52 @@ static void session_stop(Server *s, WorkspaceSession *ws, bool keep_worker) {
         spawn_state_done(&ws->spawn);
         TAILQ_FOREACH(c, &ws->commands, session_link)
                 if (!c->finished)
-                        command_finish(s, c, false, 0, SIGKILL);
+                        command_record_end(s, c, false, 0, SIGKILL);
         if (ws->state != SESSION_DEAD)
                 ws->state = SESSION_STOPPED;
 }
 
-/* The last of a session: its PID 1 is gone (or is waited for here). */
+/* Its PID 1 is gone (or is waited for here): nothing of the session is left
+ * but its memory, which sessions_reap frees. */
 static void session_release(Server *s, WorkspaceSession *ws) {
+        Sandbox *sb = TAKE_PTR(ws->sandbox);
         unsigned removed;
 
         session_kill_worker(s, ws);
         if (ws->cgroup)
                 ws->cgroup = cgroup_session_release(ws->cgroup);
         /* Layers it kept from compaction may go now. */
-        (void) snapshot_collect(s, ws->sandbox, &removed);
+        snapshot_release(sb, &ws->base);
+        (void) snapshot_collect(sb, &removed);
         log_debug("Workspace session %s is gone", ws->id);
-        free(ws);
+        TAILQ_INSERT_TAIL(&s->dead, ws, link);
 }
 
-/* refill_spares: after the answers, start the sandbox's spares (spare.c).
- * A worker still running is killed; the kernel's teardown of the session's
- * namespaces and mounts is then not waited for here: the session waits in
- * s->ending until its pidfd says PID 1 is gone (session_dispatch_pidfd). */
-static void session_free(Server *s, WorkspaceSession *ws, bool refill_spares) {
+static void command_free(Server *s, Command *c) {
+        TAILQ_REMOVE(&s->commands, c, link);
+        transcript_free(c->transcript);
+        free(c->cmd);
+        free(c);
+}
+
+/* The session ends: its waiters are answered (with the publication, if any),
+ * its commands go, and a worker still running is killed; the kernel's
+ * teardown of the session's namespaces and mounts is not waited for here:
+ * the session waits in s->ending until its pidfd says PID 1 is gone.
+ * refill_spares: the sandbox's spares are made at the next tick (core/spare.h). */
+static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
         Command *c;
 
-        session_answer_creator(s, ws, -ECANCELED, "it ended before it was ready");
+        pending_answer_error(s, &ws->creator, -ECANCELED, "cannot start a workspace session: %s",
+                             "it ended before it was ready");
         ws->state = SESSION_DEAD;
-        /* Answer the waiters only now, so the answer carries the publication. */
         while ((c = TAILQ_FIRST(&ws->commands))) {
                 Waiter *w;
                 TAILQ_REMOVE(&ws->commands, c, session_link);
                 while ((w = TAILQ_FIRST(&c->waiters)))
                         waiter_answer(s, w);
                 c->session = NULL;
-                TAILQ_REMOVE(&s->commands, c, link);
-                transcript_free(c->transcript);
-                free(c->cmd);
-                free(c);
+                command_free(s, c);
         }
         ws->upper_fd = safe_close(ws->upper_fd);
         ws->workspace_fd = safe_close(ws->workspace_fd);
@@ -237,11 +315,9 @@ static void session_free(Server *s, WorkspaceSession *ws, bool refill_spares) {
         if (ws->spare)
                 ws->sandbox->spares--;
         ws->spare = false;
+        ws->sandbox->refill_spares |= refill_spares;
         TAILQ_REMOVE(&s->sessions, ws, link);
-        if (refill_spares)
-                spares_refill(s, ws->sandbox);
-        if (ws->pidfd_src.fd >= 0 &&
-            syscall(SYS_pidfd_send_signal, ws->pidfd_src.fd, SIGKILL, NULL, 0) >= 0) {
+        if (ws->pidfd_src.fd >= 0 && syscall(SYS_pidfd_send_signal, ws->pidfd_src.fd, SIGKILL, NULL, 0) >= 0) {
                 TAILQ_INSERT_TAIL(&s->ending, ws, link);
                 return;
         }
@@ -249,9 +325,11 @@ static void session_free(Server *s, WorkspaceSession *ws, bool refill_spares) {
 }
 
 void session_destroy(Server *s, WorkspaceSession *ws) {
-        /* Nothing to publish: the worker and everything else are killed in session_free. */
+        if (ws->state == SESSION_DEAD)
+                return;
+        /* Nothing to publish: the worker and everything else are killed in session_end. */
         session_stop(s, ws, true);
-        session_free(s, ws, false);
+        session_end(s, ws, false);
 }
 
 void sessions_wait_ended(Server *s, const Sandbox *sb) {
@@ -262,6 +340,15 @@ void sessions_wait_ended(Server *s, const Sandbox *sb) {
                         TAILQ_REMOVE(&s->ending, ws, link);
                         session_release(s, ws);
                 }
+}
+
+void sessions_reap(Server *s) {
+        WorkspaceSession *ws;
+
+        while ((ws = TAILQ_FIRST(&s->dead))) {
+                TAILQ_REMOVE(&s->dead, ws, link);
+                free(ws);
+        }
 }
 
 static void publication_to_command(WorkspaceSession *ws, Command *c, int r, const PublishResult *res) {
@@ -282,12 +369,33 @@ static void publication_to_command(WorkspaceSession *ws, Command *c, int r, cons
                          res->n_conflicts, ws->id);
 }
 
-int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, PublishResult *ret) {
+/* Publish the session's upper directory as its sandbox's next layer. */
+static int session_publish(Server *s, WorkspaceSession *ws, bool overwrite, PublishResult *res) {
+        _cleanup_close_ int upper = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         char owner[64];
+        int r;
+
+        snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
+        r = upper < 0 ? -errno : publish_tree(s->store, ws->sandbox, upper, owner, ws->base.top, overwrite, -1, NULL, res);
+        if (r < 0)
+                log_error_errno(r, "Failed to publish workspace session %s of sandbox '%s': %s", ws->id,
+                                ws->sandbox->name, res->error[0] ? res->error : strerror(-r));
+        else if (res->n_conflicts > 0)
+                log_info("Publication of %s refused: %zu conflicting paths", ws->id, res->n_conflicts);
+        else if (res->published)
+                log_info("Published layer %u of sandbox '%s' from %s (%u paths)", res->layer, ws->sandbox->name,
+                         ws->id, res->changed_paths);
+        /* The command that ended an automatic session answers with the publication. */
+        if (ws->automatic && !TAILQ_EMPTY(&ws->commands))
+                publication_to_command(ws, TAILQ_LAST(&ws->commands, CommandList), r, res);
+        return r;
+}
+
+int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, PublishResult *ret) {
         PublishResult res = {};
         bool worker_alone = false;
         size_t procs;
-        int r = 0;
+        int r;
 
         if (ws->running > 0)
                 return -EBUSY;
@@ -299,22 +407,7 @@ int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwri
         session_stop(s, ws, worker_alone);
         /* A session that never got an upper has nothing to publish. */
         if (publish && ws->upper_fd >= 0) {
-                _cleanup_close_ int upper = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-                snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
-                r = upper < 0 ? -errno
-                              : publish_tree(s, ws->sandbox, upper, owner, ws->base_layer, overwrite, -1, NULL, &res);
-                if (r < 0)
-                        log_error_errno(r, "Failed to publish workspace session %s of sandbox '%s': %s", ws->id,
-                                        ws->sandbox->name, res.error[0] ? res.error : strerror(-r));
-                else if (res.n_conflicts > 0)
-                        log_info("Publication of %s refused: %zu conflicting paths", ws->id, res.n_conflicts);
-                else if (res.published)
-                        log_info("Published layer %u of sandbox '%s' from %s (%u paths)", res.layer,
-                                 ws->sandbox->name, ws->id, res.changed_paths);
-                /* The command that ended an automatic session answers with the publication. */
-                if (ws->automatic && !TAILQ_EMPTY(&ws->commands))
-                        publication_to_command(ws, TAILQ_LAST(&ws->commands, CommandList), r, &res);
+                r = session_publish(s, ws, overwrite, &res);
                 if (r < 0 || res.n_conflicts > 0) {
                         /* Nothing is lost: the session stays, to retry with overwrite or discard. */
                         session_kill_worker(s, ws);
@@ -325,12 +418,13 @@ int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwri
         }
         *ret = res;
         /* The next automatic command of a read-only stream finds a spare. */
-        session_free(s, ws, ws->automatic && publish && !res.published);
+        session_end(s, ws, ws->automatic && publish && !res.published);
         return 0;
 }
 
+/* ---- commands ----------------------------------------------------------------- */
+
 static int command_send_exec(WorkspaceSession *ws, Command *c) {
-        Sbx__Msg m;
         Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
 
         e.command = c->number;
@@ -338,34 +432,21 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         e.n_env = ELEMENTSOF(command_env);
         e.env = (char **) command_env;
         e.cwd = (char *) "/workspace";
-        msg_init(&m, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
         c->sent = true;
         c->start_usec = now_usec();
-        return worker_send(ws, &m);
+        return session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
 }
 
-int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, Command **ret) {
-        Command *c;
-        unsigned running = 0;
+static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, Command **ret) {
+        Command *c = calloc(1, sizeof(*c));
         int r;
 
-        TAILQ_FOREACH(c, &ws->commands, session_link)
-                if (!c->finished)
-                        running++;
-        if (running >= SBX_MAX_COMMANDS_PER_SESSION)
-                return -EAGAIN;
-
-        c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
         TAILQ_INIT(&c->waiters);
         sbx__publication__init(&c->publication);
         c->cmd = strdup(cmd);
-        if (!c->cmd) {
-                free(c);
-                return -ENOMEM;
-        }
-        r = make_id("cmd-", c->rec.id, sizeof(c->rec.id));
+        r = c->cmd ? make_id("cmd-", c->rec.id, sizeof(c->rec.id)) : -ENOMEM;
         if (r >= 0)
                 r = transcript_create(s->transcripts_fd, c->rec.id, s->cfg.transcript_cap_bytes, &c->transcript);
         if (r < 0) {
@@ -377,11 +458,23 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
         strlcpy(c->rec.workspace_session, ws->id, sizeof(c->rec.workspace_session));
         strlcpy(c->rec.status, "running", sizeof(c->rec.status));
         c->rec.started_unix_usec = now_unix_usec();
+        *ret = c;
+        return 0;
+}
+
+int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, Command **ret) {
+        Command *c;
+        int r;
+
+        if (ws->running >= SBX_MAX_COMMANDS_PER_SESSION)
+                return -EAGAIN;
+        r = command_new(s, ws, cmd, &c);
+        if (r < 0)
+                return r;
         c->session = ws;
         c->number = ++ws->next_command;
         c->start_usec = now_usec();
         c->deadline_usec = c->start_usec + timeout_ms * 1000ull;
-
         r = store_command_insert(s->store, &c->rec, cmd);
         if (r < 0) {
                 transcript_free(c->transcript);
@@ -397,7 +490,7 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
                 r = command_send_exec(ws, c);
                 if (r < 0) {
                         log_error_errno(r, "Failed to send command %s to worker of %s: %m", c->rec.id, ws->id);
-                        command_finish(s, c, false, 0, SIGKILL);
+                        command_record_end(s, c, false, 0, SIGKILL);
                 }
         }
         log_info("Command %s started in %s of sandbox '%s'", c->rec.id, ws->id, ws->sandbox->name);
@@ -414,19 +507,16 @@ Command *command_find_live(Server *s, const char *id) {
 }
 
 static int command_signal(Command *c, int sig) {
-        Sbx__Msg m;
         Sbx__SupervisorSignal sg = SBX__SUPERVISOR_SIGNAL__INIT;
 
         if (!c->session || c->session->state != SESSION_READY || !c->sent)
                 return -ESRCH;
         sg.command = c->number;
         sg.signal = sig;
-        msg_init(&m, SBX__MSG_TYPE__MSG_SUPERVISOR_SIGNAL, &sg);
-        return worker_send(c->session, &m);
+        return session_send(c->session, SBX__MSG_TYPE__MSG_SUPERVISOR_SIGNAL, &sg);
 }
 
-int command_write_stdin(Server *s, Command *c, const void *data, size_t len, bool close_stdin) {
-        Sbx__Msg m;
+int command_send_stdin(Command *c, const void *data, size_t len, bool close_stdin) {
         Sbx__SupervisorStdin in = SBX__SUPERVISOR_STDIN__INIT;
 
         if (c->finished)
@@ -437,15 +527,14 @@ int command_write_stdin(Server *s, Command *c, const void *data, size_t len, boo
         in.data.data = (uint8_t *) data;
         in.data.len = len;
         in.close = close_stdin;
-        msg_init(&m, SBX__MSG_TYPE__MSG_SUPERVISOR_STDIN, &in);
-        return worker_send(c->session, &m);
+        return session_send(c->session, SBX__MSG_TYPE__MSG_SUPERVISOR_STDIN, &in);
 }
 
-static void command_kill(Server *s, Command *c) {
+static void command_kill(Command *c) {
         if (command_signal(c, SIGKILL) < 0 && c->session)
                 c->kill_deadline_usec = now_usec(); /* no worker to ask: end the session now */
         else
-                c->kill_deadline_usec = now_usec() + KILL_GRACE_USEC;
+                c->kill_deadline_usec = now_usec() + SBX_KILL_GRACE_MS * 1000ull;
 }
 
 void command_cancel(Server *s, Command *c) {
@@ -453,11 +542,35 @@ void command_cancel(Server *s, Command *c) {
                 return;
         c->cancelled = true;
         log_info("Command %s cancelled", c->rec.id);
-        command_kill(s, c);
+        command_kill(c);
 }
 
-/* Record how the command ended, durably; an automatic session ends with its last command. */
-static void command_finish(Server *s, Command *c, bool exited, int exit_code, int sig) {
+/* The status and end reason of c as it ended now. */
+static void command_end_reason(Command *c, bool exited, int exit_code, uint64_t oom, uint64_t pids) {
+        const char *status, *reason;
+
+        if (c->supervisor_lost)
+                status = "error", reason = "supervisor_lost";
+        else if (c->cancelled)
+                status = "cancelled", reason = "cancelled";
+        else if (c->timed_out)
+                status = "timed_out", reason = "timeout";
+        else {
+                status = exited && exit_code == 0 ? "ok" : "error";
+                /* The cgroup counts events since the session got it (pooled cgroups). */
+                if (oom > 0)
+                        reason = "out_of_memory";
+                else if (pids > 0 && !(exited && exit_code == 0))
+                        reason = "pids_limit";
+                else
+                        reason = exited ? "exit" : "signal";
+        }
+        strlcpy(c->rec.status, status, sizeof(c->rec.status));
+        strlcpy(c->rec.end_reason, reason, sizeof(c->rec.end_reason));
+}
+
+/* Record how the command ended, durably. */
+static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig) {
         WorkspaceSession *ws = c->session;
         uint64_t oom = 0, pids = 0;
         int r;
@@ -476,25 +589,7 @@ static void command_finish(Server *s, Command *c, bool exited, int exit_code, in
         c->rec.has_exit_code = exited;
         c->rec.exit_code = exit_code;
         c->rec.signal = exited ? 0 : sig;
-        if (c->supervisor_lost) {
-                strlcpy(c->rec.status, "error", sizeof(c->rec.status));
-                strlcpy(c->rec.end_reason, "supervisor_lost", sizeof(c->rec.end_reason));
-        } else if (c->cancelled) {
-                strlcpy(c->rec.status, "cancelled", sizeof(c->rec.status));
-                strlcpy(c->rec.end_reason, "cancelled", sizeof(c->rec.end_reason));
-        } else if (c->timed_out) {
-                strlcpy(c->rec.status, "timed_out", sizeof(c->rec.status));
-                strlcpy(c->rec.end_reason, "timeout", sizeof(c->rec.end_reason));
-        } else {
-                strlcpy(c->rec.status, exited && exit_code == 0 ? "ok" : "error", sizeof(c->rec.status));
-                /* The cgroup counts events since the session got it (pooled cgroups). */
-                if (oom > 0)
-                        strlcpy(c->rec.end_reason, "out_of_memory", sizeof(c->rec.end_reason));
-                else if (pids > 0 && !(exited && exit_code == 0))
-                        strlcpy(c->rec.end_reason, "pids_limit", sizeof(c->rec.end_reason));
-                else
-                        strlcpy(c->rec.end_reason, exited ? "exit" : "signal", sizeof(c->rec.end_reason));
-        }
+        command_end_reason(c, exited, exit_code, oom, pids);
         c->rec.ended_unix_usec = now_unix_usec();
         c->rec.raw_bytes = transcript_raw_bytes(c->transcript);
         r = store_command_finish(s->store, &c->rec);
@@ -506,216 +601,86 @@ static void command_finish(Server *s, Command *c, bool exited, int exit_code, in
                 ws->running--;
 }
 
-/* After a command ended: an automatic session with nothing left running publishes and goes.
- * Returns true if the session was destroyed. */
-static bool command_settle(Server *s, Command *c) {
-        WorkspaceSession *ws = c->session;
+static void command_answer_waiters(Server *s, Command *c) {
         Waiter *w;
 
-        if (ws && ws->automatic && ws->running == 0 && ws->state != SESSION_DEAD) {
-                PublishResult res = {};
-                int r = session_finalize(s, ws, true, false, &res);
-                bool kept = r < 0 || res.n_conflicts > 0;
-
-                if (kept) {
-                        c->publication.n_conflicts = res.n_conflicts;
-                        c->publication.conflicts = res.conflicts;
-                        while ((w = TAILQ_FIRST(&c->waiters)))
-                                waiter_answer(s, w);
-                        c->publication.n_conflicts = 0;
-                        c->publication.conflicts = NULL;
-                } else {
-                        /* Freed with its session: nothing to answer here. */
-                }
-                publish_result_done(&res);
-                return !kept;
-        }
         while ((w = TAILQ_FIRST(&c->waiters)))
                 waiter_answer(s, w);
-        return false;
+}
+
+/* After a command ended: an automatic session with nothing left running
+ * publishes and goes (its end answers the waiters, with the publication);
+ * after a refused publication it stays, and the waiters learn the conflicts. */
+static void command_settle(Server *s, Command *c) {
+        WorkspaceSession *ws = c->session;
+        PublishResult res = {};
+        int r;
+
+        if (!ws || !ws->automatic || ws->running > 0 || ws->state == SESSION_DEAD) {
+                command_answer_waiters(s, c);
+                return;
+        }
+        r = session_finalize(s, ws, true, false, &res);
+        if (r < 0 || res.n_conflicts > 0) {
+                c->publication.n_conflicts = res.n_conflicts;
+                c->publication.conflicts = res.conflicts;
+                command_answer_waiters(s, c);
+                c->publication.n_conflicts = 0;
+                c->publication.conflicts = NULL;
+        }
+        publish_result_done(&res);
 }
 
 /* The worker is gone or misbehaved: an automatic session publishes what it has
- * and ends; a managed one keeps its changes until it is finalized. Returns true:
- * the session's socket is no longer watched. */
-static bool session_worker_lost(Server *s, WorkspaceSession *ws, const char *why) {
-        Command *c, *last = NULL;
+ * and ends; a managed one keeps its changes until it is finalized. */
+static void session_worker_lost(Server *s, WorkspaceSession *ws, const char *why) {
+        Command *c;
 
         log_warning("Lost worker of %s: %s", ws->id, why);
         if (ws->spare) {
                 session_destroy(s, ws);
-                return true;
+                return;
         }
         session_stop(s, ws, false);
-        TAILQ_FOREACH(c, &ws->commands, session_link)
-                last = c;
-        if (ws->automatic && last) {
-                (void) command_settle(s, last);
-                return true;
-        }
-        TAILQ_FOREACH(c, &ws->commands, session_link) {
-                Waiter *w;
-                while ((w = TAILQ_FIRST(&c->waiters)))
-                        waiter_answer(s, w);
-        }
-        return true;
-}
-
-/* Returns true if the session was destroyed. */
-static bool on_worker_message(Server *s, WorkspaceSession *ws, Sbx__Msg *m) {
-        Command *c = NULL;
-        uint32_t number = 0;
-
-        switch (m->type) {
-        case SBX__MSG_TYPE__MSG_WORKER_READY:
-                /* It can overtake the set-up channel's EOF: the exec happened. */
-                if (ws->state == SESSION_SETUP && ws->spawn.mapped)
-                        session_setup_done(s, ws);
-                if (ws->state != SESSION_SPAWNING)
-                        return session_worker_lost(s, ws, "unexpected READY");
-                ws->state = SESSION_READY;
-                session_answer_creator(s, ws, 0, NULL);
-                TAILQ_FOREACH(c, &ws->commands, session_link)
-                        if (!c->sent && !c->finished && command_send_exec(ws, c) < 0)
-                                return session_worker_lost(s, ws, "cannot send a command");
-                return false;
-        case SBX__MSG_TYPE__MSG_WORKER_OUTPUT:
-                number = m->worker_output->command;
-                break;
-        case SBX__MSG_TYPE__MSG_WORKER_EXITED:
-                number = m->worker_exited->command;
-                break;
-        case SBX__MSG_TYPE__MSG_WORKER_EXEC_FAILED:
-                number = m->worker_exec_failed->command;
-                break;
-        default:
-                return session_worker_lost(s, ws, "message type not allowed from a worker");
-        }
-        if (ws->state != SESSION_READY)
-                return session_worker_lost(s, ws, "message before READY");
-        TAILQ_FOREACH(c, &ws->commands, session_link)
-                if (c->number == number)
-                        break;
-        if (!c || c->finished)
-                return session_worker_lost(s, ws, "message for an unknown or finished command");
-        switch (m->type) {
-        case SBX__MSG_TYPE__MSG_WORKER_OUTPUT: {
-                int r = transcript_feed(c->transcript, m->worker_output->data.data, m->worker_output->data.len);
-                if (r < 0)
-                        log_warning_errno(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
-                return false;
-        }
-        case SBX__MSG_TYPE__MSG_WORKER_EXITED:
-                if (m->worker_exited->signal)
-                        command_finish(s, c, false, 0, m->worker_exited->signal);
-                else
-                        command_finish(s, c, true, m->worker_exited->exit_code, 0);
-                return command_settle(s, c);
-        case SBX__MSG_TYPE__MSG_WORKER_EXEC_FAILED: {
-                char line[320];
-                int n = snprintf(line, sizeof(line), "[sbx: cannot start the command: %s]\n",
-                                 m->worker_exec_failed->errmsg);
-                (void) transcript_feed(c->transcript, line, (size_t) MIN(n, (int) sizeof(line) - 1));
-                command_finish(s, c, true, 127, 0);
-                return command_settle(s, c);
-        }
-        default:
-                return false;
-        }
-}
-
-static void session_dispatch_worker(Server *s, EventSource *src, uint32_t events) {
-        WorkspaceSession *ws = (WorkspaceSession *) ((char *) src - offsetof(WorkspaceSession, sock_src));
-
-        /* Bounded per wakeup, so one chatty worker cannot starve the others. */
-        for (unsigned i = 0; i < 64; i++) {
-                _cleanup_msg_ Sbx__Msg *m = NULL;
-                uint32_t seq;
-                int r = wire_recv(src->fd, &m, &seq, NULL, NULL);
-                if (r == -EAGAIN)
-                        return;
-                if (r < 0) {
-                        (void) session_worker_lost(s, ws, r == -ECONNRESET ? "worker closed its socket"
-                                                                           : "malformed frame from worker");
-                        return;
-                }
-                log_set_context(ws->id);
-                bool gone = on_worker_message(s, ws, m);
-                log_set_context(NULL);
-                /* Freed, or stopped (its socket no longer watched). */
-                if (gone || ws->sock_src.fd < 0)
-                        return;
-        }
-}
-
-static void session_dispatch_pidfd(Server *s, EventSource *src, uint32_t events) {
-        WorkspaceSession *ws = (WorkspaceSession *) ((char *) src - offsetof(WorkspaceSession, pidfd_src));
-
-        if (ws->state == SESSION_DEAD) {
-                /* An ending session's PID 1 is gone, and with it its namespaces. */
-                TAILQ_REMOVE(&s->ending, ws, link);
-                session_release(s, ws);
+        if (ws->automatic && !TAILQ_EMPTY(&ws->commands)) {
+                command_settle(s, TAILQ_LAST(&ws->commands, CommandList));
                 return;
         }
-        (void) session_worker_lost(s, ws, "worker exited");
+        TAILQ_FOREACH(c, &ws->commands, session_link)
+                command_answer_waiters(s, c);
 }
 
-/* ---- waiters and replies ---------------------------------------------------- */
+/* ---- waiters and command output ------------------------------------------------- */
 
-void waiter_free(Waiter *w) {
-        if (!w)
-                return;
-        if (w->command)
-                TAILQ_REMOVE(&w->command->waiters, w, command_link);
-        if (w->client)
-                TAILQ_REMOVE(&w->client->waiters, w, client_link);
+static void waiter_free(Waiter *w) {
+        pending_stop(&w->pending);
+        TAILQ_REMOVE(&w->command->waiters, w, command_link);
         free(w);
 }
 
-void command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
-                        uint64_t yield_ms) {
+static void waiter_abandon(Server *s, Pending *p, bool cancelled) {
+        Waiter *w = container_of(p, Waiter, pending);
+        Command *c = w->command;
+
+        waiter_free(w);
+        /* A caller that gave up before learning the command's id leaves nobody who can reach it. */
+        if (cancelled)
+                command_cancel(s, c);
+}
+
+int command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
+                       uint64_t yield_ms) {
         Waiter *w = calloc(1, sizeof(*w));
-        if (!w) {
-                client_reply_error(s, client, seq, -ENOMEM, "out of memory");
-                return;
-        }
-        w->client = client;
+
+        if (!w)
+                return -ENOMEM;
         w->command = c;
-        w->seq = seq;
         w->call_start_usec = call_start;
         w->deadline_usec = call_start + yield_ms * 1000ull;
+        pending_start(&w->pending, client, seq, waiter_abandon);
         TAILQ_INSERT_TAIL(&c->waiters, w, command_link);
-        TAILQ_INSERT_TAIL(&client->waiters, w, client_link);
         if (c->finished)
                 waiter_answer(s, w);
-}
-
-static void fill_output(Sbx__CommandOutput *o, const StoreCommand *rec, double total_seconds) {
-        o->command_session = (char *) rec->id;
-        o->workspace_session = (char *) rec->workspace_session;
-        o->status = (char *) rec->status;
-        o->has_exit_code = rec->has_exit_code;
-        o->exit_code = rec->exit_code;
-        o->signal = rec->signal;
-        o->end_reason = (char *) rec->end_reason;
-        o->command_total_time_seconds = total_seconds;
-}
-
-static int read_window(Transcript *t, uint64_t start, uint64_t limit, Sbx__CommandOutput *o, char **ret_text) {
-        char *text = NULL;
-        size_t len = 0;
-        uint64_t end = 0;
-        int r;
-
-        r = transcript_read(t, start, limit, SBX_RESULT_TEXT_BUDGET, &text, &len, &end);
-        if (r < 0)
-                return r;
-        o->start_offset = MIN(start, transcript_total_lines(t));
-        o->end_offset = end;
-        o->total_lines = transcript_total_lines(t);
-        o->output.data = (uint8_t *) text;
-        o->output.len = len;
-        *ret_text = text;
         return 0;
 }
 
@@ -723,21 +688,48 @@ static uint64_t token_count(uint64_t raw_bytes) {
         return (raw_bytes + 3) / 4;
 }
 
-/* The publication of a terminal command of an automatic session, as sbxd holds it. */
-static void command_publication(Command *c, Sbx__CommandOutput *o) {
+static void view_of_record(CommandView *v, const StoreCommand *rec, double total_seconds) {
+        COMMAND_RECORD_TO(&v->o, rec);
+        v->o.command_total_time_seconds = total_seconds;
+}
+
+/* A live command's record and its publication (an automatic session's last command), as sbxd holds them. */
+static void view_of_live(CommandView *v, Command *c, unsigned long long now) {
+        view_of_record(v, &c->rec, (double) ((c->finished ? c->end_usec : now) - c->start_usec) / 1e6);
+        v->o.original_token_count = token_count(transcript_raw_bytes(c->transcript));
         if (!c->has_publication)
                 return;
         c->publication.owner = c->publication_owner;
         c->publication.error = c->publication_error;
-        o->publication = &c->publication;
+        v->o.publication = &c->publication;
+}
+
+static int view_window(CommandView *v, Transcript *t, uint64_t start, uint64_t limit) {
+        size_t len = 0;
+        uint64_t end = 0;
+        int r;
+
+        r = transcript_read(t, start, limit, SBX_RESULT_TEXT_BUDGET, &v->text, &len, &end);
+        if (r < 0)
+                return r;
+        v->o.start_offset = MIN(start, transcript_total_lines(t));
+        v->o.end_offset = end;
+        v->o.total_lines = transcript_total_lines(t);
+        v->o.output.data = (uint8_t *) v->text;
+        v->o.output.len = len;
+        return 0;
+}
+
+void command_view_done(CommandView *v) {
+        free(v->text);
+        v->text = NULL;
 }
 
 /* A yield: the lines this caller has not been given, at most SBX_WINDOW_MAX_LINES, the newest. */
-void waiter_answer(Server *s, Waiter *w) {
+static void waiter_answer(Server *s, Waiter *w) {
         Command *c = w->command;
         Sbx__Reply reply = SBX__REPLY__INIT;
-        Sbx__CommandOutput o = SBX__COMMAND_OUTPUT__INIT;
-        _cleanup_free_ char *text = NULL;
+        CommandView v = { .o = SBX__COMMAND_OUTPUT__INIT };
         unsigned long long now = now_usec();
         uint64_t total = transcript_total_lines(c->transcript), start;
         int r;
@@ -745,22 +737,19 @@ void waiter_answer(Server *s, Waiter *w) {
         start = c->delivered;
         if (total > start + SBX_WINDOW_MAX_LINES)
                 start = total - SBX_WINDOW_MAX_LINES;
-        fill_output(&o, &c->rec, (double) ((c->finished ? c->end_usec : now) - c->start_usec) / 1e6);
-        o.wall_time_seconds = (double) (now - w->call_start_usec) / 1e6;
-        o.original_token_count = token_count(transcript_raw_bytes(c->transcript));
-        r = read_window(c->transcript, start, SBX_WINDOW_MAX_LINES, &o, &text);
-        if (r < 0) {
-                client_reply_error(s, w->client, w->seq, r, "cannot read the transcript of %s: %s", c->rec.id,
-                                   strerror(-r));
-                waiter_free(w);
-                return;
+        view_of_live(&v, c, now);
+        v.o.wall_time_seconds = (double) (now - w->call_start_usec) / 1e6;
+        r = view_window(&v, c->transcript, start, SBX_WINDOW_MAX_LINES);
+        if (r < 0)
+                pending_answer_error(s, &w->pending, r, "cannot read the transcript of %s: %s", c->rec.id,
+                                     strerror(-r));
+        else {
+                /* A pending last line may still change: it is given again next time. */
+                c->delivered = MAX(c->delivered, MIN(v.o.end_offset, transcript_committed_lines(c->transcript)));
+                msg_reply_set(&reply, SBX__REPLY__BODY_COMMAND, &v.o);
+                pending_answer(s, &w->pending, &reply);
         }
-        /* A pending last line may still change: it is given again next time. */
-        c->delivered = MAX(c->delivered, MIN(o.end_offset, transcript_committed_lines(c->transcript)));
-        command_publication(c, &o);
-        reply.body_case = SBX__REPLY__BODY_COMMAND;
-        reply.command = &o;
-        client_reply(s, w->client, w->seq, &reply);
+        command_view_done(&v);
         waiter_free(w);
 }
 
@@ -783,77 +772,66 @@ static int owned_layer_cb(uint32_t seq, const char *owner, uint32_t changed, int
 
 /* The publication of an ended command's workspace session, once that session
  * is gone (an automatic one ends with its command): the layer it owns, or
- * nothing published. Null (no change to o) while the session lives. */
-static int stored_publication(Server *s, const Sandbox *sb, const StoreCommand *rec, Sbx__Publication *p,
-                              char *owner, size_t owner_size, Sbx__CommandOutput *o) {
-        OwnedLayer l = { .owner = owner };
+ * nothing published. None while the session lives. */
+static int view_stored_publication(Server *s, const Sandbox *sb, const StoreCommand *rec, CommandView *v) {
+        OwnedLayer l = { .owner = v->owner };
         int r;
 
         if (strcmp(rec->status, "running") == 0 || session_find(s, sb, rec->workspace_session))
                 return 0;
-        snprintf(owner, owner_size, "workspace_session:%s", rec->workspace_session);
+        snprintf(v->owner, sizeof(v->owner), "workspace_session:%s", rec->workspace_session);
         r = store_layer_foreach(s->store, sb->id, owned_layer_cb, &l);
         if (r < 0)
                 return r;
-        p->published = l.found;
-        p->layer = l.found ? l.layer : sb->top_layer;
-        p->changed_paths = l.changed_paths;
-        p->owner = owner;
-        o->publication = p;
+        v->publication.published = l.found;
+        v->publication.layer = l.found ? l.layer : sb->top_layer;
+        v->publication.changed_paths = l.changed_paths;
+        v->publication.owner = v->owner;
+        v->o.publication = &v->publication;
         return 0;
 }
 
-int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t start, uint64_t limit, Client *client,
-                       uint32_t seq) {
-        Sbx__Reply reply = SBX__REPLY__INIT;
-        Sbx__CommandOutput o = SBX__COMMAND_OUTPUT__INIT;
-        Sbx__Publication pub = SBX__PUBLICATION__INIT;
-        char owner[64];
-        _cleanup_free_ char *text = NULL;
-        _cleanup_(transcript_freep) Transcript *opened = NULL;
-        Transcript *t;
-        StoreCommand rec;
-        Command *c = command_find_live(s, id);
-        double total_seconds;
+/* A command of an earlier session (or sbxd): its record and its transcript on disk. */
+static int command_view_recorded(Server *s, const Sandbox *sb, const char *id, uint64_t start, uint64_t limit,
+                                 CommandView *v) {
+        _cleanup_(transcript_freep) Transcript *t = NULL;
+        StoreCommand *rec = &v->rec;
         int r;
 
-        if (c) {
-                if (strcmp(c->rec.sandbox, sb->id) != 0)
-                        return -ENOENT;
-                rec = c->rec;
-                t = c->transcript;
-                total_seconds = (double) ((c->finished ? c->end_usec : now_usec()) - c->start_usec) / 1e6;
-                o.original_token_count = token_count(transcript_raw_bytes(t));
-        } else {
-                r = store_command_get(s->store, id, &rec);
-                if (r < 0)
-                        return r;
-                if (strcmp(rec.sandbox, sb->id) != 0)
-                        return -ENOENT;
-                r = transcript_open(s->transcripts_fd, id, &opened);
-                if (r < 0)
-                        return r;
-                t = opened;
-                total_seconds = rec.ended_unix_usec > rec.started_unix_usec
-                                        ? (double) (rec.ended_unix_usec - rec.started_unix_usec) / 1e6
-                                        : 0.0;
-                o.original_token_count = token_count(rec.raw_bytes);
-        }
-        fill_output(&o, &rec, total_seconds);
-        if (c)
-                command_publication(c, &o);
-        else {
-                r = stored_publication(s, sb, &rec, &pub, owner, sizeof(owner), &o);
-                if (r < 0)
-                        return r;
-        }
-        r = read_window(t, start, limit, &o, &text);
+        r = store_command_get(s->store, id, rec);
         if (r < 0)
                 return r;
-        reply.body_case = SBX__REPLY__BODY_COMMAND;
-        reply.command = &o;
-        client_reply(s, client, seq, &reply);
-        return 0;
+        if (strcmp(rec->sandbox, sb->id) != 0)
+                return -ENOENT;
+        r = transcript_open(s->transcripts_fd, id, &t);
+        if (r < 0)
+                return r;
+        view_of_record(v, rec, rec->ended_unix_usec > rec->started_unix_usec
+                                       ? (double) (rec->ended_unix_usec - rec->started_unix_usec) / 1e6
+                                       : 0.0);
+        v->o.original_token_count = token_count(rec->raw_bytes);
+        r = view_stored_publication(s, sb, rec, v);
+        if (r < 0)
+                return r;
+        return view_window(v, t, start, limit);
+}
+
+int command_view(Server *s, const Sandbox *sb, const char *id, uint64_t start, uint64_t limit, CommandView *ret) {
+        Command *c = command_find_live(s, id);
+        int r;
+
+        *ret = (CommandView) { .o = SBX__COMMAND_OUTPUT__INIT, .publication = SBX__PUBLICATION__INIT };
+        if (!c)
+                r = command_view_recorded(s, sb, id, start, limit, ret);
+        else if (strcmp(c->rec.sandbox, sb->id) != 0)
+                r = -ENOENT;
+        else {
+                view_of_live(ret, c, now_usec());
+                r = view_window(ret, c->transcript, start, limit);
+        }
+        if (r < 0)
+                command_view_done(ret);
+        return r;
 }
 
 /* ---- deadlines ------------------------------------------------------------------ */
@@ -891,17 +869,19 @@ restart:
                 if (!c->timed_out && !c->kill_deadline_usec && c->deadline_usec <= now) {
                         c->timed_out = true;
                         log_info("Command %s timed out", c->rec.id);
-                        command_kill(s, c);
+                        command_kill(c);
                 }
                 if (c->kill_deadline_usec && c->kill_deadline_usec <= now && c->session) {
                         /* The group did not die (or escaped it): the session goes. */
                         log_warning("Command %s outlived SIGKILL of its process group, ending session %s",
                                     c->rec.id, c->session->id);
-                        (void) session_worker_lost(s, c->session, "a killed command outlived its grace time");
+                        session_worker_lost(s, c->session, "a killed command outlived its grace time");
                         goto restart; /* the lists changed under us */
                 }
         }
 }
+
+/* ---- the worker's messages ------------------------------------------------------ */
 
 /* The session's set-up channel: maps to write, then EOF once the init runs as the worker. */
 static void session_setup_done(Server *s, WorkspaceSession *ws) {
@@ -912,13 +892,164 @@ static void session_setup_done(Server *s, WorkspaceSession *ws) {
         if (ws->state == SESSION_SETUP)
                 ws->state = SESSION_SPAWNING;
         log_debug("Workspace session %s of sandbox '%s' set up in %llu us (worker pid %d, base layer %u)", ws->id,
-                  ws->sandbox->name, now_usec() - ws->start_usec, (int) ws->pid, ws->base_layer);
+                  ws->sandbox->name, now_usec() - ws->start_usec, (int) ws->pid, ws->base.top);
+}
+
+static void on_ready(Server *s, WorkspaceSession *ws, Command *unused, const Sbx__Msg *m) {
+        Command *c;
+
+        /* It can overtake the set-up channel's EOF: the exec happened. */
+        if (ws->state == SESSION_SETUP) {
+                if (!ws->spawn.mapped) {
+                        session_worker_lost(s, ws, "READY before its user namespace was mapped");
+                        return;
+                }
+                session_setup_done(s, ws);
+        }
+        ws->state = SESSION_READY;
+        session_answer_creator(s, ws);
+        TAILQ_FOREACH(c, &ws->commands, session_link)
+                if (!c->sent && !c->finished && command_send_exec(ws, c) < 0) {
+                        session_worker_lost(s, ws, "cannot send a command");
+                        return;
+                }
+}
+
+static void on_output(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {
+        int r = transcript_feed(c->transcript, m->worker_output->data.data, m->worker_output->data.len);
+        if (r < 0)
+                log_warning_errno(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
+}
+
+static void on_exited(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {
+        if (m->worker_exited->signal)
+                command_record_end(s, c, false, 0, m->worker_exited->signal);
+        else
+                command_record_end(s, c, true, m->worker_exited->exit_code, 0);
+        command_settle(s, c);
+}
+
+static void on_exec_failed(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {
+        char line[320];
+        int n = snprintf(line, sizeof(line), "[sbx: cannot start the command: %s]\n", m->worker_exec_failed->errmsg);
+
+        (void) transcript_feed(c->transcript, line, (size_t) MIN(n, (int) sizeof(line) - 1));
+        command_record_end(s, c, true, 127, 0);
+        command_settle(s, c);
+}
+
+#define IN(state) (1u << (state))
+
+/* What a worker may send: per type the states it may come in, whether its
+ * `command` names one of the session's running commands, and its fields'
+ * bounds. Anything else, or a message out of place, ends the session. */
+static const struct {
+        Sbx__MsgType type;
+        unsigned states;
+        bool names_command;
+        const MsgCheck *checks;
+        void (*handle)(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m);
+} worker_messages[] = {
+        { SBX__MSG_TYPE__MSG_WORKER_READY, IN(SESSION_SETUP) | IN(SESSION_SPAWNING), false, NULL, on_ready },
+        { SBX__MSG_TYPE__MSG_WORKER_OUTPUT, IN(SESSION_READY), true,
+          (const MsgCheck[]) { MSG_CHECK_LENGTH("data", 0, SBX_OUTPUT_CHUNK_MAX, 0), {} }, on_output },
+        { SBX__MSG_TYPE__MSG_WORKER_EXITED, IN(SESSION_READY), true,
+          (const MsgCheck[]) { MSG_CHECK_RANGE("exit_code", NULL, 0, 255), MSG_CHECK_RANGE("signal", NULL, 0, 64), {} },
+          on_exited },
+        { SBX__MSG_TYPE__MSG_WORKER_EXEC_FAILED, IN(SESSION_READY), true, NULL, on_exec_failed },
+};
+
+/* The running command a worker message names. */
+static Command *message_command(WorkspaceSession *ws, const Sbx__Msg *m) {
+        uint32_t number;
+        Command *c;
+
+        if (!msg_uint32(msg_body(m), "command", &number))
+                return NULL;
+        TAILQ_FOREACH(c, &ws->commands, session_link)
+                if (c->number == number)
+                        return c->finished ? NULL : c;
+        return NULL;
+}
+
+static void on_worker_message(Server *s, WorkspaceSession *ws, const Sbx__Msg *m) {
+        char why[160] = "";
+        Command *c = NULL;
+        size_t i;
+
+        for (i = 0; i < ELEMENTSOF(worker_messages) && worker_messages[i].type != m->type; i++)
+                ;
+        if (i == ELEMENTSOF(worker_messages))
+                snprintf(why, sizeof(why), "message type not allowed from a worker");
+        else if (!(worker_messages[i].states & IN(ws->state)))
+                snprintf(why, sizeof(why), "message not allowed in the session's state");
+        else if (msg_check(msg_body(m), worker_messages[i].checks, why, sizeof(why)) >= 0 &&
+                 worker_messages[i].names_command && !(c = message_command(ws, m)))
+                snprintf(why, sizeof(why), "message for an unknown or finished command");
+        else if (why[0] == '\0') {
+                worker_messages[i].handle(s, ws, c, m);
+                return;
+        }
+        session_worker_lost(s, ws, why);
+}
+
+static void session_dispatch_worker(Server *s, EventSource *src, uint32_t events) {
+        WorkspaceSession *ws = container_of(src, WorkspaceSession, sock_src);
+
+        for (unsigned i = 0; i < SBX_WORKER_MESSAGES_PER_WAKEUP; i++) {
+                _cleanup_msg_ Sbx__Msg *m = NULL;
+                uint32_t seq;
+                int r = wire_recv(src->fd, &m, &seq, NULL, NULL);
+                if (r == -EAGAIN)
+                        return;
+                if (r < 0) {
+                        session_worker_lost(s, ws, r == -ECONNRESET ? "worker closed its socket"
+                                                                    : "malformed frame from worker");
+                        return;
+                }
+                log_set_context(ws->id);
+                on_worker_message(s, ws, m);
+                log_set_context(NULL);
+                /* Stopped or ended: its socket is no longer watched. */
+                if (ws->sock_src.fd < 0)
+                        return;
+        }
+}
+
+static void session_dispatch_pidfd(Server *s, EventSource *src, uint32_t events) {
+        WorkspaceSession *ws = container_of(src, WorkspaceSession, pidfd_src);
+
+        if (ws->state == SESSION_DEAD) {
+                /* An ending session's PID 1 is gone, and with it its namespaces. */
+                TAILQ_REMOVE(&s->ending, ws, link);
+                session_release(s, ws);
+                return;
+        }
+        session_worker_lost(s, ws, "worker exited");
+}
+
+/* The set-up failed: its commands end with the reason in their transcript. */
+static void session_setup_failed(Server *s, WorkspaceSession *ws, int r, const char *why) {
+        Command *c;
+
+        log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id, ws->sandbox->name,
+                        why);
+        pending_answer_error(s, &ws->creator, r, "cannot start a workspace session: %s", why);
+        TAILQ_FOREACH(c, &ws->commands, session_link) {
+                char line[300];
+                int n;
+                if (c->finished)
+                        continue;
+                n = snprintf(line, sizeof(line), "[sbx: cannot start the workspace session: %s]\n", why);
+                (void) transcript_feed(c->transcript, line, (size_t) MIN(n, (int) sizeof(line) - 1));
+                command_record_end(s, c, true, 127, 0);
+        }
+        session_destroy(s, ws);
 }
 
 static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events) {
-        WorkspaceSession *ws = (WorkspaceSession *) ((char *) src - offsetof(WorkspaceSession, setup_src));
+        WorkspaceSession *ws = container_of(src, WorkspaceSession, setup_src);
         char why[200] = "";
-        Command *c;
         int r;
 
         ws->spawn.sync = src->fd;
@@ -935,22 +1066,8 @@ static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events)
         }
         if (r > 0)
                 return;
-        if (r == 0) {
+        if (r == 0)
                 session_setup_done(s, ws);
-                return;
-        }
-        log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id, ws->sandbox->name,
-                        why);
-        session_answer_creator(s, ws, r, why);
-        /* Its commands end with the reason in their transcript. */
-        TAILQ_FOREACH(c, &ws->commands, session_link) {
-                char line[300];
-                int n;
-                if (c->finished)
-                        continue;
-                n = snprintf(line, sizeof(line), "[sbx: cannot start the workspace session: %s]\n", why);
-                (void) transcript_feed(c->transcript, line, (size_t) MIN(n, (int) sizeof(line) - 1));
-                command_finish(s, c, true, 127, 0);
-        }
-        session_destroy(s, ws);
+        else
+                session_setup_failed(s, ws, r, why);
 }

@@ -14,6 +14,7 @@
 #include "data/layer.h"
 #include "log.h"
 #include "sbx-limits.h"
+#include "core/sandbox.h"
 #include "core/snapshot.h"
 
 static void base_name(uint32_t squashed, char *buf, size_t size) {
@@ -36,7 +37,7 @@ int snapshot_lowerdirs(uint32_t squashed, uint32_t top, char **ret) {
         return 0;
 }
 
-int snapshot_mount(Server *s, const Sandbox *sb, uint32_t squashed, uint32_t top, int *ret_fd) {
+int snapshot_mount(const Sandbox *sb, uint32_t squashed, uint32_t top, int *ret_fd) {
         _cleanup_close_ int fs = -EBADF;
         _cleanup_free_ char *lowers = NULL;
         char path[4096];
@@ -51,7 +52,7 @@ int snapshot_mount(Server *s, const Sandbox *sb, uint32_t squashed, uint32_t top
                 struct mount_attr attr = {
                         .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
                 };
-                snprintf(path, sizeof(path), "%s/sandboxes/%s/layers/%s", s->cfg.state_dir, sb->id, lowers);
+                snprintf(path, sizeof(path), "%s/%s", sb->layers_path, lowers);
                 mfd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
                 if (mfd < 0)
                         return -errno;
@@ -69,8 +70,8 @@ int snapshot_mount(Server *s, const Sandbox *sb, uint32_t squashed, uint32_t top
         /* One lower per call where the kernel has "lowerdir+" (6.8); else the classic string. */
         for (char *p = lowers, *colon; p; p = colon ? colon + 1 : NULL) {
                 colon = strchr(p, ':');
-                snprintf(path, sizeof(path), "%s/sandboxes/%s/layers/%.*s", s->cfg.state_dir, sb->id,
-                         colon ? (int) (colon - p) : (int) strlen(p), p);
+                snprintf(path, sizeof(path), "%s/%.*s", sb->layers_path, colon ? (int) (colon - p) : (int) strlen(p),
+                         p);
                 if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", path, 0) < 0) {
                         if (errno != EINVAL || p != lowers)
                                 return -errno;
@@ -86,8 +87,8 @@ classic: {
                 return -ENOMEM;
         for (char *p = lowers, *colon; p; p = colon ? colon + 1 : NULL) {
                 colon = strchr(p, ':');
-                n += (size_t) snprintf(opt + n, size - n, "%s%s/sandboxes/%s/layers/%.*s", n ? ":" : "",
-                                       s->cfg.state_dir, sb->id, colon ? (int) (colon - p) : (int) strlen(p), p);
+                n += (size_t) snprintf(opt + n, size - n, "%s%s/%.*s", n ? ":" : "", sb->layers_path,
+                                       colon ? (int) (colon - p) : (int) strlen(p), p);
         }
         if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", opt, 0) < 0)
                 return -errno;
@@ -133,7 +134,7 @@ static void view_identify(Sandbox *sb) {
         sb->view_dev = st.st_dev;
 }
 
-int snapshot_current(Server *s, Sandbox *sb, int *ret_fd) {
+int snapshot_current(Sandbox *sb, int *ret_fd) {
         int r;
 
         if (sb->view_fd >= 0 && sb->view_top == sb->top_layer) {
@@ -141,7 +142,7 @@ int snapshot_current(Server *s, Sandbox *sb, int *ret_fd) {
                 return 0;
         }
         snapshot_forget(sb);
-        r = snapshot_mount(s, sb, sb->squashed, sb->top_layer, &sb->view_fd);
+        r = snapshot_mount(sb, sb->squashed, sb->top_layer, &sb->view_fd);
         if (r < 0)
                 return r;
         view_identify(sb);
@@ -240,7 +241,7 @@ static int apply_layer(int src, int dst, unsigned depth) {
         return r;
 }
 
-int snapshot_compact(Server *s, Sandbox *sb) {
+int snapshot_compact(Store *store, Sandbox *sb) {
         char old_base[32], new_base[32], tmp[40], name[16];
         _cleanup_close_ int dst = -EBADF, src = -EBADF;
         uint32_t target = sb->top_layer;
@@ -286,14 +287,14 @@ int snapshot_compact(Server *s, Sandbox *sb) {
                 goto fail;
         (void) fsync(sb->layers_fd);
         /* The record makes it the base; before it, startup removes it as unrecorded. */
-        r = store_squash_set(s->store, sb->id, target);
+        r = store_squash_set(store, sb->id, target);
         if (r < 0) {
                 (void) tree_remove_at(sb->layers_fd, new_base);
                 return r;
         }
         sb->squashed = target;
         snapshot_forget(sb);
-        (void) snapshot_collect(s, sb, &removed);
+        (void) snapshot_collect(sb, &removed);
         log_info("Compacted sandbox '%s': layers 0..%u merged in %llu ms, %u old directories removed", sb->name,
                  target, (now_usec() - t0) / 1000, removed);
         return 0;
@@ -302,27 +303,27 @@ fail:
         return r;
 }
 
-/* Whether a session of sb in l holds the layer (or, base_only, is built on the
- * squashed base numbered layer). */
-static bool sessions_hold(const struct SessionList *l, const Sandbox *sb, uint32_t layer, bool base_only) {
-        const WorkspaceSession *ws;
-        TAILQ_FOREACH(ws, l, link)
-                if (ws->sandbox == sb && (base_only ? ws->base_squashed == layer
-                                                    : ws->base_squashed < layer && layer <= ws->base_layer))
+void snapshot_hold(Sandbox *sb, SnapshotHold *h) {
+        h->squashed = sb->squashed;
+        h->top = sb->top_layer;
+        TAILQ_INSERT_TAIL(&sb->holds, h, link);
+}
+
+void snapshot_release(Sandbox *sb, SnapshotHold *h) {
+        TAILQ_REMOVE(&sb->holds, h, link);
+}
+
+/* Whether a hold of sb keeps the layer (or, base_only, the squashed base numbered layer). */
+static bool layer_held(const Sandbox *sb, uint32_t layer, bool base_only) {
+        const SnapshotHold *h;
+
+        TAILQ_FOREACH(h, &sb->holds, link)
+                if (base_only ? h->squashed == layer : h->squashed < layer && layer <= h->top)
                         return true;
         return false;
 }
 
-/* Sessions still ending count: their overlays hold their layers until they are gone. */
-static bool layer_in_use(Server *s, const Sandbox *sb, uint32_t layer) {
-        return sessions_hold(&s->sessions, sb, layer, false) || sessions_hold(&s->ending, sb, layer, false);
-}
-
-static bool base_in_use(Server *s, const Sandbox *sb, uint32_t squashed) {
-        return sessions_hold(&s->sessions, sb, squashed, true) || sessions_hold(&s->ending, sb, squashed, true);
-}
-
-int snapshot_collect(Server *s, Sandbox *sb, unsigned *ret_removed) {
+int snapshot_collect(Sandbox *sb, unsigned *ret_removed) {
         DIR *d;
         int r = 0;
         unsigned removed = 0;
@@ -343,11 +344,11 @@ int snapshot_collect(Server *s, Sandbox *sb, unsigned *ret_removed) {
                         continue;
                 if (strncmp(de->d_name, "squash-", 7) == 0) {
                         v = strtoul(de->d_name + 7, &end, 10);
-                        drop = *end == '\0' && v != sb->squashed && !base_in_use(s, sb, (uint32_t) v);
+                        drop = *end == '\0' && v != sb->squashed && !layer_held(sb, (uint32_t) v, true);
                 } else {
                         v = strtoul(de->d_name, &end, 10);
                         drop = *end == '\0' && v <= sb->squashed &&
-                               (v == 0 ? !base_in_use(s, sb, 0) : !layer_in_use(s, sb, (uint32_t) v));
+                               (v == 0 ? !layer_held(sb, 0, true) : !layer_held(sb, (uint32_t) v, false));
                 }
                 if (!drop)
                         continue;

@@ -3,27 +3,42 @@
  * overlay mounted detached (fsmount: in no mount namespace, reachable only by
  * its fd), which the file tools read and resolve paths in with openat2.
  * Compaction merges the oldest layers into one directory (hardlinks: layers
- * are immutable) so that no stack reaches overlayfs' lower-layer limit. */
+ * are immutable) so that no stack reaches overlayfs' lower-layer limit; a
+ * layer goes once no session holds it. */
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/stat.h>
 
-#include "core/sbxd.h"
+#include "data/indexcache.h"
+#include "data/store.h"
+
+typedef struct Sandbox Sandbox;
+
+/* The layers a session's overlay is built on, from its creation until its
+ * PID 1 is gone: the squashed base and the layers above it up to top. */
+typedef struct SnapshotHold {
+        TAILQ_ENTRY(SnapshotHold) link;
+        uint32_t squashed, top;
+} SnapshotHold;
 
 /* "top:top-1:…:bottom", relative to the sandbox's layers/ directory. */
 int snapshot_lowerdirs(uint32_t squashed, uint32_t top, char **ret);
 /* A read-only detached overlay of the squashed base and the layers above it up to top. */
-int snapshot_mount(Server *s, const Sandbox *sb, uint32_t squashed, uint32_t top, int *ret_fd);
+int snapshot_mount(const Sandbox *sb, uint32_t squashed, uint32_t top, int *ret_fd);
 /* The cached view of the current snapshot; the fd is borrowed. */
-int snapshot_current(Server *s, Sandbox *sb, int *ret_fd);
-/* The key (indexcache.h) of a file of the current view, st its fstat: the same
- * in every later view that shows the same file. -EXDEV if the view cannot
- * name its files so. */
+int snapshot_current(Sandbox *sb, int *ret_fd);
+/* The key (data/indexcache.h) of a file of the current view, st its fstat:
+ * the same in every later view that shows the same file. -EXDEV if the view
+ * cannot name its files so. */
 int snapshot_file_key(const Sandbox *sb, const struct stat *st, FileKey *ret);
 void snapshot_forget(Sandbox *sb);
 /* Merge layers into the squashed base if the stack is too deep. */
-int snapshot_compact(Server *s, Sandbox *sb);
-/* Remove layer directories below the squashed base that no live session uses. */
-int snapshot_collect(Server *s, Sandbox *sb, unsigned *ret_removed);
+int snapshot_compact(Store *store, Sandbox *sb);
+/* Remove layer directories below the squashed base that nothing holds. */
+int snapshot_collect(Sandbox *sb, unsigned *ret_removed);
+/* h holds sb's current snapshot until snapshot_release. */
+void snapshot_hold(Sandbox *sb, SnapshotHold *h);
+void snapshot_release(Sandbox *sb, SnapshotHold *h);

@@ -1,15 +1,14 @@
-/* libFuzzer target: sbxd's configuration parser, through the same path sbxd
- * takes at start-up: the input is written to a file and read back by
- * config_load() (inih + config_set()). sbxd.c is included so that its static
- * functions are reachable; its main() is renamed. */
+/* libFuzzer target: sbxd's configuration parser (supervisor/core/config.c,
+ * linked alone), through the same path sbxd takes at start-up: the input is
+ * written to a file and read back by config_load() (inih + config_set()). */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#define main sbxd_main
-#include "../../supervisor/sbxd.c"
-#undef main
+#include "core/config.h"
+#include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -20,7 +19,8 @@ static void remove_input(void) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        Config cfg = {};
+        char err[CONFIG_ERROR_MAX];
+        Config cfg;
         int fd;
 
         if (!path[0]) {
@@ -36,9 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         }
         close(fd);
-        (void) config_load(&cfg, path, true);
-        free(cfg.state_dir);
-        free(cfg.run_dir);
-        free(cfg.worker_path);
+        config_init(&cfg);
+        (void) config_load(&cfg, path, true, err);
+        config_done(&cfg);
         return 0;
 }

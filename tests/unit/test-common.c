@@ -136,8 +136,13 @@ typedef struct Rec {
 } Rec;
 
 static void test_listing(void **state) {
-        Listing l = LISTING_INIT(Rec);
+        Listing *heap = listing_new(sizeof(Rec)), l = { .item_size = sizeof(Rec) };
         char name[32];
+
+        assert_non_null(heap);
+        assert_int_equal(listing_add(heap, &(Rec) { .number = 1 }, "one"), 0);
+        listing_free(heap);
+        listing_free(NULL);
 
         for (int i = 0; i < 100; i++) {
                 Rec r = { .number = i };

@@ -1,0 +1,347 @@
+/* The file tools' requests: file_read, file_write, file_edit, file_blame, on
+ * the published snapshot (writes publish a one-operation layer) or inside a
+ * live workspace session (core/workspace.h resolves and writes). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "core/publish.h"
+#include "core/workspace.h"
+#include "data/attribution.h"
+#include "data/fileops.h"
+#include "fd-util.h"
+#include "log.h"
+#include "sbx-limits.h"
+
+/* What a file_read answers: the reply, its window, and an index not cached. */
+typedef struct ReadAnswer {
+        Sbx__FileReadReply o;
+        FileWindow w;
+        FileIndex built;
+} ReadAnswer;
+
+static void read_answer_free(void *p) {
+        ReadAnswer *a = p;
+
+        file_window_done(&a->w);
+        file_index_done(&a->built);
+        free(a);
+}
+
+static int read_window(Request *rq, const Sbx__FileRead *req, const char *rel, ReadAnswer *a) {
+        char err[400] = "";
+        const FileIndex *index;
+        WorkspaceSession *ws;
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        int root, r;
+
+        r = workspace_root(rq->server, rq->sandbox, req->workspace_session, &ws, &root, rq->error,
+                           sizeof(rq->error));
+        if (r < 0)
+                return r;
+        fd = workspace_open(root, rel);
+        if (fd < 0)
+                return request_error(rq, fd, "%s: %s", req->path, workspace_open_error(fd));
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return request_error(rq, -EINVAL, "%s: not a regular file", req->path);
+        r = workspace_file_index(rq->server, rq->sandbox, !ws, fd, &st, &a->built, &index, err, sizeof(err));
+        if (r >= 0)
+                r = file_read_window(fd, index, req->has_offset ? req->offset : 1,
+                                     req->has_limit ? req->limit : SBX_FILE_READ_DEFAULT_LINES,
+                                     SBX_RESULT_TEXT_BUDGET, &a->w, err, sizeof(err));
+        if (r < 0)
+                return request_error(rq, r, "%s: %s", req->path, err[0] ? err : strerror(-r));
+        return 0;
+}
+
+int handle_file_read(Request *rq) {
+        const Sbx__FileRead *req = rq->msg->file_read;
+        char rel[SBX_PATH_MAX + 1];
+        ReadAnswer *a = calloc(1, sizeof(*a));
+        Sbx__FileReadReply *o;
+        int r;
+
+        if (!a)
+                return -ENOMEM;
+        request_own(rq, read_answer_free, a);
+        r = workspace_path(req->path, rel, rq->error, sizeof(rq->error));
+        if (r >= 0)
+                r = read_window(rq, req, rel, a);
+        if (r < 0)
+                return r;
+        o = &a->o;
+        *o = (Sbx__FileReadReply) SBX__FILE_READ_REPLY__INIT;
+        o->path = req->path;
+        o->content.data = (uint8_t *) a->w.content;
+        o->content.len = a->w.len;
+        o->start_line = a->w.start_line;
+        o->num_lines = a->w.num_lines;
+        o->total_lines = a->w.total_lines;
+        o->bytes_read = a->w.bytes_read;
+        o->total_bytes = a->w.total_bytes;
+        o->has_next_offset = a->w.has_next_offset;
+        o->next_offset = a->w.next_offset;
+        o->truncated = a->w.truncated;
+        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_FILE_READ, o);
+}
+
+/* The payload of a FILE_WRITE/FILE_EDIT frame: a sealed memfd of exactly size bytes. */
+static int read_payload(int fd, uint64_t size, char **ret) {
+        int seals, need = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
+        struct stat st;
+        char *buf;
+        ssize_t n;
+
+        if (fd < 0)
+                return -EBADMSG;
+        seals = fcntl(fd, F_GET_SEALS);
+        if (seals < 0 || (seals & need) != need)
+                return -EBADMSG; /* it could change under us */
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t) st.st_size != size)
+                return -EBADMSG;
+        if (size > SBX_FILE_MAX)
+                return -EFBIG;
+        buf = malloc(size + 1);
+        if (!buf)
+                return -ENOMEM;
+        n = loop_pread(fd, buf, size, 0);
+        if (n < 0 || (uint64_t) n != size) {
+                free(buf);
+                return n < 0 ? (int) n : -EBADMSG;
+        }
+        buf[size] = '\0';
+        *ret = buf;
+        return 0;
+}
+
+/* What file_write and file_edit answer: the change, the texts it needs, the reply. */
+typedef struct ChangeAnswer {
+        FileChange ch;
+        Sbx__FileChangeReply o;
+        Sbx__Publication pub;
+        char rel[SBX_PATH_MAX + 1];
+        char *payload, *old, *updated, *diff;
+        const char *type;       /* "edit", or NULL: create or update */
+        Sandbox *sandbox;       /* whose snapshot view is mounted again after the reply */
+} ChangeAnswer;
+
+static void change_answer_free(void *p) {
+        ChangeAnswer *a = p;
+
+        /* The next file operation needs the new snapshot's view: mount it while the client reads the answer. */
+        if (a->sandbox) {
+                int view;
+                (void) snapshot_current(a->sandbox, &view);
+        }
+        file_change_done(&a->ch);
+        free(a->payload);
+        free(a->old);
+        free(a->updated);
+        free(a->diff);
+        free(a);
+}
+
+static ChangeAnswer *change_answer_new(Request *rq) {
+        ChangeAnswer *a = calloc(1, sizeof(*a));
+
+        if (!a)
+                return NULL;
+        request_own(rq, change_answer_free, a);
+        a->o = (Sbx__FileChangeReply) SBX__FILE_CHANGE_REPLY__INIT;
+        a->pub = (Sbx__Publication) SBX__PUBLICATION__INIT;
+        return a;
+}
+
+/* Write a->ch and fill the reply (its type, diff and edit counts set by the caller). */
+static int write_change(Request *rq, const char *path, ChangeAnswer *a) {
+        FileChange *ch = &a->ch;
+        int r;
+
+        r = workspace_write(rq->server, rq->sandbox, ch, rq->error, sizeof(rq->error));
+        if (r < 0)
+                return rq->error[0] ? r : request_error(rq, r, "%s: %s", path, strerror(-r));
+        if (!ch->in_session && ch->pub.published)
+                log_info("File operation %s on '%s' of sandbox '%s' published layer %u", ch->owner, ch->rel,
+                         rq->sandbox->name, ch->pub.layer);
+        a->o.type = (char *) (a->type ?: ch->created ? "create" : "update");
+        a->o.path = (char *) path;
+        a->o.bytes_written = ch->len;
+        a->o.unchanged = ch->unchanged;
+        if (!ch->in_session) {
+                a->pub.published = ch->pub.published;
+                a->pub.layer = ch->pub.layer;
+                a->pub.owner = ch->owner;
+                a->pub.changed_paths = ch->pub.changed_paths;
+                a->o.publication = &a->pub;
+        }
+        if (ch->pub.published)
+                a->sandbox = rq->sandbox;
+        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_FILE_CHANGE, &a->o);
+}
+
+int handle_file_write(Request *rq) {
+        const Sbx__FileWrite *req = rq->msg->file_write;
+        ChangeAnswer *a = change_answer_new(rq);
+        int r;
+
+        if (!a)
+                return -ENOMEM;
+        r = workspace_path(req->path, a->rel, rq->error, sizeof(rq->error));
+        if (r < 0)
+                return r;
+        r = read_payload(rq->fd, req->content_size, &a->payload);
+        if (r < 0)
+                return request_error(rq, r, "file content: %s",
+                                     r == -EFBIG ? "larger than the file size limit" : "malformed payload");
+        a->ch = (FileChange) {
+                .rel = a->rel, .ws_id = req->workspace_session, .content = a->payload, .len = req->content_size,
+        };
+        return write_change(rq, req->path, a);
+}
+
+/* The file's text before an edit, from the root the edit writes in. */
+static int edit_old_text(Request *rq, const Sbx__FileEdit *req, ChangeAnswer *a, size_t *ret_len) {
+        WorkspaceSession *ws;
+        int root, r;
+
+        r = workspace_root(rq->server, rq->sandbox, req->workspace_session, &ws, &root, rq->error,
+                           sizeof(rq->error));
+        if (r < 0)
+                return r;
+        r = read_file_bounded_at(root, a->rel, SBX_FILE_MAX, &a->old, ret_len);
+        if (r < 0)
+                return request_error(rq, r, "%s: %s", req->path,
+                                     r == -EFBIG    ? "larger than the file size limit"
+                                     : r == -EISDIR ? "not a regular file"
+                                                    : workspace_open_error(r));
+        if (!text_is_utf8(a->old, *ret_len))
+                return request_error(rq, -EILSEQ, "%s: not a UTF-8 text file", req->path);
+        return 0;
+}
+
+static void edit_list_free(void *p) {
+        file_edit_list_done(p);
+        free(p);
+}
+
+int handle_file_edit(Request *rq) {
+        const Sbx__FileEdit *req = rq->msg->file_edit;
+        ChangeAnswer *a = change_answer_new(rq);
+        FileEditList *edits = calloc(1, sizeof(*edits));
+        size_t old_len = 0, new_len = 0, diff_len = 0;
+        bool diff_truncated = false;
+        uint64_t replacements = 0;
+        char err[400] = "";
+        int r;
+
+        if (edits)
+                request_own(rq, edit_list_free, edits);
+        if (!a || !edits)
+                return -ENOMEM;
+        r = workspace_path(req->path, a->rel, rq->error, sizeof(rq->error));
+        if (r < 0)
+                return r;
+        r = read_payload(rq->fd, req->edits_size, &a->payload);
+        if (r >= 0)
+                r = file_edit_list_parse(a->payload, req->edits_size, edits);
+        if (r < 0)
+                return request_error(rq, r, r == -ENOMEM ? "out of memory" : "edits: malformed payload");
+        r = edit_old_text(rq, req, a, &old_len);
+        if (r < 0)
+                return r;
+        r = file_apply_edits(a->old, old_len, edits->specs, edits->n, &a->updated, &new_len, &replacements, err,
+                             sizeof(err));
+        if (r < 0)
+                return request_error(rq, r, "%s: %s", req->path, err[0] ? err : strerror(-r));
+        r = text_unified_diff(req->path, a->old, old_len, a->updated, new_len, SBX_EDIT_DIFF_MAX_BYTES, &a->diff,
+                              &diff_len, &diff_truncated);
+        if (r < 0)
+                log_debug_errno(r, "No diff of the edit of '%s', ignoring: %m", a->rel);
+        a->ch = (FileChange) {
+                .rel = a->rel, .ws_id = req->workspace_session,
+                .old_text = a->old, .old_len = old_len, .content = a->updated, .len = new_len,
+        };
+        a->type = "edit";
+        a->o.edits_applied = (uint32_t) edits->n;
+        a->o.replacements = replacements;
+        a->o.diff.data = (uint8_t *) a->diff;
+        a->o.diff.len = r < 0 ? 0 : diff_len;
+        a->o.diff_truncated = r >= 0 && diff_truncated;
+        return write_change(rq, req->path, a);
+}
+
+/* What file_blame answers. */
+typedef struct BlameAnswer {
+        Sbx__FileBlameReply o;
+        Blame b;
+        Sbx__BlameRange *ranges;
+        Sbx__BlameRange **ptrs;
+} BlameAnswer;
+
+static void blame_answer_free(void *p) {
+        BlameAnswer *a = p;
+
+        blame_done(&a->b);
+        free(a->ranges);
+        free(a->ptrs);
+        free(a);
+}
+
+/* The attribution of the published file at rel. */
+static int published_blame(Request *rq, const char *rel, Blame *ret) {
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        int view, r;
+
+        r = snapshot_current(rq->sandbox, &view);
+        if (r >= 0)
+                r = read_file_bounded_at(view, rel, SBX_FILE_MAX, &text, &len);
+        if (r >= 0 && !text_is_utf8(text, len))
+                r = -EILSEQ;
+        if (r >= 0)
+                r = blame_of_published(rq->server->store, rq->sandbox, rel, text, len, ret);
+        return r;
+}
+
+int handle_file_blame(Request *rq) {
+        const Sbx__FileBlame *req = rq->msg->file_blame;
+        BlameAnswer *a = calloc(1, sizeof(*a));
+        char rel[SBX_PATH_MAX + 1];
+        int r;
+
+        if (!a)
+                return -ENOMEM;
+        request_own(rq, blame_answer_free, a);
+        r = workspace_path(req->path, rel, rq->error, sizeof(rq->error));
+        if (r < 0)
+                return r;
+        r = published_blame(rq, rel, &a->b);
+        if (r < 0)
+                return request_error(rq, -ENOENT, "not_found: no auditability record for '%s' (%s)", req->path,
+                                     r == -EILSEQ   ? "not a UTF-8 text file"
+                                     : r == -EFBIG  ? "larger than the file size limit"
+                                     : r == -EISDIR ? "not a regular file"
+                                                    : workspace_open_error(r));
+        a->ranges = calloc(a->b.n_ranges ?: 1, sizeof(*a->ranges));
+        a->ptrs = calloc(a->b.n_ranges ?: 1, sizeof(*a->ptrs));
+        if (!a->ranges || !a->ptrs)
+                return -ENOMEM;
+        for (size_t i = 0; i < a->b.n_ranges; i++) {
+                sbx__blame_range__init(&a->ranges[i]);
+                a->ranges[i].start_line = a->b.ranges[i].start_line;
+                a->ranges[i].line_count = a->b.ranges[i].line_count;
+                a->ranges[i].owner = a->b.ranges[i].owner;
+                a->ptrs[i] = &a->ranges[i];
+        }
+        a->o = (Sbx__FileBlameReply) SBX__FILE_BLAME_REPLY__INIT;
+        a->o.path = req->path;
+        a->o.n_ranges = a->b.n_ranges;
+        a->o.ranges = a->ptrs;
+        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_FILE_BLAME, &a->o);
+}

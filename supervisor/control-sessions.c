@@ -1,0 +1,201 @@
+/* Requests about workspace sessions and layers: create, finalize, list and
+ * diff managed sessions; list a sandbox's layers. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "array.h"
+#include "control.h"
+#include "core/publish.h"
+#include "core/session.h"
+#include "core/spare.h"
+#include "log.h"
+#include "sbx-limits.h"
+
+int handle_session_create(Request *rq) {
+        const Sbx__SessionCreate *req = rq->msg->session_create;
+        WorkspaceSession *ws;
+        char errmsg[300] = "";
+        int r;
+
+        spare_make_room(rq->server, rq->sandbox);
+        r = session_new(rq->server, rq->sandbox, false, strcmp(req->finalize_policy, "destroy") != 0, &ws, errmsg,
+                        sizeof(errmsg));
+        if (r < 0)
+                return request_error(rq, r, "%s", errmsg[0] ? errmsg : strerror(-r));
+        log_info("Created managed workspace session %s of sandbox '%s'", ws->id, rq->sandbox->name);
+        /* The answer waits until the session can be used. */
+        session_answer_when_ready(ws, rq->client, rq->seq);
+        return REPLY_DEFERRED;
+}
+
+static int find_session(Request *rq, const char *id, WorkspaceSession **ret) {
+        *ret = session_find(rq->server, rq->sandbox, id);
+        if (!*ret)
+                return request_error(rq, -ENOENT, "no workspace session '%.80s' in sandbox '%s'", id,
+                                     rq->sandbox->name);
+        return 0;
+}
+
+/* What finalize answers; the session may be gone by then: the answer keeps copies. */
+typedef struct FinalizeAnswer {
+        Sbx__SessionFinalizeReply o;
+        Sbx__SessionInfo info;
+        Sbx__Publication pub;
+        PublishResult res;
+        char id[33];
+        char owner[64];
+} FinalizeAnswer;
+
+static void finalize_answer_free(void *p) {
+        FinalizeAnswer *a = p;
+
+        publish_result_done(&a->res);
+        free(a);
+}
+
+static void finalize_publication(FinalizeAnswer *a) {
+        a->pub.published = a->res.published;
+        a->pub.layer = a->res.layer;
+        a->pub.owner = a->owner;
+        a->pub.changed_paths = a->res.changed_paths;
+        a->pub.n_conflicts = a->res.n_conflicts;
+        a->pub.conflicts = a->res.conflicts;
+        if (a->res.n_conflicts > 0)
+                a->pub.error = (char *) "not published: these paths were changed by layers published after the "
+                                        "session started; finalize again with overwrite, or discard";
+        a->o.publication = &a->pub;
+}
+
+int handle_session_finalize(Request *rq) {
+        const Sbx__SessionFinalize *req = rq->msg->session_finalize;
+        FinalizeAnswer *a = calloc(1, sizeof(*a));
+        WorkspaceSession *ws;
+        bool publish;
+        int r;
+
+        if (!a)
+                return -ENOMEM;
+        request_own(rq, finalize_answer_free, a);
+        r = find_session(rq, req->workspace_session, &ws);
+        if (r < 0)
+                return r;
+        publish = req->action[0] ? req->action[0] == 'p' : ws->publish_policy;
+        if (ws->running > 0)
+                return request_error(rq, -EBUSY,
+                                     "workspace session %s still runs %u command(s); wait for them or cancel them "
+                                     "with cancel_command, then finalize",
+                                     ws->id, ws->running);
+        a->o = (Sbx__SessionFinalizeReply) SBX__SESSION_FINALIZE_REPLY__INIT;
+        a->info = (Sbx__SessionInfo) SBX__SESSION_INFO__INIT;
+        a->pub = (Sbx__Publication) SBX__PUBLICATION__INIT;
+        snprintf(a->owner, sizeof(a->owner), "workspace_session:%s", ws->id);
+        strlcpy(a->id, ws->id, sizeof(a->id));
+        session_info(ws, &a->info);
+        a->info.workspace_session = a->id;
+        a->info.sandbox = rq->sandbox->name;
+        a->info.state = (char *) "finalized";
+        r = session_finalize(rq->server, ws, publish, req->overwrite, &a->res);
+        if (r < 0)
+                return request_error(rq, r, "cannot publish workspace session %s: %s; it is kept",
+                                     req->workspace_session, a->res.error[0] ? a->res.error : strerror(-r));
+        /* Refused: the session lives on, stopped, "conflicted". */
+        if (a->res.n_conflicts > 0)
+                a->info.state = (char *) "conflicted";
+        a->o.action = (char *) (a->res.n_conflicts > 0 ? "conflict" : publish ? "published" : "discarded");
+        if (publish)
+                finalize_publication(a);
+        a->o.session = &a->info;
+        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_SESSION_FINALIZE, &a->o);
+}
+
+int handle_session_list(Request *rq) {
+        Server *s = rq->server;
+        Sandbox *sb = rq->sandbox;
+        Sbx__SessionListReply *o = REQUEST_NEW(rq, Sbx__SessionListReply, SBX__SESSION_LIST_REPLY__INIT);
+        Sbx__SessionInfo *infos = request_alloc(rq, (sb->live_sessions + 1) * sizeof(*infos));
+        Sbx__SessionInfo **ptrs = request_alloc(rq, (sb->live_sessions + 1) * sizeof(*ptrs));
+        WorkspaceSession *ws;
+        size_t n = 0;
+
+        if (!o || !infos || !ptrs)
+                return -ENOMEM;
+        TAILQ_FOREACH(ws, &s->sessions, link) {
+                if (ws->sandbox != sb || ws->spare || n >= sb->live_sessions)
+                        continue;
+                sbx__session_info__init(&infos[n]);
+                session_info(ws, &infos[n]);
+                ptrs[n] = &infos[n];
+                n++;
+        }
+        o->n_sessions = n;
+        o->sessions = ptrs;
+        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_SESSION_LIST, o);
+}
+
+static void changes_diff_free(void *p) {
+        changes_diff_done(p);
+        free(p);
+}
+
+int handle_session_diff(Request *rq) {
+        ChangesDiff *d = malloc(sizeof(*d));
+        WorkspaceSession *ws;
+        char why[256] = "";
+        int r;
+
+        if (!d)
+                return -ENOMEM;
+        r = find_session(rq, rq->msg->session_diff->workspace_session, &ws);
+        if (r >= 0)
+                r = changes_diff(rq->sandbox, ws->upper_fd, ws->base.squashed, ws->base.top, d, why, sizeof(why));
+        if (r < 0) {
+                free(d);
+                return rq->error[0] ? r
+                                    : request_error(rq, r, "cannot compute the changes of %s: %s", ws->id,
+                                                    why[0] ? why : strerror(-r));
+        }
+        request_own(rq, changes_diff_free, d);
+        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_SESSION_DIFF, &d->reply);
+}
+
+static int listing_add_layer(uint32_t layer, const char *owner, uint32_t changed, int64_t created, void *userdata) {
+        Sbx__LayerInfo info = SBX__LAYER_INFO__INIT;
+
+        info.layer = layer;
+        info.changed_paths = changed;
+        info.created_unix = created;
+        return listing_add(userdata, &info, owner);
+}
+
+int handle_layer_list(Request *rq) {
+        Sbx__LayerListReply *o = REQUEST_NEW(rq, Sbx__LayerListReply, SBX__LAYER_LIST_REPLY__INIT);
+        Listing *l = listing_new(sizeof(Sbx__LayerInfo));
+        Sbx__LayerInfo **ptrs;
+        size_t first = 0, n = 0;
+        int r;
+
+        if (l)
+                request_own(rq, listing_free, l);
+        if (!o || !l)
+                return -ENOMEM;
+        r = store_layer_foreach(rq->server->store, rq->sandbox->id, listing_add_layer, l);
+        if (r < 0)
+                return request_error(rq, r, "cannot list layers: %s", strerror(-r));
+        ptrs = request_alloc(rq, (l->n + 1) * sizeof(*ptrs));
+        if (!ptrs)
+                return -ENOMEM;
+        /* A page that fits in one frame; the client asks for the rest. */
+        while (first < l->n && ((Sbx__LayerInfo *) listing_item(l, first))->layer < rq->msg->layer_list->start_layer)
+                first++;
+        for (size_t i = first; i < l->n && n < SBX_LAYERS_LISTED; i++) {
+                Sbx__LayerInfo *info = listing_item(l, i);
+                info->owner = l->strings[i];
+                ptrs[n++] = info;
+        }
+        o->n_layers = n;
+        o->layers = ptrs;
+        o->more = first + n < l->n;
+        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_LAYER_LIST, o);
+}

@@ -1,0 +1,112 @@
+/* The request layer: sbxd.sock's clients (sandbox-mcp, sbxctl), authenticated
+ * by SO_PEERCRED, and their requests, dispatched through one table
+ * (control.c: request_types[]). A row gives a message type its body, who may
+ * send it (anyone, root only, or the owner of the sandbox it names), how
+ * many descriptors it carries, the bounds of its fields and its handler. The
+ * dispatcher checks all of that before the handler runs. A handler returns
+ * 0 with rq->reply filled, REPLY_DEFERRED if the model answers later (a
+ * Pending, core/client.h), or -errno with rq->error set; the dispatcher then
+ * sends the reply. Whatever the reply points to lives until it is sent
+ * (request_alloc, request_own).
+ *
+ * Adding a request: its messages in proto/sbx.proto (and its body in
+ * proto/wire.c's table), a row in request_types[], a handler here. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "core/client.h"
+#include "core/sandbox.h"
+#include "core/server.h"
+#include "macro.h"
+#include "msg.h"
+
+typedef enum Permission {
+        PERM_ANYONE,            /* what it shows is limited to the caller's own */
+        PERM_ROOT,
+        PERM_OWNER,             /* the sandbox it names: its owner, and root */
+} Permission;
+
+typedef struct Request Request;
+
+typedef struct RequestType {
+        Sbx__MsgType type;
+        const ProtobufCMessageDescriptor *body;
+        Permission permission;
+        const char *sandbox_field;      /* PERM_OWNER: the body's field that names the sandbox */
+        const char *root_may;           /* PERM_ROOT: what "only root may ..." says */
+        unsigned fds;                   /* descriptors it may carry (SCM_RIGHTS) */
+        const MsgCheck *checks;         /* bounds of its fields */
+        int (*handler)(Request *rq);
+} RequestType;
+
+extern const RequestType request_types[];
+extern const size_t n_request_types;
+
+#define REPLY_DEFERRED 1        /* a handler's result: answered later, or (a cancel) never */
+#define REQUEST_OWNED_MAX 8u
+#define REQUEST_ERROR_MAX 1024u /* an unknown sandbox names the caller's: SBX_SANDBOXES_NAMED of them */
+
+struct Request {
+        Server *server;
+        Client *client;
+        uint32_t seq;
+        const Sbx__Msg *msg;
+        Sandbox *sandbox;               /* PERM_OWNER: the sandbox named, which the caller may use */
+        int fd;                         /* the descriptor it carried, or -EBADF */
+        Sbx__Reply reply;
+        char error[REQUEST_ERROR_MAX];
+        size_t n_owned;
+        struct {
+                void (*done)(void *p);
+                void *p;
+        } owned[REQUEST_OWNED_MAX];
+};
+
+/* The row of a message type, or NULL if a client may not send it. */
+const RequestType *request_type(Sbx__MsgType type);
+
+void control_accept(Server *s, EventSource *src, uint32_t events);
+/* A client on fd (taken) whose requests go through the table. */
+int control_client_new(Server *s, int fd, const struct ucred *cred, Client **ret);
+
+/* control-request.c, for handlers: rq->error is the message; returns err, for "return request_error(…)". */
+int request_error(Request *rq, int err, const char *fmt, ...) _printf_(3, 4);
+/* done(p) once the reply is sent (or not sent). */
+void request_own(Request *rq, void (*done)(void *p), void *p);
+/* Zeroed memory that lives until the reply is sent; NULL if out of memory. */
+void *request_alloc(Request *rq, size_t size);
+/* Run what the request owns (done callbacks), once its reply is sent. */
+void request_done(Request *rq);
+#define REQUEST_NEW(rq, type, init) ({                                  \
+                type *_rn_ = request_alloc((rq), sizeof(type));         \
+                if (_rn_)                                               \
+                        *_rn_ = (type) init;                            \
+                _rn_;                                                   \
+        })
+
+/* control-sandboxes.c */
+int handle_sandbox_create(Request *rq);
+int handle_sandbox_list(Request *rq);
+int handle_sandbox_delete(Request *rq);
+int handle_status(Request *rq);
+int handle_gc(Request *rq);
+/* control-commands.c */
+int handle_exec(Request *rq);
+int handle_stdin(Request *rq);
+int handle_read_lines(Request *rq);
+int handle_command_list(Request *rq);
+int handle_command_cancel(Request *rq);
+/* control-sessions.c */
+int handle_session_create(Request *rq);
+int handle_session_finalize(Request *rq);
+int handle_session_list(Request *rq);
+int handle_session_diff(Request *rq);
+int handle_layer_list(Request *rq);
+/* control-files.c */
+int handle_file_read(Request *rq);
+int handle_file_write(Request *rq);
+int handle_file_edit(Request *rq);
+int handle_file_blame(Request *rq);

@@ -1,0 +1,253 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include "core/client.h"
+#include "fd-util.h"
+#include "log.h"
+#include "msg.h"
+#include "sbx-limits.h"
+
+struct OutFrame {
+        TAILQ_ENTRY(OutFrame) link;
+        size_t len;
+        uint8_t data[];
+};
+
+int client_new(Server *s, int fd, const struct ucred *cred, void (*dispatch)(Server *, EventSource *, uint32_t),
+               Client **ret) {
+        Client *c = calloc(1, sizeof(*c));
+        int r;
+
+        if (!c) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        c->uid = cred->uid;
+        c->pid = cred->pid;
+        c->active_usec = now_usec();
+        c->src.dispatch = dispatch;
+        TAILQ_INIT(&c->outq);
+        TAILQ_INIT(&c->pending);
+        r = server_watch(s, &c->src, fd, EPOLLIN);
+        if (r < 0) {
+                safe_close(fd);
+                free(c);
+                return r;
+        }
+        TAILQ_INSERT_TAIL(&s->clients, c, link);
+        s->n_clients++;
+        *ret = c;
+        return 0;
+}
+
+static void pending_abandon(Server *s, Pending *p, bool cancelled) {
+        pending_stop(p);
+        p->abandon(s, p, cancelled);
+}
+
+static void client_free(Server *s, Client *c) {
+        Pending *p;
+        OutFrame *f;
+
+        while ((p = TAILQ_FIRST(&c->pending)))
+                pending_abandon(s, p, false);
+        while ((f = TAILQ_FIRST(&c->outq))) {
+                TAILQ_REMOVE(&c->outq, f, link);
+                free(f);
+        }
+        server_unwatch(s, &c->src);
+        TAILQ_REMOVE(&s->clients, c, link);
+        s->n_clients--;
+        free(c);
+}
+
+void clients_reap(Server *s, bool all) {
+        Client *c, *next;
+
+        TAILQ_FOREACH_SAFE(c, &s->clients, link, next)
+                if (c->dead || all)
+                        client_free(s, c);
+}
+
+static void client_close(Client *c) {
+        c->dead = true;
+        (void) shutdown(c->src.fd, SHUT_RDWR);
+}
+
+void client_drop(Server *s, Client *c, const char *why) {
+        if (c->dead)
+                return;
+        log_info("Dropping client pid %d uid %u: %s", (int) c->pid, c->uid, why);
+        client_close(c);
+}
+
+unsigned long long clients_next_deadline(Server *s) {
+        unsigned long long next = ~0ull, idle = s->cfg.client_idle_seconds * 1000000ull;
+        const Client *c;
+
+        TAILQ_FOREACH(c, &s->clients, link)
+                if (!c->dead)
+                        next = MIN(next, c->active_usec + idle);
+        return next;
+}
+
+void clients_run_deadlines(Server *s) {
+        unsigned long long now = now_usec(), idle = s->cfg.client_idle_seconds * 1000000ull;
+        Client *c;
+        char byte;
+
+        TAILQ_FOREACH(c, &s->clients, link) {
+                if (c->dead || now < c->active_usec + idle)
+                        continue;
+                /* An answer it waits for, or a request already on its way, is activity. */
+                if (c->n_pending > 0 || c->queued > 0 || recv(c->src.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+                        c->active_usec = now;
+                        continue;
+                }
+                /* A broker connects again with its next call: not worth more than a debug line. */
+                log_debug("Closing client pid %d uid %u: no request for %u s", (int) c->pid, c->uid,
+                          s->cfg.client_idle_seconds);
+                client_close(c);
+        }
+}
+
+static int client_send_queued(Client *c) {
+        OutFrame *f;
+
+        while ((f = TAILQ_FIRST(&c->outq))) {
+                ssize_t n = send(c->src.fd, f->data, f->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return 0;
+                        return -errno;
+                }
+                TAILQ_REMOVE(&c->outq, f, link);
+                c->queued--;
+                free(f);
+        }
+        return 0;
+}
+
+void client_flush(Server *s, Client *c) {
+        if (c->dead)
+                return;
+        if (client_send_queued(c) < 0) {
+                client_drop(s, c, "send failed");
+                return;
+        }
+        /* Wake up for writing only while something waits. */
+        (void) server_rewatch(s, &c->src, EPOLLIN | (c->queued ? EPOLLOUT : 0));
+}
+
+static void client_send(Server *s, Client *c, Sbx__Msg *m, uint32_t seq) {
+        OutFrame *f;
+        ssize_t len;
+
+        if (c->dead)
+                return;
+        if (c->queued >= SBX_CLIENT_OUTQ_MAX) {
+                client_drop(s, c, "not reading its replies");
+                return;
+        }
+        f = malloc(sizeof(*f) + SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX);
+        if (!f) {
+                client_drop(s, c, "out of memory");
+                return;
+        }
+        len = wire_pack(m, seq, 0, f->data, SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX);
+        if (len < 0 && m->type == SBX__MSG_TYPE__MSG_REPLY && m->reply->body_case != SBX__REPLY__BODY__NOT_SET) {
+                /* Too big for one frame: say so rather than leave the request unanswered. */
+                Sbx__Reply small = SBX__REPLY__INIT;
+                small.err = -EMSGSIZE;
+                small.errmsg = (char *) "the reply is larger than a frame; ask for less (a smaller window or limit)";
+                m->reply = &small;
+                len = wire_pack(m, seq, 0, f->data, SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX);
+        }
+        if (len < 0) {
+                free(f);
+                log_error_errno((int) len, "Failed to pack a reply: %m");
+                return;
+        }
+        f->len = (size_t) len;
+        TAILQ_INSERT_TAIL(&c->outq, f, link);
+        c->queued++;
+        c->active_usec = now_usec();
+        client_flush(s, c);
+}
+
+void client_reply(Server *s, Client *c, uint32_t seq, Sbx__Reply *reply) {
+        Sbx__Msg m;
+
+        msg_init(&m, SBX__MSG_TYPE__MSG_REPLY, reply);
+        client_send(s, c, &m, seq);
+}
+
+static void client_reply_errorv(Server *s, Client *c, uint32_t seq, int err, const char *fmt, va_list ap) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        char msg[1024];        /* an unknown sandbox names the caller's: SBX_SANDBOXES_NAMED of them */
+
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        reply.err = err < 0 ? err : -EIO;
+        reply.errmsg = msg;
+        client_reply(s, c, seq, &reply);
+}
+
+void client_reply_error(Server *s, Client *c, uint32_t seq, int err, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        client_reply_errorv(s, c, seq, err, fmt, ap);
+        va_end(ap);
+}
+
+void client_cancel(Server *s, Client *c, uint32_t seq) {
+        Pending *p;
+
+        TAILQ_FOREACH(p, &c->pending, link)
+                if (p->seq == seq) {
+                        pending_abandon(s, p, true);
+                        return;
+                }
+}
+
+void pending_start(Pending *p, Client *c, uint32_t seq, void (*abandon)(Server *, Pending *, bool)) {
+        p->client = c;
+        p->seq = seq;
+        p->abandon = abandon;
+        TAILQ_INSERT_TAIL(&c->pending, p, link);
+        c->n_pending++;
+}
+
+void pending_stop(Pending *p) {
+        Client *c = TAKE_PTR(p->client);
+
+        if (!c)
+                return;
+        TAILQ_REMOVE(&c->pending, p, link);
+        c->n_pending--;
+}
+
+void pending_answer(Server *s, Pending *p, Sbx__Reply *reply) {
+        Client *c = p->client;
+
+        if (!c)
+                return;
+        pending_stop(p);
+        client_reply(s, c, p->seq, reply);
+}
+
+void pending_answer_error(Server *s, Pending *p, int err, const char *fmt, ...) {
+        Client *c = p->client;
+        va_list ap;
+
+        if (!c)
+                return;
+        pending_stop(p);
+        va_start(ap, fmt);
+        client_reply_errorv(s, c, p->seq, err, fmt, ap);
+        va_end(ap);
+}

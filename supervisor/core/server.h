@@ -1,0 +1,67 @@
+/* The supervisor's state, and the registry of its one event loop: every
+ * object of core/ hangs off Server, and every fd sbxd waits on (sbxd.sock
+ * and its clients, each workspace session's socket, set-up channel and
+ * pidfd, each import helper's pidfd, a signalfd) is an EventSource in its
+ * epoll set. The loop (sbxd.c) dispatches each ready source; an object that
+ * goes away mid-batch unwatches its sources (fd -EBADF, which the loop then
+ * skips) and is freed only once the batch is served (clients_reap,
+ * sessions_reap), so every event of a batch is served. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "core/config.h"
+#include "data/indexcache.h"
+#include "data/store.h"
+#include "os/cgroup.h"
+#include "os/seccomp.h"
+#include "os/spawner.h"
+
+typedef struct Server Server;
+typedef struct EventSource EventSource;
+typedef struct Client Client;
+typedef struct Sandbox Sandbox;
+typedef struct Import Import;
+typedef struct WorkspaceSession WorkspaceSession;
+typedef struct Command Command;
+
+struct EventSource {
+        int fd;                 /* -EBADF while not watched */
+        void (*dispatch)(Server *s, EventSource *src, uint32_t events);
+};
+
+TAILQ_HEAD(SessionList, WorkspaceSession);
+
+struct Server {
+        Config cfg;
+        int epoll_fd;
+        EventSource listen_src;
+        EventSource signal_src;
+        int state_fd, sandboxes_fd, transcripts_fd, staging_fd;
+        int worker_exe_fd;
+        SeccompProgram *seccomp;        /* the sessions' filter, built once */
+        Spawner *spawner;               /* makes the session children (os/spawner.h) */
+        char *image_dir;
+        Store *store;
+        CgroupManager *cgroups;
+        IndexCache *file_indexes;       /* line indexes of snapshot files (file_read) */
+        unsigned long long started_usec;
+        bool quit;
+        unsigned n_clients;
+        TAILQ_HEAD(, Client) clients;
+        TAILQ_HEAD(, Sandbox) sandboxes;
+        TAILQ_HEAD(, Import) imports;
+        struct SessionList sessions;    /* live: set up, running or stopped (core/session.h) */
+        struct SessionList ending;      /* killed; their PID 1 is not gone yet */
+        struct SessionList dead;        /* nothing left but memory: freed by sessions_reap */
+        TAILQ_HEAD(, Command) commands; /* of every live session */
+};
+
+/* Watch fd (src takes it) for events; src->dispatch runs when it is ready. */
+int server_watch(Server *s, EventSource *src, int fd, uint32_t events);
+/* Watch src for other events (EPOLLOUT while replies wait, say). */
+int server_rewatch(Server *s, EventSource *src, uint32_t events);
+/* Stop watching src and close its fd; events of it still in this batch are skipped. */
+void server_unwatch(Server *s, EventSource *src);

@@ -1,0 +1,145 @@
+/* Workspace sessions (a worker inside its namespaces) and the commands they
+ * run: starting, output into the transcript, yields, timeouts, cancellation,
+ * and the publish-then-destroy end of automatic sessions.
+ *
+ * The worker's messages go through one table (session.c: worker_messages):
+ * per type the session states it may come in, whether it names a command,
+ * bounds of its fields, and its handler; anything else ends the session.
+ *
+ * A session that ends is marked SESSION_DEAD at once (its sources are no
+ * longer watched, its commands are answered), waits in Server.ending until
+ * its PID 1 is gone, then in Server.dead until sessions_reap frees it at the
+ * end of the loop pass: no handler frees memory another event of the same
+ * batch may still point to. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "core/client.h"
+#include "core/publish.h"
+#include "core/sandbox.h"
+#include "core/server.h"
+#include "core/snapshot.h"
+#include "data/store.h"
+#include "data/transcript.h"
+#include "os/cgroup.h"
+#include "os/ns.h"
+
+typedef enum SessionState {
+        SESSION_SETUP,              /* the child builds the session's namespaces and mounts */
+        SESSION_SPAWNING,           /* set up; the worker has not said READY yet */
+        SESSION_READY,
+        SESSION_STOPPED,            /* no worker; its changes wait to be finalized */
+        SESSION_DEAD,               /* ended: in Server.ending or Server.dead */
+        _SESSION_STATE_MAX,
+} SessionState;
+
+typedef struct Waiter Waiter;
+
+struct WorkspaceSession {
+        TAILQ_ENTRY(WorkspaceSession) link;
+        char id[33];
+        Sandbox *sandbox;           /* NULL once dead and released (its sandbox may be gone) */
+        bool automatic;
+        bool publish_policy;        /* finalize policy publish_then_destroy (else destroy) */
+        bool conflicted;            /* its last publication was refused */
+        bool spare;                 /* set up ahead, not handed out yet (core/spare.h) */
+        unsigned long long spare_until_usec;
+        int64_t created_unix;
+        SessionState state;
+        EventSource sock_src;
+        EventSource pidfd_src;
+        EventSource setup_src;      /* the child's set-up channel, while SESSION_SETUP */
+        SpawnState spawn;
+        unsigned long long start_usec;
+        Pending creator;            /* create_workspace_session, answered once it runs */
+        pid_t pid;
+        int upper_fd;
+        int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */
+        CgroupSession *cgroup;
+        SnapshotHold base;          /* the layers its overlay is built on */
+        uint32_t next_command;
+        unsigned running;
+        TAILQ_HEAD(CommandList, Command) commands;
+};
+
+struct Command {
+        TAILQ_ENTRY(Command) link;          /* Server.commands: every live command */
+        TAILQ_ENTRY(Command) session_link;
+        StoreCommand rec;                   /* id, status, exit, end reason, as stored */
+        WorkspaceSession *session;
+        uint32_t number;                    /* the worker's command number */
+        bool sent;
+        char *cmd;
+        Transcript *transcript;
+        unsigned long long start_usec, end_usec, deadline_usec, kill_deadline_usec;
+        bool finished, timed_out, cancelled, supervisor_lost;
+        uint64_t delivered;                 /* lines already given to a yielding caller */
+        bool has_publication;
+        Sbx__Publication publication;
+        char publication_owner[64];
+        char publication_error[300];
+        TAILQ_HEAD(, Waiter) waiters;
+};
+
+/* A new session of sb (spare.h: spare_make_room first, for one someone asked
+ * for); it sets itself up while sbxd serves others. On failure ret_error
+ * (if not empty) says why. */
+int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
+                char *ret_error, size_t error_size);
+/* Live sessions, spares included. */
+unsigned sessions_live(Server *s);
+WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id);
+/* c is answered (seq) once ws runs, or with the reason it did not start. */
+void session_answer_when_ready(WorkspaceSession *ws, Client *c, uint32_t seq);
+void session_destroy(Server *s, WorkspaceSession *ws);
+/* Wait until the ending sessions (of sb, or all if NULL) are gone. */
+void sessions_wait_ended(Server *s, const Sandbox *sb);
+/* Free the dead sessions: at the end of each loop pass. */
+void sessions_reap(Server *s);
+/* Publish (or discard) and end the session; after a conflict or a failed
+ * publication it stays, stopped, and *ret says why. -EBUSY while commands run. */
+int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, PublishResult *ret);
+/* The session as listings show it (strings borrowed from ws). */
+void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *ret);
+
+int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, Command **ret);
+Command *command_find_live(Server *s, const char *id);
+int command_send_stdin(Command *c, const void *data, size_t len, bool close_stdin);
+void command_cancel(Server *s, Command *c);
+/* Answer client (seq) with c's new output once it ends or yield_ms after
+ * call_start, whichever comes first. -ENOMEM: nothing was arranged. */
+int command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
+                       uint64_t yield_ms);
+
+/* The fields of a command's record that a CommandOutput and a CommandInfo
+ * share, into o (either of them); strings borrowed from rec. */
+#define COMMAND_RECORD_TO(o, rec)                                       \
+        do {                                                            \
+                (o)->command_session = (char *) (rec)->id;              \
+                (o)->workspace_session = (char *) (rec)->workspace_session; \
+                (o)->status = (char *) (rec)->status;                   \
+                (o)->has_exit_code = (rec)->has_exit_code;              \
+                (o)->exit_code = (rec)->exit_code;                      \
+                (o)->signal = (rec)->signal;                            \
+                (o)->end_reason = (char *) (rec)->end_reason;           \
+        } while (0)
+
+/* A command's output record with a window of its transcript, as a reply
+ * carries it: o points into the rest; command_view_done frees it. */
+typedef struct CommandView {
+        Sbx__CommandOutput o;
+        Sbx__Publication publication;
+        StoreCommand rec;               /* of a command no session runs any more */
+        char owner[64];
+        char *text;
+} CommandView;
+
+/* The output of command id of sb (live, or recorded), lines [start, start + limit). */
+int command_view(Server *s, const Sandbox *sb, const char *id, uint64_t start, uint64_t limit, CommandView *ret);
+void command_view_done(CommandView *v);
+
+unsigned long long commands_next_deadline(Server *s);
+void commands_run_deadlines(Server *s);

@@ -1,0 +1,384 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/snapshot.h"
+#include "core/workspace.h"
+#include "data/layer.h"
+#include "fd-util.h"
+#include "sbx-limits.h"
+
+#define RESOLVE_READ (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+/* Writes never go through a symlink: what we write must be the path we publish. */
+#define RESOLVE_WRITE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+
+/* Relative to the workspace root, without "", "." or ".." components. */
+int workspace_path(const char *in, char *out, char *errmsg, size_t errsize) {
+        const size_t size = SBX_PATH_MAX + 1;
+        const char *p = in;
+        size_t n = 0;
+
+        if (in[0] == '\0') {
+                snprintf(errmsg, errsize, "path is empty");
+                return -EINVAL;
+        }
+        if (strlen(in) > SBX_PATH_MAX) {
+                snprintf(errmsg, errsize, "path is longer than %u bytes", SBX_PATH_MAX);
+                return -ENAMETOOLONG;
+        }
+        if (in[0] == '/') {
+                size_t k = strlen(WORKSPACE_ROOT);
+                if (strncmp(in, WORKSPACE_ROOT, k) != 0 || (in[k] != '/' && in[k] != '\0')) {
+                        snprintf(errmsg, errsize,
+                                 "path '%.200s' is outside the workspace: use a path relative to the workspace "
+                                 "root or an absolute path under " WORKSPACE_ROOT,
+                                 in);
+                        return -EINVAL;
+                }
+                p = in + k;
+        }
+        while (*p) {
+                const char *end;
+                size_t len;
+
+                while (*p == '/')
+                        p++;
+                if (!*p)
+                        break;
+                end = strchrnul(p, '/');
+                len = (size_t) (end - p);
+                if (len == 1 && p[0] == '.') {
+                        /* nothing */
+                } else if (len == 2 && p[0] == '.' && p[1] == '.') {
+                        char *slash;
+                        if (n == 0) {
+                                snprintf(errmsg, errsize, "path '%.200s' escapes the workspace", in);
+                                return -EINVAL;
+                        }
+                        out[n] = '\0';
+                        slash = strrchr(out, '/');
+                        n = slash ? (size_t) (slash - out) : 0;
+                } else {
+                        if (n + len + 2 > size)
+                                return -ENAMETOOLONG;
+                        if (n)
+                                out[n++] = '/';
+                        memcpy(out + n, p, len);
+                        n += len;
+                }
+                p = end;
+        }
+        out[n] = '\0';
+        if (n == 0) {
+                snprintf(errmsg, errsize, "path '%.200s' names the workspace root, not a file", in);
+                return -EISDIR;
+        }
+        /* "dir/" names a directory: never quietly the file "dir". */
+        if (in[strlen(in) - 1] == '/') {
+                snprintf(errmsg, errsize, "path '%.200s' ends with '/': it names a directory, not a file", in);
+                return -EISDIR;
+        }
+        return 0;
+}
+
+#define RESOLVE_READ (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+/* Writes never go through a symlink: what we write must be the path we publish. */
+#define RESOLVE_WRITE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+
+const char *workspace_open_error(int r) {
+        switch (-r) {
+        case ENOENT:
+                return "no such file";
+        case ELOOP:
+                return "a component of the path is a symbolic link (file tools do not write through symlinks)";
+        case EXDEV:
+                return "the path leaves the workspace";
+        case ENOTDIR:
+                return "a component of the path is not a directory";
+        default:
+                return strerror(-r);
+        }
+}
+
+int workspace_root(Server *s, Sandbox *sb, const char *ws_id, WorkspaceSession **ret_ws, int *ret_root,
+                   char *ret_error, size_t error_size) {
+        int r;
+
+        *ret_ws = NULL;
+        if (ws_id[0]) {
+                WorkspaceSession *ws = session_find(s, sb, ws_id);
+                if (!ws || ws->workspace_fd < 0) {
+                        snprintf(ret_error, error_size, "no live workspace session '%.80s' in sandbox '%s'", ws_id,
+                                 sb->name);
+                        return -ENOENT;
+                }
+                *ret_ws = ws;
+                *ret_root = ws->workspace_fd;
+                return 0;
+        }
+        r = snapshot_current(sb, ret_root);
+        if (r < 0)
+                snprintf(ret_error, error_size, "cannot open the published snapshot of '%s': %s", sb->name,
+                         strerror(-r));
+        return r;
+}
+
+int workspace_open(int root, const char *rel) {
+        return openat2_fd(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, RESOLVE_READ);
+}
+
+/* The index of the file open at fd (st its fstat): from the cache for a file
+ * of the published snapshot, else built into *built (and then kept in the
+ * cache, for the snapshot). */
+int workspace_file_index(Server *s, Sandbox *sb, bool snapshot, int fd, const struct stat *st, FileIndex *built,
+                      const FileIndex **ret, char *err, size_t errsize) {
+        FileKey key;
+        bool keyed;
+        int r;
+
+        keyed = snapshot && snapshot_file_key(sb, st, &key) >= 0;
+        if (keyed) {
+                const FileIndex *cached = index_cache_get(s->file_indexes, &key);
+
+                if (cached) {
+                        *ret = cached;
+                        return 0;
+                }
+        }
+        r = file_index_build(fd, built, err, errsize);
+        if (r < 0)
+                return r;
+        if (!keyed || index_cache_put(s->file_indexes, &key, built, ret) < 0)
+                *ret = built;
+        return 0;
+}
+
+/* A path a file tool may write: a regular file, or nothing yet. */
+static int writable_file(const struct stat *st, char *err, size_t errsize) {
+        if (S_ISLNK(st->st_mode)) {
+                snprintf(err, errsize, "it is a symbolic link (file tools do not write through symlinks)");
+                return -ELOOP;
+        }
+        if (!S_ISREG(st->st_mode)) {
+                snprintf(err, errsize, "it exists and is not a regular file");
+                return -EISDIR;
+        }
+        return 0;
+}
+
+/* Create the parent directories of rel below root (owned by the sandbox's root)
+ * and return the parent's fd and the last component. */
+static int open_parent(int root, const char *rel, bool create, uid_t uid, int *ret_parent, const char **ret_name,
+                       char *err, size_t errsize) {
+        _cleanup_close_ int cur = -EBADF;
+        char buf[SBX_PATH_MAX + 1];
+        char *p = buf, *slash;
+        int r;
+
+        strcpy(buf, rel);
+        cur = openat2_fd(root, ".", O_PATH | O_DIRECTORY, RESOLVE_WRITE);
+        if (cur < 0)
+                return cur;
+        while ((slash = strchr(p, '/'))) {
+                int next;
+                *slash = '\0';
+                next = openat2_fd(cur, p, O_PATH | O_DIRECTORY, RESOLVE_WRITE);
+                if (next == -ENOENT && create) {
+                        if (mkdirat(cur, p, 0755) < 0 && errno != EEXIST)
+                                return -errno;
+                        next = openat2_fd(cur, p, O_PATH | O_DIRECTORY, RESOLVE_WRITE);
+                        if (next >= 0 && fchownat(next, "", uid, uid, AT_EMPTY_PATH) < 0) {
+                                r = -errno;
+                                safe_close(next);
+                                return r;
+                        }
+                }
+                if (next < 0) {
+                        snprintf(err, errsize, "'%.200s': %s", p, workspace_open_error(next));
+                        return next;
+                }
+                safe_close(cur);
+                cur = next;
+                p = slash + 1;
+        }
+        *ret_parent = TAKE_FD(cur);
+        *ret_name = rel + (p - buf);
+        return 0;
+}
+
+/* Replace (or create) name in parent with content, atomically; keeps an existing
+ * file's owner and mode. *ret_created says whether it was new. */
+static int write_at(int parent, const char *name, const char *content, size_t len, uid_t uid, bool *ret_created,
+                    char *err, size_t errsize) {
+        char tmp[64], hex[17];
+        struct stat st;
+        bool exists;
+        mode_t mode = 0644;
+        uid_t owner = uid;
+        gid_t group = uid;
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        exists = fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        if (exists) {
+                r = writable_file(&st, err, errsize);
+                if (r < 0)
+                        return r;
+                mode = st.st_mode & 07777;
+                owner = st.st_uid;
+                group = st.st_gid;
+        }
+        r = random_hex(hex, 12);
+        if (r < 0)
+                return r;
+        snprintf(tmp, sizeof(tmp), ".sbx-write-%s", hex);
+        fd = openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        r = loop_write(fd, content, len);
+        if (r >= 0 && (fchown(fd, owner, group) < 0 || fchmod(fd, mode) < 0))
+                r = -errno;
+        if (r >= 0 && renameat(parent, tmp, parent, name) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void) unlinkat(parent, tmp, 0);
+                return r;
+        }
+        *ret_created = !exists;
+        return 0;
+}
+
+/* The staged parents of rel take the snapshot's attributes, which the layer then carries. */
+static int stage_parents_like(int view, int stage_fd, const char *rel) {
+        char buf[SBX_PATH_MAX + 1];
+        char *slash;
+
+        strcpy(buf, rel);
+        while ((slash = strrchr(buf, '/'))) {
+                struct stat st;
+                *slash = '\0';
+                if (fstatat(view, buf, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+                        struct timespec ts[2] = { st.st_atim, st.st_mtim };
+                        if (fchownat(stage_fd, buf, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            fchmodat(stage_fd, buf, st.st_mode & 07777, 0) < 0 ||
+                            utimensat(stage_fd, buf, ts, AT_SYMLINK_NOFOLLOW) < 0)
+                                return -errno;
+                }
+        }
+        return 0;
+}
+
+/* The staged file takes the published file's owner and mode, if there is one. */
+static int stage_file_like(int view_parent, int parent, const char *name, char *err, size_t errsize) {
+        _cleanup_close_ int f = -EBADF;
+        struct stat st;
+        int r;
+
+        if (view_parent < 0 || fstatat(view_parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0;
+        r = writable_file(&st, err, errsize);
+        if (r < 0)
+                return r;
+        f = openat(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, st.st_mode & 07777);
+        if (f < 0 || fchown(f, st.st_uid, st.st_gid) < 0 || fchmod(f, st.st_mode & 07777) < 0)
+                return -errno;
+        return 0;
+}
+
+/* A file operation without a session: stage the file (parents mirroring the
+ * snapshot's), publish it as a layer owned by operation:ID. old_text is the
+ * file's published text, if the caller read it (else NULL). */
+static int publish_operation(Server *s, Sandbox *sb, FileChange *ch, char *err, size_t errsize) {
+        const PublishOperation op = {
+                .path = ch->rel,
+                .old_text = ch->old_text,
+                .old_len = ch->old_len,
+                .new_text = ch->content,
+                .new_len = ch->len,
+        };
+        const char *rel = ch->rel;
+        char stage[48], hex[17];
+        _cleanup_close_ int stage_fd = -EBADF, parent = -EBADF, view_parent = -EBADF;
+        const char *name;
+        int view, r;
+
+        r = snapshot_current(sb, &view);
+        if (r < 0)
+                return r;
+        /* Where it lands in the snapshot: no symlinks, parents are directories. */
+        r = open_parent(view, rel, false, sb->uid_base, &view_parent, &name, err, errsize);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        r = random_hex(hex, 12);
+        if (r < 0)
+                return r;
+        snprintf(ch->owner, sizeof(ch->owner), "operation:op-%s", hex);
+        snprintf(stage, sizeof(stage), "op-%s", hex);
+        if (mkdirat(s->staging_fd, stage, 0755) < 0)
+                return -errno;
+        stage_fd = openat(s->staging_fd, stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (stage_fd < 0) {
+                r = -errno;
+                goto out;
+        }
+        r = open_parent(stage_fd, rel, true, sb->uid_base, &parent, &name, err, errsize);
+        if (r < 0)
+                goto out;
+        r = stage_parents_like(view, stage_fd, rel);
+        if (r >= 0)
+                r = stage_file_like(view_parent, parent, name, err, errsize);
+        if (r >= 0)
+                r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, err, errsize);
+        if (r >= 0)
+                r = publish_tree(s->store, sb, stage_fd, ch->owner, sb->top_layer, true, -1, &op, &ch->pub);
+out:
+        (void) tree_remove_at(s->staging_fd, stage);
+        return r;
+}
+
+/* Whether the file at ch->rel below root already holds exactly ch->content:
+ * then nothing is written and nothing published. */
+static bool file_unchanged(int root, const FileChange *ch) {
+        _cleanup_free_ char *cur = NULL;
+        size_t cur_len = 0;
+
+        if (ch->old_text)
+                return ch->old_len == ch->len && memcmp(ch->old_text, ch->content, ch->len) == 0;
+        if (read_file_bounded_at(root, ch->rel, ch->len, &cur, &cur_len) < 0)
+                return false;
+        return cur_len == ch->len && memcmp(cur, ch->content, ch->len) == 0;
+}
+
+int workspace_write(Server *s, Sandbox *sb, FileChange *ch, char *ret_error, size_t error_size) {
+        WorkspaceSession *ws;
+        int root, r;
+
+        r = workspace_root(s, sb, ch->ws_id, &ws, &root, ret_error, error_size);
+        if (r < 0)
+                return r;
+        ch->in_session = ws != NULL;
+        ch->pub.layer = sb->top_layer;
+        if (file_unchanged(root, ch)) {
+                ch->unchanged = true;
+                return 0;
+        }
+        if (ws) {
+                _cleanup_close_ int parent = -EBADF;
+                const char *name;
+                r = open_parent(root, ch->rel, true, sb->uid_base, &parent, &name, ret_error, error_size);
+                if (r >= 0)
+                        r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, ret_error,
+                                     error_size);
+                return r;
+        }
+        return publish_operation(s, sb, ch, ret_error, error_size);
+}
+
+void file_change_done(FileChange *ch) {
+        publish_result_done(&ch->pub);
+}
