@@ -1,6 +1,6 @@
 #!/bin/bash
 # Every test of sbx, in order: the build dependency lists (tests/check-deps.sh),
-# unit tests (cmocka), worker tests
+# the supervisor's layers (tests/check-layers.sh), unit tests (cmocka), worker tests
 # (tests/worker/run.sh, when present), man page lint (mandoc), integration
 # tests (node --test with the MCP SDK client), leftovers check, then the
 # suites below that are present (operations: make check-ops). Each suite's
@@ -9,7 +9,7 @@
 # summed over all suites. Exit 1 if anything failed.
 #
 #   tests/run-all.sh           every suite (make check)
-#   tests/run-all.sh --quick   build dependencies, unit tests, man page lint and one integration
+#   tests/run-all.sh --quick   build dependencies, layers, unit tests, man page lint and one integration
 #                              file with the leftovers check (make check-quick;
 #                              the file is $SBX_QUICK_INTEGRATION, default
 #                              tests/integration/isolation.test.mjs)
@@ -65,9 +65,9 @@ count_node() {
 
 section() { printf '\n======== %s ========\n' "$1"; }
 
-# wanted SUITE: run it? --quick runs only deps, unit, man and integration.
+# wanted SUITE: run it? --quick runs only deps, layers, unit, man and integration.
 wanted() {
-  [[ $QUICK == no || $1 == deps || $1 == unit || $1 == man || $1 == integration ]]
+  [[ $QUICK == no || $1 == deps || $1 == layers || $1 == unit || $1 == man || $1 == integration ]]
 }
 
 # ---- build dependencies: config.mk's modules against tests/deps.sh
@@ -78,6 +78,16 @@ if wanted deps; then
   read -r p f < <(count_tap "$RES/deps.log")
   ((drc != 0 && f == 0)) && f=1
   add deps "$p" "$f"
+fi
+
+# ---- layers: includes and object symbols point down, no call circle
+if wanted layers; then
+  section "supervisor layers (tests/check-layers.sh)"
+  tests/check-layers.sh 2>&1 | tee "$RES/layers.log"
+  lrc=${PIPESTATUS[0]}
+  read -r p f < <(count_tap "$RES/layers.log")
+  ((lrc != 0 && f == 0)) && f=1
+  add layers "$p" "$f"
 fi
 
 # ---- unit
