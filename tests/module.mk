@@ -24,3 +24,15 @@ UNIT_TESTS += tests/unit/test-seccomp.c
 test-seccomp_DEPS := supervisor/os/seccomp.c
 UNIT_TESTS += tests/unit/test-common.c
 test-common_DEPS := supervisor/data/layer.c
+# The model and the request layer, with a fake spawner (tests/unit/fake-sbxd.h).
+FAKE_SBXD_DEPS = $(SUPERVISOR_LIB_SRCS) tests/unit/fake-sbxd.c
+FAKE_SBXD_LDFLAGS := -Wl,--wrap=session_spawn_begin,--wrap=session_spawn_continue
+UNIT_TESTS += tests/unit/test-session.c
+test-session_DEPS = $(FAKE_SBXD_DEPS)
+test-session_LDFLAGS := $(FAKE_SBXD_LDFLAGS)
+UNIT_TESTS += tests/unit/test-spare.c
+test-spare_DEPS = $(FAKE_SBXD_DEPS)
+test-spare_LDFLAGS := $(FAKE_SBXD_LDFLAGS)
+UNIT_TESTS += tests/unit/test-control.c
+test-control_DEPS = $(FAKE_SBXD_DEPS)
+test-control_LDFLAGS := $(FAKE_SBXD_LDFLAGS)

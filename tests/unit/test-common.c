@@ -132,7 +132,7 @@ static void test_array_reserve(void **state) {
 
 typedef struct Rec {
         int number;
-        char tag[8];
+        char tag[16];
 } Rec;
 
 static void test_listing(void **state) {

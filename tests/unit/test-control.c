@@ -1,0 +1,339 @@
+/* Unit tests for the request table of supervisor/control.c: that every
+ * client message type has one consistent row, and that the dispatcher
+ * enforces each row before its handler runs: HELLO first and once, the
+ * descriptors a message may carry, the bounds of its fields, root-only
+ * requests, and requests that name a sandbox (its owner and root may; for
+ * anyone else it belongs to another user, or does not exist). Clients are
+ * socketpairs with the credentials the test gives them
+ * (tests/unit/fake-sbxd.h). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "fake-sbxd.h"
+#include "fd-util.h"
+#include "msg.h"
+#include "sbx-limits.h"
+
+typedef struct Fixture {
+        Server s;
+        int user, root;         /* peers of a client with uid 1000 and one with uid 0 */
+        Client *user_client;
+} Fixture;
+
+static uint32_t next_seq = 100;
+
+/* Send a request from peer (with n_fds empty memfds), run the loop; the seq it went with. */
+static uint32_t send_request(Fixture *f, int peer, Sbx__MsgType type, void *body, size_t n_fds) {
+        int fds[SBX_WIRE_MAX_FDS];
+        uint32_t seq = next_seq++;
+        Sbx__Msg m;
+
+        for (size_t i = 0; i < n_fds; i++)
+                fds[i] = memfd_create("payload", MFD_CLOEXEC);
+        msg_init(&m, type, body);
+        assert_int_equal(wire_send(peer, &m, seq, fds, n_fds), 0);
+        for (size_t i = 0; i < n_fds; i++)
+                close(fds[i]);
+        fake_pump(&f->s, 10);
+        return seq;
+}
+
+static Sbx__Msg *request(Fixture *f, int peer, Sbx__MsgType type, void *body) {
+        uint32_t seq = send_request(f, peer, type, body, 0), got;
+        Sbx__Msg *m = fake_reply(peer, &got);
+
+        assert_int_equal(got, seq);
+        return m;
+}
+
+static void hello(Fixture *f, int peer) {
+        Sbx__ClientHello h = SBX__CLIENT_HELLO__INIT;
+        Sbx__Msg *m = request(f, peer, SBX__MSG_TYPE__MSG_CLIENT_HELLO, &h);
+
+        assert_int_equal(m->reply->err, 0);
+        sbx__msg__free_unpacked(m, NULL);
+}
+
+static bool dropped(int peer) {
+        char b;
+
+        return recv(peer, &b, 1, MSG_DONTWAIT) == 0;
+}
+
+static void expect_error(Sbx__Msg *m, int err, const char *text) {
+        assert_int_equal(m->reply->err, err);
+        if (!strstr(m->reply->errmsg, text))
+                fail_msg("'%s' does not say '%s'", m->reply->errmsg, text);
+        sbx__msg__free_unpacked(m, NULL);
+}
+
+static int setup(void **state) {
+        Fixture *f = calloc(1, sizeof(*f));
+
+        fake_server_init(&f->s);
+        (void) fake_sandbox(&f->s, "mine", 1000);
+        (void) fake_sandbox(&f->s, "theirs", 2000);
+        f->user_client = fake_client(&f->s, 1000, &f->user);
+        (void) fake_client(&f->s, 0, &f->root);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        Fixture *f = *state;
+
+        fake_server_done(&f->s);
+        close(f->user);
+        close(f->root);
+        free(f);
+        return 0;
+}
+
+/* Every message type named MSG_CLIENT_* has one row, whose body is the one
+ * wire.c pairs with the type and whose checks name fields of that body. */
+static void test_table(void **state) {
+        const ProtobufCEnumDescriptor *types = &sbx__msg_type__descriptor;
+        size_t rows = 0;
+
+        for (unsigned i = 0; i < types->n_values; i++) {
+                const ProtobufCEnumValue *v = &types->values[i];
+                const RequestType *t = request_type((Sbx__MsgType) v->value);
+                const ProtobufCFieldDescriptor *body;
+
+                if (strncmp(v->name, "MSG_CLIENT_", 11) != 0) {
+                        if (t)
+                                fail_msg("%s has a row, but no client sends it", v->name);
+                        continue;
+                }
+                if (!t)
+                        fail_msg("%s has no row in request_types[]", v->name);
+                rows++;
+                body = protobuf_c_message_descriptor_get_field(&sbx__msg__descriptor,
+                                                              (unsigned) wire_body_case_for_type(t->type));
+                assert_non_null(body);
+                assert_ptr_equal(body->descriptor, t->body);
+                assert_true(msg_checks_valid(t->body, t->checks));
+                assert_non_null(t->handler);
+                if (t->permission == PERM_OWNER) {
+                        const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field_by_name(
+                                t->body, t->sandbox_field);
+                        assert_non_null(fd);
+                        assert_int_equal(fd->type, PROTOBUF_C_TYPE_STRING);
+                }
+                if (t->permission == PERM_ROOT)
+                        assert_non_null(t->root_may);
+        }
+        assert_int_equal(rows, n_request_types);
+}
+
+static void test_hello_first_and_once(void **state) {
+        Fixture *f = *state;
+        Sbx__Status st = SBX__STATUS__INIT;
+        Sbx__ClientHello h = SBX__CLIENT_HELLO__INIT;
+
+        (void) send_request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_STATUS, &st, 0);
+        assert_true(dropped(f->user));
+        hello(f, f->root);
+        (void) send_request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_HELLO, &h, 0);
+        assert_true(dropped(f->root));
+}
+
+/* A worker's message from a client is no request. */
+static void test_not_a_client_type(void **state) {
+        Fixture *f = *state;
+        Sbx__WorkerOutput out = SBX__WORKER_OUTPUT__INIT;
+
+        hello(f, f->user);
+        (void) send_request(f, f->user, SBX__MSG_TYPE__MSG_WORKER_OUTPUT, &out, 0);
+        assert_true(dropped(f->user));
+}
+
+static void test_descriptors(void **state) {
+        Fixture *f = *state;
+        Sbx__Status st = SBX__STATUS__INIT;
+        Sbx__FileWrite w = SBX__FILE_WRITE__INIT;
+        uint32_t seq, got;
+        Sbx__Msg *m;
+
+        hello(f, f->user);
+        hello(f, f->root);
+        /* One descriptor where the row says one: the handler sees it (not sealed: refused). */
+        w.sandbox = (char *) "mine";
+        w.path = (char *) "a.txt";
+        seq = send_request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_FILE_WRITE, &w, 1);
+        m = fake_reply(f->user, &got);
+        assert_int_equal(got, seq);
+        expect_error(m, -EBADMSG, "file content: malformed payload");
+        /* More than it takes: the client goes. */
+        (void) send_request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_FILE_WRITE, &w, 2);
+        assert_true(dropped(f->user));
+        (void) send_request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_STATUS, &st, 1);
+        assert_true(dropped(f->root));
+}
+
+/* A default body of row t, naming sandbox, with what its checks need to pass otherwise. */
+static void *body_naming(const RequestType *t, const char *sandbox, void *buf) {
+        protobuf_c_message_init(t->body, buf);
+        for (const MsgCheck *c = t->checks; c && c->field; c++)
+                if (c->kind == MSG_CHECK_LENGTH && c->min > 0) {
+                        const ProtobufCFieldDescriptor *fd =
+                                protobuf_c_message_descriptor_get_field_by_name(t->body, c->field);
+                        *(const char **) ((char *) buf + fd->offset) = "x";
+                }
+        if (sandbox) {
+                const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field_by_name(t->body,
+                                                                                                   t->sandbox_field);
+                *(const char **) ((char *) buf + fd->offset) = sandbox;
+        }
+        return buf;
+}
+
+static void test_permissions(void **state) {
+        Fixture *f = *state;
+        _Alignas(max_align_t) char buf[1024];
+        unsigned owner_rows = 0, root_rows = 0;
+        char text[128];
+
+        hello(f, f->user);
+        for (size_t i = 0; i < n_request_types; i++) {
+                const RequestType *t = &request_types[i];
+
+                assert_true(t->body->sizeof_message <= sizeof(buf));
+                if (t->permission == PERM_ROOT) {
+                        snprintf(text, sizeof(text), "only root may %s", t->root_may);
+                        expect_error(request(f, f->user, t->type, body_naming(t, NULL, buf)), -EPERM, text);
+                        root_rows++;
+                } else if (t->permission == PERM_OWNER) {
+                        expect_error(request(f, f->user, t->type, body_naming(t, "theirs", buf)), -EPERM,
+                                     "permission denied: sandbox 'theirs' belongs to another user");
+                        expect_error(request(f, f->user, t->type, body_naming(t, "nope", buf)), -ENOENT,
+                                     "no sandbox named 'nope' (yours: mine)");
+                        owner_rows++;
+                }
+        }
+        assert_int_equal(root_rows, 2);
+        assert_true(owner_rows >= 15);
+}
+
+static void test_owner_and_root_may(void **state) {
+        Fixture *f = *state;
+        Sbx__SessionList l = SBX__SESSION_LIST__INIT;
+        Sbx__Msg *m;
+
+        hello(f, f->user);
+        hello(f, f->root);
+        l.sandbox = (char *) "mine";
+        m = request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_SESSION_LIST, &l);
+        assert_int_equal(m->reply->err, 0);
+        assert_int_equal(m->reply->body_case, SBX__REPLY__BODY_SESSION_LIST);
+        sbx__msg__free_unpacked(m, NULL);
+        l.sandbox = (char *) "theirs";
+        m = request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_SESSION_LIST, &l);
+        assert_int_equal(m->reply->err, 0);
+        sbx__msg__free_unpacked(m, NULL);
+}
+
+static void test_anyone_sees_their_own(void **state) {
+        Fixture *f = *state;
+        Sbx__Status st = SBX__STATUS__INIT;
+        Sbx__SandboxList l = SBX__SANDBOX_LIST__INIT;
+        Sbx__Msg *m;
+
+        hello(f, f->user);
+        hello(f, f->root);
+        m = request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_STATUS, &st);
+        assert_true(m->reply->status->caller_only);
+        assert_int_equal(m->reply->status->sandboxes, 1);
+        assert_int_equal(m->reply->status->pid, 0);
+        sbx__msg__free_unpacked(m, NULL);
+        m = request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_SANDBOX_LIST, &l);
+        assert_int_equal(m->reply->sandbox_list->n_sandboxes, 1);
+        assert_string_equal(m->reply->sandbox_list->sandboxes[0]->name, "mine");
+        sbx__msg__free_unpacked(m, NULL);
+        m = request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_SANDBOX_LIST, &l);
+        assert_int_equal(m->reply->sandbox_list->n_sandboxes, 2);
+        sbx__msg__free_unpacked(m, NULL);
+}
+
+/* Bounds are checked at the boundary, before the permission and the handler. */
+static void test_field_bounds(void **state) {
+        Fixture *f = *state;
+        Sbx__Exec e = SBX__EXEC__INIT;
+        Sbx__Stdin in = SBX__STDIN__INIT;
+        Sbx__SessionFinalize fin = SBX__SESSION_FINALIZE__INIT;
+        Sbx__SessionCreate cr = SBX__SESSION_CREATE__INIT;
+        char name[SBX_NAME_MAX + 2];
+        static uint8_t data[SBX_STDIN_MAX + 1];
+
+        hello(f, f->user);
+        memset(name, 'n', sizeof(name) - 1);
+        name[sizeof(name) - 1] = '\0';
+        e.sandbox = name;
+        e.cmd = (char *) "true";
+        expect_error(request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_EXEC, &e), -ENOENT,
+                     "no such sandbox (names are at most 64 bytes)");
+        e.sandbox = (char *) "theirs";
+        e.cmd = (char *) "";
+        expect_error(request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_EXEC, &e), -EINVAL, "cmd must be 1 to 65536 bytes");
+        e.sandbox = (char *) "mine";
+        e.cmd = (char *) "true";
+        e.has_timeout = true;
+        expect_error(request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_EXEC, &e), -EINVAL, "timeout_ms must be 1 to ");
+        in.sandbox = (char *) "mine";
+        in.command_session = (char *) "cmd-x";
+        in.data.data = data;
+        in.data.len = sizeof(data);
+        expect_error(request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_STDIN, &in), -E2BIG, "stdin must be at most 65536 bytes");
+        fin.sandbox = (char *) "mine";
+        fin.workspace_session = (char *) "ws-x";
+        fin.action = (char *) "keep";
+        expect_error(request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_SESSION_FINALIZE, &fin), -EINVAL,
+                     "action must be publish or discard, not 'keep'");
+        cr.sandbox = (char *) "mine";
+        cr.finalize_policy = (char *) "later";
+        expect_error(request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_SESSION_CREATE, &cr), -EINVAL,
+                     "finalize_policy must be publish_then_destroy or destroy, not 'later'");
+}
+
+/* A cancel is never answered; the request after it is. */
+static void test_cancel_has_no_reply(void **state) {
+        Fixture *f = *state;
+        Sbx__Cancel c = SBX__CANCEL__INIT;
+        Sbx__Status st = SBX__STATUS__INIT;
+        uint32_t seq, got;
+        Sbx__Msg *m;
+
+        hello(f, f->user);
+        c.request_seq = 12345;
+        (void) send_request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_CANCEL, &c, 0);
+        seq = send_request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_STATUS, &st, 0);
+        m = fake_reply(f->user, &got);
+        assert_int_equal(got, seq);
+        sbx__msg__free_unpacked(m, NULL);
+        assert_false(f->user_client->dead);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_table),
+                cmocka_unit_test_setup_teardown(test_hello_first_and_once, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_not_a_client_type, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_descriptors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_permissions, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_owner_and_root_may, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_anyone_sees_their_own, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_field_bounds, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cancel_has_no_reply, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,159 @@
+/* Unit tests for supervisor/core/spare.c: the pool of spare automatic
+ * sessions, with the fake spawner of tests/unit/fake-sbxd.h. Spares are
+ * made by the loop's tick after an automatic session ended without
+ * publishing, handed out only while current, dropped when a publication made
+ * them stale or they idled, and give way to sessions someone asked for. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/spare.h"
+#include "fake-sbxd.h"
+#include "fd-util.h"
+#include "sbx-limits.h"
+
+typedef struct Fixture {
+        Server s;
+        Sandbox *sb;
+} Fixture;
+
+static int setup(void **state) {
+        Fixture *f = calloc(1, sizeof(*f));
+
+        fake_server_init(&f->s);
+        f->s.cfg.session_spares = 2;
+        f->sb = fake_sandbox(&f->s, "box", 1000);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        Fixture *f = *state;
+
+        fake_server_done(&f->s);
+        free(f);
+        return 0;
+}
+
+static unsigned spares_of(Server *s, const Sandbox *sb) {
+        WorkspaceSession *ws;
+        unsigned n = 0;
+
+        TAILQ_FOREACH(ws, &s->sessions, link)
+                n += ws->sandbox == sb && ws->spare;
+        return n;
+}
+
+/* An automatic session that ends without publishing asks for spares. */
+static void end_read_only_session(Fixture *f) {
+        WorkspaceSession *ws;
+        PublishResult res = {};
+        char err[256];
+
+        assert_int_equal(session_new(&f->s, f->sb, true, true, &ws, err, sizeof(err)), 0);
+        fake_ready(&f->s, ws);
+        assert_int_equal(session_finalize(&f->s, ws, true, false, &res), 0);
+        assert_false(res.published);
+        publish_result_done(&res);
+        /* Not from inside the session's end: the tick makes them. */
+        assert_true(f->sb->refill_spares);
+        assert_int_equal(spares_of(&f->s, f->sb), 0);
+        spares_run_deadlines(&f->s);
+        assert_false(f->sb->refill_spares);
+}
+
+static void test_refilled_by_the_tick(void **state) {
+        Fixture *f = *state;
+
+        end_read_only_session(f);
+        assert_int_equal(spares_of(&f->s, f->sb), 2);
+        assert_int_equal(f->sb->spares, 2);
+        assert_int_equal(f->sb->live_sessions, 2);
+        /* Another tick makes no more. */
+        spares_run_deadlines(&f->s);
+        assert_int_equal(spares_of(&f->s, f->sb), 2);
+}
+
+static void test_take_current(void **state) {
+        Fixture *f = *state;
+        WorkspaceSession *ws;
+
+        end_read_only_session(f);
+        ws = spare_take(&f->s, f->sb);
+        assert_non_null(ws);
+        assert_false(ws->spare);
+        assert_true(ws->automatic);
+        assert_int_equal(f->sb->spares, 1);
+        assert_int_equal(spares_of(&f->s, f->sb), 1);
+        /* A session someone has now is none of the pool's business. */
+        assert_ptr_not_equal(spare_take(&f->s, f->sb), ws);
+}
+
+static void test_stale_after_a_publication(void **state) {
+        Fixture *f = *state;
+
+        end_read_only_session(f);
+        /* What publish_tree does to the sandbox: its snapshot moved on. */
+        f->sb->top_layer++;
+        assert_null(spare_take(&f->s, f->sb));
+        assert_int_equal(f->sb->spares, 2);
+        spares_run_deadlines(&f->s);
+        assert_int_equal(spares_of(&f->s, f->sb), 0);
+        assert_int_equal(f->sb->spares, 0);
+        assert_int_equal(f->sb->live_sessions, 0);
+        fake_pump(&f->s, 100);
+        assert_true(TAILQ_EMPTY(&f->s.ending));
+}
+
+static void test_idle_spares_go(void **state) {
+        Fixture *f = *state;
+        WorkspaceSession *ws;
+        unsigned long long next;
+
+        end_read_only_session(f);
+        next = spares_next_deadline(&f->s);
+        assert_true(next > now_usec() && next <= now_usec() + f->s.cfg.spare_idle_seconds * 1000000ull);
+        ws = TAILQ_FIRST(&f->s.sessions);
+        ws->spare_until_usec = now_usec() - 1;
+        spares_run_deadlines(&f->s);
+        assert_int_equal(spares_of(&f->s, f->sb), 1);
+        assert_int_equal(f->sb->spares, 1);
+}
+
+static void test_room_for_a_real_session(void **state) {
+        Fixture *f = *state;
+        Sandbox *other = fake_sandbox(&f->s, "other", 1000);
+        unsigned real = SBX_MAX_SESSIONS_PER_SANDBOX - 2;
+
+        end_read_only_session(f);
+        /* Counted as if the sandbox held that many more sessions: one more fills it. */
+        f->sb->live_sessions += real;
+        assert_int_equal(f->sb->live_sessions, SBX_MAX_SESSIONS_PER_SANDBOX);
+        spare_make_room(&f->s, other);
+        assert_int_equal(f->sb->spares, 2); /* another sandbox's need evicts none of these */
+        spare_make_room(&f->s, f->sb);
+        assert_int_equal(f->sb->spares, 1);
+        assert_int_equal(f->sb->live_sessions, SBX_MAX_SESSIONS_PER_SANDBOX - 1);
+        /* Spares never take the last places. */
+        f->sb->refill_spares = true;
+        spares_run_deadlines(&f->s);
+        assert_int_equal(f->sb->spares, 1);
+        f->sb->live_sessions -= real;
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_refilled_by_the_tick, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_take_current, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stale_after_a_publication, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_idle_spares_go, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_room_for_a_real_session, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
