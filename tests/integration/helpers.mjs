@@ -119,6 +119,17 @@ export async function writeFixture(dir) {
 
 /* ---- sbxd ------------------------------------------------------------------ */
 
+/* Inode and change time of a file, null if absent: a socket bound anew differs
+ * even when it gets the inode number of the one unlinked before it. */
+function socketStamp(p) {
+  try {
+    const st = fs.statSync(p, { bigint: true });
+    return `${st.ino}:${st.ctimeNs}`;
+  } catch {
+    return null;
+  }
+}
+
 export class Sbxd {
   constructor({ stateDir, runDir, logPath, extraArgs = [] }) {
     this.stateDir = stateDir;
@@ -133,6 +144,8 @@ export class Sbxd {
 
   async start({ timeout = 15000 } = {}) {
     assert.ok(fs.existsSync(SBXD), `${SBXD} missing: run make all first`);
+    /* A sbxd killed with SIGKILL leaves its socket behind: ready means a new one. */
+    const stale = socketStamp(this.socket);
     const log = fs.openSync(this.logPath, 'a');
     fs.writeSync(log, `==== sbxd start #${++this.starts} at ${new Date().toISOString()}\n`);
     const args = ['--state-dir', this.stateDir, '--run-dir', this.runDir, '--log-level', 'debug', ...this.extraArgs];
@@ -157,7 +170,8 @@ export class Sbxd {
       if (this.exit) {
         throw new Error(`sbxd exited during start-up (${JSON.stringify(this.exit)}); log:\n${tail(this.logPath)}`);
       }
-      if (fs.existsSync(this.socket)) break;
+      const stamp = socketStamp(this.socket);
+      if (stamp !== null && stamp !== stale) break;
       if (Date.now() - t0 > timeout) {
         await this.stop().catch(() => {});
         throw new Error(`sbxd socket ${this.socket} did not appear within ${timeout} ms; log:\n${tail(this.logPath)}`);
