@@ -4,7 +4,8 @@
 // the official MCP SDK client, as an agent's MCP host would. It runs a command,
 // edits a file, hits the sandbox's memory and pids limits, restarts sbxd with
 // `systemctl restart` and reads the first command's transcript again in the
-// same session, and leaves a command running for the stop that follows.
+// same session, kills sbxd for systemd to restart, and leaves a command
+// running for the stop that follows.
 // Prints one line per check: "ok - ..." or "not ok - ..." with "#" lines.
 //
 //   node tests/vm/guest-session.mjs --user NAME --sandbox NAME [--broker-log FILE]
@@ -49,6 +50,15 @@ const exec = (client, cmd, extra = {}) =>
 
 function systemctl(...a) {
   return execFileSync('systemctl', a, { encoding: 'utf8', timeout: CALL_TIMEOUT_MS });
+}
+
+/* systemctl is-active exits non-zero for every state but active. */
+function isActive() {
+  try {
+    return systemctl('is-active', 'sbxd').trim() === 'active';
+  } catch {
+    return false;
+  }
 }
 
 async function main() {
@@ -112,7 +122,7 @@ async function main() {
     restarted = false;
     check(false, 'systemctl restart sbxd', `${e.message}\n${e.stdout ?? ''}${e.stderr ?? ''}`);
   }
-  if (restarted) check(systemctl('is-active', 'sbxd').trim() === 'active', 'systemctl restart sbxd: active again');
+  if (restarted) check(isActive(), 'systemctl restart sbxd: active again');
 
   const again = await call(client, 'read_command_lines', { command_session_id: first.command_session_id, start_offset: 0 });
   const lines = (again.output ?? '');
@@ -123,6 +133,24 @@ async function main() {
   const kept = await call(client, 'file_read', { path: 'README.md', limit: 1 });
   check(!kept.isError && /^# edited in the VM: /.test(kept.content ?? kept.text ?? ''),
     'after the restart, file_read sees the layer file_edit published', kept);
+
+  /* A crash: systemd kills what is left in the unit and starts sbxd again
+   * (Restart=on-failure), which reports the command it lost. */
+  const lost = await exec(client, 'echo before-crash; sleep 3601', { yield_time_ms: 5000, timeout_ms: 0 });
+  const crashedPid = mainPid();
+  systemctl('kill', '--kill-who=main', '--signal=SIGKILL', 'sbxd');
+  let back = false;
+  for (let i = 0; i < 600 && !back; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    const pid = mainPid();
+    back = pid !== '0' && pid !== crashedPid && isActive();
+  }
+  check(lost.status === 'running' && back, 'after a SIGKILL of sbxd, systemd starts it again (Restart=on-failure)',
+    { lost, crashedPid, now: mainPid() });
+  const reported = await call(client, 'read_command_lines', { command_session_id: lost.command_session_id });
+  const fresh = await exec(client, 'echo fine');
+  check(reported.status === 'error' && reported.end_reason === 'supervisor_lost' && reported.output === 'before-crash\n' &&
+    fresh.status === 'ok', 'the command running at the crash is reported supervisor_lost, new commands run', { reported, fresh });
 
   const running = await exec(client, "trap '' TERM; echo started; sleep 3600", { yield_time_ms: 5000, timeout_ms: 0 });
   check(running.status === 'running' && /started/.test(running.output ?? ''),
