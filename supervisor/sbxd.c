@@ -492,6 +492,20 @@ static int server_init(Server *s) {
                 if (r < 0)
                         return log_error_errno(r, "Cannot build the sessions' seccomp filter (%s): %m", step);
         }
+        /* Before the spawner: on cgroup v2 sbxd moves itself into the
+         * supervisor/ leaf of the delegated cgroup, which must hold no other
+         * process then; the spawner, forked next, is born in that leaf. */
+        r = read_self_cgroup(cgroup_self, sizeof(cgroup_self));
+        if (r < 0)
+                return log_error_errno(r, "Cannot read /proc/self/cgroup: %m");
+        snprintf(instance, sizeof(instance), "sbxd-%d", (int) getpid());
+        r = cgroup_manager_new("/sys/fs/cgroup", cgroup_self, instance, &s->cgroups);
+        if (r < 0)
+                return log_error_errno(r, "Cannot set up cgroups (v2 needs Delegate=yes; v1 needs memory and pids): %m");
+        r = cgroup_manager_cleanup_stale(s->cgroups);
+        if (r < 0)
+                log_warning_errno(r, "Failed to remove cgroups of dead supervisors, ignoring: %m");
+        log_info("Using cgroup %s", cgroup_backend_to_string(cgroup_manager_backend(s->cgroups)));
         /* Before the database and the sandboxes are loaded: the smaller sbxd is
          * now, the less the spawner carries. */
         r = spawner_start(s->worker_exe_fd, s->seccomp, &s->spawner);
@@ -546,18 +560,6 @@ static int server_init(Server *s) {
         s->image_dir = strdup(image);
         if (!s->image_dir)
                 return -ENOMEM;
-
-        r = read_self_cgroup(cgroup_self, sizeof(cgroup_self));
-        if (r < 0)
-                return log_error_errno(r, "Cannot read /proc/self/cgroup: %m");
-        snprintf(instance, sizeof(instance), "sbxd-%d", (int) getpid());
-        r = cgroup_manager_new("/sys/fs/cgroup", cgroup_self, instance, &s->cgroups);
-        if (r < 0)
-                return log_error_errno(r, "Cannot set up cgroups (v2 needs Delegate=yes; v1 needs memory and pids): %m");
-        r = cgroup_manager_cleanup_stale(s->cgroups);
-        if (r < 0)
-                log_warning_errno(r, "Failed to remove cgroups of dead supervisors, ignoring: %m");
-        log_info("Using cgroup %s", cgroup_backend_to_string(cgroup_manager_backend(s->cgroups)));
 
 
         s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
