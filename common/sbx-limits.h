@@ -37,6 +37,8 @@
 #define SBX_HEAP_KEEP_BYTES (32u << 20)         /* freed heap memory sbxd keeps for reuse */
 #define SBX_BROKER_HEAP_KEEP_BYTES (4u << 20)   /* the same for each sandbox-mcp (one per agent) */
 #define SBX_JSON_DEPTH_MAX 64u                  /* nesting of a JSON value sandbox-mcp writes */
+#define SBX_READ_FILE_MAX (1u << 20)            /* a kernel interface file read whole (read_file_at):
+                                                   cgroup.procs of a big cgroup, 7 bytes per pid */
 
 /* Commands */
 #define SBX_YIELD_DEFAULT_MS 10000u             /* exec_command yield_time_ms default */

@@ -4,7 +4,7 @@ test-wire_DEPS :=
 UNIT_TESTS += tests/unit/test-transcript.c
 test-transcript_DEPS := supervisor/transcript.c
 UNIT_TESTS += tests/unit/test-cgroup.c
-test-cgroup_DEPS := supervisor/cgroup.c
+test-cgroup_DEPS := supervisor/cgroup.c supervisor/cgroup-v1.c supervisor/cgroup-v2.c
 test-cgroup_LDFLAGS := -Wl,--wrap=mkdirat,--wrap=unlinkat
 UNIT_TESTS += tests/unit/test-jsonrpc.c
 test-jsonrpc_DEPS := broker/jsonrpc.c broker/jsonwrite.c broker/mcp.c
