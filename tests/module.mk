@@ -1,6 +1,8 @@
 # Unit tests (cmocka): tests/unit/<name>.c, linked with <name>_DEPS and libsbx.
 UNIT_TESTS += tests/unit/test-wire.c
 test-wire_DEPS :=
+UNIT_TESTS += tests/unit/test-fd-util.c
+test-fd-util_DEPS :=
 UNIT_TESTS += tests/unit/test-transcript.c
 test-transcript_DEPS := supervisor/transcript.c
 UNIT_TESTS += tests/unit/test-cgroup.c
