@@ -118,10 +118,9 @@ static int v2_setup(CgroupManager *m, int root_fd, const char *self_cgroup) {
         r = cg_self_path(self_cgroup, NULL, &own);
         if (r < 0)
                 return r == -ENOENT ? -EOPNOTSUPP : r;
-        r = cg_open_dir_at(root_fd, own);
-        if (r < 0)
-                return r;
-        v2->own_fd = r;
+        v2->own_fd = cg_open_dir_at(root_fd, own);
+        if (v2->own_fd < 0)
+                return v2->own_fd;
 
         r = delegated_controllers(v2->own_fd, want, on_own);
         if (r < 0)

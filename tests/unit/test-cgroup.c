@@ -195,17 +195,28 @@ static char *pid_line(pid_t pid) {
         return buf;
 }
 
-static void test_v2_layout_limits_pool(void **state) {
+/* A fake v2 tree with this process alone in <own>, and a manager on it.
+ * own_controllers and own_subtree_control replace the files' defaults. */
+static CgroupManager *fake_v2_manager(const char *own_controllers, const char *own_subtree_control) {
         CgroupManager *m = NULL;
+
+        fake_begin(FAKE_V2);
+        fake_v2_tree(pid_line(getpid()));
+        if (own_controllers)
+                fput(OWN "/cgroup.controllers", own_controllers);
+        if (own_subtree_control)
+                fput(OWN "/cgroup.subtree_control", own_subtree_control);
+        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), 0);
+        return m;
+}
+
+static void test_v2_layout_limits_pool(void **state) {
+        CgroupManager *m = fake_v2_manager(NULL, NULL);
         CgroupSession *s = NULL, *s2 = NULL;
         char pid[32];
         uint64_t n;
 
         (void) state;
-        fake_begin(FAKE_V2);
-        fake_v2_tree(pid_line(getpid()));
-
-        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), 0);
         assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V2);
         assert_string_equal(cgroup_backend_to_string(cgroup_manager_backend(m)), "v2");
 
@@ -333,14 +344,10 @@ static void test_v2_missing_controller(void **state) {
 /* The parent delegated no cpu: sessions get memory and pids only, and
  * cpu.weight is never written. */
 static void test_v2_without_cpu(void **state) {
-        CgroupManager *m = NULL;
+        CgroupManager *m = fake_v2_manager("memory pids\n", NULL);
         CgroupSession *s = NULL;
 
         (void) state;
-        fake_begin(FAKE_V2);
-        fake_v2_tree(pid_line(getpid()));
-        fput(OWN "/cgroup.controllers", "memory pids\n");
-        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), 0);
         assert_fget(OWN "/cgroup.subtree_control", "+memory +pids");
         assert_fget(OWN "/sessions/cgroup.subtree_control", "+memory +pids");
         assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
@@ -355,13 +362,9 @@ static void test_v2_without_cpu(void **state) {
 /* Controllers that were on in <own> already stay on when sbxd goes: only what
  * it enabled itself is turned off again. */
 static void test_v2_controllers_enabled_before(void **state) {
-        CgroupManager *m = NULL;
+        CgroupManager *m = fake_v2_manager(NULL, "cpu memory pids\n");
 
         (void) state;
-        fake_begin(FAKE_V2);
-        fake_v2_tree(pid_line(getpid()));
-        fput(OWN "/cgroup.subtree_control", "cpu memory pids\n");
-        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), 0);
         assert_fget(OWN "/cgroup.subtree_control", "cpu memory pids\n");
         assert_fget(OWN "/sessions/cgroup.subtree_control", "+memory +pids +cpu");
         assert_null(cgroup_manager_free(m));
@@ -373,13 +376,10 @@ static void test_v2_controllers_enabled_before(void **state) {
 /* Stale session cgroups in sessions/: only names sbxd itself would choose
  * and tracks stay ("s01" is not s1's directory). */
 static void test_v2_cleanup_untracked(void **state) {
-        CgroupManager *m = NULL;
+        CgroupManager *m = fake_v2_manager(NULL, NULL);
         CgroupSession *s0 = NULL, *s1 = NULL;
 
         (void) state;
-        fake_begin(FAKE_V2);
-        fake_v2_tree(pid_line(getpid()));
-        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), 0);
         assert_int_equal(cgroup_session_new(m, &limits_a, &s0), 0);
         assert_int_equal(cgroup_session_new(m, &limits_a, &s1), 0);
         assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sessions/s01"), 0755), 0);
@@ -411,15 +411,12 @@ static _noreturn_ void empty_procs_when_dead(pid_t victim, const char *procs) {
  * processes through pidfds and waits until cgroup.procs is empty, and never
  * creates a cgroup.kill. */
 static void test_v2_kill_without_kill_file(void **state) {
-        CgroupManager *m = NULL;
+        CgroupManager *m = fake_v2_manager(NULL, NULL);
         CgroupSession *s = NULL;
         pid_t victim, helper, got;
         int status = 0, helper_status, r;
 
         (void) state;
-        fake_begin(FAKE_V2);
-        fake_v2_tree(pid_line(getpid()));
-        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), 0);
         assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
         assert_int_equal(unlink(fpath(OWN "/sessions/s0/cgroup.kill")), 0);
 
@@ -822,19 +819,34 @@ static void body_eat_memory(void) {
         _exit(0);
 }
 
+/* A manager on the real hierarchy, with an instance name of this test's own. */
+static CgroupManager *real_manager(void) {
+        CgroupManager *m = NULL;
+
+        real_setup();
+        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &m), 0);
+        assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V1);
+        return m;
+}
+
+/* Reap child, which must have died of SIGKILL. */
+static void assert_reaped_killed(pid_t child) {
+        int status;
+
+        assert_int_equal(waitpid(child, &status, 0), child);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), SIGKILL);
+}
+
 static void test_v1_real_kill(void **state) {
         CgroupManager *m = NULL;
         CgroupSession *s = NULL;
         char want[32], *v, *cg;
-        int status;
         pid_t child;
 
         (void) state;
         REQUIRE_REAL_V1();
-        real_setup();
-
-        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &m), 0);
-        assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V1);
+        m = real_manager();
         assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
 
         child = spawn_in(s, body_sleep);
@@ -857,9 +869,7 @@ static void test_v1_real_kill(void **state) {
         assert_non_null(strstr(cg, instance_real));
 
         assert_int_equal(cgroup_session_kill(s), 0);
-        assert_int_equal(waitpid(child, &status, 0), child);
-        assert_true(WIFSIGNALED(status));
-        assert_int_equal(WTERMSIG(status), SIGKILL);
+        assert_reaped_killed(child);
 
         assert_null(cgroup_session_release(s));
         assert_null(cgroup_manager_free(m));
@@ -871,14 +881,11 @@ static void test_v1_real_pids_limit_and_release(void **state) {
         CgroupManager *m = NULL;
         CgroupSession *s = NULL;
         uint64_t hits = 0;
-        int status;
         pid_t child;
 
         (void) state;
         REQUIRE_REAL_V1();
-        real_setup();
-
-        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &m), 0);
+        m = real_manager();
         assert_int_equal(cgroup_session_new(m, &l, &s), 0);
         child = spawn_in(s, body_fork_sleepers);
         /* Wait for the forks to hit the limit. */
@@ -892,8 +899,7 @@ static void test_v1_real_pids_limit_and_release(void **state) {
         /* Release kills all of them (the grandchildren get reparented, but
          * stay in the cgroup) and waits until it is empty. */
         assert_null(cgroup_session_release(s));
-        assert_int_equal(waitpid(child, &status, 0), child);
-        assert_true(WIFSIGNALED(status));
+        assert_reaped_killed(child);
         assert_string_equal(real_read("pids", 0, "cgroup.procs"), "");
 
         /* Reused with a new baseline, and limits raised (memsw before the
@@ -926,19 +932,14 @@ static void test_v1_real_oom(void **state) {
         CgroupManager *m = NULL;
         CgroupSession *s = NULL;
         uint64_t kills = 0;
-        int status;
         pid_t child;
 
         (void) state;
         REQUIRE_REAL_V1();
-        real_setup();
-
-        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &m), 0);
+        m = real_manager();
         assert_int_equal(cgroup_session_new(m, &l, &s), 0);
         child = spawn_in(s, body_eat_memory);
-        assert_int_equal(waitpid(child, &status, 0), child);
-        assert_true(WIFSIGNALED(status));
-        assert_int_equal(WTERMSIG(status), SIGKILL);
+        assert_reaped_killed(child);
         assert_int_equal(cgroup_session_oom_kills(s, &kills), 0);
         assert_true(kills >= 1);
 
