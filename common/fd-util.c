@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <malloc.h>
 #include <sched.h>
 #include <signal.h>
@@ -9,11 +10,14 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fd-util.h"
 #include "macro.h"
+#include "sbx-limits.h"
 
 int fd_nonblock(int fd, bool nonblock) {
         int flags = fcntl(fd, F_GETFL);
@@ -133,6 +137,83 @@ int dir_make_open_at(int dirfd, const char *name, mode_t mode, bool *ret_created
         if (ret_created)
                 *ret_created = created;
         return fd;
+}
+
+/* First buffer for a file that reports no size. */
+#define READ_FILE_CHUNK 4096u
+
+int read_file_bounded_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len) {
+        struct open_how how = {
+                .flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+        };
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        size_t cap, len = 0;
+        struct stat st;
+
+        if (max >= SIZE_MAX - 2)
+                return -EINVAL;
+        fd = (int) syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EISDIR;
+        if ((uint64_t) st.st_size > max)
+                return -EFBIG;
+        /* Room for the reported size, one byte to see EOF in, and the NUL. */
+        cap = st.st_size > 0 ? (size_t) st.st_size + 2 : MIN((size_t) READ_FILE_CHUNK, max + 2);
+        buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t n = loop_read(fd, buf + len, cap - 1 - len);
+                char *p;
+
+                if (n < 0)
+                        return (int) n;
+                len += (size_t) n;
+                if (len > max)
+                        return -EFBIG;
+                if (len < cap - 1)
+                        break;
+                /* Full and not past max: cap <= max + 1 here. */
+                cap = MIN(cap * 2, max + 2);
+                p = realloc(buf, cap);
+                if (!p)
+                        return -ENOMEM;
+                buf = p;
+        }
+        buf[len] = '\0';
+        *ret = TAKE_PTR(buf);
+        if (ret_len)
+                *ret_len = len;
+        return 0;
+}
+
+int read_file_at(int dirfd, const char *path, char **ret) {
+        return read_file_bounded_at(dirfd, path, SBX_READ_FILE_MAX, ret, NULL);
+}
+
+int parse_u64(const char *s, uint64_t *ret) {
+        uint64_t v = 0;
+
+        if (!*s)
+                return -EINVAL;
+        for (; *s; s++) {
+                unsigned d;
+
+                if (*s < '0' || *s > '9')
+                        return -EINVAL;
+                d = (unsigned) (*s - '0');
+                if (v > (UINT64_MAX - d) / 10u)
+                        return -ERANGE;
+                v = v * 10u + d;
+        }
+        *ret = v;
+        return 0;
 }
 
 DIR *opendir_at(int dirfd) {

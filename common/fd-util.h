@@ -2,6 +2,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <dirent.h>
 
@@ -38,6 +39,18 @@ void heap_keep_freed(size_t bytes);
 int random_hex(char *buf, size_t n);
 /* Write a whole file atomically and durably below dirfd (tmp + fsync + rename). */
 int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
+/* The whole regular file at path below dirfd, NUL-terminated, if it holds at
+ * most max bytes (-EFBIG otherwise; -EISDIR if it is not a regular file).
+ * path is resolved beneath dirfd, following no symlink and crossing no mount
+ * (openat2). Reads until EOF, so files whose size the kernel does not report
+ * (cgroup and proc files say 0) come whole too. ret_len may be NULL. */
+int read_file_bounded_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+/* read_file_bounded_at() of at most SBX_READ_FILE_MAX bytes: a kernel
+ * interface or small state file, read as text. */
+int read_file_at(int dirfd, const char *path, char **ret);
+/* A decimal number: one or more digits and nothing else (no sign, no space);
+ * -EINVAL otherwise, -ERANGE beyond UINT64_MAX. */
+int parse_u64(const char *s, uint64_t *ret);
 /* A directory stream of its own over dirfd's directory (a new open file
  * description: reading it never moves dirfd's offset). NULL with errno set. */
 DIR *opendir_at(int dirfd);

@@ -42,6 +42,8 @@
  * fsconfig() copies at most 256 bytes with the NUL. A longer stack is
  * compacted first. */
 #define SBX_OVERLAY_LOWERS_STRING_MAX 255u
+#define SBX_READ_FILE_MAX (1u << 20)            /* a kernel interface file read whole (read_file_at):
+                                                   cgroup.procs of a big cgroup, 7 bytes per pid */
 
 /* Commands */
 #define SBX_YIELD_DEFAULT_MS 10000u             /* exec_command yield_time_ms default */

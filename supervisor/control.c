@@ -789,9 +789,9 @@ static void handle_session_diff(Server *s, Client *c, uint32_t seq, Sandbox *sb,
                 ptrs[i] = &changes[i];
                 if (truncated || (ch->kind != CHANGE_FILE && ch->kind != CHANGE_WHITEOUT))
                         continue;
-                if (existed && read_file_at(base, ch->path, SBX_FILE_MAX, &old, &old_len) < 0)
+                if (existed && read_file_bounded_at(base, ch->path, SBX_FILE_MAX, &old, &old_len) < 0)
                         continue;
-                if (ch->kind == CHANGE_FILE && read_file_at(upper, ch->path, SBX_FILE_MAX, &new, &new_len) < 0)
+                if (ch->kind == CHANGE_FILE && read_file_bounded_at(upper, ch->path, SBX_FILE_MAX, &new, &new_len) < 0)
                         continue;
                 if ((old && !text_is_utf8(old, old_len)) || (new && !text_is_utf8(new, new_len)) || (!old && !new))
                         continue;

@@ -476,7 +476,7 @@ static bool file_unchanged(int root, const FileChange *ch) {
 
         if (ch->old_text)
                 return ch->old_len == ch->len && memcmp(ch->old_text, ch->content, ch->len) == 0;
-        if (read_file_at(root, ch->rel, ch->len, &cur, &cur_len) < 0)
+        if (read_file_bounded_at(root, ch->rel, ch->len, &cur, &cur_len) < 0)
                 return false;
         return cur_len == ch->len && memcmp(cur, ch->content, ch->len) == 0;
 }
@@ -559,7 +559,7 @@ void handle_file_edit(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sbx
                 return client_reply_error(s, c, seq, r, r == -ENOMEM ? "out of memory" : "edits: malformed payload");
         if (file_root(s, c, seq, sb, req->workspace_session, &ws, &root) < 0)
                 goto out;
-        r = read_file_at(root, rel, SBX_FILE_MAX, &old, &old_len);
+        r = read_file_bounded_at(root, rel, SBX_FILE_MAX, &old, &old_len);
         if (r < 0) {
                 client_reply_error(s, c, seq, r, "%s: %s", req->path,
                                    r == -EFBIG ? "larger than the file size limit" :
@@ -605,7 +605,7 @@ void handle_file_blame(Server *s, Client *c, uint32_t seq, Sandbox *sb, const Sb
                 return client_reply_error(s, c, seq, r, "%s", err);
         r = snapshot_current(s, sb, &view);
         if (r >= 0)
-                r = read_file_at(view, rel, SBX_FILE_MAX, &text, &len);
+                r = read_file_bounded_at(view, rel, SBX_FILE_MAX, &text, &len);
         if (r >= 0 && !text_is_utf8(text, len))
                 r = -EILSEQ;
         if (r >= 0)

@@ -14,6 +14,8 @@ SUPERVISOR_LIB_SRCS += supervisor/uidrange.c
 SUPERVISOR_LIB_SRCS += supervisor/layer.c
 SUPERVISOR_LIB_SRCS += supervisor/transcript.c
 SUPERVISOR_LIB_SRCS += supervisor/cgroup.c
+SUPERVISOR_LIB_SRCS += supervisor/cgroup-v1.c
+SUPERVISOR_LIB_SRCS += supervisor/cgroup-v2.c
 
 SBXCTL_SRCS += supervisor/sbxctl.c
 SUPERVISOR_SRCS += supervisor/snapshot.c

@@ -1,12 +1,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -126,39 +124,6 @@ void publish_result_done(PublishResult *r) {
         free(r->conflicts);
         r->conflicts = NULL;
         r->n_conflicts = 0;
-}
-
-int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len) {
-        struct open_how how = {
-                .flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-        };
-        _cleanup_close_ int fd = -EBADF;
-        struct stat st;
-        char *buf;
-        ssize_t n;
-
-        fd = (int) syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EISDIR;
-        if ((uint64_t) st.st_size > max)
-                return -EFBIG;
-        buf = malloc((size_t) st.st_size + 1);
-        if (!buf)
-                return -ENOMEM;
-        n = loop_read(fd, buf, (size_t) st.st_size);
-        if (n < 0) {
-                free(buf);
-                return (int) n;
-        }
-        buf[n] = '\0';
-        *ret = buf;
-        *ret_len = (size_t) n;
-        return 0;
 }
 
 /* ---- conflicts --------------------------------------------------------------------- */
@@ -336,8 +301,8 @@ static int blame_of_renamed(Server *s, Sandbox *sb, int view_fd, const Manifest 
 
                 if (m->changes[i].kind != CHANGE_WHITEOUT)
                         continue;
-                if (read_file_at(view_fd, m->changes[i].path, SBX_FILE_MAX, &old, &old_len) < 0 || old_len != len ||
-                    memcmp(old, text, len) != 0)
+                if (read_file_bounded_at(view_fd, m->changes[i].path, SBX_FILE_MAX, &old, &old_len) < 0 ||
+                    old_len != len || memcmp(old, text, len) != 0)
                         continue;
                 return blame_of_published(s, sb, m->changes[i].path, old, old_len, ret);
         }
@@ -354,7 +319,7 @@ static int text_of(const char *known, size_t known_len, int dirfd, const char *p
                 *ret_len = known_len;
                 return 0;
         }
-        r = read_file_at(dirfd, path, SBX_FILE_MAX, buf, ret_len);
+        r = read_file_bounded_at(dirfd, path, SBX_FILE_MAX, buf, ret_len);
         *ret = *buf;
         return r;
 }

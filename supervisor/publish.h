@@ -66,8 +66,6 @@ typedef struct Manifest {
  * NULL, SBX_PATH_MAX + 1 bytes) names the directory that passed the limit. */
 int manifest_build(int dirfd, Manifest *ret, char *ret_too_deep);
 void manifest_done(Manifest *m);
-/* Read a whole regular file below dirfd (no symlinks) if it is at most max bytes. */
-int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
 
 #include "attribution.h"
 /* The attribution of a published text file: its record, "original" for a file

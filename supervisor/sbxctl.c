@@ -204,7 +204,7 @@ static void fwrite_text_safe(const uint8_t *s, size_t n, FILE *f) {
 
 /* ---- option values ----------------------------------------------------- */
 
-static int parse_u64(const char *s, uint64_t *ret, const char **ret_end) {
+static int parse_u64_prefix(const char *s, uint64_t *ret, const char **ret_end) {
         unsigned long long v;
         char *end;
 
@@ -226,7 +226,7 @@ static int parse_size(const char *s, uint64_t *ret) {
         uint64_t v;
         int r;
 
-        r = parse_u64(s, &v, &end);
+        r = parse_u64_prefix(s, &v, &end);
         if (r < 0)
                 return r;
         switch (*end) {
@@ -249,7 +249,7 @@ static int parse_positive_u32(const char *s, uint32_t *ret) {
         uint64_t v;
         int r;
 
-        r = parse_u64(s, &v, &end);
+        r = parse_u64_prefix(s, &v, &end);
         if (r < 0)
                 return r;
         if (*end != '\0' || v == 0)
@@ -266,7 +266,7 @@ static int parse_owner(const char *s, uint32_t *ret) {
         const char *end;
         uint64_t v;
 
-        if (parse_u64(s, &v, &end) >= 0 && *end == '\0') {
+        if (parse_u64_prefix(s, &v, &end) >= 0 && *end == '\0') {
                 if (v >= UINT32_MAX)    /* (uid_t) -1 is not a uid */
                         return -ERANGE;
                 *ret = (uint32_t) v;

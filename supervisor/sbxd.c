@@ -68,7 +68,7 @@ static char *config_read_line(char *buf, int size, void *stream) {
         return l;
 }
 
-static int parse_u64(const char *v, uint64_t *ret) {
+static int config_parse_u64(const char *v, uint64_t *ret) {
         char *end;
         unsigned long long x;
         unsigned shift = 0;
@@ -199,7 +199,7 @@ static int config_set(Config *cfg, const char *key, const char *value, char *err
                 snprintf(err, err_size, "unknown key '%.40s' (see sbxd.conf(5))", key);
                 return -EINVAL;
         }
-        if (parse_u64(value, &v) < 0) {
+        if (config_parse_u64(value, &v) < 0) {
                 snprintf(err, err_size, "%s: '%.40s' is not a number (suffixes K, M, G allowed)", key, value);
                 return -EINVAL;
         }

@@ -1,10 +1,12 @@
 # Unit tests (cmocka): tests/unit/<name>.c, linked with <name>_DEPS and libsbx.
 UNIT_TESTS += tests/unit/test-wire.c
 test-wire_DEPS :=
+UNIT_TESTS += tests/unit/test-fd-util.c
+test-fd-util_DEPS :=
 UNIT_TESTS += tests/unit/test-transcript.c
 test-transcript_DEPS := supervisor/transcript.c
 UNIT_TESTS += tests/unit/test-cgroup.c
-test-cgroup_DEPS := supervisor/cgroup.c
+test-cgroup_DEPS := supervisor/cgroup.c supervisor/cgroup-v1.c supervisor/cgroup-v2.c
 test-cgroup_LDFLAGS := -Wl,--wrap=mkdirat,--wrap=unlinkat
 UNIT_TESTS += tests/unit/test-jsonrpc.c
 test-jsonrpc_DEPS := broker/jsonrpc.c broker/jsonwrite.c broker/mcp.c
