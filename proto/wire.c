@@ -53,6 +53,14 @@ int wire_body_case_for_type(Sbx__MsgType type) {
         return 0;
 }
 
+void wire_msg_set(Sbx__Msg *m, Sbx__MsgType type, void *body) {
+        *m = (Sbx__Msg) SBX__MSG__INIT;
+        m->type = type;
+        m->body_case = (Sbx__Msg__BodyCase) wire_body_case_for_type(type);
+        /* Every body member of the oneof shares one pointer slot. */
+        m->hello = body;
+}
+
 static void put_le32(uint8_t *p, uint32_t v) {
         v = htole32(v);
         memcpy(p, &v, 4);

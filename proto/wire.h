@@ -43,6 +43,10 @@ int wire_recv(int fd, Sbx__Msg **ret_msg, uint32_t *ret_seq, int *ret_fds, size_
 /* The oneof body case a message type must carry, or 0 for unknown types. */
 int wire_body_case_for_type(Sbx__MsgType type);
 
+/* Make *m a message of this type carrying body (a message of the body case
+ * the type must carry): the type/body pair set in one place. */
+void wire_msg_set(Sbx__Msg *m, Sbx__MsgType type, void *body);
+
 static inline void sbx_msg_freep(Sbx__Msg **m) {
         if (*m)
                 sbx__msg__free_unpacked(*m, NULL);

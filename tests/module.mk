@@ -9,7 +9,7 @@ test-cgroup_LDFLAGS := -Wl,--wrap=mkdirat,--wrap=unlinkat
 UNIT_TESTS += tests/unit/test-jsonrpc.c
 test-jsonrpc_DEPS := broker/jsonrpc.c broker/jsonwrite.c broker/mcp.c
 UNIT_TESTS += tests/unit/test-schema.c
-test-schema_DEPS := broker/schema.c broker/tools.c broker/jsonwrite.c
+test-schema_DEPS := $(BROKER_LIB_SRCS)
 UNIT_TESTS += tests/unit/test-layer.c
 test-layer_DEPS := supervisor/layer.c
 UNIT_TESTS += tests/unit/test-store.c
