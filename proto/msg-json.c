@@ -147,7 +147,9 @@ static json_t *array_of(const MsgJsonField *mf, const ProtobufCFieldDescriptor *
         return TAKE_PTR(a);
 }
 
-int msg_json_append(json_t *o, const MsgJsonMap *map, const ProtobufCMessage *m, MsgJsonText text) {
+int msg_json_append(json_t *o, const MsgJsonMap *map, const void *msg, MsgJsonText text) {
+        const ProtobufCMessage *m = msg;
+
         assert(m->descriptor == map->desc);
 
         for (size_t i = 0; i < map->n_fields; i++) {
@@ -179,10 +181,10 @@ int msg_json_append(json_t *o, const MsgJsonMap *map, const ProtobufCMessage *m,
         return 0;
 }
 
-json_t *msg_json_object(const MsgJsonMap *map, const ProtobufCMessage *m, MsgJsonText text) {
+json_t *msg_json_object(const MsgJsonMap *map, const void *msg, MsgJsonText text) {
         _cleanup_json_ json_t *o = json_object();
 
-        if (!o || msg_json_append(o, map, m, text) < 0)
+        if (!o || msg_json_append(o, map, msg, text) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

@@ -61,12 +61,12 @@ typedef enum MsgJsonText {
 /* A JSON string of len bytes at s (NULL: ""), repaired as text says; NULL on ENOMEM. */
 json_t *msg_json_string(const char *s, size_t len, MsgJsonText text);
 
-/* Set map's keys of the message m in the object o, in the map's order, after
+/* Set map's keys of the message msg (a protobuf-c message of map->desc) in the object o, in the map's order, after
  * what o holds already. Returns 0 or -ENOMEM. */
-int msg_json_append(json_t *o, const MsgJsonMap *map, const ProtobufCMessage *m, MsgJsonText text);
+int msg_json_append(json_t *o, const MsgJsonMap *map, const void *msg, MsgJsonText text);
 
-/* A new object of map's keys of m; NULL on ENOMEM. */
-json_t *msg_json_object(const MsgJsonMap *map, const ProtobufCMessage *m, MsgJsonText text);
+/* A new object of map's keys of msg; NULL on ENOMEM. */
+json_t *msg_json_object(const MsgJsonMap *map, const void *msg, MsgJsonText text);
 
 /* An array of n objects, one per message of items; NULL on ENOMEM. */
 json_t *msg_json_array(const MsgJsonMap *map, void *const *items, size_t n, MsgJsonText text);

@@ -46,6 +46,7 @@ trap cleanup EXIT
 for b in sbxd sbxctl sandbox-mcp sbx-worker; do
   [[ -x $BIN/$b ]] || { echo "Bail out! $BIN/$b missing: make all"; exit 1; }
 done
+[[ -f build/gen/sbxctl.bash-completion ]] || { echo "Bail out! build/gen/sbxctl.bash-completion missing: make all"; exit 1; }
 VERSION=$("$SBXD" --version | awk '{print $2}')
 
 # ---- install / uninstall -----------------------------------------------------
@@ -313,7 +314,7 @@ complete_words() { # words... (the last is the one being completed)
     source "$0"
     COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
     PATH=/nonexistent _sbxctl
-    printf "%s\n" "${COMPREPLY[@]}" | sort | tr "\n" " "' dist/sbxctl.bash-completion "$@" 2>&1
+    printf "%s\n" "${COMPREPLY[@]}" | sort | tr "\n" " "' build/gen/sbxctl.bash-completion "$@" 2>&1
 }
 cmp_case() { local want=$1; shift; local got; got=$(complete_words "$@"); got=${got% }
   [[ $got == "$want" ]] && ok "bash completion: '$*' -> $want" || notok "bash completion: '$*' -> $want" "got: $got"; }
@@ -322,6 +323,8 @@ cmp_case "create diff finalize list" sbxctl session ''
 cmp_case "--discard" sbxctl session finalize web ws-1 --d
 cmp_case "--policy" sbxctl --json session create web --p
 cmp_case "destroy publish_then_destroy" sbxctl session create web --policy ''
+cmp_case "--cpu-weight" sbxctl sandbox create web --source . --cp
+cmp_case "create delete list show" sbxctl sandbox --cpu-weight 5 ''
 
 # ---- a private sbxd ------------------------------------------------------------------------
 
