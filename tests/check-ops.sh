@@ -451,7 +451,14 @@ if run_ctl "session create ops --policy destroy" 0 session create ops --policy d
     "any(s['workspace_session']=='$WS' and not s['automatic'] and s['finalize_policy']=='destroy' for s in d)"
   run_ctl "session diff of an unchanged session" 0 session diff ops "$WS" && { [[ -z $OUT ]] && ok "session diff: nothing changed" || notok "session diff: nothing changed" "$OUT"; }
   run_ctl "command list --session" 0 command list ops --session "$WS" --json && jcheck "command list --session --json: no command yet" "d==[]"
+  run_ctl "session diff --json" 0 session diff ops "$WS" --json && jcheck "session diff --json: no change, an empty diff" \
+    "d=={'changes':[],'diff':'','truncated':False}"
   run_ctl "session finalize --discard" 0 session finalize ops "$WS" --discard
+fi
+if run_ctl "session create ops --json" 0 session create ops --json; then
+  WS2=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["workspace_session"])' <<<"$OUT")
+  run_ctl "session finalize --json" 0 session finalize ops "$WS2" --json && jcheck "session finalize --json: the session, published, nothing changed" \
+    "d['session']['workspace_session']=='$WS2' and d['action']=='published' and d['publication']['changed_paths']==0 and d['publication']['conflicts']==[]"
 fi
 run_ctl "session finalize of an unknown session exits 4" 4 session finalize ops ws-000000000000 --discard
 run_ctl "command list ops" 0 command list ops && { head -1 <<<"$OUT" | grep -q "^ID  *SESSION  *STATUS" && ok "command list: a table" || notok "command list: a table" "$OUT"; }

@@ -6,6 +6,8 @@ test-transcript_DEPS := supervisor/transcript.c
 UNIT_TESTS += tests/unit/test-cgroup.c
 test-cgroup_DEPS := supervisor/cgroup.c
 test-cgroup_LDFLAGS := -Wl,--wrap=mkdirat,--wrap=unlinkat
+UNIT_TESTS += tests/unit/test-msg-json.c
+test-msg-json_DEPS :=
 UNIT_TESTS += tests/unit/test-jsonrpc.c
 test-jsonrpc_DEPS := broker/jsonrpc.c broker/jsonwrite.c broker/mcp.c
 UNIT_TESTS += tests/unit/test-schema.c
