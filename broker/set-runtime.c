@@ -24,21 +24,37 @@ _Static_assert(SBX_FILE_MAX == 16 << 20, "file_write, file_edit descriptions");
 
 /* ---- prepare: validated arguments -> request ----------------------------- */
 
-/* sandbox_id and command_session_id. */
-static int command_target(json_t *args, const char **ret_sandbox, const char **ret_command, char **ret_error) {
-        int r = tool_arg_id(args, "sandbox_id", ret_sandbox, ret_error);
+/* sandbox_id and command_session_id, as the request's strings. */
+static int command_target(json_t *args, char **ret_sandbox, char **ret_command, char **ret_error) {
+        const char *sandbox, *command;
+        int r;
 
-        return r < 0 ? r : tool_arg_id(args, "command_session_id", ret_command, ret_error);
+        r = tool_arg_id(args, "sandbox_id", &sandbox, ret_error);
+        if (r >= 0)
+                r = tool_arg_id(args, "command_session_id", &command, ret_error);
+        if (r < 0)
+                return r;
+        *ret_sandbox = (char *) sandbox;
+        *ret_command = (char *) command;
+        return 0;
 }
 
-/* sandbox_id, path and the optional workspace_session_id. */
-static int file_target(json_t *args, const char **ret_sandbox, const char **ret_path, const char **ret_session,
-                       char **ret_error) {
-        int r = tool_arg_id(args, "sandbox_id", ret_sandbox, ret_error);
+/* sandbox_id, path and the optional workspace_session_id, as the request's strings. */
+static int file_target(json_t *args, char **ret_sandbox, char **ret_path, char **ret_session, char **ret_error) {
+        const char *sandbox, *path, *session;
+        int r;
 
+        r = tool_arg_id(args, "sandbox_id", &sandbox, ret_error);
         if (r >= 0)
-                r = tool_arg_path(args, ret_path, ret_error);
-        return r < 0 ? r : tool_arg_session(args, ret_session, ret_error);
+                r = tool_arg_path(args, &path, ret_error);
+        if (r >= 0)
+                r = tool_arg_session(args, &session, ret_error);
+        if (r < 0)
+                return r;
+        *ret_sandbox = (char *) sandbox;
+        *ret_path = (char *) path;
+        *ret_session = (char *) session;
+        return 0;
 }
 
 /* yield_time_ms, clamped to SBX_YIELD_MAX_MS. */
@@ -52,7 +68,7 @@ static void yield_arg(json_t *args, protobuf_c_boolean *ret_has, uint64_t *ret_m
 }
 
 static int prepare_exec(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__Exec *m = tool_request_body(req, &sbx__exec__descriptor);
+        Sbx__Exec *m = tool_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_EXEC, &sbx__exec__descriptor);
         const char *sandbox, *session, *cmd;
         uint64_t v;
         int r;
@@ -80,20 +96,17 @@ static int prepare_exec(json_t *args, ToolRequest *req, char **ret_error) {
                 m->timeout_ms = v;
         }
         yield_arg(args, &m->has_yield, &m->yield_ms);
-
-        tool_request_set(req, SBX__MSG_TYPE__MSG_CLIENT_EXEC, m);
         return 0;
 }
 
 static int prepare_stdin(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__Stdin *m = tool_request_body(req, &sbx__stdin__descriptor);
-        const char *sandbox, *command;
+        Sbx__Stdin *m = tool_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_STDIN, &sbx__stdin__descriptor);
         json_t *data = json_object_get(args, "stdin");
         size_t len = json_string_length(data);
         bool close = false;
         int r;
 
-        r = command_target(args, &sandbox, &command, ret_error);
+        r = command_target(args, &m->sandbox, &m->command_session, ret_error);
         if (r < 0)
                 return r;
 
@@ -105,24 +118,19 @@ static int prepare_stdin(json_t *args, ToolRequest *req, char **ret_error) {
         if (len > SBX_STDIN_MAX)
                 return tool_arg_invalid(ret_error, "stdin: must be at most %u bytes per call", SBX_STDIN_MAX);
 
-        m->sandbox = (char *) sandbox;
-        m->command_session = (char *) command;
         m->data.len = len;
         m->data.data = (uint8_t *) json_string_value(data);
         m->close = close;
         yield_arg(args, &m->has_yield, &m->yield_ms);
-
-        tool_request_set(req, SBX__MSG_TYPE__MSG_CLIENT_STDIN, m);
         return 0;
 }
 
 static int prepare_read_lines(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__ReadLines *m = tool_request_body(req, &sbx__read_lines__descriptor);
-        const char *sandbox, *command;
+        Sbx__ReadLines *m = tool_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_READ_LINES, &sbx__read_lines__descriptor);
         uint64_t start = 0, limit = SBX_READ_DEFAULT_LINES;
         int r;
 
-        r = command_target(args, &sandbox, &command, ret_error);
+        r = command_target(args, &m->sandbox, &m->command_session, ret_error);
         if (r < 0)
                 return r;
         (void) tool_arg_int(args, "start_offset", &start);
@@ -130,23 +138,18 @@ static int prepare_read_lines(json_t *args, ToolRequest *req, char **ret_error) 
         if (limit > SBX_READ_MAX_LINES)
                 return tool_arg_invalid(ret_error, "limit: must be at most %u", SBX_READ_MAX_LINES);
 
-        m->sandbox = (char *) sandbox;
-        m->command_session = (char *) command;
         m->start_offset = start;
         m->has_limit = true;
         m->limit = (uint32_t) limit;
-
-        tool_request_set(req, SBX__MSG_TYPE__MSG_CLIENT_READ_LINES, m);
         return 0;
 }
 
 static int prepare_file_read(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__FileRead *m = tool_request_body(req, &sbx__file_read__descriptor);
-        const char *sandbox, *path, *session;
+        Sbx__FileRead *m = tool_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_FILE_READ, &sbx__file_read__descriptor);
         uint64_t offset = 1, limit = SBX_FILE_READ_DEFAULT_LINES;
         int r;
 
-        r = file_target(args, &sandbox, &path, &session, ret_error);
+        r = file_target(args, &m->sandbox, &m->path, &m->workspace_session, ret_error);
         if (r < 0)
                 return r;
         (void) tool_arg_int(args, "offset", &offset);
@@ -155,25 +158,20 @@ static int prepare_file_read(json_t *args, ToolRequest *req, char **ret_error) {
         if (limit < 1 || limit > SBX_FILE_READ_MAX_LINES)
                 return tool_arg_invalid(ret_error, "limit: must be 1..=%u", SBX_FILE_READ_MAX_LINES);
 
-        m->sandbox = (char *) sandbox;
-        m->path = (char *) path;
-        m->workspace_session = (char *) session;
         m->has_offset = true;
         m->offset = MAX(offset, (uint64_t) 1);  /* 0 is taken as 1 */
         m->has_limit = true;
         m->limit = (uint32_t) limit;
-        tool_request_set(req, SBX__MSG_TYPE__MSG_CLIENT_FILE_READ, m);
         return 0;
 }
 
 static int prepare_file_write(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__FileWrite *m = tool_request_body(req, &sbx__file_write__descriptor);
-        const char *sandbox, *path, *session;
+        Sbx__FileWrite *m = tool_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_FILE_WRITE, &sbx__file_write__descriptor);
         json_t *content = json_object_get(args, "content");
         size_t len = json_string_length(content);
         int r;
 
-        r = file_target(args, &sandbox, &path, &session, ret_error);
+        r = file_target(args, &m->sandbox, &m->path, &m->workspace_session, ret_error);
         if (r < 0)
                 return r;
         if (len > SBX_FILE_MAX)
@@ -183,11 +181,7 @@ static int prepare_file_write(json_t *args, ToolRequest *req, char **ret_error) 
         r = sealed_memfd_new("sbx-file-write", json_string_value(content), len, &req->fd);
         if (r < 0)
                 return r;
-        m->sandbox = (char *) sandbox;
-        m->path = (char *) path;
-        m->workspace_session = (char *) session;
         m->content_size = len;
-        tool_request_set(req, SBX__MSG_TYPE__MSG_CLIENT_FILE_WRITE, m);
         return 0;
 }
 
@@ -213,17 +207,16 @@ static int check_edits(json_t *args, char **ret_error) {
 }
 
 static int prepare_file_edit(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__FileEdit *m = tool_request_body(req, &sbx__file_edit__descriptor);
+        Sbx__FileEdit *m = tool_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_FILE_EDIT, &sbx__file_edit__descriptor);
         Sbx__EditList list = SBX__EDIT_LIST__INIT;
         _cleanup_free_ Sbx__Edit *items = NULL;
         _cleanup_free_ Sbx__Edit **ptrs = NULL;
         _cleanup_free_ uint8_t *packed = NULL;
-        const char *sandbox, *path, *session;
         json_t *edits, *e;
         size_t n, i, size;
         int r;
 
-        r = file_target(args, &sandbox, &path, &session, ret_error);
+        r = file_target(args, &m->sandbox, &m->path, &m->workspace_session, ret_error);
         if (r < 0)
                 return r;
         r = check_edits(args, ret_error);
@@ -262,11 +255,7 @@ static int prepare_file_edit(json_t *args, ToolRequest *req, char **ret_error) {
         if (r < 0)
                 return r;
 
-        m->sandbox = (char *) sandbox;
-        m->path = (char *) path;
-        m->workspace_session = (char *) session;
         m->edits_size = size;
-        tool_request_set(req, SBX__MSG_TYPE__MSG_CLIENT_FILE_EDIT, m);
         return 0;
 }
 
@@ -277,36 +266,22 @@ TOOL_PREPARE_STRINGS(prepare_file_blame, sbx__file_blame, FILE_BLAME,
 /* ---- results ---------------------------------------------------------------- */
 
 static const MsgJsonMap file_read_map = MSG_JSON_MAP_INIT(sbx__file_read_reply__descriptor,
-        MSG_JSON_FIELD("path", "path"),
-        MSG_JSON_FIELD("content", "content"),
-        MSG_JSON_FIELD("start_line", "start_line"),
-        MSG_JSON_FIELD("num_lines", "num_lines"),
-        MSG_JSON_FIELD("total_lines", "total_lines"),
-        MSG_JSON_FIELD("bytes_read", "bytes_read"),
-        MSG_JSON_FIELD("total_bytes", "total_bytes"),
-        MSG_JSON_FIELD("next_offset", "next_offset", .present = "has_next_offset"),
-        MSG_JSON_FIELD("truncated", "truncated"));
+        MSG_JSON_NAMES("path content start_line num_lines total_lines bytes_read total_bytes next_offset truncated"));
 
 /* file_write: type, path, bytes_written; file_edit adds edits_applied and
  * replacements. publication only when sbxd sent one (no session). */
-#define FILE_CHANGE_MAP(...)                                                      \
-        MSG_JSON_MAP_INIT(sbx__file_change_reply__descriptor,                     \
-                MSG_JSON_FIELD("type", "type"),                                               \
-                MSG_JSON_FIELD("path", "path"),                                               \
-                __VA_ARGS__                                                       \
-                MSG_JSON_FIELD("bytes_written", "bytes_written"),                             \
-                MSG_JSON_FIELD("publication", "publication", .flags = MSG_JSON_OMIT_EMPTY, .sub = &tool_publication_map))
-static const MsgJsonMap file_write_map = FILE_CHANGE_MAP();
-static const MsgJsonMap file_edit_map = FILE_CHANGE_MAP(MSG_JSON_FIELD("edits_applied", "edits_applied"),
-                                                        MSG_JSON_FIELD("replacements", "replacements"),);
+#define FILE_CHANGE_MAP(names)                                                          \
+        MSG_JSON_MAP_INIT(sbx__file_change_reply__descriptor, MSG_JSON_NAMES(names),   \
+                MSG_JSON_FIELD("publication", "publication", .flags = MSG_JSON_OMIT_EMPTY, \
+                               .sub = &tool_publication_map))
+static const MsgJsonMap file_write_map = FILE_CHANGE_MAP("type path bytes_written");
+static const MsgJsonMap file_edit_map = FILE_CHANGE_MAP("type path edits_applied replacements bytes_written");
 
 static const MsgJsonMap blame_range_map = MSG_JSON_MAP_INIT(sbx__blame_range__descriptor,
-        MSG_JSON_FIELD("start_line", "start_line"),
-        MSG_JSON_FIELD("line_count", "line_count"),
-        MSG_JSON_FIELD("owner", "owner"));
+        MSG_JSON_NAMES("start_line line_count owner"));
 
 static const MsgJsonMap file_blame_map = MSG_JSON_MAP_INIT(sbx__file_blame_reply__descriptor,
-        MSG_JSON_FIELD("path", "path"),
+        MSG_JSON_NAMES("path"),
         MSG_JSON_FIELD("ranges", "ranges", .sub = &blame_range_map));
 
 static int render_file_read(const Sbx__Reply *reply, const json_t *args, json_t **ret) {

@@ -24,13 +24,13 @@ TOOL_PREPARE_STRINGS(prepare_command_cancel, sbx__command_cancel, COMMAND_CANCEL
                 { "sandbox_id", "sandbox", TOOL_ARG_ID }, { "command_session_id", "command_session", TOOL_ARG_ID })
 
 static int prepare_sandbox_list(json_t *args, ToolRequest *req, char **ret_error) {
-        tool_request_set(req, SBX__MSG_TYPE__MSG_CLIENT_SANDBOX_LIST,
-                         tool_request_body(req, &sbx__sandbox_list__descriptor));
+        tool_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_SANDBOX_LIST, &sbx__sandbox_list__descriptor);
         return 0;
 }
 
 static int prepare_session_create(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__SessionCreate *m = tool_request_body(req, &sbx__session_create__descriptor);
+        Sbx__SessionCreate *m = tool_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_CREATE,
+                                                  &sbx__session_create__descriptor);
         const char *sandbox;
         json_t *policy = json_object_get(args, "finalize_policy");
         int r;
@@ -41,12 +41,12 @@ static int prepare_session_create(json_t *args, ToolRequest *req, char **ret_err
         m->sandbox = (char *) sandbox;
         /* The schema's enum and default made it one of the two. */
         m->finalize_policy = (char *) (json_is_string(policy) ? json_string_value(policy) : "publish_then_destroy");
-        tool_request_set(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_CREATE, m);
         return 0;
 }
 
 static int prepare_session_finalize(json_t *args, ToolRequest *req, char **ret_error) {
-        Sbx__SessionFinalize *m = tool_request_body(req, &sbx__session_finalize__descriptor);
+        Sbx__SessionFinalize *m = tool_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_FINALIZE,
+                                                    &sbx__session_finalize__descriptor);
         const char *sandbox, *session;
         json_t *action = json_object_get(args, "action");
         int r;
@@ -62,7 +62,6 @@ static int prepare_session_finalize(json_t *args, ToolRequest *req, char **ret_e
         if (json_is_string(action))
                 m->action = (char *) json_string_value(action);   /* "" (absent): the session's policy */
         m->overwrite = json_is_true(json_object_get(args, "overwrite"));
-        tool_request_set(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_FINALIZE, m);
         return 0;
 }
 
@@ -71,36 +70,29 @@ static int prepare_session_finalize(json_t *args, ToolRequest *req, char **ret_e
 static const MsgJsonMap session_info_map = MSG_JSON_MAP_INIT(sbx__session_info__descriptor,
         MSG_JSON_FIELD("workspace_session_id", "workspace_session"),
         MSG_JSON_FIELD("sandbox_id", "sandbox"),
-        MSG_JSON_FIELD("finalize_policy", "finalize_policy"),
-        MSG_JSON_FIELD("automatic", "automatic"),
-        MSG_JSON_FIELD("state", "state"),
-        MSG_JSON_FIELD("base_layer", "base_layer"),
-        MSG_JSON_FIELD("created_unix", "created_unix"),
-        MSG_JSON_FIELD("running_commands", "running_commands"));
+        MSG_JSON_NAMES("finalize_policy automatic state base_layer created_unix running_commands"));
 
 static const MsgJsonMap session_list_map = MSG_JSON_MAP_INIT(sbx__session_list_reply__descriptor,
         MSG_JSON_FIELD("sessions", "sessions", .sub = &session_info_map));
 
 /* After workspace_session_id, which the caller sets. */
 static const MsgJsonMap session_finalize_map = MSG_JSON_MAP_INIT(sbx__session_finalize_reply__descriptor,
-        MSG_JSON_FIELD("action", "action"),
+        MSG_JSON_NAMES("action"),
         MSG_JSON_FIELD("publication", "publication", .sub = &tool_publication_map));
 
 static const MsgJsonMap changed_path_map = MSG_JSON_MAP_INIT(sbx__changed_path__descriptor,
-        MSG_JSON_FIELD("path", "path"),
-        MSG_JSON_FIELD("change", "change"));
+        MSG_JSON_NAMES("path change"));
 
 /* After workspace_session_id, which the caller sets. */
 static const MsgJsonMap session_diff_map = MSG_JSON_MAP_INIT(sbx__session_diff_reply__descriptor,
         MSG_JSON_FIELD("changes", "changes", .sub = &changed_path_map),
-        MSG_JSON_FIELD("diff", "diff"),
-        MSG_JSON_FIELD("truncated", "truncated"));
+        MSG_JSON_NAMES("diff truncated"));
 
 static const MsgJsonMap command_info_map = MSG_JSON_MAP_INIT(sbx__command_info__descriptor,
         TOOL_COMMAND_FIELDS,
         MSG_JSON_FIELD("started_unix", "started_unix_usec", .flags = MSG_JSON_USEC_AS_SECONDS),
         MSG_JSON_FIELD("ended_unix", "ended_unix_usec", .flags = MSG_JSON_USEC_AS_SECONDS | MSG_JSON_NULL_EMPTY),
-        MSG_JSON_FIELD("cmd", "cmd"));
+        MSG_JSON_NAMES("cmd"));
 
 static const MsgJsonMap command_list_map = MSG_JSON_MAP_INIT(sbx__command_list_reply__descriptor,
         MSG_JSON_FIELD("commands", "commands", .sub = &command_info_map));
@@ -110,7 +102,7 @@ static const MsgJsonMap sandbox_info_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__
         MSG_JSON_FIELD("source", "source_dir"),
         MSG_JSON_FIELD("image", "image", .fallback = "default"),
         MSG_JSON_FIELD("layers", "layer_count"),
-        MSG_JSON_FIELD("live_sessions", "live_sessions"));
+        MSG_JSON_NAMES("live_sessions"));
 
 static const MsgJsonMap sandbox_list_map = MSG_JSON_MAP_INIT(sbx__sandbox_list_reply__descriptor,
         MSG_JSON_FIELD("sandboxes", "sandboxes", .sub = &sandbox_info_map));

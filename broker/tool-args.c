@@ -88,19 +88,13 @@ void tool_request_done(ToolRequest *req) {
                 req->fd = safe_close(req->fd);
 }
 
-void *tool_request_body(ToolRequest *req, const ProtobufCMessageDescriptor *desc) {
-        assert(desc->sizeof_message <= sizeof(req->body));
-        protobuf_c_message_init(desc, req->body.bytes);
-        return req->body.bytes;
-}
-
-void tool_request_set(ToolRequest *req, Sbx__MsgType type, void *body) {
-        wire_msg_set(&req->msg, type, body);
+void *tool_request_body(ToolRequest *req, Sbx__MsgType type, const ProtobufCMessageDescriptor *desc) {
+        return wire_msg_body(&req->msg, type, desc, req->body.bytes, sizeof(req->body));
 }
 
 int tool_prepare_strings(json_t *args, ToolRequest *req, char **ret_error, const ProtobufCMessageDescriptor *desc,
                          Sbx__MsgType type, const ToolArgField *fields, size_t n) {
-        char *m = tool_request_body(req, desc);
+        char *m = tool_request_body(req, type, desc);
 
         for (size_t i = 0; i < n; i++) {
                 const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(desc, fields[i].field);
@@ -115,6 +109,5 @@ int tool_prepare_strings(json_t *args, ToolRequest *req, char **ret_error, const
                         return r;
                 *(const char **) (m + f->offset) = v;
         }
-        tool_request_set(req, type, m);
         return 0;
 }

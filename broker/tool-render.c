@@ -11,22 +11,14 @@
 #include "tool-set.h"
 
 const MsgJsonMap tool_publication_map = MSG_JSON_MAP_INIT(sbx__publication__descriptor,
-        MSG_JSON_FIELD("published", "published"),
-        MSG_JSON_FIELD("layer", "layer"),
-        MSG_JSON_FIELD("owner", "owner"),
-        MSG_JSON_FIELD("changed_paths", "changed_paths"),
+        MSG_JSON_NAMES("published layer owner changed_paths"),
         MSG_JSON_FIELD("error", "error", .flags = MSG_JSON_OMIT_EMPTY),
         MSG_JSON_FIELD("conflicts", "conflicts", .flags = MSG_JSON_OMIT_EMPTY));
 
 static const MsgJsonMap command_output_map = MSG_JSON_MAP_INIT(sbx__command_output__descriptor,
         TOOL_COMMAND_FIELDS,
-        MSG_JSON_FIELD("wall_time_seconds", "wall_time_seconds"),
-        MSG_JSON_FIELD("command_total_time_seconds", "command_total_time_seconds"),
-        MSG_JSON_FIELD("start_offset", "start_offset"),
-        MSG_JSON_FIELD("end_offset", "end_offset"),
-        MSG_JSON_FIELD("total_lines", "total_lines"),
-        MSG_JSON_FIELD("original_token_count", "original_token_count"),
-        MSG_JSON_FIELD("output", "output"),
+        MSG_JSON_NAMES("wall_time_seconds command_total_time_seconds start_offset end_offset total_lines "
+                       "original_token_count output"),
         MSG_JSON_FIELD("publication", "publication", .sub = &tool_publication_map));
 
 int tool_render_object(const MsgJsonMap *map, const void *body, json_t **ret) {
@@ -76,7 +68,8 @@ void tool_put_publication(FILE *f, const json_t *p) {
 
         if (json_is_true(json_object_get(p, "published"))) {
                 fprintf(f, "; published layer %llu (%llu changed path%s, owner %s)", tool_sc_uint(p, "layer"),
-                        tool_sc_uint(p, "changed_paths"), tool_plural(tool_sc_uint(p, "changed_paths")), tool_sc_str(p, "owner"));
+                        tool_sc_uint(p, "changed_paths"), tool_plural(tool_sc_uint(p, "changed_paths")),
+                        tool_sc_str(p, "owner"));
                 return;
         }
         if (!tool_sc_str(p, "error")[0]) {
@@ -132,7 +125,8 @@ void tool_text_command(FILE *f, const Sbx__Reply *reply, const json_t *args, con
         else
                 fprintf(f, "; lines %llu-%llu of %llu shown", start, end, total);
         if (start > 0)
-                fprintf(f, "; %llu earlier line%s not shown; read_command_lines start_offset=0", start, tool_plural(start));
+                fprintf(f, "; %llu earlier line%s not shown; read_command_lines start_offset=0", start,
+                        tool_plural(start));
         if (end < total)
                 fprintf(f, "; %llu later line%s not shown; read_command_lines start_offset=%llu", total - end,
                         tool_plural(total - end), end);
@@ -200,6 +194,16 @@ static void put_flat(FILE *f, const char *prefix, const json_t *o, bool *first) 
         }
 }
 
+/* An object on one line, anything else as a scalar. */
+static void put_item(FILE *f, const json_t *v) {
+        bool first = true;
+
+        if (json_is_object(v))
+                put_flat(f, "", v, &first);
+        else
+                put_scalar(f, v);
+}
+
 /* The other tools: "key: value" lines, an array as one line per item, and a
  * text of several lines (a diff) last, as it is. */
 void tool_text_generic(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc) {
@@ -207,8 +211,6 @@ void tool_text_generic(FILE *f, const Sbx__Reply *reply, const json_t *args, con
         json_t *v;
 
         json_object_foreach((json_t *) sc, key, v) {
-                bool first = true;
-
                 if (json_is_string(v) && strchr(json_string_value(v), '\n'))
                         continue;
                 fprintf(f, "%s:", key);
@@ -217,21 +219,14 @@ void tool_text_generic(FILE *f, const Sbx__Reply *reply, const json_t *args, con
                         json_t *x;
                         fprintf(f, " %zu\n", json_array_size(v));
                         json_array_foreach(v, i, x) {
-                                first = true;
                                 fputs("- ", f);
-                                if (json_is_object(x))
-                                        put_flat(f, "", x, &first);
-                                else
-                                        put_scalar(f, x);
+                                put_item(f, x);
                                 fputc('\n', f);
                         }
                         continue;
                 }
                 fputc(' ', f);
-                if (json_is_object(v))
-                        put_flat(f, "", v, &first);
-                else
-                        put_scalar(f, v);
+                put_item(f, v);
                 fputc('\n', f);
         }
         json_object_foreach((json_t *) sc, key, v)

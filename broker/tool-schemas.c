@@ -7,88 +7,40 @@
  * additionalProperties. Limits the contract does not spell out are checked in
  * the prepare functions below and documented in the tool descriptions. */
 
-#define SANDBOX_ID_PROPERTY \
-        "\"sandbox_id\": {" \
-        "  \"type\": \"string\"," \
-        "  \"description\": \"Target sandbox id (selects the daemon to query).\"" \
-        "}"
+/* An input schema: an object of these properties, these required, and no other. */
+#define INPUT_SCHEMA(properties, required)                                                      \
+        "{\"type\": \"object\", \"properties\": {" properties "}, \"required\": [" required "], "     \
+        "\"additionalProperties\": false}"
+/* Arguments: a string; an integer >= 0, with or without a default. */
+#define STRING_ARG(name, description) "\"" name "\": {\"type\": \"string\", \"description\": \"" description "\"}"
+#define INTEGER_ARG(name, description) \
+        "\"" name "\": {\"type\": \"integer\", \"description\": \"" description "\", \"minimum\": 0}"
+#define INTEGER_ARG_DEFAULT(name, description, value) \
+        "\"" name "\": {\"type\": \"integer\", \"description\": \"" description "\", \"minimum\": 0, \"default\": " value "}"
+#define SANDBOX_ID_PROPERTY STRING_ARG("sandbox_id", "Target sandbox id (selects the daemon to query).")
+#define COMMAND_SESSION_ID_PROPERTY STRING_ARG("command_session_id", "Command session id returned by exec_command.")
 
-#define COMMAND_SESSION_ID_PROPERTY \
-        "\"command_session_id\": {" \
-        "  \"type\": \"string\"," \
-        "  \"description\": \"Command session id returned by exec_command.\"" \
-        "}"
+const char exec_command_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY ", "
+                STRING_ARG("workspace_session_id", "Existing workspace session id to run inside. Omit to create a session with finalize policy publish_then_destroy.") ", "
+                STRING_ARG("cmd", "Shell command text.") ", "
+                INTEGER_ARG("timeout_ms", "Command timeout in milliseconds.") ", "
+                INTEGER_ARG("yield_time_ms", "Initial output wait in milliseconds."),
+                "\"sandbox_id\", \"cmd\"");
 
-const char exec_command_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY ","
-        "    \"workspace_session_id\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"Existing workspace session id to run inside. Omit to create a session with finalize policy publish_then_destroy.\""
-        "    },"
-        "    \"cmd\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"Shell command text.\""
-        "    },"
-        "    \"timeout_ms\": {"
-        "      \"type\": \"integer\","
-        "      \"description\": \"Command timeout in milliseconds.\","
-        "      \"minimum\": 0"
-        "    },"
-        "    \"yield_time_ms\": {"
-        "      \"type\": \"integer\","
-        "      \"description\": \"Initial output wait in milliseconds.\","
-        "      \"minimum\": 0"
-        "    }"
-        "  },"
-        "  \"required\": [\"sandbox_id\", \"cmd\"],"
-        "  \"additionalProperties\": false"
-        "}";
+const char write_command_stdin_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY ", "
+                COMMAND_SESSION_ID_PROPERTY ", "
+                STRING_ARG("stdin", "Text to write to stdin.") ", "
+                INTEGER_ARG("yield_time_ms", "Output wait after writing stdin."),
+                "\"sandbox_id\", \"command_session_id\", \"stdin\"");
 
-const char write_command_stdin_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY ","
-        COMMAND_SESSION_ID_PROPERTY ","
-        "    \"stdin\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"Text to write to stdin.\""
-        "    },"
-        "    \"yield_time_ms\": {"
-        "      \"type\": \"integer\","
-        "      \"description\": \"Output wait after writing stdin.\","
-        "      \"minimum\": 0"
-        "    }"
-        "  },"
-        "  \"required\": [\"sandbox_id\", \"command_session_id\", \"stdin\"],"
-        "  \"additionalProperties\": false"
-        "}";
-
-const char read_command_lines_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY ","
-        COMMAND_SESSION_ID_PROPERTY ","
-        "    \"start_offset\": {"
-        "      \"type\": \"integer\","
-        "      \"description\": \"First transcript line offset. Defaults to 0.\","
-        "      \"minimum\": 0,"
-        "      \"default\": 0"
-        "    },"
-        "    \"limit\": {"
-        "      \"type\": \"integer\","
-        "      \"description\": \"Maximum transcript rows to return. Defaults to 200; maximum 1000.\","
-        "      \"minimum\": 0,"
-        "      \"default\": 200"
-        "    }"
-        "  },"
-        "  \"required\": [\"sandbox_id\", \"command_session_id\"],"
-        "  \"additionalProperties\": false"
-        "}";
+const char read_command_lines_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY ", "
+                COMMAND_SESSION_ID_PROPERTY ", "
+                INTEGER_ARG_DEFAULT("start_offset", "First transcript line offset. Defaults to 0.", "0") ", "
+                INTEGER_ARG_DEFAULT("limit", "Maximum transcript rows to return. Defaults to 200; maximum 1000.", "200"),
+                "\"sandbox_id\", \"command_session_id\"");
 
 /* The properties of a Publication (sbx.proto), owner_what naming the owner. */
 #define PUBLICATION_PROPERTIES(owner_what) \
@@ -157,79 +109,27 @@ const char annotations_create[] =
 
 /* ---- file tools (shared/seeds/000, byte for byte) ---------------------------- */
 
-const char file_read_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY ","
-        "    \"path\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"Repository-relative or workspace-root-absolute path to read.\""
-        "    },"
-        "    \"offset\": {"
-        "      \"type\": \"integer\","
-        "      \"description\": \"1-indexed line number to start reading from. Defaults to 1.\","
-        "      \"minimum\": 0,"
-        "      \"default\": 1"
-        "    },"
-        "    \"limit\": {"
-        "      \"type\": \"integer\","
-        "      \"description\": \"Maximum number of lines to read. Defaults to 2000; must be 1..=2000.\","
-        "      \"minimum\": 0,"
-        "      \"default\": 2000"
-        "    },"
-        "    \"workspace_session_id\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"Existing workspace session id to read inside. Omit to read the snapshot.\""
-        "    }"
-        "  },"
-        "  \"required\": [\"sandbox_id\", \"path\"],"
-        "  \"additionalProperties\": false"
-        "}";
+const char file_read_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY ", "
+                STRING_ARG("path", "Repository-relative or workspace-root-absolute path to read.") ", "
+                INTEGER_ARG_DEFAULT("offset", "1-indexed line number to start reading from. Defaults to 1.", "1") ", "
+                INTEGER_ARG_DEFAULT("limit", "Maximum number of lines to read. Defaults to 2000; must be 1..=2000.", "2000") ", "
+                STRING_ARG("workspace_session_id", "Existing workspace session id to read inside. Omit to read the snapshot."),
+                "\"sandbox_id\", \"path\"");
 
-const char file_write_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY ","
-        "    \"path\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"Repository-relative or workspace-root-absolute path to write.\""
-        "    },"
-        "    \"content\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"File content to write.\""
-        "    },"
-        "    \"workspace_session_id\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"Existing workspace session id to write inside. Omit to publish a layer.\""
-        "    }"
-        "  },"
-        "  \"required\": [\"sandbox_id\", \"path\", \"content\"],"
-        "  \"additionalProperties\": false"
-        "}";
+const char file_write_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY ", "
+                STRING_ARG("path", "Repository-relative or workspace-root-absolute path to write.") ", "
+                STRING_ARG("content", "File content to write.") ", "
+                STRING_ARG("workspace_session_id", "Existing workspace session id to write inside. Omit to publish a layer."),
+                "\"sandbox_id\", \"path\", \"content\"");
 
-const char file_edit_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY ","
-        "    \"path\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"Repository-relative or workspace-root-absolute path to edit.\""
-        "    },"
-        "    \"edits\": {"
-        "      \"type\": \"array\","
-        "      \"description\": \"JSON array of { old_string, new_string, replace_all? } edits, applied in order.\""
-        "    },"
-        "    \"workspace_session_id\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"Existing workspace session id to edit inside. Omit to publish a layer.\""
-        "    }"
-        "  },"
-        "  \"required\": [\"sandbox_id\", \"path\", \"edits\"],"
-        "  \"additionalProperties\": false"
-        "}";
+const char file_edit_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY ", "
+                STRING_ARG("path", "Repository-relative or workspace-root-absolute path to edit.") ", "
+                "\"edits\": {\"type\": \"array\", \"description\": \"JSON array of { old_string, new_string, replace_all? } edits, applied in order.\"}" ", "
+                STRING_ARG("workspace_session_id", "Existing workspace session id to edit inside. Omit to publish a layer."),
+                "\"sandbox_id\", \"path\", \"edits\"");
 
 /* Not published (the seed's edits schema is a bare array): the items'
  * shape, checked in prepare_file_edit so that errors name "edits[N].key". */
@@ -245,19 +145,10 @@ const char file_edit_items_schema[] =
         "  \"additionalProperties\": false"
         "}}}}";
 
-const char file_blame_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY ","
-        "    \"path\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"Repository-relative path to blame.\""
-        "    }"
-        "  },"
-        "  \"required\": [\"sandbox_id\", \"path\"],"
-        "  \"additionalProperties\": false"
-        "}";
+const char file_blame_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY ", "
+                STRING_ARG("path", "Repository-relative path to blame."),
+                "\"sandbox_id\", \"path\"");
 
 const char file_read_output[] =
         "{"
@@ -335,91 +226,36 @@ const char file_blame_output[] =
 
 /* ---- the sessions set ---------------------------------------------------------- */
 
-#define WORKSPACE_SESSION_ID_PROPERTY(what) \
-        "\"workspace_session_id\": {" \
-        "  \"type\": \"string\"," \
-        "  \"description\": \"" what "\"" \
-        "}"
+const char create_workspace_session_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY ", "
+                "\"finalize_policy\": {\"type\": \"string\", \"description\": \"What finalize_workspace_session does when it names no action: publish_then_destroy publishes the session's workspace changes as a layer, destroy discards them. Defaults to publish_then_destroy.\", \"enum\": [\"publish_then_destroy\", \"destroy\"], \"default\": \"publish_then_destroy\"}",
+                "\"sandbox_id\"");
 
-const char create_workspace_session_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY ","
-        "    \"finalize_policy\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"What finalize_workspace_session does when it names no action: publish_then_destroy publishes the session's workspace changes as a layer, destroy discards them. Defaults to publish_then_destroy.\","
-        "      \"enum\": [\"publish_then_destroy\", \"destroy\"],"
-        "      \"default\": \"publish_then_destroy\""
-        "    }"
-        "  },"
-        "  \"required\": [\"sandbox_id\"],"
-        "  \"additionalProperties\": false"
-        "}";
+const char finalize_workspace_session_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY ", "
+                STRING_ARG("workspace_session_id", "Workspace session id returned by create_workspace_session.") ", "
+                "\"action\": {\"type\": \"string\", \"description\": \"publish or discard. Defaults to the session's finalize policy: publish for publish_then_destroy, discard for destroy.\", \"enum\": [\"publish\", \"discard\"]}" ", "
+                "\"overwrite\": {\"type\": \"boolean\", \"description\": \"Publish even over paths that layers published after the session's base also changed. Defaults to false.\", \"default\": false}",
+                "\"sandbox_id\", \"workspace_session_id\"");
 
-const char finalize_workspace_session_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY ","
-        WORKSPACE_SESSION_ID_PROPERTY("Workspace session id returned by create_workspace_session.") ","
-        "    \"action\": {"
-        "      \"type\": \"string\","
-        "      \"description\": \"publish or discard. Defaults to the session's finalize policy: publish for publish_then_destroy, discard for destroy.\","
-        "      \"enum\": [\"publish\", \"discard\"]"
-        "    },"
-        "    \"overwrite\": {"
-        "      \"type\": \"boolean\","
-        "      \"description\": \"Publish even over paths that layers published after the session's base also changed. Defaults to false.\","
-        "      \"default\": false"
-        "    }"
-        "  },"
-        "  \"required\": [\"sandbox_id\", \"workspace_session_id\"],"
-        "  \"additionalProperties\": false"
-        "}";
+const char list_workspace_sessions_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY,
+                "\"sandbox_id\"");
 
-const char list_workspace_sessions_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY
-        "  },"
-        "  \"required\": [\"sandbox_id\"],"
-        "  \"additionalProperties\": false"
-        "}";
+const char diff_workspace_session_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY ", "
+                STRING_ARG("workspace_session_id", "Workspace session id whose changes to show."),
+                "\"sandbox_id\", \"workspace_session_id\"");
 
-const char diff_workspace_session_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY ","
-        WORKSPACE_SESSION_ID_PROPERTY("Workspace session id whose changes to show.")
-        "  },"
-        "  \"required\": [\"sandbox_id\", \"workspace_session_id\"],"
-        "  \"additionalProperties\": false"
-        "}";
+const char list_command_sessions_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY ", "
+                STRING_ARG("workspace_session_id", "Only commands of this workspace session. Omit for all of the sandbox's commands."),
+                "\"sandbox_id\"");
 
-const char list_command_sessions_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY ","
-        WORKSPACE_SESSION_ID_PROPERTY("Only commands of this workspace session. Omit for all of the sandbox's commands.")
-        "  },"
-        "  \"required\": [\"sandbox_id\"],"
-        "  \"additionalProperties\": false"
-        "}";
-
-const char cancel_command_input[] =
-        "{"
-        "  \"type\": \"object\","
-        "  \"properties\": {"
-        SANDBOX_ID_PROPERTY ","
-        COMMAND_SESSION_ID_PROPERTY
-        "  },"
-        "  \"required\": [\"sandbox_id\", \"command_session_id\"],"
-        "  \"additionalProperties\": false"
-        "}";
+const char cancel_command_input[] = INPUT_SCHEMA(
+                SANDBOX_ID_PROPERTY ", "
+                COMMAND_SESSION_ID_PROPERTY,
+                "\"sandbox_id\", \"command_session_id\"");
 
 const char list_sandboxes_input[] =
         "{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": false}";

@@ -73,10 +73,9 @@ bool tool_arg_int(json_t *args, const char *name, uint64_t *ret);
 /* The string argument's value, "" when absent (for results). */
 const char *tool_arg_str(const json_t *args, const char *key);
 
-/* The request body of message type desc, initialized, inside req. */
-void *tool_request_body(ToolRequest *req, const ProtobufCMessageDescriptor *desc);
-/* req->msg: a message of this type carrying body (from tool_request_body). */
-void tool_request_set(ToolRequest *req, Sbx__MsgType type, void *body);
+/* req->msg: a message of this type carrying a new body of message type desc,
+ * initialized inside req; returns the body. */
+void *tool_request_body(ToolRequest *req, Sbx__MsgType type, const ProtobufCMessageDescriptor *desc);
 
 /* A request whose fields are all strings taken from the arguments; the
  * checks differ only in the kind, the fields are found by name. */
@@ -112,12 +111,11 @@ extern const MsgJsonMap tool_publication_map;
 
 /* The keys a command's record starts with, in CommandOutput (the command
  * tools) and CommandInfo (list_command_sessions) alike. */
-#define TOOL_COMMAND_FIELDS                                                                     \
-        MSG_JSON_FIELD("command_session_id", "command_session"),                                \
-        MSG_JSON_FIELD("workspace_session_id", "workspace_session"),                            \
-        MSG_JSON_FIELD("status", "status"),                                                     \
-        MSG_JSON_FIELD("exit_code", "exit_code", .present = "has_exit_code"),                   \
-        MSG_JSON_FIELD("signal", "signal", .flags = MSG_JSON_NULL_EMPTY),                       \
+#define TOOL_COMMAND_FIELDS                                                             \
+        MSG_JSON_FIELD("command_session_id", "command_session"),                        \
+        MSG_JSON_FIELD("workspace_session_id", "workspace_session"),                    \
+        MSG_JSON_NAMES("status exit_code"),                                             \
+        MSG_JSON_FIELD("signal", "signal", .flags = MSG_JSON_NULL_EMPTY),               \
         MSG_JSON_FIELD("end_reason", "end_reason", .flags = MSG_JSON_NULL_EMPTY)
 
 /* *ret = map's object of body (a reply body of that message), -ENOMEM. */

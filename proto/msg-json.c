@@ -47,11 +47,28 @@ json_t *msg_json_string(const char *s, size_t len, MsgJsonText text) {
         return text == MSG_JSON_TEXT_ASCII ? string_ascii(s, len) : string_replace(s, len);
 }
 
-static const ProtobufCFieldDescriptor *field_of(const MsgJsonMap *map, const char *name) {
-        const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(map->desc, name);
+/* The field of map's message named by the len bytes at name. */
+static const ProtobufCFieldDescriptor *field_of(const MsgJsonMap *map, const char *name, size_t len) {
+        for (unsigned i = 0; i < map->desc->n_fields; i++) {
+                const ProtobufCFieldDescriptor *f = &map->desc->fields[i];
 
-        assert(f);      /* a map names fields of its own message: a misspelt one fails at first use */
-        return f;
+                if (strlen(f->name) == len && memcmp(f->name, name, len) == 0)
+                        return f;
+        }
+        assert(!"a map names a field its message does not have");
+        return NULL;
+}
+
+/* Whether f is X with a bool has_X beside it that is false. */
+static bool absent(const MsgJsonMap *map, const ProtobufCFieldDescriptor *f, const ProtobufCMessage *m) {
+        for (unsigned i = 0; i < map->desc->n_fields; i++) {
+                const ProtobufCFieldDescriptor *h = &map->desc->fields[i];
+
+                if (h->type == PROTOBUF_C_TYPE_BOOL && strncmp(h->name, "has_", 4) == 0 &&
+                    strcmp(h->name + 4, f->name) == 0)
+                        return !*(const protobuf_c_boolean *) ((const char *) m + h->offset);
+        }
+        return false;
 }
 
 /* An integer field as int64 (uint64 above INT64_MAX as INT64_MAX). */
@@ -147,36 +164,49 @@ static json_t *array_of(const MsgJsonField *mf, const ProtobufCFieldDescriptor *
         return TAKE_PTR(a);
 }
 
+/* Set key to the JSON of field f of m, as mf says. */
+static int append_field(json_t *o, const MsgJsonMap *map, const MsgJsonField *mf, const char *key,
+                        const ProtobufCFieldDescriptor *f, const ProtobufCMessage *m, MsgJsonText text) {
+        _cleanup_json_ json_t *v = NULL;
+        bool empty;
+
+        if (f->label == PROTOBUF_C_LABEL_REPEATED)
+                v = array_of(mf, f, m, text, &empty);
+        else
+                v = value_of(mf, f, (const char *) m + f->offset, text, &empty);
+        if (!v)
+                return -ENOMEM;
+        if (empty && (mf->flags & MSG_JSON_OMIT_EMPTY))
+                return 0;
+        if ((empty && (mf->flags & MSG_JSON_NULL_EMPTY)) || absent(map, f, m))
+                json_decref(TAKE_PTR(v));
+        return json_object_set_new(o, key, v ? TAKE_PTR(v) : json_null()) < 0 ? -ENOMEM : 0;
+}
+
 int msg_json_append(json_t *o, const MsgJsonMap *map, const void *msg, MsgJsonText text) {
         const ProtobufCMessage *m = msg;
+        int r;
 
         assert(m->descriptor == map->desc);
-
         for (size_t i = 0; i < map->n_fields; i++) {
                 const MsgJsonField *mf = &map->fields[i];
-                const ProtobufCFieldDescriptor *f = field_of(map, mf->field);
-                _cleanup_json_ json_t *v = NULL;
-                bool empty;
+                const char *p = mf->field;
 
-                if (f->label == PROTOBUF_C_LABEL_REPEATED)
-                        v = array_of(mf, f, m, text, &empty);
-                else
-                        v = value_of(mf, f, (const char *) m + f->offset, text, &empty);
-                if (!v)
-                        return -ENOMEM;
-                if (empty && (mf->flags & MSG_JSON_OMIT_EMPTY))
+                if (mf->key) {
+                        r = append_field(o, map, mf, mf->key, field_of(map, p, strlen(p)), m, text);
+                        if (r < 0)
+                                return r;
                         continue;
-                if (empty && (mf->flags & MSG_JSON_NULL_EMPTY))
-                        json_decref(TAKE_PTR(v));
-                if (mf->present) {
-                        const ProtobufCFieldDescriptor *pf = field_of(map, mf->present);
-
-                        assert(pf->type == PROTOBUF_C_TYPE_BOOL);
-                        if (!*(const protobuf_c_boolean *) ((const char *) m + pf->offset))
-                                json_decref(TAKE_PTR(v));
                 }
-                if (json_object_set_new(o, mf->key, v ? TAKE_PTR(v) : json_null()) < 0)
-                        return -ENOMEM;
+                while (*p) {
+                        size_t n = strcspn(p, " ");
+                        const ProtobufCFieldDescriptor *f = field_of(map, p, n);
+
+                        r = append_field(o, map, mf, f->name, f, m, text);
+                        if (r < 0)
+                                return r;
+                        p += n + strspn(p + n, " ");
+                }
         }
         return 0;
 }

@@ -20,15 +20,18 @@ typedef enum MsgJsonFlags {
 
 typedef struct MsgJsonMap MsgJsonMap;
 
-/* One key of the JSON object: the protobuf field it comes from, by name.
- * Strings and bytes become JSON strings, bools booleans, integers integers
- * (uint64 above INT64_MAX is written as INT64_MAX), doubles reals (a value
- * that is not finite as 0), messages objects (sub), repeated fields arrays. */
+/* A row of a map: one key of the JSON object and the protobuf field it
+ * comes from, by name; or, with key NULL, several fields (space-separated
+ * in field), each under its own name and without flags. Strings and bytes
+ * become JSON strings, bools booleans, integers integers (uint64 above
+ * INT64_MAX is written as INT64_MAX), doubles reals (a value that is not
+ * finite as 0), messages objects (sub), repeated fields arrays. A field X
+ * with a bool field has_X beside it (exit_code and has_exit_code: protobuf-c's
+ * convention for optional values) is null unless has_X is true. */
 typedef struct MsgJsonField {
         const char *key;
         const char *field;
         unsigned flags;                 /* MsgJsonFlags */
-        const char *present;            /* a bool field: null unless it is true (exit_code and has_exit_code) */
         const char *fallback;           /* written for an empty string */
         const MsgJsonMap *sub;          /* the fields of a message (or of each item of a repeated one) */
 } MsgJsonField;
@@ -39,8 +42,10 @@ struct MsgJsonMap {
         size_t n_fields;
 };
 
-/* One row: MSG_JSON_FIELD("key", "field"[, .flags = ..., .present = ..., .sub = ...]). */
+/* One key: MSG_JSON_FIELD("key", "field"[, .flags = ..., .fallback = ..., .sub = ...]). */
 #define MSG_JSON_FIELD(k, f, ...) { .key = (k), .field = (f), __VA_ARGS__ }
+/* Fields under their own names: MSG_JSON_NAMES("path change"). */
+#define MSG_JSON_NAMES(names) { .key = NULL, .field = (names) }
 
 /* A map's initializer: MSG_JSON_MAP_INIT(sbx__publication__descriptor,
  *         MSG_JSON_FIELD("published", "published"), ...) */

@@ -284,8 +284,5 @@ int check_id(const char *what, const char *s) {
 }
 
 void *ctl_request_body(CtlRequest *req, Sbx__MsgType type, const ProtobufCMessageDescriptor *desc) {
-        assert(desc->sizeof_message <= sizeof(req->body));
-        protobuf_c_message_init(desc, req->body.bytes);
-        wire_msg_set(&req->msg, type, req->body.bytes);
-        return req->body.bytes;
+        return wire_msg_body(&req->msg, type, desc, req->body.bytes, sizeof(req->body));
 }

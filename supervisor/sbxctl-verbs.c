@@ -67,33 +67,44 @@ static int parse_size(const char *s, uint64_t *ret) {
         return 0;
 }
 
-static int parse_positive_u32(const char *s, uint32_t *ret) {
+/* s as a whole decimal number: -EINVAL unless it is one, -ERANGE above max. */
+static int parse_whole(const char *s, uint64_t max, uint64_t *ret) {
         const char *end;
         uint64_t v;
         int r;
 
         r = parse_leading_u64(s, &v, &end);
-        if (r < 0)
-                return r;
-        if (*end != '\0' || v == 0)
-                return -EINVAL;
-        if (v > UINT32_MAX)
-                return -ERANGE;
-        *ret = (uint32_t) v;
-        return 0;
+        if (r >= 0 && *end != '\0')
+                r = -EINVAL;
+        if (r >= 0 && v > max)
+                r = -ERANGE;
+        if (r >= 0)
+                *ret = v;
+        return r;
+}
+
+static int parse_positive_u32(const char *s, uint32_t *ret) {
+        uint64_t v = 0;
+        int r = parse_whole(s, UINT32_MAX, &v);
+
+        if (r >= 0 && v == 0)
+                r = -EINVAL;
+        if (r >= 0)
+                *ret = (uint32_t) v;
+        return r;
 }
 
 /* A numeric uid or a user name. */
 static int parse_owner(const char *s, uint32_t *ret) {
         const struct passwd *pw;
-        const char *end;
         uint64_t v;
+        int r;
 
-        if (parse_leading_u64(s, &v, &end) >= 0 && *end == '\0') {
-                if (v >= UINT32_MAX)    /* (uid_t) -1 is not a uid */
-                        return -ERANGE;
-                *ret = (uint32_t) v;
-                return 0;
+        r = parse_whole(s, UINT32_MAX - 1, &v);         /* (uid_t) -1 is not a uid */
+        if (r != -EINVAL) {
+                if (r >= 0)
+                        *ret = (uint32_t) v;
+                return r;
         }
         errno = 0;
         pw = getpwnam(s);
@@ -235,92 +246,47 @@ const size_t ctl_n_options = ELEMENTSOF(ctl_options);
 
 /* ---- sbxctl --json: the keys of each reply ------------------------------------ */
 
+/* sbxctl --json writes the reply's fields under their protocol names. */
 static const MsgJsonMap sandbox_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descriptor,
-        MSG_JSON_FIELD("name", "name"),
-        MSG_JSON_FIELD("id", "id"),
-        MSG_JSON_FIELD("owner_uid", "owner_uid"),
-        MSG_JSON_FIELD("source_dir", "source_dir"),
-        MSG_JSON_FIELD("memory_bytes", "memory_bytes"),
-        MSG_JSON_FIELD("pids_max", "pids_max"),
-        MSG_JSON_FIELD("cpu_weight", "cpu_weight"),
-        MSG_JSON_FIELD("layer_count", "layer_count"),
-        MSG_JSON_FIELD("live_sessions", "live_sessions"),
-        MSG_JSON_FIELD("created_unix", "created_unix"));
+        MSG_JSON_NAMES("name id owner_uid source_dir memory_bytes pids_max cpu_weight layer_count live_sessions "
+                       "created_unix"));
 
 /* sandbox create: after sandbox_map's keys. */
 static const MsgJsonMap unreadable_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descriptor,
-        MSG_JSON_FIELD("unreadable", "unreadable"),
-        MSG_JSON_FIELD("unreadable_paths", "unreadable_paths"));
+        MSG_JSON_NAMES("unreadable unreadable_paths"));
 
 static const MsgJsonMap session_map = MSG_JSON_MAP_INIT(sbx__session_info__descriptor,
-        MSG_JSON_FIELD("workspace_session", "workspace_session"),
-        MSG_JSON_FIELD("sandbox", "sandbox"),
-        MSG_JSON_FIELD("finalize_policy", "finalize_policy"),
-        MSG_JSON_FIELD("automatic", "automatic"),
-        MSG_JSON_FIELD("state", "state"),
-        MSG_JSON_FIELD("base_layer", "base_layer"),
-        MSG_JSON_FIELD("created_unix", "created_unix"),
-        MSG_JSON_FIELD("running_commands", "running_commands"));
+        MSG_JSON_NAMES("workspace_session sandbox finalize_policy automatic state base_layer created_unix "
+                       "running_commands"));
 
 static const MsgJsonMap publication_map = MSG_JSON_MAP_INIT(sbx__publication__descriptor,
-        MSG_JSON_FIELD("published", "published"),
-        MSG_JSON_FIELD("layer", "layer"),
-        MSG_JSON_FIELD("owner", "owner"),
-        MSG_JSON_FIELD("changed_paths", "changed_paths"),
-        MSG_JSON_FIELD("error", "error"),
-        MSG_JSON_FIELD("conflicts", "conflicts"));
+        MSG_JSON_NAMES("published layer owner changed_paths error conflicts"));
 
 static const MsgJsonMap finalize_map = MSG_JSON_MAP_INIT(sbx__session_finalize_reply__descriptor,
         MSG_JSON_FIELD("session", "session", .sub = &session_map),
-        MSG_JSON_FIELD("action", "action"),
+        MSG_JSON_NAMES("action"),
         MSG_JSON_FIELD("publication", "publication", .sub = &publication_map));
 
 static const MsgJsonMap changed_path_map = MSG_JSON_MAP_INIT(sbx__changed_path__descriptor,
-        MSG_JSON_FIELD("path", "path"),
-        MSG_JSON_FIELD("change", "change"));
+        MSG_JSON_NAMES("path change"));
 
 static const MsgJsonMap diff_map = MSG_JSON_MAP_INIT(sbx__session_diff_reply__descriptor,
         MSG_JSON_FIELD("changes", "changes", .sub = &changed_path_map),
-        MSG_JSON_FIELD("diff", "diff"),
-        MSG_JSON_FIELD("truncated", "truncated"));
+        MSG_JSON_NAMES("diff truncated"));
 
 static const MsgJsonMap command_map = MSG_JSON_MAP_INIT(sbx__command_info__descriptor,
-        MSG_JSON_FIELD("command_session", "command_session"),
-        MSG_JSON_FIELD("workspace_session", "workspace_session"),
-        MSG_JSON_FIELD("status", "status"),
-        MSG_JSON_FIELD("exit_code", "exit_code", .present = "has_exit_code"),
-        MSG_JSON_FIELD("signal", "signal"),
-        MSG_JSON_FIELD("end_reason", "end_reason"),
-        MSG_JSON_FIELD("started_unix_usec", "started_unix_usec"),
-        MSG_JSON_FIELD("ended_unix_usec", "ended_unix_usec"),
-        MSG_JSON_FIELD("cmd", "cmd"));
+        MSG_JSON_NAMES("command_session workspace_session status exit_code signal end_reason started_unix_usec "
+                       "ended_unix_usec cmd"));
 
 static const MsgJsonMap layer_map = MSG_JSON_MAP_INIT(sbx__layer_info__descriptor,
-        MSG_JSON_FIELD("layer", "layer"),
-        MSG_JSON_FIELD("owner", "owner"),
-        MSG_JSON_FIELD("changed_paths", "changed_paths"),
-        MSG_JSON_FIELD("created_unix", "created_unix"));
+        MSG_JSON_NAMES("layer owner changed_paths created_unix"));
 
 static const MsgJsonMap gc_map = MSG_JSON_MAP_INIT(sbx__gc_reply__descriptor,
-        MSG_JSON_FIELD("transcripts_removed", "transcripts_removed"),
-        MSG_JSON_FIELD("layers_removed", "layers_removed"),
-        MSG_JSON_FIELD("sandboxes_removed", "sandboxes_removed"),
-        MSG_JSON_FIELD("bytes_freed", "bytes_freed"));
+        MSG_JSON_NAMES("transcripts_removed layers_removed sandboxes_removed bytes_freed"));
 
 static const MsgJsonMap status_map = MSG_JSON_MAP_INIT(sbx__status_reply__descriptor,
-        MSG_JSON_FIELD("version", "version"),
-        MSG_JSON_FIELD("proto_version", "proto_version"),
-        MSG_JSON_FIELD("pid", "pid"),
-        MSG_JSON_FIELD("uptime_seconds", "uptime_seconds"),
-        MSG_JSON_FIELD("cgroup_backend", "cgroup_backend"),
-        MSG_JSON_FIELD("sandboxes", "sandboxes"),
-        MSG_JSON_FIELD("live_sessions", "live_sessions"),
-        MSG_JSON_FIELD("spare_sessions", "spare_sessions"),
-        MSG_JSON_FIELD("running_commands", "running_commands"),
-        MSG_JSON_FIELD("clients", "clients"),
-        MSG_JSON_FIELD("state_dir", "state_dir"),
-        MSG_JSON_FIELD("run_dir", "run_dir"),
-        MSG_JSON_FIELD("caller_only", "caller_only"));
+        MSG_JSON_NAMES("version proto_version pid uptime_seconds cgroup_backend sandboxes live_sessions "
+                       "spare_sessions running_commands clients state_dir run_dir caller_only"));
 
 static int print_object(const MsgJsonMap *map, const void *m) {
         return print_json(msg_json_object(map, m, CTL_TEXT));

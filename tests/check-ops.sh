@@ -29,6 +29,15 @@ notok() { N=$((N + 1)); FAILS=$((FAILS + 1)); echo "not ok $N - $1"; shift; for 
 skip() { N=$((N + 1)); echo "ok $N - $1 # SKIP $2"; }
 # check DESCRIPTION COMMAND... : ok if the command succeeds
 check() { local d=$1 out; shift; if out=$("$@" 2>&1); then ok "$d"; else notok "$d" "$out"; fi; }
+# expect_out DESCRIPTION WANT-RC TEXT COMMAND... : ok if the command exits
+# WANT-RC and what it prints (stdout and stderr) holds TEXT
+expect_out() {
+  local d=$1 want=$2 text=$3 out rc
+  shift 3
+  out=$("$@" 2>&1)
+  rc=$?
+  if ((rc == want)) && grep -qF -- "$text" <<<"$out"; then ok "$d"; else notok "$d" "rc=$rc (want $want)" "$out"; fi
+}
 
 TMP=$(mktemp -d /tmp/sbx-ops-XXXXXX)
 chmod 0755 "$TMP"   # other users reach the private socket in the socket_group tests
@@ -231,13 +240,8 @@ sg_line=$(grep -n '^socket_group = sbx$' "$CONF" | cut -d: -f1)
 if getent group sbx >/dev/null; then
   check "sbxd --check-config accepts the installed sbxd.conf" "$SBXD" --config "$CONF" --check-config
 else
-  out=$("$SBXD" --config "$CONF" --check-config 2>&1)
-  rc=$?
-  if ((rc == 1)) && grep -qF "$CONF:$sg_line: socket_group: no such group 'sbx'" <<<"$out"; then
-    ok "without the sbx group, --check-config refuses the installed sbxd.conf at line $sg_line, saying why"
-  else
-    notok "without the sbx group, --check-config refuses the installed sbxd.conf at line $sg_line" "rc=$rc" "$out"
-  fi
+  expect_out "without the sbx group, --check-config refuses the installed sbxd.conf at line $sg_line, saying why" \
+    1 "$CONF:$sg_line: socket_group: no such group 'sbx'" "$SBXD" --config "$CONF" --check-config
 fi
 sed 's/^socket_group = sbx$/socket_group = daemon/' "$CONF" >"$TMP/c-daemon.conf"
 out=$("$SBXD" --config "$TMP/c-daemon.conf" --check-config 2>&1)
@@ -290,18 +294,11 @@ for b in "${broken[@]}"; do
   reason=${rest#*|}
   f=$TMP/broken-$i.conf
   printf '%s\n' "$content" >"$f"
-  out=$("$SBXD" --config "$f" --check-config 2>&1)
-  rc=$?
-  if ((rc == 1)) && grep -qF "<3>sbxd: $f:$line: $reason" <<<"$out"; then
-    ok "broken config $i refused as FILE:$line: $reason"
-  else
-    notok "broken config $i refused as FILE:$line: $reason" "rc=$rc" "$out"
-  fi
+  expect_out "broken config $i refused as FILE:$line: $reason" 1 "<3>sbxd: $f:$line: $reason" \
+    "$SBXD" --config "$f" --check-config
 done
-out=$("$SBXD" --config "$TMP/absent.conf" --check-config 2>&1)
-rc=$?
-((rc == 1)) && grep -qF "$TMP/absent.conf: cannot read: No such file or directory" <<<"$out" \
-  && ok "a missing --config file is an error naming it" || notok "a missing --config file is an error naming it" "$out"
+expect_out "a missing --config file is an error naming it" 1 "$TMP/absent.conf: cannot read: No such file or directory" \
+  "$SBXD" --config "$TMP/absent.conf" --check-config
 out=$("$SBXD" --log-level loud --check-config --config "$TMP/c-daemon.conf" 2>&1)
 [[ $out == *"configuration OK"* ]] && ok "--check-config checks the file only" || notok "--check-config checks the file only" "$out"
 
@@ -367,11 +364,8 @@ if start_sbxd quiet --log-level warning; then
 else
   notok "sbxd --log-level warning starts" "$(tail "$LOG")"
 fi
-out=$("$SBXD" --log-level loud --state-dir "$TMP/x/state" --run-dir "$TMP/x/run" 2>&1)
-rc=$?
-((rc == 2)) && grep -q "log_level must be one of" <<<"$out" \
-  && ok "--log-level with an unknown level is a usage error (2) naming the levels" \
-  || notok "--log-level with an unknown level is a usage error (2) naming the levels" "rc=$rc" "$out"
+expect_out "--log-level with an unknown level is a usage error (2) naming the levels" 2 "log_level must be one of" \
+  "$SBXD" --log-level loud --state-dir "$TMP/x/state" --run-dir "$TMP/x/run"
 
 printf '[sbxd]\nsocket_group = daemon\n' >"$TMP/group.conf"
 if ! start_sbxd main --config "$TMP/group.conf" --log-level debug; then

@@ -17,19 +17,16 @@
 #include "wire.h"
 
 static const MsgJsonMap pub_all = MSG_JSON_MAP_INIT(sbx__publication__descriptor,
-        MSG_JSON_FIELD("published", "published"),
-        MSG_JSON_FIELD("layer", "layer"),
-        MSG_JSON_FIELD("owner", "owner"),
-        MSG_JSON_FIELD("error", "error"),
-        MSG_JSON_FIELD("conflicts", "conflicts"));
+        MSG_JSON_NAMES("published layer owner error conflicts"));
 
 static const MsgJsonMap pub_omit = MSG_JSON_MAP_INIT(sbx__publication__descriptor,
-        MSG_JSON_FIELD("published", "published"),
+        MSG_JSON_NAMES("published"),
         MSG_JSON_FIELD("error", "error", .flags = MSG_JSON_OMIT_EMPTY),
         MSG_JSON_FIELD("conflicts", "conflicts", .flags = MSG_JSON_OMIT_EMPTY));
 
+/* exit_code: null unless has_exit_code (a bool has_X beside X) */
 static const MsgJsonMap command_map = MSG_JSON_MAP_INIT(sbx__command_info__descriptor,
-        MSG_JSON_FIELD("exit_code", "exit_code", .present = "has_exit_code"),
+        MSG_JSON_NAMES("exit_code"),
         MSG_JSON_FIELD("signal", "signal", .flags = MSG_JSON_NULL_EMPTY),
         MSG_JSON_FIELD("raw_signal", "signal"),
         MSG_JSON_FIELD("end_reason", "end_reason", .flags = MSG_JSON_NULL_EMPTY),
@@ -38,30 +35,25 @@ static const MsgJsonMap command_map = MSG_JSON_MAP_INIT(sbx__command_info__descr
         MSG_JSON_FIELD("ended_usec", "ended_unix_usec"));
 
 static const MsgJsonMap finalize_map = MSG_JSON_MAP_INIT(sbx__session_finalize_reply__descriptor,
-        MSG_JSON_FIELD("action", "action"),
-        MSG_JSON_FIELD("publication", "publication", .sub = &pub_omit));
+        MSG_JSON_NAMES("action"), MSG_JSON_FIELD("publication", "publication", .sub = &pub_omit));
 
 static const MsgJsonMap finalize_omit_map = MSG_JSON_MAP_INIT(sbx__session_finalize_reply__descriptor,
         MSG_JSON_FIELD("publication", "publication", .flags = MSG_JSON_OMIT_EMPTY, .sub = &pub_omit));
 
 static const MsgJsonMap range_map = MSG_JSON_MAP_INIT(sbx__blame_range__descriptor,
-        MSG_JSON_FIELD("start", "start_line"),
-        MSG_JSON_FIELD("owner", "owner"));
+        MSG_JSON_FIELD("start", "start_line"), MSG_JSON_NAMES("owner"));
 
 static const MsgJsonMap blame_map = MSG_JSON_MAP_INIT(sbx__file_blame_reply__descriptor,
         MSG_JSON_FIELD("ranges", "ranges", .sub = &range_map));
 
 static const MsgJsonMap sandbox_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descriptor,
-        MSG_JSON_FIELD("memory", "memory_bytes"),
-        MSG_JSON_FIELD("created", "created_unix"),
+        MSG_JSON_FIELD("memory", "memory_bytes"), MSG_JSON_FIELD("created", "created_unix"),
         MSG_JSON_FIELD("image", "image", .fallback = "default"));
 
 static const MsgJsonMap status_map = MSG_JSON_MAP_INIT(sbx__status_reply__descriptor,
-        MSG_JSON_FIELD("uptime", "uptime_seconds"),
-        MSG_JSON_FIELD("caller_only", "caller_only"));
+        MSG_JSON_FIELD("uptime", "uptime_seconds"), MSG_JSON_NAMES("caller_only"));
 
-static const MsgJsonMap diff_map = MSG_JSON_MAP_INIT(sbx__session_diff_reply__descriptor,
-        MSG_JSON_FIELD("diff", "diff"));
+static const MsgJsonMap diff_map = MSG_JSON_MAP_INIT(sbx__session_diff_reply__descriptor, MSG_JSON_NAMES("diff"));
 
 /* j as compact JSON text (taking j), compared with want. */
 static void assert_json(json_t *j, const char *want) {
