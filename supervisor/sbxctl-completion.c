@@ -1,7 +1,9 @@
 /* sbxctl-completion: writes sbxctl's bash completion on stdout, from the
  * command and option tables themselves (sbxctl-verbs.c), so that a new row
  * is completed without editing a script. A build tool: the build runs it
- * into build/gen/sbxctl.bash-completion, which make install installs. */
+ * into build/gen/sbxctl.bash-completion, which make install installs.
+ * With --list it prints the commands' words and the options instead, one a
+ * line, for tests/check-ops.sh to find each in sbxctl(8) and --help. */
 #include <stdio.h>
 #include <string.h>
 
@@ -158,7 +160,21 @@ static void put_words(void) {
                "    fi\n");
 }
 
-int main(void) {
+static int list(void) {
+        for (size_t i = 0; i < ctl_n_verbs; i++)
+                printf("%s\n", ctl_verbs[i].words);
+        for (size_t i = 0; i < ctl_n_options; i++)
+                printf("%s\n", ctl_options[i].name);
+        return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+}
+
+int main(int argc, char *argv[]) {
+        if (argc == 2 && strcmp(argv[1], "--list") == 0)
+                return list();
+        if (argc != 1) {
+                fprintf(stderr, "Usage: sbxctl-completion [--list]\n");
+                return 2;
+        }
         printf("# bash completion for sbxctl(8)                             -*- shell-script -*-\n"
                "# Generated from sbxctl's command and option tables by sbxctl-completion\n"
                "# (supervisor/sbxctl-completion.c); installed as\n"

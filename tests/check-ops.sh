@@ -302,6 +302,22 @@ expect_out "a missing --config file is an error naming it" 1 "$TMP/absent.conf: 
 out=$("$SBXD" --log-level loud --check-config --config "$TMP/c-daemon.conf" 2>&1)
 [[ $out == *"configuration OK"* ]] && ok "--check-config checks the file only" || notok "--check-config checks the file only" "$out"
 
+# ---- sbxctl's tables, its page and its --help ------------------------------------------
+
+# Every command and option of sbxctl's tables is in sbxctl(8) and in --help.
+missing=""
+while read -r w; do
+  if [[ $w == --* ]]; then
+    grep -q "Fl -${w#--}\b" man/sbxctl.8 || missing+=" sbxctl.8:$w"
+    grep -q -- "$w\b" <<<"$("$SBXCTL" --help)" || missing+=" --help:$w"
+  else
+    grep -qx "\.Cm $w" man/sbxctl.8 || missing+=" sbxctl.8:'$w'"
+    grep -q "^  $w\b" <<<"$("$SBXCTL" --help)" || missing+=" --help:'$w'"
+  fi
+done < <(build/tools/sbxctl-completion --list)
+[[ -z $missing ]] && ok "every command and option of sbxctl's tables is in sbxctl(8) and in --help" \
+  || notok "every command and option of sbxctl's tables is in sbxctl(8) and in --help" "missing:$missing"
+
 # ---- bash completion -------------------------------------------------------------------
 
 complete_words() { # words... (the last is the one being completed)
