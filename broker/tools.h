@@ -9,7 +9,6 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdio.h>
 
 #include "sbx.pb-c.h"
 

@@ -11,12 +11,7 @@
 
 /* The length of the first word of words, for "%.*s". */
 static int noun_len(const char *words) {
-        return (int) strcspn(words, " ");
-}
-
-static const char *second_word(const char *words) {
-        const char *sp = strchr(words, ' ');
-        return sp ? sp + 1 : NULL;
+        return (int) ctl_noun_len(words);
 }
 
 /* Whether an earlier row has the same first word as ctl_verbs[i]. */
@@ -59,7 +54,7 @@ static void put_scan(void) {
                "                if [[ -z $noun ]]; then noun=${words[i]}\n"
                "                elif [[ -z $verb");
         for (size_t i = 0; i < ctl_n_verbs; i++)
-                if (!second_word(ctl_verbs[i].words))
+                if (!ctl_second_word(ctl_verbs[i].words))
                         printf(" && $noun != %s", ctl_verbs[i].words);
         printf(" ]]; then verb=${words[i]}\n"
                "                else ((nargs++)); fi\n"
@@ -105,7 +100,7 @@ static void put_options(void) {
 
                 if (!v->groups)
                         continue;
-                printf("        %.*s/%s) opts+=\"", noun_len(v->words), v->words, second_word(v->words) ?: "");
+                printf("        %.*s/%s) opts+=\"", noun_len(v->words), v->words, ctl_second_word(v->words) ?: "");
                 for (size_t k = 0; k < ctl_n_options; k++)
                         if (v->groups & CTL_GROUP(ctl_options[k].group))
                                 printf(" %s", ctl_options[k].name);
@@ -133,13 +128,13 @@ static void put_words(void) {
         for (size_t i = 0; i < ctl_n_verbs; i++) {
                 const char *noun = ctl_verbs[i].words;
 
-                if (noun_seen(i) || !second_word(noun))
+                if (noun_seen(i) || !ctl_second_word(noun))
                         continue;
                 printf("            %.*s) COMPREPLY=($(compgen -W '", noun_len(noun), noun);
                 for (size_t k = i, n = 0; k < ctl_n_verbs; k++)
                         if (noun_len(ctl_verbs[k].words) == noun_len(noun) &&
                             strncmp(ctl_verbs[k].words, noun, (size_t) noun_len(noun)) == 0)
-                                printf("%s%s", n++ ? " " : "", second_word(ctl_verbs[k].words));
+                                printf("%s%s", n++ ? " " : "", ctl_second_word(ctl_verbs[k].words));
                 printf("' -- \"$cur\")) ;;\n");
         }
         printf("        esac\n"
@@ -151,7 +146,7 @@ static void put_words(void) {
 
                 if (!(v->flags & CTL_SANDBOX_ARG))
                         continue;
-                printf("%s%.*s/%s", first ? "" : " | ", noun_len(v->words), v->words, second_word(v->words) ?: "");
+                printf("%s%.*s/%s", first ? "" : " | ", noun_len(v->words), v->words, ctl_second_word(v->words) ?: "");
                 first = false;
         }
         printf(")\n"

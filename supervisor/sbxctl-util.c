@@ -275,6 +275,16 @@ int transact(int fd, const char *what, const Sbx__Msg *req, uint32_t seq,
 
 /* A session or command id from the command line: non-empty and short; what
  * ids look like is the supervisor's business. */
+size_t ctl_noun_len(const char *words) {
+        return strcspn(words, " ");
+}
+
+const char *ctl_second_word(const char *words) {
+        const char *sp = strchr(words, ' ');
+
+        return sp ? sp + 1 : NULL;
+}
+
 int check_id(const char *what, const char *s) {
         if (*s == '\0')
                 return usage_error("%s must not be empty", what);

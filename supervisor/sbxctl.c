@@ -16,6 +16,7 @@
 
 #define CTL_OPTIONS_MAX 32      /* entries of ctl_options[], for getopt's table */
 #define CTL_POS_MAX 5           /* one more positional word than any command takes */
+#define CTL_OPT_FIRST 0x100     /* getopt's value for ctl_options[0], above any character */
 
 static void help(void) {
         printf("Usage: %1$s [--socket PATH] [--json] COMMAND\n"
@@ -76,12 +77,13 @@ static int parse_options(int argc, char *argv[], Args *a, const char **pos, size
         for (size_t i = 0; i < ctl_n_options; i++)
                 longopts[i] = (struct option) { ctl_options[i].name + 2,     /* after "--" */
                                                 ctl_options[i].has_arg ? required_argument : no_argument,
-                                                NULL, 0x100 + (int) i };
+                                                NULL, CTL_OPT_FIRST + (int) i };
         opterr = 0;
         /* "-": positional arguments come back as 1, in order, so options may
          * follow the subcommand even with POSIXLY_CORRECT set. */
         while ((c = getopt_long(argc, argv, "-:h", longopts, NULL)) >= 0) {
-                const CtlOption *o = c >= 0x100 && c < 0x100 + (int) ctl_n_options ? &ctl_options[c - 0x100] : NULL;
+                const CtlOption *o = c >= CTL_OPT_FIRST && c < CTL_OPT_FIRST + (int) ctl_n_options
+                                             ? &ctl_options[c - CTL_OPT_FIRST] : NULL;
 
                 if (o) {
                         if (o->set(a, optarg) != EXIT_OK)
@@ -101,7 +103,7 @@ static int parse_options(int argc, char *argv[], Args *a, const char **pos, size
                 case ':':
                         return usage_error("option '%s' needs an argument", argv[optind - 1]);
                 default:
-                        if (optopt >= 0x100)
+                        if (optopt >= CTL_OPT_FIRST)
                                 return usage_error("option '%s' does not take an argument", argv[optind - 1]);
                         if (optopt > 0)
                                 return usage_error("unknown option '-%c'", optopt);
@@ -114,18 +116,11 @@ static int parse_options(int argc, char *argv[], Args *a, const char **pos, size
         return EXIT_OK;
 }
 
-/* The first word of v's words is word (len bytes of it). */
+/* The first word of v's words is word. */
 static bool verb_noun_is(const CtlVerb *v, const char *word) {
-        size_t n = strcspn(v->words, " ");
+        size_t n = ctl_noun_len(v->words);
 
         return strlen(word) == n && strncmp(v->words, word, n) == 0;
-}
-
-/* The second word of v's words, or NULL for a one-word command. */
-static const char *verb_second(const CtlVerb *v) {
-        const char *sp = strchr(v->words, ' ');
-
-        return sp ? sp + 1 : NULL;
 }
 
 /* The row that pos names; or EXIT_USAGE after saying why (a known noun
@@ -137,7 +132,7 @@ static int find_verb(const char *const *pos, size_t n_pos, const CtlVerb **ret) 
         if (n_pos == 0)
                 return usage_error("missing command");
         for (size_t i = 0; i < ctl_n_verbs; i++) {
-                const char *second = verb_second(&ctl_verbs[i]);
+                const char *second = ctl_second_word(ctl_verbs[i].words);
 
                 if (!verb_noun_is(&ctl_verbs[i], pos[0]))
                         continue;
@@ -160,7 +155,7 @@ static int find_verb(const char *const *pos, size_t n_pos, const CtlVerb **ret) 
 
 /* The positional arguments after the command's words. */
 static int take_arguments(const CtlVerb *v, const char *const *pos, size_t n_pos, Args *a) {
-        size_t words = verb_second(v) ? 2 : 1, need = words + v->n_args;
+        size_t words = ctl_second_word(v->words) ? 2 : 1, need = words + v->n_args;
 
         if (n_pos > need)
                 return usage_error("unexpected argument '%s'", pos[need]);

@@ -120,6 +120,11 @@ extern const size_t ctl_n_verbs;
 
 extern const char *const program;
 
+/* A command's words: the length of the first ("session" of "session
+ * list"), and the second, or NULL for a one-word command ("gc"). */
+size_t ctl_noun_len(const char *words);
+const char *ctl_second_word(const char *words);
+
 _printf_(1, 2) int usage_error(const char *fmt, ...);
 
 /* A server- or host-supplied string with control characters replaced, so
