@@ -38,7 +38,7 @@ $(FUZZ)/bin/fuzz-config: $(call fuzzobj,tests/fuzz/fuzz-config.c) \
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 
-$(FUZZ)/bin/fuzz-jsonrpc: $(call fuzzobj,tests/fuzz/fuzz-jsonrpc.c broker/jsonrpc.c broker/jsonwrite.c broker/schema.c broker/tools.c) \
+$(FUZZ)/bin/fuzz-jsonrpc: $(call fuzzobj,tests/fuzz/fuzz-jsonrpc.c $(BROKER_LIB_SRCS)) \
 		$$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@

@@ -1,2 +1,3 @@
 PROTO_SRCS += proto/wire.c
 PROTO_SRCS += proto/setup.c
+PROTO_SRCS += proto/msg-json.c

@@ -18,6 +18,10 @@ SUPERVISOR_LIB_SRCS += supervisor/cgroup-v1.c
 SUPERVISOR_LIB_SRCS += supervisor/cgroup-v2.c
 
 SBXCTL_SRCS += supervisor/sbxctl.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-util.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-verbs.c
+# a build tool: the bash completion, written from sbxctl's tables
+SBXCTL_COMPLETION_SRCS += supervisor/sbxctl-completion.c
 SUPERVISOR_SRCS += supervisor/snapshot.c
 SUPERVISOR_SRCS += supervisor/publish.c
 SUPERVISOR_LIB_SRCS += supervisor/fileops.c

@@ -8,10 +8,12 @@ test-transcript_DEPS := supervisor/transcript.c
 UNIT_TESTS += tests/unit/test-cgroup.c
 test-cgroup_DEPS := supervisor/cgroup.c supervisor/cgroup-v1.c supervisor/cgroup-v2.c
 test-cgroup_LDFLAGS := -Wl,--wrap=mkdirat,--wrap=unlinkat
+UNIT_TESTS += tests/unit/test-msg-json.c
+test-msg-json_DEPS :=
 UNIT_TESTS += tests/unit/test-jsonrpc.c
 test-jsonrpc_DEPS := broker/jsonrpc.c broker/jsonwrite.c broker/mcp.c
 UNIT_TESTS += tests/unit/test-schema.c
-test-schema_DEPS := broker/schema.c broker/tools.c broker/jsonwrite.c
+test-schema_DEPS := $(BROKER_LIB_SRCS)
 UNIT_TESTS += tests/unit/test-layer.c
 test-layer_DEPS := supervisor/layer.c supervisor/uidrange.c supervisor/store.c
 UNIT_TESTS += tests/unit/test-store.c
