@@ -15,7 +15,7 @@ JSON line on stdout, in order:
 An answer is {"err": E, "errmsg": M} and, for a command-output reply, its
 fields by name (output as text). "$last" as command_session is the id of the
 last exec. Protobuf is encoded and decoded by hand (field numbers from
-proto/sbx.proto), as tests/proto/fake-peer.py does.
+proto/sbx.proto) by tests/proto/protowire.py.
 """
 import json
 import os
@@ -24,65 +24,20 @@ import struct
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'proto'))
+from protowire import decode, field, msg  # noqa: E402
+
 MAGIC = 0x53425800 | int(os.environ['SBX_PROTO_VERSION'])
 T_HELLO, T_EXEC, T_READ_LINES, T_REPLY = 1, 6, 8, 64
 OUTPUT_FIELDS = {1: 'command_session', 2: 'workspace_session', 3: 'status', 5: 'exit_code', 7: 'end_reason',
                  10: 'start_offset', 11: 'end_offset', 12: 'total_lines', 13: 'original_token_count', 14: 'output'}
 
 
-def varint(n):
-    n &= (1 << 64) - 1
-    out = b''
-    while True:
-        b = n & 0x7f
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def field(num, value):
-    if isinstance(value, bool) or isinstance(value, int):
-        return varint(num << 3) + varint(int(value))
-    if isinstance(value, str):
-        value = value.encode()
-    return varint((num << 3) | 2) + varint(len(value)) + value
-
-
-def msg(type_, body_field, body):
-    return field(1, type_) + field(body_field, body)
-
-
-def decode(buf):
-    """{field number: last value}: ints for varints, bytes for length-delimited."""
-    out, i = {}, 0
-    while i < len(buf):
-        key, i = read_varint(buf, i)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            out[num], i = read_varint(buf, i)
-        elif wt == 1:
-            out[num], i = buf[i:i + 8], i + 8
-        elif wt == 2:
-            n, i = read_varint(buf, i)
-            out[num], i = buf[i:i + n], i + n
-        elif wt == 5:
-            out[num], i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError('wire type %d' % wt)
-    return out
-
-
-def read_varint(buf, i):
-    n = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        n |= (b & 0x7f) << shift
-        shift += 7
-        if not b & 0x80:
-            return n, i
+def put(num, value):
+    """One field of a request: an int or bool as a varint, a str as bytes."""
+    if isinstance(value, (bool, int)):
+        return field(num, 0, int(value))
+    return field(num, 2, value.encode())
 
 
 class Client:
@@ -92,7 +47,7 @@ class Client:
         self.s.connect(path)
         self.seq = 0
         self.last = None
-        self.call(T_HELLO, 10, field(1, 'raw-client'))
+        self.call(T_HELLO, 10, put(1, 'raw-client'))
 
     def call(self, type_, body_field, body):
         self.seq += 1
@@ -121,17 +76,17 @@ class Client:
         if cs == '$last':
             cs = self.last
         if r['op'] == 'exec':
-            body = field(1, r['sandbox']) + field(3, r['cmd']) + field(6, True) + field(7, r.get('yield_ms', 2000))
+            body = put(1, r['sandbox']) + put(3, r['cmd']) + put(6, True) + put(7, r.get('yield_ms', 2000))
             if r.get('separate_streams'):
-                body += field(8, True)
+                body += put(8, True)
             out = self.call(T_EXEC, 15, body)
             self.last = out.get('command_session', self.last)
             return out
         if r['op'] == 'read':
-            body = field(1, r['sandbox']) + field(2, cs) + field(3, r.get('start_offset', 0))
-            body += field(4, True) + field(5, r.get('limit', 200))
+            body = put(1, r['sandbox']) + put(2, cs) + put(3, r.get('start_offset', 0))
+            body += put(4, True) + put(5, r.get('limit', 200))
             if r.get('stream'):
-                body += field(6, r['stream'])
+                body += put(6, r['stream'])
             return self.call(T_READ_LINES, 17, body)
         if r['op'] == 'wait':
             deadline = time.monotonic() + 30

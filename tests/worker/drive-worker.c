@@ -136,16 +136,17 @@ static Sbx__Msg *recv_frame(int fd, int ms) {
         return msg;
 }
 
-static void text_append(Text *t, const uint8_t *data, size_t len) {
-        if (t->len + len + 1 > t->cap) {
-                t->cap = (t->len + len + 1) * 2;
-                t->s = realloc(t->s, t->cap);
-                if (!t->s)
+/* Append to a NUL-terminated growable string. */
+static void append(char **s, size_t *n, size_t *cap, const uint8_t *data, size_t len) {
+        if (*n + len + 1 > *cap) {
+                *cap = (*n + len + 1) * 2;
+                *s = realloc(*s, *cap);
+                if (!*s)
                         abort();
         }
-        memcpy(t->s + t->len, data, len);
-        t->len += len;
-        t->s[t->len] = '\0';
+        memcpy(*s + *n, data, len);
+        *n += len;
+        (*s)[*n] = '\0';
 }
 
 static void result_append(Result *res, Sbx__Stream stream, const uint8_t *data, size_t len) {
@@ -166,16 +167,8 @@ static void result_append(Result *res, Sbx__Stream stream, const uint8_t *data, 
                 res->counted += len;
                 return;
         }
-        text_append(&res->stream[stream], data, len);
-        if (res->len + len + 1 > res->cap) {
-                res->cap = (res->len + len + 1) * 2;
-                res->out = realloc(res->out, res->cap);
-                if (!res->out)
-                        abort();
-        }
-        memcpy(res->out + res->len, data, len);
-        res->len += len;
-        res->out[res->len] = '\0';
+        append(&res->stream[stream].s, &res->stream[stream].len, &res->stream[stream].cap, data, len);
+        append(&res->out, &res->len, &res->cap, data, len);
 }
 
 /* The text of command id that came tagged stream ("" if none). */
