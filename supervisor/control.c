@@ -490,7 +490,7 @@ static void handle_exec(Server *s, Client *c, uint32_t seq, const Sbx__Exec *req
                         return;
                 }
         }
-        r = command_start(s, ws, req->cmd, timeout_ms, &cmd);
+        r = command_start(s, ws, req->cmd, timeout_ms, req->separate_streams, &cmd);
         if (r < 0) {
                 client_reply_error(s, c, seq, r, "cannot start the command: %s",
                                    r == -EAGAIN ? "too many running commands in this session" : strerror(-r));
@@ -551,8 +551,16 @@ static void handle_read_lines(Server *s, Client *c, uint32_t seq, const Sbx__Rea
                 client_reply_error(s, c, seq, -EINVAL, "limit must be at most %u", SBX_READ_MAX_LINES);
                 return;
         }
-        r = command_read_reply(s, req->command_session, sb, req->start_offset, limit, c, seq);
-        if (r == -ENOENT)
+        if ((unsigned) req->stream > SBX__STREAM__STREAM_STDERR) {
+                client_reply_error(s, c, seq, -EINVAL, "stream must be merged, stdout or stderr");
+                return;
+        }
+        r = command_read_reply(s, req->command_session, sb, (TranscriptStream) req->stream, req->start_offset, limit,
+                               c, seq);
+        if (r == -ENODATA)
+                client_reply_error(s, c, seq, r, "command session '%.80s' did not keep stdout and stderr apart; "
+                                   "read its merged output", req->command_session);
+        else if (r == -ENOENT)
                 client_reply_error(s, c, seq, r, "no command session '%.80s' in sandbox '%s'", req->command_session,
                                    sb->name);
         else if (r < 0)
@@ -911,8 +919,8 @@ static void handle_command_cancel(Server *s, Client *c, uint32_t seq, Sandbox *s
                 cmd = NULL;
         total = cmd ? transcript_total_lines(cmd->transcript) : 0;
         /* The state right after the signal; the end shows in read_command_lines. */
-        r = command_read_reply(s, req->command_session, sb, total > SBX_WINDOW_MAX_LINES ? total - SBX_WINDOW_MAX_LINES : 0,
-                               SBX_WINDOW_MAX_LINES, c, seq);
+        r = command_read_reply(s, req->command_session, sb, TRANSCRIPT_MERGED,
+                               total > SBX_WINDOW_MAX_LINES ? total - SBX_WINDOW_MAX_LINES : 0, SBX_WINDOW_MAX_LINES, c, seq);
         if (r < 0)
                 client_reply_error(s, c, seq, r, "no command session '%.80s' in sandbox '%s'", req->command_session,
                                    sb->name);

@@ -241,7 +241,8 @@ struct PublishResult;
 /* Publish (or discard) and end the session; after a conflict or a failed
  * publication it stays, stopped, and *ret says why. -EBUSY while commands run. */
 int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, struct PublishResult *ret);
-int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, Command **ret);
+int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
+                  Command **ret);
 Command *command_find_live(Server *s, const char *id);
 int command_write_stdin(Server *s, Command *c, const void *data, size_t len, bool close_stdin);
 void command_cancel(Server *s, Command *c);
@@ -249,9 +250,10 @@ void command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq,
                         unsigned long long call_start, uint64_t yield_ms);
 void waiter_free(Waiter *w);
 void waiter_answer(Server *s, Waiter *w);
-/* Build the command-output reply for a read of [start, start+limit). */
-int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t start, uint64_t limit,
-                       Client *client, uint32_t seq);
+/* Build the command-output reply for a read of [start, start+limit) of view
+ * stream; -ENODATA for one stream of a command whose streams are not apart. */
+int command_read_reply(Server *s, const char *id, const Sandbox *sb, TranscriptStream stream, uint64_t start,
+                       uint64_t limit, Client *client, uint32_t seq);
 unsigned long long commands_next_deadline(Server *s);
 void waiter_fill_output(Command *c, Sbx__CommandOutput *o, uint64_t start, unsigned long long call_start,
                         char **ret_text);

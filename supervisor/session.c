@@ -337,6 +337,7 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         e.n_env = ELEMENTSOF(command_env);
         e.env = (char **) command_env;
         e.cwd = (char *) "/workspace";
+        e.separate_streams = transcript_has_streams(c->transcript);
         m.type = SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC;
         m.body_case = SBX__MSG__BODY_SUPERVISOR_EXEC;
         m.supervisor_exec = &e;
@@ -345,7 +346,8 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         return worker_send(ws, &m);
 }
 
-int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, Command **ret) {
+int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
+                  Command **ret) {
         Command *c;
         unsigned running = 0;
         int r;
@@ -367,7 +369,9 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
                 return -ENOMEM;
         }
         r = make_id("cmd-", c->rec.id, sizeof(c->rec.id));
-        if (r >= 0)
+        if (r >= 0 && separate_streams)
+                r = transcript_create_streams(s->transcripts_fd, c->rec.id, s->cfg.transcript_cap_bytes, &c->transcript);
+        else if (r >= 0)
                 r = transcript_create(s->transcripts_fd, c->rec.id, s->cfg.transcript_cap_bytes, &c->transcript);
         if (r < 0) {
                 free(c->cmd);
@@ -605,7 +609,9 @@ static bool on_worker_message(Server *s, WorkspaceSession *ws, Sbx__Msg *m) {
                 return session_worker_lost(s, ws, "message for an unknown or finished command");
         switch (m->type) {
         case SBX__MSG_TYPE__MSG_WORKER_OUTPUT: {
-                int r = transcript_feed(c->transcript, m->worker_output->data.data, m->worker_output->data.len);
+                /* The same numbers (static asserts below): a tag the transcript does not take is -EINVAL. */
+                int r = transcript_feed_stream(c->transcript, (TranscriptStream) m->worker_output->stream,
+                                               m->worker_output->data.data, m->worker_output->data.len);
                 if (r < 0)
                         log_warning_errno(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
                 return false;
@@ -620,7 +626,8 @@ static bool on_worker_message(Server *s, WorkspaceSession *ws, Sbx__Msg *m) {
                 char line[320];
                 int n = snprintf(line, sizeof(line), "[sbx: cannot start the command: %s]\n",
                                  m->worker_exec_failed->errmsg);
-                (void) transcript_feed(c->transcript, line, (size_t) MIN(n, (int) sizeof(line) - 1));
+                (void) transcript_feed_stream(c->transcript, TRANSCRIPT_STDERR, line,
+                                              (size_t) MIN(n, (int) sizeof(line) - 1));
                 command_finish(s, c, true, 127, 0);
                 return command_settle(s, c);
         }
@@ -706,18 +713,24 @@ static void fill_output(Sbx__CommandOutput *o, const StoreCommand *rec, double t
         o->command_total_time_seconds = total_seconds;
 }
 
-static int read_window(Transcript *t, uint64_t start, uint64_t limit, Sbx__CommandOutput *o, char **ret_text) {
+_Static_assert((int) TRANSCRIPT_MERGED == SBX__STREAM__STREAM_MERGED &&
+               (int) TRANSCRIPT_STDOUT == SBX__STREAM__STREAM_STDOUT &&
+               (int) TRANSCRIPT_STDERR == SBX__STREAM__STREAM_STDERR, "one numbering of streams");
+
+static int read_window(Transcript *t, TranscriptStream stream, uint64_t start, uint64_t limit, Sbx__CommandOutput *o,
+                       char **ret_text) {
         char *text = NULL;
         size_t len = 0;
-        uint64_t end = 0;
+        uint64_t end = 0, total;
         int r;
 
-        r = transcript_read(t, start, limit, SBX_RESULT_TEXT_BUDGET, &text, &len, &end);
+        r = transcript_read_stream(t, stream, start, limit, SBX_RESULT_TEXT_BUDGET, &text, &len, &end);
         if (r < 0)
                 return r;
-        o->start_offset = MIN(start, transcript_total_lines(t));
+        total = transcript_stream_total_lines(t, stream);
+        o->start_offset = MIN(start, total);
         o->end_offset = end;
-        o->total_lines = transcript_total_lines(t);
+        o->total_lines = total;
         o->output.data = (uint8_t *) text;
         o->output.len = len;
         *ret_text = text;
@@ -753,7 +766,7 @@ void waiter_answer(Server *s, Waiter *w) {
         fill_output(&o, &c->rec, (double) ((c->finished ? c->end_usec : now) - c->start_usec) / 1e6);
         o.wall_time_seconds = (double) (now - w->call_start_usec) / 1e6;
         o.original_token_count = token_count(transcript_raw_bytes(c->transcript));
-        r = read_window(c->transcript, start, SBX_WINDOW_MAX_LINES, &o, &text);
+        r = read_window(c->transcript, TRANSCRIPT_MERGED, start, SBX_WINDOW_MAX_LINES, &o, &text);
         if (r < 0) {
                 client_reply_error(s, w->client, w->seq, r, "cannot read the transcript of %s: %s", c->rec.id,
                                    strerror(-r));
@@ -808,8 +821,8 @@ static int stored_publication(Server *s, const Sandbox *sb, const StoreCommand *
         return 0;
 }
 
-int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t start, uint64_t limit, Client *client,
-                       uint32_t seq) {
+int command_read_reply(Server *s, const char *id, const Sandbox *sb, TranscriptStream stream, uint64_t start,
+                       uint64_t limit, Client *client, uint32_t seq) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__CommandOutput o = SBX__COMMAND_OUTPUT__INIT;
         Sbx__Publication pub = SBX__PUBLICATION__INIT;
@@ -852,7 +865,7 @@ int command_read_reply(Server *s, const char *id, const Sandbox *sb, uint64_t st
                 if (r < 0)
                         return r;
         }
-        r = read_window(t, start, limit, &o, &text);
+        r = read_window(t, stream, start, limit, &o, &text);
         if (r < 0)
                 return r;
         reply.body_case = SBX__REPLY__BODY_COMMAND;
@@ -954,7 +967,8 @@ static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events)
                 if (c->finished)
                         continue;
                 n = snprintf(line, sizeof(line), "[sbx: cannot start the workspace session: %s]\n", why);
-                (void) transcript_feed(c->transcript, line, (size_t) MIN(n, (int) sizeof(line) - 1));
+                (void) transcript_feed_stream(c->transcript, TRANSCRIPT_STDERR, line,
+                                              (size_t) MIN(n, (int) sizeof(line) - 1));
                 command_finish(s, c, true, 127, 0);
         }
         session_destroy(s, ws);
