@@ -688,7 +688,7 @@ static void help(void) {
                "                   [--log-level LEVEL]\n"
                "       sandbox-mcp --help | --version\n\n"
                "MCP server on standard input and output for sbx sandboxes.\n\n"
-               "  --set LIST         tool sets to offer (default runtime; known: " TOOL_SETS_KNOWN ")\n"
+               "  --set LIST         tool sets to offer (default runtime; known: %s)\n"
                "  --socket PATH      sbxd socket (default $SBX_SOCKET or " DEFAULT_SOCKET ")\n"
                "  --content MODE     text: a text block rendered for reading beside\n"
                "                     structuredContent (default); json: the JSON of\n"
@@ -696,7 +696,7 @@ static void help(void) {
                "  --log-level LEVEL  error, warning, notice, info (default) or debug\n"
                "  -h, --help         show this help\n"
                "  -V, --version      show the version\n\n"
-               "See sandbox-mcp(1).\n");
+               "See sandbox-mcp(1).\n", TOOL_SETS_KNOWN);
 }
 
 _printf_(1, 2) _noreturn_
@@ -743,8 +743,8 @@ static void parse_argv(int argc, char **argv, Options *o) {
                         unsigned sets;
 
                         if (tool_sets_parse(optarg, &sets, &bad) < 0)
-                                usage_error("unknown tool set '%.*s' in --set (known: " TOOL_SETS_KNOWN ")",
-                                            (int) strcspn(bad, ","), bad);
+                                usage_error("unknown tool set '%.*s' in --set (known: %s)", (int) strcspn(bad, ","), bad,
+                                            TOOL_SETS_KNOWN);
                         o->sets |= sets;
                         break;
                 }

@@ -5,3 +5,9 @@ BROKER_LIB_SRCS += broker/jsonwrite.c
 BROKER_LIB_SRCS += broker/mcp.c
 BROKER_LIB_SRCS += broker/schema.c
 BROKER_LIB_SRCS += broker/tools.c
+BROKER_LIB_SRCS += broker/tool-args.c
+BROKER_LIB_SRCS += broker/tool-render.c
+BROKER_LIB_SRCS += broker/tool-schemas.c
+# one line per tool set (broker/tools.h: TOOL_SETS)
+BROKER_LIB_SRCS += broker/set-runtime.c
+BROKER_LIB_SRCS += broker/set-sessions.c

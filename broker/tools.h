@@ -1,7 +1,9 @@
-/* The MCP tools sandbox-mcp offers, as one data table (tools.c): name, set,
- * title, description, the published input and output schemas, annotations,
- * and how validated arguments become a request to sbxd. Also the rendering
- * of sbxd's replies into tool results. Non-logging. */
+/* The MCP tools sandbox-mcp offers. Each tool set is a module (set-*.c)
+ * with one table row per tool: name, title, description, the published
+ * input and output schemas (tool-schemas.c), annotations, how validated
+ * arguments become a request to sbxd, and how sbxd's reply becomes the
+ * tool result. This is the registry over them (tools.c): --set, tools/list,
+ * lookup, validation and the result envelope. Non-logging. */
 #pragma once
 
 #include <jansson.h>
@@ -10,17 +12,39 @@
 
 #include "sbx.pb-c.h"
 
-/* Tool sets, selected with --set; each tool belongs to one. */
+/* Every tool set, in tools/list order: X(name, NAME). Its tools are in
+ * broker/set-NAME.c, which defines tool_set_NAME (tool-set.h); a new set is
+ * that file, its line in broker/module.mk, and one line here. */
+#define TOOL_SETS(X)                    \
+        X(runtime, RUNTIME)             \
+        X(sessions, SESSIONS)
+
+enum {
+#define TOOL_SET_INDEX_(name, NAME) TOOL_SET_INDEX_##NAME,
+        TOOL_SETS(TOOL_SET_INDEX_)
+#undef TOOL_SET_INDEX_
+        TOOL_SET_COUNT_
+};
+
+/* Tool sets as bits, selected with --set. */
 typedef enum ToolSet {
-        TOOL_SET_RUNTIME = 1u << 0,
-        TOOL_SET_SESSIONS = 1u << 1,
+#define TOOL_SET_BIT_(name, NAME) TOOL_SET_##NAME = 1u << TOOL_SET_INDEX_##NAME,
+        TOOL_SETS(TOOL_SET_BIT_)
+#undef TOOL_SET_BIT_
 } ToolSet;
 
-#define TOOL_SETS_KNOWN "runtime, sessions"
+/* "runtime, sessions": the names --set knows, for help and errors. */
+#define TOOL_SET_NAME_(name, NAME) ", " #name
+#define TOOL_SETS_KNOWN (TOOL_SETS(TOOL_SET_NAME_) + 2)
 
-/* Parse a comma-separated list of set names ("runtime,sessions"). -EINVAL for an
- * empty list or an unknown name (then *ret_bad points into list at it). */
+/* Parse a comma-separated list of set names ("runtime,sessions"), any of
+ * them in any order. -EINVAL for an empty list, an empty item or an unknown
+ * name (then *ret_bad points into list at it). */
 int tool_sets_parse(const char *list, unsigned *ret_sets, const char **ret_bad);
+
+/* Room in a ToolRequest for the request message a tool builds; the prepare
+ * functions take it with tool_request_body() (tool-set.h), which checks. */
+#define TOOL_REQUEST_BODY_SIZE 256
 
 /* A request for sbxd built from a tool call. Strings borrow from the
  * arguments object, which must outlive the request. fd, when >= 0, is a
@@ -30,30 +54,13 @@ int tool_sets_parse(const char *list, unsigned *ret_sets, const char **ret_bad);
 typedef struct ToolRequest {
         Sbx__Msg msg;
         union {
-                Sbx__Exec exec;
-                Sbx__Stdin stdin_;
-                Sbx__ReadLines read_lines;
-                Sbx__FileRead file_read;
-                Sbx__FileWrite file_write;
-                Sbx__FileEdit file_edit;
-                Sbx__FileBlame file_blame;
-                Sbx__SessionCreate session_create;
-                Sbx__SessionFinalize session_finalize;
-                Sbx__SessionList session_list;
-                Sbx__SessionDiff session_diff;
-                Sbx__CommandList command_list;
-                Sbx__CommandCancel command_cancel;
-                Sbx__SandboxList sandbox_list;
-        } body;
+                max_align_t align;
+                unsigned char bytes[TOOL_REQUEST_BODY_SIZE];
+        } body;                 /* the message msg carries */
         int fd;
 } ToolRequest;
 
 void tool_request_done(ToolRequest *req);
-
-/* A memfd (MFD_CLOEXEC | MFD_ALLOW_SEALING) holding exactly size bytes of
- * data, sealed with F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE,
- * its offset back at 0. Returns 0 or -errno. */
-int sealed_memfd_new(const char *name, const void *data, size_t size, int *ret_fd);
 
 typedef struct ToolDef ToolDef;
 
@@ -106,6 +113,3 @@ json_t *tool_error_result(const char *text);
  * NULL), for result fields sbxd does not echo. Returns 0 or -ENOMEM. */
 int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, ContentMode mode,
                            json_t **ret_result);
-
-/* Copy bytes to valid UTF-8, each invalid byte becoming U+FFFD. */
-int utf8_sanitize(const void *data, size_t len, char **ret_str, size_t *ret_len);

@@ -2,3 +2,5 @@ COMMON_SRCS += common/log.c
 COMMON_SRCS += common/fd-util.c
 COMMON_SRCS += common/json-escape.c
 COMMON_SRCS += common/array.c
+COMMON_SRCS += common/utf8.c
+COMMON_SRCS += common/memfd-util.c

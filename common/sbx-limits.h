@@ -44,6 +44,11 @@
 #define SBX_HEAP_KEEP_BYTES (32u << 20)         /* freed heap memory sbxd keeps for reuse */
 #define SBX_BROKER_HEAP_KEEP_BYTES (4u << 20)   /* the same for each sandbox-mcp (one per agent) */
 #define SBX_JSON_DEPTH_MAX 64u                  /* nesting of a JSON value sandbox-mcp writes */
+/* Bytes of the lowerdir string of a snapshot overlay ("N:N-1:…", layer
+ * names) on kernels whose overlayfs lacks "lowerdir+" (before 6.8):
+ * fsconfig() copies at most 256 bytes with the NUL. A longer stack is
+ * compacted first. */
+#define SBX_OVERLAY_LOWERS_STRING_MAX 255u
 #define SBX_READ_FILE_MAX (1u << 20)            /* a kernel interface file read whole (read_file_at):
                                                    cgroup.procs of a big cgroup, 7 bytes per pid */
 

@@ -4,7 +4,7 @@
 # what is mounted and carried in). Needs root and the network; installs its
 # host tools first (tests/deps.sh --fresh). Part of .ci/run, not of make check.
 #   FRESH_CACHE  .deb packages kept between runs (the root filesystem never is)
-#   FRESH_OUT    logs, inner test results, and bin/: the binaries built inside,
+#   FRESH_OUT    logs, inner test results, and build/: the build directory made inside,
 #                for later stages (FRESH_OUT/commit names their commit)
 #   FRESH_WORK   where the root filesystem is built, and removed afterwards
 FRESH_CACHE ?= /var/cache/sbx-ci/fresh/archives

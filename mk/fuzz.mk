@@ -20,7 +20,12 @@ FUZZ_LIB_SRCS := $(COMMON_SRCS) $(PROTO_SRCS)
 
 $(FUZZ)/obj/%.o: %.c $(GEN)/sbx.pb-c.h
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(ALL_CPPFLAGS) -std=gnu11 -Wno-unused-parameter -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c $< -o $@
+	$(FUZZ_CC) $(ALL_CPPFLAGS) -std=gnu11 -Wno-unused-parameter -fsanitize=fuzzer-no-link $(FUZZ_SAN) -MMD -MP -c $< -o $@
+
+# Header dependencies, as for the main build: an object compiled against an
+# older header (a struct that changed size) would fail the replay as a
+# stack-use-after-scope far from any bug.
+-include $(shell find $(FUZZ)/obj -name '*.d' 2>/dev/null)
 
 $(FUZZ)/obj/gen/sbx.pb-c.o: $(GEN)/sbx.pb-c.c
 	@mkdir -p $(@D)
@@ -36,7 +41,7 @@ $(FUZZ)/bin/fuzz-config: $(call fuzzobj,tests/fuzz/fuzz-config.c supervisor/core
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 
-$(FUZZ)/bin/fuzz-jsonrpc: $(call fuzzobj,tests/fuzz/fuzz-jsonrpc.c broker/jsonrpc.c broker/jsonwrite.c broker/schema.c broker/tools.c) \
+$(FUZZ)/bin/fuzz-jsonrpc: $(call fuzzobj,tests/fuzz/fuzz-jsonrpc.c $(BROKER_LIB_SRCS)) \
 		$$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@

@@ -54,7 +54,7 @@ install: all
 	chmod 0644 $(DESTDIR)$(UNITDIR)/sbxd.service
 	$(INSTALL) -m 0644 dist/sbx.sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/sbx.conf
 	$(INSTALL) -m 0644 dist/sbx.tmpfiles.conf $(DESTDIR)$(TMPFILESDIR)/sbx.conf
-	$(INSTALL) -m 0644 dist/sbxctl.bash-completion $(DESTDIR)$(BASHCOMPDIR)/sbxctl
+	$(INSTALL) -m 0644 $(COMPLETION) $(DESTDIR)$(BASHCOMPDIR)/sbxctl
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/sbx/sbxd.conf ]; then \
 		echo "keeping the existing $(DESTDIR)$(SYSCONFDIR)/sbx/sbxd.conf"; \
 	else \

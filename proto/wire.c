@@ -1,3 +1,4 @@
+#include <assert.h>
 #include <endian.h>
 #include <errno.h>
 #include <string.h>
@@ -51,6 +52,22 @@ int wire_body_case_for_type(Sbx__MsgType type) {
                 if (type_bodies[i].type == type)
                         return (int) type_bodies[i].body;
         return 0;
+}
+
+void wire_msg_set(Sbx__Msg *m, Sbx__MsgType type, void *body) {
+        *m = (Sbx__Msg) SBX__MSG__INIT;
+        m->type = type;
+        m->body_case = (Sbx__Msg__BodyCase) wire_body_case_for_type(type);
+        /* Every body member of the oneof shares one pointer slot. */
+        m->hello = body;
+}
+
+void *wire_msg_body(Sbx__Msg *m, Sbx__MsgType type, const ProtobufCMessageDescriptor *desc, void *storage,
+                    size_t size) {
+        assert(desc->sizeof_message <= size);
+        protobuf_c_message_init(desc, storage);
+        wire_msg_set(m, type, storage);
+        return storage;
 }
 
 static void put_le32(uint8_t *p, uint32_t v) {

@@ -9,7 +9,7 @@
 
 #include "sbx.pb-c.h"
 
-#define SBX_PROTO_VERSION 8u
+#define SBX_PROTO_VERSION 9u
 #define SBX_WIRE_MAGIC 0x53425800u                 /* "SBX\0" | version */
 #define SBX_WIRE_HEADER_SIZE 16u
 #define SBX_WIRE_MAX_FDS 4u
@@ -42,6 +42,16 @@ int wire_recv(int fd, Sbx__Msg **ret_msg, uint32_t *ret_seq, int *ret_fds, size_
 
 /* The oneof body case a message type must carry, or 0 for unknown types. */
 int wire_body_case_for_type(Sbx__MsgType type);
+
+/* Make *m a message of this type carrying body (a message of the body case
+ * the type must carry): the type/body pair set in one place. */
+void wire_msg_set(Sbx__Msg *m, Sbx__MsgType type, void *body);
+
+/* wire_msg_set() with a new body of message type desc, initialized in
+ * storage (size bytes, suitably aligned; it must hold desc's message).
+ * Returns the body. */
+void *wire_msg_body(Sbx__Msg *m, Sbx__MsgType type, const ProtobufCMessageDescriptor *desc, void *storage,
+                    size_t size);
 
 static inline void sbx_msg_freep(Sbx__Msg **m) {
         if (*m)

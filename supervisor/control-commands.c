@@ -58,7 +58,7 @@ int handle_exec(Request *rq) {
         r = exec_session(rq, req, &ws);
         if (r < 0)
                 return r;
-        r = command_start(rq->server, ws, req->cmd, timeout_ms, &cmd);
+        r = command_start(rq->server, ws, req->cmd, timeout_ms, req->separate_streams, &cmd);
         if (r < 0) {
                 if (ws->automatic && TAILQ_EMPTY(&ws->commands))
                         session_destroy(rq->server, ws);
@@ -109,15 +109,18 @@ static void command_view_free(void *p) {
 }
 
 /* The reply: the command's output record with the lines [start, start + limit). */
-static int reply_command_view(Request *rq, const char *id, uint64_t start, uint64_t limit) {
+static int reply_command_view(Request *rq, const char *id, TranscriptStream stream, uint64_t start, uint64_t limit) {
         CommandView *v = malloc(sizeof(*v));
         int r;
 
         if (!v)
                 return -ENOMEM;
-        r = command_view(rq->server, rq->sandbox, id, start, limit, v);
+        r = command_view(rq->server, rq->sandbox, id, stream, start, limit, v);
         if (r < 0) {
                 free(v);
+                if (r == -ENODATA)
+                        return request_error(rq, r, "command session '%.80s' did not keep stdout and stderr apart; "
+                                             "read its merged output", id);
                 if (r == -ENOENT)
                         return request_error(rq, r, "no command session '%.80s' in sandbox '%s'", id,
                                              rq->sandbox->name);
@@ -130,7 +133,9 @@ static int reply_command_view(Request *rq, const char *id, uint64_t start, uint6
 int handle_read_lines(Request *rq) {
         const Sbx__ReadLines *req = rq->msg->read_lines;
 
-        return reply_command_view(rq, req->command_session, req->start_offset,
+        if ((unsigned) req->stream > SBX__STREAM__STREAM_STDERR)
+                return request_error(rq, -EINVAL, "stream must be merged, stdout or stderr");
+        return reply_command_view(rq, req->command_session, (TranscriptStream) req->stream, req->start_offset,
                                   req->has_limit ? req->limit : SBX_READ_DEFAULT_LINES);
 }
 
@@ -147,7 +152,7 @@ int handle_command_cancel(Request *rq) {
         }
         /* Already ended: its last window, as read_command_lines gives it. */
         total = cmd ? transcript_total_lines(cmd->transcript) : 0;
-        return reply_command_view(rq, id, total > SBX_WINDOW_MAX_LINES ? total - SBX_WINDOW_MAX_LINES : 0,
+        return reply_command_view(rq, id, TRANSCRIPT_MERGED, total > SBX_WINDOW_MAX_LINES ? total - SBX_WINDOW_MAX_LINES : 0,
                                   SBX_WINDOW_MAX_LINES);
 }
 

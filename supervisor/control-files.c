@@ -129,6 +129,7 @@ typedef struct ChangeAnswer {
         char *payload, *old, *updated, *diff;
         const char *type;       /* "edit", or NULL: create or update */
         Sandbox *sandbox;       /* whose snapshot view is mounted again after the reply */
+        Store *store;           /* which records its compaction, if the view needs one */
 } ChangeAnswer;
 
 static void change_answer_free(void *p) {
@@ -137,7 +138,7 @@ static void change_answer_free(void *p) {
         /* The next file operation needs the new snapshot's view: mount it while the client reads the answer. */
         if (a->sandbox) {
                 int view;
-                (void) snapshot_current(a->sandbox, &view);
+                (void) snapshot_current(a->store, a->sandbox, &view);
         }
         file_change_done(&a->ch);
         free(a->payload);
@@ -180,8 +181,10 @@ static int write_change(Request *rq, const char *path, ChangeAnswer *a) {
                 a->pub.changed_paths = ch->pub.changed_paths;
                 a->o.publication = &a->pub;
         }
-        if (ch->pub.published)
+        if (ch->pub.published) {
                 a->sandbox = rq->sandbox;
+                a->store = rq->server->store;
+        }
         return msg_reply_set(&rq->reply, SBX__REPLY__BODY_FILE_CHANGE, &a->o);
 }
 
@@ -299,7 +302,7 @@ static int published_blame(Request *rq, const char *rel, Blame *ret) {
         size_t len = 0;
         int view, r;
 
-        r = snapshot_current(rq->sandbox, &view);
+        r = snapshot_current(rq->server->store, rq->sandbox, &view);
         if (r >= 0)
                 r = read_file_bounded_at(view, rel, SBX_FILE_MAX, &text, &len);
         if (r >= 0 && !text_is_utf8(text, len))

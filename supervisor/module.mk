@@ -23,6 +23,8 @@ SUPERVISOR_CORE_SRCS += supervisor/core/workspace.c
 SUPERVISOR_CORE_SRCS += supervisor/core/sandbox.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
+SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c
+SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v2.c
 SUPERVISOR_OS_SRCS += supervisor/os/ns.c
 SUPERVISOR_OS_SRCS += supervisor/os/spawner.c
 SUPERVISOR_OS_SRCS += supervisor/os/netns.c
@@ -40,3 +42,7 @@ SUPERVISOR_DATA_SRCS += supervisor/data/attribution.c
 SUPERVISOR_LIB_SRCS = $(SUPERVISOR_CONTROL_SRCS) $(SUPERVISOR_CORE_SRCS) $(SUPERVISOR_OS_SRCS) $(SUPERVISOR_DATA_SRCS)
 
 SBXCTL_SRCS += supervisor/sbxctl.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-util.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-verbs.c
+# a build tool: the bash completion, written from sbxctl's tables
+SBXCTL_COMPLETION_SRCS += supervisor/sbxctl-completion.c

@@ -270,9 +270,29 @@ static int server_open_state(Server *s) {
         return 0;
 }
 
-/* The default image, the file index cache and the sessions' cgroups. */
-static int server_open_resources(Server *s) {
+/* The sessions' cgroups. Before the spawner: on cgroup v2 sbxd moves itself
+ * into the supervisor/ leaf of the delegated cgroup, which must hold no other
+ * process then; the spawner, forked next, is born in that leaf. */
+static int server_open_cgroups(Server *s) {
         char cgroup_self[4096], instance[32];
+        int r;
+
+        r = read_self_cgroup(cgroup_self, sizeof(cgroup_self));
+        if (r < 0)
+                return log_error_errno(r, "Cannot read /proc/self/cgroup: %m");
+        snprintf(instance, sizeof(instance), "sbxd-%d", (int) getpid());
+        r = cgroup_manager_new("/sys/fs/cgroup", cgroup_self, instance, &s->cgroups);
+        if (r < 0)
+                return log_error_errno(r, "Cannot set up cgroups (v2 needs Delegate=yes; v1 needs memory and pids): %m");
+        r = cgroup_manager_cleanup_stale(s->cgroups);
+        if (r < 0)
+                log_warning_errno(r, "Failed to remove cgroups of dead supervisors, ignoring: %m");
+        log_info("Using cgroup %s", cgroup_backend_to_string(cgroup_manager_backend(s->cgroups)));
+        return 0;
+}
+
+/* The default image and the file index cache. */
+static int server_open_resources(Server *s) {
         int r;
 
         r = image_build_default(s->state_fd);
@@ -285,17 +305,6 @@ static int server_open_resources(Server *s) {
         r = index_cache_new(SBX_FILE_INDEX_CACHE_ENTRIES, SBX_FILE_INDEX_CACHE_BYTES, &s->file_indexes);
         if (r < 0)
                 return log_error_errno(r, "Cannot allocate the file index cache: %m");
-        r = read_self_cgroup(cgroup_self, sizeof(cgroup_self));
-        if (r < 0)
-                return log_error_errno(r, "Cannot read /proc/self/cgroup: %m");
-        snprintf(instance, sizeof(instance), "sbxd-%d", (int) getpid());
-        r = cgroup_manager_new("/sys/fs/cgroup", cgroup_self, instance, &s->cgroups);
-        if (r < 0)
-                return log_error_errno(r, "Cannot set up cgroups (v2 needs Delegate=yes; v1 needs memory and pids): %m");
-        r = cgroup_manager_cleanup_stale(s->cgroups);
-        if (r < 0)
-                log_warning_errno(r, "Failed to remove cgroups of dead supervisors, ignoring: %m");
-        log_info("Using cgroup %s", cgroup_backend_to_string(cgroup_manager_backend(s->cgroups)));
         return 0;
 }
 
@@ -350,6 +359,9 @@ static int server_init(Server *s) {
         r = sandbox_seccomp_compile(&so, &s->seccomp, &step);
         if (r < 0)
                 return log_error_errno(r, "Cannot build the sessions' seccomp filter (%s): %m", step);
+        r = server_open_cgroups(s);
+        if (r < 0)
+                return r;
         /* Before the database and the sandboxes are loaded: the smaller sbxd is
          * now, the less the spawner carries. */
         r = spawner_start(s->worker_exe_fd, s->seccomp, &s->spawner);

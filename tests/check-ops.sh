@@ -29,6 +29,15 @@ notok() { N=$((N + 1)); FAILS=$((FAILS + 1)); echo "not ok $N - $1"; shift; for 
 skip() { N=$((N + 1)); echo "ok $N - $1 # SKIP $2"; }
 # check DESCRIPTION COMMAND... : ok if the command succeeds
 check() { local d=$1 out; shift; if out=$("$@" 2>&1); then ok "$d"; else notok "$d" "$out"; fi; }
+# expect_out DESCRIPTION WANT-RC TEXT COMMAND... : ok if the command exits
+# WANT-RC and what it prints (stdout and stderr) holds TEXT
+expect_out() {
+  local d=$1 want=$2 text=$3 out rc
+  shift 3
+  out=$("$@" 2>&1)
+  rc=$?
+  if ((rc == want)) && grep -qF -- "$text" <<<"$out"; then ok "$d"; else notok "$d" "rc=$rc (want $want)" "$out"; fi
+}
 
 TMP=$(mktemp -d /tmp/sbx-ops-XXXXXX)
 chmod 0755 "$TMP"   # other users reach the private socket in the socket_group tests
@@ -46,6 +55,7 @@ trap cleanup EXIT
 for b in sbxd sbxctl sandbox-mcp sbx-worker; do
   [[ -x $BIN/$b ]] || { echo "Bail out! $BIN/$b missing: make all"; exit 1; }
 done
+[[ -f build/gen/sbxctl.bash-completion ]] || { echo "Bail out! build/gen/sbxctl.bash-completion missing: make all"; exit 1; }
 VERSION=$("$SBXD" --version | awk '{print $2}')
 
 # ---- install / uninstall -----------------------------------------------------
@@ -230,13 +240,8 @@ sg_line=$(grep -n '^socket_group = sbx$' "$CONF" | cut -d: -f1)
 if getent group sbx >/dev/null; then
   check "sbxd --check-config accepts the installed sbxd.conf" "$SBXD" --config "$CONF" --check-config
 else
-  out=$("$SBXD" --config "$CONF" --check-config 2>&1)
-  rc=$?
-  if ((rc == 1)) && grep -qF "$CONF:$sg_line: socket_group: no such group 'sbx'" <<<"$out"; then
-    ok "without the sbx group, --check-config refuses the installed sbxd.conf at line $sg_line, saying why"
-  else
-    notok "without the sbx group, --check-config refuses the installed sbxd.conf at line $sg_line" "rc=$rc" "$out"
-  fi
+  expect_out "without the sbx group, --check-config refuses the installed sbxd.conf at line $sg_line, saying why" \
+    1 "$CONF:$sg_line: socket_group: no such group 'sbx'" "$SBXD" --config "$CONF" --check-config
 fi
 sed 's/^socket_group = sbx$/socket_group = daemon/' "$CONF" >"$TMP/c-daemon.conf"
 out=$("$SBXD" --config "$TMP/c-daemon.conf" --check-config 2>&1)
@@ -289,20 +294,29 @@ for b in "${broken[@]}"; do
   reason=${rest#*|}
   f=$TMP/broken-$i.conf
   printf '%s\n' "$content" >"$f"
-  out=$("$SBXD" --config "$f" --check-config 2>&1)
-  rc=$?
-  if ((rc == 1)) && grep -qF "<3>sbxd: $f:$line: $reason" <<<"$out"; then
-    ok "broken config $i refused as FILE:$line: $reason"
-  else
-    notok "broken config $i refused as FILE:$line: $reason" "rc=$rc" "$out"
-  fi
+  expect_out "broken config $i refused as FILE:$line: $reason" 1 "<3>sbxd: $f:$line: $reason" \
+    "$SBXD" --config "$f" --check-config
 done
-out=$("$SBXD" --config "$TMP/absent.conf" --check-config 2>&1)
-rc=$?
-((rc == 1)) && grep -qF "$TMP/absent.conf: cannot read: No such file or directory" <<<"$out" \
-  && ok "a missing --config file is an error naming it" || notok "a missing --config file is an error naming it" "$out"
+expect_out "a missing --config file is an error naming it" 1 "$TMP/absent.conf: cannot read: No such file or directory" \
+  "$SBXD" --config "$TMP/absent.conf" --check-config
 out=$("$SBXD" --log-level loud --check-config --config "$TMP/c-daemon.conf" 2>&1)
 [[ $out == *"configuration OK"* ]] && ok "--check-config checks the file only" || notok "--check-config checks the file only" "$out"
+
+# ---- sbxctl's tables, its page and its --help ------------------------------------------
+
+# Every command and option of sbxctl's tables is in sbxctl(8) and in --help.
+missing=""
+while read -r w; do
+  if [[ $w == --* ]]; then
+    grep -q "Fl -${w#--}\b" man/sbxctl.8 || missing+=" sbxctl.8:$w"
+    grep -q -- "$w\b" <<<"$("$SBXCTL" --help)" || missing+=" --help:$w"
+  else
+    grep -qx "\.Cm $w" man/sbxctl.8 || missing+=" sbxctl.8:'$w'"
+    grep -q "^  $w\b" <<<"$("$SBXCTL" --help)" || missing+=" --help:'$w'"
+  fi
+done < <(build/tools/sbxctl-completion --list)
+[[ -z $missing ]] && ok "every command and option of sbxctl's tables is in sbxctl(8) and in --help" \
+  || notok "every command and option of sbxctl's tables is in sbxctl(8) and in --help" "missing:$missing"
 
 # ---- bash completion -------------------------------------------------------------------
 
@@ -313,7 +327,7 @@ complete_words() { # words... (the last is the one being completed)
     source "$0"
     COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
     PATH=/nonexistent _sbxctl
-    printf "%s\n" "${COMPREPLY[@]}" | sort | tr "\n" " "' dist/sbxctl.bash-completion "$@" 2>&1
+    printf "%s\n" "${COMPREPLY[@]}" | sort | tr "\n" " "' build/gen/sbxctl.bash-completion "$@" 2>&1
 }
 cmp_case() { local want=$1; shift; local got; got=$(complete_words "$@"); got=${got% }
   [[ $got == "$want" ]] && ok "bash completion: '$*' -> $want" || notok "bash completion: '$*' -> $want" "got: $got"; }
@@ -322,6 +336,8 @@ cmp_case "create diff finalize list" sbxctl session ''
 cmp_case "--discard" sbxctl session finalize web ws-1 --d
 cmp_case "--policy" sbxctl --json session create web --p
 cmp_case "destroy publish_then_destroy" sbxctl session create web --policy ''
+cmp_case "--cpu-weight" sbxctl sandbox create web --source . --cp
+cmp_case "create delete list show" sbxctl sandbox --cpu-weight 5 ''
 
 # ---- a private sbxd ------------------------------------------------------------------------
 
@@ -364,11 +380,8 @@ if start_sbxd quiet --log-level warning; then
 else
   notok "sbxd --log-level warning starts" "$(tail "$LOG")"
 fi
-out=$("$SBXD" --log-level loud --state-dir "$TMP/x/state" --run-dir "$TMP/x/run" 2>&1)
-rc=$?
-((rc == 2)) && grep -q "log_level must be one of" <<<"$out" \
-  && ok "--log-level with an unknown level is a usage error (2) naming the levels" \
-  || notok "--log-level with an unknown level is a usage error (2) naming the levels" "rc=$rc" "$out"
+expect_out "--log-level with an unknown level is a usage error (2) naming the levels" 2 "log_level must be one of" \
+  "$SBXD" --log-level loud --state-dir "$TMP/x/state" --run-dir "$TMP/x/run"
 
 printf '[sbxd]\nsocket_group = daemon\n' >"$TMP/group.conf"
 if ! start_sbxd main --config "$TMP/group.conf" --log-level debug; then
@@ -448,7 +461,14 @@ if run_ctl "session create ops --policy destroy" 0 session create ops --policy d
     "any(s['workspace_session']=='$WS' and not s['automatic'] and s['finalize_policy']=='destroy' for s in d)"
   run_ctl "session diff of an unchanged session" 0 session diff ops "$WS" && { [[ -z $OUT ]] && ok "session diff: nothing changed" || notok "session diff: nothing changed" "$OUT"; }
   run_ctl "command list --session" 0 command list ops --session "$WS" --json && jcheck "command list --session --json: no command yet" "d==[]"
+  run_ctl "session diff --json" 0 session diff ops "$WS" --json && jcheck "session diff --json: no change, an empty diff" \
+    "d=={'changes':[],'diff':'','truncated':False}"
   run_ctl "session finalize --discard" 0 session finalize ops "$WS" --discard
+fi
+if run_ctl "session create ops --json" 0 session create ops --json; then
+  WS2=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["workspace_session"])' <<<"$OUT")
+  run_ctl "session finalize --json" 0 session finalize ops "$WS2" --json && jcheck "session finalize --json: the session, published, nothing changed" \
+    "d['session']['workspace_session']=='$WS2' and d['action']=='published' and d['publication']['changed_paths']==0 and d['publication']['conflicts']==[]"
 fi
 run_ctl "session finalize of an unknown session exits 4" 4 session finalize ops ws-000000000000 --discard
 run_ctl "command list ops" 0 command list ops && { head -1 <<<"$OUT" | grep -q "^ID  *SESSION  *STATUS" && ok "command list: a table" || notok "command list: a table" "$OUT"; }

@@ -1,15 +1,19 @@
 # Unit tests (cmocka): tests/unit/<name>.c, linked with <name>_DEPS and libsbx.
 UNIT_TESTS += tests/unit/test-wire.c
 test-wire_DEPS :=
+UNIT_TESTS += tests/unit/test-fd-util.c
+test-fd-util_DEPS :=
 UNIT_TESTS += tests/unit/test-transcript.c
 test-transcript_DEPS := supervisor/data/transcript.c
 UNIT_TESTS += tests/unit/test-cgroup.c
-test-cgroup_DEPS := supervisor/os/cgroup.c
+test-cgroup_DEPS := supervisor/os/cgroup.c supervisor/os/cgroup-v1.c supervisor/os/cgroup-v2.c
 test-cgroup_LDFLAGS := -Wl,--wrap=mkdirat,--wrap=unlinkat
+UNIT_TESTS += tests/unit/test-msg-json.c
+test-msg-json_DEPS :=
 UNIT_TESTS += tests/unit/test-jsonrpc.c
 test-jsonrpc_DEPS := broker/jsonrpc.c broker/jsonwrite.c broker/mcp.c
 UNIT_TESTS += tests/unit/test-schema.c
-test-schema_DEPS := broker/schema.c broker/tools.c broker/jsonwrite.c
+test-schema_DEPS := $(BROKER_LIB_SRCS)
 UNIT_TESTS += tests/unit/test-layer.c
 test-layer_DEPS := supervisor/data/layer.c supervisor/os/uidrange.c supervisor/data/store.c
 UNIT_TESTS += tests/unit/test-store.c

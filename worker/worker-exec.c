@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <stdarg.h>
@@ -28,7 +29,7 @@ typedef struct ChildArgs {
         char *const *env;
         const char *cwd;
         pid_t parent;
-        int stdin_fd, output_fd;
+        int stdin_fd, output_fd, error_fd;      /* error_fd == output_fd: one pipe for both */
         SpawnError *error;      /* the worker's: written only on failure */
 } ChildArgs;
 
@@ -102,7 +103,7 @@ static int command_child(void *userdata) {
         if (r >= 0)
                 r = fd_move_to(a->output_fd, STDOUT_FILENO);
         if (r >= 0)
-                r = fd_move_to(a->output_fd, STDERR_FILENO);
+                r = fd_move_to(a->error_fd, STDERR_FILENO);
         if (r < 0)
                 child_fail(a->error, r, "Failed to set up standard input and output");
         /* Everything above 2 is close-on-exec already; make sure of it. */
@@ -139,9 +140,10 @@ static int write_oom_score_adj(int fd, int value) {
         return pwrite(fd, buf, (size_t) n, 0) == n ? 0 : -errno;
 }
 
-int command_spawn(const char *cmd, char *const env[], const char *cwd, const OomScore *oom, SpawnError *error,
-                  pid_t *ret_pid, int *ret_stdin_fd, int *ret_output_fd) {
-        _cleanup_close_ int in_r = -EBADF, in_w = -EBADF, out_r = -EBADF, out_w = -EBADF;
+int command_spawn(const char *cmd, char *const env[], const char *cwd, const OomScore *oom, bool separate_streams,
+                  SpawnError *error, pid_t *ret_pid, int *ret_stdin_fd, int *ret_output_fd, int *ret_error_fd) {
+        _cleanup_close_ int in_r = -EBADF, in_w = -EBADF, out_r = -EBADF, out_w = -EBADF,
+                            err_r = -EBADF, err_w = -EBADF;
         ChildArgs args = { .cmd = cmd, .env = env, .cwd = cwd, .parent = getpid(), .error = error };
         pid_t pid;
         int r;
@@ -151,18 +153,25 @@ int command_spawn(const char *cmd, char *const env[], const char *cwd, const Oom
         r = pipe_cloexec(&in_r, &in_w);
         if (r >= 0)
                 r = pipe_cloexec(&out_r, &out_w);
+        if (r >= 0 && separate_streams)
+                r = pipe_cloexec(&err_r, &err_w);
         if (r >= 0)
                 r = fd_nonblock(in_w, true);
         if (r >= 0)
                 r = fd_nonblock(out_r, true);
+        if (r >= 0 && separate_streams)
+                r = fd_nonblock(err_r, true);
         if (r < 0)
                 return r;
         /* A bigger pipe lets a chatty command write on while the worker relays
-         * (bounded by the system's pipe-max-size; failing is harmless). */
+         * (bounded by the system's pipe-max-size; failing is harmless). A
+         * separate stderr keeps the default size: it rarely carries the bulk,
+         * and every pipe counts against the sandbox user's pipe-user-pages. */
         (void) fcntl(out_r, F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
 
         args.stdin_fd = in_r;
         args.output_fd = out_w;
+        args.error_fd = separate_streams ? err_w : out_w;
         /* An OOM in the session's cgroup must take a command before the worker
          * (PID 1 of the session). Without CAP_SYS_RESOURCE the worker cannot
          * lower its own score below where it started, but it may raise it and
@@ -185,5 +194,6 @@ int command_spawn(const char *cmd, char *const env[], const char *cwd, const Oom
         *ret_pid = pid;
         *ret_stdin_fd = TAKE_FD(in_w);
         *ret_output_fd = TAKE_FD(out_r);
+        *ret_error_fd = TAKE_FD(err_r);         /* -EBADF with one pipe for both */
         return 0;
 }

@@ -5,7 +5,10 @@
  *
  * One thread, one poll() loop. Output is read only while the socket takes
  * frames: at most one output frame waits in memory, so a command that writes
- * forever is slowed down by its full pipe, never buffered here. */
+ * forever is slowed down by its full pipe, never buffered here. A command's
+ * stdout and stderr share one pipe (each frame says STREAM_MERGED), or, when
+ * the exec asks for separate streams, have one each (STREAM_STDOUT,
+ * STREAM_STDERR), sent in the order they were read. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -37,18 +40,24 @@
 /* Frames waiting for the socket before the worker stops reading requests. */
 #define SEND_QUEUE_MAX (2u * SBX_MAX_COMMANDS_PER_SESSION)
 
+/* One output pipe of a command: stdout and stderr together, or one of them. */
+typedef struct Output {
+        int fd;                         /* its read end, -EBADF once closed (or never opened) */
+        Sbx__Stream stream;             /* what its frames say they carry */
+        size_t drain_left;              /* bytes still to send after the exit */
+} Output;
+
 typedef struct Command {
         struct Command *next;
         uint32_t id;
         pid_t pid;                      /* the sh; also its process group */
         int stdin_fd;                   /* write end of its stdin, -EBADF once closed */
-        int output_fd;                  /* read end of its stdout+stderr, -EBADF once closed */
+        Output out[2];                  /* [0] stdout (+stderr), [1] stderr when apart */
         uint8_t *stdin_buf;             /* stdin the pipe did not take yet */
         size_t stdin_len;
         bool stdin_close;               /* close stdin once stdin_buf is written */
         bool exited;                    /* the sh was reaped: drain, then report */
         int status;                     /* its wait status */
-        size_t drain_left;              /* output bytes still to send after the exit */
 } Command;
 
 typedef struct Frame {
@@ -77,7 +86,8 @@ static Command *command_free(Command *c) {
         if (!c)
                 return NULL;
         (void) safe_close(c->stdin_fd);
-        (void) safe_close(c->output_fd);
+        for (size_t i = 0; i < ELEMENTSOF(c->out); i++)
+                (void) safe_close(c->out[i].fd);
         free(c->stdin_buf);
         free(c);
         return NULL;
@@ -202,13 +212,14 @@ static int worker_flush(Worker *w) {
         return 0;
 }
 
-static int send_output(Worker *w, const Command *c, const uint8_t *data, size_t len) {
+static int send_output(Worker *w, const Command *c, Sbx__Stream stream, const uint8_t *data, size_t len) {
         Sbx__WorkerOutput out = SBX__WORKER_OUTPUT__INIT;
         Sbx__Msg msg = SBX__MSG__INIT;
 
         out.command = c->id;
         out.data.data = (uint8_t *) data;
         out.data.len = len;
+        out.stream = stream;
         msg.type = SBX__MSG_TYPE__MSG_WORKER_OUTPUT;
         msg.body_case = SBX__MSG__BODY_WORKER_OUTPUT;
         msg.worker_output = &out;
@@ -254,19 +265,19 @@ static void command_close_stdin(Command *c) {
         c->stdin_len = 0;
 }
 
-/* Read one chunk of output and send it. After the exit, read only what was in
- * the pipe when the sh was reaped, then report the exit and return 1: c is
- * freed then. */
-static int command_pump(Worker *w, Command *c) {
+/* Read one chunk of o and send it: returns 1 if a frame went out (or was
+ * queued), 0 if there was nothing to read. After the exit, reads only what was
+ * in the pipe when the sh was reaped. */
+static int output_pump(Worker *w, Command *c, Output *o) {
         uint8_t buf[SBX_OUTPUT_CHUNK_MAX];
-        size_t want = c->exited ? MIN(sizeof(buf), c->drain_left) : sizeof(buf), got = 0;
+        size_t want = c->exited ? MIN(sizeof(buf), o->drain_left) : sizeof(buf), got = 0;
         ssize_t n = 0;
         int r;
 
         /* Fill a whole frame while the pipe has data: a frame per read() would
          * cost a message (and a transcript write) per page the command prints. */
         while (got < want) {
-                n = read(c->output_fd, buf + got, want - got);
+                n = read(o->fd, buf + got, want - got);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0)
@@ -277,16 +288,31 @@ static int command_pump(Worker *w, Command *c) {
                 log_warning_errno(-errno, "Failed to read output of command %u, closing it: %m", c->id);
         if (got > 0) {
                 if (c->exited)
-                        c->drain_left -= got;
-                return send_output(w, c, buf, got);
-        }
-        if (c->exited) {
-                r = command_finish(w, c);
+                        o->drain_left -= got;
+                r = send_output(w, c, o->stream, buf, got);
                 return r < 0 ? r : 1;
         }
-        if (n == 0 || errno != EAGAIN)
-                c->output_fd = safe_close(c->output_fd);
+        if (c->exited)
+                o->drain_left = 0;
+        else if (n == 0 || errno != EAGAIN)
+                o->fd = safe_close(o->fd);
         return 0;
+}
+
+/* After the exit: send one more chunk of what the pipes held then (stdout's
+ * first), or, once all is sent, report the exit and return 1: c is freed then. */
+static int command_drain(Worker *w, Command *c) {
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(c->out); i++) {
+                if (c->out[i].fd < 0 || c->out[i].drain_left == 0)
+                        continue;
+                r = output_pump(w, c, &c->out[i]);
+                if (r != 0)
+                        return MIN(r, 0);
+        }
+        r = command_finish(w, c);
+        return r < 0 ? r : 1;
 }
 
 static void command_write_stdin(Command *c) {
@@ -312,17 +338,23 @@ static void command_write_stdin(Command *c) {
 }
 
 static int command_exited(Worker *w, Command *c, int status) {
-        int avail = 0;
+        bool open = false;
 
         c->exited = true;
         c->status = status;
         command_close_stdin(c);
-        if (c->output_fd < 0)
-                return command_finish(w, c);
-        if (ioctl(c->output_fd, FIONREAD, &avail) < 0)
-                log_warning_errno(-errno, "Failed to size output of command %u, ignoring: %m", c->id);
-        c->drain_left = avail > 0 ? (size_t) avail : 0;
-        return 0;
+        for (size_t i = 0; i < ELEMENTSOF(c->out); i++) {
+                Output *o = &c->out[i];
+                int avail = 0;
+
+                if (o->fd < 0)
+                        continue;
+                open = true;
+                if (ioctl(o->fd, FIONREAD, &avail) < 0)
+                        log_warning_errno(-errno, "Failed to size output of command %u, ignoring: %m", c->id);
+                o->drain_left = avail > 0 ? (size_t) avail : 0;
+        }
+        return open ? 0 : command_finish(w, c);
 }
 
 /* As PID 1 (or subreaper) every orphan in the namespace ends up here. */
@@ -393,7 +425,10 @@ static int on_exec(Worker *w, const Sbx__Msg *msg, uint32_t seq) {
                 return log_error_errno(-ENOMEM, "Failed to start command %u: %m", m->command);
         memcpy(env, m->env, m->n_env * sizeof(char *));
         c->id = m->command;
-        r = command_spawn(m->cmd, env, m->cwd, &w->oom, &error, &c->pid, &c->stdin_fd, &c->output_fd);
+        c->out[0].stream = m->separate_streams ? SBX__STREAM__STREAM_STDOUT : SBX__STREAM__STREAM_MERGED;
+        c->out[1].stream = SBX__STREAM__STREAM_STDERR;
+        r = command_spawn(m->cmd, env, m->cwd, &w->oom, m->separate_streams, &error, &c->pid, &c->stdin_fd,
+                          &c->out[0].fd, &c->out[1].fd);
         if (r < 0) {
                 if (error.msg[0])
                         snprintf(errmsg, sizeof(errmsg), "%s: %s", error.msg, strerror(-r));
@@ -486,12 +521,13 @@ static int worker_dispatch_supervisor(Worker *w) {
 /* ---- the loop ---------------------------------------------------------------- */
 
 enum { PFD_SOCK, PFD_SIGNAL, PFD_COMMANDS };
+#define PFD_STDIN (-1)          /* what[] of a stdin pollfd; an output's is its index in out[] */
 
 static int worker_run(Worker *w) {
         for (;;) {
-                struct pollfd pfd[PFD_COMMANDS + 2 * SBX_MAX_COMMANDS_PER_SESSION];
+                struct pollfd pfd[PFD_COMMANDS + (1 + ELEMENTSOF(((Command *) NULL)->out)) * SBX_MAX_COMMANDS_PER_SESSION];
                 Command *owner[ELEMENTSOF(pfd)];
-                bool is_stdin[ELEMENTSOF(pfd)];
+                int what[ELEMENTSOF(pfd)];
                 size_t n = PFD_COMMANDS;
                 Command *next;
                 int r = 0;
@@ -504,14 +540,15 @@ static int worker_run(Worker *w) {
                 pfd[PFD_SIGNAL] = (struct pollfd) { .fd = w->signal_fd, .events = POLLIN };
                 for (Command *c = w->commands; c; c = c->next) {
                         /* Output only while the socket takes it: this is the backpressure. */
-                        if (!c->exited && c->output_fd >= 0 && w->n_queued == 0) {
-                                owner[n] = c;
-                                is_stdin[n] = false;
-                                pfd[n++] = (struct pollfd) { .fd = c->output_fd, .events = POLLIN };
-                        }
+                        for (size_t k = 0; k < ELEMENTSOF(c->out); k++)
+                                if (!c->exited && c->out[k].fd >= 0 && w->n_queued == 0) {
+                                        owner[n] = c;
+                                        what[n] = (int) k;
+                                        pfd[n++] = (struct pollfd) { .fd = c->out[k].fd, .events = POLLIN };
+                                }
                         if (c->stdin_fd >= 0 && c->stdin_len > 0) {
                                 owner[n] = c;
-                                is_stdin[n] = true;
+                                what[n] = PFD_STDIN;
                                 pfd[n++] = (struct pollfd) { .fd = c->stdin_fd, .events = POLLOUT };
                         }
                 }
@@ -522,16 +559,18 @@ static int worker_run(Worker *w) {
                         return log_error_errno(-errno, "Failed to poll: %m");
                 }
 
-                /* Command fds first, while every owner[] is still alive. */
+                /* Command fds first, while every owner[] is still alive. A
+                 * command's pipes are read in the order they were polled, and
+                 * what is read is sent in that order: the order of the merged view. */
                 for (size_t i = PFD_COMMANDS; i < n && r >= 0; i++) {
                         Command *c = owner[i];
 
                         if (!pfd[i].revents)
                                 continue;
-                        if (is_stdin[i])
+                        if (what[i] == PFD_STDIN)
                                 command_write_stdin(c);
-                        else if (c->output_fd >= 0 && w->n_queued == 0) {
-                                r = command_pump(w, c);
+                        else if (c->out[what[i]].fd >= 0 && w->n_queued == 0) {
+                                r = MIN(output_pump(w, c, &c->out[what[i]]), 0);
                                 if (w->n_queued > 0)
                                         worker_move_last(w, c);
                         }
@@ -544,7 +583,7 @@ static int worker_run(Worker *w) {
                 for (Command *c = w->commands; c && r >= 0 && w->n_queued == 0; c = next) {
                         next = c->next;
                         while (r == 0 && c->exited && w->n_queued == 0)
-                                r = command_pump(w, c);
+                                r = command_drain(w, c);
                         r = MIN(r, 0);
                 }
                 if (r >= 0 && (pfd[PFD_SOCK].revents & (POLLIN | POLLHUP | POLLERR)) &&

@@ -3,6 +3,7 @@
  * session before the worker runs in it). */
 #pragma once
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "macro.h"
@@ -22,13 +23,15 @@ typedef struct OomScore {
 
 /* Start "/bin/sh -c cmd" with exactly env (NULL-terminated) in cwd, as the
  * leader of a new session and process group, stdin from a pipe and stdout and
- * stderr into one other pipe. Returns once the exec happened or failed. On
- * success returns 0 with the pid, the write end of its stdin and the read end
- * of its output (both non-blocking, close-on-exec). On failure returns -errno;
- * if the child itself failed, error->msg says which step (else it is empty).
- * A child that failed exits 127 and is left for the caller's reaper. */
-int command_spawn(const char *cmd, char *const env[], const char *cwd, const OomScore *oom, SpawnError *error,
-                  pid_t *ret_pid, int *ret_stdin_fd, int *ret_output_fd);
+ * stderr into one other pipe, or with separate_streams stdout and stderr into
+ * a pipe each. Returns once the exec happened or failed. On success returns 0
+ * with the pid, the write end of its stdin and the read ends of its output
+ * and of its stderr (-EBADF without separate_streams); all non-blocking,
+ * close-on-exec. On failure returns -errno; if the child itself failed,
+ * error->msg says which step (else it is empty). A child that failed exits
+ * 127 and is left for the caller's reaper. */
+int command_spawn(const char *cmd, char *const env[], const char *cwd, const OomScore *oom, bool separate_streams,
+                  SpawnError *error, pid_t *ret_pid, int *ret_stdin_fd, int *ret_output_fd, int *ret_error_fd);
 
 /* --session-init: build the session from the spawner's SessionSetup and give
  * up every privilege on the host (session-init.c). Returns 0 with the session

@@ -431,7 +431,7 @@ static int attribute(Store *store, Sandbox *sb, int src_fd, const Manifest *m, c
                      const PublishOperation *op, BlameOps *ops) {
         int view_fd, r;
 
-        r = snapshot_current(sb, &view_fd);
+        r = snapshot_current(store, sb, &view_fd);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < m->n; i++) {

@@ -432,12 +432,13 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         e.n_env = ELEMENTSOF(command_env);
         e.env = (char **) command_env;
         e.cwd = (char *) "/workspace";
+        e.separate_streams = transcript_has_streams(c->transcript);
         c->sent = true;
         c->start_usec = now_usec();
         return session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
 }
 
-static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, Command **ret) {
+static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, bool separate_streams, Command **ret) {
         Command *c = calloc(1, sizeof(*c));
         int r;
 
@@ -447,7 +448,9 @@ static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, Command
         sbx__publication__init(&c->publication);
         c->cmd = strdup(cmd);
         r = c->cmd ? make_id("cmd-", c->rec.id, sizeof(c->rec.id)) : -ENOMEM;
-        if (r >= 0)
+        if (r >= 0 && separate_streams)
+                r = transcript_create_streams(s->transcripts_fd, c->rec.id, s->cfg.transcript_cap_bytes, &c->transcript);
+        else if (r >= 0)
                 r = transcript_create(s->transcripts_fd, c->rec.id, s->cfg.transcript_cap_bytes, &c->transcript);
         if (r < 0) {
                 free(c->cmd);
@@ -462,13 +465,14 @@ static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, Command
         return 0;
 }
 
-int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, Command **ret) {
+int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
+                  Command **ret) {
         Command *c;
         int r;
 
         if (ws->running >= SBX_MAX_COMMANDS_PER_SESSION)
                 return -EAGAIN;
-        r = command_new(s, ws, cmd, &c);
+        r = command_new(s, ws, cmd, separate_streams, &c);
         if (r < 0)
                 return r;
         c->session = ws;
@@ -704,17 +708,22 @@ static void view_of_live(CommandView *v, Command *c, unsigned long long now) {
         v->o.publication = &c->publication;
 }
 
-static int view_window(CommandView *v, Transcript *t, uint64_t start, uint64_t limit) {
+_Static_assert((int) TRANSCRIPT_MERGED == SBX__STREAM__STREAM_MERGED &&
+               (int) TRANSCRIPT_STDOUT == SBX__STREAM__STREAM_STDOUT &&
+               (int) TRANSCRIPT_STDERR == SBX__STREAM__STREAM_STDERR, "one numbering of streams");
+
+static int view_window(CommandView *v, Transcript *t, TranscriptStream stream, uint64_t start, uint64_t limit) {
         size_t len = 0;
-        uint64_t end = 0;
+        uint64_t end = 0, total;
         int r;
 
-        r = transcript_read(t, start, limit, SBX_RESULT_TEXT_BUDGET, &v->text, &len, &end);
+        r = transcript_read_stream(t, stream, start, limit, SBX_RESULT_TEXT_BUDGET, &v->text, &len, &end);
         if (r < 0)
                 return r;
-        v->o.start_offset = MIN(start, transcript_total_lines(t));
+        total = transcript_stream_total_lines(t, stream);
+        v->o.start_offset = MIN(start, total);
         v->o.end_offset = end;
-        v->o.total_lines = transcript_total_lines(t);
+        v->o.total_lines = total;
         v->o.output.data = (uint8_t *) v->text;
         v->o.output.len = len;
         return 0;
@@ -739,7 +748,7 @@ static void waiter_answer(Server *s, Waiter *w) {
                 start = total - SBX_WINDOW_MAX_LINES;
         view_of_live(&v, c, now);
         v.o.wall_time_seconds = (double) (now - w->call_start_usec) / 1e6;
-        r = view_window(&v, c->transcript, start, SBX_WINDOW_MAX_LINES);
+        r = view_window(&v, c->transcript, TRANSCRIPT_MERGED, start, SBX_WINDOW_MAX_LINES);
         if (r < 0)
                 pending_answer_error(s, &w->pending, r, "cannot read the transcript of %s: %s", c->rec.id,
                                      strerror(-r));
@@ -792,8 +801,8 @@ static int view_stored_publication(Server *s, const Sandbox *sb, const StoreComm
 }
 
 /* A command of an earlier session (or sbxd): its record and its transcript on disk. */
-static int command_view_recorded(Server *s, const Sandbox *sb, const char *id, uint64_t start, uint64_t limit,
-                                 CommandView *v) {
+static int command_view_recorded(Server *s, const Sandbox *sb, const char *id, TranscriptStream stream,
+                                 uint64_t start, uint64_t limit, CommandView *v) {
         _cleanup_(transcript_freep) Transcript *t = NULL;
         StoreCommand *rec = &v->rec;
         int r;
@@ -813,21 +822,22 @@ static int command_view_recorded(Server *s, const Sandbox *sb, const char *id, u
         r = view_stored_publication(s, sb, rec, v);
         if (r < 0)
                 return r;
-        return view_window(v, t, start, limit);
+        return view_window(v, t, stream, start, limit);
 }
 
-int command_view(Server *s, const Sandbox *sb, const char *id, uint64_t start, uint64_t limit, CommandView *ret) {
+int command_view(Server *s, const Sandbox *sb, const char *id, TranscriptStream stream, uint64_t start, uint64_t limit,
+                 CommandView *ret) {
         Command *c = command_find_live(s, id);
         int r;
 
         *ret = (CommandView) { .o = SBX__COMMAND_OUTPUT__INIT, .publication = SBX__PUBLICATION__INIT };
         if (!c)
-                r = command_view_recorded(s, sb, id, start, limit, ret);
+                r = command_view_recorded(s, sb, id, stream, start, limit, ret);
         else if (strcmp(c->rec.sandbox, sb->id) != 0)
                 r = -ENOENT;
         else {
                 view_of_live(ret, c, now_usec());
-                r = view_window(ret, c->transcript, start, limit);
+                r = view_window(ret, c->transcript, stream, start, limit);
         }
         if (r < 0)
                 command_view_done(ret);
@@ -916,7 +926,9 @@ static void on_ready(Server *s, WorkspaceSession *ws, Command *unused, const Sbx
 }
 
 static void on_output(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {
-        int r = transcript_feed(c->transcript, m->worker_output->data.data, m->worker_output->data.len);
+        /* The same numbers (static asserts above): a tag the transcript does not take is -EINVAL. */
+        int r = transcript_feed_stream(c->transcript, (TranscriptStream) m->worker_output->stream,
+                                       m->worker_output->data.data, m->worker_output->data.len);
         if (r < 0)
                 log_warning_errno(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
 }
@@ -933,7 +945,7 @@ static void on_exec_failed(Server *s, WorkspaceSession *ws, Command *c, const Sb
         char line[320];
         int n = snprintf(line, sizeof(line), "[sbx: cannot start the command: %s]\n", m->worker_exec_failed->errmsg);
 
-        (void) transcript_feed(c->transcript, line, (size_t) MIN(n, (int) sizeof(line) - 1));
+        (void) transcript_feed_stream(c->transcript, TRANSCRIPT_STDERR, line, (size_t) MIN(n, (int) sizeof(line) - 1));
         command_record_end(s, c, true, 127, 0);
         command_settle(s, c);
 }
@@ -1041,7 +1053,7 @@ static void session_setup_failed(Server *s, WorkspaceSession *ws, int r, const c
                 if (c->finished)
                         continue;
                 n = snprintf(line, sizeof(line), "[sbx: cannot start the workspace session: %s]\n", why);
-                (void) transcript_feed(c->transcript, line, (size_t) MIN(n, (int) sizeof(line) - 1));
+                (void) transcript_feed_stream(c->transcript, TRANSCRIPT_STDERR, line, (size_t) MIN(n, (int) sizeof(line) - 1));
                 command_record_end(s, c, true, 127, 0);
         }
         session_destroy(s, ws);

@@ -105,7 +105,8 @@ int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwri
 /* The session as listings show it (strings borrowed from ws). */
 void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *ret);
 
-int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, Command **ret);
+int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
+                  Command **ret);
 Command *command_find_live(Server *s, const char *id);
 int command_send_stdin(Command *c, const void *data, size_t len, bool close_stdin);
 void command_cancel(Server *s, Command *c);
@@ -137,8 +138,10 @@ typedef struct CommandView {
         char *text;
 } CommandView;
 
-/* The output of command id of sb (live, or recorded), lines [start, start + limit). */
-int command_view(Server *s, const Sandbox *sb, const char *id, uint64_t start, uint64_t limit, CommandView *ret);
+/* The output of command id of sb (live, or recorded), lines [start, start + limit)
+ * of view stream; -ENODATA for one stream of a command whose streams are not apart. */
+int command_view(Server *s, const Sandbox *sb, const char *id, TranscriptStream stream, uint64_t start, uint64_t limit,
+                 CommandView *ret);
 void command_view_done(CommandView *v);
 
 unsigned long long commands_next_deadline(Server *s);

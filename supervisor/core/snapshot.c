@@ -1,6 +1,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +38,69 @@ int snapshot_lowerdirs(uint32_t squashed, uint32_t top, char **ret) {
         return 0;
 }
 
-int snapshot_mount(const Sandbox *sb, uint32_t squashed, uint32_t top, int *ret_fd) {
+/* Whether overlayfs takes "lowerdir+" (one lower per call, 6.8): -1 not known
+ * yet, then 0 or 1 for as long as sbxd runs. */
+static int lowerdir_append = -1;
+
+/* The lowers ("top:…:bottom" of names in the current directory) into an
+ * overlay context: one "lowerdir+" each, or the classic "lowerdir" string. */
+static int overlay_set_lowers(int fs, const char *lowers, bool append) {
+        char name[32];
+
+        if (!append)
+                return fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", lowers, 0) < 0 ? -errno : 0;
+        for (const char *p = lowers, *colon; p; p = colon ? colon + 1 : NULL) {
+                colon = strchr(p, ':');
+                snprintf(name, sizeof(name), "%.*s", colon ? (int) (colon - p) : (int) strlen(p), p);
+                if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", name, 0) < 0)
+                        return -errno;
+        }
+        return 0;
+}
+
+static int overlay_create(const char *lowers, bool append, int *ret_fd) {
         _cleanup_close_ int fs = -EBADF;
+        int mfd, r;
+
+        fs = fsopen("overlay", FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return -errno;
+        r = overlay_set_lowers(fs, lowers, append);
+        if (r < 0)
+                return r;
+        if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return -errno;
+        mfd = fsmount(fs, FSMOUNT_CLOEXEC,
+                      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        if (mfd < 0)
+                return -errno;
+        *ret_fd = mfd;
+        return 0;
+}
+
+/* The overlay of lowers, names in layers_fd, which is the current directory
+ * while the kernel resolves them: the classic string then holds names only,
+ * not paths, and so fits the most layers into fsconfig()'s bound. */
+static int overlay_mount(int layers_fd, const char *lowers, bool append, int *ret_fd) {
+        _cleanup_close_ int cwd = -EBADF;
+        int r;
+
+        if (!append && strlen(lowers) > SBX_OVERLAY_LOWERS_STRING_MAX)
+                return -E2BIG;
+        cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (cwd < 0)
+                return -errno;
+        if (fchdir(layers_fd) < 0)
+                return -errno;
+        r = overlay_create(lowers, append, ret_fd);
+        if (fchdir(cwd) < 0 && r >= 0) {
+                r = -errno;
+                *ret_fd = safe_close(*ret_fd);
+        }
+        return r;
+}
+
+int snapshot_mount(const Sandbox *sb, uint32_t squashed, uint32_t top, int *ret_fd) {
         _cleanup_free_ char *lowers = NULL;
         char path[4096];
         int mfd, r;
@@ -64,44 +126,22 @@ int snapshot_mount(const Sandbox *sb, uint32_t squashed, uint32_t top, int *ret_
                 *ret_fd = mfd;
                 return 0;
         }
-        fs = fsopen("overlay", FSOPEN_CLOEXEC);
-        if (fs < 0)
-                return -errno;
-        /* One lower per call where the kernel has "lowerdir+" (6.8); else the classic string. */
-        for (char *p = lowers, *colon; p; p = colon ? colon + 1 : NULL) {
-                colon = strchr(p, ':');
-                snprintf(path, sizeof(path), "%s/%.*s", sb->layers_path, colon ? (int) (colon - p) : (int) strlen(p),
-                         p);
-                if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", path, 0) < 0) {
-                        if (errno != EINVAL || p != lowers)
-                                return -errno;
-                        goto classic;
-                }
+        /* "lowerdir+" has no length limit. Kernels 6.5-6.7 refuse it at once; before
+         * 6.5 overlayfs had no mount context of its own and the generic one takes any
+         * key, so the refusal (EINVAL) only comes with FSCONFIG_CMD_CREATE. Either
+         * way the classic string is tried next; once it works, or is only too long,
+         * the answer is kept (snapshot_compact() then bounds the string). */
+        if (lowerdir_append != 0) {
+                r = overlay_mount(sb->layers_fd, lowers, true, ret_fd);
+                if (r >= 0)
+                        lowerdir_append = 1;
+                if (r != -EINVAL || lowerdir_append == 1)
+                        return r;
         }
-        goto create;
-classic: {
-        _cleanup_free_ char *opt = NULL;
-        size_t size = strlen(lowers) * 2 + 4096 * 4, n = 0;
-        opt = malloc(size);
-        if (!opt)
-                return -ENOMEM;
-        for (char *p = lowers, *colon; p; p = colon ? colon + 1 : NULL) {
-                colon = strchr(p, ':');
-                n += (size_t) snprintf(opt + n, size - n, "%s%s/%.*s", n ? ":" : "", sb->layers_path,
-                                       colon ? (int) (colon - p) : (int) strlen(p), p);
-        }
-        if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", opt, 0) < 0)
-                return -errno;
-}
-create:
-        if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-                return -errno;
-        mfd = fsmount(fs, FSMOUNT_CLOEXEC,
-                      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-        if (mfd < 0)
-                return -errno;
-        *ret_fd = mfd;
-        return 0;
+        r = overlay_mount(sb->layers_fd, lowers, false, ret_fd);
+        if (r >= 0 || r == -E2BIG)
+                lowerdir_append = 0;
+        return r;
 }
 
 void snapshot_forget(Sandbox *sb) {
@@ -134,7 +174,7 @@ static void view_identify(Sandbox *sb) {
         sb->view_dev = st.st_dev;
 }
 
-int snapshot_current(Sandbox *sb, int *ret_fd) {
+int snapshot_current(Store *store, Sandbox *sb, int *ret_fd) {
         int r;
 
         if (sb->view_fd >= 0 && sb->view_top == sb->top_layer) {
@@ -143,6 +183,12 @@ int snapshot_current(Sandbox *sb, int *ret_fd) {
         }
         snapshot_forget(sb);
         r = snapshot_mount(sb, sb->squashed, sb->top_layer, &sb->view_fd);
+        if (r == -E2BIG) {
+                /* Deeper than the classic lowerdir string holds: merge, then mount. */
+                r = snapshot_compact(store, sb);
+                if (r >= 0)
+                        r = snapshot_mount(sb, sb->squashed, sb->top_layer, &sb->view_fd);
+        }
         if (r < 0)
                 return r;
         view_identify(sb);
@@ -241,6 +287,19 @@ static int apply_layer(int src, int dst, unsigned depth) {
         return r;
 }
 
+/* Whether the layers above squashed up to top are more than one overlay
+ * should stack: SBX_STACK_MAX_LAYERS, or where the kernel takes only the
+ * classic lowerdir string, more than that string holds. */
+static bool stack_too_deep(uint32_t squashed, uint32_t top) {
+        _cleanup_free_ char *lowers = NULL;
+
+        if (top - squashed > SBX_STACK_MAX_LAYERS)
+                return true;
+        if (lowerdir_append != 0 || snapshot_lowerdirs(squashed, top, &lowers) < 0)
+                return false;
+        return strlen(lowers) > SBX_OVERLAY_LOWERS_STRING_MAX;
+}
+
 int snapshot_compact(Store *store, Sandbox *sb) {
         char old_base[32], new_base[32], tmp[40], name[16];
         _cleanup_close_ int dst = -EBADF, src = -EBADF;
@@ -249,7 +308,7 @@ int snapshot_compact(Store *store, Sandbox *sb) {
         unsigned removed = 0;
         int r;
 
-        if (target - sb->squashed <= SBX_STACK_MAX_LAYERS)
+        if (!stack_too_deep(sb->squashed, target))
                 return 0;
         base_name(sb->squashed, old_base, sizeof(old_base));
         base_name(target, new_base, sizeof(new_base));

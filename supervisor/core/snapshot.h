@@ -28,8 +28,9 @@ typedef struct SnapshotHold {
 int snapshot_lowerdirs(uint32_t squashed, uint32_t top, char **ret);
 /* A read-only detached overlay of the squashed base and the layers above it up to top. */
 int snapshot_mount(const Sandbox *sb, uint32_t squashed, uint32_t top, int *ret_fd);
-/* The cached view of the current snapshot; the fd is borrowed. */
-int snapshot_current(Sandbox *sb, int *ret_fd);
+/* The cached view of the current snapshot; the fd is borrowed. A stack too
+ * deep for the kernel to mount is compacted first, recorded in store. */
+int snapshot_current(Store *store, Sandbox *sb, int *ret_fd);
 /* The key (data/indexcache.h) of a file of the current view, st its fstat:
  * the same in every later view that shows the same file. -EXDEV if the view
  * cannot name its files so. */

@@ -121,7 +121,7 @@ int workspace_root(Server *s, Sandbox *sb, const char *ws_id, WorkspaceSession *
                 *ret_root = ws->workspace_fd;
                 return 0;
         }
-        r = snapshot_current(sb, ret_root);
+        r = snapshot_current(s->store, sb, ret_root);
         if (r < 0)
                 snprintf(ret_error, error_size, "cannot open the published snapshot of '%s': %s", sb->name,
                          strerror(-r));
@@ -307,7 +307,7 @@ static int publish_operation(Server *s, Sandbox *sb, FileChange *ch, char *err, 
         const char *name;
         int view, r;
 
-        r = snapshot_current(sb, &view);
+        r = snapshot_current(s->store, sb, &view);
         if (r < 0)
                 return r;
         /* Where it lands in the snapshot: no symlinks, parents are directories. */

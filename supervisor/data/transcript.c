@@ -1,7 +1,7 @@
 /* Transcript: render raw command output as a terminal would show it and keep
  * it on disk as committed lines with a fixed-width index (see transcript.h).
  *
- * Rendering model (one byte stream, stdout and stderr merged):
+ * Rendering model (per stream: stdout and stderr merged in one, or each apart):
  *   '\n' commits the line; '\r' moves the cursor to column 0; '\b' moves it
  *   one character left; '\t' is an ordinary character; CSI sequences are
  *   removed except EL ("ESC[K", "ESC[0K", "ESC[1K", "ESC[2K"), which erases;
@@ -31,8 +31,23 @@
  * from the marker as the last line.
  *
  * Writes: committed lines are buffered and written at the end of every
- * transcript_feed call (.log before .idx, so an .idx entry never points past
- * written text); never fsync (see transcript_finish). */
+ * transcript_feed call (.log before .idx before .out and .err, so an entry
+ * never points past written text or lines); never fsync (see
+ * transcript_finish).
+ *
+ * Streams apart (transcript_create_streams): stdout and stderr each have
+ * their own renderer, so a line never mixes the two (nor is it cut where the
+ * worker's reads of one pipe happened to end). Each committed line goes to the
+ * one .log/.idx in the order it was committed, which is the merged view, and
+ * its merged line number to "<id>.out" or "<id>.err" (one little-endian u64
+ * per line of that stream), which is that stream's view with its own offsets:
+ * 8 index bytes more per line, no text twice. The cap counts the one .log, so
+ * both streams together; its marker line ends both streams. The merged view
+ * shows one pending line, the one whose first byte came first (the other
+ * stream's is in its own view until it is committed), so that total_lines
+ * never decreases in either view. A transcript without .out (merged, or from
+ * before streams were kept) has no single-stream views: reading one is
+ * -ENODATA. */
 
 #include <dirent.h>
 #include <endian.h>
@@ -68,29 +83,8 @@ enum {
         ST_STR_ESC,     /* ESC seen inside a string: '\\' ends it */
 };
 
-struct Transcript {
-        int log_fd;
-        int idx_fd;
-        bool writable;
-        bool finished;
-        bool capped;
-
-        uint64_t cap;
-        uint64_t raw_bytes;
-        uint64_t committed;     /* lines, including buffered ones */
-        uint64_t log_size;      /* bytes of committed lines, including buffered ones */
-        uint64_t log_disk;      /* bytes written to .log */
-        uint64_t idx_disk;      /* entries written to .idx */
-        uint64_t log_streamed;  /* .log below this was handed to writeback (stream_behind) */
-        uint64_t idx_streamed;  /* the same for .idx, in bytes */
-        size_t marker_len;      /* including '\n' */
-
-        char *logbuf;
-        size_t logbuf_len;
-        uint64_t *idxbuf;       /* little-endian entries */
-        size_t idxbuf_len;
-
-        /* renderer */
+/* The renderer of one stream: the parser's state and the current line. */
+typedef struct Renderer {
         uint8_t state;
         uint8_t u8_need;        /* continuation bytes still expected */
         uint8_t u8_have;
@@ -102,9 +96,50 @@ struct Transcript {
         unsigned csi_param;     /* value of the first parameter */
         size_t seq_len;
         bool dirty;             /* something was written since the last commit */
+        uint64_t dirty_piece;   /* streams apart: the piece that began the pending line */
         size_t len, cur, vis;
         char line[SBX_LINE_MAX + 8];
+} Renderer;
+
+/* A file of little-endian u64 entries, appended through a buffer. */
+typedef struct EntryFile {
+        int fd;
+        uint64_t *buf;
+        size_t buf_len;
+        uint64_t disk;          /* entries written */
+        uint64_t streamed;      /* bytes below this were handed to writeback (stream_behind) */
+} EntryFile;
+
+struct Transcript {
+        int log_fd;
+        bool writable;
+        bool finished;
+        bool capped;
+        bool apart;             /* stdout and stderr kept apart: .out and .err */
+
+        uint64_t cap;
+        uint64_t raw_bytes;
+        uint64_t committed;     /* lines, including buffered ones */
+        uint64_t log_size;      /* bytes of committed lines, including buffered ones */
+        uint64_t log_disk;      /* bytes written to .log */
+        uint64_t log_streamed;  /* .log below this was handed to writeback (stream_behind) */
+        size_t marker_len;      /* including '\n' */
+
+        char *logbuf;
+        size_t logbuf_len;
+        EntryFile idx;          /* per line: the offset just past it in .log */
+
+        /* streams apart: per stdout and stderr line, its merged line number */
+        EntryFile stream_idx[2];
+        uint64_t stream_lines[2];       /* including buffered ones */
+        uint64_t pieces;                /* fed so far */
+
+        Renderer rend[2];       /* [0]: both streams merged, or stdout; [1]: stderr */
 };
+
+/* File name suffixes, all four characters long. */
+static const char *const suffixes[] = { ".log", ".idx", ".out", ".err" };
+enum { FILE_LOG, FILE_IDX, FILE_OUT, FILE_ERR };
 
 /* Bytes that render as themselves in the ground state: printable ASCII and TAB. */
 static const bool plain_byte[256] = {
@@ -188,6 +223,24 @@ static void stream_behind(int fd, uint64_t end, uint64_t *streamed) {
         (void) posix_fadvise(fd, 0, (off_t) (end - STREAM_KEEP), POSIX_FADV_DONTNEED);
 }
 
+/* Write out the buffered entries of f. */
+static int entries_flush(EntryFile *f) {
+        size_t done;
+        int r;
+
+        if (f->buf_len == 0)
+                return 0;
+        r = pwrite_all(f->fd, f->buf, f->buf_len * sizeof(uint64_t), f->disk * sizeof(uint64_t), &done);
+        /* A torn entry is rewritten whole next time. */
+        done /= sizeof(uint64_t);
+        f->disk += done;
+        if (done < f->buf_len)
+                memmove(f->buf, f->buf + done, (f->buf_len - done) * sizeof(uint64_t));
+        f->buf_len -= done;
+        stream_behind(f->fd, f->disk * sizeof(uint64_t), &f->streamed);
+        return r;
+}
+
 static int flush_log(Transcript *t) {
         size_t done;
         int r;
@@ -203,25 +256,16 @@ static int flush_log(Transcript *t) {
         return r;
 }
 
-/* .log first, so every written index entry points at written text. */
+/* .log first, then .idx, then the streams' line lists, so every written
+ * entry points at written text and lines. */
 static int flush_all(Transcript *t) {
-        size_t done;
         int r;
 
         r = flush_log(t);
-        if (r < 0)
-                return r;
-        if (t->idxbuf_len == 0)
-                return 0;
-        r = pwrite_all(t->idx_fd, t->idxbuf, t->idxbuf_len * sizeof(uint64_t),
-                       t->idx_disk * sizeof(uint64_t), &done);
-        /* A torn entry is rewritten whole next time. */
-        done /= sizeof(uint64_t);
-        t->idx_disk += done;
-        if (done < t->idxbuf_len)
-                memmove(t->idxbuf, t->idxbuf + done, (t->idxbuf_len - done) * sizeof(uint64_t));
-        t->idxbuf_len -= done;
-        stream_behind(t->idx_fd, t->idx_disk * sizeof(uint64_t), &t->idx_streamed);
+        if (r >= 0)
+                r = entries_flush(&t->idx);
+        for (size_t i = 0; i < ELEMENTSOF(t->stream_idx) && r >= 0 && t->apart; i++)
+                r = entries_flush(&t->stream_idx[i]);
         return r;
 }
 
@@ -231,13 +275,26 @@ static size_t format_marker(uint64_t cap, char *buf, size_t size) {
         return (size_t) n;
 }
 
-static void line_reset(Transcript *t) {
-        t->len = t->cur = t->vis = 0;
-        t->dirty = false;
+static void line_reset(Renderer *rd) {
+        rd->len = rd->cur = rd->vis = 0;
+        rd->dirty = false;
 }
 
-/* Append one line (text without '\n') to the buffers. */
-static int append_line(Transcript *t, const char *text, size_t n) {
+/* The streams a line of rd belongs to, as a mask of stream_idx (0: none kept apart). */
+static unsigned stream_mask(const Transcript *t, const Renderer *rd) {
+        return t->apart ? 1u << (rd - t->rend) : 0;
+}
+
+static bool streams_full(const Transcript *t, unsigned mask) {
+        for (size_t i = 0; i < ELEMENTSOF(t->stream_idx); i++)
+                if ((mask & (1u << i)) && t->stream_idx[i].buf_len == IDXBUF_ENTRIES)
+                        return true;
+        return false;
+}
+
+/* Append one line (text without '\n') to the buffers, and to the line lists
+ * of the streams in mask. */
+static int append_line(Transcript *t, unsigned mask, const char *text, size_t n) {
         size_t need = n + 1;
         int r;
 
@@ -246,7 +303,7 @@ static int append_line(Transcript *t, const char *text, size_t n) {
                 if (r < 0)
                         return r;
         }
-        if (t->idxbuf_len == IDXBUF_ENTRIES) {
+        if (t->idx.buf_len == IDXBUF_ENTRIES || (mask && streams_full(t, mask))) {
                 r = flush_all(t);
                 if (r < 0)
                         return r;
@@ -255,42 +312,50 @@ static int append_line(Transcript *t, const char *text, size_t n) {
         t->logbuf[t->logbuf_len + n] = '\n';
         t->logbuf_len += need;
         t->log_size += need;
-        t->idxbuf[t->idxbuf_len++] = htole64(t->log_size);
+        t->idx.buf[t->idx.buf_len++] = htole64(t->log_size);
+        for (size_t i = 0; mask && i < ELEMENTSOF(t->stream_idx); i++)
+                if (mask & (1u << i)) {
+                        t->stream_idx[i].buf[t->stream_idx[i].buf_len++] = htole64(t->committed);
+                        t->stream_lines[i]++;
+                }
         t->committed++;
         return 0;
 }
 
+/* The marker ends every stream: pending lines are dropped, later output only counted. */
 static int commit_marker(Transcript *t) {
         char buf[128];
         size_t n;
         int r;
 
         n = format_marker(t->cap, buf, sizeof(buf));
-        r = append_line(t, buf, n - 1);
+        r = append_line(t, t->apart ? 3u : 0u, buf, n - 1);
         if (r < 0)
                 return r;
         t->capped = true;
-        t->state = ST_GROUND;
-        t->u8_need = 0;
-        line_reset(t);
+        for (size_t i = 0; i < ELEMENTSOF(t->rend); i++) {
+                t->rend[i].state = ST_GROUND;
+                t->rend[i].u8_need = 0;
+                line_reset(&t->rend[i]);
+        }
         return 0;
 }
 
-/* Commit text as the next line (text may be t->line), or the cap marker. */
-static int commit_line(Transcript *t, const char *text, size_t n) {
+/* Commit text as the next line of rd (text may be rd->line), or the cap marker. */
+static int commit_line(Transcript *t, Renderer *rd, const char *text, size_t n) {
         int r;
 
         if (t->cap < t->marker_len || t->log_size + n + 1 > t->cap - t->marker_len)
                 return commit_marker(t);
-        r = append_line(t, text, n);
+        r = append_line(t, stream_mask(t, rd), text, n);
         if (r < 0)
                 return r;
-        line_reset(t);
+        line_reset(rd);
         return 0;
 }
 
-static int commit_current(Transcript *t) {
-        return commit_line(t, t->line, t->vis);
+static int commit_current(Transcript *t, Renderer *rd) {
+        return commit_line(t, rd, rd->line, rd->vis);
 }
 
 static size_t u8_len(uint8_t lead) {
@@ -303,78 +368,78 @@ static size_t u8_len(uint8_t lead) {
         return 4;
 }
 
-static size_t columns_before(const Transcript *t, size_t end) {
+static size_t columns_before(const Renderer *rd, size_t end) {
         size_t cols = 0;
         for (size_t i = 0; i < end; i++)
-                cols += ((uint8_t) t->line[i] & 0xc0) != 0x80;
+                cols += ((uint8_t) rd->line[i] & 0xc0) != 0x80;
         return cols;
 }
 
 /* Write one valid UTF-8 character (n bytes) at the cursor. */
-static int line_put_char(Transcript *t, const char *s, size_t n) {
+static int line_put_char(Transcript *t, Renderer *rd, const char *s, size_t n) {
         int r;
 
-        if (t->cur == t->len) {
-                if (t->len + n > SBX_LINE_MAX) {
-                        r = commit_current(t);
+        if (rd->cur == rd->len) {
+                if (rd->len + n > SBX_LINE_MAX) {
+                        r = commit_current(t, rd);
                         if (r < 0 || t->capped)
                                 return r;
                 }
-                memcpy(t->line + t->len, s, n);
-                t->len += n;
-                t->cur = t->vis = t->len;
+                memcpy(rd->line + rd->len, s, n);
+                rd->len += n;
+                rd->cur = rd->vis = rd->len;
         } else {
-                size_t m = u8_len((uint8_t) t->line[t->cur]);
+                size_t m = u8_len((uint8_t) rd->line[rd->cur]);
 
-                if (t->len - m + n > SBX_LINE_MAX) {
+                if (rd->len - m + n > SBX_LINE_MAX) {
                         /* Overwriting with a wider character overflows: wrap here. */
-                        r = commit_current(t);
+                        r = commit_current(t, rd);
                         if (r < 0 || t->capped)
                                 return r;
-                        return line_put_char(t, s, n);
+                        return line_put_char(t, rd, s, n);
                 }
                 if (m != n) {
-                        memmove(t->line + t->cur + n, t->line + t->cur + m, t->len - t->cur - m);
-                        t->len = t->len - m + n;
-                        if (t->vis > t->cur)
-                                t->vis = t->vis - m + n;
+                        memmove(rd->line + rd->cur + n, rd->line + rd->cur + m, rd->len - rd->cur - m);
+                        rd->len = rd->len - m + n;
+                        if (rd->vis > rd->cur)
+                                rd->vis = rd->vis - m + n;
                 }
-                memcpy(t->line + t->cur, s, n);
-                t->cur += n;
-                t->vis = MAX(t->vis, t->cur);
+                memcpy(rd->line + rd->cur, s, n);
+                rd->cur += n;
+                rd->vis = MAX(rd->vis, rd->cur);
         }
-        t->dirty = true;
+        rd->dirty = true;
         return 0;
 }
 
 /* Write a run of plain bytes (printable ASCII and TAB) at the cursor. */
-static int line_put_plain(Transcript *t, const uint8_t *s, size_t n) {
+static int line_put_plain(Transcript *t, Renderer *rd, const uint8_t *s, size_t n) {
         int r;
 
         while (n > 0) {
-                if (t->cur == t->len) {
-                        size_t room = SBX_LINE_MAX - t->len, k;
+                if (rd->cur == rd->len) {
+                        size_t room = SBX_LINE_MAX - rd->len, k;
 
                         if (room == 0) {
-                                r = commit_current(t);
+                                r = commit_current(t, rd);
                                 if (r < 0 || t->capped)
                                         return r;
                                 continue;
                         }
                         k = MIN(room, n);
-                        memcpy(t->line + t->len, s, k);
-                        t->len += k;
-                        t->cur = t->vis = t->len;
-                        t->dirty = true;
+                        memcpy(rd->line + rd->len, s, k);
+                        rd->len += k;
+                        rd->cur = rd->vis = rd->len;
+                        rd->dirty = true;
                         s += k;
                         n -= k;
-                } else if (((uint8_t) t->line[t->cur] & 0x80) == 0) {
-                        t->line[t->cur++] = (char) *s++;
-                        t->vis = MAX(t->vis, t->cur);
-                        t->dirty = true;
+                } else if (((uint8_t) rd->line[rd->cur] & 0x80) == 0) {
+                        rd->line[rd->cur++] = (char) *s++;
+                        rd->vis = MAX(rd->vis, rd->cur);
+                        rd->dirty = true;
                         n--;
                 } else {
-                        r = line_put_char(t, (const char *) s, 1);
+                        r = line_put_char(t, rd, (const char *) s, 1);
                         if (r < 0 || t->capped)
                                 return r;
                         s++;
@@ -384,226 +449,226 @@ static int line_put_plain(Transcript *t, const uint8_t *s, size_t n) {
         return 0;
 }
 
-static int put_replacement(Transcript *t) {
-        return line_put_char(t, "\xef\xbf\xbd", 3);
+static int put_replacement(Transcript *t, Renderer *rd) {
+        return line_put_char(t, rd, "\xef\xbf\xbd", 3);
 }
 
-static void line_backspace(Transcript *t) {
-        if (t->cur == 0)
+static void line_backspace(Renderer *rd) {
+        if (rd->cur == 0)
                 return;
-        t->cur--;
-        while (t->cur > 0 && ((uint8_t) t->line[t->cur] & 0xc0) == 0x80)
-                t->cur--;
+        rd->cur--;
+        while (rd->cur > 0 && ((uint8_t) rd->line[rd->cur] & 0xc0) == 0x80)
+                rd->cur--;
 }
 
 /* EL: 0 cursor to end, 1 start through cursor, 2 whole line; the cursor stays. */
-static void line_erase(Transcript *t, unsigned mode) {
+static void line_erase(Renderer *rd, unsigned mode) {
         size_t cols, e, k;
 
         switch (mode) {
         case 0:
-                t->len = t->cur;
-                t->vis = MIN(t->vis, t->cur);
+                rd->len = rd->cur;
+                rd->vis = MIN(rd->vis, rd->cur);
                 break;
         case 1:
-                cols = columns_before(t, t->cur);
-                e = t->cur < t->len ? t->cur + u8_len((uint8_t) t->line[t->cur]) : t->cur;
-                k = cols + (t->cur < t->len);
-                memmove(t->line + k, t->line + e, t->len - e);
-                memset(t->line, ' ', k);
-                t->len = t->len - e + k;
-                t->vis = t->vis <= e ? 0 : t->vis - e + k;
-                t->cur = cols;
+                cols = columns_before(rd, rd->cur);
+                e = rd->cur < rd->len ? rd->cur + u8_len((uint8_t) rd->line[rd->cur]) : rd->cur;
+                k = cols + (rd->cur < rd->len);
+                memmove(rd->line + k, rd->line + e, rd->len - e);
+                memset(rd->line, ' ', k);
+                rd->len = rd->len - e + k;
+                rd->vis = rd->vis <= e ? 0 : rd->vis - e + k;
+                rd->cur = cols;
                 break;
         case 2:
-                cols = columns_before(t, t->cur);
-                memset(t->line, ' ', cols);
-                t->len = t->cur = cols;
-                t->vis = 0;
+                cols = columns_before(rd, rd->cur);
+                memset(rd->line, ' ', cols);
+                rd->len = rd->cur = cols;
+                rd->vis = 0;
                 break;
         default:
                 break;
         }
 }
 
-static void csi_reset(Transcript *t) {
-        t->csi_private = t->csi_inter = false;
-        t->csi_nparams = 0;
-        t->csi_param = 0;
-        t->seq_len = 0;
+static void csi_reset(Renderer *rd) {
+        rd->csi_private = rd->csi_inter = false;
+        rd->csi_nparams = 0;
+        rd->csi_param = 0;
+        rd->seq_len = 0;
 }
 
-static int render_byte(Transcript *t, uint8_t c);
+static int render_byte(Transcript *t, Renderer *rd, uint8_t c);
 
 /* A control byte in the ground state (or executed inside a sequence). */
-static int render_control(Transcript *t, uint8_t c) {
+static int render_control(Transcript *t, Renderer *rd, uint8_t c) {
         switch (c) {
         case '\n':
-                return commit_current(t);
+                return commit_current(t, rd);
         case '\r':
-                t->cur = 0;
+                rd->cur = 0;
                 return 0;
         case '\b':
-                line_backspace(t);
+                line_backspace(rd);
                 return 0;
         case '\t':
-                return line_put_char(t, "\t", 1);
+                return line_put_char(t, rd, "\t", 1);
         case 0x1b:
-                t->state = ST_ESC;
+                rd->state = ST_ESC;
                 return 0;
         default:
                 return 0;        /* other C0 controls and DEL are dropped */
         }
 }
 
-static int render_ground(Transcript *t, uint8_t c) {
+static int render_ground(Transcript *t, Renderer *rd, uint8_t c) {
         int r;
 
-        if (t->u8_need > 0) {
-                if (c >= t->u8_lo && c <= t->u8_hi) {
-                        t->u8_buf[t->u8_have++] = c;
-                        t->u8_lo = 0x80;
-                        t->u8_hi = 0xbf;
-                        if (--t->u8_need > 0)
+        if (rd->u8_need > 0) {
+                if (c >= rd->u8_lo && c <= rd->u8_hi) {
+                        rd->u8_buf[rd->u8_have++] = c;
+                        rd->u8_lo = 0x80;
+                        rd->u8_hi = 0xbf;
+                        if (--rd->u8_need > 0)
                                 return 0;
                         /* C1 controls (U+0080..U+009F) are invisible: drop them. */
-                        if (t->u8_have == 2 && t->u8_buf[0] == 0xc2 && t->u8_buf[1] < 0xa0)
+                        if (rd->u8_have == 2 && rd->u8_buf[0] == 0xc2 && rd->u8_buf[1] < 0xa0)
                                 return 0;
-                        return line_put_char(t, (const char *) t->u8_buf, t->u8_have);
+                        return line_put_char(t, rd, (const char *) rd->u8_buf, rd->u8_have);
                 }
                 /* Ill-formed: the partial sequence is one U+FFFD, then c anew. */
-                t->u8_need = 0;
-                r = put_replacement(t);
+                rd->u8_need = 0;
+                r = put_replacement(t, rd);
                 if (r < 0 || t->capped)
                         return r;
         }
 
         if (plain_byte[c])
-                return line_put_plain(t, &c, 1);
+                return line_put_plain(t, rd, &c, 1);
         if (c < 0x20 || c == 0x7f)
-                return render_control(t, c);
+                return render_control(t, rd, c);
 
-        t->u8_have = 1;
-        t->u8_buf[0] = c;
-        t->u8_lo = 0x80;
-        t->u8_hi = 0xbf;
+        rd->u8_have = 1;
+        rd->u8_buf[0] = c;
+        rd->u8_lo = 0x80;
+        rd->u8_hi = 0xbf;
         if (c >= 0xc2 && c <= 0xdf)
-                t->u8_need = 1;
+                rd->u8_need = 1;
         else if (c >= 0xe0 && c <= 0xef) {
-                t->u8_need = 2;
+                rd->u8_need = 2;
                 if (c == 0xe0)
-                        t->u8_lo = 0xa0;
+                        rd->u8_lo = 0xa0;
                 else if (c == 0xed)
-                        t->u8_hi = 0x9f;
+                        rd->u8_hi = 0x9f;
         } else if (c >= 0xf0 && c <= 0xf4) {
-                t->u8_need = 3;
+                rd->u8_need = 3;
                 if (c == 0xf0)
-                        t->u8_lo = 0x90;
+                        rd->u8_lo = 0x90;
                 else if (c == 0xf4)
-                        t->u8_hi = 0x8f;
+                        rd->u8_hi = 0x8f;
         } else
-                return put_replacement(t);      /* 80..BF, C0, C1, F5..FF */
+                return put_replacement(t, rd);      /* 80..BF, C0, C1, F5..FF */
         return 0;
 }
 
-static int render_byte(Transcript *t, uint8_t c) {
-        switch (t->state) {
+static int render_byte(Transcript *t, Renderer *rd, uint8_t c) {
+        switch (rd->state) {
         case ST_GROUND:
-                return render_ground(t, c);
+                return render_ground(t, rd, c);
 
         case ST_ESC:
         case ST_ESC_INTER:
                 if (c == 0x1b) {
-                        t->state = ST_ESC;
+                        rd->state = ST_ESC;
                         return 0;
                 }
                 if (c == 0x18 || c == 0x1a) {
-                        t->state = ST_GROUND;
+                        rd->state = ST_GROUND;
                         return 0;
                 }
                 if (c < 0x20 || c >= 0x7f) {
                         /* Not an escape sequence after all: drop the ESC, keep c. */
-                        t->state = ST_GROUND;
-                        return render_ground(t, c);
+                        rd->state = ST_GROUND;
+                        return render_ground(t, rd, c);
                 }
                 if (c <= 0x2f) {
-                        if (t->state == ST_ESC)
-                                t->seq_len = 0;
-                        t->state = ST_ESC_INTER;
-                        if (++t->seq_len > CSI_MAX)
-                                t->state = ST_GROUND;
+                        if (rd->state == ST_ESC)
+                                rd->seq_len = 0;
+                        rd->state = ST_ESC_INTER;
+                        if (++rd->seq_len > CSI_MAX)
+                                rd->state = ST_GROUND;
                         return 0;
                 }
-                if (t->state == ST_ESC) {
+                if (rd->state == ST_ESC) {
                         if (c == '[') {
-                                csi_reset(t);
-                                t->state = ST_CSI;
+                                csi_reset(rd);
+                                rd->state = ST_CSI;
                                 return 0;
                         }
                         if (c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_') {
-                                t->seq_len = 0;
-                                t->state = ST_STR;
+                                rd->seq_len = 0;
+                                rd->state = ST_STR;
                                 return 0;
                         }
                 }
-                t->state = ST_GROUND;   /* final byte: the sequence is dropped */
+                rd->state = ST_GROUND;   /* final byte: the sequence is dropped */
                 return 0;
 
         case ST_CSI:
                 if (c >= 0x40 && c <= 0x7e) {
-                        t->state = ST_GROUND;
-                        if (c == 'K' && !t->csi_private && !t->csi_inter && t->csi_nparams <= 1)
-                                line_erase(t, t->csi_param);
+                        rd->state = ST_GROUND;
+                        if (c == 'K' && !rd->csi_private && !rd->csi_inter && rd->csi_nparams <= 1)
+                                line_erase(rd, rd->csi_param);
                         return 0;
                 }
                 if (c >= 0x30 && c <= 0x3f) {
                         if (c >= '0' && c <= '9') {
-                                if (t->csi_nparams == 0)
-                                        t->csi_nparams = 1;
-                                if (t->csi_nparams == 1 && t->csi_param < 10000)
-                                        t->csi_param = t->csi_param * 10 + (unsigned) (c - '0');
+                                if (rd->csi_nparams == 0)
+                                        rd->csi_nparams = 1;
+                                if (rd->csi_nparams == 1 && rd->csi_param < 10000)
+                                        rd->csi_param = rd->csi_param * 10 + (unsigned) (c - '0');
                         } else if (c == ';' || c == ':')
-                                t->csi_nparams = MAX(t->csi_nparams, 1u) + 1;
+                                rd->csi_nparams = MAX(rd->csi_nparams, 1u) + 1;
                         else
-                                t->csi_private = true;
+                                rd->csi_private = true;
                 } else if (c >= 0x20 && c <= 0x2f)
-                        t->csi_inter = true;
+                        rd->csi_inter = true;
                 else if (c == 0x1b) {
-                        t->state = ST_ESC;
+                        rd->state = ST_ESC;
                         return 0;
                 } else if (c == 0x18 || c == 0x1a) {
-                        t->state = ST_GROUND;
+                        rd->state = ST_GROUND;
                         return 0;
                 } else if (c < 0x20 || c == 0x7f)
-                        return render_control(t, c);    /* executed, the CSI goes on */
+                        return render_control(t, rd, c);    /* executed, the CSI goes on */
                 else {
-                        t->state = ST_GROUND;           /* 8-bit byte: not a CSI */
-                        return render_ground(t, c);
+                        rd->state = ST_GROUND;           /* 8-bit byte: not a CSI */
+                        return render_ground(t, rd, c);
                 }
-                if (++t->seq_len > CSI_MAX)
-                        t->state = ST_GROUND;
+                if (++rd->seq_len > CSI_MAX)
+                        rd->state = ST_GROUND;
                 return 0;
 
         case ST_STR:
                 if (c == 0x07 || c == 0x18 || c == 0x1a)
-                        t->state = ST_GROUND;
+                        rd->state = ST_GROUND;
                 else if (c == 0x1b)
-                        t->state = ST_STR_ESC;
-                else if (++t->seq_len > STR_MAX)
-                        t->state = ST_GROUND;
+                        rd->state = ST_STR_ESC;
+                else if (++rd->seq_len > STR_MAX)
+                        rd->state = ST_GROUND;
                 return 0;
 
         case ST_STR_ESC:
                 if (c == '\\') {
-                        t->state = ST_GROUND;
+                        rd->state = ST_GROUND;
                         return 0;
                 }
                 /* The ESC starts a new sequence and ends the string. */
-                t->state = ST_ESC;
-                return render_byte(t, c);
+                rd->state = ST_ESC;
+                return render_byte(t, rd, c);
 
         default:
-                t->state = ST_GROUND;
+                rd->state = ST_GROUND;
                 return 0;
         }
 }
@@ -636,28 +701,92 @@ static size_t scan_plain(const uint8_t *p, size_t n) {
         }
 }
 
-static int ensure_buffers(Transcript *t) {
-        if (!t->logbuf) {
-                t->logbuf = malloc(LOGBUF_SIZE);
-                if (!t->logbuf)
-                        return -ENOMEM;
-        }
-        if (!t->idxbuf) {
-                t->idxbuf = malloc(IDXBUF_ENTRIES * sizeof(uint64_t));
-                if (!t->idxbuf)
+static int entries_alloc(EntryFile *f) {
+        if (!f->buf) {
+                f->buf = malloc(IDXBUF_ENTRIES * sizeof(uint64_t));
+                if (!f->buf)
                         return -ENOMEM;
         }
         return 0;
 }
 
-int transcript_feed(Transcript *t, const void *data, size_t size) {
-        const uint8_t *p = data, *end = p + size;
-        int r = 0, q;
+static void entries_done(EntryFile *f) {
+        f->fd = safe_close(f->fd);
+        free(f->buf);
+        f->buf = NULL;
+}
+
+static int ensure_buffers(Transcript *t) {
+        int r;
+
+        if (!t->logbuf) {
+                t->logbuf = malloc(LOGBUF_SIZE);
+                if (!t->logbuf)
+                        return -ENOMEM;
+        }
+        r = entries_alloc(&t->idx);
+        for (size_t i = 0; i < ELEMENTSOF(t->stream_idx) && r >= 0 && t->apart; i++)
+                r = entries_alloc(&t->stream_idx[i]);
+        return r;
+}
+
+/* Render [p, end) with rd. */
+static int render(Transcript *t, Renderer *rd, const uint8_t *p, const uint8_t *end) {
+        int r = 0;
+
+        while (p < end && !t->capped) {
+                if (rd->state == ST_GROUND && rd->u8_need == 0) {
+                        size_t run = scan_plain(p, (size_t) (end - p));
+
+                        /* Fast path: a whole plain line into an empty line buffer. */
+                        if (rd->len == 0 && run < (size_t) (end - p) && p[run] == '\n' &&
+                            run <= SBX_LINE_MAX) {
+                                r = commit_line(t, rd, (const char *) p, run);
+                                if (r < 0)
+                                        break;
+                                p += run + 1;
+                                continue;
+                        }
+                        if (run > 0) {
+                                r = line_put_plain(t, rd, p, run);
+                                if (r < 0)
+                                        break;
+                                p += run;
+                                continue;
+                        }
+                }
+                r = render_byte(t, rd, *p++);
+                if (r < 0)
+                        break;
+        }
+        return r;
+}
+
+/* The renderer of stream s, or NULL if t does not take it. */
+static Renderer *stream_renderer(Transcript *t, TranscriptStream s) {
+        switch (s) {
+        case TRANSCRIPT_MERGED:
+                return t->apart ? NULL : &t->rend[0];
+        case TRANSCRIPT_STDOUT:
+                return &t->rend[0];
+        case TRANSCRIPT_STDERR:
+                return &t->rend[t->apart];
+        default:
+                return NULL;
+        }
+}
+
+int transcript_feed_stream(Transcript *t, TranscriptStream s, const void *data, size_t size) {
+        Renderer *rd;
+        int r, q;
 
         if (!t || (!data && size > 0))
                 return -EINVAL;
         if (!t->writable || t->finished)
                 return -EBADF;
+        rd = stream_renderer(t, s);
+        if (!rd)
+                return -EINVAL;
         t->raw_bytes += size;
         if (t->capped || size == 0)
                 return 0;
@@ -665,37 +794,47 @@ int transcript_feed(Transcript *t, const void *data, size_t size) {
         if (r < 0)
                 return r;
 
-        while (p < end && !t->capped) {
-                if (t->state == ST_GROUND && t->u8_need == 0) {
-                        size_t run = scan_plain(p, (size_t) (end - p));
+        if (t->apart) {
+                bool was_dirty = rd->dirty;
+                uint64_t before = t->committed;
 
-                        /* Fast path: a whole plain line into an empty line buffer. */
-                        if (t->len == 0 && run < (size_t) (end - p) && p[run] == '\n' &&
-                            run <= SBX_LINE_MAX) {
-                                r = commit_line(t, (const char *) p, run);
-                                if (r < 0)
-                                        break;
-                                p += run + 1;
-                                continue;
-                        }
-                        if (run > 0) {
-                                r = line_put_plain(t, p, run);
-                                if (r < 0)
-                                        break;
-                                p += run;
-                                continue;
-                        }
-                }
-                r = render_byte(t, *p++);
-                if (r < 0)
-                        break;
-        }
+                r = render(t, rd, data, (const uint8_t *) data + size);
+                /* A pending line begun by this piece: it is ordered after the other stream's. */
+                if (rd->dirty && (!was_dirty || t->committed != before))
+                        rd->dirty_piece = t->pieces;
+                t->pieces++;
+        } else
+                r = render(t, rd, data, (const uint8_t *) data + size);
 
         q = flush_all(t);
         return r < 0 ? r : q;
 }
 
+int transcript_feed(Transcript *t, const void *data, size_t size) {
+        return transcript_feed_stream(t, TRANSCRIPT_MERGED, data, size);
+}
+
+/* The end of the output: commit rd's pending line, if any. */
+static int renderer_finish(Transcript *t, Renderer *rd) {
+        int r;
+
+        if (t->capped)
+                return 0;
+        if (rd->state == ST_GROUND && rd->u8_need > 0) {
+                rd->u8_need = 0;
+                r = put_replacement(t, rd);
+                if (r < 0)
+                        return r;
+        }
+        rd->state = ST_GROUND;
+        rd->u8_need = 0;
+        if (rd->dirty && !t->capped)
+                return commit_current(t, rd);
+        return 0;
+}
+
 int transcript_finish(Transcript *t) {
+        Renderer *first, *second;
         int r;
 
         if (!t)
@@ -705,21 +844,18 @@ int transcript_finish(Transcript *t) {
         r = ensure_buffers(t);
         if (r < 0)
                 return r;
-        if (!t->capped) {
-                if (t->state == ST_GROUND && t->u8_need > 0) {
-                        t->u8_need = 0;
-                        r = put_replacement(t);
-                        if (r < 0)
-                                return r;
-                }
-                t->state = ST_GROUND;
-                t->u8_need = 0;
-                if (t->dirty && !t->capped) {
-                        r = commit_current(t);
-                        if (r < 0)
-                                return r;
-                }
+        /* The older pending line first, as the merged view shows it. */
+        first = &t->rend[0];
+        second = &t->rend[1];
+        if (t->apart && second->dirty && (!first->dirty || second->dirty_piece < first->dirty_piece)) {
+                first = &t->rend[1];
+                second = &t->rend[0];
         }
+        r = renderer_finish(t, first);
+        if (r >= 0 && t->apart)
+                r = renderer_finish(t, second);
+        if (r < 0)
+                return r;
         /* Written, not synced: a transcript survives any sbxd crash or restart from
          * the page cache; only a power loss may cost its last lines (layers, by
          * contrast, are synced). An fsync per command would double its cost. */
@@ -729,8 +865,12 @@ int transcript_finish(Transcript *t) {
         t->finished = true;
         free(t->logbuf);
         t->logbuf = NULL;
-        free(t->idxbuf);
-        t->idxbuf = NULL;
+        free(t->idx.buf);
+        t->idx.buf = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(t->stream_idx); i++) {
+                free(t->stream_idx[i].buf);
+                t->stream_idx[i].buf = NULL;
+        }
         return 0;
 }
 
@@ -738,36 +878,55 @@ static Transcript *transcript_new(void) {
         Transcript *t = calloc(1, sizeof(Transcript));
         if (!t)
                 return NULL;
-        t->log_fd = t->idx_fd = -EBADF;
+        t->log_fd = t->idx.fd = t->stream_idx[0].fd = t->stream_idx[1].fd = -EBADF;
         return t;
 }
 
-static void file_names(const char *id, char log[static NAME_MAX + 1], char idx[static NAME_MAX + 1]) {
-        (void) snprintf(log, NAME_MAX + 1, "%s.log", id);
-        (void) snprintf(idx, NAME_MAX + 1, "%s.idx", id);
+static void file_name(const char *id, unsigned which, char name[static NAME_MAX + 1]) {
+        (void) snprintf(name, NAME_MAX + 1, "%s%s", id, suffixes[which]);
 }
 
-int transcript_create(int dirfd, const char *id, uint64_t cap_bytes, Transcript **ret) {
+static int create_file(int dirfd, const char *id, unsigned which) {
+        char name[NAME_MAX + 1];
+
+        file_name(id, which, name);
+        return RET_NERRNO(openat(dirfd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+}
+
+static int create_full(int dirfd, const char *id, uint64_t cap_bytes, bool apart, Transcript **ret) {
         _cleanup_(transcript_freep) Transcript *t = NULL;
-        char log[NAME_MAX + 1], idx[NAME_MAX + 1], marker[128];
+        char marker[128];
 
         if (!id_valid(id) || !ret)
                 return -EINVAL;
-        file_names(id, log, idx);
         t = transcript_new();
         if (!t)
                 return -ENOMEM;
-        t->log_fd = openat(dirfd, log, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        t->log_fd = create_file(dirfd, id, FILE_LOG);
         if (t->log_fd < 0)
-                return -errno;
-        t->idx_fd = openat(dirfd, idx, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (t->idx_fd < 0)
-                return -errno;
+                return t->log_fd;
+        t->idx.fd = create_file(dirfd, id, FILE_IDX);
+        if (t->idx.fd < 0)
+                return t->idx.fd;
+        for (unsigned i = 0; apart && i < ELEMENTSOF(t->stream_idx); i++) {
+                t->stream_idx[i].fd = create_file(dirfd, id, FILE_OUT + i);
+                if (t->stream_idx[i].fd < 0)
+                        return t->stream_idx[i].fd;
+        }
         t->writable = true;
+        t->apart = apart;
         t->cap = cap_bytes;
         t->marker_len = format_marker(cap_bytes, marker, sizeof(marker));
         *ret = TAKE_PTR(t);
         return 0;
+}
+
+int transcript_create(int dirfd, const char *id, uint64_t cap_bytes, Transcript **ret) {
+        return create_full(dirfd, id, cap_bytes, false, ret);
+}
+
+int transcript_create_streams(int dirfd, const char *id, uint64_t cap_bytes, Transcript **ret) {
+        return create_full(dirfd, id, cap_bytes, true, ret);
 }
 
 /* Is entry j (value e, predecessor prev) the end of a complete line? */
@@ -799,7 +958,7 @@ static int scan_index(Transcript *t, uint64_t n, uint64_t log_file_size, uint64_
                 size_t k = (size_t) (hi - rd);
                 int r;
 
-                r = pread_all(t->idx_fd, e, k * sizeof(uint64_t), rd * sizeof(uint64_t));
+                r = pread_all(t->idx.fd, e, k * sizeof(uint64_t), rd * sizeof(uint64_t));
                 if (r < 0)
                         return r;
                 for (size_t i = 0; i < k; i++)
@@ -823,62 +982,122 @@ static int scan_index(Transcript *t, uint64_t n, uint64_t log_file_size, uint64_
         return 0;
 }
 
+/* The number of leading entries of f (n of them on disk) that name one of
+ * the first committed merged lines: a crash may have left later ones. */
+static int stream_scan(const EntryFile *f, uint64_t n, uint64_t committed, uint64_t *ret_n) {
+        uint64_t e[OPEN_SCAN_ENTRIES];
+
+        while (n > 0) {
+                uint64_t lo = n > OPEN_SCAN_ENTRIES ? n - OPEN_SCAN_ENTRIES : 0;
+                int r = pread_all(f->fd, e, (size_t) (n - lo) * sizeof(uint64_t), lo * sizeof(uint64_t));
+
+                if (r < 0)
+                        return r;
+                for (; n > lo; n--)
+                        if (le64toh(e[n - 1 - lo]) < committed) {
+                                *ret_n = n;
+                                return 0;
+                        }
+        }
+        *ret_n = 0;
+        return 0;
+}
+
+static int open_file(int dirfd, const char *id, unsigned which, uint64_t *ret_size) {
+        _cleanup_close_ int fd = -EBADF;
+        char name[NAME_MAX + 1];
+        struct stat st;
+
+        file_name(id, which, name);
+        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADMSG;
+        *ret_size = (uint64_t) st.st_size;
+        return TAKE_FD(fd);
+}
+
+/* The line lists of stdout and stderr, if t keeps them (.out exists). */
+static int open_streams(Transcript *t, int dirfd, const char *id) {
+        for (unsigned i = 0; i < ELEMENTSOF(t->stream_idx); i++) {
+                EntryFile *f = &t->stream_idx[i];
+                uint64_t size, n;
+                int r;
+
+                f->fd = open_file(dirfd, id, FILE_OUT + i, &size);
+                if (f->fd == -ENOENT && i == 0)
+                        return 0;       /* merged, or written before streams were kept */
+                if (f->fd < 0)
+                        return f->fd;
+                r = stream_scan(f, size / sizeof(uint64_t), t->committed, &n);
+                if (r < 0)
+                        return r;
+                f->disk = t->stream_lines[i] = n;
+        }
+        t->apart = true;
+        return 0;
+}
+
+/* Cut a torn tail (crash mid-write) of both files back to the last complete
+ * line n, ending at last. If they cannot be written, the tail is ignored. */
+static void repair_tail(int dirfd, const char *id, uint64_t n, uint64_t last) {
+        _cleanup_close_ int wi = -EBADF, wl = -EBADF;
+        char log[NAME_MAX + 1], idx[NAME_MAX + 1];
+
+        file_name(id, FILE_LOG, log);
+        file_name(id, FILE_IDX, idx);
+        wi = openat(dirfd, idx, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        wl = openat(dirfd, log, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (wi >= 0 && wl >= 0 &&
+            ftruncate(wi, (off_t) (n * sizeof(uint64_t))) == 0 &&
+            ftruncate(wl, (off_t) last) == 0) {
+                (void) fsync(wl);
+                (void) fsync(wi);
+        }
+}
+
 int transcript_open(int dirfd, const char *id, Transcript **ret) {
         _cleanup_(transcript_freep) Transcript *t = NULL;
-        char log[NAME_MAX + 1], idx[NAME_MAX + 1];
-        struct stat st_log, st_idx;
-        uint64_t n, last;
+        uint64_t log_size, idx_size, n, last;
         int r;
 
         if (!id_valid(id) || !ret)
                 return -EINVAL;
-        file_names(id, log, idx);
         t = transcript_new();
         if (!t)
                 return -ENOMEM;
-        t->log_fd = openat(dirfd, log, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        t->log_fd = open_file(dirfd, id, FILE_LOG, &log_size);
         if (t->log_fd < 0)
-                return -errno;
-        t->idx_fd = openat(dirfd, idx, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (t->idx_fd < 0)
-                return -errno;
-        if (fstat(t->log_fd, &st_log) < 0 || fstat(t->idx_fd, &st_idx) < 0)
-                return -errno;
-        if (!S_ISREG(st_log.st_mode) || !S_ISREG(st_idx.st_mode))
-                return -EBADMSG;
+                return t->log_fd;
+        t->idx.fd = open_file(dirfd, id, FILE_IDX, &idx_size);
+        if (t->idx.fd < 0)
+                return t->idx.fd;
 
-        n = (uint64_t) st_idx.st_size / sizeof(uint64_t);
-        r = scan_index(t, n, (uint64_t) st_log.st_size, &n, &last);
+        n = idx_size / sizeof(uint64_t);
+        r = scan_index(t, n, log_size, &n, &last);
         if (r < 0)
                 return r;
-
-        if (n * sizeof(uint64_t) != (uint64_t) st_idx.st_size) {
-                /* Torn tail (crash mid-write): cut both files back to the last
-                 * complete line. If they cannot be written, ignore the tail. */
-                _cleanup_close_ int wi = -EBADF, wl = -EBADF;
-
-                wi = openat(dirfd, idx, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-                wl = openat(dirfd, log, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-                if (wi >= 0 && wl >= 0 &&
-                    ftruncate(wi, (off_t) (n * sizeof(uint64_t))) == 0 &&
-                    ftruncate(wl, (off_t) last) == 0) {
-                        (void) fsync(wl);
-                        (void) fsync(wi);
-                }
-        }
+        if (n * sizeof(uint64_t) != idx_size)
+                repair_tail(dirfd, id, n, last);
 
         t->committed = n;
         t->log_size = t->log_disk = last;
-        t->idx_disk = n;
+        t->idx.disk = n;
         t->raw_bytes = last;    /* unknown after the fact: the stored bytes */
         t->finished = true;
+        r = open_streams(t, dirfd, id);
+        if (r < 0)
+                return r;
 
         if (n > 0) {
                 char head[sizeof(MARKER_PREFIX) - 1];
                 uint64_t first = 0;
 
                 if (n > 1) {
-                        r = pread_all(t->idx_fd, &first, sizeof(first), (n - 2) * sizeof(uint64_t));
+                        r = pread_all(t->idx.fd, &first, sizeof(first), (n - 2) * sizeof(uint64_t));
                         if (r < 0)
                                 return r;
                         first = le64toh(first);
@@ -895,12 +1114,41 @@ int transcript_open(int dirfd, const char *id, Transcript **ret) {
         return 0;
 }
 
-static bool has_pending(const Transcript *t) {
-        return t->writable && !t->finished && !t->capped && t->dirty;
+/* The pending line the merged view shows, or NULL: with streams apart, the
+ * one begun first. */
+static const Renderer *merged_pending(const Transcript *t) {
+        const Renderer *a = &t->rend[0], *b = &t->rend[1];
+
+        if (!t->writable || t->finished || t->capped)
+                return NULL;
+        if (t->apart && b->dirty && (!a->dirty || b->dirty_piece < a->dirty_piece))
+                return b;
+        return a->dirty ? a : NULL;
+}
+
+/* The pending line of stream i (0 stdout, 1 stderr) of a transcript with streams apart, or NULL. */
+static const Renderer *stream_pending(const Transcript *t, unsigned i) {
+        if (!t->writable || t->finished || t->capped)
+                return NULL;
+        return t->rend[i].dirty ? &t->rend[i] : NULL;
 }
 
 uint64_t transcript_total_lines(const Transcript *t) {
-        return t->committed + has_pending(t);
+        return t->committed + !!merged_pending(t);
+}
+
+uint64_t transcript_stream_total_lines(const Transcript *t, TranscriptStream s) {
+        unsigned i = s == TRANSCRIPT_STDERR;
+
+        if (s == TRANSCRIPT_MERGED)
+                return transcript_total_lines(t);
+        if (!t->apart || (s != TRANSCRIPT_STDOUT && s != TRANSCRIPT_STDERR))
+                return 0;
+        return t->stream_lines[i] + !!stream_pending(t, i);
+}
+
+bool transcript_has_streams(const Transcript *t) {
+        return t->apart;
 }
 
 uint64_t transcript_committed_lines(const Transcript *t) {
@@ -937,94 +1185,177 @@ static size_t lines_within_budget(const char *text, size_t len, uint64_t *k, siz
         return used;
 }
 
-int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t budget,
-                    char **ret_text, size_t *ret_len, uint64_t *ret_end) {
+/* A window being read: raw committed lines, within a budget. */
+typedef struct Window {
+        char *text;
+        size_t len;
+        uint64_t lines;
+        size_t budget;
+} Window;
+
+/* Append merged lines [first, first + count) to w, as many as their raw size
+ * lets within w->budget (at least one line in w); *ret_taken says how many. */
+static int window_add_run(Transcript *t, Window *w, uint64_t first, uint64_t count, uint64_t *ret_taken) {
         _cleanup_free_ uint64_t *e = NULL;
-        _cleanup_free_ char *text = NULL;
-        uint64_t total, want, c = 0, k = 0, base = 0, prev;
-        size_t text_len = 0, text_cost = 0, pending_len = 0;
-        bool pending = false;
+        uint64_t rd = first > 0 ? first - 1 : 0, base = 0, prev, k = 0;
+        size_t n = (size_t) (first + count - rd), len;
+        char *text;
         int r;
 
-        if (!t || !ret_text)
+        e = malloc(n * sizeof(uint64_t));
+        if (!e)
+                return -ENOMEM;
+        r = pread_all(t->idx.fd, e, n * sizeof(uint64_t), rd * sizeof(uint64_t));
+        if (r < 0)
+                return r;
+        if (first > 0)
+                base = le64toh(e[0]);
+        prev = base;
+        /* Escaping only adds bytes: the raw size bounds what can fit. */
+        for (uint64_t i = 0; i < count; i++) {
+                uint64_t end = le64toh(e[first > 0 ? i + 1 : i]);
+
+                if (end <= prev || end > t->log_size)
+                        return -EBADMSG;
+                if (w->len + (end - base) > w->budget && w->lines + k > 0)
+                        break;
+                k = i + 1;
+                prev = end;
+        }
+        len = (size_t) (prev - base);
+        if (len > 0) {
+                text = realloc(w->text, w->len + len);
+                if (!text)
+                        return -ENOMEM;
+                w->text = text;
+                r = pread_all(t->log_fd, w->text + w->len, len, base);
+                if (r < 0)
+                        return r;
+                w->len += len;
+                w->lines += k;
+        }
+        *ret_taken = k;
+        return 0;
+}
+
+/* Append lines [start, start + count) of a stream, whose line list is f, to w:
+ * runs of consecutive merged lines are read at once. */
+static int window_add_stream(Transcript *t, Window *w, const EntryFile *f, uint64_t start, uint64_t count) {
+        _cleanup_free_ uint64_t *e = NULL;
+        uint64_t taken = 0;
+        int r;
+
+        e = malloc(count * sizeof(uint64_t));
+        if (!e)
+                return -ENOMEM;
+        r = pread_all(f->fd, e, count * sizeof(uint64_t), start * sizeof(uint64_t));
+        if (r < 0)
+                return r;
+        for (uint64_t i = 0; i < count; i++) {
+                e[i] = le64toh(e[i]);
+                if (e[i] >= t->committed || (i > 0 && e[i] <= e[i - 1]))
+                        return -EBADMSG;
+        }
+        for (uint64_t i = 0, j; i < count; i = j) {
+                j = i + 1;
+                while (j < count && e[j] == e[j - 1] + 1)
+                        j++;
+                r = window_add_run(t, w, e[i], j - i, &taken);
+                if (r < 0)
+                        return r;
+                if (taken < j - i)
+                        break;
+        }
+        return 0;
+}
+
+int transcript_read_stream(Transcript *t, TranscriptStream s, uint64_t start, uint64_t limit, size_t budget,
+                           char **ret_text, size_t *ret_len, uint64_t *ret_end) {
+        Window w = { .budget = budget };
+        _cleanup_free_ char *text = NULL;
+        const Renderer *pend;
+        uint64_t total, committed, want, c = 0, k;
+        size_t text_cost = 0, pending_len = 0;
+        bool pending = false;
+        int r = 0;
+
+        if (!t || !ret_text || (s != TRANSCRIPT_MERGED && s != TRANSCRIPT_STDOUT && s != TRANSCRIPT_STDERR))
                 return -EINVAL;
+        if (s != TRANSCRIPT_MERGED && !t->apart)
+                return -ENODATA;
         if (t->writable && !t->finished) {
                 r = flush_all(t);
                 if (r < 0)
                         return r;
         }
 
-        total = transcript_total_lines(t);
+        committed = s == TRANSCRIPT_MERGED ? t->committed : t->stream_lines[s == TRANSCRIPT_STDERR];
+        pend = s == TRANSCRIPT_MERGED ? merged_pending(t) : stream_pending(t, s == TRANSCRIPT_STDERR);
+        total = committed + !!pend;
         want = start < total ? MIN(limit, total - start) : 0;
 
-        if (start < t->committed) {
+        if (start < committed) {
                 /* Every line takes at least one byte, so no more than budget fit. */
-                c = MIN(want, t->committed - start);
+                c = MIN(want, committed - start);
                 c = MIN(c, (uint64_t) MAX(budget, (size_t) 1));
         }
-        if (c > 0) {
-                uint64_t first = start > 0 ? start - 1 : 0;
-                size_t n = (size_t) (start + c - first);
-
-                e = malloc(n * sizeof(uint64_t));
-                if (!e)
-                        return -ENOMEM;
-                r = pread_all(t->idx_fd, e, n * sizeof(uint64_t), first * sizeof(uint64_t));
-                if (r < 0)
-                        return r;
-                if (start > 0)
-                        base = le64toh(e[0]);
-                prev = base;
-                /* Escaping only adds bytes: the raw size bounds what can fit. */
-                for (uint64_t i = 0; i < c; i++) {
-                        uint64_t end = le64toh(e[start > 0 ? i + 1 : i]);
-
-                        if (end <= prev || end > t->log_size)
-                                return -EBADMSG;
-                        if (end - base > budget && k > 0)
-                                break;
-                        k = i + 1;
-                        prev = end;
-                }
-                text_len = (size_t) (prev - base);
+        if (c > 0 && s == TRANSCRIPT_MERGED)
+                r = window_add_run(t, &w, start, c, &k);
+        else if (c > 0)
+                r = window_add_stream(t, &w, &t->stream_idx[s == TRANSCRIPT_STDERR], start, c);
+        if (r < 0) {
+                free(w.text);
+                return r;
         }
+        k = w.lines;
+        if (w.len > 0)
+                w.len = lines_within_budget(w.text, w.len, &k, budget, &text_cost);
 
-        text = malloc(text_len + t->vis + 2);
-        if (!text)
+        text = realloc(w.text, w.len + (pend ? pend->vis : 0) + 2);
+        if (!text) {
+                free(w.text);
                 return -ENOMEM;
-        if (text_len > 0) {
-                r = pread_all(t->log_fd, text, text_len, base);
-                if (r < 0)
-                        return r;
-                text_len = lines_within_budget(text, text_len, &k, budget, &text_cost);
         }
-
-        if (has_pending(t) && start + k == t->committed && k < want &&
-            (k == 0 || text_cost + json_escaped_size(t->line, t->vis) + 2 <= budget)) {
+        if (pend && start + k == committed && k < want &&
+            (k == 0 || text_cost + json_escaped_size(pend->line, pend->vis) + 2 <= budget)) {
                 pending = true;
-                pending_len = t->vis + 1;
-                memcpy(text + text_len, t->line, t->vis);
-                text[text_len + t->vis] = '\n';
+                pending_len = pend->vis + 1;
+                memcpy(text + w.len, pend->line, pend->vis);
+                text[w.len + pend->vis] = '\n';
         }
-        text[text_len + pending_len] = '\0';
+        text[w.len + pending_len] = '\0';
 
         if (ret_len)
-                *ret_len = text_len + pending_len;
+                *ret_len = w.len + pending_len;
         if (ret_end)
                 *ret_end = start >= total ? total : start + k + pending;
         *ret_text = TAKE_PTR(text);
         return 0;
 }
 
+int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t budget,
+                    char **ret_text, size_t *ret_len, uint64_t *ret_end) {
+        return transcript_read_stream(t, TRANSCRIPT_MERGED, start, limit, budget, ret_text, ret_len, ret_end);
+}
+
 int transcript_remove(int dirfd, const char *id) {
-        char log[NAME_MAX + 1], idx[NAME_MAX + 1];
-        int ri, rl;
+        int rl = 0, ri = 0;
 
         if (!id_valid(id))
                 return -EINVAL;
-        file_names(id, log, idx);
-        ri = unlinkat(dirfd, idx, 0) < 0 ? -errno : 0;
-        rl = unlinkat(dirfd, log, 0) < 0 ? -errno : 0;
+        for (unsigned i = 0; i < ELEMENTSOF(suffixes); i++) {
+                char name[NAME_MAX + 1];
+                int k;
+
+                file_name(id, i, name);
+                k = unlinkat(dirfd, name, 0) < 0 ? -errno : 0;
+                if (i == FILE_LOG)
+                        rl = k;
+                else if (i == FILE_IDX)
+                        ri = k;
+                else if (k < 0 && k != -ENOENT)
+                        return k;
+        }
         if (ri == -ENOENT && rl == -ENOENT)
                 return -ENOENT;
         if (ri < 0 && ri != -ENOENT)
@@ -1032,6 +1363,16 @@ int transcript_remove(int dirfd, const char *id) {
         if (rl < 0 && rl != -ENOENT)
                 return rl;
         return 0;
+}
+
+/* The suffix of a transcript file name (index into suffixes[]), or -1. */
+static int file_kind(const char *name, size_t len) {
+        if (len < 5)
+                return -1;
+        for (unsigned i = 0; i < ELEMENTSOF(suffixes); i++)
+                if (strcmp(name + len - 4, suffixes[i]) == 0)
+                        return (int) i;
+        return -1;
 }
 
 int transcripts_collect(int dirfd, int (*keep)(const char *id, void *userdata), void *userdata,
@@ -1047,10 +1388,12 @@ int transcripts_collect(int dirfd, int (*keep)(const char *id, void *userdata), 
         for (struct dirent *de; (errno = 0, de = readdir(d));) {
                 char id[NAME_MAX + 1];
                 size_t len = strlen(de->d_name);
+                int kind = file_kind(de->d_name, len);
                 struct stat st;
 
-                /* "<id>.log" and "<id>.idx"; an .idx whose .log a crash removed goes too. */
-                if (len < 5 || (strcmp(de->d_name + len - 4, ".log") != 0 && strcmp(de->d_name + len - 4, ".idx") != 0))
+                /* "<id>.log", "<id>.idx", "<id>.out", "<id>.err"; the rest of one
+                 * whose .log a crash removed goes too. */
+                if (kind < 0)
                         continue;
                 memcpy(id, de->d_name, len - 4);
                 id[len - 4] = '\0';
@@ -1066,7 +1409,7 @@ int transcripts_collect(int dirfd, int (*keep)(const char *id, void *userdata), 
                         bytes += (uint64_t) st.st_size;
                 if (unlinkat(dirfd, de->d_name, 0) < 0 && errno != ENOENT)
                         return -errno;
-                if (de->d_name[len - 3] == 'l')
+                if (kind == FILE_LOG)
                         removed++;
         }
         if (errno)
@@ -1082,9 +1425,10 @@ Transcript *transcript_free(Transcript *t) {
         if (t->writable && !t->finished)
                 (void) flush_all(t);    /* keep what was committed; the pending line is lost */
         (void) safe_close(t->log_fd);
-        (void) safe_close(t->idx_fd);
+        entries_done(&t->idx);
+        for (size_t i = 0; i < ELEMENTSOF(t->stream_idx); i++)
+                entries_done(&t->stream_idx[i]);
         free(t->logbuf);
-        free(t->idxbuf);
         free(t);
         return NULL;
 }

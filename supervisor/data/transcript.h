@@ -7,7 +7,15 @@
  * "<id>.idx" (one little-endian u64 per committed line: the byte offset just
  * past that line in .log). Offsets are 0-based and never shift. A line not yet
  * ended by '\n' is "pending": it counts in total_lines and is readable, but its
- * text may still change until it is committed. Non-logging. */
+ * text may still change until it is committed. Non-logging.
+ *
+ * With stdout and stderr apart (transcript_create_streams), each stream is
+ * rendered on its own, .log holds the lines of both in the order they were
+ * committed (the merged view), and "<id>.out" and "<id>.err" list the merged
+ * line number of each stdout and stderr line (one little-endian u64 each):
+ * either stream reads alone, with its own 0-based offsets. Without them (a
+ * transcript of one merged stream, or one written before streams were kept)
+ * only the merged view exists. */
 #pragma once
 
 #include <stdbool.h>
@@ -16,18 +24,35 @@
 
 typedef struct Transcript Transcript;
 
-/* New, empty transcript. cap_bytes bounds the rendered bytes kept in .log;
- * on reaching it one marker line is committed saying so, and later output is
- * counted (raw bytes) but not stored. */
+/* Where a piece of output came from, or which view to read. */
+typedef enum TranscriptStream {
+        TRANSCRIPT_MERGED,      /* the one pipe of both; the merged view */
+        TRANSCRIPT_STDOUT,
+        TRANSCRIPT_STDERR,
+} TranscriptStream;
+
+/* New, empty transcript of one merged stream. cap_bytes bounds the rendered
+ * bytes kept in .log; on reaching it one marker line is committed saying so,
+ * and later output is counted (raw bytes) but not stored. */
 int transcript_create(int dirfd, const char *id, uint64_t cap_bytes, Transcript **ret);
+/* The same with stdout and stderr apart; cap_bytes counts both together, and
+ * the marker line ends both. */
+int transcript_create_streams(int dirfd, const char *id, uint64_t cap_bytes, Transcript **ret);
 /* Existing transcript, read-only (finished commands, after a restart). */
 int transcript_open(int dirfd, const char *id, Transcript **ret);
-/* Render and append raw command output. */
+/* Render and append raw command output (transcript_feed: TRANSCRIPT_MERGED).
+ * A merged transcript takes every stream into its one; one with streams
+ * apart takes TRANSCRIPT_STDOUT and TRANSCRIPT_STDERR only (else -EINVAL),
+ * and orders its lines in the order of the calls that ended them. */
 int transcript_feed(Transcript *t, const void *data, size_t len);
+int transcript_feed_stream(Transcript *t, TranscriptStream s, const void *data, size_t len);
 /* The command ended: commit the pending line, if any, and write everything out (no fsync). */
 int transcript_finish(Transcript *t);
 
-uint64_t transcript_total_lines(const Transcript *t);   /* committed + pending */
+uint64_t transcript_total_lines(const Transcript *t);   /* committed + pending, merged view */
+/* Lines of one view (0 for a single stream of a merged transcript). */
+uint64_t transcript_stream_total_lines(const Transcript *t, TranscriptStream s);
+bool transcript_has_streams(const Transcript *t);         /* stdout and stderr kept apart */
 uint64_t transcript_committed_lines(const Transcript *t);
 uint64_t transcript_raw_bytes(const Transcript *t);     /* fed since create */
 bool transcript_capped(const Transcript *t);
@@ -39,6 +64,10 @@ bool transcript_capped(const Transcript *t);
  * the last line returned. start >= total gives "" and end = total. */
 int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t budget,
                     char **ret_text, size_t *ret_len, uint64_t *ret_end);
+/* The same for view s, with its own offsets; a single stream of a transcript
+ * without streams apart is -ENODATA. */
+int transcript_read_stream(Transcript *t, TranscriptStream s, uint64_t start, uint64_t limit, size_t budget,
+                           char **ret_text, size_t *ret_len, uint64_t *ret_end);
 
 /* Remove the files of a transcript. */
 int transcript_remove(int dirfd, const char *id);

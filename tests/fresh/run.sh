@@ -11,10 +11,10 @@
 #   FRESH_CACHE  the .deb packages downloaded by mmdebstrap and by apt inside,
 #                kept between runs (default /var/cache/sbx-ci/fresh/archives;
 #                remove it for a cold run). The root filesystem is never kept.
-#   FRESH_OUT    logs, the inner test results and a copy of the binaries built
-#                inside, for later stages: FRESH_OUT/bin (sbxd, sbxctl,
-#                sandbox-mcp, sbx-worker, tests/), FRESH_OUT/commit names the
-#                commit (default build/fresh)
+#   FRESH_OUT    logs, the inner test results and a copy of the build directory
+#                made inside, for later stages: FRESH_OUT/build (bin, obj, gen,
+#                lib, times kept; make check-vm VM_BUILD_DIR=FRESH_OUT/build),
+#                FRESH_OUT/commit names the commit (default build/fresh)
 #   FRESH_WORK   where the root filesystem is built and removed (default /var/tmp)
 #
 # Prints each step's time; the last line is `N passed, N failed`: one for each
@@ -112,7 +112,7 @@ OUT=$(cd "$OUT" && pwd)
 # One run at a time per cache: apt locks the archives directory.
 exec 9>"$CACHE/.check-fresh.lock"
 flock -w 3600 9 || die "another check-fresh holds $CACHE for an hour"
-rm -rf "${OUT:?}/bin" "$OUT/test-results" "$OUT/sbx-test-logs" "$OUT"/*.log "$OUT/commit"
+rm -rf "${OUT:?}/build" "$OUT/test-results" "$OUT/sbx-test-logs" "$OUT"/*.log "$OUT/commit"
 
 # step NAME TIMEOUT LOG COMMAND...: run COMMAND with its output in LOG, killed
 # after TIMEOUT seconds; prints the time it took. Returns its status.
@@ -197,7 +197,10 @@ tails() {
 
 copy_out() {
   local s=$R/root/sbx
-  [[ -d $s/build/bin ]] && cp -a "$s/build/bin" "$OUT/bin" && echo "$COMMIT" >"$OUT/commit"
+  # the whole build directory (bin, obj, gen, lib), times kept: make check-vm
+  # installs it with make install, which then finds everything up to date
+  [[ -d $s/build/bin ]] && mkdir -p "$OUT/build" &&
+    cp -a "$s/build/bin" "$s/build/obj" "$s/build/gen" "$s/build/lib" "$OUT/build/" && echo "$COMMIT" >"$OUT/commit"
   [[ -d $s/build/test-results ]] && cp -a "$s/build/test-results" "$OUT/test-results"
   local d
   for d in "$R"/tmp/sbx-test-*/logs "$R"/tmp/sbx-demo-*/logs; do
@@ -249,7 +252,7 @@ main() {
   if ((FAILED)); then
     tails "$OUT/make-run.log" "$OUT/check-quick.log" "$OUT"/test-results/*.log "$OUT"/sbx-test-logs/*/*.log
   fi
-  [[ -d $OUT/bin ]] && say "binaries built inside: $OUT/bin (commit in $OUT/commit)"
+  [[ -d $OUT/build/bin ]] && say "build directory of the fresh root: $OUT/build (commit in $OUT/commit)"
   say "total $(($(date +%s) - t0)) s"
 }
 

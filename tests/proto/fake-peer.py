@@ -14,30 +14,12 @@ import struct
 import sys
 import time
 
+from protowire import field, msg
+
 SOCK, VERSION = sys.argv[1], int(sys.argv[2])
 MAGIC = 0x53425800
 HDR = struct.Struct('<IIHHI')
 T_HELLO, T_STATUS, T_EXEC, T_FILE_WRITE, T_REPLY = 1, 5, 6, 11, 64
-
-
-def varint(n):
-    out = b''
-    while True:
-        b = n & 0x7f
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def field(num, wt, payload):
-    tag = varint((num << 3) | wt)
-    return tag + (varint(payload) if wt == 0 else varint(len(payload)) + payload)
-
-
-def msg(type_, body_field, body=b''):
-    return field(1, 0, type_) + field(body_field, 2, body)
 
 
 HELLO = msg(T_HELLO, 10, field(1, 2, b'fake-peer'))

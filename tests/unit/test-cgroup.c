@@ -1,4 +1,6 @@
-/* Unit tests for supervisor/os/cgroup.c.
+/* Unit tests for supervisor/os/cgroup.c and its two backends, cgroup-v1.c and
+ * cgroup-v2.c: through the public interface, which reaches each backend
+ * through its operations table, and through the tables themselves.
  *
  * v1 and v2 run against fake trees in a temporary directory: the binary is
  * linked with -Wl,--wrap=mkdirat,--wrap=unlinkat, and while a fake tree is
@@ -19,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,7 +31,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "os/cgroup.h"
+#include "os/cgroup-internal.h"
 #include "macro.h"
 
 /* ---- fake tree -------------------------------------------------------------- */
@@ -190,17 +195,28 @@ static char *pid_line(pid_t pid) {
         return buf;
 }
 
-static void test_v2_layout_limits_pool(void **state) {
+/* A fake v2 tree with this process alone in <own>, and a manager on it.
+ * own_controllers and own_subtree_control replace the files' defaults. */
+static CgroupManager *fake_v2_manager(const char *own_controllers, const char *own_subtree_control) {
         CgroupManager *m = NULL;
+
+        fake_begin(FAKE_V2);
+        fake_v2_tree(pid_line(getpid()));
+        if (own_controllers)
+                fput(OWN "/cgroup.controllers", own_controllers);
+        if (own_subtree_control)
+                fput(OWN "/cgroup.subtree_control", own_subtree_control);
+        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), 0);
+        return m;
+}
+
+static void test_v2_layout_limits_pool(void **state) {
+        CgroupManager *m = fake_v2_manager(NULL, NULL);
         CgroupSession *s = NULL, *s2 = NULL;
         char pid[32];
         uint64_t n;
 
         (void) state;
-        fake_begin(FAKE_V2);
-        fake_v2_tree(pid_line(getpid()));
-
-        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), 0);
         assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V2);
         assert_string_equal(cgroup_backend_to_string(cgroup_manager_backend(m)), "v2");
 
@@ -325,7 +341,155 @@ static void test_v2_missing_controller(void **state) {
         fake_end();
 }
 
+/* The parent delegated no cpu: sessions get memory and pids only, and
+ * cpu.weight is never written. */
+static void test_v2_without_cpu(void **state) {
+        CgroupManager *m = fake_v2_manager("memory pids\n", NULL);
+        CgroupSession *s = NULL;
+
+        (void) state;
+        assert_fget(OWN "/cgroup.subtree_control", "+memory +pids");
+        assert_fget(OWN "/sessions/cgroup.subtree_control", "+memory +pids");
+        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
+        assert_fget(OWN "/sessions/s0/pids.max", "16");
+        assert_fget(OWN "/sessions/s0/cpu.weight", "100\n");
+        assert_null(cgroup_session_release(s));
+        assert_null(cgroup_manager_free(m));
+        assert_fget(OWN "/cgroup.subtree_control", "-memory -pids");
+        fake_end();
+}
+
+/* Controllers that were on in <own> already stay on when sbxd goes: only what
+ * it enabled itself is turned off again. */
+static void test_v2_controllers_enabled_before(void **state) {
+        CgroupManager *m = fake_v2_manager(NULL, "cpu memory pids\n");
+
+        (void) state;
+        assert_fget(OWN "/cgroup.subtree_control", "cpu memory pids\n");
+        assert_fget(OWN "/sessions/cgroup.subtree_control", "+memory +pids +cpu");
+        assert_null(cgroup_manager_free(m));
+        assert_fget(OWN "/cgroup.subtree_control", "cpu memory pids\n");
+        assert_false(fexists(OWN "/supervisor"));
+        fake_end();
+}
+
+/* Stale session cgroups in sessions/: only names sbxd itself would choose
+ * and tracks stay ("s01" is not s1's directory). */
+static void test_v2_cleanup_untracked(void **state) {
+        CgroupManager *m = fake_v2_manager(NULL, NULL);
+        CgroupSession *s0 = NULL, *s1 = NULL;
+
+        (void) state;
+        assert_int_equal(cgroup_session_new(m, &limits_a, &s0), 0);
+        assert_int_equal(cgroup_session_new(m, &limits_a, &s1), 0);
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sessions/s01"), 0755), 0);
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sessions/x"), 0755), 0);
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sessions/x/y"), 0755), 0);
+        assert_int_equal(cgroup_manager_cleanup_stale(m), 2);
+        assert_false(fexists(OWN "/sessions/s01"));
+        assert_false(fexists(OWN "/sessions/x"));
+        assert_true(fexists(OWN "/sessions/s0"));
+        assert_true(fexists(OWN "/sessions/s1"));
+        assert_int_equal(cgroup_manager_cleanup_stale(m), 0);
+        assert_null(cgroup_manager_free(m));
+        fake_end();
+}
+
+/* Until the victim has exited, then empty its fake cgroup.procs, as the
+ * kernel would once it is gone. Runs in a child of the test. */
+static _noreturn_ void empty_procs_when_dead(pid_t victim, const char *procs) {
+        struct pollfd p = { .fd = pidfd_open(victim, 0), .events = POLLIN };
+        int fd;
+
+        if (p.fd < 0 || poll(&p, 1, 10000) != 1)
+                _exit(2);
+        fd = open(procs, O_WRONLY | O_TRUNC | O_CLOEXEC);
+        _exit(fd < 0 ? 3 : 0);
+}
+
+/* A kernel without cgroup.kill (before 5.14): kill signals the listed
+ * processes through pidfds and waits until cgroup.procs is empty, and never
+ * creates a cgroup.kill. */
+static void test_v2_kill_without_kill_file(void **state) {
+        CgroupManager *m = fake_v2_manager(NULL, NULL);
+        CgroupSession *s = NULL;
+        pid_t victim, helper, got;
+        int status = 0, helper_status, r;
+
+        (void) state;
+        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
+        assert_int_equal(unlink(fpath(OWN "/sessions/s0/cgroup.kill")), 0);
+
+        victim = fork();
+        assert_true(victim >= 0);
+        if (victim == 0) {
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                for (;;)
+                        pause();
+        }
+        fput(OWN "/sessions/s0/cgroup.procs", pid_line(victim));
+        helper = fork();
+        assert_true(helper >= 0);
+        if (helper == 0)
+                empty_procs_when_dead(victim, fpath(OWN "/sessions/s0/cgroup.procs"));
+
+        r = cgroup_session_kill(s);
+        /* Dead already if the kill worked; else not left behind by a failure. */
+        got = waitpid(victim, &status, WNOHANG);
+        if (got == 0) {
+                (void) kill(victim, SIGKILL);
+                (void) waitpid(victim, NULL, 0);
+        }
+        assert_int_equal(waitpid(helper, &helper_status, 0), helper);
+        assert_int_equal(r, 0);
+        assert_int_equal(got, victim);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), SIGKILL);
+        assert_true(WIFEXITED(helper_status));
+        assert_int_equal(WEXITSTATUS(helper_status), 0);
+        assert_false(fexists(OWN "/sessions/s0/cgroup.kill"));
+
+        assert_null(cgroup_session_release(s));
+        assert_null(cgroup_manager_free(m));
+        assert_false(fexists(OWN "/sessions"));
+        fake_end();
+}
+
 /* ---- detection ---------------------------------------------------------------- */
+
+/* Each backend's table is complete, and each names its own backend. */
+static void test_ops_tables(void **state) {
+        const CgroupOps *const ops[] = { &cgroup_v1_ops, &cgroup_v2_ops };
+
+        (void) state;
+        assert_int_equal(cgroup_v1_ops.backend, CGROUP_BACKEND_V1);
+        assert_int_equal(cgroup_v2_ops.backend, CGROUP_BACKEND_V2);
+        for (size_t i = 0; i < ELEMENTSOF(ops); i++) {
+                assert_non_null(cgroup_backend_to_string(ops[i]->backend));
+                assert_non_null(ops[i]->detect);
+                assert_non_null(ops[i]->setup);
+                assert_non_null(ops[i]->teardown);
+                assert_non_null(ops[i]->cleanup_stale);
+                assert_non_null(ops[i]->session_make);
+                assert_non_null(ops[i]->session_remove);
+                assert_non_null(ops[i]->set_limits);
+                assert_non_null(ops[i]->attach);
+                assert_non_null(ops[i]->kill);
+                assert_non_null(ops[i]->read_oom_kills);
+                assert_non_null(ops[i]->read_pids_max_hits);
+        }
+}
+
+static bool detect_at(const CgroupOps *ops) {
+        int fd = open(fake_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        bool r;
+
+        assert_true(fd >= 0);
+        r = ops->detect(fd);
+        close(fd);
+        return r;
+}
+
 
 static void test_detect_none(void **state) {
         CgroupManager *m = NULL;
@@ -495,6 +659,35 @@ static void test_v1_fake_without_cpu(void **state) {
         fake_end();
 }
 
+/* ---- detection, backend by backend ------------------------------------------------ */
+
+static void test_detect_each_backend(void **state) {
+        CgroupManager *m = NULL;
+
+        (void) state;
+        fake_begin(FAKE_V1);
+        fake_v1_tree();
+        assert_true(detect_at(&cgroup_v1_ops));
+        assert_false(detect_at(&cgroup_v2_ops));
+        fake_end();
+
+        fake_begin(FAKE_V2);
+        fake_v2_tree(pid_line(getpid()));
+        assert_true(detect_at(&cgroup_v2_ops));
+        assert_false(detect_at(&cgroup_v1_ops));
+        /* A v2 root whose cgroups are named memory and pids looks like v1
+         * too: v2 is tried first. */
+        fmkdir("memory");
+        fput("memory/cgroup.procs", "");
+        fmkdir("pids");
+        fput("pids/cgroup.procs", "");
+        assert_true(detect_at(&cgroup_v1_ops));
+        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), 0);
+        assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V2);
+        assert_null(cgroup_manager_free(m));
+        fake_end();
+}
+
 /* ---- v1 for real ------------------------------------------------------------------ */
 
 #define REAL_ROOT "/sys/fs/cgroup"
@@ -626,19 +819,34 @@ static void body_eat_memory(void) {
         _exit(0);
 }
 
+/* A manager on the real hierarchy, with an instance name of this test's own. */
+static CgroupManager *real_manager(void) {
+        CgroupManager *m = NULL;
+
+        real_setup();
+        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &m), 0);
+        assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V1);
+        return m;
+}
+
+/* Reap child, which must have died of SIGKILL. */
+static void assert_reaped_killed(pid_t child) {
+        int status;
+
+        assert_int_equal(waitpid(child, &status, 0), child);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), SIGKILL);
+}
+
 static void test_v1_real_kill(void **state) {
         CgroupManager *m = NULL;
         CgroupSession *s = NULL;
         char want[32], *v, *cg;
-        int status;
         pid_t child;
 
         (void) state;
         REQUIRE_REAL_V1();
-        real_setup();
-
-        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &m), 0);
-        assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V1);
+        m = real_manager();
         assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
 
         child = spawn_in(s, body_sleep);
@@ -661,9 +869,7 @@ static void test_v1_real_kill(void **state) {
         assert_non_null(strstr(cg, instance_real));
 
         assert_int_equal(cgroup_session_kill(s), 0);
-        assert_int_equal(waitpid(child, &status, 0), child);
-        assert_true(WIFSIGNALED(status));
-        assert_int_equal(WTERMSIG(status), SIGKILL);
+        assert_reaped_killed(child);
 
         assert_null(cgroup_session_release(s));
         assert_null(cgroup_manager_free(m));
@@ -675,14 +881,11 @@ static void test_v1_real_pids_limit_and_release(void **state) {
         CgroupManager *m = NULL;
         CgroupSession *s = NULL;
         uint64_t hits = 0;
-        int status;
         pid_t child;
 
         (void) state;
         REQUIRE_REAL_V1();
-        real_setup();
-
-        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &m), 0);
+        m = real_manager();
         assert_int_equal(cgroup_session_new(m, &l, &s), 0);
         child = spawn_in(s, body_fork_sleepers);
         /* Wait for the forks to hit the limit. */
@@ -696,8 +899,7 @@ static void test_v1_real_pids_limit_and_release(void **state) {
         /* Release kills all of them (the grandchildren get reparented, but
          * stay in the cgroup) and waits until it is empty. */
         assert_null(cgroup_session_release(s));
-        assert_int_equal(waitpid(child, &status, 0), child);
-        assert_true(WIFSIGNALED(status));
+        assert_reaped_killed(child);
         assert_string_equal(real_read("pids", 0, "cgroup.procs"), "");
 
         /* Reused with a new baseline, and limits raised (memsw before the
@@ -730,19 +932,14 @@ static void test_v1_real_oom(void **state) {
         CgroupManager *m = NULL;
         CgroupSession *s = NULL;
         uint64_t kills = 0;
-        int status;
         pid_t child;
 
         (void) state;
         REQUIRE_REAL_V1();
-        real_setup();
-
-        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &m), 0);
+        m = real_manager();
         assert_int_equal(cgroup_session_new(m, &l, &s), 0);
         child = spawn_in(s, body_eat_memory);
-        assert_int_equal(waitpid(child, &status, 0), child);
-        assert_true(WIFSIGNALED(status));
-        assert_int_equal(WTERMSIG(status), SIGKILL);
+        assert_reaped_killed(child);
         assert_int_equal(cgroup_session_oom_kills(s, &kills), 0);
         assert_true(kills >= 1);
 
@@ -756,7 +953,13 @@ int main(void) {
                 cmocka_unit_test(test_v2_layout_limits_pool),
                 cmocka_unit_test(test_v2_busy_when_not_alone),
                 cmocka_unit_test(test_v2_missing_controller),
+                cmocka_unit_test(test_v2_without_cpu),
+                cmocka_unit_test(test_v2_controllers_enabled_before),
+                cmocka_unit_test(test_v2_cleanup_untracked),
+                cmocka_unit_test(test_v2_kill_without_kill_file),
+                cmocka_unit_test(test_ops_tables),
                 cmocka_unit_test(test_detect_none),
+                cmocka_unit_test(test_detect_each_backend),
                 cmocka_unit_test(test_v1_fake),
                 cmocka_unit_test(test_v1_fake_stuck_not_reused),
                 cmocka_unit_test(test_v1_fake_without_cpu),

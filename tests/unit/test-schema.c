@@ -16,6 +16,8 @@
 
 #include "../../broker/schema.h"
 #include "../../broker/tools.h"
+#include "memfd-util.h"
+#include "utf8.h"
 #include "macro.h"
 #include "sbx-limits.h"
 

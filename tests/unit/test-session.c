@@ -157,8 +157,8 @@ static void test_field_bounds(void **state) {
 
         fake_ready(&f->s, a);
         fake_ready(&f->s, b);
-        assert_int_equal(command_start(&f->s, a, "sleep 1", 10000, &ca), 0);
-        assert_int_equal(command_start(&f->s, b, "sleep 1", 10000, &cb), 0);
+        assert_int_equal(command_start(&f->s, a, "sleep 1", 10000, false, &ca), 0);
+        assert_int_equal(command_start(&f->s, b, "sleep 1", 10000, false, &cb), 0);
         ex.command = ca->number;
         ex.signal = 99;
         lost(f, a, SBX__MSG_TYPE__MSG_WORKER_EXITED, &ex);
@@ -181,7 +181,7 @@ static void test_command_to_answer(void **state) {
 
         strlcpy(id, ws->id, sizeof(id));
         fake_ready(&f->s, ws);
-        assert_int_equal(command_start(&f->s, ws, "echo hi", 10000, &cmd), 0);
+        assert_int_equal(command_start(&f->s, ws, "echo hi", 10000, false, &cmd), 0);
         strlcpy(cmd_id, cmd->rec.id, sizeof(cmd_id));
         assert_int_equal(command_add_waiter(&f->s, cmd, f->client, 9, now_usec(), 10000), 0);
         m = fake_worker_recv(id);
@@ -272,7 +272,7 @@ static void test_setup_fails(void **state) {
 
         strlcpy(id, ws->id, sizeof(id));
         /* Started while the session is set up: it waits for READY. */
-        assert_int_equal(command_start(&f->s, ws, "true", 10000, &cmd), 0);
+        assert_int_equal(command_start(&f->s, ws, "true", 10000, false, &cmd), 0);
         assert_false(cmd->sent);
         assert_int_equal(command_add_waiter(&f->s, cmd, f->client, 4, now_usec(), 10000), 0);
         fake_setup(&f->s, id, "pf");

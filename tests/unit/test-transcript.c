@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -842,6 +843,465 @@ static void test_big(void **state) {
         transcript_free(o);
 }
 
+/* ---- stdout and stderr apart ---------------------------------------------- */
+
+#define OUT TRANSCRIPT_STDOUT
+#define ERR TRANSCRIPT_STDERR
+
+static Transcript *new_apart(Fixture *f, const char *id, uint64_t cap) {
+        Transcript *t = NULL;
+        assert_int_equal(transcript_create_streams(f->dirfd, id, cap, &t), 0);
+        assert_non_null(t);
+        assert_true(transcript_has_streams(t));
+        return t;
+}
+
+static void feed_on(Transcript *t, TranscriptStream s, const char *text) {
+        assert_int_equal(transcript_feed_stream(t, s, text, strlen(text)), 0);
+}
+
+/* Lines [start, start + limit) of view s within budget, checked against its total. */
+static char *read_view(Transcript *t, TranscriptStream s, uint64_t start, uint64_t limit, size_t budget,
+                       uint64_t *ret_end) {
+        char *text = NULL;
+        size_t len = 0;
+        uint64_t end = 0;
+
+        assert_int_equal(transcript_read_stream(t, s, start, limit, budget, &text, &len, &end), 0);
+        assert_int_equal(strlen(text), len);
+        assert_true(end <= transcript_stream_total_lines(t, s));
+        if (ret_end)
+                *ret_end = end;
+        return text;
+}
+
+static void check_view(Transcript *t, TranscriptStream s, const char *want) {
+        uint64_t end;
+        _cleanup_free_ char *got = read_view(t, s, 0, UINT64_MAX, SIZE_MAX, &end);
+
+        assert_string_equal(got, want);
+        assert_int_equal(end, transcript_stream_total_lines(t, s));
+}
+
+static char *file_text(Fixture *f, const char *name, size_t *ret_len) {
+        int fd = openat(f->dirfd, name, O_RDONLY | O_CLOEXEC);
+        off_t n = file_size(f, name);
+        char *buf = malloc((size_t) n + 1);
+
+        assert_true(fd >= 0);
+        assert_non_null(buf);
+        assert_int_equal(pread(fd, buf, (size_t) n, 0), n);
+        close(fd);
+        buf[n] = '\0';
+        *ret_len = (size_t) n;
+        return buf;
+}
+
+static void check_entries(Fixture *f, const char *name, const uint64_t *want, size_t n) {
+        size_t len;
+        _cleanup_free_ char *got = file_text(f, name, &len);
+
+        assert_int_equal(len, n * sizeof(uint64_t));
+        for (size_t i = 0; i < n; i++) {
+                uint64_t e;
+                memcpy(&e, got + i * sizeof(uint64_t), sizeof(e));
+                assert_int_equal(le64toh(e), want[i]);
+        }
+}
+
+/* The files: .log and .idx exactly as a merged transcript of the same lines
+ * would have them, .out and .err the merged line numbers of each stream. */
+static void test_streams_format(void **state) {
+        static const uint64_t out[] = { 0, 2 }, err[] = { 1, 3 };
+        Fixture *f = *state;
+        Transcript *a = new_apart(f, "ap", SBX_TRANSCRIPT_CAP_DEFAULT), *m = new_transcript(f, "mg", SBX_TRANSCRIPT_CAP_DEFAULT);
+        const char *pieces[] = { "out1\n", "err1\n", "out2\n", "err2\n" };
+        _cleanup_free_ char *alog = NULL, *aidx = NULL, *mlog = NULL, *midx = NULL;
+        size_t al, ai, ml, mi;
+        char *text = NULL;
+
+        for (size_t i = 0; i < ELEMENTSOF(pieces); i++) {
+                feed_on(a, i % 2 ? ERR : OUT, pieces[i]);
+                feed_str(m, pieces[i]);
+        }
+        assert_int_equal(transcript_finish(a), 0);
+        assert_int_equal(transcript_finish(m), 0);
+        check_view(a, TRANSCRIPT_MERGED, "out1\nerr1\nout2\nerr2\n");
+        check_view(a, OUT, "out1\nout2\n");
+        check_view(a, ERR, "err1\nerr2\n");
+        assert_int_equal(transcript_total_lines(a), 4);
+        assert_int_equal(transcript_stream_total_lines(a, OUT), 2);
+        assert_int_equal(transcript_stream_total_lines(a, ERR), 2);
+        assert_int_equal(transcript_raw_bytes(a), 20);
+
+        alog = file_text(f, "ap.log", &al);
+        aidx = file_text(f, "ap.idx", &ai);
+        mlog = file_text(f, "mg.log", &ml);
+        midx = file_text(f, "mg.idx", &mi);
+        assert_int_equal(al, ml);
+        assert_memory_equal(alog, mlog, al);
+        assert_int_equal(ai, mi);
+        assert_memory_equal(aidx, midx, ai);
+        check_entries(f, "ap.out", out, ELEMENTSOF(out));
+        check_entries(f, "ap.err", err, ELEMENTSOF(err));
+
+        /* A merged transcript has no single-stream view and no .out/.err. */
+        assert_false(transcript_has_streams(m));
+        assert_int_equal(transcript_read_stream(m, OUT, 0, 10, SIZE_MAX, &text, NULL, NULL), -ENODATA);
+        assert_int_equal(transcript_read_stream(m, ERR, 0, 10, SIZE_MAX, &text, NULL, NULL), -ENODATA);
+        assert_null(text);
+        assert_int_equal(transcript_stream_total_lines(m, OUT), 0);
+        assert_int_equal(transcript_stream_total_lines(m, TRANSCRIPT_MERGED), 4);
+        assert_int_equal(faccessat(f->dirfd, "mg.out", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "mg.err", F_OK, 0), -1);
+        transcript_free(m);
+        transcript_free(a);
+
+        /* What each kind takes: a merged one every stream into its one, one apart no merged piece. */
+        m = new_transcript(f, "mg2", 100);
+        a = new_apart(f, "ap2", 100);
+        feed_on(m, ERR, "e\n");
+        feed_on(m, OUT, "o\n");
+        check_view(m, TRANSCRIPT_MERGED, "e\no\n");
+        assert_int_equal(transcript_feed_stream(a, TRANSCRIPT_MERGED, "x\n", 2), -EINVAL);
+        assert_int_equal(transcript_feed_stream(a, (TranscriptStream) 7, "x\n", 2), -EINVAL);
+        assert_int_equal(transcript_feed_stream(m, (TranscriptStream) 7, "x\n", 2), -EINVAL);
+        assert_int_equal(transcript_read_stream(a, (TranscriptStream) 7, 0, 1, 100, &text, NULL, NULL), -EINVAL);
+        assert_int_equal(transcript_raw_bytes(a), 0);
+        transcript_free(m);
+        transcript_free(a);
+}
+
+static void check_totals(Transcript *t, uint64_t *last) {
+        for (TranscriptStream s = TRANSCRIPT_MERGED; s <= TRANSCRIPT_STDERR; s++) {
+                uint64_t n = transcript_stream_total_lines(t, s);
+                assert_true(n >= last[s]);
+                last[s] = n;
+        }
+}
+
+/* Lines never mix the streams; each view's pending line; the merged view's
+ * order (by commit) and its one pending line (the older); totals never drop. */
+static void test_streams_interleave(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_apart(f, "il", SBX_TRANSCRIPT_CAP_DEFAULT);
+        uint64_t last[3] = {};
+        uint64_t end;
+        char *text;
+
+        /* A stdout line cut where a read ended, with stderr in between, stays whole. */
+        feed_on(t, OUT, "abc");
+        check_totals(t, last);
+        feed_on(t, ERR, "E1\n");
+        check_totals(t, last);
+        feed_on(t, OUT, "def\n");
+        check_totals(t, last);
+        check_view(t, TRANSCRIPT_MERGED, "E1\nabcdef\n");
+        check_view(t, OUT, "abcdef\n");
+        check_view(t, ERR, "E1\n");
+
+        /* Two pending lines: the merged view shows the one begun first. */
+        feed_on(t, OUT, "prog 10%");
+        check_totals(t, last);
+        feed_on(t, ERR, "Password: ");
+        check_totals(t, last);
+        assert_int_equal(transcript_total_lines(t), 3);
+        assert_int_equal(transcript_committed_lines(t), 2);
+        check_view(t, TRANSCRIPT_MERGED, "E1\nabcdef\nprog 10%\n");
+        check_view(t, OUT, "abcdef\nprog 10%\n");
+        check_view(t, ERR, "E1\nPassword: \n");
+        /* A CR on stdout rewrites its own pending line only. */
+        feed_on(t, OUT, "\rprog 50%");
+        check_totals(t, last);
+        check_view(t, OUT, "abcdef\nprog 50%\n");
+        check_view(t, ERR, "E1\nPassword: \n");
+
+        /* stderr commits first: it takes offset 2, stdout's pending moves to 3. */
+        feed_on(t, ERR, "secret\n");
+        check_totals(t, last);
+        check_view(t, TRANSCRIPT_MERGED, "E1\nabcdef\nPassword: secret\nprog 50%\n");
+        text = read_view(t, TRANSCRIPT_MERGED, 3, 10, SIZE_MAX, &end);
+        assert_string_equal(text, "prog 50%\n");
+        assert_int_equal(end, 4);
+        free(text);
+        feed_on(t, OUT, "\rprog 100%\n");
+        check_totals(t, last);
+        check_view(t, TRANSCRIPT_MERGED, "E1\nabcdef\nPassword: secret\nprog 100%\n");
+
+        /* At the end the older pending line is committed first, whichever stream. */
+        feed_on(t, ERR, "e-tail");
+        feed_on(t, OUT, "o-tail");
+        check_totals(t, last);
+        assert_int_equal(transcript_finish(t), 0);
+        check_totals(t, last);
+        check_view(t, TRANSCRIPT_MERGED, "E1\nabcdef\nPassword: secret\nprog 100%\ne-tail\no-tail\n");
+        check_view(t, OUT, "abcdef\nprog 100%\no-tail\n");
+        check_view(t, ERR, "E1\nPassword: secret\ne-tail\n");
+        transcript_free(t);
+
+        /* Each stream has its own parser: an escape sequence cut on stdout is not
+         * ended by stderr bytes, and a cut UTF-8 character stays whole. */
+        t = new_apart(f, "il2", SBX_TRANSCRIPT_CAP_DEFAULT);
+        feed_on(t, OUT, "\033[3");
+        feed_on(t, ERR, "x\xc3");
+        feed_on(t, OUT, "1mred\n");
+        feed_on(t, ERR, "\xa9\n");
+        assert_int_equal(transcript_finish(t), 0);
+        check_view(t, OUT, "red\n");
+        check_view(t, ERR, "x\xc3\xa9\n");
+        check_view(t, TRANSCRIPT_MERGED, "red\nx\xc3\xa9\n");
+        transcript_free(t);
+}
+
+/* Per-stream offsets over many lines: windows by limit and by budget, runs of
+ * consecutive merged lines and scattered ones, a live transcript and a reopened one. */
+static void test_streams_offsets(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_apart(f, "off", SBX_TRANSCRIPT_CAP_DEFAULT), *o = NULL;
+        uint64_t n_out = 0, n_err = 0;
+        char line[64];
+
+        for (unsigned i = 0; i < 3000; i++) {
+                snprintf(line, sizeof(line), "o%u\n", i);
+                feed_on(t, OUT, line);
+                n_out++;
+                /* stderr: bursts of 5 lines every 50, one line every 7 otherwise */
+                if (i % 50 == 0)
+                        for (unsigned j = 0; j < 5; j++) {
+                                snprintf(line, sizeof(line), "e%" PRIu64 "\n", n_err++);
+                                feed_on(t, ERR, line);
+                        }
+                else if (i % 7 == 0) {
+                        snprintf(line, sizeof(line), "e%" PRIu64 "\n", n_err++);
+                        feed_on(t, ERR, line);
+                }
+        }
+        for (int pass = 0; pass < 2; pass++) {
+                Transcript *r = pass == 0 ? t : o;
+
+                assert_int_equal(transcript_stream_total_lines(r, OUT), n_out);
+                assert_int_equal(transcript_stream_total_lines(r, ERR), n_err);
+                assert_int_equal(transcript_total_lines(r), n_out + n_err);
+                for (TranscriptStream s = OUT; s <= ERR; s++) {
+                        uint64_t total = s == OUT ? n_out : n_err;
+
+                        for (uint64_t start = 0; start < total + 2; start += 97) {
+                                uint64_t end, want = MIN(start + 40, total);
+                                _cleanup_free_ char *got = read_view(r, s, start, 40, SIZE_MAX, &end);
+                                char expect[40 * 16] = "";
+
+                                for (uint64_t k = start; k < want; k++) {
+                                        snprintf(line, sizeof(line), "%c%" PRIu64 "\n", s == OUT ? 'o' : 'e', k);
+                                        strcat(expect, line);
+                                }
+                                assert_string_equal(got, expect);
+                                assert_int_equal(end, start < total ? want : total);
+                        }
+                        /* A budget of 20 bytes: whole lines only, at least one, in order. */
+                        for (uint64_t start = 0; start < total; start += 301) {
+                                uint64_t end;
+                                _cleanup_free_ char *got = read_view(r, s, start, 1000, 20, &end);
+                                size_t nl = 0;
+
+                                assert_true(end > start);
+                                for (const char *p = got; *p; p++)
+                                        nl += *p == '\n';
+                                assert_int_equal(nl, end - start);
+                                assert_true(json_escaped_size(got, strlen(got)) <= 20 || end == start + 1);
+                                snprintf(line, sizeof(line), "%c%" PRIu64 "\n", s == OUT ? 'o' : 'e', start);
+                                assert_memory_equal(got, line, strlen(line));
+                        }
+                }
+                if (pass == 0) {
+                        assert_int_equal(transcript_finish(t), 0);
+                        assert_int_equal(transcript_open(f->dirfd, "off", &o), 0);
+                        assert_true(transcript_has_streams(o));
+                }
+        }
+        transcript_free(o);
+        transcript_free(t);
+}
+
+/* The cap counts both streams in the one .log; its marker ends all three
+ * views, also when both streams had a pending line; later output is counted. */
+static void test_streams_cap(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_apart(f, "scap", 1000), *o = NULL;
+        const char *marker = "[sbx: transcript cap of 1000 bytes reached; further output is not kept]\n";
+        uint64_t last[3] = {}, out_lines, err_lines, total;
+        char *text;
+
+        for (int i = 0; i < 100 && !transcript_capped(t); i++) {
+                feed_on(t, OUT, "stdout--\n");
+                feed_on(t, ERR, "stderr--\n");
+                feed_on(t, OUT, "pend");
+                feed_on(t, ERR, "pend");
+                check_totals(t, last);
+                feed_on(t, OUT, "\n");
+                feed_on(t, ERR, "\n");
+                check_totals(t, last);
+        }
+        assert_true(transcript_capped(t));
+        assert_true(file_size(f, "scap.log") <= 1000);
+        total = transcript_total_lines(t);
+        out_lines = transcript_stream_total_lines(t, OUT);
+        err_lines = transcript_stream_total_lines(t, ERR);
+        /* The marker is one merged line and the last line of each stream. */
+        assert_int_equal(out_lines + err_lines, total + 1);
+        text = read_view(t, TRANSCRIPT_MERGED, total - 1, 1, SIZE_MAX, NULL);
+        assert_string_equal(text, marker);
+        free(text);
+        text = read_view(t, OUT, out_lines - 1, 1, SIZE_MAX, NULL);
+        assert_string_equal(text, marker);
+        free(text);
+        text = read_view(t, ERR, err_lines - 1, 1, SIZE_MAX, NULL);
+        assert_string_equal(text, marker);
+        free(text);
+
+        feed_on(t, ERR, "more\n");
+        feed_on(t, OUT, "pending");
+        check_totals(t, last);
+        assert_int_equal(transcript_finish(t), 0);
+        check_totals(t, last);
+        assert_int_equal(transcript_total_lines(t), total);
+        transcript_free(t);
+
+        assert_int_equal(transcript_open(f->dirfd, "scap", &o), 0);
+        assert_true(transcript_capped(o));
+        assert_int_equal(transcript_stream_total_lines(o, OUT), out_lines);
+        assert_int_equal(transcript_stream_total_lines(o, ERR), err_lines);
+        text = read_view(o, ERR, err_lines - 1, 1, SIZE_MAX, NULL);
+        assert_string_equal(text, marker);
+        free(text);
+        transcript_free(o);
+
+        /* Both streams pending when the cap is hit: each view keeps its count. */
+        t = new_apart(f, "scap2", 200);
+        memset(last, 0, sizeof(last));
+        feed_on(t, OUT, "short\n");
+        feed_on(t, ERR, "e-pending");
+        check_totals(t, last);
+        for (int i = 0; i < 30; i++)
+                feed_on(t, OUT, "0123456789");
+        check_totals(t, last);
+        assert_int_equal(transcript_finish(t), 0);
+        check_totals(t, last);
+        assert_true(transcript_capped(t));
+        check_view(t, TRANSCRIPT_MERGED, "short\ne-pending\n[sbx: transcript cap of 200 bytes reached; further output is not kept]\n");
+        transcript_free(t);
+}
+
+/* Reopening: streams survive; a torn or stray tail of .out/.err is ignored;
+ * a transcript written before streams were kept (.log and .idx only, as the
+ * old format) reads merged, and one stream alone is -ENODATA. */
+static void test_streams_reopen(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_apart(f, "sr", SBX_TRANSCRIPT_CAP_DEFAULT), *o = NULL;
+        uint64_t huge = htole64(1000);
+        char *text = NULL;
+
+        feed_on(t, OUT, "one\n");
+        feed_on(t, ERR, "two\n");
+        feed_on(t, OUT, "three\n");
+        assert_int_equal(transcript_finish(t), 0);
+        transcript_free(t);
+
+        append_file(f, "sr.out", "\x05\x00", 2);
+        append_file(f, "sr.err", &huge, sizeof(huge));
+        assert_int_equal(transcript_open(f->dirfd, "sr", &o), 0);
+        assert_true(transcript_has_streams(o));
+        check_view(o, TRANSCRIPT_MERGED, "one\ntwo\nthree\n");
+        check_view(o, OUT, "one\nthree\n");
+        check_view(o, ERR, "two\n");
+        transcript_free(o);
+
+        /* .log cut back by a crash: stream lines past the merged ones go too. */
+        {
+                int fd = openat(f->dirfd, "sr.log", O_WRONLY | O_CLOEXEC);
+                assert_true(fd >= 0);
+                assert_int_equal(ftruncate(fd, 10), 0);
+                close(fd);
+        }
+        assert_int_equal(transcript_open(f->dirfd, "sr", &o), 0);
+        check_view(o, TRANSCRIPT_MERGED, "one\ntwo\n");
+        check_view(o, OUT, "one\n");
+        check_view(o, ERR, "two\n");
+        transcript_free(o);
+
+        /* A stream entry out of order is refused, not followed. */
+        assert_int_equal(unlinkat(f->dirfd, "sr.out", 0), 0);
+        {
+                int fd = openat(f->dirfd, "sr.out", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+                uint64_t e[2] = { htole64(1), htole64(0) };
+                assert_true(fd >= 0);
+                assert_int_equal(write(fd, e, sizeof(e)), (ssize_t) sizeof(e));
+                close(fd);
+        }
+        assert_int_equal(transcript_open(f->dirfd, "sr", &o), 0);
+        assert_int_equal(transcript_read_stream(o, OUT, 0, 10, SIZE_MAX, &text, NULL, NULL), -EBADMSG);
+        assert_null(text);
+        transcript_free(o);
+
+        /* The old format, written by hand: "a\nbb\n" with its index. */
+        {
+                uint64_t idx[2] = { htole64(2), htole64(5) };
+                int fd = openat(f->dirfd, "old.log", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+                assert_true(fd >= 0);
+                assert_int_equal(write(fd, "a\nbb\n", 5), 5);
+                close(fd);
+                fd = openat(f->dirfd, "old.idx", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+                assert_true(fd >= 0);
+                assert_int_equal(write(fd, idx, sizeof(idx)), (ssize_t) sizeof(idx));
+                close(fd);
+        }
+        assert_int_equal(transcript_open(f->dirfd, "old", &o), 0);
+        assert_false(transcript_has_streams(o));
+        check_view(o, TRANSCRIPT_MERGED, "a\nbb\n");
+        assert_int_equal(transcript_stream_total_lines(o, ERR), 0);
+        assert_int_equal(transcript_read_stream(o, OUT, 0, 10, SIZE_MAX, &text, NULL, NULL), -ENODATA);
+        transcript_free(o);
+
+        /* .out without .err is damage, not the old format. */
+        assert_int_equal(unlinkat(f->dirfd, "sr.err", 0), 0);
+        assert_int_equal(transcript_open(f->dirfd, "sr", &o), -ENOENT);
+}
+
+/* Removal and collection take .out and .err too, and count a transcript once. */
+static void test_streams_remove(void **state) {
+        Fixture *f = *state;
+        unsigned removed = 0;
+        uint64_t bytes = 0;
+        Transcript *t = new_apart(f, "rm", 100);
+
+        feed_on(t, ERR, "x\n");
+        assert_int_equal(transcript_finish(t), 0);
+        transcript_free(t);
+        assert_int_equal(transcript_remove(f->dirfd, "rm"), 0);
+        for (size_t i = 0; i < 4; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "rm.%s", (const char *[]) { "log", "idx", "out", "err" }[i]);
+                assert_int_equal(faccessat(f->dirfd, name, F_OK, 0), -1);
+        }
+
+        transcript_free(new_apart(f, "kept", 100));
+        t = new_apart(f, "gone", 100);
+        feed_on(t, OUT, "line\n");
+        assert_int_equal(transcript_finish(t), 0);
+        transcript_free(t);
+        transcript_free(new_apart(f, "half", 100));
+        assert_int_equal(unlinkat(f->dirfd, "half.log", 0), 0);
+        assert_int_equal(unlinkat(f->dirfd, "half.idx", 0), 0);
+        assert_int_equal(transcripts_collect(f->dirfd, keep_one, (void *) "kept", &removed, &bytes), 0);
+        assert_int_equal(removed, 1);
+        assert_int_equal(bytes, 5 + 8 + 8);
+        assert_int_equal(faccessat(f->dirfd, "gone.out", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "gone.err", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "half.out", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "half.err", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "kept.out", F_OK, 0), 0);
+        assert_int_equal(faccessat(f->dirfd, "kept.err", F_OK, 0), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_names, setup, teardown),
@@ -861,6 +1321,12 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_torn, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_big, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_streams_format, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_streams_interleave, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_streams_offsets, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_streams_cap, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_streams_reopen, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_streams_remove, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,9 +27,17 @@
 #define RSS_LIMIT_KB (20u * 1024u)
 #define REQUEST_SEQ 7u
 
+typedef struct Text {
+        char *s;
+        size_t len, cap;
+} Text;
+
 typedef struct Result {
         char *out;
         size_t len, cap;
+        Text stream[3];                 /* by Sbx__Stream: what came tagged merged, stdout, stderr */
+        char pieces[64];                /* the tag of each frame, in order: 'M', 'O', 'E' */
+        unsigned long long stream_counted[3];
         unsigned long long counted;     /* count_only: bytes seen */
         bool count_only, all_a;
         bool exited, failed;
@@ -128,7 +136,30 @@ static Sbx__Msg *recv_frame(int fd, int ms) {
         return msg;
 }
 
-static void result_append(Result *res, const uint8_t *data, size_t len) {
+/* Append to a NUL-terminated growable string. */
+static void append(char **s, size_t *n, size_t *cap, const uint8_t *data, size_t len) {
+        if (*n + len + 1 > *cap) {
+                *cap = (*n + len + 1) * 2;
+                *s = realloc(*s, *cap);
+                if (!*s)
+                        abort();
+        }
+        memcpy(*s + *n, data, len);
+        *n += len;
+        (*s)[*n] = '\0';
+}
+
+static void result_append(Result *res, Sbx__Stream stream, const uint8_t *data, size_t len) {
+        size_t np = strlen(res->pieces);
+
+        if ((unsigned) stream > SBX__STREAM__STREAM_STDERR) {
+                diag("protocol violation: output frame with stream %d", (int) stream);
+                protocol_violations++;
+                return;
+        }
+        if (np + 1 < sizeof(res->pieces))
+                res->pieces[np] = "MOE"[stream];
+        res->stream_counted[stream] += len;
         if (res->count_only) {
                 for (size_t i = 0; i < len; i++)
                         if (data[i] != 'a')
@@ -136,15 +167,13 @@ static void result_append(Result *res, const uint8_t *data, size_t len) {
                 res->counted += len;
                 return;
         }
-        if (res->len + len + 1 > res->cap) {
-                res->cap = (res->len + len + 1) * 2;
-                res->out = realloc(res->out, res->cap);
-                if (!res->out)
-                        abort();
-        }
-        memcpy(res->out + res->len, data, len);
-        res->len += len;
-        res->out[res->len] = '\0';
+        append(&res->stream[stream].s, &res->stream[stream].len, &res->stream[stream].cap, data, len);
+        append(&res->out, &res->len, &res->cap, data, len);
+}
+
+/* The text of command id that came tagged stream ("" if none). */
+static const char *stream_text(uint32_t id, Sbx__Stream stream) {
+        return results[id].stream[stream].s ? results[id].stream[stream].s : "";
 }
 
 static void handle(Sbx__Msg *m) {
@@ -158,7 +187,7 @@ static void handle(Sbx__Msg *m) {
                              m->worker_output->command);
                         protocol_violations++;
                 }
-                result_append(res, m->worker_output->data.data, m->worker_output->data.len);
+                result_append(res, m->worker_output->stream, m->worker_output->data.data, m->worker_output->data.len);
                 break;
         case SBX__MSG_TYPE__MSG_WORKER_EXITED:
                 res = &results[m->worker_exited->command % MAX_IDS];
@@ -214,11 +243,12 @@ static void send_msg(Sbx__Msg *msg) {
         }
 }
 
-static void send_exec_env(uint32_t id, const char *cmd, const char *const *env, const char *cwd) {
+static void send_exec_full(uint32_t id, const char *cmd, const char *const *env, const char *cwd, bool apart) {
         Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
         Sbx__Msg msg = SBX__MSG__INIT;
 
         e.command = id;
+        e.separate_streams = apart;
         e.cmd = (char *) cmd;
         e.cwd = (char *) cwd;
         while (env[e.n_env])
@@ -230,9 +260,19 @@ static void send_exec_env(uint32_t id, const char *cmd, const char *const *env, 
         send_msg(&msg);
 }
 
+static void send_exec_env(uint32_t id, const char *cmd, const char *const *env, const char *cwd) {
+        send_exec_full(id, cmd, env, cwd, false);
+}
+
+static const char *const default_env[] = { "PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL };
+
 static void send_exec(uint32_t id, const char *cmd) {
-        static const char *const env[] = { "PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL };
-        send_exec_env(id, cmd, env, "/");
+        send_exec_env(id, cmd, default_env, "/");
+}
+
+/* With stdout and stderr on a pipe each. */
+static void send_exec_apart(uint32_t id, const char *cmd) {
+        send_exec_full(id, cmd, default_env, "/", true);
 }
 
 static void send_stdin(uint32_t id, const void *data, size_t len, bool close_it) {
@@ -558,6 +598,53 @@ static void test_flood(void) {
                    "worker peak RSS stays under %u kB (VmHWM %ld kB)", RSS_LIMIT_KB, hwm);
 }
 
+static void test_streams(void) {
+        Result *res;
+        int bg;
+
+        ok(strspn(results[3].pieces, "M") == strlen(results[3].pieces) && results[3].pieces[0],
+           "without separate streams every frame says STREAM_MERGED ('%s')", results[3].pieces);
+
+        send_exec_apart(80, "echo out1; echo err1 >&2; echo out2; echo err2 >&2");
+        ok(exited_with(80, 0, NULL) && strcmp(stream_text(80, SBX__STREAM__STREAM_STDOUT), "out1\nout2\n") == 0 &&
+           strcmp(stream_text(80, SBX__STREAM__STREAM_STDERR), "err1\nerr2\n") == 0 &&
+           !results[80].stream[SBX__STREAM__STREAM_MERGED].s && results[80].len == 20,
+           "separate streams: stdout and stderr frames apart, each in order, all sent before EXITED ('%s')",
+           results[80].pieces);
+
+        /* Each piece is read before the next one is written: the frames keep the writes' order. */
+        send_exec_apart(81, "echo a; read x; echo b >&2; read x; echo c");
+        if (wait_output(81, "a\n"))
+                send_stdin(81, "\n", 1, false);
+        if (wait_output(81, "b\n"))
+                send_stdin(81, "\n", 1, false);
+        ok(exited_with(81, 0, "a\nb\nc\n") && strcmp(results[81].pieces, "OEO") == 0,
+           "separate streams: frames in the order the worker read them ('%s')", results[81].pieces);
+
+        send_exec_apart(82, "[ \"$(readlink /proc/$$/fd/1)\" != \"$(readlink /proc/$$/fd/2)\" ] && echo apart; "
+                            "exec ls /proc/self/fd");
+        ok(exited_with(82, 0, "apart\n0\n1\n2\n3\n"), "separate streams: fds 1 and 2 are two pipes, nothing else leaks");
+
+        /* sh ends while its background child still holds stderr. */
+        send_exec_apart(83, "sleep 100 >/dev/null & echo $!");
+        ok(wait_done(83) && results[83].exited && results[83].exit_code == 0,
+           "separate streams: EXITED does not wait for a child that keeps stderr open");
+        bg = first_pid(83);
+        if (bg > 0)
+                kill(bg, SIGKILL);
+
+        res = &results[84];
+        res->count_only = true;
+        res->all_a = true;
+        send_exec_apart(84, "head -c 20000000 /dev/zero | tr '\\0' 'a' >&2; printf aaaaa");
+        (void) wait_done(84);
+        ok(res->exited && res->exit_code == 0 && res->all_a &&
+           res->stream_counted[SBX__STREAM__STREAM_STDERR] == 20000000ull &&
+           res->stream_counted[SBX__STREAM__STREAM_STDOUT] == 5,
+           "separate streams: 20 MB on stderr arrive as stderr, stdout's 5 bytes as stdout (%llu, %llu)",
+           res->stream_counted[SBX__STREAM__STREAM_STDERR], res->stream_counted[SBX__STREAM__STREAM_STDOUT]);
+}
+
 static void test_eof(void) {
         int bg, pidfd, status;
 
@@ -634,6 +721,7 @@ int main(int argc, char *argv[]) {
         test_concurrent();
         test_too_many();
         test_flood();
+        test_streams();
         test_eof();
         test_malformed();
 

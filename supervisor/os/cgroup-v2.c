@@ -1,0 +1,267 @@
+/* The cgroup v2 backend (production: systemd, Delegate=yes). sbxd moves
+ * itself into <own>/supervisor and makes the sessions in <own>/sessions/s<N>,
+ * one directory for all controllers, as systemd's CGROUP_DELEGATION.md asks;
+ * it writes nothing above <own>. docs/cgroups.md. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "os/cgroup-internal.h"
+#include "fd-util.h"
+#include "macro.h"
+
+static bool v2_detect(int root_fd) {
+        _cleanup_free_ char *controllers = NULL;
+
+        return read_file_at(root_fd, "cgroup.controllers", &controllers) >= 0 &&
+               cg_word_in_list(controllers, "memory") && cg_word_in_list(controllers, "pids");
+}
+
+static int own_cgroup_only_us(int own_fd) {
+        _cleanup_free_ pid_t *pids = NULL;
+        size_t n = 0;
+        pid_t self = getpid();
+        bool foreign;
+        int r;
+
+        r = cg_read_pids(&own_fd, 1, &pids, &n, &foreign);
+        if (r < 0)
+                return r;
+        if (foreign)
+                return -EBUSY;
+        for (size_t i = 0; i < n; i++)
+                if (pids[i] != self)
+                        return -EBUSY;
+        return 0;
+}
+
+/* "+memory +pids" (sign '+') or "-memory -pids" of the controllers in which[]. */
+static void controller_list(char buf[static 64], const bool which[_CG_MAX], char sign) {
+        size_t len = 0;
+
+        buf[0] = '\0';
+        for (CgroupController c = 0; c < _CG_MAX; c++)
+                if (which[c])
+                        len += (size_t) snprintf(buf + len, 64 - len, "%s%c%s", len ? " " : "", sign,
+                                                 cgroup_controller_names[c]);
+}
+
+/* Enable the controllers in want[] in dirfd's cgroup.subtree_control: all in
+ * one write, and if the kernel refuses that, one by one so an optional one
+ * (cpu) cannot take the required ones down with it. got[] says what is on. */
+static int enable_controllers(int dirfd, const bool want[_CG_MAX], bool got[_CG_MAX]) {
+        char buf[64];
+        int r;
+
+        controller_list(buf, want, '+');
+        if (!buf[0])
+                return 0;
+        r = cg_write_at(dirfd, "cgroup.subtree_control", buf);
+        if (r >= 0) {
+                for (CgroupController c = 0; c < _CG_MAX; c++)
+                        got[c] = got[c] || want[c];
+                return 0;
+        }
+        for (CgroupController c = 0; c < _CG_MAX; c++) {
+                char one[16];
+
+                if (!want[c])
+                        continue;
+                (void) snprintf(one, sizeof(one), "+%s", cgroup_controller_names[c]);
+                r = cg_write_at(dirfd, "cgroup.subtree_control", one);
+                if (r < 0) {
+                        if (c != CG_CPU)
+                                return r;
+                        continue;
+                }
+                got[c] = true;
+        }
+        return 0;
+}
+
+/* What <own>'s parent delegated (want[]: to be enabled by us, on_own[]:
+ * enabled already); memory and pids are required. */
+static int delegated_controllers(int own_fd, bool want[_CG_MAX], bool on_own[_CG_MAX]) {
+        _cleanup_free_ char *available = NULL, *enabled = NULL;
+        int r;
+
+        r = read_file_at(own_fd, "cgroup.controllers", &available);
+        if (r < 0)
+                return r;
+        r = read_file_at(own_fd, "cgroup.subtree_control", &enabled);
+        if (r < 0)
+                return r;
+        for (CgroupController c = 0; c < _CG_MAX; c++) {
+                if (!cg_word_in_list(available, cgroup_controller_names[c])) {
+                        if (c != CG_CPU)
+                                return -EOPNOTSUPP;
+                        continue;
+                }
+                on_own[c] = cg_word_in_list(enabled, cgroup_controller_names[c]);
+                want[c] = !on_own[c];
+        }
+        return 0;
+}
+
+static int v2_setup(CgroupManager *m, int root_fd, const char *self_cgroup) {
+        CgroupV2 *v2 = &m->v2;
+        _cleanup_free_ char *own = NULL;
+        _cleanup_close_ int sup_fd = -EBADF;
+        bool want[_CG_MAX] = {}, on_own[_CG_MAX] = {}, on_sessions[_CG_MAX] = {};
+        int r;
+
+        v2->own_fd = v2->sessions_fd = -EBADF;
+        r = cg_self_path(self_cgroup, NULL, &own);
+        if (r < 0)
+                return r == -ENOENT ? -EOPNOTSUPP : r;
+        v2->own_fd = cg_open_dir_at(root_fd, own);
+        if (v2->own_fd < 0)
+                return v2->own_fd;
+
+        r = delegated_controllers(v2->own_fd, want, on_own);
+        if (r < 0)
+                return r;
+
+        /* systemd's Delegate=yes hands us <own> with only our own process in it.
+         * The "no internal processes" rule forbids enabling controllers for
+         * children of a cgroup that holds processes, so we move ourselves into
+         * the supervisor/ leaf. Processes we did not start (another daemon
+         * sharing the unit, a shell someone moved here) would keep <own>
+         * populated, and moving them is not ours to decide: refuse. */
+        r = own_cgroup_only_us(v2->own_fd);
+        if (r < 0)
+                return r;
+
+        r = dir_make_open_at(v2->own_fd, "supervisor", 0755, &v2->supervisor_created);
+        if (r < 0)
+                return r;
+        sup_fd = r;
+        r = cg_write_pid_at(sup_fd, getpid());
+        if (r < 0)
+                return r;
+        v2->moved = true;
+
+        r = enable_controllers(v2->own_fd, want, on_own);
+        for (CgroupController c = 0; c < _CG_MAX; c++)
+                v2->enabled_own[c] = want[c] && on_own[c];
+        if (r < 0)
+                return r;
+
+        r = dir_make_open_at(v2->own_fd, "sessions", 0755, &v2->sessions_created);
+        if (r < 0)
+                return r;
+        v2->sessions_fd = r;
+
+        r = enable_controllers(v2->sessions_fd, on_own, on_sessions);
+        if (r < 0)
+                return r;
+        for (CgroupController c = 0; c < _CG_MAX; c++)
+                m->has[c] = on_sessions[c];
+        return 0;
+}
+
+static void v2_teardown(CgroupManager *m) {
+        CgroupV2 *v2 = &m->v2;
+        char buf[64];
+
+        if (v2->own_fd < 0)
+                return;
+        v2->sessions_fd = safe_close(v2->sessions_fd);
+        if (v2->sessions_created)
+                (void) cg_remove_tree_at(v2->own_fd, "sessions");
+
+        /* Back to how we found <own>: controllers off again (a cgroup with
+         * controllers enabled for its children cannot take a process),
+         * ourselves back in it, supervisor/ gone. */
+        controller_list(buf, v2->enabled_own, '-');
+        if (buf[0])
+                (void) cg_write_at(v2->own_fd, "cgroup.subtree_control", buf);
+        if (v2->moved)
+                (void) cg_write_pid_at(v2->own_fd, getpid());
+        if (v2->supervisor_created)
+                (void) unlinkat(v2->own_fd, "supervisor", AT_REMOVEDIR);
+        v2->own_fd = safe_close(v2->own_fd);
+}
+
+static bool pick_untracked_session(CgroupManager *m, const char *name) {
+        return !cg_manager_has_session(m, name);
+}
+
+/* The delegated subtree is ours alone and systemd removes it with the unit,
+ * so other supervisors' leftovers cannot exist here, and everything above
+ * <own> belongs to systemd. Only session cgroups an earlier incarnation of
+ * this unit left in sessions/ can remain. */
+static int v2_cleanup_stale(CgroupManager *m, unsigned *count) {
+        return cg_remove_matching(m, m->v2.sessions_fd, pick_untracked_session, count);
+}
+
+static int v2_session_make(CgroupSession *s, const char *name) {
+        int r = dir_make_open_at(s->manager->v2.sessions_fd, name, 0755, NULL);
+
+        if (r < 0)
+                return r;
+        s->fd[0] = r;
+        return 0;
+}
+
+static int v2_session_remove(CgroupSession *s, const char *name) {
+        return cg_remove_tree_at(s->manager->v2.sessions_fd, name);
+}
+
+static int v2_set_limits(CgroupSession *s, const CgroupLimits *l) {
+        int fd = s->fd[0], r;
+
+        r = cg_write_limit_at(fd, "memory.max", l->memory_bytes);
+        if (r < 0)
+                return r;
+        r = cg_write_at(fd, "memory.swap.max", "0");
+        if (r < 0 && r != -ENOENT)
+                return r;
+        r = cg_write_limit_at(fd, "pids.max", l->pids_max);
+        if (r < 0)
+                return r;
+        if (s->manager->has[CG_CPU]) {
+                r = cg_write_u64_at(fd, "cpu.weight", cg_cpu_weight(l));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int v2_attach(CgroupSession *s, pid_t pid) {
+        return cg_write_pid_at(s->fd[0], pid);
+}
+
+/* cgroup.kill (kernel 5.14 and later) kills the whole subtree at once,
+ * including what forks meanwhile: done when the write returns. Without it,
+ * the pid by pid loop, which always waits. */
+static int v2_kill(CgroupSession *s, bool wait) {
+        return cg_kill_and_wait(&s->fd[0], 1, cg_file_exists_at(s->fd[0], "cgroup.kill"), wait);
+}
+
+static int v2_read_oom_kills(CgroupSession *s, uint64_t *ret) {
+        return cg_read_keyed_u64_at(s->fd[0], "memory.events", "oom_kill", ret);
+}
+
+static int v2_read_pids_max_hits(CgroupSession *s, uint64_t *ret) {
+        return cg_read_keyed_u64_at(s->fd[0], "pids.events", "max", ret);
+}
+
+const CgroupOps cgroup_v2_ops = {
+        .backend = CGROUP_BACKEND_V2,
+        .detect = v2_detect,
+        .setup = v2_setup,
+        .teardown = v2_teardown,
+        .cleanup_stale = v2_cleanup_stale,
+        .session_make = v2_session_make,
+        .session_remove = v2_session_remove,
+        .set_limits = v2_set_limits,
+        .attach = v2_attach,
+        .kill = v2_kill,
+        .read_oom_kills = v2_read_oom_kills,
+        .read_pids_max_hits = v2_read_pids_max_hits,
+};

@@ -1,0 +1,814 @@
+/* sbxctl's commands: the option table, and the command table with one row,
+ * one builder and one printer per command (sbxctl.h says how they fit). A
+ * new object (templates, images, jobs...) is its rows here and their two
+ * functions each. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "os/image.h"
+#include "msg-json.h"
+#include "sbx-limits.h"
+#include "sbxctl.h"
+#include "wire.h"
+
+#define _cleanup_json_ _cleanup_(json_decrefp)
+
+/* What sbxctl --json makes of text that is not UTF-8: '?' (see msg-json.h). */
+#define CTL_TEXT MSG_JSON_TEXT_ASCII
+
+static bool str_eq(const char *a, const char *b) {
+        return strcmp(a, b) == 0;
+}
+
+/* ---- option values ----------------------------------------------------- */
+
+static int parse_leading_u64(const char *s, uint64_t *ret, const char **ret_end) {
+        unsigned long long v;
+        char *end;
+
+        if (*s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno == ERANGE)
+                return -ERANGE;
+        *ret = v;
+        *ret_end = end;
+        return 0;
+}
+
+/* BYTES, or a number with a K, M or G suffix (powers of 1024); positive. */
+static int parse_size(const char *s, uint64_t *ret) {
+        const char *end;
+        unsigned shift = 0;
+        uint64_t v;
+        int r;
+
+        r = parse_leading_u64(s, &v, &end);
+        if (r < 0)
+                return r;
+        switch (*end) {
+        case '\0': break;
+        case 'k': case 'K': shift = 10; end++; break;
+        case 'm': case 'M': shift = 20; end++; break;
+        case 'g': case 'G': shift = 30; end++; break;
+        default: return -EINVAL;
+        }
+        if (*end != '\0' || v == 0)
+                return -EINVAL;
+        if (v > (UINT64_MAX >> shift))
+                return -ERANGE;
+        *ret = v << shift;
+        return 0;
+}
+
+/* s as a whole decimal number: -EINVAL unless it is one, -ERANGE above max. */
+static int parse_whole(const char *s, uint64_t max, uint64_t *ret) {
+        const char *end;
+        uint64_t v;
+        int r;
+
+        r = parse_leading_u64(s, &v, &end);
+        if (r >= 0 && *end != '\0')
+                r = -EINVAL;
+        if (r >= 0 && v > max)
+                r = -ERANGE;
+        if (r >= 0)
+                *ret = v;
+        return r;
+}
+
+static int parse_positive_u32(const char *s, uint32_t *ret) {
+        uint64_t v = 0;
+        int r = parse_whole(s, UINT32_MAX, &v);
+
+        if (r >= 0 && v == 0)
+                r = -EINVAL;
+        if (r >= 0)
+                *ret = (uint32_t) v;
+        return r;
+}
+
+/* A numeric uid or a user name. */
+static int parse_owner(const char *s, uint32_t *ret) {
+        const struct passwd *pw;
+        uint64_t v;
+        int r;
+
+        r = parse_whole(s, UINT32_MAX - 1, &v);         /* (uid_t) -1 is not a uid */
+        if (r != -EINVAL) {
+                if (r >= 0)
+                        *ret = (uint32_t) v;
+                return r;
+        }
+        errno = 0;
+        pw = getpwnam(s);
+        if (!pw)
+                return errno > 0 ? -errno : -ESRCH;
+        *ret = (uint32_t) pw->pw_uid;
+        return 0;
+}
+
+/* Made absolute against the working directory, but not resolved: sbxd
+ * follows no symlink on the way to a source, and a root sbxctl must not
+ * follow them for it either. */
+static int parse_source(const char *s, char **ret) {
+        _cleanup_free_ char *cwd = NULL;
+        char *p;
+
+        if (*s == '\0')
+                return -EINVAL;
+        if (s[0] == '/')
+                p = strdup(s);
+        else if (!(cwd = getcwd(NULL, 0)) || asprintf(&p, "%s/%s", cwd, s) < 0)
+                p = NULL;
+        if (!p)
+                return errno > 0 ? -errno : -ENOMEM;
+        *ret = p;
+        return 0;
+}
+
+
+/* ---- options ------------------------------------------------------------- */
+
+static int set_socket(Args *a, const char *arg) {
+        if (*arg == '\0')
+                return usage_error("--socket needs a path");
+        a->socket_path = arg;
+        return EXIT_OK;
+}
+
+static int set_json(Args *a, const char *arg) {
+        a->json = true;
+        return EXIT_OK;
+}
+
+static int set_source(Args *a, const char *arg) {
+        a->source = arg;
+        return EXIT_OK;
+}
+
+static int set_memory(Args *a, const char *arg) {
+        if (parse_size(arg, &a->memory_bytes) < 0)
+                return usage_error("invalid --memory '%s': expected a positive number of bytes, "
+                                   "optionally with a K, M or G suffix", arg);
+        return EXIT_OK;
+}
+
+static int set_pids(Args *a, const char *arg) {
+        if (parse_positive_u32(arg, &a->pids_max) < 0)
+                return usage_error("invalid --pids '%s': expected a positive integer up to %" PRIu32, arg,
+                                   UINT32_MAX);
+        return EXIT_OK;
+}
+
+static int set_cpu_weight(Args *a, const char *arg) {
+        if (parse_positive_u32(arg, &a->cpu_weight) < 0 || a->cpu_weight > 10000)
+                return usage_error("invalid --cpu-weight '%s': expected 1 to 10000 (100 is the default share)", arg);
+        return EXIT_OK;
+}
+
+static int set_owner(Args *a, const char *arg) {
+        if (parse_owner(arg, &a->owner_uid) < 0)
+                return usage_error("invalid --owner '%s': expected a uid or a user name", arg);
+        a->has_owner = true;
+        return EXIT_OK;
+}
+
+static int set_session(Args *a, const char *arg) {
+        if (check_id("--session", arg) != EXIT_OK)
+                return EXIT_USAGE;
+        a->session = arg;
+        return EXIT_OK;
+}
+
+#define POLICIES "publish_then_destroy destroy"
+
+static int set_policy(Args *a, const char *arg) {
+        if (!str_eq(arg, "publish_then_destroy") && !str_eq(arg, "destroy"))
+                return usage_error("invalid --policy '%s': expected publish_then_destroy or destroy", arg);
+        a->policy = arg;
+        return EXIT_OK;
+}
+
+static int set_action(Args *a, const char *action) {
+        if (a->action && !str_eq(a->action, action))
+                return usage_error("--publish and --discard exclude each other");
+        a->action = action;
+        return EXIT_OK;
+}
+
+static int set_publish(Args *a, const char *arg) {
+        return set_action(a, "publish");
+}
+
+static int set_discard(Args *a, const char *arg) {
+        return set_action(a, "discard");
+}
+
+static int set_overwrite(Args *a, const char *arg) {
+        a->overwrite = true;
+        return EXIT_OK;
+}
+
+static int set_help(Args *a, const char *arg) {
+        a->want_help = true;
+        return EXIT_OK;
+}
+
+static int set_version(Args *a, const char *arg) {
+        a->want_version = true;
+        return EXIT_OK;
+}
+
+const CtlOption ctl_options[] = {
+        { "--socket",     true,  CTL_GROUP_GLOBAL,   set_socket,     "@file" },
+        { "--json",       false, CTL_GROUP_GLOBAL,   set_json,       NULL },
+        { "--source",     true,  CTL_GROUP_CREATE,   set_source,     "@dir" },
+        { "--memory",     true,  CTL_GROUP_CREATE,   set_memory,     NULL },
+        { "--pids",       true,  CTL_GROUP_CREATE,   set_pids,       NULL },
+        { "--cpu-weight", true,  CTL_GROUP_CREATE,   set_cpu_weight, NULL },
+        { "--owner",      true,  CTL_GROUP_CREATE,   set_owner,      "@user" },
+        { "--session",    true,  CTL_GROUP_SESSION,  set_session,    NULL },
+        { "--policy",     true,  CTL_GROUP_POLICY,   set_policy,     POLICIES },
+        { "--publish",    false, CTL_GROUP_FINALIZE, set_publish,    NULL },
+        { "--discard",    false, CTL_GROUP_FINALIZE, set_discard,    NULL },
+        { "--overwrite",  false, CTL_GROUP_FINALIZE, set_overwrite,  NULL },
+        { "--help",       false, CTL_GROUP_GLOBAL,   set_help,       NULL },
+        { "--version",    false, CTL_GROUP_GLOBAL,   set_version,    NULL },
+};
+const size_t ctl_n_options = ELEMENTSOF(ctl_options);
+
+/* ---- sbxctl --json: the keys of each reply ------------------------------------ */
+
+/* sbxctl --json writes the reply's fields under their protocol names. */
+static const MsgJsonMap sandbox_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descriptor,
+        MSG_JSON_NAMES("name id owner_uid source_dir memory_bytes pids_max cpu_weight layer_count live_sessions "
+                       "created_unix uid_base uid_count"));
+
+/* sandbox create: after sandbox_map's keys. */
+static const MsgJsonMap unreadable_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descriptor,
+        MSG_JSON_NAMES("unreadable unreadable_paths"));
+
+static const MsgJsonMap session_map = MSG_JSON_MAP_INIT(sbx__session_info__descriptor,
+        MSG_JSON_NAMES("workspace_session sandbox finalize_policy automatic state base_layer created_unix "
+                       "running_commands"));
+
+static const MsgJsonMap publication_map = MSG_JSON_MAP_INIT(sbx__publication__descriptor,
+        MSG_JSON_NAMES("published layer owner changed_paths error conflicts"));
+
+static const MsgJsonMap finalize_map = MSG_JSON_MAP_INIT(sbx__session_finalize_reply__descriptor,
+        MSG_JSON_FIELD("session", "session", .sub = &session_map),
+        MSG_JSON_NAMES("action"),
+        MSG_JSON_FIELD("publication", "publication", .sub = &publication_map));
+
+static const MsgJsonMap changed_path_map = MSG_JSON_MAP_INIT(sbx__changed_path__descriptor,
+        MSG_JSON_NAMES("path change"));
+
+static const MsgJsonMap diff_map = MSG_JSON_MAP_INIT(sbx__session_diff_reply__descriptor,
+        MSG_JSON_FIELD("changes", "changes", .sub = &changed_path_map),
+        MSG_JSON_NAMES("diff truncated"));
+
+static const MsgJsonMap command_map = MSG_JSON_MAP_INIT(sbx__command_info__descriptor,
+        MSG_JSON_NAMES("command_session workspace_session status exit_code signal end_reason started_unix_usec "
+                       "ended_unix_usec cmd"));
+
+static const MsgJsonMap layer_map = MSG_JSON_MAP_INIT(sbx__layer_info__descriptor,
+        MSG_JSON_NAMES("layer owner changed_paths created_unix"));
+
+static const MsgJsonMap gc_map = MSG_JSON_MAP_INIT(sbx__gc_reply__descriptor,
+        MSG_JSON_NAMES("transcripts_removed layers_removed sandboxes_removed bytes_freed"));
+
+static const MsgJsonMap status_map = MSG_JSON_MAP_INIT(sbx__status_reply__descriptor,
+        MSG_JSON_NAMES("version proto_version pid uptime_seconds cgroup_backend sandboxes live_sessions "
+                       "spare_sessions running_commands clients state_dir run_dir caller_only"));
+
+static int print_object(const MsgJsonMap *map, const void *m) {
+        return print_json(msg_json_object(map, m, CTL_TEXT));
+}
+
+static int print_array(const MsgJsonMap *map, void *const *items, size_t n) {
+        return print_json(msg_json_array(map, items, n, CTL_TEXT));
+}
+
+/* ---- sandboxes and images ------------------------------------------------------ */
+
+static int build_sandbox_create(Args *a, CtlRequest *req) {
+        Sbx__SandboxCreate *m;
+        int r;
+
+        if (!a->source)
+                return usage_error("'sandbox create' needs --source DIR");
+        r = parse_source(a->source, &a->source_dir);
+        if (r < 0)
+                return usage_error("invalid --source '%s': %s", a->source, strerror(-r));
+        m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_SANDBOX_CREATE, &sbx__sandbox_create__descriptor);
+        m->name = (char *) a->name;
+        m->source_dir = a->source_dir;
+        m->memory_bytes = a->memory_bytes;
+        m->pids_max = a->pids_max;
+        m->cpu_weight = a->cpu_weight;
+        m->has_owner = a->has_owner;
+        m->owner_uid = a->owner_uid;
+        req->expect = SBX__REPLY__BODY_SANDBOX;
+        return EXIT_OK;
+}
+
+/* The new sandbox, and what of its source the owner may not read (left out). */
+static int print_sandbox_create(const Args *a, const Sbx__Reply *reply) {
+        const Sbx__SandboxInfo *s = reply->sandbox;
+
+        if (a->json) {
+                _cleanup_json_ json_t *j = msg_json_object(&sandbox_map, s, CTL_TEXT);
+
+                if (j && msg_json_append(j, &unreadable_map, s, CTL_TEXT) < 0)
+                        json_decref(TAKE_PTR(j));
+                return print_json(TAKE_PTR(j));
+        }
+        fputs("created sandbox ", stdout);
+        fputs_safe(s->name, stdout);
+        putchar('\n');
+        if (s->unreadable == 0)
+                return EXIT_OK;
+        printf("not imported: %" PRIu32 " entr%s of the source that the owner (uid %" PRIu32 ") may not read:",
+               s->unreadable, s->unreadable == 1 ? "y" : "ies", s->owner_uid);
+        for (size_t i = 0; i < s->n_unreadable_paths; i++) {
+                fputs(i ? ", " : " ", stdout);
+                fputs_safe(s->unreadable_paths[i], stdout);
+        }
+        puts(s->unreadable > s->n_unreadable_paths ? ", ..." : "");
+        return EXIT_OK;
+}
+
+/* sandbox list and sandbox show: the whole list (show picks one). */
+static int build_sandbox_list(Args *a, CtlRequest *req) {
+        ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_SANDBOX_LIST, &sbx__sandbox_list__descriptor);
+        req->expect = SBX__REPLY__BODY_SANDBOX_LIST;
+        return EXIT_OK;
+}
+
+static int print_sandbox_list(const Args *a, const Sbx__Reply *reply) {
+        static const char *const header[] = { "NAME", "OWNER", "LAYERS", "SESSIONS", "MEMORY", "PIDS", "SOURCE" };
+        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+        const Sbx__SandboxListReply *l = reply->sandbox_list;
+
+        if (a->json)
+                return print_array(&sandbox_map, (void *const *) l->sandboxes, l->n_sandboxes);
+        for (size_t i = 0; i < l->n_sandboxes; i++) {
+                const Sbx__SandboxInfo *s = l->sandboxes[i];
+                char owner[16], layers[16], sessions[16], memory[24], pids[16];
+
+                snprintf(owner, sizeof(owner), "%" PRIu32, s->owner_uid);
+                snprintf(layers, sizeof(layers), "%" PRIu32, s->layer_count);
+                snprintf(sessions, sizeof(sessions), "%" PRIu32, s->live_sessions);
+                format_size(s->memory_bytes, memory, sizeof(memory));
+                if (s->pids_max == 0)
+                        snprintf(pids, sizeof(pids), "default");
+                else
+                        snprintf(pids, sizeof(pids), "%" PRIu32, s->pids_max);
+                table_add(&t, s->name, owner, layers, sessions, memory, pids, s->source_dir);
+        }
+        return table_print(&t);
+}
+
+static int print_sandbox_show(const Args *a, const Sbx__Reply *reply) {
+        const Sbx__SandboxListReply *l = reply->sandbox_list;
+        const Sbx__SandboxInfo *s = NULL;
+        char memory[24], created[32];
+
+        for (size_t i = 0; i < l->n_sandboxes && !s; i++)
+                if (str_eq(l->sandboxes[i]->name, a->name))
+                        s = l->sandboxes[i];
+        if (!s) {
+                fprintf(stderr, "%s: no sandbox '", program);
+                fputs_safe(a->name, stderr);
+                fprintf(stderr, "' that you may see; 'sbxctl sandbox list' shows them\n");
+                return EXIT_NOT_FOUND;
+        }
+        if (a->json)
+                return print_object(&sandbox_map, s);
+
+        format_size(s->memory_bytes, memory, sizeof(memory));
+        format_time(s->created_unix, created, sizeof(created));
+        fputs("name: ", stdout);
+        fputs_safe(s->name, stdout);
+        fputs("\nid: ", stdout);
+        fputs_safe(s->id, stdout);
+        printf("\nowner: %" PRIu32 "\n", s->owner_uid);
+        fputs("source: ", stdout);
+        fputs_safe(s->source_dir, stdout);
+        printf("\nimage: default\n");
+        printf("memory: %s\n", memory);
+        if (s->pids_max == 0)
+                printf("pids: default\n");
+        else
+                printf("pids: %" PRIu32 "\n", s->pids_max);
+        printf("cpu weight: %" PRIu32 "\n", s->cpu_weight);
+        if (s->uid_count > 0)
+                printf("host ids: %" PRIu32 "-%" PRIu32 "\n", s->uid_base, s->uid_base + s->uid_count - 1);
+        printf("layers: %" PRIu32 "\n", s->layer_count);
+        printf("live sessions: %" PRIu32 "\n", s->live_sessions);
+        printf("created: %s\n", created);
+        return EXIT_OK;
+}
+
+static int build_sandbox_delete(Args *a, CtlRequest *req) {
+        Sbx__SandboxDelete *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_SANDBOX_DELETE,
+                                                 &sbx__sandbox_delete__descriptor);
+
+        m->name = (char *) a->name;
+        return EXIT_OK;
+}
+
+static int print_sandbox_delete(const Args *a, const Sbx__Reply *reply) {
+        fputs("deleted sandbox ", stdout);
+        fputs_safe(a->name, stdout);
+        putchar('\n');
+        return EXIT_OK;
+}
+
+/* sbxd has one image, built in: answered here without a round trip. */
+static int print_image_list(const Args *a, const Sbx__Reply *reply) {
+        static const char *const header[] = { "NAME", "KIND", "DESCRIPTION" };
+        static const char name[] = SBX_IMAGE_DEFAULT_NAME, kind[] = "host",
+                description[] = "the host's /usr (and merged-usr links) and the parts of /etc programs need, "
+                                "read-only, without host secrets";
+        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+
+        if (a->json)
+                return print_json(json_pack("[{s:s, s:s, s:s}]", "name", name, "kind", kind,
+                                            "description", description));
+        table_add(&t, name, kind, description);
+        return table_print(&t);
+}
+
+/* ---- sessions ------------------------------------------------------------------ */
+
+static int build_session_list(Args *a, CtlRequest *req) {
+        Sbx__SessionList *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_LIST,
+                                               &sbx__session_list__descriptor);
+
+        m->sandbox = (char *) a->name;
+        req->expect = SBX__REPLY__BODY_SESSION_LIST;
+        return EXIT_OK;
+}
+
+static int print_session_list(const Args *a, const Sbx__Reply *reply) {
+        static const char *const header[] = { "ID", "STATE", "POLICY", "KIND", "BASE", "RUNNING", "CREATED" };
+        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+        const Sbx__SessionListReply *l = reply->session_list;
+
+        if (a->json)
+                return print_array(&session_map, (void *const *) l->sessions, l->n_sessions);
+        for (size_t i = 0; i < l->n_sessions; i++) {
+                const Sbx__SessionInfo *s = l->sessions[i];
+                char base[16], running[16], created[32];
+
+                snprintf(base, sizeof(base), "%" PRIu32, s->base_layer);
+                snprintf(running, sizeof(running), "%" PRIu32, s->running_commands);
+                format_time(s->created_unix, created, sizeof(created));
+                table_add(&t, s->workspace_session, s->state, s->finalize_policy,
+                          s->automatic ? "automatic" : "managed", base, running, created);
+        }
+        return table_print(&t);
+}
+
+static int build_session_create(Args *a, CtlRequest *req) {
+        Sbx__SessionCreate *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_CREATE,
+                                                 &sbx__session_create__descriptor);
+
+        m->sandbox = (char *) a->name;
+        m->finalize_policy = (char *) (a->policy ?: "");
+        req->expect = SBX__REPLY__BODY_SESSION;
+        return EXIT_OK;
+}
+
+static int print_session_create(const Args *a, const Sbx__Reply *reply) {
+        if (a->json)
+                return print_object(&session_map, reply->session);
+        /* the id alone, so that ID=$(sbxctl session create web) works */
+        fputs_safe(reply->session->workspace_session, stdout);
+        putchar('\n');
+        return EXIT_OK;
+}
+
+static int build_session_finalize(Args *a, CtlRequest *req) {
+        Sbx__SessionFinalize *m;
+
+        if (a->overwrite && a->action && str_eq(a->action, "discard"))
+                return usage_error("--overwrite is only valid when publishing");
+        m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_FINALIZE, &sbx__session_finalize__descriptor);
+        m->sandbox = (char *) a->name;
+        m->workspace_session = (char *) a->id;
+        m->action = (char *) (a->action ?: "");
+        m->overwrite = a->overwrite;
+        req->expect = SBX__REPLY__BODY_SESSION_FINALIZE;
+        return EXIT_OK;
+}
+
+/* A refusal by conflicts: the paths on stderr, and EXIT_CONFLICT. */
+static int print_conflicts(const Sbx__Publication *p) {
+        fprintf(stderr, "%s: publication refused: %zu path(s) changed by layers published after the "
+                "session started:\n", program, p ? p->n_conflicts : 0);
+        for (size_t i = 0; p && i < p->n_conflicts; i++) {
+                fputs("  ", stderr);
+                fputs_safe(p->conflicts[i], stderr);
+                fputc('\n', stderr);
+        }
+        fprintf(stderr, "%s: the session is kept; retry with --publish --overwrite, or --discard\n", program);
+        return EXIT_CONFLICT;
+}
+
+static int print_session_finalize(const Args *a, const Sbx__Reply *reply) {
+        const Sbx__SessionFinalizeReply *f = reply->session_finalize;
+        bool conflict = f->action && str_eq(f->action, "conflict");
+        const Sbx__Publication *p = f->publication;
+        int r = EXIT_OK;
+
+        if (a->json) {
+                r = print_object(&finalize_map, f);
+                return r == EXIT_OK && conflict ? EXIT_CONFLICT : r;
+        }
+        if (conflict)
+                return print_conflicts(p);
+        fputs(f->action && *f->action ? f->action : "finalized", stdout);
+        if (f->session) {
+                fputs(" session ", stdout);
+                fputs_safe(f->session->workspace_session, stdout);
+        }
+        if (p && p->published) {
+                printf(": layer %" PRIu32 ", %" PRIu32 " changed path(s), owner ", p->layer, p->changed_paths);
+                fputs_safe(p->owner, stdout);
+        } else if (p && p->error && *p->error) {
+                fputs(": publication failed: ", stdout);
+                fputs_safe(p->error, stdout);
+                r = EXIT_FAILED;
+        } else if (p)
+                fputs(": nothing changed", stdout);
+        putchar('\n');
+        return r;
+}
+
+static int build_session_diff(Args *a, CtlRequest *req) {
+        Sbx__SessionDiff *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_SESSION_DIFF,
+                                               &sbx__session_diff__descriptor);
+
+        m->sandbox = (char *) a->name;
+        m->workspace_session = (char *) a->id;
+        req->expect = SBX__REPLY__BODY_SESSION_DIFF;
+        return EXIT_OK;
+}
+
+static int print_session_diff(const Args *a, const Sbx__Reply *reply) {
+        const Sbx__SessionDiffReply *d = reply->session_diff;
+
+        /* the diff is file content: NUL bytes, and bytes that are not UTF-8, become '?' */
+        if (a->json)
+                return print_object(&diff_map, d);
+        for (size_t i = 0; i < d->n_changes; i++) {
+                const char *c = d->changes[i]->change;
+                putchar(str_eq(c, "added") ? 'A' : str_eq(c, "deleted") ? 'D' : str_eq(c, "modified") ? 'M' : '?');
+                putchar(' ');
+                fputs_safe(d->changes[i]->path, stdout);
+                putchar('\n');
+        }
+        if (d->diff.len > 0) {
+                putchar('\n');
+                fwrite_text_safe(d->diff.data, d->diff.len, stdout);
+                if (d->diff.data[d->diff.len - 1] != '\n')
+                        putchar('\n');
+        }
+        if (d->truncated)
+                printf("(diff truncated)\n");
+        return EXIT_OK;
+}
+
+/* ---- commands, layers, gc, status -------------------------------------------------- */
+
+static int build_command_list(Args *a, CtlRequest *req) {
+        Sbx__CommandList *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_COMMAND_LIST,
+                                               &sbx__command_list__descriptor);
+
+        m->sandbox = (char *) a->name;
+        m->workspace_session = (char *) (a->session ?: "");
+        req->expect = SBX__REPLY__BODY_COMMAND_LIST;
+        return EXIT_OK;
+}
+
+static int print_command_list(const Args *a, const Sbx__Reply *reply) {
+        static const char *const header[] = { "ID", "SESSION", "STATUS", "EXIT", "END", "STARTED", "TIME", "COMMAND" };
+        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+        const Sbx__CommandListReply *l = reply->command_list;
+
+        if (a->json)
+                return print_array(&command_map, (void *const *) l->commands, l->n_commands);
+        for (size_t i = 0; i < l->n_commands; i++) {
+                const Sbx__CommandInfo *c = l->commands[i];
+                char exit_code[16] = "-", started[32], took[24], cmd[64];
+
+                if (c->has_exit_code)
+                        snprintf(exit_code, sizeof(exit_code), "%" PRId32, c->exit_code);
+                else if (c->signal)
+                        snprintf(exit_code, sizeof(exit_code), "sig %" PRId32, c->signal);
+                format_time(c->started_unix_usec / 1000000, started, sizeof(started));
+                format_duration(c->started_unix_usec, c->ended_unix_usec, took, sizeof(took));
+                /* the full command line is in --json */
+                if (strlen(c->cmd) >= sizeof(cmd))
+                        snprintf(cmd, sizeof(cmd), "%.*s...", (int) sizeof(cmd) - 4, c->cmd);
+                else
+                        strlcpy(cmd, c->cmd, sizeof(cmd));
+                table_add(&t, c->command_session, c->workspace_session, c->status, exit_code,
+                          *c->end_reason ? c->end_reason : NULL, started, took, cmd);
+        }
+        return table_print(&t);
+}
+
+static int build_command_cancel(Args *a, CtlRequest *req) {
+        Sbx__CommandCancel *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_COMMAND_CANCEL,
+                                                 &sbx__command_cancel__descriptor);
+
+        m->sandbox = (char *) a->name;
+        m->command_session = (char *) a->id;
+        return EXIT_OK;
+}
+
+static int print_command_cancel(const Args *a, const Sbx__Reply *reply) {
+        if (a->json)
+                return print_json(json_pack("{s:o, s:b}", "command_session",
+                                            msg_json_string(a->id, strlen(a->id), CTL_TEXT), "cancelled", 1));
+        fputs("cancelled command ", stdout);
+        fputs_safe(a->id, stdout);
+        putchar('\n');
+        return EXIT_OK;
+}
+
+static int build_layer_list(Args *a, CtlRequest *req) {
+        Sbx__LayerList *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_LAYER_LIST, &sbx__layer_list__descriptor);
+
+        m->sandbox = (char *) a->name;
+        req->expect = SBX__REPLY__BODY_LAYER_LIST;
+        return EXIT_OK;
+}
+
+/* One page or all of them, as one LayerListReply. */
+static int print_layer_list(const Args *a, const Sbx__Reply *reply) {
+        static const char *const header[] = { "LAYER", "OWNER", "CHANGED", "CREATED" };
+        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+        const Sbx__LayerListReply *l = reply->layer_list;
+
+        if (a->json)
+                return print_array(&layer_map, (void *const *) l->layers, l->n_layers);
+        for (size_t i = 0; i < l->n_layers; i++) {
+                const Sbx__LayerInfo *y = l->layers[i];
+                char layer[16], changed[16], created[32];
+
+                snprintf(layer, sizeof(layer), "%" PRIu32, y->layer);
+                snprintf(changed, sizeof(changed), "%" PRIu32, y->changed_paths);
+                format_time(y->created_unix, created, sizeof(created));
+                table_add(&t, layer, y->owner, changed, created);
+        }
+        return table_print(&t);
+}
+
+/* Every layer, page after page (a reply holds a bounded number), printed
+ * as one listing. */
+static int run_layer_list(int fd, const Args *a, CtlRequest *req) {
+        Sbx__LayerListReply all = SBX__LAYER_LIST_REPLY__INIT;
+        Sbx__Reply merged = SBX__REPLY__INIT;
+        Sbx__Msg **pages = NULL;
+        size_t n_pages = 0;
+        int r = EXIT_OK;
+
+        for (uint32_t seq = 1;; seq++) {
+                Sbx__Msg *reply = NULL, **np;
+                const Sbx__LayerListReply *l;
+                Sbx__LayerInfo **layers;
+
+                r = transact(fd, a->verb->words, &req->msg, seq, req->expect, true, &reply);
+                if (r != EXIT_OK)
+                        break;
+                np = realloc(pages, (n_pages + 1) * sizeof(*pages));
+                l = reply->reply->layer_list;
+                layers = np ? realloc(all.layers, (all.n_layers + l->n_layers + 1) * sizeof(*layers)) : NULL;
+                if (np)
+                        pages = np;
+                if (!np || !layers) {
+                        sbx__msg__free_unpacked(reply, NULL);
+                        fprintf(stderr, "%s: out of memory\n", program);
+                        r = EXIT_FAILED;
+                        break;
+                }
+                pages[n_pages++] = reply;
+                all.layers = layers;
+                memcpy(all.layers + all.n_layers, l->layers, l->n_layers * sizeof(*layers));
+                all.n_layers += l->n_layers;
+                if (!l->more || l->n_layers == 0)
+                        break;
+                req->msg.layer_list->start_layer = l->layers[l->n_layers - 1]->layer + 1;
+        }
+        merged.body_case = SBX__REPLY__BODY_LAYER_LIST;
+        merged.layer_list = &all;
+        if (r == EXIT_OK)
+                r = print_layer_list(a, &merged);
+        for (size_t i = 0; i < n_pages; i++)
+                sbx__msg__free_unpacked(pages[i], NULL);
+        free(pages);
+        free(all.layers);
+        return r;
+}
+
+static int build_gc(Args *a, CtlRequest *req) {
+        ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_GC, &sbx__gc__descriptor);
+        req->expect = SBX__REPLY__BODY_GC;
+        return EXIT_OK;
+}
+
+static int print_gc(const Args *a, const Sbx__Reply *reply) {
+        const Sbx__GcReply *g = reply->gc;
+        char freed[24];
+
+        if (a->json)
+                return print_object(&gc_map, g);
+        if (g->bytes_freed == 0)
+                snprintf(freed, sizeof(freed), "0B");
+        else
+                format_size(g->bytes_freed, freed, sizeof(freed));
+        printf("removed %" PRIu32 " transcript(s), %" PRIu32 " layer(s) and the files of %" PRIu32
+               " deleted sandbox(es), freed %s\n",
+               g->transcripts_removed, g->layers_removed, g->sandboxes_removed, freed);
+        return EXIT_OK;
+}
+
+static int build_status(Args *a, CtlRequest *req) {
+        ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_STATUS, &sbx__status__descriptor);
+        req->expect = SBX__REPLY__BODY_STATUS;
+        return EXIT_OK;
+}
+
+static int print_status(const Args *a, const Sbx__Reply *reply) {
+        const Sbx__StatusReply *s = reply->status;
+        char uptime[64];
+
+        if (a->json)
+                return print_object(&status_map, s);
+
+        format_uptime(s->uptime_seconds, uptime, sizeof(uptime));
+        fputs("version: ", stdout);
+        fputs_safe(s->version, stdout);
+        printf("\nprotocol: %" PRIu32 "\n", s->proto_version);
+        if (!s->caller_only)
+                printf("pid: %" PRId64 "\n", s->pid);
+        printf("uptime: %s\n", uptime);
+        fputs("cgroup backend: ", stdout);
+        fputs_safe(s->cgroup_backend, stdout);
+        printf("\nsandboxes: %" PRIu32 "\n", s->sandboxes);
+        printf("live sessions: %" PRIu32 "\n", s->live_sessions);
+        printf("spare sessions: %" PRIu32 "\n", s->spare_sessions);
+        printf("running commands: %" PRIu32 "\n", s->running_commands);
+        printf("clients: %" PRIu32 "\n", s->clients);
+        if (s->caller_only) {
+                /* sbxd answers anyone but root with their own figures only */
+                puts("(the counts are of your own sandboxes and connections)");
+                return EXIT_OK;
+        }
+        fputs("state dir: ", stdout);
+        fputs_safe(s->state_dir, stdout);
+        fputs("\nrun dir: ", stdout);
+        fputs_safe(s->run_dir, stdout);
+        putchar('\n');
+        return EXIT_OK;
+}
+
+/* ---- the table: "NOUN VERB ARGS..." or "WORD", in the order of --help ------------ */
+
+#define SANDBOX CTL_SANDBOX_ARG
+
+const CtlVerb ctl_verbs[] = {
+        { "sandbox create",   1, "sandbox NAME", NULL, CTL_GROUP(CTL_GROUP_CREATE), 0,
+          build_sandbox_create, print_sandbox_create, NULL },
+        { "sandbox list",     0, NULL, NULL, 0, 0, build_sandbox_list, print_sandbox_list, NULL },
+        { "sandbox show",     1, "sandbox NAME", NULL, 0, SANDBOX, build_sandbox_list, print_sandbox_show, NULL },
+        { "sandbox delete",   1, "sandbox NAME", NULL, 0, SANDBOX | CTL_NO_JSON,
+          build_sandbox_delete, print_sandbox_delete, NULL },
+        { "image list",       0, NULL, NULL, 0, CTL_LOCAL, NULL, print_image_list, NULL },
+        { "session list",     1, "SANDBOX", NULL, 0, SANDBOX, build_session_list, print_session_list, NULL },
+        { "session create",   1, "SANDBOX", NULL, CTL_GROUP(CTL_GROUP_POLICY), SANDBOX,
+          build_session_create, print_session_create, NULL },
+        { "session finalize", 2, "SANDBOX and session ID", "session ID", CTL_GROUP(CTL_GROUP_FINALIZE), SANDBOX,
+          build_session_finalize, print_session_finalize, NULL },
+        { "session diff",     2, "SANDBOX and session ID", "session ID", 0, SANDBOX,
+          build_session_diff, print_session_diff, NULL },
+        { "command list",     1, "SANDBOX", NULL, CTL_GROUP(CTL_GROUP_SESSION), SANDBOX,
+          build_command_list, print_command_list, NULL },
+        { "command cancel",   2, "SANDBOX and command ID", "command ID", 0, SANDBOX,
+          build_command_cancel, print_command_cancel, NULL },
+        { "layer list",       1, "SANDBOX", NULL, 0, SANDBOX, build_layer_list, print_layer_list, run_layer_list },
+        { "gc",               0, NULL, NULL, 0, 0, build_gc, print_gc, NULL },
+        { "status",           0, NULL, NULL, 0, 0, build_status, print_status, NULL },
+};
+const size_t ctl_n_verbs = ELEMENTSOF(ctl_verbs);

@@ -1,0 +1,169 @@
+// Inside the check-vm guest (tests/vm/guest-test.sh), as root: one MCP
+// session of a sandbox's owner through the installed sandbox-mcp, which runs
+// as that user (setpriv) and reaches sbxd.service on the default socket, with
+// the official MCP SDK client, as an agent's MCP host would. It runs a command,
+// edits a file, hits the sandbox's memory and pids limits, restarts sbxd with
+// `systemctl restart` and reads the first command's transcript again in the
+// same session, kills sbxd for systemd to restart, and leaves a command
+// running for the stop that follows.
+// Prints one line per check: "ok - ..." or "not ok - ..." with "#" lines.
+//
+//   node tests/vm/guest-session.mjs --user NAME --sandbox NAME [--broker-log FILE]
+
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const args = process.argv.slice(2);
+const opt = (name, def) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : def;
+};
+const USER = opt('--user');
+const SANDBOX = opt('--sandbox');
+const BROKER_LOG = opt('--broker-log', '/dev/null');
+/* Under software emulation a call takes 10-30 times longer than natively. */
+const CALL_TIMEOUT_MS = 300000;
+
+let failures = 0;
+function check(cond, what, detail) {
+  console.log(`${cond ? 'ok' : 'not ok'} - ${what}`);
+  if (!cond) {
+    failures += 1;
+    if (detail !== undefined) {
+      const text = typeof detail === 'string' ? detail : JSON.stringify(detail, null, 1);
+      for (const l of text.split('\n').slice(0, 30)) console.log(`#   ${l}`);
+    }
+  }
+  return cond;
+}
+
+async function call(client, name, argsObj) {
+  const res = await client.callTool({ name, arguments: { sandbox_id: SANDBOX, ...argsObj } }, undefined,
+    { timeout: CALL_TIMEOUT_MS });
+  return { isError: res.isError === true, ...res.structuredContent, text: res.content?.[0]?.text };
+}
+
+const exec = (client, cmd, extra = {}) =>
+  call(client, 'exec_command', { cmd, timeout_ms: 120000, yield_time_ms: 30000, ...extra });
+
+function systemctl(...a) {
+  return execFileSync('systemctl', a, { encoding: 'utf8', timeout: CALL_TIMEOUT_MS });
+}
+
+/* systemctl is-active exits non-zero for every state but active. */
+function isActive() {
+  try {
+    return systemctl('is-active', 'sbxd').trim() === 'active';
+  } catch {
+    return false;
+  }
+}
+
+async function main() {
+  const log = fs.openSync(BROKER_LOG, 'a');
+  const transport = new StdioClientTransport({
+    command: 'setpriv',
+    args: ['--reuid', USER, '--regid', USER, '--init-groups', '--reset-env', '--',
+      'sandbox-mcp', '--set', 'runtime'],
+    stderr: log,
+  });
+  const client = new Client({ name: 'sbx-check-vm', version: '1' });
+  await client.connect(transport, { timeout: CALL_TIMEOUT_MS });
+  const tools = (await client.listTools(undefined, { timeout: CALL_TIMEOUT_MS })).tools.map((t) => t.name);
+  check(['exec_command', 'read_command_lines', 'file_edit', 'file_read'].every((t) => tools.includes(t)),
+    `sandbox-mcp as ${USER} lists the runtime tools`, tools);
+
+  const first = await exec(client, 'echo "hello from $(hostname)"; id -u; ls; echo done');
+  check(!first.isError && first.status === 'ok' && first.exit_code === 0 && /hello from/.test(first.output) &&
+    /^0$/m.test(first.output), 'exec_command runs a command in the sandbox (uid 0 inside)', first);
+
+  const edit = await call(client, 'file_edit', {
+    path: 'README.md', edits: [{ old_string: '# ', new_string: '# edited in the VM: ', replace_all: false }],
+  });
+  const seen = await exec(client, 'head -n 1 README.md');
+  check(!edit.isError && /^# edited in the VM: /.test(seen.output ?? ''),
+    'file_edit publishes a change the next command sees', { edit, seen });
+
+  /* Each write publishes a layer: the snapshot the file tools read is then an
+   * overlay of 14 layers. Debian 12's kernel has no "lowerdir+", and their
+   * full paths in one lowerdir string are more than the 255 bytes fsconfig()
+   * takes (sbxd passes the layers' names instead). */
+  for (let i = 0; i < 12; i++) await call(client, 'file_write', { path: `notes/${i}.txt`, content: `note ${i}\n` });
+  const deep = await call(client, 'file_read', { path: 'notes/0.txt' });
+  const top = await call(client, 'file_read', { path: 'README.md', limit: 1 });
+  check(!deep.isError && deep.content === 'note 0\n' && !top.isError && /^# edited in the VM: /.test(top.content ?? ''),
+    'file_read reads a snapshot of 14 layers', { deep, top });
+
+  const blame = await call(client, 'file_blame', { path: 'README.md' });
+  check(!blame.isError && /^operation:/.test(blame.ranges?.[0]?.owner ?? '') &&
+    blame.ranges.some((r) => r.owner === 'original'), 'file_blame names the edit\'s operation and the original lines', blame);
+
+  const mainPid = () => systemctl('show', '-p', 'MainPID', '--value', 'sbxd').trim();
+  const pidBefore = mainPid();
+  const oom = await exec(client, "awk 'BEGIN { s = \"xxxxxxxxxxxxxxxx\"; while (1) { s = s s } }'");
+  check(oom.status === 'error' && oom.end_reason === 'out_of_memory',
+    'a command over the 64M memory limit ends with end_reason out_of_memory (memory.events)', oom);
+
+  const pids = await exec(client, 'i=0; while [ $i -lt 100 ]; do sleep 5 & i=$((i+1)); done; wait');
+  check(pids.status === 'error' && pids.end_reason === 'pids_limit',
+    'a command over the 32 pids limit ends with end_reason pids_limit (pids.events)', pids);
+
+  const after = await exec(client, 'echo fine');
+  check(after.status === 'ok' && after.output === 'fine\n', 'the sandbox works after both limits were hit', after);
+  check(mainPid() === pidBefore, 'the OOM kill in a session did not stop or restart sbxd.service',
+    { before: pidBefore, after: mainPid() });
+
+  let restarted = true;
+  try {
+    systemctl('restart', 'sbxd');
+  } catch (e) {
+    restarted = false;
+    check(false, 'systemctl restart sbxd', `${e.message}\n${e.stdout ?? ''}${e.stderr ?? ''}`);
+  }
+  if (restarted) check(isActive(), 'systemctl restart sbxd: active again');
+
+  const again = await call(client, 'read_command_lines', { command_session_id: first.command_session_id, start_offset: 0 });
+  const lines = (again.output ?? '');
+  check(!again.isError && again.status === 'ok' && lines === first.output && again.total_lines === first.total_lines,
+    'after the restart, read_command_lines in the same session returns the first transcript unchanged',
+    { before: first.output, after: again });
+
+  const kept = await call(client, 'file_read', { path: 'README.md', limit: 1 });
+  check(!kept.isError && /^# edited in the VM: /.test(kept.content ?? kept.text ?? ''),
+    'after the restart, file_read sees the layer file_edit published', kept);
+
+  /* A crash: systemd kills what is left in the unit and starts sbxd again
+   * (Restart=on-failure), which reports the command it lost. */
+  const lost = await exec(client, 'echo before-crash; sleep 3601', { yield_time_ms: 5000, timeout_ms: 0 });
+  const crashedPid = mainPid();
+  systemctl('kill', '--kill-who=main', '--signal=SIGKILL', 'sbxd');
+  let back = false;
+  for (let i = 0; i < 600 && !back; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    const pid = mainPid();
+    back = pid !== '0' && pid !== crashedPid && isActive();
+  }
+  check(lost.status === 'running' && back, 'after a SIGKILL of sbxd, systemd starts it again (Restart=on-failure)',
+    { lost, crashedPid, now: mainPid() });
+  const reported = await call(client, 'read_command_lines', { command_session_id: lost.command_session_id });
+  const fresh = await exec(client, 'echo fine');
+  check(reported.status === 'error' && reported.end_reason === 'supervisor_lost' && reported.output === 'before-crash\n' &&
+    fresh.status === 'ok', 'the command running at the crash is reported supervisor_lost, new commands run', { reported, fresh });
+
+  const running = await exec(client, "trap '' TERM; echo started; sleep 3600", { yield_time_ms: 5000, timeout_ms: 0 });
+  check(running.status === 'running' && /started/.test(running.output ?? ''),
+    'a command that ignores SIGTERM is left running for the stop', running);
+
+  await client.close();
+  return failures;
+}
+
+main().then(
+  (f) => process.exit(f ? 1 : 0),
+  (e) => {
+    check(false, 'the MCP session ran to its end', e.stack ?? String(e));
+    process.exit(1);
+  },
+);

@@ -1,0 +1,140 @@
+#!/bin/bash
+# Runs inside the check-vm guest (Debian 12, systemd as PID 1, pure cgroup
+# v2), as root, from the tree the host packed (/root/sbx, with the binaries
+# under build/): the README's "Install and run as a service" section as it is
+# written, then one MCP session through sandbox-mcp (tests/vm/guest-session.mjs),
+# a restart and a stop of sbxd. TAP goes to OUT/results.tap, sbxd's journal
+# to OUT/sbxd-journal.txt.
+#   tests/vm/guest-test.sh OUT
+set -uo pipefail
+OUT=${1:?usage: guest-test.sh OUT}
+TAP=$OUT/results.tap
+LOG=$OUT/steps.log
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT" || exit 1
+: >"$TAP"
+: >"$LOG"
+n=0
+UNIT_CG=/sys/fs/cgroup/system.slice/sbxd.service
+
+tap() { # ok|not-ok description [diagnostics...]
+  local res=$1 desc=$2
+  shift 2
+  n=$((n + 1))
+  if [[ $res == ok ]]; then
+    echo "ok $n - $desc" >>"$TAP"
+  else
+    echo "not ok $n - $desc" >>"$TAP"
+    printf '%s\n' "$@" | sed 's/^/#   /' >>"$TAP"
+  fi
+}
+
+# check DESCRIPTION COMMAND...: one TAP line; the command's output goes to
+# the step log, and its tail into the diagnostics of a failure. Every step
+# has a time limit of its own, far above what it needs under emulation.
+check() {
+  local desc=$1 out rc
+  shift
+  echo "==== $desc: $*" >>"$LOG"
+  out=$(timeout 300 "$@" 2>&1)
+  rc=$?
+  printf '%s\n' "$out" >>"$LOG"
+  if ((rc == 0)); then
+    tap ok "$desc"
+  else
+    tap not-ok "$desc" "\$ $*  (exit $rc)" "$(printf '%s\n' "$out" | tail -n 15)"
+  fi
+  return $rc
+}
+
+# The same with a shell snippet.
+check_sh() { check "$1" bash -c "$2"; }
+
+echo "# guest: $(uname -r), systemd $(systemctl --version | head -1 | cut -d' ' -f2), $(nproc) cpus, node $(node --version)" >>"$TAP"
+check_sh "systemd is PID 1 on a pure cgroup v2 hierarchy" \
+  '[ "$(cat /proc/1/comm)" = systemd ] && [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] &&
+   ! grep -q " cgroup " /proc/self/mounts && cat /sys/fs/cgroup/cgroup.controllers'
+
+# ---- the README, "Install and run as a service"
+check "the copied build is up to date (make -q all)" make -q all
+check "make install" make install
+check "systemd-sysusers sbx.conf creates the group sbx" \
+  bash -c 'systemd-sysusers sbx.conf && getent group sbx'
+check_sh "systemd-tmpfiles --create sbx.conf: /var/lib/sbx 0700, /run/sbx 0755" \
+  'systemd-tmpfiles --create sbx.conf && [ "$(stat -c %a /var/lib/sbx)" = 700 ] && [ "$(stat -c %a /run/sbx)" = 755 ]'
+check "sbxd --config /etc/sbx/sbxd.conf --check-config" sbxd --config /etc/sbx/sbxd.conf --check-config
+check "systemctl daemon-reload" systemctl daemon-reload
+check "systemctl enable --now sbxd" systemctl enable --now sbxd
+check_sh "systemctl status sbxd says active (running)" 'systemctl status sbxd --no-pager | tee /dev/stderr | grep -q "active (running)"'
+
+# ---- what the unit and sbxd made of it
+check_sh "sbxd and its spawner live in the supervisor/ leaf of the delegated cgroup" \
+  'main=$(systemctl show -p MainPID --value sbxd); cat '"$UNIT_CG"'/supervisor/cgroup.procs;
+   [ -z "$(cat '"$UNIT_CG"'/cgroup.procs)" ] && grep -qx "$main" '"$UNIT_CG"'/supervisor/cgroup.procs &&
+   [ "$(wc -l <'"$UNIT_CG"'/supervisor/cgroup.procs)" -eq 2 ]'
+check_sh "memory and pids are enabled for the sessions' cgroups" \
+  'for f in '"$UNIT_CG"'/cgroup.subtree_control '"$UNIT_CG"'/sessions/cgroup.subtree_control; do
+     echo "$f: $(cat $f)"; grep -qw memory $f && grep -qw pids $f || exit 1; done'
+check_sh "sbxd.sock is srw-rw---- root sbx" \
+  'ls -l /run/sbx/sbxd.sock; [ "$(stat -c "%A %U %G" /run/sbx/sbxd.sock)" = "srw-rw---- root sbx" ]'
+check_sh "sbxd logs to the journal with priorities" \
+  'journalctl -u sbxd --no-pager -o verbose | grep -E "PRIORITY=|MESSAGE=" | head -4; journalctl -u sbxd --no-pager -p info | grep -q "ready on /run/sbx/sbxd.sock"'
+
+# ---- a user and a sandbox, as the README says
+check_sh "usermod -aG sbx alice" 'id alice >/dev/null 2>&1 || useradd -m -s /bin/bash alice; usermod -aG sbx alice && id alice'
+check_sh "alice's repository" \
+  'install -d -o alice -g alice /home/alice/src && cp -a examples/demo-repo /home/alice/src/myrepo && chown -R alice:alice /home/alice/src/myrepo'
+check "sbxctl sandbox create myrepo --source /home/alice/src/myrepo --owner alice (64M, 32 pids)" \
+  sbxctl sandbox create myrepo --source /home/alice/src/myrepo --owner alice --memory 64M --pids 32
+check_sh "sbxctl sandbox list shows it owned by alice" \
+  'sbxctl sandbox list | tee /dev/stderr | grep -E "^myrepo +$(id -u alice) "'
+
+# ---- one MCP session as alice: sandbox-mcp with the SDK client; it
+# restarts sbxd in the middle and leaves a command running for the stop.
+echo "==== MCP session (tests/vm/guest-session.mjs)" >>"$LOG"
+timeout 600 node tests/vm/guest-session.mjs --user alice --sandbox myrepo --broker-log "$OUT/sandbox-mcp.log" \
+  2>>"$LOG" | while IFS= read -r line; do
+    case $line in
+      "ok - "* | "not ok - "*) ;;
+      *) echo "$line" >>"$TAP"; continue ;;
+    esac
+    n=$((n + 1))
+    echo "${line%%- *}$n - ${line#*- }" >>"$TAP"
+    echo "$n" >"$OUT/.n"
+  done
+src=("${PIPESTATUS[@]}")
+n=$(cat "$OUT/.n" 2>/dev/null || echo "$n")
+rm -f "$OUT/.n"
+# 1 is a failed check, already counted; anything else did not finish.
+((src[0] <= 1)) || tap not-ok "the MCP session ran to its end" "node exited with ${src[0]}; see steps.log"
+
+# ---- the session's cgroup, seen from the host, after systemd re-read its units
+check "systemctl daemon-reload with a session running" systemctl daemon-reload
+check_sh "the running command's cgroup is a session of the unit with memory.max 64M, pids.max 32, no swap" \
+  'pid=$(pgrep -f "^sleep 3600") && cg=$(sed -n "s/^0:://p" /proc/$pid/cgroup) && d=/sys/fs/cgroup$cg &&
+   echo "$cg: memory.max $(cat $d/memory.max), memory.swap.max $(cat $d/memory.swap.max), pids.max $(cat $d/pids.max)" &&
+   case $cg in '"${UNIT_CG#/sys/fs/cgroup}"'/sessions/s*) ;; *) exit 1 ;; esac &&
+   [ "$(cat $d/memory.max)" = 67108864 ] && [ "$(cat $d/pids.max)" = 32 ] && [ "$(cat $d/memory.swap.max)" = 0 ]'
+
+# ---- stop: sbxd ends the running session itself, the unit's cgroup goes
+check_sh "a command is still running when sbxd is stopped" \
+  "ps -eo args | grep -E '^sbx-worker \\[session' && pgrep -f '[s]leep 3600' >/dev/null"
+check "systemctl stop sbxd" systemctl stop sbxd
+check_sh "sbxd stopped by itself (Result=success, not a timeout or SIGKILL)" \
+  'systemctl show -p Result -p ExecMainCode -p ExecMainStatus sbxd | tee /dev/stderr | grep -qx Result=success &&
+   journalctl -u sbxd --no-pager | grep -q "sbxd stopped"'
+check_sh "no session cgroup is left under the unit" \
+  'if [ -d '"$UNIT_CG"' ]; then find '"$UNIT_CG"' -type d; exit 1; fi; ! find /sys/fs/cgroup -type d -name "sessions" | grep -q .'
+check_sh "no sandbox process or mount is left" \
+  '! pgrep -a -f "[s]bx-worker|[s]leep 3600" && ! grep -E " /run/sbx/" /proc/self/mounts'
+
+# An orderly power-off (VM_POWEROFF=clean) stops sbxd once more, with a live
+# session; the host reads the console for it.
+if grep -qw 'sbx_vm.poweroff=clean' /proc/cmdline; then
+  check "for the shutdown: sbxd started again, with a live session" \
+    bash -c 'systemctl start sbxd && sbxctl session create myrepo'
+fi
+
+journalctl -u sbxd --no-pager -o short-monotonic >"$OUT/sbxd-journal.txt" 2>&1
+echo "1..$n" >>"$TAP"
+! grep -q '^not ok ' "$TAP"
