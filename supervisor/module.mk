@@ -25,6 +25,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/sandbox.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v2.c
+SUPERVISOR_OS_SRCS += supervisor/os/cgroup-util.c
 SUPERVISOR_OS_SRCS += supervisor/os/ns.c
 SUPERVISOR_OS_SRCS += supervisor/os/spawner.c
 SUPERVISOR_OS_SRCS += supervisor/os/netns.c

@@ -35,7 +35,7 @@ layer_of() {
     supervisor/os/*) echo 2 ;;
     supervisor/core/*) echo 3 ;;
     supervisor/control.[ch]|supervisor/control-*.[ch]) echo 4 ;;
-    supervisor/sbxd.c|supervisor/sbxctl.c|supervisor/sbxctl-*.[ch]) echo 5 ;;
+    supervisor/sbxd.c|supervisor/sbxctl.[ch]|supervisor/sbxctl-*.[ch]) echo 5 ;;
   esac
 }
 

@@ -6,7 +6,7 @@ test-fd-util_DEPS :=
 UNIT_TESTS += tests/unit/test-transcript.c
 test-transcript_DEPS := supervisor/data/transcript.c
 UNIT_TESTS += tests/unit/test-cgroup.c
-test-cgroup_DEPS := supervisor/os/cgroup.c supervisor/os/cgroup-v1.c supervisor/os/cgroup-v2.c
+test-cgroup_DEPS := supervisor/os/cgroup.c supervisor/os/cgroup-v1.c supervisor/os/cgroup-v2.c supervisor/os/cgroup-util.c
 test-cgroup_LDFLAGS := -Wl,--wrap=mkdirat,--wrap=unlinkat
 UNIT_TESTS += tests/unit/test-msg-json.c
 test-msg-json_DEPS :=

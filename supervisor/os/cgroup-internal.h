@@ -146,5 +146,7 @@ int cg_remove_matching(CgroupManager *m, int dirfd, bool (*pick)(CgroupManager *
                        unsigned *count);
 /* Whether name is the directory of one of m's session cgroups ("s<index>"). */
 bool cg_manager_has_session(const CgroupManager *m, const char *name);
+/* "sN", the directory name of session cgroup s in its manager's sessions/. */
+void cg_session_name(const CgroupSession *s, char buf[static 16]);
 /* The weight to write for l: its own, clamped, or the default for 0. */
 uint64_t cg_cpu_weight(const CgroupLimits *l);
