@@ -21,6 +21,7 @@
 
 #include <jansson.h>
 
+#include "fd-util.h"
 #include "os/image.h"
 #include "sbx-limits.h"
 #include "macro.h"
@@ -204,55 +205,21 @@ static void fwrite_text_safe(const uint8_t *s, size_t n, FILE *f) {
 
 /* ---- option values ----------------------------------------------------- */
 
-static int parse_u64(const char *s, uint64_t *ret, const char **ret_end) {
-        unsigned long long v;
-        char *end;
-
-        if (*s < '0' || *s > '9')
-                return -EINVAL;
-        errno = 0;
-        v = strtoull(s, &end, 10);
-        if (errno == ERANGE)
-                return -ERANGE;
-        *ret = v;
-        *ret_end = end;
-        return 0;
-}
-
 /* BYTES, or a number with a K, M or G suffix (powers of 1024); positive. */
-static int parse_size(const char *s, uint64_t *ret) {
-        const char *end;
-        unsigned shift = 0;
-        uint64_t v;
-        int r;
+static int parse_positive_size(const char *s, uint64_t *ret) {
+        int r = parse_size(s, ret);
 
-        r = parse_u64(s, &v, &end);
-        if (r < 0)
-                return r;
-        switch (*end) {
-        case '\0': break;
-        case 'k': case 'K': shift = 10; end++; break;
-        case 'm': case 'M': shift = 20; end++; break;
-        case 'g': case 'G': shift = 30; end++; break;
-        default: return -EINVAL;
-        }
-        if (*end != '\0' || v == 0)
-                return -EINVAL;
-        if (v > (UINT64_MAX >> shift))
-                return -ERANGE;
-        *ret = v << shift;
-        return 0;
+        return r < 0 ? r : *ret == 0 ? -EINVAL : 0;
 }
 
 static int parse_positive_u32(const char *s, uint32_t *ret) {
-        const char *end;
         uint64_t v;
         int r;
 
-        r = parse_u64(s, &v, &end);
+        r = parse_u64(s, &v);
         if (r < 0)
                 return r;
-        if (*end != '\0' || v == 0)
+        if (v == 0)
                 return -EINVAL;
         if (v > UINT32_MAX)
                 return -ERANGE;
@@ -263,10 +230,9 @@ static int parse_positive_u32(const char *s, uint32_t *ret) {
 /* A numeric uid or a user name. */
 static int parse_owner(const char *s, uint32_t *ret) {
         const struct passwd *pw;
-        const char *end;
         uint64_t v;
 
-        if (parse_u64(s, &v, &end) >= 0 && *end == '\0') {
+        if (parse_u64(s, &v) >= 0) {
                 if (v >= UINT32_MAX)    /* (uid_t) -1 is not a uid */
                         return -ERANGE;
                 *ret = (uint32_t) v;
@@ -360,7 +326,7 @@ static int parse_argv(int argc, char *argv[], Args *a) {
                         a->create_option = "--source";
                         break;
                 case OPT_MEMORY:
-                        r = parse_size(optarg, &a->memory_bytes);
+                        r = parse_positive_size(optarg, &a->memory_bytes);
                         if (r < 0)
                                 return usage_error("invalid --memory '%s': expected a positive number of bytes, "
                                                    "optionally with a K, M or G suffix", optarg);
