@@ -138,11 +138,11 @@ static void test_table(void **state) {
 
 /* HELLO first and once, and nothing a client may not send: else the client goes. */
 static void test_clients_that_go(void **state) {
+        int third;
         Fixture *f = *state;
         Sbx__Status st = SBX__STATUS__INIT;
         Sbx__ClientHello h = SBX__CLIENT_HELLO__INIT;
         Sbx__WorkerOutput out = SBX__WORKER_OUTPUT__INIT;
-        int third;
 
         (void) fake_client(&f->s, 1000, &third);
         (void) send_request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_STATUS, &st, 0);
