@@ -57,11 +57,14 @@ int loop_write(int fd, const void *buf, size_t len) {
         return 0;
 }
 
-ssize_t loop_read(int fd, void *buf, size_t len) {
+/* read(2) (off < 0) or pread(2) until len bytes or EOF, through EINTR. */
+static ssize_t loop_io(int fd, void *buf, size_t len, int64_t off) {
         char *p = buf;
         size_t done = 0;
+
         while (done < len) {
-                ssize_t n = read(fd, p + done, len - done);
+                ssize_t n = off < 0 ? read(fd, p + done, len - done)
+                                    : pread(fd, p + done, len - done, (off_t) ((uint64_t) off + done));
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -74,21 +77,12 @@ ssize_t loop_read(int fd, void *buf, size_t len) {
         return (ssize_t) done;
 }
 
+ssize_t loop_read(int fd, void *buf, size_t len) {
+        return loop_io(fd, buf, len, -1);
+}
+
 ssize_t loop_pread(int fd, void *buf, size_t len, uint64_t off) {
-        char *p = buf;
-        size_t done = 0;
-        while (done < len) {
-                ssize_t n = pread(fd, p + done, len - done, (off_t) (off + done));
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
-                done += (size_t) n;
-        }
-        return (ssize_t) done;
+        return off > INT64_MAX ? -EOVERFLOW : loop_io(fd, buf, len, (int64_t) off);
 }
 
 int openat2_fd(int dirfd, const char *path, int flags, uint64_t resolve) {

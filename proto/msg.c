@@ -118,6 +118,16 @@ static int one_of_error(const MsgCheck *c, const char *name, const char *v, char
         return -EINVAL;
 }
 
+/* "NAME must be MIN to MAX UNIT", or "at most MAX" when there is no minimum. */
+static int range_error(const MsgCheck *c, const char *name, const char *unit, char *buf, size_t size, int err) {
+        if (c->min > 0)
+                snprintf(buf, size, "%s must be %llu to %llu%s", name, (unsigned long long) c->min,
+                         (unsigned long long) c->max, unit);
+        else
+                snprintf(buf, size, "%s must be at most %llu%s", name, (unsigned long long) c->max, unit);
+        return err;
+}
+
 static int check_one(const ProtobufCMessage *m, const MsgCheck *c, char *buf, size_t size) {
         const ProtobufCFieldDescriptor *f = check_field(m->descriptor, c);
         const char *name = c->label ?: c->field;
@@ -138,12 +148,7 @@ static int check_one(const ProtobufCMessage *m, const MsgCheck *c, char *buf, si
                                                      : strnlen(*(const char *const *) field_at(m, f), c->max + 1);
                 if (v >= c->min && v <= c->max)
                         return 0;
-                if (c->min > 0)
-                        snprintf(buf, size, "%s must be %llu to %llu bytes", name, (unsigned long long) c->min,
-                                 (unsigned long long) c->max);
-                else
-                        snprintf(buf, size, "%s must be at most %llu bytes", name, (unsigned long long) c->max);
-                return c->err ?: -EINVAL;
+                return range_error(c, name, " bytes", buf, size, c->err ?: -EINVAL);
         case MSG_CHECK_RANGE:
                 if (c->present &&
                     !*(const protobuf_c_boolean *) field_at(
@@ -151,12 +156,7 @@ static int check_one(const ProtobufCMessage *m, const MsgCheck *c, char *buf, si
                         return 0;
                 if (number_of(m, f, &v) && v >= c->min && v <= c->max)
                         return 0;
-                if (c->min > 0)
-                        snprintf(buf, size, "%s must be %llu to %llu", name, (unsigned long long) c->min,
-                                 (unsigned long long) c->max);
-                else
-                        snprintf(buf, size, "%s must be at most %llu", name, (unsigned long long) c->max);
-                return -EINVAL;
+                return range_error(c, name, "", buf, size, -EINVAL);
         case MSG_CHECK_ONE_OF: {
                 const char *s = *(const char *const *) field_at(m, f);
                 if (s[0] == '\0')

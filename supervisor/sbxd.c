@@ -115,11 +115,17 @@ static int open_worker(const Config *cfg, int *ret) {
         return 0;
 }
 
-static int socket_address(const Server *s, struct sockaddr_un *sa) {
+/* A socket for RUN_DIR/sbxd.sock, whose address is *sa; the fd or -errno (logged). */
+static int socket_open(const Server *s, struct sockaddr_un *sa) {
+        int fd;
+
         *sa = (struct sockaddr_un) { .sun_family = AF_UNIX };
         if ((size_t) snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/sbxd.sock", s->cfg.run_dir) >= sizeof(sa->sun_path))
                 return log_error_errno(-ENAMETOOLONG, "Run directory path too long for a socket");
-        return 0;
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return log_error_errno(-errno, "Cannot create the socket: %m");
+        return fd;
 }
 
 /* A live sbxd on the same run directory keeps it. A socket that a killed
@@ -127,14 +133,10 @@ static int socket_address(const Server *s, struct sockaddr_un *sa) {
  * for this sbxd's while it sets up (clients wait for `sbxctl status`). */
 static int socket_claim(const Server *s) {
         struct sockaddr_un sa;
-        int fd, r;
+        int fd = socket_open(s, &sa);
 
-        r = socket_address(s, &sa);
-        if (r < 0)
-                return r;
-        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
-                return log_error_errno(-errno, "Cannot create the socket: %m");
+                return fd;
         if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0 || errno == EAGAIN) {
                 safe_close(fd);
                 return log_error_errno(-EADDRINUSE, "Another sbxd is serving %s", sa.sun_path);
@@ -149,14 +151,10 @@ static int listen_socket(Server *s) {
         struct sockaddr_un sa;
         gid_t gid = s->cfg.socket_gid;
         mode_t mode = s->cfg.socket_mode ?: gid != (gid_t) -1 ? 0660 : 0600;
-        int fd, r;
+        int fd = socket_open(s, &sa), r;
 
-        r = socket_address(s, &sa);
-        if (r < 0)
-                return r;
-        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
-                return log_error_errno(-errno, "Cannot create the socket: %m");
+                return fd;
         /* chown before chmod: until both are done the socket keeps bind's umask mode. */
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ||
             (gid != (gid_t) -1 && chown(sa.sun_path, (uid_t) -1, gid) < 0) || chmod(sa.sun_path, mode) < 0 ||
@@ -241,14 +239,7 @@ static int server_open_state(Server *s) {
         safe_close(fd);
         if (r < 0)
                 return log_error_errno(r, "Cannot create %s/session-root: %m", s->cfg.run_dir);
-        r = s->sandboxes_fd = dir_make_open_at(s->state_fd, "sandboxes", 0700, NULL);
-        if (r >= 0)
-                r = s->transcripts_fd = dir_make_open_at(s->state_fd, "transcripts", 0700, NULL);
-        /* Staged file operations of a previous run were never published. */
-        if (r >= 0)
-                (void) tree_remove_at(s->state_fd, "staging");
-        if (r >= 0)
-                r = s->staging_fd = dir_make_open_at(s->state_fd, "staging", 0700, NULL);
+        r = server_open_state_dirs(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot create directories in '%s': %m", s->cfg.state_dir);
         r = store_open(s->state_fd, &s->store);
@@ -334,19 +325,10 @@ static int server_open_events(Server *s) {
         return listen_socket(s);
 }
 
-static int server_init(Server *s) {
+static int server_open(Server *s) {
         SandboxSeccompOptions so = { .allow_io_uring = s->cfg.allow_io_uring };
         const char *step = "seccomp";
         int r;
-
-        TAILQ_INIT(&s->clients);
-        TAILQ_INIT(&s->sandboxes);
-        TAILQ_INIT(&s->imports);
-        TAILQ_INIT(&s->sessions);
-        TAILQ_INIT(&s->ending);
-        TAILQ_INIT(&s->dead);
-        TAILQ_INIT(&s->commands);
-        s->started_usec = now_usec();
 
         if (!path_is_mount_safe(s->cfg.state_dir) || !path_is_mount_safe(s->cfg.run_dir))
                 return log_error_errno(-EINVAL, "State and run directories may not contain ',', ':' or '\\'");
@@ -399,16 +381,7 @@ static void server_done(Server *s) {
         server_unwatch(s, &s->signal_src);
         s->cgroups = cgroup_manager_free(s->cgroups);
         sandboxes_free(s);
-        s->store = store_close(s->store);
-        s->file_indexes = index_cache_free(s->file_indexes);
-        safe_close(s->worker_exe_fd);
-        free(s->seccomp);
-        safe_close(s->transcripts_fd);
-        safe_close(s->staging_fd);
-        safe_close(s->sandboxes_fd);
-        safe_close(s->state_fd);
-        safe_close(s->epoll_fd);
-        free(s->image_dir);
+        server_close(s);
 }
 
 /* Milliseconds until the earliest deadline of commands, spares and clients. */
@@ -422,30 +395,22 @@ static int server_timeout(Server *s) {
         return deadline <= now ? 0 : (int) MIN((deadline - now + 999) / 1000, 60000ull);
 }
 
+/* What the loop does after each batch. */
+static void server_tick(Server *s) {
+        commands_run_deadlines(s);
+        spares_run_deadlines(s);
+        clients_run_deadlines(s);
+        sessions_reap(s);
+        clients_reap(s, false);
+}
+
 static int server_run(Server *s) {
-        struct epoll_event events[SBX_EVENTS_PER_WAKEUP];
-
         while (!s->quit) {
-                int n = epoll_wait(s->epoll_fd, events, ELEMENTSOF(events), server_timeout(s));
+                int r = server_dispatch(s, server_timeout(s));
 
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return log_error_errno(-errno, "epoll_wait failed: %m");
-                }
-                /* The whole batch: a source unwatched by an earlier handler of it
-                 * has fd -EBADF, and nothing is freed before the pass ends. */
-                for (int i = 0; i < n; i++) {
-                        EventSource *src = events[i].data.ptr;
-                        if (src->fd >= 0)
-                                src->dispatch(s, src, events[i].events);
-                }
-                /* The tick. */
-                commands_run_deadlines(s);
-                spares_run_deadlines(s);
-                clients_run_deadlines(s);
-                sessions_reap(s);
-                clients_reap(s, false);
+                if (r < 0 && r != -EINTR)
+                        return log_error_errno(r, "epoll_wait failed: %m");
+                server_tick(s);
         }
         return 0;
 }
@@ -514,10 +479,7 @@ static int configure(Config *cfg, const Options *o) {
 }
 
 int main(int argc, char **argv) {
-        Server s = {
-                .epoll_fd = -EBADF, .state_fd = -EBADF, .sandboxes_fd = -EBADF, .transcripts_fd = -EBADF, .staging_fd = -EBADF,
-                .worker_exe_fd = -EBADF, .listen_src.fd = -EBADF, .signal_src.fd = -EBADF,
-        };
+        Server s;
         Options o;
         int r;
 
@@ -525,28 +487,26 @@ int main(int argc, char **argv) {
         heap_keep_freed(SBX_HEAP_KEEP_BYTES);
         setproctitle_init(argc, argv, environ);
         parse_argv(argc, argv, &o);
-        config_init(&s.cfg);
+        server_init(&s);
         r = configure(&s.cfg, &o);
+        if (r < 0 && geteuid() != 0) {
+                log_error("sbxd must run as root: it creates namespaces, mounts and cgroups");
+                r = 1;
+        }
         if (r >= 0) {
-                config_done(&s.cfg);
+                server_close(&s);
                 return r;
         }
         log_set_level(s.cfg.log_level);
-        if (geteuid() != 0) {
-                log_error("sbxd must run as root: it creates namespaces, mounts and cgroups");
-                config_done(&s.cfg);
-                return 1;
-        }
         setproctitle("[priv]");
 
-        r = server_init(&s);
+        r = server_open(&s);
         if (r >= 0) {
                 log_info("sbxd %s ready on %s/sbxd.sock (state in %s)", SBX_VERSION, s.cfg.run_dir, s.cfg.state_dir);
                 notify_ready();
                 r = server_run(&s);
         }
         server_done(&s);
-        config_done(&s.cfg);
         log_info("sbxd stopped");
         return r < 0 ? 1 : 0;
 }

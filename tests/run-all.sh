@@ -70,25 +70,23 @@ wanted() {
   [[ $QUICK == no || $1 == deps || $1 == layers || $1 == unit || $1 == man || $1 == integration ]]
 }
 
+# tap_suite NAME TITLE COMMAND...: a command that prints TAP, run as one suite
+tap_suite() {
+  local name=$1 title=$2 rc p f
+  shift 2
+  section "$title"
+  "$@" 2>&1 | tee "$RES/$name.log"
+  rc=${PIPESTATUS[0]}
+  read -r p f < <(count_tap "$RES/$name.log")
+  ((rc != 0 && f == 0)) && f=1
+  add "$name" "$p" "$f"
+}
+
 # ---- build dependencies: config.mk's modules against tests/deps.sh
-if wanted deps; then
-  section "build dependencies (tests/check-deps.sh)"
-  tests/check-deps.sh 2>&1 | tee "$RES/deps.log"
-  drc=${PIPESTATUS[0]}
-  read -r p f < <(count_tap "$RES/deps.log")
-  ((drc != 0 && f == 0)) && f=1
-  add deps "$p" "$f"
-fi
+wanted deps && tap_suite deps "build dependencies (tests/check-deps.sh)" tests/check-deps.sh
 
 # ---- layers: includes and object symbols point down, no call circle
-if wanted layers; then
-  section "supervisor layers (tests/check-layers.sh)"
-  tests/check-layers.sh 2>&1 | tee "$RES/layers.log"
-  lrc=${PIPESTATUS[0]}
-  read -r p f < <(count_tap "$RES/layers.log")
-  ((lrc != 0 && f == 0)) && f=1
-  add layers "$p" "$f"
-fi
+wanted layers && tap_suite layers "supervisor layers (tests/check-layers.sh)" tests/check-layers.sh
 
 # ---- unit
 section "unit tests (cmocka)"

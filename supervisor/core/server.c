@@ -1,8 +1,74 @@
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/epoll.h>
 
 #include "core/server.h"
+#include "data/layer.h"
+#include "fd-util.h"
 #include "macro.h"
+#include "sbx-limits.h"
+
+void server_init(Server *s) {
+        *s = (Server) {
+                .epoll_fd = -EBADF, .state_fd = -EBADF, .sandboxes_fd = -EBADF, .transcripts_fd = -EBADF,
+                .staging_fd = -EBADF, .worker_exe_fd = -EBADF, .listen_src.fd = -EBADF, .signal_src.fd = -EBADF,
+                .started_usec = now_usec(),
+        };
+        config_init(&s->cfg);
+        TAILQ_INIT(&s->clients);
+        TAILQ_INIT(&s->sandboxes);
+        TAILQ_INIT(&s->imports);
+        TAILQ_INIT(&s->sessions);
+        TAILQ_INIT(&s->ending);
+        TAILQ_INIT(&s->dead);
+        TAILQ_INIT(&s->commands);
+}
+
+int server_open_state_dirs(Server *s) {
+        int r;
+
+        r = s->sandboxes_fd = dir_make_open_at(s->state_fd, "sandboxes", 0700, NULL);
+        if (r >= 0)
+                r = s->transcripts_fd = dir_make_open_at(s->state_fd, "transcripts", 0700, NULL);
+        /* Staged file operations of a previous run were never published. */
+        if (r >= 0)
+                (void) tree_remove_at(s->state_fd, "staging");
+        if (r >= 0)
+                r = s->staging_fd = dir_make_open_at(s->state_fd, "staging", 0700, NULL);
+        return r < 0 ? r : 0;
+}
+
+void server_close(Server *s) {
+        s->store = store_close(s->store);
+        s->file_indexes = index_cache_free(s->file_indexes);
+        s->worker_exe_fd = safe_close(s->worker_exe_fd);
+        s->transcripts_fd = safe_close(s->transcripts_fd);
+        s->staging_fd = safe_close(s->staging_fd);
+        s->sandboxes_fd = safe_close(s->sandboxes_fd);
+        s->state_fd = safe_close(s->state_fd);
+        s->epoll_fd = safe_close(s->epoll_fd);
+        free(s->seccomp);
+        free(s->image_dir);
+        s->seccomp = NULL;
+        s->image_dir = NULL;
+        config_done(&s->cfg);
+}
+
+int server_dispatch(Server *s, int timeout_ms) {
+        struct epoll_event events[SBX_EVENTS_PER_WAKEUP];
+        int n = epoll_wait(s->epoll_fd, events, ELEMENTSOF(events), timeout_ms);
+
+        if (n < 0)
+                return -errno;
+        /* Nothing is freed before the pass ends (clients_reap, sessions_reap):
+         * a source unwatched by an earlier handler of the batch has fd -EBADF. */
+        for (int i = 0; i < n; i++) {
+                EventSource *src = events[i].data.ptr;
+                if (src->fd >= 0)
+                        src->dispatch(s, src, events[i].events);
+        }
+        return n;
+}
 
 int server_watch(Server *s, EventSource *src, int fd, uint32_t events) {
         src->fd = fd;

@@ -59,6 +59,17 @@ struct Server {
         TAILQ_HEAD(, Command) commands; /* of every live session */
 };
 
+/* No object yet, no fd open, sbxd.conf's defaults. */
+void server_init(Server *s);
+/* sandboxes/, transcripts/ and a fresh staging/ below the open state directory. */
+int server_open_state_dirs(Server *s);
+/* Close what server_init's fields hold (the objects of core/ are gone by then). */
+void server_close(Server *s);
+/* Wait up to timeout_ms (-1: no limit) and dispatch every ready source of
+ * the batch, skipping those an earlier handler of it unwatched. Returns how
+ * many were ready, or -errno (-EINTR included). */
+int server_dispatch(Server *s, int timeout_ms);
+
 /* Watch fd (src takes it) for events; src->dispatch runs when it is ready. */
 int server_watch(Server *s, EventSource *src, int fd, uint32_t events);
 /* Watch src for other events (EPOLLOUT while replies wait, say). */

@@ -185,21 +185,11 @@ static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off, size_t 
 
 /* Read exactly len bytes at off; a short file is -EIO. */
 static int pread_all(int fd, void *buf, size_t len, uint64_t off) {
-        char *p = buf;
-        size_t done = 0;
+        ssize_t n = loop_pread(fd, buf, len, off);
 
-        while (done < len) {
-                ssize_t n = pread(fd, p + done, len - done, (off_t) (off + done));
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        return -EIO;
-                done += (size_t) n;
-        }
-        return 0;
+        if (n < 0)
+                return (int) n;
+        return (size_t) n == len ? 0 : -EIO;
 }
 
 /* A long transcript is written once and then read in windows. What lies well

@@ -102,26 +102,14 @@ void fake_server_init(Server *s) {
         strcpy(root, "/tmp/sbx-test-unit-XXXXXX");
         assert_non_null(mkdtemp(root));
         n_fakes = 0;
-        *s = (Server) { .listen_src.fd = -EBADF, .signal_src.fd = -EBADF, .worker_exe_fd = -EBADF };
-        config_init(&s->cfg);
+        server_init(s);
         assert_true(asprintf(&s->cfg.state_dir, "%s/state", root) > 0);
         assert_true(asprintf(&s->cfg.run_dir, "%s/run", root) > 0);
         assert_true(asprintf(&s->image_dir, "%s/image", root) > 0);
-        TAILQ_INIT(&s->clients);
-        TAILQ_INIT(&s->sandboxes);
-        TAILQ_INIT(&s->imports);
-        TAILQ_INIT(&s->sessions);
-        TAILQ_INIT(&s->ending);
-        TAILQ_INIT(&s->dead);
-        TAILQ_INIT(&s->commands);
-        s->started_usec = now_usec();
         assert_int_equal(mkdir(s->cfg.state_dir, 0700), 0);
         s->state_fd = open(s->cfg.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_true(s->state_fd >= 0);
-        s->sandboxes_fd = dir_make_open_at(s->state_fd, "sandboxes", 0700, NULL);
-        s->transcripts_fd = dir_make_open_at(s->state_fd, "transcripts", 0700, NULL);
-        s->staging_fd = dir_make_open_at(s->state_fd, "staging", 0700, NULL);
-        assert_true(s->sandboxes_fd >= 0 && s->transcripts_fd >= 0 && s->staging_fd >= 0);
+        assert_int_equal(server_open_state_dirs(s), 0);
         r = store_open(s->state_fd, &s->store);
         assert_int_equal(r, 0);
         assert_int_equal(index_cache_new(16, 1 << 20, &s->file_indexes), 0);
@@ -157,15 +145,7 @@ void fake_server_done(Server *s) {
                 fakes[i] = (FakeSession) {};
         }
         n_fakes = 0;
-        s->store = store_close(s->store);
-        s->file_indexes = index_cache_free(s->file_indexes);
-        safe_close(s->sandboxes_fd);
-        safe_close(s->transcripts_fd);
-        safe_close(s->staging_fd);
-        safe_close(s->state_fd);
-        safe_close(s->epoll_fd);
-        free(s->image_dir);
-        config_done(&s->cfg);
+        server_close(s);
         assert_int_equal(tree_remove_at(AT_FDCWD, root), 0);
 }
 
@@ -212,24 +192,18 @@ Client *fake_client(Server *s, uid_t uid, int *ret_peer) {
         return c;
 }
 
-void fake_pump(Server *s, int wait_ms) {
-        struct epoll_event events[SBX_EVENTS_PER_WAKEUP];
-        int n;
-
-        while ((n = epoll_wait(s->epoll_fd, events, ELEMENTSOF(events), wait_ms)) > 0) {
-                for (int i = 0; i < n; i++) {
-                        EventSource *src = events[i].data.ptr;
-                        if (src->fd >= 0)
-                                src->dispatch(s, src, events[i].events);
-                }
-                commands_run_deadlines(s);
-                spares_run_deadlines(s);
-                sessions_reap(s);
-                clients_reap(s, false);
-        }
+/* The loop's tick, as sbxd.c runs it after each batch. */
+static void fake_tick(Server *s) {
+        commands_run_deadlines(s);
         spares_run_deadlines(s);
         sessions_reap(s);
         clients_reap(s, false);
+}
+
+void fake_pump(Server *s, int wait_ms) {
+        while (server_dispatch(s, wait_ms) > 0)
+                fake_tick(s);
+        fake_tick(s);
 }
 
 FakeSession *fake_session(const char *id) {
@@ -294,12 +268,11 @@ bool fake_nothing_to_read(int fd) {
 }
 
 WorkspaceSession *fake_find(Server *s, const char *id) {
-        WorkspaceSession *ws;
+        WorkspaceSession *ws = TAILQ_FIRST(&s->sessions);
 
-        TAILQ_FOREACH(ws, &s->sessions, link)
-                if (strcmp(ws->id, id) == 0)
-                        return ws;
-        return NULL;
+        while (ws && strcmp(ws->id, id) != 0)
+                ws = TAILQ_NEXT(ws, link);
+        return ws;
 }
 
 void fake_ready(Server *s, WorkspaceSession *ws) {

@@ -136,26 +136,25 @@ static void test_table(void **state) {
         assert_int_equal(rows, n_request_types);
 }
 
-static void test_hello_first_and_once(void **state) {
+/* HELLO first and once, and nothing a client may not send: else the client goes. */
+static void test_clients_that_go(void **state) {
+        int third;
         Fixture *f = *state;
         Sbx__Status st = SBX__STATUS__INIT;
         Sbx__ClientHello h = SBX__CLIENT_HELLO__INIT;
-
-        (void) send_request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_STATUS, &st, 0);
-        assert_true(dropped(f->user));
-        hello(f, f->root);
-        (void) send_request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_HELLO, &h, 0);
-        assert_true(dropped(f->root));
-}
-
-/* A worker's message from a client is no request. */
-static void test_not_a_client_type(void **state) {
-        Fixture *f = *state;
         Sbx__WorkerOutput out = SBX__WORKER_OUTPUT__INIT;
 
-        hello(f, f->user);
-        (void) send_request(f, f->user, SBX__MSG_TYPE__MSG_WORKER_OUTPUT, &out, 0);
+        (void) fake_client(&f->s, 1000, &third);
+        (void) send_request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_STATUS, &st, 0);
+        hello(f, f->root);
+        (void) send_request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_HELLO, &h, 0);
+        /* A worker's message from a client is no request. */
+        hello(f, third);
+        (void) send_request(f, third, SBX__MSG_TYPE__MSG_WORKER_OUTPUT, &out, 0);
         assert_true(dropped(f->user));
+        assert_true(dropped(f->root));
+        assert_true(dropped(third));
+        close(third);
 }
 
 static void test_descriptors(void **state) {
@@ -323,17 +322,13 @@ static void test_cancel_has_no_reply(void **state) {
         assert_false(f->user_client->dead);
 }
 
+#define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_table),
-                cmocka_unit_test_setup_teardown(test_hello_first_and_once, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_not_a_client_type, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_descriptors, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_permissions, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_owner_and_root_may, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_anyone_sees_their_own, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_field_bounds, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_cancel_has_no_reply, setup, teardown),
+                cmocka_unit_test(test_table), T(test_clients_that_go), T(test_descriptors), T(test_permissions),
+                T(test_owner_and_root_may), T(test_anyone_sees_their_own), T(test_field_bounds),
+                T(test_cancel_has_no_reply),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /* Unit tests for supervisor/core/session.c: the session state machine
  * driven by a fake spawner and a fake worker (tests/unit/fake-sbxd.h):
- * set-up steps, the worker message table (states, command numbers, field
- * bounds), a command from start to its answer, sessions freed only at the
+ * set-up steps, the worker message table (states, types, command numbers,
+ * field bounds), a command from start to its answer, sessions freed only at the
  * end of a loop pass, and one epoll batch holding two events of a session
  * that the first one ends. */
 #include <stdarg.h>
@@ -127,45 +127,33 @@ static void test_message_in_wrong_state(void **state) {
         lost(f, ws, SBX__MSG_TYPE__MSG_WORKER_OUTPUT, &out);
 }
 
-static void test_type_not_from_a_worker(void **state) {
+/* A ready session refuses a type no worker sends, the exit of a command it
+ * does not run, and the bounds of the table: a signal no process can have,
+ * output over a chunk. */
+static void test_refused_when_ready(void **state) {
         Fixture *f = *state;
-        WorkspaceSession *ws = new_session(f, false);
+        WorkspaceSession *ws[4];
         Sbx__SupervisorSignal sg = SBX__SUPERVISOR_SIGNAL__INIT;
-
-        fake_ready(&f->s, ws);
-        lost(f, ws, SBX__MSG_TYPE__MSG_SUPERVISOR_SIGNAL, &sg);
-}
-
-static void test_unknown_command(void **state) {
-        Fixture *f = *state;
-        WorkspaceSession *ws = new_session(f, false);
-        Sbx__WorkerExited ex = SBX__WORKER_EXITED__INIT;
-
-        fake_ready(&f->s, ws);
-        ex.command = 5;
-        lost(f, ws, SBX__MSG_TYPE__MSG_WORKER_EXITED, &ex);
-}
-
-/* Field bounds from the worker table: a signal no process can have, output over a chunk. */
-static void test_field_bounds(void **state) {
-        Fixture *f = *state;
-        WorkspaceSession *a = new_session(f, false), *b = new_session(f, false);
-        Sbx__WorkerExited ex = SBX__WORKER_EXITED__INIT;
+        Sbx__WorkerExited unknown = SBX__WORKER_EXITED__INIT, bad = SBX__WORKER_EXITED__INIT;
         Sbx__WorkerOutput out = SBX__WORKER_OUTPUT__INIT;
         static uint8_t big[SBX_OUTPUT_CHUNK_MAX + 1];
-        Command *ca, *cb;
+        Command *c[4];
 
-        fake_ready(&f->s, a);
-        fake_ready(&f->s, b);
-        assert_int_equal(command_start(&f->s, a, "sleep 1", 10000, false, &ca), 0);
-        assert_int_equal(command_start(&f->s, b, "sleep 1", 10000, false, &cb), 0);
-        ex.command = ca->number;
-        ex.signal = 99;
-        lost(f, a, SBX__MSG_TYPE__MSG_WORKER_EXITED, &ex);
-        out.command = cb->number;
+        for (size_t i = 0; i < ELEMENTSOF(ws); i++) {
+                ws[i] = new_session(f, false);
+                fake_ready(&f->s, ws[i]);
+                assert_int_equal(command_start(&f->s, ws[i], "sleep 1", 10000, false, &c[i]), 0);
+        }
+        lost(f, ws[0], SBX__MSG_TYPE__MSG_SUPERVISOR_SIGNAL, &sg);
+        unknown.command = c[1]->number + 5;
+        lost(f, ws[1], SBX__MSG_TYPE__MSG_WORKER_EXITED, &unknown);
+        bad.command = c[2]->number;
+        bad.signal = 99;
+        lost(f, ws[2], SBX__MSG_TYPE__MSG_WORKER_EXITED, &bad);
+        out.command = c[3]->number;
         out.data.data = big;
         out.data.len = sizeof(big);
-        lost(f, b, SBX__MSG_TYPE__MSG_WORKER_OUTPUT, &out);
+        lost(f, ws[3], SBX__MSG_TYPE__MSG_WORKER_OUTPUT, &out);
 }
 
 static void test_command_to_answer(void **state) {
@@ -285,18 +273,13 @@ static void test_setup_fails(void **state) {
         assert_null(fake_find(&f->s, id));
 }
 
+#define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_setup_teardown(test_setup_then_ready, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_ready_before_mapped, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_message_in_wrong_state, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_type_not_from_a_worker, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_unknown_command, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_field_bounds, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_command_to_answer, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_freed_after_the_pass, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_one_batch_two_events, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_setup_fails, setup, teardown),
+                T(test_setup_then_ready), T(test_ready_before_mapped), T(test_message_in_wrong_state),
+                T(test_refused_when_ready), T(test_command_to_answer), T(test_freed_after_the_pass),
+                T(test_one_batch_two_events), T(test_setup_fails),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,13 +147,12 @@ static void test_room_for_a_real_session(void **state) {
         f->sb->live_sessions -= real;
 }
 
+#define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_setup_teardown(test_refilled_by_the_tick, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_take_current, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_stale_after_a_publication, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_idle_spares_go, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_room_for_a_real_session, setup, teardown),
+                T(test_refilled_by_the_tick), T(test_take_current), T(test_stale_after_a_publication),
+                T(test_idle_spares_go), T(test_room_for_a_real_session),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
