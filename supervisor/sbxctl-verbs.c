@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "os/image.h"
+#include "fd-util.h"
 #include "msg-json.h"
 #include "sbx-limits.h"
 #include "sbxctl.h"
@@ -27,55 +28,18 @@ static bool str_eq(const char *a, const char *b) {
 
 /* ---- option values ----------------------------------------------------- */
 
-static int parse_leading_u64(const char *s, uint64_t *ret, const char **ret_end) {
-        unsigned long long v;
-        char *end;
-
-        if (*s < '0' || *s > '9')
-                return -EINVAL;
-        errno = 0;
-        v = strtoull(s, &end, 10);
-        if (errno == ERANGE)
-                return -ERANGE;
-        *ret = v;
-        *ret_end = end;
-        return 0;
-}
-
 /* BYTES, or a number with a K, M or G suffix (powers of 1024); positive. */
-static int parse_size(const char *s, uint64_t *ret) {
-        const char *end;
-        unsigned shift = 0;
-        uint64_t v;
-        int r;
+static int parse_positive_size(const char *s, uint64_t *ret) {
+        int r = parse_size(s, ret);
 
-        r = parse_leading_u64(s, &v, &end);
-        if (r < 0)
-                return r;
-        switch (*end) {
-        case '\0': break;
-        case 'k': case 'K': shift = 10; end++; break;
-        case 'm': case 'M': shift = 20; end++; break;
-        case 'g': case 'G': shift = 30; end++; break;
-        default: return -EINVAL;
-        }
-        if (*end != '\0' || v == 0)
-                return -EINVAL;
-        if (v > (UINT64_MAX >> shift))
-                return -ERANGE;
-        *ret = v << shift;
-        return 0;
+        return r < 0 ? r : *ret == 0 ? -EINVAL : 0;
 }
 
 /* s as a whole decimal number: -EINVAL unless it is one, -ERANGE above max. */
 static int parse_whole(const char *s, uint64_t max, uint64_t *ret) {
-        const char *end;
         uint64_t v;
-        int r;
+        int r = parse_u64(s, &v);
 
-        r = parse_leading_u64(s, &v, &end);
-        if (r >= 0 && *end != '\0')
-                r = -EINVAL;
         if (r >= 0 && v > max)
                 r = -ERANGE;
         if (r >= 0)
@@ -154,7 +118,7 @@ static int set_source(Args *a, const char *arg) {
 }
 
 static int set_memory(Args *a, const char *arg) {
-        if (parse_size(arg, &a->memory_bytes) < 0)
+        if (parse_positive_size(arg, &a->memory_bytes) < 0)
                 return usage_error("invalid --memory '%s': expected a positive number of bytes, "
                                    "optionally with a K, M or G suffix", arg);
         return EXIT_OK;
