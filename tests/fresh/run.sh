@@ -13,7 +13,7 @@
 #                remove it for a cold run). The root filesystem is never kept.
 #   FRESH_OUT    logs, the inner test results and a copy of the build directory
 #                made inside, for later stages: FRESH_OUT/build (bin, obj, gen,
-#                lib, times kept; make check-vm VM_BUILD_DIR=FRESH_OUT/build),
+#                lib, tools, times kept; make check-vm VM_BUILD_DIR=FRESH_OUT/build),
 #                FRESH_OUT/commit names the commit (default build/fresh)
 #   FRESH_WORK   where the root filesystem is built and removed (default /var/tmp)
 #
@@ -200,7 +200,7 @@ copy_out() {
   # the whole build directory (bin, obj, gen, lib), times kept: make check-vm
   # installs it with make install, which then finds everything up to date
   [[ -d $s/build/bin ]] && mkdir -p "$OUT/build" &&
-    cp -a "$s/build/bin" "$s/build/obj" "$s/build/gen" "$s/build/lib" "$OUT/build/" && echo "$COMMIT" >"$OUT/commit"
+    cp -a "$s/build/bin" "$s/build/obj" "$s/build/gen" "$s/build/lib" "$s/build/tools" "$OUT/build/" && echo "$COMMIT" >"$OUT/commit"
   [[ -d $s/build/test-results ]] && cp -a "$s/build/test-results" "$OUT/test-results"
   local d
   for d in "$R"/tmp/sbx-test-*/logs "$R"/tmp/sbx-demo-*/logs; do

@@ -59,7 +59,7 @@ mkdir -p "$WORK/share/out" "$WORK/tmp"
   echo node_modules
 } | grep -v '^build/' | tar -cf "$WORK/share/tree.tar" --transform 's|^|sbx/|' --verbatim-files-from -T - ||
   fail "cannot pack the tree"
-tar -rf "$WORK/share/tree.tar" -C "$BUILD_DIR" --transform 's|^\.|sbx/build|' ./bin ./obj ./gen ./lib ||
+tar -rf "$WORK/share/tree.tar" -C "$BUILD_DIR" --transform 's|^\.|sbx/build|' ./bin ./obj ./gen ./lib ./tools ||
   fail "cannot pack $BUILD_DIR"
 
 append="console=ttyS0 root=/dev/vda rw panic=-1 loglevel=4 fsck.mode=skip"
