@@ -7,6 +7,7 @@
 #   tests/deps.sh --list    the Debian packages of that, one per line; installs nothing
 #   tests/deps.sh --fresh   only the host tools of make check-fresh (mk/fresh.mk),
 #                           which then runs plain tests/deps.sh inside its root
+#   tests/deps.sh --vm      only the host tools of make check-vm (mk/vm.mk)
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 cd "$(dirname "$0")/.."
@@ -34,13 +35,22 @@ FRESH_PKGS=(
   mmdebstrap                          # builds the Debian 12 root of make check-fresh
   util-linux                          # unshare, mount
 )
+VM_PKGS=(
+  qemu-system-x86                     # qemu-system-x86_64 with software emulation (-accel tcg)
+  mmdebstrap                          # the Debian 12 guest root file system
+  busybox-static                      # the guest's initrd: a static shell that loads the disk and ext4 modules
+  e2fsprogs                           # mkfs.ext4 -d: the root file system image from a directory
+  xz-utils                            # the uncompressed vmlinux out of the kernel's xz-compressed bzImage
+  cpio                                # the initrd archive (newc)
+)
 npm=yes
 case ${1-} in
   "") ;;
   --fresh) PKGS=("${FRESH_PKGS[@]}") npm=no ;;
+  --vm) PKGS=("${VM_PKGS[@]}") npm=no ;;
   # tests/check-deps.sh compares this list with config.mk's modules.
   --list) printf '%s\n' "${PKGS[@]}"; exit 0 ;;
-  *) echo "usage: $0 [--fresh|--list]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--fresh|--vm|--list]" >&2; exit 2 ;;
 esac
 
 missing=()

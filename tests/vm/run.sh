@@ -3,7 +3,7 @@
 # systemd host with pure cgroup v2, a Debian 12 guest under QEMU's software
 # emulation (KVM does not run Debian's kernel on the build machines).
 #
-# Host side: install the host packages (tests/vm/deps.sh), build or reuse the
+# Host side: install the host packages (tests/deps.sh --vm), build or reuse the
 # cached guest image (tests/vm/image.sh), pack this tree with node_modules and
 # the build directory VM_BUILD_DIR into a 9p share, boot the guest with a
 # host-side timeout, print the TAP that tests/vm/guest-test.sh wrote into the
@@ -40,7 +40,7 @@ done
 [[ -d node_modules/@modelcontextprotocol/sdk ]] || fail "node_modules missing: tests/deps.sh (npm ci)"
 
 t0=$SECONDS
-tests/vm/deps.sh || fail "cannot install the host packages"
+tests/deps.sh --vm || fail "cannot install the host packages"
 image=$(tests/vm/image.sh "$BUILD_DIR") || fail "cannot build the guest image"
 t_image=$((SECONDS - t0))
 
