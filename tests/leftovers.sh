@@ -16,6 +16,8 @@
 #   cgroups    no directory matching *sbx* under /sys/fs/cgroup (depth 6)
 #              (scoped: named sbxd-N)
 #   netns      no named network namespace with "sbx" in its name
+#   loops      no loop device backed by a file of a test/demo directory (the
+#              small state filesystems of disk-filling tests) (scoped: under D)
 #
 # Things may take a moment to go away after SIGTERM: each check is retried
 # for up to SBX_LEFTOVER_WAIT seconds (default 5).
@@ -104,10 +106,22 @@ check_netns() {
   true
 }
 
+check_loops() {
+  command -v losetup >/dev/null || return 0
+  local dev file d
+  while read -r dev file; do
+    if ((${#DIRS[@]})); then
+      for d in "${DIRS[@]}"; do [[ $file == "$d/"* ]] && echo "loop device: $dev on $file"; done
+    elif [[ $file =~ /tmp/sbx-(test|demo)- ]]; then
+      echo "loop device: $dev on $file"
+    fi
+  done < <(losetup -n -l -O NAME,BACK-FILE 2>/dev/null)
+}
+
 n=0 failed=0
 echo "TAP version 13"
-echo "1..5"
-for check in mounts procs uids cgroups netns; do
+echo "1..6"
+for check in mounts procs uids cgroups netns loops; do
   n=$((n + 1))
   deadline=$((SECONDS + WAIT))
   while :; do
@@ -122,6 +136,7 @@ for check in mounts procs uids cgroups netns; do
     uids) what="no process runs as a sandbox host uid" ;;
     cgroups) what="no sbx cgroup is left under /sys/fs/cgroup" ;;
     netns) what="no sbx network namespace is left" ;;
+    loops) what="no loop device of a test directory is left" ;;
   esac
   if [[ -z $out ]]; then
     echo "ok $n - $what"

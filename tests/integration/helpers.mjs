@@ -346,8 +346,11 @@ export class Harness {
     this.sessions = [];
   }
 
-  /* sets: the tool sets for sandbox-mcp --set (default "runtime"), e.g. 'runtime,sessions'. */
-  static async create({ sandboxes = [{ name: 'test' }], connect = true, world = false, config = null, sets = null } = {}) {
+  /* sets: the tool sets for sandbox-mcp --set (default "runtime"), e.g. 'runtime,sessions'.
+   * stateFsMiB: the state directory is a fresh ext4 filesystem of that many MiB
+   * on a loop device (disk-filling tests never fill the machine's own disk). */
+  static async create({ sandboxes = [{ name: 'test' }], connect = true, world = false, config = null, sets = null,
+    stateFsMiB = 0 } = {}) {
     const h = new Harness();
     h.sets = sets;
     h.dir = await fsp.mkdtemp(TMP_PREFIX);
@@ -356,6 +359,7 @@ export class Harness {
     h.runDir = path.join(h.dir, 'run');
     h.logDir = path.join(h.dir, 'logs');
     for (const d of [h.stateDir, h.runDir, h.logDir]) await fsp.mkdir(d, { recursive: true });
+    if (stateFsMiB) await h.mountStateFs(stateFsMiB);
     if (world) await fsp.chmod(h.runDir, 0o755);
     h.sbxdLog = path.join(h.logDir, 'sbxd.log');
     h.mcpLog = path.join(h.logDir, 'sandbox-mcp.log');
@@ -373,6 +377,28 @@ export class Harness {
     for (const sb of sandboxes) await h.createSandbox(sb);
     if (connect) h.mcp = await h.connect();
     return h;
+  }
+
+  /* A small ext4 filesystem (image file in h.dir, sparse) mounted on stateDir;
+   * teardown unmounts it after sbxd stopped. */
+  async mountStateFs(mib) {
+    this.stateFsImage = path.join(this.dir, 'state.img');
+    await fsp.writeFile(this.stateFsImage, '');
+    await fsp.truncate(this.stateFsImage, mib * 1024 * 1024);
+    const mk = await run('mkfs.ext4', ['-q', '-F', '-m', '0', this.stateFsImage]);
+    if (mk.code !== 0) throw new Error(`mkfs.ext4 failed: ${mk.stderr}`);
+    const mt = await run('mount', ['-o', 'loop', this.stateFsImage, this.stateDir]);
+    if (mt.code !== 0) throw new Error(`mount -o loop failed: ${mt.stderr}`);
+    this.stateFsMounted = true;
+  }
+
+  async unmountStateFs() {
+    if (!this.stateFsMounted) return null;
+    // mount -o loop set the loop device to autoclear: unmounting detaches it
+    const r = await run('umount', [this.stateDir]);
+    if (r.code !== 0) return `umount ${this.stateDir}: ${r.stderr.trim()}`;
+    this.stateFsMounted = false;
+    return null;
   }
 
   async createSandbox({ name, memory, pids }) {
@@ -424,6 +450,8 @@ export class Harness {
       problems.push(e.message);
     }
     if (unexpected) problems.push(`sbxd died during the tests: ${JSON.stringify(unexpected)}`);
+    const unmountProblem = await this.unmountStateFs();
+    if (unmountProblem) problems.push(unmountProblem);
     const failed = this.failures.size > 0 || this.running.size > 0 || problems.length > 0;
     if (failed || process.env.SBX_TEST_VERBOSE) {
       this.printLogs(failed ? `failed: ${[...this.failures, ...this.running, ...problems].join('; ')}` : 'verbose');
