@@ -30,6 +30,7 @@ PKGS=(
   nodejs npm                          # the MCP SDK client of the integration tests and the demo
   python3                             # raw-socket client of the robustness tests
   iproute2 util-linux procps          # ip, setpriv/mount tools, ps for tests and the demo
+  mount e2fsprogs                     # losetup, mkfs.ext4: the small state filesystems of disk-filling tests
 )
 FRESH_PKGS=(
   mmdebstrap                          # builds the Debian 12 root of make check-fresh
