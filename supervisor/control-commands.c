@@ -6,6 +6,7 @@
 
 #include "array.h"
 #include "control.h"
+#include "core/owner.h"
 #include "core/session.h"
 #include "core/spare.h"
 #include "fd-util.h"
@@ -53,8 +54,12 @@ int handle_exec(Request *rq) {
         uint64_t yield_ms = req->has_yield ? MIN(req->yield_ms, SBX_YIELD_MAX_MS) : SBX_YIELD_DEFAULT_MS;
         WorkspaceSession *ws;
         Command *cmd;
+        char why[400];
         int r;
 
+        r = owner_quota_check(rq->server, "owner_commands_max", rq->sandbox->owner_uid, 1, why, sizeof(why));
+        if (r < 0)
+                return request_error(rq, r, "cannot start the command: %s", why);
         r = exec_session(rq, req, &ws);
         if (r < 0)
                 return r;

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/owner.h"
 #include "core/session.h"
 #include "core/snapshot.h"
 #include "fd-util.h"
@@ -73,7 +74,7 @@ static int session_check_limits(Server *s, const Sandbox *sb, char *err, size_t 
                          SBX_MAX_SESSIONS_PER_SANDBOX);
                 return -EAGAIN;
         }
-        return 0;
+        return owner_quota_check(s, "owner_sessions_max", sb->owner_uid, 1, err, size);
 }
 
 /* What the spawner needs to make ws's child. */
