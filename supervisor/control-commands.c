@@ -36,7 +36,9 @@ static int exec_session(Request *rq, const Sbx__Exec *req, WorkspaceSession **re
                 return request_error(rq, -ESHUTDOWN,
                                      "workspace session %s is stopped%s; it runs no more commands: finalize it "
                                      "(publish with overwrite, or discard)",
-                                     ws->id, ws->conflicted ? " after a publication conflict" : "");
+                                     ws->id, ws->conflicted ? " after a publication conflict"
+                                             : ws->discard_usec ? " after a failed publication (it is discarded "
+                                                                  "once failed_session_grace_seconds pass)" : "");
         *ret = ws;
         return 0;
 }

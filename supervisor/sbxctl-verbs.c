@@ -221,7 +221,7 @@ static const MsgJsonMap unreadable_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__de
 
 static const MsgJsonMap session_map = MSG_JSON_MAP_INIT(sbx__session_info__descriptor,
         MSG_JSON_NAMES("workspace_session sandbox finalize_policy automatic state base_layer created_unix "
-                       "running_commands"));
+                       "running_commands memory_bytes discard_unix"));
 
 static const MsgJsonMap publication_map = MSG_JSON_MAP_INIT(sbx__publication__descriptor,
         MSG_JSON_NAMES("published layer owner changed_paths error conflicts"));
@@ -418,6 +418,16 @@ static int print_image_list(const Args *a, const Sbx__Reply *reply) {
         return table_print(&t);
 }
 
+/* A use or a limit: a count, or bytes ("0B", "1.5G"). */
+static void format_amount(uint64_t v, bool bytes, char *buf, size_t size) {
+        if (!bytes)
+                snprintf(buf, size, "%" PRIu64, v);
+        else if (v == 0)
+                snprintf(buf, size, "0B");
+        else
+                format_size(v, buf, size);
+}
+
 /* ---- sessions ------------------------------------------------------------------ */
 
 static int build_session_list(Args *a, CtlRequest *req) {
@@ -430,7 +440,7 @@ static int build_session_list(Args *a, CtlRequest *req) {
 }
 
 static int print_session_list(const Args *a, const Sbx__Reply *reply) {
-        static const char *const header[] = { "ID", "STATE", "POLICY", "KIND", "BASE", "RUNNING", "CREATED" };
+        static const char *const header[] = { "ID", "STATE", "POLICY", "KIND", "BASE", "RUNNING", "MEMORY", "CREATED" };
         _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
         const Sbx__SessionListReply *l = reply->session_list;
 
@@ -438,13 +448,14 @@ static int print_session_list(const Args *a, const Sbx__Reply *reply) {
                 return print_array(&session_map, (void *const *) l->sessions, l->n_sessions);
         for (size_t i = 0; i < l->n_sessions; i++) {
                 const Sbx__SessionInfo *s = l->sessions[i];
-                char base[16], running[16], created[32];
+                char base[16], running[16], memory[24], created[32];
 
                 snprintf(base, sizeof(base), "%" PRIu32, s->base_layer);
                 snprintf(running, sizeof(running), "%" PRIu32, s->running_commands);
+                format_amount(s->memory_bytes, true, memory, sizeof(memory));
                 format_time(s->created_unix, created, sizeof(created));
                 table_add(&t, s->workspace_session, s->state, s->finalize_policy,
-                          s->automatic ? "automatic" : "managed", base, running, created);
+                          s->automatic ? "automatic" : "managed", base, running, memory, created);
         }
         return table_print(&t);
 }
@@ -775,16 +786,6 @@ static int build_owner_show(Args *a, CtlRequest *req) {
         m->uid = uid;
         req->expect = SBX__REPLY__BODY_OWNER_LIST;
         return EXIT_OK;
-}
-
-/* A use or a limit: a count, or bytes ("0B", "1.5G"). */
-static void format_amount(uint64_t v, bool bytes, char *buf, size_t size) {
-        if (!bytes)
-                snprintf(buf, size, "%" PRIu64, v);
-        else if (v == 0)
-                snprintf(buf, size, "0B");
-        else
-                format_size(v, buf, size);
 }
 
 /* The column of a quota: "SESSIONS" for owner_sessions_max, "LAYERS" for owner_layers_max_bytes. */

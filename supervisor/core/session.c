@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -223,6 +224,14 @@ static const char *session_state_name(const WorkspaceSession *ws) {
         }
 }
 
+uint64_t session_memory_bytes(const WorkspaceSession *ws) {
+        struct statfs st;
+
+        if (ws->upper_fd < 0 || fstatfs(ws->upper_fd, &st) < 0 || st.f_blocks < st.f_bfree)
+                return 0;
+        return (uint64_t) (st.f_blocks - st.f_bfree) * (uint64_t) st.f_bsize;
+}
+
 void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *o) {
         o->workspace_session = (char *) ws->id;
         o->sandbox = (char *) ws->sandbox->name;
@@ -232,6 +241,8 @@ void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *o) {
         o->base_layer = ws->base.top;
         o->created_unix = ws->created_unix;
         o->running_commands = ws->running;
+        o->discard_unix = ws->discard_unix;
+        o->memory_bytes = session_memory_bytes(ws);
 }
 
 static void session_kill_worker(Server *s, WorkspaceSession *ws) {
@@ -613,6 +624,66 @@ static void command_answer_waiters(Server *s, Command *c) {
                 waiter_answer(s, w);
 }
 
+/* An automatic session whose publication failed for another reason than a
+ * conflict (a tree too deep, a path too long, a quota, a full disk) does not
+ * wait for a finalize that the runtime tools cannot send: it is kept stopped,
+ * its changes in its tmpfs for inspection or a retry, for
+ * failed_session_grace_seconds, then discarded; c (the command that ended
+ * it) says so. A conflict keeps its session until it is finalized. */
+static void failed_session_keep(Server *s, WorkspaceSession *ws, Command *c) {
+        unsigned grace = s->cfg.failed_session_grace_seconds;
+        size_t len = strlen(c->publication_error);
+        char *end = c->publication_error + len, until[32];
+        size_t room = sizeof(c->publication_error) - len;
+        time_t t;
+
+        if (grace == 0) {
+                snprintf(end, room, "; nothing was published, and the session's changes were discarded with it "
+                         "(failed_session_grace_seconds = 0)");
+                log_info("Discarding workspace session %s of sandbox '%s': its publication failed", ws->id,
+                         ws->sandbox->name);
+                return;
+        }
+        if (ws->discard_usec == 0) {
+                ws->discard_usec = now_usec() + grace * 1000000ull;
+                ws->discard_unix = time(NULL) + grace;
+        }
+        t = (time_t) ws->discard_unix;
+        strftime(until, sizeof(until), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &(struct tm) {}));
+        snprintf(end, room,
+                 "; nothing was published. The changes of workspace session %s are kept for inspection until %s "
+                 "(failed_session_grace_seconds = %u), then discarded with the session: 'sbxctl session diff %s %s' "
+                 "shows them, 'sbxctl session finalize %s %s --publish' retries once the cause is fixed, --discard "
+                 "drops them now (or diff_workspace_session and finalize_workspace_session of the sessions tools)",
+                 ws->id, until, grace, ws->sandbox->name, ws->id, ws->sandbox->name, ws->id);
+        log_info("Keeping workspace session %s of sandbox '%s' after a failed publication until %s", ws->id,
+                 ws->sandbox->name, until);
+}
+
+unsigned long long failed_sessions_next_deadline(Server *s) {
+        unsigned long long next = ~0ull;
+        WorkspaceSession *ws;
+
+        TAILQ_FOREACH(ws, &s->sessions, link)
+                if (ws->discard_usec)
+                        next = MIN(next, ws->discard_usec);
+        return next;
+}
+
+void failed_sessions_run_deadlines(Server *s) {
+        unsigned long long now = now_usec();
+        WorkspaceSession *ws, *next;
+
+        TAILQ_FOREACH_SAFE(ws, &s->sessions, link, next)
+                if (ws->discard_usec && ws->discard_usec <= now && ws->running == 0) {
+                        log_info("Discarding workspace session %s of sandbox '%s' (%llu bytes of changes): its "
+                                 "publication failed %u s ago (failed_session_grace_seconds)",
+                                 ws->id, ws->sandbox->name, (unsigned long long) session_memory_bytes(ws),
+                                 s->cfg.failed_session_grace_seconds);
+                        session_destroy(s, ws);
+                }
+}
+
 /* After a command ended: an automatic session with nothing left running
  * publishes and goes (its end answers the waiters, with the publication);
  * after a refused publication it stays, and the waiters learn the conflicts. */
@@ -627,11 +698,15 @@ static void command_settle(Server *s, Command *c) {
         }
         r = session_finalize(s, ws, true, false, &res);
         if (r < 0 || res.n_conflicts > 0) {
+                if (r < 0)
+                        failed_session_keep(s, ws, c);
                 c->publication.n_conflicts = res.n_conflicts;
                 c->publication.conflicts = res.conflicts;
                 command_answer_waiters(s, c);
                 c->publication.n_conflicts = 0;
                 c->publication.conflicts = NULL;
+                if (r < 0 && ws->discard_usec == 0)
+                        session_destroy(s, ws); /* failed_session_grace_seconds = 0: nothing is kept */
         }
         publish_result_done(&res);
 }
