@@ -17,7 +17,7 @@ static int exec_session(Request *rq, const Sbx__Exec *req, WorkspaceSession **re
         Server *s = rq->server;
         Sandbox *sb = rq->sandbox;
         WorkspaceSession *ws;
-        char errmsg[300] = "";
+        char errmsg[512] = "";
         int r;
 
         if (!req->workspace_session[0]) {

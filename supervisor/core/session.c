@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <linux/magic.h>
 #include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -65,7 +66,21 @@ unsigned sessions_live(Server *s) {
         return n;
 }
 
+/* What the sandbox's stopped sessions hold in memory: their tmpfs pages,
+ * charged to their cgroups, count against the sandbox's memory limit. */
+static uint64_t stopped_memory(Server *s, const Sandbox *sb) {
+        const WorkspaceSession *ws;
+        uint64_t n = 0;
+
+        TAILQ_FOREACH(ws, &s->sessions, link)
+                if (ws->sandbox == sb && ws->state == SESSION_STOPPED)
+                        n += session_memory_bytes(ws);
+        return n;
+}
+
 static int session_check_limits(Server *s, const Sandbox *sb, char *err, size_t size) {
+        uint64_t held;
+
         if (sessions_live(s) >= SBX_MAX_LIVE_SESSIONS) {
                 snprintf(err, size, "too many live workspace sessions (limit %u)", SBX_MAX_LIVE_SESSIONS);
                 return -EAGAIN;
@@ -74,6 +89,15 @@ static int session_check_limits(Server *s, const Sandbox *sb, char *err, size_t 
                 snprintf(err, size, "sandbox '%s' has too many workspace sessions (limit %u); finalize some", sb->name,
                          SBX_MAX_SESSIONS_PER_SANDBOX);
                 return -EAGAIN;
+        }
+        held = stopped_memory(s, sb);
+        if (held >= sb->memory_bytes) {
+                snprintf(err, size, "sandbox '%s' has no memory left for a session: its stopped workspace sessions "
+                         "hold %llu bytes of unpublished changes, its memory limit is %llu bytes; finalize or discard "
+                         "them, or wait until those of failed publications are discarded "
+                         "(failed_session_grace_seconds)",
+                         sb->name, (unsigned long long) held, (unsigned long long) sb->memory_bytes);
+                return -ENOMEM;
         }
         return owner_quota_check(s, "owner_sessions_max", sb->owner_uid, 1, err, size);
 }
@@ -227,7 +251,8 @@ static const char *session_state_name(const WorkspaceSession *ws) {
 uint64_t session_memory_bytes(const WorkspaceSession *ws) {
         struct statfs st;
 
-        if (ws->upper_fd < 0 || fstatfs(ws->upper_fd, &st) < 0 || st.f_blocks < st.f_bfree)
+        /* The session's own tmpfs; anything else (a unit test's directory) holds no memory of it. */
+        if (ws->upper_fd < 0 || fstatfs(ws->upper_fd, &st) < 0 || st.f_type != TMPFS_MAGIC || st.f_blocks < st.f_bfree)
                 return 0;
         return (uint64_t) (st.f_blocks - st.f_bfree) * (uint64_t) st.f_bsize;
 }

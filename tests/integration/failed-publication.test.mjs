@@ -4,14 +4,15 @@
 // failed_session_grace_seconds, for inspection or a retry, and then it goes
 // with its tmpfs; the result of the command that ended it says what happened,
 // where the changes are and how to get them. A conflict keeps its session.
+// What stopped sessions hold in memory counts against their sandbox's limit.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { useSbx, waitFor, sbxctl, sleep, resultText } from './helpers.mjs';
 
-const GRACE_S = 3;
+const GRACE_S = 4;
 // no spares: the only tmpfs sbxd holds is that of the sessions a test makes
 const h = useSbx({
-  sandboxes: [{ name: 'fp' }],
+  sandboxes: [{ name: 'fp' }, { name: 'mem', memory: 48 << 20 }],
   sets: 'runtime,sessions',
   config: `[sbxd]\nfailed_session_grace_seconds = ${GRACE_S}\nsession_spares = 0\n`,
 });
@@ -115,4 +116,23 @@ h.test('a conflict keeps its session past the grace time, to be finalized', asyn
   assert.equal(l.state, 'conflicted');
   assert.equal(l.discard_unix ?? 0, 0);
   await sc('finalize_workspace_session', { workspace_session_id: r.workspace_session_id, action: 'discard' });
+});
+
+h.test("stopped sessions' memory counts against the sandbox: no new session while it fills the limit", async () => {
+  const deep = 'd=x; for i in $(seq 300); do d=$d/d; done; mkdir -p $d';
+  const kept = [];
+  for (let i = 0; i < 2; i++) {
+    const r = await h.mcp.sc('exec_command', { sandbox_id: 'mem', cmd: `head -c 30M /dev/zero > big${i}.bin && ${deep}` });
+    assert.equal(r.status, 'ok', r.output);
+    assert.match(r.publication.error, /kept for inspection/);
+    kept.push(r.workspace_session_id);
+  }
+  // 60 MiB of changes held in memory by two stopped sessions, against a 48 MiB limit
+  const e = await h.mcp.err('exec_command', { sandbox_id: 'mem', cmd: 'echo no' });
+  assert.match(e, /sandbox 'mem' has no memory left for a session: its stopped workspace sessions hold \d+ bytes of unpublished changes, its memory limit is 50331648 bytes/, e);
+  // another sandbox is not affected
+  assert.equal((await sc('exec_command', { cmd: 'echo yes' })).output, 'yes\n');
+  // once the grace time passed, the memory is back
+  await waitFor(async () => (await h.mcp.call('exec_command', { sandbox_id: 'mem', cmd: 'echo back' })).isError !== true,
+    { timeout: (GRACE_S + 10) * 1000, interval: 250, what: 'a session of mem once the failed ones are discarded' });
 });
