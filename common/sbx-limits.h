@@ -41,6 +41,23 @@
 #define SBX_IMPORT_GROUPS_MAX 1024u             /* supplementary groups of an owner the import reads with */
 #define SBX_MAX_LIVE_SESSIONS 512u              /* workspace sessions with a worker */
 #define SBX_MAX_COMMANDS_PER_SESSION 64u        /* running commands in one session */
+/* Per-owner quotas (sbxd.conf owner_*_max, issue 15): the uid that owns a
+ * sandbox holds at most this share of each global cap, so that one owner
+ * cannot take them all (root, the administrator, is exempt). A quarter of
+ * the sessions and sandboxes: four busy owners fill the host, a fifth is
+ * refused by name rather than first come, first served. */
+#define SBX_OWNER_SESSIONS_MAX_DEFAULT 128u     /* live workspace sessions (spares and stopped ones included),
+                                                   of SBX_MAX_LIVE_SESSIONS */
+#define SBX_OWNER_SANDBOXES_MAX_DEFAULT 256u    /* sandboxes (and imports under way), of SBX_MAX_SANDBOXES */
+#define SBX_OWNER_COMMANDS_MAX_DEFAULT 512u     /* running commands: 4 per session of the default quota */
+#define SBX_OWNER_COMMANDS_MAX (SBX_MAX_LIVE_SESSIONS * SBX_MAX_COMMANDS_PER_SESSION) /* what sessions can run */
+/* An automatic session whose publication failed for another reason than a
+ * conflict (tree too deep, path too long, a quota, a full disk) is kept
+ * stopped this long, its changes in its tmpfs for inspection or a retry
+ * (sbxctl session diff / finalize), then discarded (sbxd.conf
+ * failed_session_grace_seconds; 0 discards it at once). */
+#define SBX_FAILED_SESSION_GRACE_DEFAULT_S 300u
+#define SBX_FAILED_SESSION_GRACE_MAX_S 86400u
 #define SBX_HEAP_KEEP_BYTES (32u << 20)         /* freed heap memory sbxd keeps for reuse */
 #define SBX_BROKER_HEAP_KEEP_BYTES (4u << 20)   /* the same for each sandbox-mcp (one per agent) */
 #define SBX_JSON_DEPTH_MAX 64u                  /* nesting of a JSON value sandbox-mcp writes */

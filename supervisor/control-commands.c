@@ -6,6 +6,7 @@
 
 #include "array.h"
 #include "control.h"
+#include "core/owner.h"
 #include "core/session.h"
 #include "core/spare.h"
 #include "fd-util.h"
@@ -16,7 +17,7 @@ static int exec_session(Request *rq, const Sbx__Exec *req, WorkspaceSession **re
         Server *s = rq->server;
         Sandbox *sb = rq->sandbox;
         WorkspaceSession *ws;
-        char errmsg[300] = "";
+        char errmsg[512] = "";
         int r;
 
         if (!req->workspace_session[0]) {
@@ -35,7 +36,9 @@ static int exec_session(Request *rq, const Sbx__Exec *req, WorkspaceSession **re
                 return request_error(rq, -ESHUTDOWN,
                                      "workspace session %s is stopped%s; it runs no more commands: finalize it "
                                      "(publish with overwrite, or discard)",
-                                     ws->id, ws->conflicted ? " after a publication conflict" : "");
+                                     ws->id, ws->conflicted ? " after a publication conflict"
+                                             : ws->discard_usec ? " after a failed publication (it is discarded "
+                                                                  "once failed_session_grace_seconds pass)" : "");
         *ret = ws;
         return 0;
 }
@@ -53,8 +56,12 @@ int handle_exec(Request *rq) {
         uint64_t yield_ms = req->has_yield ? MIN(req->yield_ms, SBX_YIELD_MAX_MS) : SBX_YIELD_DEFAULT_MS;
         WorkspaceSession *ws;
         Command *cmd;
+        char why[400];
         int r;
 
+        r = owner_quota_check(rq->server, "owner_commands_max", rq->sandbox->owner_uid, 1, why, sizeof(why));
+        if (r < 0)
+                return request_error(rq, r, "cannot start the command: %s", why);
         r = exec_session(rq, req, &ws);
         if (r < 0)
                 return r;

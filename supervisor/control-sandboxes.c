@@ -1,10 +1,12 @@
 /* Requests about sandboxes and sbxd itself: create, list and delete
- * sandboxes, status, garbage collection. */
+ * sandboxes, status, garbage collection, owners' quotas. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "control.h"
+#include "core/owner.h"
 #include "core/session.h"
 #include "data/transcript.h"
 #include "fd-util.h"
@@ -127,4 +129,87 @@ int handle_gc(Request *rq) {
         o->bytes_freed = bytes;
         o->sandboxes_removed = sandboxes;
         return msg_reply_set(&rq->reply, SBX__REPLY__BODY_GC, o);
+}
+
+static int cmp_uid(const void *a, const void *b) {
+        uid_t x = *(const uid_t *) a, y = *(const uid_t *) b;
+        return x < y ? -1 : x > y;
+}
+
+/* The owners of all sandboxes (and imports), each once, in order. */
+static size_t owners_all(Server *s, uid_t *uids) {
+        const Sandbox *sb;
+        const Import *imp;
+        size_t n = 0, k = 0;
+
+        TAILQ_FOREACH(sb, &s->sandboxes, link)
+                uids[n++] = sb->owner_uid;
+        TAILQ_FOREACH(imp, &s->imports, link)
+                uids[n++] = imp->sandbox->owner_uid;
+        qsort(uids, n, sizeof(*uids), cmp_uid);
+        for (size_t i = 0; i < n; i++)
+                if (k == 0 || uids[k - 1] != uids[i])
+                        uids[k++] = uids[i];
+        return k;
+}
+
+/* One owner's use against every row of owner_quotas[] (core/owner.h). */
+static void owner_usage(Server *s, uid_t uid, Sbx__OwnerUsage *o, Sbx__OwnerQuota *q, Sbx__OwnerQuota **ptrs) {
+        sbx__owner_usage__init(o);
+        o->uid = uid;
+        o->exempt = owner_exempt(uid);
+        for (size_t i = 0; i < n_owner_quotas; i++) {
+                const OwnerQuota *row = &owner_quotas[i];
+                sbx__owner_quota__init(&q[i]);
+                q[i].name = (char *) row->key;
+                q[i].what = (char *) row->what;
+                q[i].used = row->used(s, uid);
+                q[i].limit = owner_quota_limit(s, row);
+                q[i].bytes = row->bytes;
+                ptrs[i] = &q[i];
+        }
+        o->n_quotas = n_owner_quotas;
+        o->quotas = ptrs;
+}
+
+int handle_owner_list(Request *rq) {
+        const Sbx__OwnerList *req = rq->msg->owner_list;
+        Server *s = rq->server;
+        uid_t caller = rq->client->uid;
+        Sbx__OwnerListReply *o = REQUEST_NEW(rq, Sbx__OwnerListReply, SBX__OWNER_LIST_REPLY__INIT);
+        size_t n = 1, room = 1;
+        const Sandbox *sb;
+        const Import *imp;
+        Sbx__OwnerUsage *usage, **ptrs;
+        Sbx__OwnerQuota *quotas, **quota_ptrs;
+        uid_t *uids;
+
+        if (req->has_uid && req->uid != caller && caller != 0)
+                return request_error(rq, -EPERM, "permission denied: only root may see the quotas of another owner "
+                                     "(uid %u); yours are uid %u's", req->uid, (unsigned) caller);
+        TAILQ_FOREACH(sb, &s->sandboxes, link)
+                room++;
+        TAILQ_FOREACH(imp, &s->imports, link)
+                room++;
+        uids = request_alloc(rq, room * sizeof(*uids));
+        if (!o || !uids)
+                return -ENOMEM;
+        /* Root sees every owner; anyone else, and owner show, one. */
+        if (req->has_uid || caller != 0)
+                uids[0] = req->has_uid ? req->uid : caller;
+        else
+                n = owners_all(s, uids);
+        usage = request_alloc(rq, (n ?: 1) * sizeof(*usage));
+        ptrs = request_alloc(rq, (n ?: 1) * sizeof(*ptrs));
+        quotas = request_alloc(rq, (n ?: 1) * n_owner_quotas * sizeof(*quotas));
+        quota_ptrs = request_alloc(rq, (n ?: 1) * n_owner_quotas * sizeof(*quota_ptrs));
+        if (!usage || !ptrs || !quotas || !quota_ptrs)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                owner_usage(s, uids[i], &usage[i], quotas + i * n_owner_quotas, quota_ptrs + i * n_owner_quotas);
+                ptrs[i] = &usage[i];
+        }
+        o->n_owners = n;
+        o->owners = ptrs;
+        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_OWNER_LIST, o);
 }

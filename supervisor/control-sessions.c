@@ -16,7 +16,7 @@
 int handle_session_create(Request *rq) {
         const Sbx__SessionCreate *req = rq->msg->session_create;
         WorkspaceSession *ws;
-        char errmsg[300] = "";
+        char errmsg[512] = "";
         int r;
 
         spare_make_room(rq->server, rq->sandbox);

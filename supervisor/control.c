@@ -43,6 +43,7 @@ const RequestType request_types[] = {
                     MSG_CHECK_RANGE("cpu_weight", NULL, 0, 10000))),
         OWNER(SANDBOX_DELETE, sandbox_delete, "name", 0, handle_sandbox_delete, CHECKS(NAME("name"))),
         ROOT(GC, gc, "collect garbage", handle_gc, NULL),
+        ANYONE(OWNER_LIST, owner_list, handle_owner_list, NULL),
         OWNER(EXEC, exec, "sandbox", 0, handle_exec,
               CHECKS(NAME("sandbox"), NAME("workspace_session"), MSG_CHECK_LENGTH("cmd", 1, SBX_CMD_MAX, -EINVAL),
                      MSG_CHECK_RANGE("timeout_ms", "has_timeout", 1, SBX_TIMEOUT_MAX_MS))),

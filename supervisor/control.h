@@ -93,6 +93,7 @@ int handle_sandbox_list(Request *rq);
 int handle_sandbox_delete(Request *rq);
 int handle_status(Request *rq);
 int handle_gc(Request *rq);
+int handle_owner_list(Request *rq);
 /* control-commands.c */
 int handle_exec(Request *rq);
 int handle_stdin(Request *rq);

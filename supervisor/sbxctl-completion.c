@@ -150,8 +150,13 @@ static void put_words(void) {
                 first = false;
         }
         printf(")\n"
-               "                COMPREPLY=($(compgen -W \"$(_sbxctl_sandboxes)\" -- \"$cur\")) ;;\n"
-               "        esac\n"
+               "                COMPREPLY=($(compgen -W \"$(_sbxctl_sandboxes)\" -- \"$cur\")) ;;\n");
+        for (size_t i = 0; i < ctl_n_verbs; i++)
+                if (ctl_verbs[i].flags & CTL_OWNER_ARG)
+                        printf("            %.*s/%s) COMPREPLY=($(compgen -u -- \"$cur\")) ;;\n",
+                               noun_len(ctl_verbs[i].words), ctl_verbs[i].words,
+                               ctl_second_word(ctl_verbs[i].words) ?: "");
+        printf("        esac\n"
                "    fi\n");
 }
 

@@ -122,9 +122,7 @@ void table_done(Table *t) {
         free(t->cells);
 }
 
-void table_add(Table *t, ...) {
-        va_list ap;
-
+void table_add_row(Table *t, const char *const *cells) {
         if (t->oom)
                 return;
         if (t->n_rows == t->allocated) {
@@ -137,10 +135,8 @@ void table_add(Table *t, ...) {
                 t->cells = c;
                 t->allocated = n;
         }
-        va_start(ap, t);
         for (size_t i = 0; i < t->n_cols; i++) {
-                const char *v = va_arg(ap, const char *);
-                char *copy = strdup(v ?: "-");
+                char *copy = strdup(cells[i] ?: "-");
 
                 if (copy)
                         for (char *q = copy; *q; q++)
@@ -150,8 +146,19 @@ void table_add(Table *t, ...) {
                 if (!copy)
                         t->oom = true;
         }
-        va_end(ap);
         t->n_rows++;
+}
+
+void table_add(Table *t, ...) {
+        const char *cells[TABLE_COLS_MAX];
+        va_list ap;
+
+        assert(t->n_cols <= TABLE_COLS_MAX);
+        va_start(ap, t);
+        for (size_t i = 0; i < t->n_cols; i++)
+                cells[i] = va_arg(ap, const char *);
+        va_end(ap);
+        table_add_row(t, cells);
 }
 
 int table_print(Table *t) {

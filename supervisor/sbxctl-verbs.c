@@ -221,7 +221,7 @@ static const MsgJsonMap unreadable_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__de
 
 static const MsgJsonMap session_map = MSG_JSON_MAP_INIT(sbx__session_info__descriptor,
         MSG_JSON_NAMES("workspace_session sandbox finalize_policy automatic state base_layer created_unix "
-                       "running_commands"));
+                       "running_commands memory_bytes discard_unix"));
 
 static const MsgJsonMap publication_map = MSG_JSON_MAP_INIT(sbx__publication__descriptor,
         MSG_JSON_NAMES("published layer owner changed_paths error conflicts"));
@@ -251,6 +251,13 @@ static const MsgJsonMap gc_map = MSG_JSON_MAP_INIT(sbx__gc_reply__descriptor,
 static const MsgJsonMap status_map = MSG_JSON_MAP_INIT(sbx__status_reply__descriptor,
         MSG_JSON_NAMES("version proto_version pid uptime_seconds cgroup_backend sandboxes live_sessions "
                        "spare_sessions running_commands clients state_dir run_dir caller_only"));
+
+static const MsgJsonMap owner_quota_map = MSG_JSON_MAP_INIT(sbx__owner_quota__descriptor,
+        MSG_JSON_NAMES("name what used limit bytes"));
+
+static const MsgJsonMap owner_map = MSG_JSON_MAP_INIT(sbx__owner_usage__descriptor,
+        MSG_JSON_NAMES("uid exempt"),
+        MSG_JSON_FIELD("quotas", "quotas", .sub = &owner_quota_map));
 
 static int print_object(const MsgJsonMap *map, const void *m) {
         return print_json(msg_json_object(map, m, CTL_TEXT));
@@ -411,6 +418,16 @@ static int print_image_list(const Args *a, const Sbx__Reply *reply) {
         return table_print(&t);
 }
 
+/* A use or a limit: a count, or bytes ("0B", "1.5G"). */
+static void format_amount(uint64_t v, bool bytes, char *buf, size_t size) {
+        if (!bytes)
+                snprintf(buf, size, "%" PRIu64, v);
+        else if (v == 0)
+                snprintf(buf, size, "0B");
+        else
+                format_size(v, buf, size);
+}
+
 /* ---- sessions ------------------------------------------------------------------ */
 
 static int build_session_list(Args *a, CtlRequest *req) {
@@ -423,7 +440,7 @@ static int build_session_list(Args *a, CtlRequest *req) {
 }
 
 static int print_session_list(const Args *a, const Sbx__Reply *reply) {
-        static const char *const header[] = { "ID", "STATE", "POLICY", "KIND", "BASE", "RUNNING", "CREATED" };
+        static const char *const header[] = { "ID", "STATE", "POLICY", "KIND", "BASE", "RUNNING", "MEMORY", "CREATED" };
         _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
         const Sbx__SessionListReply *l = reply->session_list;
 
@@ -431,13 +448,14 @@ static int print_session_list(const Args *a, const Sbx__Reply *reply) {
                 return print_array(&session_map, (void *const *) l->sessions, l->n_sessions);
         for (size_t i = 0; i < l->n_sessions; i++) {
                 const Sbx__SessionInfo *s = l->sessions[i];
-                char base[16], running[16], created[32];
+                char base[16], running[16], memory[24], created[32];
 
                 snprintf(base, sizeof(base), "%" PRIu32, s->base_layer);
                 snprintf(running, sizeof(running), "%" PRIu32, s->running_commands);
+                format_amount(s->memory_bytes, true, memory, sizeof(memory));
                 format_time(s->created_unix, created, sizeof(created));
                 table_add(&t, s->workspace_session, s->state, s->finalize_policy,
-                          s->automatic ? "automatic" : "managed", base, running, created);
+                          s->automatic ? "automatic" : "managed", base, running, memory, created);
         }
         return table_print(&t);
 }
@@ -748,6 +766,115 @@ static int print_status(const Args *a, const Sbx__Reply *reply) {
         return EXIT_OK;
 }
 
+/* ---- owners' quotas ------------------------------------------------------------------ */
+
+/* owner list and owner show: one request (show names its owner). */
+static int build_owner_list(Args *a, CtlRequest *req) {
+        ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_OWNER_LIST, &sbx__owner_list__descriptor);
+        req->expect = SBX__REPLY__BODY_OWNER_LIST;
+        return EXIT_OK;
+}
+
+static int build_owner_show(Args *a, CtlRequest *req) {
+        Sbx__OwnerList *m;
+        uint32_t uid;
+
+        if (parse_owner(a->name, &uid) < 0)
+                return usage_error("invalid owner '%s': expected a uid or a user name", a->name);
+        m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_OWNER_LIST, &sbx__owner_list__descriptor);
+        m->has_uid = true;
+        m->uid = uid;
+        req->expect = SBX__REPLY__BODY_OWNER_LIST;
+        return EXIT_OK;
+}
+
+/* The column of a quota: "SESSIONS" for owner_sessions_max, "LAYERS" for owner_layers_max_bytes. */
+static void quota_column(const char *key, char *buf, size_t size) {
+        const char *p = strncmp(key, "owner_", 6) == 0 ? key + 6 : key, *end = strstr(p, "_max");
+        size_t n = end ? (size_t) (end - p) : strlen(p);
+
+        snprintf(buf, size, "%.*s", (int) n, p);
+        for (char *c = buf; *c; c++)
+                *c = *c >= 'a' && *c <= 'z' ? (char) (*c - 'a' + 'A') : *c;
+}
+
+static const char *owner_name(uint32_t uid) {
+        const struct passwd *pw = getpwuid((uid_t) uid);
+        return pw ? pw->pw_name : NULL;
+}
+
+/* One row per owner: OWNER, USER and "used/limit" per quota ("-" for root's limits). */
+static int print_owner_list(const Args *a, const Sbx__Reply *reply) {
+        const Sbx__OwnerListReply *l = reply->owner_list;
+        size_t n_quotas = l->n_owners ? l->owners[0]->n_quotas : 0;
+        char headers[TABLE_COLS_MAX][32], cells[TABLE_COLS_MAX][64];
+        const char *header[TABLE_COLS_MAX] = { "OWNER", "USER" }, *row[TABLE_COLS_MAX];
+        _cleanup_(table_done) Table t = { .n_cols = 2 + MIN(n_quotas, (size_t) TABLE_COLS_MAX - 2), .header = header };
+
+        if (a->json)
+                return print_array(&owner_map, (void *const *) l->owners, l->n_owners);
+        for (size_t k = 2; k < t.n_cols; k++) {
+                quota_column(l->owners[0]->quotas[k - 2]->name, headers[k], sizeof(headers[k]));
+                header[k] = headers[k];
+        }
+        for (size_t i = 0; i < l->n_owners; i++) {
+                const Sbx__OwnerUsage *o = l->owners[i];
+
+                snprintf(cells[0], sizeof(cells[0]), "%" PRIu32, o->uid);
+                row[0] = cells[0];
+                row[1] = owner_name(o->uid);
+                for (size_t k = 2; k < t.n_cols; k++) {
+                        const Sbx__OwnerQuota *q = k - 2 < o->n_quotas ? o->quotas[k - 2] : NULL;
+                        char used[24] = "-", limit[24] = "-";
+                        if (q)
+                                format_amount(q->used, q->bytes, used, sizeof(used));
+                        if (q && !o->exempt)
+                                format_amount(q->limit, q->bytes, limit, sizeof(limit));
+                        snprintf(cells[k], sizeof(cells[k]), "%s/%s", used, limit);
+                        row[k] = cells[k];
+                }
+                table_add_row(&t, row);
+        }
+        return table_print(&t);
+}
+
+static int print_owner_show(const Args *a, const Sbx__Reply *reply) {
+        const Sbx__OwnerListReply *l = reply->owner_list;
+        const Sbx__OwnerUsage *o = l->n_owners == 1 ? l->owners[0] : NULL;
+        const char *name;
+
+        if (!o) {
+                fprintf(stderr, "%s: sbxd answered with %zu owners for one\n", program, l->n_owners);
+                return EXIT_FAILED;
+        }
+        if (a->json)
+                return print_object(&owner_map, o);
+        name = owner_name(o->uid);
+        printf("owner: %" PRIu32, o->uid);
+        if (name) {
+                fputs(" (", stdout);
+                fputs_safe(name, stdout);
+                putchar(')');
+        }
+        puts(o->exempt ? ", exempt from the quotas" : "");
+        for (size_t i = 0; i < o->n_quotas; i++) {
+                const Sbx__OwnerQuota *q = o->quotas[i];
+                char used[24], limit[24];
+
+                format_amount(q->used, q->bytes, used, sizeof(used));
+                format_amount(q->limit, q->bytes, limit, sizeof(limit));
+                fputs_safe(q->name, stdout);
+                printf(": %s ", used);
+                if (!o->exempt)
+                        printf("of %s ", limit);
+                fputs_safe(q->what, stdout);
+                if (o->exempt)
+                        printf(" (limit %s, not applied)", limit);
+                putchar('\n');
+        }
+        return EXIT_OK;
+}
+
 /* ---- the table: "NOUN VERB ARGS..." or "WORD", in the order of --help ------------ */
 
 #define SANDBOX CTL_SANDBOX_ARG
@@ -772,6 +899,8 @@ const CtlVerb ctl_verbs[] = {
         { "command cancel",   2, "SANDBOX and command ID", "command ID", 0, SANDBOX,
           build_command_cancel, print_command_cancel, NULL },
         { "layer list",       1, "SANDBOX", NULL, 0, SANDBOX, build_layer_list, print_layer_list, run_layer_list },
+        { "owner list",       0, NULL, NULL, 0, 0, build_owner_list, print_owner_list, NULL },
+        { "owner show",       1, "owner UID", NULL, 0, CTL_OWNER_ARG, build_owner_show, print_owner_show, NULL },
         { "gc",               0, NULL, NULL, 0, 0, build_gc, print_gc, NULL },
         { "status",           0, NULL, NULL, 0, 0, build_status, print_status, NULL },
 };

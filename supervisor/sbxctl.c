@@ -40,6 +40,8 @@ static void help(void) {
                "                                 list commands and how they ended\n"
                "  command cancel SANDBOX ID      cancel a running command\n"
                "  layer list SANDBOX             list a sandbox's published layers\n"
+               "  owner list                     list owners' use of the per-owner quotas\n"
+               "  owner show UID                 show one owner's use of each quota\n"
                "  gc                             remove what nothing uses any more\n"
                "  status                         show the state of sbxd\n"
                "\n"
@@ -164,7 +166,8 @@ static int take_arguments(const CtlVerb *v, const char *const *pos, size_t n_pos
         if (v->n_args >= 1) {
                 a->name = pos[words];
                 if (*a->name == '\0')
-                        return usage_error("sandbox NAME must not be empty");
+                        return usage_error("%s must not be empty",
+                                           v->flags & CTL_OWNER_ARG ? "owner UID" : "sandbox NAME");
         }
         if (v->n_args >= 2) {
                 if (check_id(v->id_what, pos[words + 1]) != EXIT_OK)

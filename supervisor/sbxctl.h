@@ -93,6 +93,7 @@ typedef enum CtlVerbFlags {
         CTL_LOCAL = 1u << 0,            /* answered here, without sbxd */
         CTL_NO_JSON = 1u << 1,          /* --json is a usage error */
         CTL_SANDBOX_ARG = 1u << 2,      /* the first argument names an existing sandbox */
+        CTL_OWNER_ARG = 1u << 3,        /* the first argument is a uid or a user name */
 } CtlVerbFlags;
 
 typedef struct CtlVerb {
@@ -152,9 +153,13 @@ typedef struct Table {
         bool oom;
 } Table;
 
+#define TABLE_COLS_MAX 16         /* columns of a table_add row */
+
 void table_done(Table *t);
 /* One row of n_cols strings (NULL is printed as "-"). */
 void table_add(Table *t, ...);
+/* The same from an array of n_cols strings (a table whose columns come from the reply). */
+void table_add_row(Table *t, const char *const *cells);
 int table_print(Table *t);
 
 /* A session or command id from the command line: non-empty and at most

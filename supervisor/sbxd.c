@@ -384,10 +384,10 @@ static void server_done(Server *s) {
         server_close(s);
 }
 
-/* Milliseconds until the earliest deadline of commands, spares and clients. */
+/* Milliseconds until the earliest deadline of commands, spares, failed sessions and clients. */
 static int server_timeout(Server *s) {
         unsigned long long deadline = MIN(MIN(commands_next_deadline(s), spares_next_deadline(s)),
-                                          clients_next_deadline(s));
+                                          MIN(failed_sessions_next_deadline(s), clients_next_deadline(s)));
         unsigned long long now = now_usec();
 
         if (deadline == ~0ull)
@@ -399,6 +399,7 @@ static int server_timeout(Server *s) {
 static void server_tick(Server *s) {
         commands_run_deadlines(s);
         spares_run_deadlines(s);
+        failed_sessions_run_deadlines(s);
         clients_run_deadlines(s);
         sessions_reap(s);
         clients_reap(s, false);

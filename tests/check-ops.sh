@@ -284,6 +284,10 @@ broken=(
   $'[sbxd]\nsession_disk_bytes = 99999999999G|2|session_disk_bytes: \'99999999999G\' is not a number'
   $'[sbxd]\nsocket_mode = 0644|2|socket_mode: \'0644\' is not 0600, 0660 or 0666'
   $'[sbxd]\nclient_idle_seconds = 0|2|client_idle_seconds: 0 is out of range (1 to 86400)'
+  $'[sbxd]\nowner_sessions_max = 513|2|owner_sessions_max: 513 is out of range (1 to 512)'
+  $'[sbxd]\nowner_sandboxes_max = 0|2|owner_sandboxes_max: 0 is out of range (1 to 1024)'
+  $'[sbxd]\nowner_commands_max = 32769|2|owner_commands_max: 32769 is out of range (1 to 32768)'
+  $'[sbxd]\nfailed_session_grace_seconds = 86401|2|failed_session_grace_seconds: 86401 is out of range (0 to 86400)'
 )
 i=0
 for b in "${broken[@]}"; do
@@ -443,6 +447,9 @@ run_ctl "image list --json" 0 image list --json && jcheck "image list --json nam
 run_ctl "an unreachable socket exits 3" 3 --socket "$TMP/nowhere.sock" status
 run_ctl "a usage error exits 2" 2 session finalize ops
 run_ctl "status --json" 0 status --json && jcheck "status --json has the pid of the private sbxd" "d['pid']==$SBXD_PID"
+run_ctl "owner list" 0 owner list && { grep -qE "^0 +root +[0-9]+/- +1/- +0/-$" <<<"$OUT" && ok "owner list: root's use, no limit (exempt)" || notok "owner list: root's use, no limit (exempt)" "$OUT"; }
+run_ctl "owner show root --json" 0 owner show root --json && jcheck "owner show --json: exempt, a row per quota" "d['uid']==0 and d['exempt'] and [q['name'] for q in d['quotas']]==['owner_sessions_max','owner_sandboxes_max','owner_commands_max']"
+run_ctl "owner show of a bad user is a usage error" 2 owner show no-such-user-sbx
 
 if run_ctl "layer list ops" 0 layer list ops; then
   grep -qE "^0 +original " <<<"$OUT" && ok "layer list: layer 0 is owned by original" || notok "layer list: layer 0 is owned by original" "$OUT"

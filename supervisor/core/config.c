@@ -25,6 +25,10 @@ void config_init(Config *cfg) {
                 .uid_count = SBX_UID_COUNT_DEFAULT,
                 .socket_gid = (gid_t) -1,
                 .client_idle_seconds = SBX_CLIENT_IDLE_DEFAULT_S,
+                .owner_sessions_max = SBX_OWNER_SESSIONS_MAX_DEFAULT,
+                .owner_sandboxes_max = SBX_OWNER_SANDBOXES_MAX_DEFAULT,
+                .owner_commands_max = SBX_OWNER_COMMANDS_MAX_DEFAULT,
+                .failed_session_grace_seconds = SBX_FAILED_SESSION_GRACE_DEFAULT_S,
         };
 }
 
@@ -153,6 +157,11 @@ static const struct {
         NUMERIC("session_spares", session_spares, 0, SBX_SPARES_MAX),
         NUMERIC("session_spare_idle_seconds", spare_idle_seconds, 1, 86400),
         NUMERIC("client_idle_seconds", client_idle_seconds, 1, 86400),
+        /* Issue 15e: per-owner quotas below the global caps, and failed publications. */
+        NUMERIC("owner_sessions_max", owner_sessions_max, 1, SBX_MAX_LIVE_SESSIONS),
+        NUMERIC("owner_sandboxes_max", owner_sandboxes_max, 1, SBX_MAX_SANDBOXES),
+        NUMERIC("owner_commands_max", owner_commands_max, 1, SBX_OWNER_COMMANDS_MAX),
+        NUMERIC("failed_session_grace_seconds", failed_session_grace_seconds, 0, SBX_FAILED_SESSION_GRACE_MAX_S),
 };
 
 int config_set(Config *cfg, const char *key, const char *value, char *ret_error) {

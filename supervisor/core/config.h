@@ -26,6 +26,11 @@ typedef struct Config {
         gid_t socket_gid;               /* socket_group, or (gid_t) -1 */
         mode_t socket_mode;             /* 0: 0660 with socket_group, else 0600 */
         uint32_t client_idle_seconds;   /* a client with no request this long is closed */
+        /* Issue 15e: per-owner quotas (core/owner.h) and failed publications. */
+        uint32_t owner_sessions_max;    /* live workspace sessions of one owner's sandboxes */
+        uint32_t owner_sandboxes_max;   /* sandboxes one uid owns */
+        uint32_t owner_commands_max;    /* running commands in one owner's sandboxes */
+        uint32_t failed_session_grace_seconds; /* a failed automatic publication's session is kept this long */
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */

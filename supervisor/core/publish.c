@@ -494,6 +494,12 @@ int publish_tree(Store *store, Sandbox *sb, int src_dirfd, const char *owner, ui
         r = manifest_build(src_dirfd, &m, too_deep);
         if (r == -ELOOP)
                 tree_depth_message(too_deep, ret->error, sizeof(ret->error));
+        else if (r == -ENAMETOOLONG)
+                snprintf(ret->error, sizeof(ret->error), "a changed path is longer than the path limit of %u bytes",
+                         SBX_PATH_MAX);
+        else if (r == -E2BIG)
+                snprintf(ret->error, sizeof(ret->error), "more paths changed than the limit of %u in one publication",
+                         SBX_PUBLISH_MAX_PATHS);
         if (r < 0)
                 goto out;
         res.layer = sb->top_layer;

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "msg.h"
 #include "os/image.h"
+#include "core/owner.h"
 #include "core/sandbox.h"
 #include "core/session.h"
 #include "core/snapshot.h"
@@ -32,15 +33,6 @@
 #define IMPORT_NOGROUP 65534u
 
 enum { IMPORT_SOCK_FD = 3, IMPORT_LAYERS_FD = 4 };
-
-/* A sandbox being created: sbx-worker --import builds its layer 0. */
-struct Import {
-        TAILQ_ENTRY(Import) link;
-        Sandbox *sandbox;           /* not in Server.sandboxes until the import succeeded */
-        EventSource pidfd_src;      /* the helper's pidfd: readable once it exited */
-        int sock;                   /* its answer, an ImportResult, waits here */
-        Pending creator;            /* answered when it is done */
-};
 
 bool name_is_valid(const char *name) {
         size_t n = strlen(name);
@@ -567,10 +559,11 @@ static bool name_taken(Server *s, const char *name) {
         return false;
 }
 
-static int create_check(Server *s, const Sbx__SandboxCreate *req, char *errmsg, size_t errmsg_size) {
+static int create_check(Server *s, const Sbx__SandboxCreate *req, uid_t owner, char *errmsg, size_t errmsg_size) {
         unsigned n = 0;
         Sandbox *sb;
         Import *imp;
+        int r;
 
         if (!name_is_valid(req->name)) {
                 snprintf(errmsg, errmsg_size,
@@ -590,6 +583,9 @@ static int create_check(Server *s, const Sbx__SandboxCreate *req, char *errmsg, 
                 snprintf(errmsg, errmsg_size, "too many sandboxes (limit %u)", SBX_MAX_SANDBOXES);
                 return -ENOSPC;
         }
+        r = owner_quota_check(s, "owner_sandboxes_max", owner, 1, errmsg, errmsg_size);
+        if (r < 0)
+                return r;
         if (req->source_dir[0] != '/') {
                 snprintf(errmsg, errmsg_size, "source directory must be an absolute path");
                 return -EINVAL;
@@ -599,11 +595,12 @@ static int create_check(Server *s, const Sbx__SandboxCreate *req, char *errmsg, 
 
 int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t seq, char *errmsg,
                    size_t errmsg_size) {
+        uid_t owner = req->has_owner ? req->owner_uid : c->uid;
         char hex[17];
         Sandbox *sb;
         int r;
 
-        r = create_check(s, req, errmsg, errmsg_size);
+        r = create_check(s, req, owner, errmsg, errmsg_size);
         if (r < 0)
                 return r;
         r = random_hex(hex, 16);
@@ -614,7 +611,7 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
                 return -ENOMEM;
         snprintf(sb->id, sizeof(sb->id), "sb-%s", hex);
         strlcpy(sb->name, req->name, sizeof(sb->name));
-        sb->owner_uid = req->has_owner ? req->owner_uid : c->uid;
+        sb->owner_uid = owner;
         sb->memory_bytes = req->memory_bytes ?: s->cfg.default_memory_bytes;
         sb->pids_max = req->pids_max ?: s->cfg.default_pids_max;
         sb->cpu_weight = req->cpu_weight ?: 100;

@@ -43,6 +43,16 @@ struct Sandbox {
         TAILQ_HEAD(, SnapshotHold) holds; /* of its sessions, live and ending */
 };
 
+/* A sandbox being created: sbx-worker --import builds its layer 0 (owner
+ * quotas count it). */
+struct Import {
+        TAILQ_ENTRY(Import) link;
+        Sandbox *sandbox;           /* not in Server.sandboxes until the import succeeded */
+        EventSource pidfd_src;      /* the helper's pidfd: readable once it exited */
+        int sock;                   /* its answer, an ImportResult, waits here */
+        Pending creator;            /* answered when it is done */
+};
+
 int sandboxes_load(Server *s);
 /* Free the host id ranges of sandboxes without a record, after their files;
  * returns how many were freed. */

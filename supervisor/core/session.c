@@ -5,10 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/owner.h"
 #include "core/session.h"
 #include "core/snapshot.h"
 #include "fd-util.h"
@@ -63,7 +66,21 @@ unsigned sessions_live(Server *s) {
         return n;
 }
 
+/* What the sandbox's stopped sessions hold in memory: their tmpfs pages,
+ * charged to their cgroups, count against the sandbox's memory limit. */
+static uint64_t stopped_memory(Server *s, const Sandbox *sb) {
+        const WorkspaceSession *ws;
+        uint64_t n = 0;
+
+        TAILQ_FOREACH(ws, &s->sessions, link)
+                if (ws->sandbox == sb && ws->state == SESSION_STOPPED)
+                        n += session_memory_bytes(ws);
+        return n;
+}
+
 static int session_check_limits(Server *s, const Sandbox *sb, char *err, size_t size) {
+        uint64_t held;
+
         if (sessions_live(s) >= SBX_MAX_LIVE_SESSIONS) {
                 snprintf(err, size, "too many live workspace sessions (limit %u)", SBX_MAX_LIVE_SESSIONS);
                 return -EAGAIN;
@@ -73,7 +90,16 @@ static int session_check_limits(Server *s, const Sandbox *sb, char *err, size_t 
                          SBX_MAX_SESSIONS_PER_SANDBOX);
                 return -EAGAIN;
         }
-        return 0;
+        held = stopped_memory(s, sb);
+        if (held >= sb->memory_bytes) {
+                snprintf(err, size, "sandbox '%s' has no memory left for a session: its stopped workspace sessions "
+                         "hold %llu bytes of unpublished changes, its memory limit is %llu bytes; finalize or discard "
+                         "them, or wait until those of failed publications are discarded "
+                         "(failed_session_grace_seconds)",
+                         sb->name, (unsigned long long) held, (unsigned long long) sb->memory_bytes);
+                return -ENOMEM;
+        }
+        return owner_quota_check(s, "owner_sessions_max", sb->owner_uid, 1, err, size);
 }
 
 /* What the spawner needs to make ws's child. */
@@ -222,6 +248,15 @@ static const char *session_state_name(const WorkspaceSession *ws) {
         }
 }
 
+uint64_t session_memory_bytes(const WorkspaceSession *ws) {
+        struct statfs st;
+
+        /* The session's own tmpfs; anything else (a unit test's directory) holds no memory of it. */
+        if (ws->upper_fd < 0 || fstatfs(ws->upper_fd, &st) < 0 || st.f_type != TMPFS_MAGIC || st.f_blocks < st.f_bfree)
+                return 0;
+        return (uint64_t) (st.f_blocks - st.f_bfree) * (uint64_t) st.f_bsize;
+}
+
 void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *o) {
         o->workspace_session = (char *) ws->id;
         o->sandbox = (char *) ws->sandbox->name;
@@ -231,6 +266,8 @@ void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *o) {
         o->base_layer = ws->base.top;
         o->created_unix = ws->created_unix;
         o->running_commands = ws->running;
+        o->discard_unix = ws->discard_unix;
+        o->memory_bytes = session_memory_bytes(ws);
 }
 
 static void session_kill_worker(Server *s, WorkspaceSession *ws) {
@@ -612,6 +649,66 @@ static void command_answer_waiters(Server *s, Command *c) {
                 waiter_answer(s, w);
 }
 
+/* An automatic session whose publication failed for another reason than a
+ * conflict (a tree too deep, a path too long, a quota, a full disk) does not
+ * wait for a finalize that the runtime tools cannot send: it is kept stopped,
+ * its changes in its tmpfs for inspection or a retry, for
+ * failed_session_grace_seconds, then discarded; c (the command that ended
+ * it) says so. A conflict keeps its session until it is finalized. */
+static void failed_session_keep(Server *s, WorkspaceSession *ws, Command *c) {
+        unsigned grace = s->cfg.failed_session_grace_seconds;
+        size_t len = strlen(c->publication_error);
+        char *end = c->publication_error + len, until[32];
+        size_t room = sizeof(c->publication_error) - len;
+        time_t t;
+
+        if (grace == 0) {
+                snprintf(end, room, "; nothing was published, and the session's changes were discarded with it "
+                         "(failed_session_grace_seconds = 0)");
+                log_info("Discarding workspace session %s of sandbox '%s': its publication failed", ws->id,
+                         ws->sandbox->name);
+                return;
+        }
+        if (ws->discard_usec == 0) {
+                ws->discard_usec = now_usec() + grace * 1000000ull;
+                ws->discard_unix = time(NULL) + grace;
+        }
+        t = (time_t) ws->discard_unix;
+        strftime(until, sizeof(until), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &(struct tm) {}));
+        snprintf(end, room,
+                 "; nothing was published. The changes of workspace session %s are kept for inspection until %s "
+                 "(failed_session_grace_seconds = %u), then discarded with the session: 'sbxctl session diff %s %s' "
+                 "shows them, 'sbxctl session finalize %s %s --publish' retries once the cause is fixed, --discard "
+                 "drops them now (or diff_workspace_session and finalize_workspace_session of the sessions tools)",
+                 ws->id, until, grace, ws->sandbox->name, ws->id, ws->sandbox->name, ws->id);
+        log_info("Keeping workspace session %s of sandbox '%s' after a failed publication until %s", ws->id,
+                 ws->sandbox->name, until);
+}
+
+unsigned long long failed_sessions_next_deadline(Server *s) {
+        unsigned long long next = ~0ull;
+        WorkspaceSession *ws;
+
+        TAILQ_FOREACH(ws, &s->sessions, link)
+                if (ws->discard_usec)
+                        next = MIN(next, ws->discard_usec);
+        return next;
+}
+
+void failed_sessions_run_deadlines(Server *s) {
+        unsigned long long now = now_usec();
+        WorkspaceSession *ws, *next;
+
+        TAILQ_FOREACH_SAFE(ws, &s->sessions, link, next)
+                if (ws->discard_usec && ws->discard_usec <= now && ws->running == 0) {
+                        log_info("Discarding workspace session %s of sandbox '%s' (%llu bytes of changes): its "
+                                 "publication failed %u s ago (failed_session_grace_seconds)",
+                                 ws->id, ws->sandbox->name, (unsigned long long) session_memory_bytes(ws),
+                                 s->cfg.failed_session_grace_seconds);
+                        session_destroy(s, ws);
+                }
+}
+
 /* After a command ended: an automatic session with nothing left running
  * publishes and goes (its end answers the waiters, with the publication);
  * after a refused publication it stays, and the waiters learn the conflicts. */
@@ -626,11 +723,15 @@ static void command_settle(Server *s, Command *c) {
         }
         r = session_finalize(s, ws, true, false, &res);
         if (r < 0 || res.n_conflicts > 0) {
+                if (r < 0)
+                        failed_session_keep(s, ws, c);
                 c->publication.n_conflicts = res.n_conflicts;
                 c->publication.conflicts = res.conflicts;
                 command_answer_waiters(s, c);
                 c->publication.n_conflicts = 0;
                 c->publication.conflicts = NULL;
+                if (r < 0 && ws->discard_usec == 0)
+                        session_destroy(s, ws); /* failed_session_grace_seconds = 0: nothing is kept */
         }
         publish_result_done(&res);
 }

@@ -46,6 +46,10 @@ struct WorkspaceSession {
         bool publish_policy;        /* finalize policy publish_then_destroy (else destroy) */
         bool conflicted;            /* its last publication was refused */
         bool spare;                 /* set up ahead, not handed out yet (core/spare.h) */
+        /* An automatic session whose publication failed (not a conflict):
+         * kept stopped for inspection until then, and discarded (0: none). */
+        unsigned long long discard_usec;
+        int64_t discard_unix;
         unsigned long long spare_until_usec;
         int64_t created_unix;
         SessionState state;
@@ -80,7 +84,7 @@ struct Command {
         bool has_publication;
         Sbx__Publication publication;
         char publication_owner[64];
-        char publication_error[300];
+        char publication_error[1024];   /* why nothing was published, and what became of the changes */
         TAILQ_HEAD(, Waiter) waiters;
 };
 
@@ -104,6 +108,12 @@ void sessions_reap(Server *s);
 int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, PublishResult *ret);
 /* The session as listings show it (strings borrowed from ws). */
 void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *ret);
+/* Bytes its changes hold in memory: its tmpfs (charged to its cgroup, under its sandbox's). */
+uint64_t session_memory_bytes(const WorkspaceSession *ws);
+/* Discard the sessions kept after a failed publication whose grace time
+ * (failed_session_grace_seconds) passed: once per loop pass. */
+unsigned long long failed_sessions_next_deadline(Server *s);
+void failed_sessions_run_deadlines(Server *s);
 
 int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
                   Command **ret);

@@ -2,6 +2,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/owner.h"
 #include "core/spare.h"
 #include "fd-util.h"
 #include "log.h"
@@ -25,12 +26,13 @@ WorkspaceSession *spare_take(Server *s, Sandbox *sb) {
         return NULL;
 }
 
-/* Destroy one spare of sb (of any sandbox if NULL); false if there is none. */
-static bool spare_evict(Server *s, Sandbox *sb) {
+/* Destroy one spare of sb, else of a sandbox of owner, else of any sandbox
+ * (sb NULL, owner -1); false if there is none. */
+static bool spare_evict(Server *s, const Sandbox *sb, uid_t owner) {
         WorkspaceSession *ws;
 
         TAILQ_FOREACH(ws, &s->sessions, link)
-                if (ws->spare && (!sb || ws->sandbox == sb)) {
+                if (ws->spare && (sb ? ws->sandbox == sb : owner == (uid_t) -1 || ws->sandbox->owner_uid == owner)) {
                         session_destroy(s, ws);
                         return true;
                 }
@@ -40,9 +42,11 @@ static bool spare_evict(Server *s, Sandbox *sb) {
 void spare_make_room(Server *s, Sandbox *sb) {
         /* Spares give way to sessions someone asked for. */
         if (sessions_live(s) >= SBX_MAX_LIVE_SESSIONS)
-                (void) spare_evict(s, NULL);
+                (void) spare_evict(s, NULL, (uid_t) -1);
         if (sb->live_sessions >= SBX_MAX_SESSIONS_PER_SANDBOX)
-                (void) spare_evict(s, sb);
+                (void) spare_evict(s, sb, (uid_t) -1);
+        if (owner_quota_check(s, "owner_sessions_max", sb->owner_uid, 1, NULL, 0) < 0)
+                (void) spare_evict(s, NULL, sb->owner_uid);
 }
 
 static void spares_refill(Server *s, Sandbox *sb) {
@@ -52,7 +56,8 @@ static void spares_refill(Server *s, Sandbox *sb) {
 
         /* Spares never take the last places: a real session would evict them first anyway. */
         while (sb->spares < s->cfg.session_spares && live + 1 < SBX_MAX_LIVE_SESSIONS &&
-               sb->live_sessions + 1 < SBX_MAX_SESSIONS_PER_SANDBOX) {
+               sb->live_sessions + 1 < SBX_MAX_SESSIONS_PER_SANDBOX &&
+               owner_quota_check(s, "owner_sessions_max", sb->owner_uid, 2, NULL, 0) >= 0) {
                 int r = session_new(s, sb, true, true, &ws, errmsg, sizeof(errmsg));
                 if (r < 0) {
                         log_warning("Cannot make a spare session for sandbox '%s', ignoring: %s", sb->name,

@@ -264,6 +264,40 @@ static void test_anyone_sees_their_own(void **state) {
         sbx__msg__free_unpacked(m, NULL);
 }
 
+/* owner list: root sees every owner of a sandbox, anyone else their own; another's is refused. */
+static void test_owner_list(void **state) {
+        Fixture *f = *state;
+        Sbx__OwnerList l = SBX__OWNER_LIST__INIT;
+        Sbx__Msg *m;
+
+        hello(f, f->user);
+        hello(f, f->root);
+        m = request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_OWNER_LIST, &l);
+        assert_int_equal(m->reply->err, 0);
+        assert_int_equal(m->reply->owner_list->n_owners, 2);
+        assert_int_equal(m->reply->owner_list->owners[0]->uid, 1000);
+        assert_int_equal(m->reply->owner_list->owners[1]->uid, 2000);
+        assert_int_equal(m->reply->owner_list->owners[0]->n_quotas, 3);
+        assert_string_equal(m->reply->owner_list->owners[0]->quotas[1]->name, "owner_sandboxes_max");
+        assert_int_equal(m->reply->owner_list->owners[0]->quotas[1]->used, 1);
+        assert_int_equal(m->reply->owner_list->owners[0]->quotas[1]->limit, SBX_OWNER_SANDBOXES_MAX_DEFAULT);
+        sbx__msg__free_unpacked(m, NULL);
+        m = request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_OWNER_LIST, &l);
+        assert_int_equal(m->reply->owner_list->n_owners, 1);
+        assert_int_equal(m->reply->owner_list->owners[0]->uid, 1000);
+        assert_false(m->reply->owner_list->owners[0]->exempt);
+        sbx__msg__free_unpacked(m, NULL);
+        l.has_uid = true;
+        l.uid = 2000;
+        expect_error(request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_OWNER_LIST, &l), -EPERM,
+                     "only root may see the quotas of another owner (uid 2000)");
+        l.uid = 0;
+        m = request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_OWNER_LIST, &l);
+        assert_int_equal(m->reply->owner_list->n_owners, 1);
+        assert_true(m->reply->owner_list->owners[0]->exempt);
+        sbx__msg__free_unpacked(m, NULL);
+}
+
 /* Bounds are checked at the boundary, before the permission and the handler. */
 static void test_field_bounds(void **state) {
         Fixture *f = *state;
@@ -328,7 +362,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_table), T(test_clients_that_go), T(test_descriptors), T(test_permissions),
                 T(test_owner_and_root_may), T(test_anyone_sees_their_own), T(test_field_bounds),
-                T(test_cancel_has_no_reply),
+                T(test_cancel_has_no_reply), T(test_owner_list),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,12 +147,40 @@ static void test_room_for_a_real_session(void **state) {
         f->sb->live_sessions -= real;
 }
 
+/* owner_sessions_max: spares count, never take an owner's last place, and
+ * give way to the owner's own sessions; another owner and root are not held. */
+static void test_owner_quota(void **state) {
+        Fixture *f = *state;
+        Sandbox *same = fake_sandbox(&f->s, "same", 1000), *theirs = fake_sandbox(&f->s, "theirs", 2000);
+        Sandbox *roots = fake_sandbox(&f->s, "roots", 0);
+        static const unsigned spares_left[] = { 2, 1, 0 };
+        WorkspaceSession *ws;
+        char err[400] = "";
+
+        f->s.cfg.owner_sessions_max = 3;
+        end_read_only_session(f);
+        assert_int_equal(f->sb->spares, 2);     /* 2 of 3: the last place is left */
+        /* The first session fits beside both spares; each later one evicts one. */
+        for (size_t i = 0; i < ELEMENTSOF(spares_left); i++) {
+                spare_make_room(&f->s, same);
+                assert_int_equal(f->sb->spares, spares_left[i]);
+                assert_int_equal(session_new(&f->s, same, false, true, &ws, err, sizeof(err)), 0);
+        }
+        spare_make_room(&f->s, same);
+        assert_int_equal(session_new(&f->s, same, false, true, &ws, err, sizeof(err)), -EDQUOT);
+        assert_non_null(strstr(err, "owner quota owner_sessions_max reached: the sandboxes of owner uid 1000 have 3 "
+                                    "live workspace sessions, 1 more asked (limit 3)"));
+        assert_int_equal(session_new(&f->s, theirs, false, true, &ws, err, sizeof(err)), 0);
+        for (unsigned i = 0; i < 4; i++)
+                assert_int_equal(session_new(&f->s, roots, false, true, &ws, err, sizeof(err)), 0);
+}
+
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
 
 int main(void) {
         const struct CMUnitTest tests[] = {
                 T(test_refilled_by_the_tick), T(test_take_current), T(test_stale_after_a_publication),
-                T(test_idle_spares_go), T(test_room_for_a_real_session),
+                T(test_idle_spares_go), T(test_room_for_a_real_session), T(test_owner_quota),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
