@@ -6,6 +6,7 @@
 
 #include "control.h"
 #include "core/session.h"
+#include "core/transcripts.h"
 #include "data/transcript.h"
 #include "fd-util.h"
 #include "log.h"
@@ -19,6 +20,21 @@ int handle_sandbox_create(Request *rq) {
         if (r < 0)
                 return request_error(rq, r, "%s", errmsg[0] ? errmsg : strerror(-r));
         return REPLY_DEFERRED;
+}
+
+/* The transcript budgets as sb sees them; those of all only for root. */
+static void sandbox_transcripts(const Server *s, const Sandbox *sb, bool root, Sbx__SandboxInfo *info) {
+        info->transcript_bytes = sb->transcript_bytes;
+        info->transcript_files = sb->transcript_files;
+        info->transcripts_max_bytes = s->cfg.sandbox_transcripts_max_bytes;
+        info->owner_transcript_bytes = transcripts_owner_bytes(s, sb->owner_uid);
+        info->owner_transcripts_max_bytes = s->cfg.owner_transcripts_max_bytes;
+        if (!root)
+                return;
+        info->all_transcript_bytes = s->transcript_bytes;
+        info->all_transcripts_max_bytes = s->transcripts_max_bytes;
+        info->all_transcript_files = s->transcript_files;
+        info->all_transcripts_max_inodes = s->cfg.transcripts_max_inodes;
 }
 
 int handle_sandbox_list(Request *rq) {
@@ -40,6 +56,7 @@ int handle_sandbox_list(Request *rq) {
                         continue;
                 sbx__sandbox_info__init(&infos[i]);
                 sandbox_info(sb, &infos[i]);
+                sandbox_transcripts(s, sb, rq->client->uid == 0, &infos[i]);
                 ptrs[i] = &infos[i];
                 i++;
         }

@@ -985,8 +985,12 @@ uint64_t transcript_stored_bytes(const Transcript *t) {
         return stored_bytes(t->apart, t->log_size, t->committed);
 }
 
+unsigned transcript_files_new(bool streams_apart) {
+        return streams_apart ? 3 : 2;
+}
+
 unsigned transcript_files(const Transcript *t) {
-        return t->apart ? 3 : 2;
+        return transcript_files_new(t->apart);
 }
 
 int transcript_usage(int dirfd, const char *id, uint64_t *ret_bytes, unsigned *ret_files) {

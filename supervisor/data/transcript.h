@@ -54,6 +54,8 @@ void transcript_set_limit(Transcript *t, uint64_t limit_bytes, const char *reaso
 /* What t stores, as counted against its cap, and in how many files. */
 uint64_t transcript_stored_bytes(const Transcript *t);
 unsigned transcript_files(const Transcript *t);
+/* The files a new transcript takes (streams_apart: transcript_create_streams). */
+unsigned transcript_files_new(bool streams_apart);
 /* The same of a transcript on disk, counted from its files (0 if none). */
 int transcript_usage(int dirfd, const char *id, uint64_t *ret_bytes, unsigned *ret_files);
 /* Existing transcript, read-only (finished commands, after a restart). */
