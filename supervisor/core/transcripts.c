@@ -135,49 +135,47 @@ typedef struct Budget {
         int64_t owner;          /* or the sandboxes of this owner, or (both unset) all */
 } Budget;
 
+enum { BUDGET_SANDBOX, BUDGET_OWNER, BUDGET_ALL, _BUDGET_MAX };
+
+/* The budgets a command of sb is within, with what their scopes store now. */
+static void budgets_of(const Server *s, const Sandbox *sb, Budget b[static _BUDGET_MAX]) {
+        b[BUDGET_SANDBOX] = (Budget) { "sandbox_transcripts_max_bytes", s->cfg.sandbox_transcripts_max_bytes,
+                                       sb->transcript_bytes, sb->id, -1 };
+        b[BUDGET_OWNER] = (Budget) { "owner_transcripts_max_bytes", s->cfg.owner_transcripts_max_bytes,
+                                     transcripts_owner_bytes(s, sb->owner_uid), NULL, (int64_t) sb->owner_uid };
+        b[BUDGET_ALL] = (Budget) { "transcripts_max_bytes", s->transcripts_max_bytes, s->transcript_bytes, NULL, -1 };
+}
+
 static uint64_t budget_room(const Budget *b) {
         return b->used < b->max ? b->max - b->used : 0;
 }
 
+static void budget_reason(const Budget *b, char buf[static 96]) {
+        snprintf(buf, 96, "%s = %" PRIu64, b->key, b->max);
+}
+
 void transcripts_fit(Server *s, Command *c, size_t n) {
-        Sandbox *sb = c->session->sandbox;
-        Budget budgets[] = {
-                { "sandbox_transcripts_max_bytes", s->cfg.sandbox_transcripts_max_bytes, sb->transcript_bytes,
-                  sb->id, -1 },
-                { "owner_transcripts_max_bytes", s->cfg.owner_transcripts_max_bytes,
-                  transcripts_owner_bytes(s, sb->owner_uid), NULL, (int64_t) sb->owner_uid },
-                { "transcripts_max_bytes", s->transcripts_max_bytes, s->transcript_bytes, NULL, -1 },
-        };
+        const Sandbox *sb = c->session->sandbox;
         uint64_t want = growth_bound(n), room = UINT64_MAX;
-        const Budget *tight = NULL;
+        Budget b[_BUDGET_MAX];
+        unsigned tight = 0;
         char reason[96];
 
         if (!c->transcript || transcript_capped(c->transcript))
                 return;
-        for (size_t i = 0; i < ELEMENTSOF(budgets); i++) {
-                Budget *b = &budgets[i];
-
-                snprintf(reason, sizeof(reason), "%s = %" PRIu64, b->key, b->max);
-                while (budget_room(b) < want) {
-                        uint64_t before = s->transcript_bytes;
-
-                        if (evict_oldest(s, b->sandbox, b->owner, reason) < 0)
-                                break;
-                        /* What went, from every scope it was in. */
-                        for (size_t j = 0; j < ELEMENTSOF(budgets); j++)
-                                budgets[j].used = j == 0 ? sb->transcript_bytes
-                                                : j == 1 ? transcripts_owner_bytes(s, sb->owner_uid)
-                                                         : s->transcript_bytes;
-                        if (s->transcript_bytes == before)
-                                break;
-                }
+        budgets_of(s, sb, b);
+        for (unsigned i = 0; i < _BUDGET_MAX; i++) {
+                budget_reason(&b[i], reason);
+                /* An eviction frees room in every scope the evicted one was in. */
+                while (budget_room(&b[i]) < want && evict_oldest(s, b[i].sandbox, b[i].owner, reason) >= 0)
+                        budgets_of(s, sb, b);
         }
-        for (size_t i = 0; i < ELEMENTSOF(budgets); i++)
-                if (budget_room(&budgets[i]) < room) {
-                        room = budget_room(&budgets[i]);
-                        tight = &budgets[i];
+        for (unsigned i = 0; i < _BUDGET_MAX; i++)
+                if (budget_room(&b[i]) < room) {
+                        room = budget_room(&b[i]);
+                        tight = i;
                 }
-        snprintf(reason, sizeof(reason), "%s = %" PRIu64, tight->key, tight->max);
+        budget_reason(&b[tight], reason);
         transcript_set_limit(c->transcript, room > UINT64_MAX - c->charged_bytes ? UINT64_MAX : c->charged_bytes + room,
                              reason);
 }

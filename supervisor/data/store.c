@@ -449,9 +449,21 @@ int store_command_evict(Store *s, const char *id, const char *reason) {
         return step_done(st);
 }
 
+/* The one command st selects (COMMAND_COLUMNS), or -ENOENT. */
+static int step_command(sqlite3_stmt *st, StoreCommand *ret) {
+        int rc = sqlite3_step(st);
+
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        fill_command(st, ret);
+        return 0;
+}
+
 int store_transcript_oldest(Store *s, const char *sandbox, int64_t owner, StoreCommand *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r, rc;
+        int r;
 
         if (sandbox)
                 r = prepare(s, "SELECT " COMMAND_COLUMNS " FROM commands WHERE sandbox = ?1 AND evicted = ''"
@@ -466,13 +478,7 @@ int store_transcript_oldest(Store *s, const char *sandbox, int64_t owner, StoreC
                 sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
         else
                 sqlite3_bind_int64(st, 2, owner);
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
-                return -ENOENT;
-        if (rc != SQLITE_ROW)
-                return sql_err(rc) ?: -EIO;
-        fill_command(st, ret);
-        return 0;
+        return step_command(st, ret);
 }
 
 int store_transcript_usage_foreach(Store *s, int (*cb)(const char *sandbox, uint64_t bytes, uint64_t files,
@@ -510,19 +516,13 @@ int store_transcript_unknown_foreach(Store *s, int (*cb)(const char *id, void *u
 
 int store_command_get(Store *s, const char *id, StoreCommand *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r, rc;
+        int r;
 
         r = prepare(s, "SELECT " COMMAND_COLUMNS " FROM commands WHERE id = ?", &st);
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
-                return -ENOENT;
-        if (rc != SQLITE_ROW)
-                return sql_err(rc) ?: -EIO;
-        fill_command(st, ret);
-        return 0;
+        return step_command(st, ret);
 }
 
 int store_commands_mark_lost(Store *s, int64_t now_unix_usec, unsigned *ret_count) {
