@@ -109,11 +109,12 @@ int handle_status(Request *rq) {
         return msg_reply_set(&rq->reply, SBX__REPLY__BODY_STATUS, st);
 }
 
-/* A transcript stays while its command is recorded (a deleted sandbox's go
- * after the commit of the delete; a crash in between leaves them). */
+/* A transcript stays while its command is recorded and it was not evicted
+ * (a deleted sandbox's go after the commit of the delete, an evicted one's
+ * after the record says so; a crash in between leaves them). */
 static int transcript_recorded(const char *id, void *userdata) {
         Server *s = userdata;
-        return store_command_exists(s->store, id);
+        return store_transcript_kept(s->store, id);
 }
 
 int handle_gc(Request *rq) {

@@ -477,7 +477,6 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
         if (r < 0)
                 return r;
         c->session = ws;
-        transcripts_started(s, c);
         c->number = ++ws->next_command;
         c->start_usec = now_usec();
         c->deadline_usec = c->start_usec + timeout_ms * 1000ull;
@@ -489,6 +488,7 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
                 free(c);
                 return r;
         }
+        transcripts_started(s, c);
         TAILQ_INSERT_TAIL(&s->commands, c, link);
         TAILQ_INSERT_TAIL(&ws->commands, c, session_link);
         ws->running++;

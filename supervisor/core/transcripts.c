@@ -73,7 +73,7 @@ static int evict(Server *s, const StoreCommand *rec, const char *reason) {
         uint64_t bytes = rec->transcript_bytes, files = (uint64_t) MAX(rec->transcript_files, 0);
         int r;
 
-        /* The record first: a crash between leaves files that sbxctl gc does not take, but no record of a
+        /* The record first: a crash in between leaves files that sbxctl gc removes, never a record of a
          * transcript that is gone. */
         r = store_command_evict(s->store, rec->id, reason);
         if (r < 0)

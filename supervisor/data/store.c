@@ -775,6 +775,10 @@ int store_command_exists(Store *s, const char *id) {
         return exists_text(s, "SELECT 1 FROM commands WHERE id = ?1", id);
 }
 
+int store_transcript_kept(Store *s, const char *id) {
+        return exists_text(s, "SELECT 1 FROM commands WHERE id = ?1 AND evicted = ''", id);
+}
+
 int store_sandbox_known(Store *s, const char *id_or_name) {
         return exists_text(s, "SELECT 1 FROM sandboxes WHERE id = ?1 OR name = ?1", id_or_name);
 }

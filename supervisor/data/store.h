@@ -97,6 +97,8 @@ int store_transcript_usage_foreach(Store *s, int (*cb)(const char *sandbox, uint
 int store_transcript_unknown_foreach(Store *s, int (*cb)(const char *id, void *userdata), void *userdata);
 /* 1 if a command of that id is recorded, else 0. */
 int store_command_exists(Store *s, const char *id);
+/* 1 if it is recorded and its transcript was not evicted, else 0. */
+int store_transcript_kept(Store *s, const char *id);
 /* 1 if a sandbox of that id, or of that name, is recorded, else 0. */
 int store_sandbox_known(Store *s, const char *id_or_name);
 

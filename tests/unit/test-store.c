@@ -278,6 +278,9 @@ static void test_transcripts(void **state) {
         assert_int_equal(store_command_get(s, "cmd-a1", &c), 0);
         assert_string_equal(c.evicted, "sandbox_transcripts_max_bytes = 1048576");
         assert_int_equal(c.transcript_bytes, 0);
+        assert_int_equal(store_transcript_kept(s, "cmd-a1"), 0);
+        assert_int_equal(store_transcript_kept(s, "cmd-a2"), 1);
+        assert_int_equal(store_command_exists(s, "cmd-a1"), 1);
         assert_int_equal(store_transcript_oldest(s, "sb-a", -1, &c), 0);
         assert_string_equal(c.id, "cmd-a2");
         store_close(s);
