@@ -246,7 +246,7 @@ static const MsgJsonMap diff_map = MSG_JSON_MAP_INIT(sbx__session_diff_reply__de
 
 static const MsgJsonMap command_map = MSG_JSON_MAP_INIT(sbx__command_info__descriptor,
         MSG_JSON_NAMES("command_session workspace_session status exit_code signal end_reason started_unix_usec "
-                       "ended_unix_usec cmd"));
+                       "ended_unix_usec cmd transcript_evicted"));
 
 static const MsgJsonMap layer_map = MSG_JSON_MAP_INIT(sbx__layer_info__descriptor,
         MSG_JSON_NAMES("layer owner changed_paths created_unix"));

@@ -193,6 +193,8 @@ test('inode budget: many tiny commands keep at most transcripts_max_inodes files
     assert.equal(l[evicted[0]].transcript_evicted, 'transcripts_max_inodes = 40');
     const msg = await h.mcp.err('read_command_lines', { sandbox_id: 'tiny', command_session_id: ids[0] });
     assert.match(msg, /evicted to stay within transcripts_max_inodes = 40/);
+    const cl = JSON.parse((await sbxctl(h.socket, ['--json', 'command', 'list', 'tiny'])).stdout);
+    assert.equal(cl.find((c) => c.command_session === ids[0]).transcript_evicted, 'transcripts_max_inodes = 40');
     const last = await h.mcp.sc('read_command_lines', { sandbox_id: 'tiny', command_session_id: ids.at(-1) });
     assert.equal(last.output, 'tiny 29\n');
   });
