@@ -165,6 +165,8 @@ void transcripts_fit(Server *s, Command *c, size_t n) {
                 return;
         budgets_of(s, sb, b);
         for (unsigned i = 0; i < _BUDGET_MAX; i++) {
+                if (budget_room(&b[i]) >= want)
+                        continue;
                 budget_reason(&b[i], reason);
                 /* An eviction frees room in every scope the evicted one was in. */
                 while (budget_room(&b[i]) < want && evict_oldest(s, b[i].sandbox, b[i].owner, reason) >= 0)

@@ -976,8 +976,11 @@ int transcript_create_streams(int dirfd, const char *id, uint64_t cap_bytes, Tra
 void transcript_set_limit(Transcript *t, uint64_t limit_bytes, const char *reason) {
         char marker[MARKER_MAX];
 
+        reason = reason ?: "";
+        if (limit_bytes == t->limit && strcmp(reason, t->limit_reason) == 0)
+                return;         /* the usual case: only this transcript grew since */
         t->limit = limit_bytes;
-        strlcpy(t->limit_reason, reason ?: "", sizeof(t->limit_reason));
+        strlcpy(t->limit_reason, reason, sizeof(t->limit_reason));
         t->marker_len = MAX(format_marker(t, false, marker), format_marker(t, true, marker));
 }
 

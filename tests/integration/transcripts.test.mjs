@@ -200,6 +200,26 @@ test('inode budget: many tiny commands keep at most transcripts_max_inodes files
   });
 });
 
+test('inode budget: a command is refused when only running commands hold the files', { timeout: 120000 }, async () => {
+  await withSbxd({ sandboxes: [{ name: 'run' }], config: '[sbxd]\ntranscripts_max_inodes = 16\n' }, async (h) => {
+    const running = [];
+    for (let i = 0; i < 8; i++) {
+      const r = await h.mcp.sc('exec_command', { sandbox_id: 'run', cmd: 'sleep 60', yield_time_ms: 100, timeout_ms: 60000 });
+      assert.equal(r.status, 'running');
+      running.push(r.command_session_id);
+    }
+    const msg = await h.mcp.err('exec_command', { sandbox_id: 'run', cmd: 'echo one more' });
+    assert.match(msg, /transcripts_max_inodes \(16\) reached: transcripts use 16 files, 2 more asked, and none is of an ended command/);
+    // One ends: its transcript is evicted for the next command.
+    await h.mcp.sc('cancel_command', { sandbox_id: 'run', command_session_id: running[0] });
+    const r = await h.mcp.sc('exec_command', { sandbox_id: 'run', cmd: 'echo one more' });
+    assert.equal(r.output, 'one more\n');
+    const l = await listed(h, 'run');
+    assert.equal(l[running[0]].transcript_evicted, 'transcripts_max_inodes = 16');
+    for (const id of running.slice(1)) await h.mcp.sc('cancel_command', { sandbox_id: 'run', command_session_id: id });
+  });
+});
+
 // Paging: every offset around the index's blocks, and windows across them.
 const PROTO_VERSION = /#define SBX_PROTO_VERSION (\d+)u/.exec(
   readFileSync(path.join(ROOT, 'proto', 'wire.h'), 'utf8'))[1];
