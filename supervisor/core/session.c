@@ -588,6 +588,7 @@ static void command_record_end(Server *s, Command *c, bool exited, int exit_code
         r = transcript_finish(c->transcript);
         if (r < 0)
                 log_warning_errno(r, "Failed to flush transcript of %s, ignoring: %m", c->rec.id);
+        transcripts_charge(s, c);       /* its pending line, committed */
         c->rec.transcript_bytes = c->charged_bytes;
         c->rec.transcript_files = (int) c->charged_files;
         if (ws && ws->cgroup) {
