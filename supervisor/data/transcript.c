@@ -1,5 +1,5 @@
 /* Transcript: render raw command output as a terminal would show it and keep
- * it on disk as committed lines with a fixed-width index (see transcript.h).
+ * it on disk as committed lines with a sparse index (see transcript.h).
  *
  * Rendering model (per stream: stdout and stderr merged in one, or each apart):
  *   '\n' commits the line; '\r' moves the cursor to column 0; '\b' moves it
@@ -16,10 +16,12 @@
  * by EL are blanks: they render as spaces when text follows them, and
  * trailing blanks are not stored ("vis" is the end of the written text).
  *
- * Cap: a line is stored only while .log plus that line plus the marker line
- * stays within cap_bytes, so .log never exceeds the cap (unless the cap is
- * smaller than the marker itself). The line that does not fit is replaced by
- * the marker; afterwards output is only counted.
+ * Cap: a line is stored only while what the transcript stores with it and a
+ * marker line after it (.log, .lix and .str, each in whole blocks) stays
+ * within cap_bytes and the caller's limit, so the transcript never takes more
+ * (unless the cap is smaller than the marker itself). The line that does not
+ * fit is replaced by the marker (the cap's, or the limit's naming its
+ * reason); afterwards output is only counted.
  *
  * Pending line: it exists once something was written since the last commit
  * and stays counted even if erased again, so total_lines never decreases;
@@ -31,21 +33,28 @@
  * from the marker as the last line.
  *
  * Writes: committed lines are buffered and written at the end of every
- * transcript_feed call (.log before .idx before .out and .err, so an entry
- * never points past written text or lines); never fsync (see
- * transcript_finish).
+ * transcript_feed call (.str before .log before .lix, so every written line
+ * has its stream and an entry never points past written text); never fsync
+ * (see transcript_finish).
+ *
+ * Index: entry k of .lix is written once line (k + 1) * STRIDE is committed.
+ * Line n is found at entry n / STRIDE - 1 (or offset 0) and fewer than
+ * STRIDE lines further; transcript_open counts the lines after the last entry
+ * (fewer than STRIDE, else a crash lost entries: the log is cut back there).
  *
  * Streams apart (transcript_create_streams): stdout and stderr each have
  * their own renderer, so a line never mixes the two (nor is it cut where the
  * worker's reads of one pipe happened to end). Each committed line goes to the
- * one .log/.idx in the order it was committed, which is the merged view, and
- * its merged line number to "<id>.out" or "<id>.err" (one little-endian u64
- * per line of that stream), which is that stream's view with its own offsets:
- * 8 index bytes more per line, no text twice. The cap counts the one .log, so
- * both streams together; its marker line ends both streams. The merged view
+ * one .log in the order it was committed, which is the merged view, and its
+ * stream to one bit of "<id>.str" (1: stderr); each .lix entry also counts
+ * the stderr lines up to it. A line of one stream is found by a binary search
+ * of the entries and a scan of one block's bits; a window follows the bits
+ * from there (by the index again past STRIDE lines of the other stream). The
+ * cap counts both streams together; its marker line (a stdout bit) ends both
+ * streams. The merged view
  * shows one pending line, the one whose first byte came first (the other
  * stream's is in its own view until it is committed), so that total_lines
- * never decreases in either view. A transcript without .out (merged, or from
+ * never decreases in either view. A transcript without .str (merged, or from
  * before streams were kept) has no single-stream views: reading one is
  * -ENODATA. */
 
