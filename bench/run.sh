@@ -75,7 +75,10 @@ trap 'exit 130' INT TERM
 mkdir -p "$D/bin"
 cp "$BIN/sbxd" "$BIN/sbx-worker" "$BIN/sandbox-mcp" "$BIN/sbxctl" "$D/bin/"
 BIN=$D/bin
-printf '[sbxd]\ntranscript_cap_bytes = 2G\n' >"$D/sbxd.conf"
+# The transcript row keeps four 1 GiB transcripts in one sandbox: budgets that hold them all,
+# so that no row's timing includes evicting another's (core/transcripts.h).
+printf '[sbxd]\ntranscript_cap_bytes = 2G\nsandbox_transcripts_max_bytes = 16G\nowner_transcripts_max_bytes = 16G\ntranscripts_max_bytes = 16G\n' \
+  >"$D/sbxd.conf"
 "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
   >"$D/sbxd.log" 2>&1 &
 SBXD_PID=$!

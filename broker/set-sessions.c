@@ -92,7 +92,8 @@ static const MsgJsonMap command_info_map = MSG_JSON_MAP_INIT(sbx__command_info__
         TOOL_COMMAND_FIELDS,
         MSG_JSON_FIELD("started_unix", "started_unix_usec", .flags = MSG_JSON_USEC_AS_SECONDS),
         MSG_JSON_FIELD("ended_unix", "ended_unix_usec", .flags = MSG_JSON_USEC_AS_SECONDS | MSG_JSON_NULL_EMPTY),
-        MSG_JSON_NAMES("cmd"));
+        MSG_JSON_NAMES("cmd"),
+        MSG_JSON_FIELD("transcript_evicted", "transcript_evicted", .flags = MSG_JSON_NULL_EMPTY));
 
 static const MsgJsonMap command_list_map = MSG_JSON_MAP_INIT(sbx__command_list_reply__descriptor,
         MSG_JSON_FIELD("commands", "commands", .sub = &command_info_map));

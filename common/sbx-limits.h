@@ -93,7 +93,27 @@
 #define SBX_READ_DEFAULT_LINES 200u             /* read_command_lines default limit */
 #define SBX_READ_MAX_LINES 1000u                /* read_command_lines maximum limit */
 #define SBX_LINE_MAX 4096u                      /* longer rendered lines wrap */
-#define SBX_TRANSCRIPT_CAP_DEFAULT (256ull << 20) /* rendered bytes kept on disk */
+#define SBX_TRANSCRIPT_CAP_DEFAULT (256ull << 20) /* bytes one transcript stores: text, index, stream bits */
+
+/* Transcripts on disk (issue 15). A transcript stores its text (.log), a
+ * sparse line index (.lix: one entry per SBX_TRANSCRIPT_INDEX_LINES lines, so
+ * paging reads at most that many lines more than it returns: 0.125 bytes of
+ * index per line, where one entry per line cost 8) and, with stdout and
+ * stderr apart, one bit per line (.str). What it stores is counted in whole
+ * blocks per file, as du counts it on ext4. */
+#define SBX_TRANSCRIPT_INDEX_LINES 64u
+#define SBX_TRANSCRIPT_BLOCK 4096u
+#define SBX_TRANSCRIPT_SCAN_CHUNK (64u * 1024u)  /* bytes of .log read at once to find lines */
+/* Budgets of all transcripts (sbxd.conf): past one, the oldest ended
+ * commands' transcripts in its scope are evicted; a running command that still
+ * does not fit is cut. Defaults: 4 full transcripts per sandbox, 16 per owner,
+ * and globally 64 or a quarter of the state filesystem, whichever is less
+ * (transcripts_max_bytes = 0). */
+#define SBX_SANDBOX_TRANSCRIPTS_DEFAULT (1ull << 30)
+#define SBX_OWNER_TRANSCRIPTS_DEFAULT (4ull << 30)
+#define SBX_TRANSCRIPTS_DEFAULT (16ull << 30)
+#define SBX_TRANSCRIPTS_STATE_SHARE 4u           /* automatic global budget: 1/this of the state filesystem */
+#define SBX_TRANSCRIPTS_INODES_DEFAULT 100000u   /* files of all transcripts (2 per command, 3 with streams apart) */
 
 /* Sandbox defaults */
 #define SBX_MEMORY_DEFAULT (1ull << 30)

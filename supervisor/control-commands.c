@@ -9,6 +9,7 @@
 #include "core/owner.h"
 #include "core/session.h"
 #include "core/spare.h"
+#include "core/transcripts.h"
 #include "fd-util.h"
 #include "sbx-limits.h"
 
@@ -60,6 +61,9 @@ int handle_exec(Request *rq) {
         int r;
 
         r = owner_quota_check(rq->server, "owner_commands_max", rq->sandbox->owner_uid, 1, why, sizeof(why));
+        if (r >= 0)
+                r = transcripts_admit(rq->server, rq->sandbox, transcript_files_new(req->separate_streams), why,
+                                      sizeof(why));
         if (r < 0)
                 return request_error(rq, r, "cannot start the command: %s", why);
         r = exec_session(rq, req, &ws);
@@ -124,6 +128,9 @@ static int reply_command_view(Request *rq, const char *id, TranscriptStream stre
                 return -ENOMEM;
         r = command_view(rq->server, rq->sandbox, id, stream, start, limit, v);
         if (r < 0) {
+                char evicted[sizeof(v->rec.evicted)];
+
+                strlcpy(evicted, v->rec.evicted, sizeof(evicted));
                 free(v);
                 if (r == -ENODATA)
                         return request_error(rq, r, "command session '%.80s' did not keep stdout and stderr apart; "
@@ -131,6 +138,9 @@ static int reply_command_view(Request *rq, const char *id, TranscriptStream stre
                 if (r == -ENOENT)
                         return request_error(rq, r, "no command session '%.80s' in sandbox '%s'", id,
                                              rq->sandbox->name);
+                if (r == -ESTALE)
+                        return request_error(rq, r, "the transcript of command session '%.80s' was evicted to stay "
+                                             "within %s (sbxd.conf); its record is kept", id, evicted);
                 return request_error(rq, r, "cannot read command session '%.80s': %s", id, strerror(-r));
         }
         request_own(rq, command_view_free, v);
@@ -158,7 +168,7 @@ int handle_command_cancel(Request *rq) {
                 return wait_for(rq, cmd, now_usec(), SBX_CANCEL_WAIT_MS);
         }
         /* Already ended: its last window, as read_command_lines gives it. */
-        total = cmd ? transcript_total_lines(cmd->transcript) : 0;
+        total = cmd && cmd->transcript ? transcript_total_lines(cmd->transcript) : 0;
         return reply_command_view(rq, id, TRANSCRIPT_MERGED, total > SBX_WINDOW_MAX_LINES ? total - SBX_WINDOW_MAX_LINES : 0,
                                   SBX_WINDOW_MAX_LINES);
 }
@@ -201,6 +211,7 @@ int handle_command_list(Request *rq) {
                 info->started_unix_usec = rec->started_unix_usec;
                 info->ended_unix_usec = rec->ended_unix_usec;
                 info->cmd = l->strings[i];
+                info->transcript_evicted = (char *) rec->evicted;
                 ptrs[i - first] = info;
         }
         o->n_commands = l->n - first;

@@ -8,6 +8,7 @@
 #include "control.h"
 #include "core/owner.h"
 #include "core/session.h"
+#include "core/transcripts.h"
 #include "data/transcript.h"
 #include "fd-util.h"
 #include "log.h"
@@ -21,6 +22,21 @@ int handle_sandbox_create(Request *rq) {
         if (r < 0)
                 return request_error(rq, r, "%s", errmsg[0] ? errmsg : strerror(-r));
         return REPLY_DEFERRED;
+}
+
+/* The transcript budgets as sb sees them; those of all only for root. */
+static void sandbox_transcripts(const Server *s, const Sandbox *sb, bool root, Sbx__SandboxInfo *info) {
+        info->transcript_bytes = sb->transcript_bytes;
+        info->transcript_files = sb->transcript_files;
+        info->transcripts_max_bytes = s->cfg.sandbox_transcripts_max_bytes;
+        info->owner_transcript_bytes = transcripts_owner_bytes(s, sb->owner_uid);
+        info->owner_transcripts_max_bytes = s->cfg.owner_transcripts_max_bytes;
+        if (!root)
+                return;
+        info->all_transcript_bytes = s->transcript_bytes;
+        info->all_transcripts_max_bytes = s->transcripts_max_bytes;
+        info->all_transcript_files = s->transcript_files;
+        info->all_transcripts_max_inodes = s->cfg.transcripts_max_inodes;
 }
 
 int handle_sandbox_list(Request *rq) {
@@ -42,6 +58,7 @@ int handle_sandbox_list(Request *rq) {
                         continue;
                 sbx__sandbox_info__init(&infos[i]);
                 sandbox_info(sb, &infos[i]);
+                sandbox_transcripts(s, sb, rq->client->uid == 0, &infos[i]);
                 ptrs[i] = &infos[i];
                 i++;
         }
@@ -94,11 +111,12 @@ int handle_status(Request *rq) {
         return msg_reply_set(&rq->reply, SBX__REPLY__BODY_STATUS, st);
 }
 
-/* A transcript stays while its command is recorded (a deleted sandbox's go
- * after the commit of the delete; a crash in between leaves them). */
+/* A transcript stays while its command is recorded and it was not evicted
+ * (a deleted sandbox's go after the commit of the delete, an evicted one's
+ * after the record says so; a crash in between leaves them). */
 static int transcript_recorded(const char *id, void *userdata) {
         Server *s = userdata;
-        return store_command_exists(s->store, id);
+        return store_transcript_kept(s->store, id);
 }
 
 int handle_gc(Request *rq) {

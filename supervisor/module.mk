@@ -22,6 +22,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/spare.c
 SUPERVISOR_CORE_SRCS += supervisor/core/workspace.c
 SUPERVISOR_CORE_SRCS += supervisor/core/sandbox.c
 SUPERVISOR_CORE_SRCS += supervisor/core/owner.c
+SUPERVISOR_CORE_SRCS += supervisor/core/transcripts.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c

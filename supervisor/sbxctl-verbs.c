@@ -215,6 +215,12 @@ static const MsgJsonMap sandbox_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descr
         MSG_JSON_NAMES("name id owner_uid source_dir memory_bytes pids_max cpu_weight layer_count live_sessions "
                        "created_unix uid_base uid_count"));
 
+/* sandbox show: after sandbox_map's keys. */
+static const MsgJsonMap transcripts_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descriptor,
+        MSG_JSON_NAMES("transcript_bytes transcript_files transcripts_max_bytes owner_transcript_bytes "
+                       "owner_transcripts_max_bytes all_transcript_bytes all_transcripts_max_bytes "
+                       "all_transcript_files all_transcripts_max_inodes"));
+
 /* sandbox create: after sandbox_map's keys. */
 static const MsgJsonMap unreadable_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descriptor,
         MSG_JSON_NAMES("unreadable unreadable_paths"));
@@ -240,7 +246,7 @@ static const MsgJsonMap diff_map = MSG_JSON_MAP_INIT(sbx__session_diff_reply__de
 
 static const MsgJsonMap command_map = MSG_JSON_MAP_INIT(sbx__command_info__descriptor,
         MSG_JSON_NAMES("command_session workspace_session status exit_code signal end_reason started_unix_usec "
-                       "ended_unix_usec cmd"));
+                       "ended_unix_usec cmd transcript_evicted"));
 
 static const MsgJsonMap layer_map = MSG_JSON_MAP_INIT(sbx__layer_info__descriptor,
         MSG_JSON_NAMES("layer owner changed_paths created_unix"));
@@ -261,6 +267,15 @@ static const MsgJsonMap owner_map = MSG_JSON_MAP_INIT(sbx__owner_usage__descript
 
 static int print_object(const MsgJsonMap *map, const void *m) {
         return print_json(msg_json_object(map, m, CTL_TEXT));
+}
+
+/* m with the keys of map, then those of more. */
+static int print_object_and(const MsgJsonMap *map, const MsgJsonMap *more, const void *m) {
+        _cleanup_json_ json_t *j = msg_json_object(map, m, CTL_TEXT);
+
+        if (j && msg_json_append(j, more, m, CTL_TEXT) < 0)
+                json_decref(TAKE_PTR(j));
+        return print_json(TAKE_PTR(j));
 }
 
 static int print_array(const MsgJsonMap *map, void *const *items, size_t n) {
@@ -294,13 +309,8 @@ static int build_sandbox_create(Args *a, CtlRequest *req) {
 static int print_sandbox_create(const Args *a, const Sbx__Reply *reply) {
         const Sbx__SandboxInfo *s = reply->sandbox;
 
-        if (a->json) {
-                _cleanup_json_ json_t *j = msg_json_object(&sandbox_map, s, CTL_TEXT);
-
-                if (j && msg_json_append(j, &unreadable_map, s, CTL_TEXT) < 0)
-                        json_decref(TAKE_PTR(j));
-                return print_json(TAKE_PTR(j));
-        }
+        if (a->json)
+                return print_object_and(&sandbox_map, &unreadable_map, s);
         fputs("created sandbox ", stdout);
         fputs_safe(s->name, stdout);
         putchar('\n');
@@ -347,6 +357,25 @@ static int print_sandbox_list(const Args *a, const Sbx__Reply *reply) {
         return table_print(&t);
 }
 
+/* What the transcripts store against their budgets (sbxd.conf(5)). */
+static void print_transcripts(const Sbx__SandboxInfo *s) {
+        char used[24], max[24];
+
+        format_size(s->transcript_bytes, used, sizeof(used));
+        format_size(s->transcripts_max_bytes, max, sizeof(max));
+        printf("transcripts: %s of %s (sandbox_transcripts_max_bytes), %" PRIu64 " files\n", used, max,
+               s->transcript_files);
+        format_size(s->owner_transcript_bytes, used, sizeof(used));
+        format_size(s->owner_transcripts_max_bytes, max, sizeof(max));
+        printf("owner's transcripts: %s of %s (owner_transcripts_max_bytes)\n", used, max);
+        if (s->all_transcripts_max_bytes == 0)
+                return;         /* for root only */
+        format_size(s->all_transcript_bytes, used, sizeof(used));
+        format_size(s->all_transcripts_max_bytes, max, sizeof(max));
+        printf("all transcripts: %s of %s (transcripts_max_bytes), %" PRIu64 " of %" PRIu64
+               " files (transcripts_max_inodes)\n", used, max, s->all_transcript_files, s->all_transcripts_max_inodes);
+}
+
 static int print_sandbox_show(const Args *a, const Sbx__Reply *reply) {
         const Sbx__SandboxListReply *l = reply->sandbox_list;
         const Sbx__SandboxInfo *s = NULL;
@@ -362,7 +391,7 @@ static int print_sandbox_show(const Args *a, const Sbx__Reply *reply) {
                 return EXIT_NOT_FOUND;
         }
         if (a->json)
-                return print_object(&sandbox_map, s);
+                return print_object_and(&sandbox_map, &transcripts_map, s);
 
         format_size(s->memory_bytes, memory, sizeof(memory));
         format_time(s->created_unix, created, sizeof(created));
@@ -385,6 +414,7 @@ static int print_sandbox_show(const Args *a, const Sbx__Reply *reply) {
         printf("layers: %" PRIu32 "\n", s->layer_count);
         printf("live sessions: %" PRIu32 "\n", s->live_sessions);
         printf("created: %s\n", created);
+        print_transcripts(s);
         return EXIT_OK;
 }
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include "core/server.h"
 #include "core/session.h"
 #include "core/spare.h"
+#include "core/transcripts.h"
 #include "data/layer.h"
 #include "fd-util.h"
 #include "log.h"
@@ -258,6 +260,12 @@ static int server_open_state(Server *s) {
         r = sandboxes_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load sandboxes: %m");
+        r = transcripts_load(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot count the transcripts: %m");
+        log_info("Transcripts store %" PRIu64 " bytes in %" PRIu64 " files (transcripts_max_bytes %" PRIu64
+                 ", transcripts_max_inodes %" PRIu64 ")", s->transcript_bytes, s->transcript_files,
+                 s->transcripts_max_bytes, s->cfg.transcripts_max_inodes);
         return 0;
 }
 

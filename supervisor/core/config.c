@@ -16,6 +16,9 @@ void config_init(Config *cfg) {
         *cfg = (Config) {
                 .log_level = LOG_INFO,
                 .transcript_cap_bytes = SBX_TRANSCRIPT_CAP_DEFAULT,
+                .sandbox_transcripts_max_bytes = SBX_SANDBOX_TRANSCRIPTS_DEFAULT,
+                .owner_transcripts_max_bytes = SBX_OWNER_TRANSCRIPTS_DEFAULT,
+                .transcripts_max_inodes = SBX_TRANSCRIPTS_INODES_DEFAULT,
                 .default_memory_bytes = SBX_MEMORY_DEFAULT,
                 .default_pids_max = SBX_PIDS_DEFAULT,
                 .session_disk_bytes = SBX_SESSION_DISK_DEFAULT,
@@ -149,6 +152,10 @@ static const struct {
         uint64_t min, max;
 } numeric[] = {
         NUMERIC("transcript_cap_bytes", transcript_cap_bytes, 4096, UINT64_MAX),
+        NUMERIC("sandbox_transcripts_max_bytes", sandbox_transcripts_max_bytes, 1u << 20, UINT64_MAX),
+        NUMERIC("owner_transcripts_max_bytes", owner_transcripts_max_bytes, 1u << 20, UINT64_MAX),
+        NUMERIC("transcripts_max_bytes", transcripts_max_bytes, 0, UINT64_MAX),
+        NUMERIC("transcripts_max_inodes", transcripts_max_inodes, 16, UINT64_MAX),
         NUMERIC("default_memory_bytes", default_memory_bytes, 16u << 20, UINT64_MAX),
         NUMERIC("default_pids_max", default_pids_max, 8, 1u << 22),
         NUMERIC("session_disk_bytes", session_disk_bytes, 1u << 20, UINT64_MAX),

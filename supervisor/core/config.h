@@ -15,6 +15,12 @@ typedef struct Config {
         char *worker_path;
         int log_level;
         uint64_t transcript_cap_bytes;
+        /* Budgets of all transcripts (core/transcripts.h): per sandbox, per
+         * owner, of all (0: a share of the state filesystem), and their files. */
+        uint64_t sandbox_transcripts_max_bytes;
+        uint64_t owner_transcripts_max_bytes;
+        uint64_t transcripts_max_bytes;
+        uint64_t transcripts_max_inodes;
         uint64_t default_memory_bytes;
         uint32_t default_pids_max;
         uint64_t session_disk_bytes;

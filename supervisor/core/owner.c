@@ -6,6 +6,7 @@
 #include "core/owner.h"
 #include "core/sandbox.h"
 #include "core/session.h"
+#include "core/transcripts.h"
 #include "macro.h"
 
 static uint64_t sessions_of(const Server *s, uid_t owner) {
@@ -49,6 +50,8 @@ const OwnerQuota owner_quotas[] = {
         QUOTA("owner_sandboxes_max", "sandboxes", "delete some", owner_sandboxes_max, false, sandboxes_of),
         QUOTA("owner_commands_max", "running commands", "wait for some to end or cancel them", owner_commands_max,
               false, commands_of),
+        QUOTA("owner_transcripts_max_bytes", "transcripts", "oldest ended commands' transcripts are evicted first",
+              owner_transcripts_max_bytes, true, transcripts_owner_bytes),
 };
 
 const size_t n_owner_quotas = ELEMENTSOF(owner_quotas);

@@ -27,6 +27,7 @@
 #include "core/sandbox.h"
 #include "core/session.h"
 #include "core/snapshot.h"
+#include "core/transcripts.h"
 #include "os/uidrange.h"
 
 /* A uid without a passwd entry reads the source with this group and no other. */
@@ -651,24 +652,9 @@ void imports_free(Server *s) {
 
 /* ---- deletion ------------------------------------------------------------------- */
 
-typedef struct IdList {
-        char (*ids)[sizeof(((StoreCommand *) NULL)->id)];
-        size_t n, cap;
-} IdList;
-
-static int id_list_add(const char *id, void *userdata) {
-        IdList *l = userdata;
-        int r = ARRAY_RESERVE(l->ids, l->cap, l->n + 1);
-
-        if (r < 0)
-                return r;
-        strlcpy(l->ids[l->n++], id, sizeof(*l->ids));
-        return 0;
-}
-
 int sandbox_delete(Server *s, Sandbox *sb) {
         WorkspaceSession *ws, *next;
-        IdList commands = {};
+        StoreIdList commands = {};
         int r;
 
         TAILQ_FOREACH_SAFE(ws, &s->sessions, link, next)
@@ -676,12 +662,13 @@ int sandbox_delete(Server *s, Sandbox *sb) {
                         session_destroy(s, ws);
         /* Their overlays hold the layers about to be removed. */
         sessions_wait_ended(s, sb);
-        r = store_sandbox_delete(s->store, sb->id, id_list_add, &commands);
+        r = store_sandbox_delete(s->store, sb->id, store_id_list_add, &commands);
         if (r < 0) {
                 free(commands.ids);
                 return r;
         }
         TAILQ_REMOVE(&s->sandboxes, sb, link);
+        transcripts_uncount(s, NULL, sb->transcript_bytes, sb->transcript_files);
         /* The files after the commit; what a crash leaves of them, sbxctl gc removes. */
         for (size_t i = 0; i < commands.n; i++) {
                 int k = transcript_remove(s->transcripts_fd, commands.ids[i]);

@@ -41,6 +41,8 @@ struct Sandbox {
         dev_t view_dev;             /* st_dev of the view's files, shown with their real inode numbers; 0: unknown */
         dev_t layers_dev;           /* st_dev of the layers' filesystem */
         TAILQ_HEAD(, SnapshotHold) holds; /* of its sessions, live and ending */
+        uint64_t transcript_bytes;  /* what its commands' transcripts kept store (core/transcripts.h) */
+        uint64_t transcript_files;
 };
 
 /* A sandbox being created: sbx-worker --import builds its layer 0 (owner

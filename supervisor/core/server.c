@@ -15,6 +15,7 @@ void server_init(Server *s) {
                 .started_usec = now_usec(),
         };
         config_init(&s->cfg);
+        s->transcripts_max_bytes = SBX_TRANSCRIPTS_DEFAULT;    /* transcripts_load fixes it from the configuration */
         TAILQ_INIT(&s->clients);
         TAILQ_INIT(&s->sandboxes);
         TAILQ_INIT(&s->imports);

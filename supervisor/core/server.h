@@ -57,6 +57,9 @@ struct Server {
         struct SessionList ending;      /* killed; their PID 1 is not gone yet */
         struct SessionList dead;        /* nothing left but memory: freed by sessions_reap */
         TAILQ_HEAD(, Command) commands; /* of every live session */
+        uint64_t transcript_bytes;      /* what all transcripts kept store (core/transcripts.h) */
+        uint64_t transcript_files;
+        uint64_t transcripts_max_bytes; /* the global budget in force */
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */

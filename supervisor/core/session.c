@@ -13,6 +13,7 @@
 
 #include "core/owner.h"
 #include "core/session.h"
+#include "core/transcripts.h"
 #include "core/snapshot.h"
 #include "fd-util.h"
 #include "log.h"
@@ -524,6 +525,7 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
                 free(c);
                 return r;
         }
+        transcripts_started(s, c);
         TAILQ_INSERT_TAIL(&s->commands, c, link);
         TAILQ_INSERT_TAIL(&ws->commands, c, session_link);
         ws->running++;
@@ -623,6 +625,9 @@ static void command_record_end(Server *s, Command *c, bool exited, int exit_code
         r = transcript_finish(c->transcript);
         if (r < 0)
                 log_warning_errno(r, "Failed to flush transcript of %s, ignoring: %m", c->rec.id);
+        transcripts_charge(s, c);       /* its pending line, committed */
+        c->rec.transcript_bytes = c->charged_bytes;
+        c->rec.transcript_files = (int) c->charged_files;
         if (ws && ws->cgroup) {
                 (void) cgroup_session_oom_kills(ws->cgroup, &oom);
                 (void) cgroup_session_pids_max_hits(ws->cgroup, &pids);
@@ -801,7 +806,7 @@ static void view_of_record(CommandView *v, const StoreCommand *rec, double total
 /* A live command's record and its publication (an automatic session's last command), as sbxd holds them. */
 static void view_of_live(CommandView *v, Command *c, unsigned long long now) {
         view_of_record(v, &c->rec, (double) ((c->finished ? c->end_usec : now) - c->start_usec) / 1e6);
-        v->o.original_token_count = token_count(transcript_raw_bytes(c->transcript));
+        v->o.original_token_count = token_count(c->transcript ? transcript_raw_bytes(c->transcript) : c->rec.raw_bytes);
         if (!c->has_publication)
                 return;
         c->publication.owner = c->publication_owner;
@@ -841,9 +846,16 @@ static void waiter_answer(Server *s, Waiter *w) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         CommandView v = { .o = SBX__COMMAND_OUTPUT__INIT };
         unsigned long long now = now_usec();
-        uint64_t total = transcript_total_lines(c->transcript), start;
+        uint64_t total, start;
         int r;
 
+        if (!c->transcript) {   /* not while it runs: evicted once it ended and was answered */
+                pending_answer_error(s, &w->pending, -ESTALE, "the transcript of %s was evicted to stay within %s",
+                                     c->rec.id, c->rec.evicted);
+                waiter_free(w);
+                return;
+        }
+        total = transcript_total_lines(c->transcript);
         start = c->delivered;
         if (total > start + SBX_WINDOW_MAX_LINES)
                 start = total - SBX_WINDOW_MAX_LINES;
@@ -913,6 +925,8 @@ static int command_view_recorded(Server *s, const Sandbox *sb, const char *id, T
                 return r;
         if (strcmp(rec->sandbox, sb->id) != 0)
                 return -ENOENT;
+        if (rec->evicted[0])
+                return -ESTALE;
         r = transcript_open(s->transcripts_fd, id, &t);
         if (r < 0)
                 return r;
@@ -936,7 +950,10 @@ int command_view(Server *s, const Sandbox *sb, const char *id, TranscriptStream 
                 r = command_view_recorded(s, sb, id, stream, start, limit, ret);
         else if (strcmp(c->rec.sandbox, sb->id) != 0)
                 r = -ENOENT;
-        else {
+        else if (!c->transcript) {
+                ret->rec = c->rec;
+                r = -ESTALE;
+        } else {
                 view_of_live(ret, c, now_usec());
                 r = view_window(ret, c->transcript, stream, start, limit);
         }
@@ -1026,10 +1043,20 @@ static void on_ready(Server *s, WorkspaceSession *ws, Command *unused, const Sbx
                 }
 }
 
+/* Output of the running command c, within the transcripts' budgets. */
+static int command_feed(Server *s, Command *c, TranscriptStream stream, const void *data, size_t n) {
+        int r;
+
+        transcripts_fit(s, c, n);
+        r = transcript_feed_stream(c->transcript, stream, data, n);
+        transcripts_charge(s, c);
+        return r;
+}
+
 static void on_output(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {
         /* The same numbers (static asserts above): a tag the transcript does not take is -EINVAL. */
-        int r = transcript_feed_stream(c->transcript, (TranscriptStream) m->worker_output->stream,
-                                       m->worker_output->data.data, m->worker_output->data.len);
+        int r = command_feed(s, c, (TranscriptStream) m->worker_output->stream, m->worker_output->data.data,
+                             m->worker_output->data.len);
         if (r < 0)
                 log_warning_errno(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
 }
@@ -1046,7 +1073,7 @@ static void on_exec_failed(Server *s, WorkspaceSession *ws, Command *c, const Sb
         char line[320];
         int n = snprintf(line, sizeof(line), "[sbx: cannot start the command: %s]\n", m->worker_exec_failed->errmsg);
 
-        (void) transcript_feed_stream(c->transcript, TRANSCRIPT_STDERR, line, (size_t) MIN(n, (int) sizeof(line) - 1));
+        (void) command_feed(s, c, TRANSCRIPT_STDERR, line, (size_t) MIN(n, (int) sizeof(line) - 1));
         command_record_end(s, c, true, 127, 0);
         command_settle(s, c);
 }
@@ -1154,7 +1181,7 @@ static void session_setup_failed(Server *s, WorkspaceSession *ws, int r, const c
                 if (c->finished)
                         continue;
                 n = snprintf(line, sizeof(line), "[sbx: cannot start the workspace session: %s]\n", why);
-                (void) transcript_feed_stream(c->transcript, TRANSCRIPT_STDERR, line, (size_t) MIN(n, (int) sizeof(line) - 1));
+                (void) command_feed(s, c, TRANSCRIPT_STDERR, line, (size_t) MIN(n, (int) sizeof(line) - 1));
                 command_record_end(s, c, true, 127, 0);
         }
         session_destroy(s, ws);

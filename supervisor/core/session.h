@@ -77,7 +77,9 @@ struct Command {
         uint32_t number;                    /* the worker's command number */
         bool sent;
         char *cmd;
-        Transcript *transcript;
+        Transcript *transcript;             /* NULL once evicted (rec.evicted says why) */
+        uint64_t charged_bytes;             /* of it, counted in the budgets (core/transcripts.h) */
+        uint64_t charged_files;
         unsigned long long start_usec, end_usec, deadline_usec, kill_deadline_usec;
         bool finished, timed_out, cancelled, supervisor_lost;
         uint64_t delivered;                 /* lines already given to a yielding caller */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "macro.h"
 #include "data/store.h"
 
@@ -14,8 +15,10 @@ struct Store {
 };
 
 /* Schema 2: every record of a sandbox is keyed by its immutable id (a name
- * may be reused after a delete) and goes with it (ON DELETE CASCADE). */
-#define SCHEMA_VERSION 2
+ * may be reused after a delete) and goes with it (ON DELETE CASCADE).
+ * Schema 3: a command's transcript size (bytes, files; -1 files: not known
+ * yet) and, once it was evicted, the budget it was evicted for. */
+#define SCHEMA_VERSION 3
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS sandboxes ("
         "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, owner_uid INTEGER NOT NULL, source_dir TEXT NOT NULL,"
@@ -31,8 +34,15 @@ static const char schema[] =
         "  status TEXT NOT NULL, exit_code INTEGER, signal INTEGER NOT NULL DEFAULT 0,"
         "  end_reason TEXT NOT NULL DEFAULT '', started_usec INTEGER NOT NULL,"
         "  ended_usec INTEGER NOT NULL DEFAULT 0, raw_bytes INTEGER NOT NULL DEFAULT 0,"
-        "  cmd TEXT NOT NULL DEFAULT '');"
+        "  cmd TEXT NOT NULL DEFAULT '',"
+        "  transcript_bytes INTEGER NOT NULL DEFAULT 0, transcript_files INTEGER NOT NULL DEFAULT -1,"
+        "  evicted TEXT NOT NULL DEFAULT '');"
         "CREATE INDEX IF NOT EXISTS commands_by_sandbox ON commands(sandbox, started_usec);"
+        /* Eviction candidates, oldest first: ended commands whose transcript is kept. */
+        "CREATE INDEX IF NOT EXISTS commands_kept ON commands(started_usec)"
+        "  WHERE evicted = '' AND status != 'running';"
+        "CREATE INDEX IF NOT EXISTS commands_kept_by_sandbox ON commands(sandbox, started_usec)"
+        "  WHERE evicted = '' AND status != 'running';"
         /* The paths each layer changed: conflict checks and the original/unknown decision of blame. */
         "CREATE TABLE IF NOT EXISTS layer_paths ("
         "  sandbox TEXT NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL,"
@@ -78,11 +88,19 @@ static const char migrate_from_1_rows[] =
         "INSERT INTO layer_paths SELECT s.id, p.seq, p.path FROM v1_layer_paths p JOIN sandboxes s ON s.name = p.sandbox;"
         "INSERT INTO blame SELECT s.id, b.path, b.ranges FROM v1_blame b JOIN sandboxes s ON s.name = b.sandbox;"
         "INSERT INTO squashes SELECT s.id, q.squashed FROM v1_squashes q JOIN sandboxes s ON s.name = q.sandbox;"
-        "INSERT INTO commands SELECT c.id, s.id, c.workspace_session, c.status, c.exit_code, c.signal, c.end_reason,"
+        "INSERT INTO commands (id, sandbox, workspace_session, status, exit_code, signal, end_reason,"
+        "  started_usec, ended_usec, raw_bytes, cmd)"
+        "  SELECT c.id, s.id, c.workspace_session, c.status, c.exit_code, c.signal, c.end_reason,"
         "  c.started_usec, c.ended_usec, c.raw_bytes, c.cmd"
         "  FROM v1_commands c JOIN sandboxes s ON s.name = c.sandbox WHERE c.started_usec >= s.created_unix * 1000000;"
         "DROP TABLE v1_layer_paths; DROP TABLE v1_layers; DROP TABLE v1_commands;"
         "DROP TABLE v1_blame; DROP TABLE v1_squashes; DROP TABLE v1_sandboxes;";
+
+/* Schema 2 to 3: the transcript columns (sizes counted at the next start). */
+static const char migrate_from_2[] =
+        "ALTER TABLE commands ADD COLUMN transcript_bytes INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE commands ADD COLUMN transcript_files INTEGER NOT NULL DEFAULT -1;"
+        "ALTER TABLE commands ADD COLUMN evicted TEXT NOT NULL DEFAULT '';";
 
 static int sql_err(int rc) {
         switch (rc) {
@@ -135,10 +153,10 @@ static int schema_update(Store *s) {
         if (r < 0)
                 return r;
         if (has_tables)
-                r = exec_sql(s, migrate_from_1);
+                r = exec_sql(s, version < 2 ? migrate_from_1 : migrate_from_2);
         if (r >= 0)
                 r = exec_sql(s, schema);
-        if (r >= 0 && has_tables)
+        if (r >= 0 && has_tables && version < 2)
                 r = exec_sql(s, migrate_from_1_rows);
         if (r >= 0)
                 r = exec_sql(s, "PRAGMA user_version = " STRINGIFY(SCHEMA_VERSION));
@@ -198,7 +216,8 @@ Store *store_close(Store *s) {
 
 static void fill_command(sqlite3_stmt *st, StoreCommand *c);
 #define COMMAND_COLUMNS \
-        "id, sandbox, workspace_session, status, exit_code, signal, end_reason, started_usec, ended_usec, raw_bytes"
+        "id, sandbox, workspace_session, status, exit_code, signal, end_reason, started_usec, ended_usec, raw_bytes," \
+        " transcript_bytes, transcript_files, evicted"
 
 static int prepare(Store *s, const char *sql, sqlite3_stmt **ret) {
         return sql_err(sqlite3_prepare_v2(s->db, sql, -1, ret, NULL)) ?: 0;
@@ -375,7 +394,7 @@ int store_command_finish(Store *s, const StoreCommand *c) {
 
         r = prepare(s,
                     "UPDATE commands SET status = ?, exit_code = ?, signal = ?, end_reason = ?,"
-                    " ended_usec = ?, raw_bytes = ? WHERE id = ?",
+                    " ended_usec = ?, raw_bytes = ?, transcript_bytes = ?, transcript_files = ? WHERE id = ?",
                     &st);
         if (r < 0)
                 return r;
@@ -388,25 +407,122 @@ int store_command_finish(Store *s, const StoreCommand *c) {
         sqlite3_bind_text(st, 4, c->end_reason, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 5, c->ended_unix_usec);
         sqlite3_bind_int64(st, 6, (sqlite3_int64) c->raw_bytes);
-        sqlite3_bind_text(st, 7, c->id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 7, (sqlite3_int64) c->transcript_bytes);
+        sqlite3_bind_int(st, 8, c->transcript_files);
+        sqlite3_bind_text(st, 9, c->id, -1, SQLITE_STATIC);
         return step_done(st);
 }
 
-int store_command_get(Store *s, const char *id, StoreCommand *ret) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r, rc;
+int store_id_list_add(const char *id, void *userdata) {
+        StoreIdList *l = userdata;
+        int r = ARRAY_RESERVE(l->ids, l->cap, l->n + 1);
 
-        r = prepare(s, "SELECT " COMMAND_COLUMNS " FROM commands WHERE id = ?", &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st);
+        strlcpy(l->ids[l->n++], id, sizeof(*l->ids));
+        return 0;
+}
+
+int store_command_set_transcript(Store *s, const char *id, uint64_t bytes, int files) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s, "UPDATE commands SET transcript_bytes = ?, transcript_files = ? WHERE id = ?", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64) bytes);
+        sqlite3_bind_int(st, 2, files);
+        sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_command_evict(Store *s, const char *id, const char *reason) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s, "UPDATE commands SET evicted = ?, transcript_bytes = 0, transcript_files = 0 WHERE id = ?",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, reason, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+/* The one command st selects (COMMAND_COLUMNS), or -ENOENT. */
+static int step_command(sqlite3_stmt *st, StoreCommand *ret) {
+        int rc = sqlite3_step(st);
+
         if (rc == SQLITE_DONE)
                 return -ENOENT;
         if (rc != SQLITE_ROW)
                 return sql_err(rc) ?: -EIO;
         fill_command(st, ret);
         return 0;
+}
+
+int store_transcript_oldest(Store *s, const char *sandbox, int64_t owner, StoreCommand *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        if (sandbox)
+                r = prepare(s, "SELECT " COMMAND_COLUMNS " FROM commands WHERE sandbox = ?1 AND evicted = ''"
+                               " AND status != 'running' AND transcript_files > 0 ORDER BY started_usec LIMIT 1", &st);
+        else
+                r = prepare(s, "SELECT " COMMAND_COLUMNS " FROM commands WHERE evicted = '' AND status != 'running'"
+                               " AND transcript_files > 0 AND (?2 < 0 OR sandbox IN"
+                               " (SELECT id FROM sandboxes WHERE owner_uid = ?2)) ORDER BY started_usec LIMIT 1", &st);
+        if (r < 0)
+                return r;
+        if (sandbox)
+                sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_int64(st, 2, owner);
+        return step_command(st, ret);
+}
+
+int store_transcript_usage_foreach(Store *s, int (*cb)(const char *sandbox, uint64_t bytes, uint64_t files,
+                                                       void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(s, "SELECT sandbox, sum(transcript_bytes), sum(transcript_files) FROM commands"
+                       " WHERE transcript_files > 0 GROUP BY sandbox", &st);
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                r = cb((const char *) sqlite3_column_text(st, 0), (uint64_t) sqlite3_column_int64(st, 1),
+                       (uint64_t) sqlite3_column_int64(st, 2), userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+int store_transcript_unknown_foreach(Store *s, int (*cb)(const char *id, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(s, "SELECT id FROM commands WHERE transcript_files < 0 AND evicted = ''", &st);
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                r = cb((const char *) sqlite3_column_text(st, 0), userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+int store_command_get(Store *s, const char *id, StoreCommand *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s, "SELECT " COMMAND_COLUMNS " FROM commands WHERE id = ?", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        return step_command(st, ret);
 }
 
 int store_commands_mark_lost(Store *s, int64_t now_unix_usec, unsigned *ret_count) {
@@ -609,6 +725,9 @@ static void fill_command(sqlite3_stmt *st, StoreCommand *c) {
         c->started_unix_usec = sqlite3_column_int64(st, 7);
         c->ended_unix_usec = sqlite3_column_int64(st, 8);
         c->raw_bytes = (uint64_t) sqlite3_column_int64(st, 9);
+        c->transcript_bytes = (uint64_t) sqlite3_column_int64(st, 10);
+        c->transcript_files = sqlite3_column_int(st, 11);
+        strlcpy(c->evicted, (const char *) sqlite3_column_text(st, 12), sizeof(c->evicted));
 }
 
 int store_command_foreach(Store *s, const char *sandbox, const char *ws,
@@ -630,7 +749,7 @@ int store_command_foreach(Store *s, const char *sandbox, const char *ws,
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 StoreCommand c;
                 fill_command(st, &c);
-                r = cb(&c, (const char *) sqlite3_column_text(st, 10), userdata);
+                r = cb(&c, (const char *) sqlite3_column_text(st, 13), userdata);
                 if (r < 0)
                         return r;
         }
@@ -654,6 +773,10 @@ static int exists_text(Store *s, const char *sql, const char *text) {
 
 int store_command_exists(Store *s, const char *id) {
         return exists_text(s, "SELECT 1 FROM commands WHERE id = ?1", id);
+}
+
+int store_transcript_kept(Store *s, const char *id) {
+        return exists_text(s, "SELECT 1 FROM commands WHERE id = ?1 AND evicted = ''", id);
 }
 
 int store_sandbox_known(Store *s, const char *id_or_name) {

@@ -46,6 +46,9 @@ typedef struct StoreCommand {
         int64_t started_unix_usec;
         int64_t ended_unix_usec;
         uint64_t raw_bytes;
+        uint64_t transcript_bytes;      /* what its transcript stores (transcript_stored_bytes) */
+        int transcript_files;           /* its files; -1: not counted yet */
+        char evicted[128];              /* "": its transcript is kept; else the budget it was evicted for */
 } StoreCommand;
 
 /* Opens (or creates) sbx.db; a database of an older schema is migrated first. */
@@ -72,8 +75,30 @@ int store_command_get(Store *s, const char *id, StoreCommand *ret);
 /* Commands of a sandbox (or of one workspace session when ws is non-NULL), oldest first. */
 int store_command_foreach(Store *s, const char *sandbox, const char *ws,
                           int (*cb)(const StoreCommand *c, const char *cmd, void *userdata), void *userdata);
+/* Ids of commands, collected by a foreach callback: store_id_list_add. */
+typedef struct StoreIdList {
+        char (*ids)[sizeof(((StoreCommand *) NULL)->id)];
+        size_t n, cap;
+} StoreIdList;
+int store_id_list_add(const char *id, void *userdata);
+
+/* A command's transcript: its size, counted; evicted for the budget reason
+ * (its size then 0). */
+int store_command_set_transcript(Store *s, const char *id, uint64_t bytes, int files);
+int store_command_evict(Store *s, const char *id, const char *reason);
+/* The oldest ended command whose transcript is kept: of sandbox if not NULL,
+ * else of the sandboxes of owner if owner >= 0, else of all; -ENOENT if none. */
+int store_transcript_oldest(Store *s, const char *sandbox, int64_t owner, StoreCommand *ret);
+/* Per sandbox, the bytes and files of the transcripts kept, as recorded. */
+int store_transcript_usage_foreach(Store *s, int (*cb)(const char *sandbox, uint64_t bytes, uint64_t files,
+                                                       void *userdata), void *userdata);
+/* The commands whose transcript is kept but not counted (running when an
+ * earlier sbxd stopped, or from before sizes were recorded). */
+int store_transcript_unknown_foreach(Store *s, int (*cb)(const char *id, void *userdata), void *userdata);
 /* 1 if a command of that id is recorded, else 0. */
 int store_command_exists(Store *s, const char *id);
+/* 1 if it is recorded and its transcript was not evicted, else 0. */
+int store_transcript_kept(Store *s, const char *id);
 /* 1 if a sandbox of that id, or of that name, is recorded, else 0. */
 int store_sandbox_known(Store *s, const char *id_or_name);
 

@@ -1,5 +1,5 @@
 /* Transcript: render raw command output as a terminal would show it and keep
- * it on disk as committed lines with a fixed-width index (see transcript.h).
+ * it on disk as committed lines with a sparse index (see transcript.h).
  *
  * Rendering model (per stream: stdout and stderr merged in one, or each apart):
  *   '\n' commits the line; '\r' moves the cursor to column 0; '\b' moves it
@@ -16,10 +16,12 @@
  * by EL are blanks: they render as spaces when text follows them, and
  * trailing blanks are not stored ("vis" is the end of the written text).
  *
- * Cap: a line is stored only while .log plus that line plus the marker line
- * stays within cap_bytes, so .log never exceeds the cap (unless the cap is
- * smaller than the marker itself). The line that does not fit is replaced by
- * the marker; afterwards output is only counted.
+ * Cap: a line is stored only while what the transcript stores with it and a
+ * marker line after it (.log, .lix and .str, each in whole blocks) stays
+ * within cap_bytes and the caller's limit, so the transcript never takes more
+ * (unless the cap is smaller than the marker itself). The line that does not
+ * fit is replaced by the marker (the cap's, or the limit's naming its
+ * reason); afterwards output is only counted.
  *
  * Pending line: it exists once something was written since the last commit
  * and stays counted even if erased again, so total_lines never decreases;
@@ -31,21 +33,28 @@
  * from the marker as the last line.
  *
  * Writes: committed lines are buffered and written at the end of every
- * transcript_feed call (.log before .idx before .out and .err, so an entry
- * never points past written text or lines); never fsync (see
- * transcript_finish).
+ * transcript_feed call (.str before .log before .lix, so every written line
+ * has its stream and an entry never points past written text); never fsync
+ * (see transcript_finish).
+ *
+ * Index: entry k of .lix is written once line (k + 1) * STRIDE is committed.
+ * Line n is found at entry n / STRIDE - 1 (or offset 0) and fewer than
+ * STRIDE lines further; transcript_open counts the lines after the last entry
+ * (fewer than STRIDE, else a crash lost entries: the log is cut back there).
  *
  * Streams apart (transcript_create_streams): stdout and stderr each have
  * their own renderer, so a line never mixes the two (nor is it cut where the
  * worker's reads of one pipe happened to end). Each committed line goes to the
- * one .log/.idx in the order it was committed, which is the merged view, and
- * its merged line number to "<id>.out" or "<id>.err" (one little-endian u64
- * per line of that stream), which is that stream's view with its own offsets:
- * 8 index bytes more per line, no text twice. The cap counts the one .log, so
- * both streams together; its marker line ends both streams. The merged view
+ * one .log in the order it was committed, which is the merged view, and its
+ * stream to one bit of "<id>.str" (1: stderr); each .lix entry also counts
+ * the stderr lines up to it. A line of one stream is found by a binary search
+ * of the entries and a scan of one block's bits; a window follows the bits
+ * from there (by the index again past STRIDE lines of the other stream). The
+ * cap counts both streams together; its marker line (a stdout bit) ends both
+ * streams. The merged view
  * shows one pending line, the one whose first byte came first (the other
  * stream's is in its own view until it is committed), so that total_lines
- * never decreases in either view. A transcript without .out (merged, or from
+ * never decreases in either view. A transcript without .str (merged, or from
  * before streams were kept) has no single-stream views: reading one is
  * -ENODATA. */
 
@@ -68,11 +77,15 @@
 
 #define ID_MAX (NAME_MAX - 4)              /* "<id>.log" must be a valid file name */
 #define LOGBUF_SIZE (1024u * 1024u)
-#define IDXBUF_ENTRIES 16384u
+#define IDXBUF_WORDS 1024u
+#define BITBUF_BYTES 4096u
 #define CSI_MAX 256u                        /* longer CSI sequences are dropped */
 #define STR_MAX 8192u                       /* longer OSC/DCS strings end early */
-#define OPEN_SCAN_ENTRIES 1024u
-#define MARKER_PREFIX "[sbx: transcript cap of "
+#define STRIDE SBX_TRANSCRIPT_INDEX_LINES
+#define MARKER_PREFIX "[sbx: transcript "
+#define MARKER_SUFFIX "; further output is not kept]\n"
+#define MARKER_MAX 256u                     /* bytes of a marker line, '\n' included */
+#define REASON_MAX 128u
 
 enum {
         ST_GROUND,
@@ -101,45 +114,56 @@ typedef struct Renderer {
         char line[SBX_LINE_MAX + 8];
 } Renderer;
 
-/* A file of little-endian u64 entries, appended through a buffer. */
+/* .lix: little-endian u64 words, appended through a buffer. */
 typedef struct EntryFile {
         int fd;
         uint64_t *buf;
         size_t buf_len;
-        uint64_t disk;          /* entries written */
+        uint64_t disk;          /* words written */
         uint64_t streamed;      /* bytes below this were handed to writeback (stream_behind) */
 } EntryFile;
+
+/* .str: one bit per merged line (1: stderr), appended through a buffer that
+ * starts at byte base of the file; its last byte may be partial. */
+typedef struct BitFile {
+        int fd;
+        uint8_t *buf;
+        uint64_t base;
+        uint64_t bits;          /* appended, buffered ones included */
+} BitFile;
 
 struct Transcript {
         int log_fd;
         bool writable;
         bool finished;
         bool capped;
-        bool apart;             /* stdout and stderr kept apart: .out and .err */
+        bool apart;             /* stdout and stderr kept apart: .str */
 
         uint64_t cap;
+        uint64_t limit;         /* of the stored bytes, set by the caller's budgets */
+        char limit_reason[REASON_MAX];
         uint64_t raw_bytes;
         uint64_t committed;     /* lines, including buffered ones */
+        uint64_t err_lines;     /* of them from stderr (streams apart; the marker is not one) */
         uint64_t log_size;      /* bytes of committed lines, including buffered ones */
         uint64_t log_disk;      /* bytes written to .log */
         uint64_t log_streamed;  /* .log below this was handed to writeback (stream_behind) */
-        size_t marker_len;      /* including '\n' */
+        size_t marker_len;      /* room kept for the longer marker, '\n' included */
 
         char *logbuf;
         size_t logbuf_len;
-        EntryFile idx;          /* per line: the offset just past it in .log */
+        EntryFile idx;          /* per STRIDE lines: the offset past them (and streams apart: stderr lines among them) */
+        BitFile bits;
 
-        /* streams apart: per stdout and stderr line, its merged line number */
-        EntryFile stream_idx[2];
-        uint64_t stream_lines[2];       /* including buffered ones */
-        uint64_t pieces;                /* fed so far */
-
+        uint64_t pieces;        /* fed so far */
         Renderer rend[2];       /* [0]: both streams merged, or stdout; [1]: stderr */
 };
 
-/* File name suffixes, all four characters long. */
-static const char *const suffixes[] = { ".log", ".idx", ".out", ".err" };
-enum { FILE_LOG, FILE_IDX, FILE_OUT, FILE_ERR };
+/* File name suffixes, all four characters long: the files of a transcript,
+ * then those of the format before the sparse index (converted by
+ * transcript_open), then the conversion's temporary index. */
+static const char *const suffixes[] = { ".log", ".lix", ".str", ".idx", ".out", ".err", ".lit" };
+enum { FILE_LOG, FILE_LIX, FILE_STR, FILE_OLD_IDX, FILE_OLD_OUT, FILE_OLD_ERR, FILE_LIX_TMP };
 
 /* Bytes that render as themselves in the ground state: printable ASCII and TAB. */
 static const bool plain_byte[256] = {
@@ -213,7 +237,7 @@ static void stream_behind(int fd, uint64_t end, uint64_t *streamed) {
         (void) posix_fadvise(fd, 0, (off_t) (end - STREAM_KEEP), POSIX_FADV_DONTNEED);
 }
 
-/* Write out the buffered entries of f. */
+/* Write out the buffered words of f. */
 static int entries_flush(EntryFile *f) {
         size_t done;
         int r;
@@ -221,7 +245,7 @@ static int entries_flush(EntryFile *f) {
         if (f->buf_len == 0)
                 return 0;
         r = pwrite_all(f->fd, f->buf, f->buf_len * sizeof(uint64_t), f->disk * sizeof(uint64_t), &done);
-        /* A torn entry is rewritten whole next time. */
+        /* A torn word is rewritten whole next time. */
         done /= sizeof(uint64_t);
         f->disk += done;
         if (done < f->buf_len)
@@ -229,6 +253,39 @@ static int entries_flush(EntryFile *f) {
         f->buf_len -= done;
         stream_behind(f->fd, f->disk * sizeof(uint64_t), &f->streamed);
         return r;
+}
+
+/* Bytes of b's buffer in use (the last one maybe partial). */
+static size_t bits_used(const BitFile *b) {
+        return (size_t) ((b->bits + 7) / 8 - b->base);
+}
+
+/* Write out b's buffer; its partial last byte stays, to be rewritten whole. */
+static int bits_flush(BitFile *b) {
+        size_t used = bits_used(b), whole = (size_t) (b->bits / 8 - b->base), done;
+        int r;
+
+        if (used == 0)
+                return 0;
+        r = pwrite_all(b->fd, b->buf, used, b->base, &done);
+        if (r < 0)
+                return r;
+        if (whole > 0) {
+                b->buf[0] = whole < used ? b->buf[whole] : 0;
+                b->base += whole;
+        }
+        return 0;
+}
+
+static void bits_append(BitFile *b, bool set) {
+        size_t at = (size_t) (b->bits / 8 - b->base);
+        uint8_t mask = (uint8_t) (1u << (b->bits % 8));
+
+        if (b->bits % 8 == 0)
+                b->buf[at] = 0;
+        if (set)
+                b->buf[at] |= mask;
+        b->bits++;
 }
 
 static int flush_log(Transcript *t) {
@@ -246,22 +303,47 @@ static int flush_log(Transcript *t) {
         return r;
 }
 
-/* .log first, then .idx, then the streams' line lists, so every written
- * entry points at written text and lines. */
+/* .str first, then .log, then .lix, so that every written line has its
+ * stream and every written entry points at written lines. */
 static int flush_all(Transcript *t) {
-        int r;
+        int r = 0;
 
-        r = flush_log(t);
+        if (t->apart)
+                r = bits_flush(&t->bits);
+        if (r >= 0)
+                r = flush_log(t);
         if (r >= 0)
                 r = entries_flush(&t->idx);
-        for (size_t i = 0; i < ELEMENTSOF(t->stream_idx) && r >= 0 && t->apart; i++)
-                r = entries_flush(&t->stream_idx[i]);
         return r;
 }
 
-static size_t format_marker(uint64_t cap, char *buf, size_t size) {
-        int n = snprintf(buf, size, MARKER_PREFIX "%" PRIu64 " bytes reached; further output is not kept]\n",
-                         cap);
+/* What a file of n bytes takes on disk: whole blocks. */
+static uint64_t blocks_of(uint64_t n) {
+        return (n + SBX_TRANSCRIPT_BLOCK - 1) / SBX_TRANSCRIPT_BLOCK * SBX_TRANSCRIPT_BLOCK;
+}
+
+/* The bytes stored for lines lines of log_size bytes: .log, .lix and .str. */
+static uint64_t stored_bytes(bool apart, uint64_t log_size, uint64_t lines) {
+        uint64_t b = blocks_of(log_size) + blocks_of(lines / STRIDE * (apart ? 2 : 1) * sizeof(uint64_t));
+
+        return apart ? b + blocks_of((lines + 7) / 8) : b;
+}
+
+/* The marker line (with '\n'): the cap, or (budget) the caller's limit, reached. */
+static size_t format_marker(const Transcript *t, bool budget, char buf[static MARKER_MAX]) {
+        int n;
+
+        if (budget)
+                n = snprintf(buf, MARKER_MAX, MARKER_PREFIX "cut at %" PRIu64 " bytes stored to stay within %s"
+                             MARKER_SUFFIX, t->limit, t->limit_reason);
+        else
+                n = snprintf(buf, MARKER_MAX, MARKER_PREFIX "cap of %" PRIu64 " bytes reached" MARKER_SUFFIX,
+                             t->cap);
+        if (n >= (int) MARKER_MAX) {
+                /* A reason too long for the line: cut, still ending as a marker. */
+                n = (int) MARKER_MAX - 1;
+                memcpy(buf + n - strlen(MARKER_SUFFIX), MARKER_SUFFIX, strlen(MARKER_SUFFIX));
+        }
         return (size_t) n;
 }
 
@@ -270,21 +352,8 @@ static void line_reset(Renderer *rd) {
         rd->dirty = false;
 }
 
-/* The streams a line of rd belongs to, as a mask of stream_idx (0: none kept apart). */
-static unsigned stream_mask(const Transcript *t, const Renderer *rd) {
-        return t->apart ? 1u << (rd - t->rend) : 0;
-}
-
-static bool streams_full(const Transcript *t, unsigned mask) {
-        for (size_t i = 0; i < ELEMENTSOF(t->stream_idx); i++)
-                if ((mask & (1u << i)) && t->stream_idx[i].buf_len == IDXBUF_ENTRIES)
-                        return true;
-        return false;
-}
-
-/* Append one line (text without '\n') to the buffers, and to the line lists
- * of the streams in mask. */
-static int append_line(Transcript *t, unsigned mask, const char *text, size_t n) {
+/* Append one line (text without '\n') to the buffers; err: it came from stderr. */
+static int append_line(Transcript *t, bool err, const char *text, size_t n) {
         size_t need = n + 1;
         int r;
 
@@ -293,7 +362,7 @@ static int append_line(Transcript *t, unsigned mask, const char *text, size_t n)
                 if (r < 0)
                         return r;
         }
-        if (t->idx.buf_len == IDXBUF_ENTRIES || (mask && streams_full(t, mask))) {
+        if (t->idx.buf_len + 2 > IDXBUF_WORDS || (t->apart && bits_used(&t->bits) == BITBUF_BYTES)) {
                 r = flush_all(t);
                 if (r < 0)
                         return r;
@@ -302,24 +371,26 @@ static int append_line(Transcript *t, unsigned mask, const char *text, size_t n)
         t->logbuf[t->logbuf_len + n] = '\n';
         t->logbuf_len += need;
         t->log_size += need;
-        t->idx.buf[t->idx.buf_len++] = htole64(t->log_size);
-        for (size_t i = 0; mask && i < ELEMENTSOF(t->stream_idx); i++)
-                if (mask & (1u << i)) {
-                        t->stream_idx[i].buf[t->stream_idx[i].buf_len++] = htole64(t->committed);
-                        t->stream_lines[i]++;
-                }
+        if (t->apart)
+                bits_append(&t->bits, err);
+        t->err_lines += err;
         t->committed++;
+        if (t->committed % STRIDE == 0) {
+                t->idx.buf[t->idx.buf_len++] = htole64(t->log_size);
+                if (t->apart)
+                        t->idx.buf[t->idx.buf_len++] = htole64(t->err_lines);
+        }
         return 0;
 }
 
 /* The marker ends every stream: pending lines are dropped, later output only counted. */
-static int commit_marker(Transcript *t) {
-        char buf[128];
+static int commit_marker(Transcript *t, bool budget) {
+        char buf[MARKER_MAX];
         size_t n;
         int r;
 
-        n = format_marker(t->cap, buf, sizeof(buf));
-        r = append_line(t, t->apart ? 3u : 0u, buf, n - 1);
+        n = format_marker(t, budget, buf);
+        r = append_line(t, false, buf, n - 1);
         if (r < 0)
                 return r;
         t->capped = true;
@@ -331,13 +402,16 @@ static int commit_marker(Transcript *t) {
         return 0;
 }
 
-/* Commit text as the next line of rd (text may be rd->line), or the cap marker. */
+/* Commit text as the next line of rd (text may be rd->line), or the marker:
+ * a line is stored while what is stored with it and a marker after it stays
+ * within the cap and the limit. */
 static int commit_line(Transcript *t, Renderer *rd, const char *text, size_t n) {
+        uint64_t need = stored_bytes(t->apart, t->log_size + n + 1 + t->marker_len, t->committed + 2);
         int r;
 
-        if (t->cap < t->marker_len || t->log_size + n + 1 > t->cap - t->marker_len)
-                return commit_marker(t);
-        r = append_line(t, stream_mask(t, rd), text, n);
+        if (need > t->cap || need > t->limit)
+                return commit_marker(t, need <= t->cap);
+        r = append_line(t, t->apart && rd == &t->rend[1], text, n);
         if (r < 0)
                 return r;
         line_reset(rd);
@@ -691,33 +765,23 @@ static size_t scan_plain(const uint8_t *p, size_t n) {
         }
 }
 
-static int entries_alloc(EntryFile *f) {
-        if (!f->buf) {
-                f->buf = malloc(IDXBUF_ENTRIES * sizeof(uint64_t));
-                if (!f->buf)
-                        return -ENOMEM;
-        }
-        return 0;
-}
-
-static void entries_done(EntryFile *f) {
-        f->fd = safe_close(f->fd);
-        free(f->buf);
-        f->buf = NULL;
-}
-
 static int ensure_buffers(Transcript *t) {
-        int r;
-
         if (!t->logbuf) {
                 t->logbuf = malloc(LOGBUF_SIZE);
                 if (!t->logbuf)
                         return -ENOMEM;
         }
-        r = entries_alloc(&t->idx);
-        for (size_t i = 0; i < ELEMENTSOF(t->stream_idx) && r >= 0 && t->apart; i++)
-                r = entries_alloc(&t->stream_idx[i]);
-        return r;
+        if (!t->idx.buf) {
+                t->idx.buf = malloc(IDXBUF_WORDS * sizeof(uint64_t));
+                if (!t->idx.buf)
+                        return -ENOMEM;
+        }
+        if (t->apart && !t->bits.buf) {
+                t->bits.buf = calloc(1, BITBUF_BYTES);
+                if (!t->bits.buf)
+                        return -ENOMEM;
+        }
+        return 0;
 }
 
 /* Render [p, end) with rd. */
@@ -857,10 +921,8 @@ int transcript_finish(Transcript *t) {
         t->logbuf = NULL;
         free(t->idx.buf);
         t->idx.buf = NULL;
-        for (size_t i = 0; i < ELEMENTSOF(t->stream_idx); i++) {
-                free(t->stream_idx[i].buf);
-                t->stream_idx[i].buf = NULL;
-        }
+        free(t->bits.buf);
+        t->bits.buf = NULL;
         return 0;
 }
 
@@ -868,7 +930,8 @@ static Transcript *transcript_new(void) {
         Transcript *t = calloc(1, sizeof(Transcript));
         if (!t)
                 return NULL;
-        t->log_fd = t->idx.fd = t->stream_idx[0].fd = t->stream_idx[1].fd = -EBADF;
+        t->log_fd = t->idx.fd = t->bits.fd = -EBADF;
+        t->limit = UINT64_MAX;
         return t;
 }
 
@@ -885,7 +948,7 @@ static int create_file(int dirfd, const char *id, unsigned which) {
 
 static int create_full(int dirfd, const char *id, uint64_t cap_bytes, bool apart, Transcript **ret) {
         _cleanup_(transcript_freep) Transcript *t = NULL;
-        char marker[128];
+        char marker[MARKER_MAX];
 
         if (!id_valid(id) || !ret)
                 return -EINVAL;
@@ -895,18 +958,18 @@ static int create_full(int dirfd, const char *id, uint64_t cap_bytes, bool apart
         t->log_fd = create_file(dirfd, id, FILE_LOG);
         if (t->log_fd < 0)
                 return t->log_fd;
-        t->idx.fd = create_file(dirfd, id, FILE_IDX);
+        t->idx.fd = create_file(dirfd, id, FILE_LIX);
         if (t->idx.fd < 0)
                 return t->idx.fd;
-        for (unsigned i = 0; apart && i < ELEMENTSOF(t->stream_idx); i++) {
-                t->stream_idx[i].fd = create_file(dirfd, id, FILE_OUT + i);
-                if (t->stream_idx[i].fd < 0)
-                        return t->stream_idx[i].fd;
+        if (apart) {
+                t->bits.fd = create_file(dirfd, id, FILE_STR);
+                if (t->bits.fd < 0)
+                        return t->bits.fd;
         }
         t->writable = true;
         t->apart = apart;
         t->cap = cap_bytes;
-        t->marker_len = format_marker(cap_bytes, marker, sizeof(marker));
+        t->marker_len = format_marker(t, false, marker);
         *ret = TAKE_PTR(t);
         return 0;
 }
@@ -919,77 +982,50 @@ int transcript_create_streams(int dirfd, const char *id, uint64_t cap_bytes, Tra
         return create_full(dirfd, id, cap_bytes, true, ret);
 }
 
-/* Is entry j (value e, predecessor prev) the end of a complete line? */
-static int entry_consistent(Transcript *t, uint64_t e, uint64_t prev, uint64_t log_file_size) {
-        char c;
-        int r;
+void transcript_set_limit(Transcript *t, uint64_t limit_bytes, const char *reason) {
+        char marker[MARKER_MAX];
 
-        if (e > log_file_size || e <= prev)
-                return 0;
-        r = pread_all(t->log_fd, &c, 1, e - 1);
-        if (r < 0)
-                return r;
-        return c == '\n';
+        reason = reason ?: "";
+        if (limit_bytes == t->limit && strcmp(reason, t->limit_reason) == 0)
+                return;         /* the usual case: only this transcript grew since */
+        t->limit = limit_bytes;
+        strlcpy(t->limit_reason, reason, sizeof(t->limit_reason));
+        t->marker_len = MAX(format_marker(t, false, marker), format_marker(t, true, marker));
 }
 
-/* Find the number of consistent index entries (and the last one's value),
- * scanning back from entry n - 1. */
-static int scan_index(Transcript *t, uint64_t n, uint64_t log_file_size, uint64_t *ret_n, uint64_t *ret_last) {
-        _cleanup_free_ uint64_t *e = NULL;
-        uint64_t hi = n;
+uint64_t transcript_stored_bytes(const Transcript *t) {
+        return stored_bytes(t->apart, t->log_size, t->committed);
+}
 
-        e = malloc((OPEN_SCAN_ENTRIES + 1) * sizeof(uint64_t));
-        if (!e)
-                return -ENOMEM;
-        while (hi > 0) {
-                /* Candidates [lo, hi); read from rd so that each has its predecessor. */
-                uint64_t lo = hi > OPEN_SCAN_ENTRIES ? hi - OPEN_SCAN_ENTRIES : 0;
-                uint64_t rd = lo > 0 ? lo - 1 : 0;
-                size_t k = (size_t) (hi - rd);
-                int r;
+unsigned transcript_files_new(bool streams_apart) {
+        return streams_apart ? 3 : 2;
+}
 
-                r = pread_all(t->idx.fd, e, k * sizeof(uint64_t), rd * sizeof(uint64_t));
-                if (r < 0)
-                        return r;
-                for (size_t i = 0; i < k; i++)
-                        e[i] = le64toh(e[i]);
-                for (uint64_t j = hi; j-- > lo;) {
-                        uint64_t v = e[j - rd], prev = j > 0 ? e[j - rd - 1] : 0;
+unsigned transcript_files(const Transcript *t) {
+        return transcript_files_new(t->apart);
+}
 
-                        r = entry_consistent(t, v, prev, log_file_size);
-                        if (r < 0)
-                                return r;
-                        if (r > 0) {
-                                *ret_n = j + 1;
-                                *ret_last = v;
-                                return 0;
-                        }
+int transcript_usage(int dirfd, const char *id, uint64_t *ret_bytes, unsigned *ret_files) {
+        uint64_t bytes = 0;
+        unsigned files = 0;
+
+        if (!id_valid(id))
+                return -EINVAL;
+        for (unsigned i = 0; i < ELEMENTSOF(suffixes); i++) {
+                char name[NAME_MAX + 1];
+                struct stat st;
+
+                file_name(id, i, name);
+                if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno != ENOENT)
+                                return -errno;
+                        continue;
                 }
-                hi = lo;
+                bytes += blocks_of((uint64_t) st.st_size);
+                files++;
         }
-        *ret_n = 0;
-        *ret_last = 0;
-        return 0;
-}
-
-/* The number of leading entries of f (n of them on disk) that name one of
- * the first committed merged lines: a crash may have left later ones. */
-static int stream_scan(const EntryFile *f, uint64_t n, uint64_t committed, uint64_t *ret_n) {
-        uint64_t e[OPEN_SCAN_ENTRIES];
-
-        while (n > 0) {
-                uint64_t lo = n > OPEN_SCAN_ENTRIES ? n - OPEN_SCAN_ENTRIES : 0;
-                int r = pread_all(f->fd, e, (size_t) (n - lo) * sizeof(uint64_t), lo * sizeof(uint64_t));
-
-                if (r < 0)
-                        return r;
-                for (; n > lo; n--)
-                        if (le64toh(e[n - 1 - lo]) < committed) {
-                                *ret_n = n;
-                                return 0;
-                        }
-        }
-        *ret_n = 0;
+        *ret_bytes = bytes;
+        *ret_files = files;
         return 0;
 }
 
@@ -1010,48 +1046,148 @@ static int open_file(int dirfd, const char *id, unsigned which, uint64_t *ret_si
         return TAKE_FD(fd);
 }
 
-/* The line lists of stdout and stderr, if t keeps them (.out exists). */
-static int open_streams(Transcript *t, int dirfd, const char *id) {
-        for (unsigned i = 0; i < ELEMENTSOF(t->stream_idx); i++) {
-                EntryFile *f = &t->stream_idx[i];
-                uint64_t size, n;
-                int r;
+/* Entry k of the index: the offset past line (k + 1) * STRIDE - 1 and, with
+ * streams apart, how many of the lines up to there came from stderr. */
+static int read_entry(const Transcript *t, uint64_t k, uint64_t *ret_off, uint64_t *ret_err) {
+        uint64_t e[2] = {}, w = t->apart ? 2 : 1;
+        int r;
 
-                f->fd = open_file(dirfd, id, FILE_OUT + i, &size);
-                if (f->fd == -ENOENT && i == 0)
-                        return 0;       /* merged, or written before streams were kept */
-                if (f->fd < 0)
-                        return f->fd;
-                r = stream_scan(f, size / sizeof(uint64_t), t->committed, &n);
-                if (r < 0)
-                        return r;
-                f->disk = t->stream_lines[i] = n;
-        }
-        t->apart = true;
+        r = pread_all(t->idx.fd, e, (size_t) w * sizeof(uint64_t), k * w * sizeof(uint64_t));
+        if (r < 0)
+                return r;
+        *ret_off = le64toh(e[0]);
+        if (ret_err)
+                *ret_err = le64toh(e[1]);
         return 0;
 }
 
-/* Cut a torn tail (crash mid-write) of both files back to the last complete
- * line n, ending at last. If they cannot be written, the tail is ignored. */
-static void repair_tail(int dirfd, const char *id, uint64_t n, uint64_t last) {
+/* Count the complete lines of .log in [off, end), at most max of them;
+ * *ret_end is the offset past the last one counted. */
+static int count_lines(const Transcript *t, uint64_t off, uint64_t end, uint64_t max, uint64_t *ret_n,
+                       uint64_t *ret_end) {
+        _cleanup_free_ char *buf = NULL;
+        uint64_t n = 0, pos = off, last = off;
+
+        if (max > 0 && off < end) {
+                buf = malloc(SBX_TRANSCRIPT_SCAN_CHUNK);
+                if (!buf)
+                        return -ENOMEM;
+        }
+        while (n < max && pos < end) {
+                size_t want = (size_t) MIN(end - pos, (uint64_t) SBX_TRANSCRIPT_SCAN_CHUNK), at = 0;
+                int r = pread_all(t->log_fd, buf, want, pos);
+                char *nl;
+
+                if (r < 0)
+                        return r;
+                while (n < max && (nl = memchr(buf + at, '\n', want - at))) {
+                        at = (size_t) (nl - buf) + 1;
+                        last = pos + at;
+                        n++;
+                }
+                pos += want;
+        }
+        *ret_n = n;
+        *ret_end = last;
+        return 0;
+}
+
+/* The number of index entries that end complete lines, from the end back. */
+static int valid_entries(const Transcript *t, uint64_t n, uint64_t log_file_size, uint64_t *ret_n) {
+        for (; n > 0; n--) {
+                uint64_t e, err, prev = 0, prev_err = 0;
+                char c;
+                int r;
+
+                r = read_entry(t, n - 1, &e, &err);
+                if (r >= 0 && n > 1)
+                        r = read_entry(t, n - 2, &prev, &prev_err);
+                if (r < 0)
+                        return r;
+                if (e > log_file_size || e <= prev || err < prev_err || err - prev_err > STRIDE)
+                        continue;
+                r = pread_all(t->log_fd, &c, 1, e - 1);
+                if (r < 0)
+                        return r;
+                if (c == '\n')
+                        break;
+        }
+        *ret_n = n;
+        return 0;
+}
+
+/* Cut a torn tail (crash mid-write) of .log and .lix back to n entries and
+ * the last complete line, ending at last. If they cannot be written, the
+ * tail is ignored. */
+static void repair_tail(const Transcript *t, int dirfd, const char *id, uint64_t n, uint64_t last) {
         _cleanup_close_ int wi = -EBADF, wl = -EBADF;
         char log[NAME_MAX + 1], idx[NAME_MAX + 1];
 
         file_name(id, FILE_LOG, log);
-        file_name(id, FILE_IDX, idx);
+        file_name(id, FILE_LIX, idx);
         wi = openat(dirfd, idx, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
         wl = openat(dirfd, log, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
         if (wi >= 0 && wl >= 0 &&
-            ftruncate(wi, (off_t) (n * sizeof(uint64_t))) == 0 &&
+            ftruncate(wi, (off_t) (n * (t->apart ? 2 : 1) * sizeof(uint64_t))) == 0 &&
             ftruncate(wl, (off_t) last) == 0) {
                 (void) fsync(wl);
                 (void) fsync(wi);
         }
 }
 
+/* Whether the last line (ending at t->log_size) is a marker. */
+static int last_line_marker(const Transcript *t, bool *ret) {
+        char buf[MARKER_MAX + 1];
+        size_t n = (size_t) MIN(t->log_size, (uint64_t) sizeof(buf)), start = 0;
+        const char *nl;
+        int r;
+
+        *ret = false;
+        if (n < sizeof(MARKER_PREFIX MARKER_SUFFIX) - 1)
+                return 0;
+        r = pread_all(t->log_fd, buf, n, t->log_size - n);
+        if (r < 0)
+                return r;
+        nl = memrchr(buf, '\n', n - 1);
+        if (nl)
+                start = (size_t) (nl - buf) + 1;
+        else if (n < t->log_size)
+                return 0;       /* longer than any marker */
+        *ret = n - start >= sizeof(MARKER_PREFIX MARKER_SUFFIX) - 1 &&
+               memcmp(buf + start, MARKER_PREFIX, strlen(MARKER_PREFIX)) == 0 &&
+               memcmp(buf + n - strlen(MARKER_SUFFIX), MARKER_SUFFIX, strlen(MARKER_SUFFIX)) == 0;
+        return 0;
+}
+
+/* Streams apart: the stderr lines among the committed ones, from the last
+ * entry's count (base, for lines before first) and the bits after it. */
+static int count_err_lines(Transcript *t, uint64_t first, uint64_t base) {
+        uint8_t buf[STRIDE / 8 + 2];
+        size_t from = (size_t) (first / 8), n;
+        ssize_t got;
+
+        t->err_lines = base;
+        if (first >= t->committed)
+                return 0;
+        n = (size_t) ((t->committed + 7) / 8 - from);
+        got = loop_pread(t->bits.fd, buf, n, from);
+        if (got < 0)
+                return (int) got;
+        /* A line without its bit (damage) reads as stdout. */
+        for (uint64_t m = first; m < t->committed && m / 8 - from < (uint64_t) got; m++)
+                t->err_lines += !!(buf[m / 8 - from] & (1u << (m % 8)));
+        return 0;
+}
+
+/* Convert a transcript of the format before the sparse index (a .idx entry
+ * per line; with streams apart, .out and .err list each stream's merged line
+ * numbers) to the sparse index, written beside it and renamed into place;
+ * the old files go after. */
+static int convert_old(int dirfd, const char *id);
+
 int transcript_open(int dirfd, const char *id, Transcript **ret) {
         _cleanup_(transcript_freep) Transcript *t = NULL;
-        uint64_t log_size, idx_size, n, last;
+        uint64_t log_file_size, lix_size, str_size, n, e = 0, err = 0, tail, last;
         int r;
 
         if (!id_valid(id) || !ret)
@@ -1059,48 +1195,181 @@ int transcript_open(int dirfd, const char *id, Transcript **ret) {
         t = transcript_new();
         if (!t)
                 return -ENOMEM;
-        t->log_fd = open_file(dirfd, id, FILE_LOG, &log_size);
+        t->log_fd = open_file(dirfd, id, FILE_LOG, &log_file_size);
         if (t->log_fd < 0)
                 return t->log_fd;
-        t->idx.fd = open_file(dirfd, id, FILE_IDX, &idx_size);
+        t->idx.fd = open_file(dirfd, id, FILE_LIX, &lix_size);
+        if (t->idx.fd == -ENOENT) {
+                r = convert_old(dirfd, id);
+                if (r < 0)
+                        return r;
+                t->idx.fd = open_file(dirfd, id, FILE_LIX, &lix_size);
+        }
         if (t->idx.fd < 0)
                 return t->idx.fd;
+        t->bits.fd = open_file(dirfd, id, FILE_STR, &str_size);
+        if (t->bits.fd < 0 && t->bits.fd != -ENOENT)
+                return t->bits.fd;
+        t->apart = t->bits.fd >= 0;
 
-        n = idx_size / sizeof(uint64_t);
-        r = scan_index(t, n, log_size, &n, &last);
+        r = valid_entries(t, lix_size / ((t->apart ? 2 : 1) * sizeof(uint64_t)), log_file_size, &n);
+        if (r >= 0 && n > 0)
+                r = read_entry(t, n - 1, &e, &err);
+        /* Lines after the last entry: fewer than STRIDE, or a crash lost entries. */
+        if (r >= 0)
+                r = count_lines(t, e, log_file_size, STRIDE - 1, &tail, &last);
         if (r < 0)
                 return r;
-        if (n * sizeof(uint64_t) != idx_size)
-                repair_tail(dirfd, id, n, last);
+        if (n * (t->apart ? 2 : 1) * sizeof(uint64_t) != lix_size || last != log_file_size)
+                repair_tail(t, dirfd, id, n, last);
 
-        t->committed = n;
+        t->committed = n * STRIDE + tail;
         t->log_size = t->log_disk = last;
-        t->idx.disk = n;
+        t->idx.disk = n * (t->apart ? 2 : 1);
         t->raw_bytes = last;    /* unknown after the fact: the stored bytes */
         t->finished = true;
-        r = open_streams(t, dirfd, id);
+        if (t->apart) {
+                r = count_err_lines(t, n * STRIDE, err);
+                if (r < 0)
+                        return r;
+        }
+        r = last_line_marker(t, &t->capped);
         if (r < 0)
                 return r;
+        *ret = TAKE_PTR(t);
+        return 0;
+}
 
-        if (n > 0) {
-                char head[sizeof(MARKER_PREFIX) - 1];
-                uint64_t first = 0;
+/* The conversion: the old index is read a chunk at a time. */
+typedef struct OldList {
+        int fd;
+        uint64_t n, at, pos;    /* entries in the file, read so far, used of buf */
+        size_t len;
+        uint64_t buf[1024];
+} OldList;
 
-                if (n > 1) {
-                        r = pread_all(t->idx.fd, &first, sizeof(first), (n - 2) * sizeof(uint64_t));
-                        if (r < 0)
-                                return r;
-                        first = le64toh(first);
+/* The next entry of l, or UINT64_MAX at its end. */
+static int old_next(OldList *l, uint64_t *ret) {
+        if (l->fd < 0 || (l->pos == l->len && l->at == l->n)) {
+                *ret = UINT64_MAX;
+                return 0;
+        }
+        if (l->pos == l->len) {
+                size_t k = (size_t) MIN(l->n - l->at, (uint64_t) ELEMENTSOF(l->buf));
+                int r = pread_all(l->fd, l->buf, k * sizeof(uint64_t), l->at * sizeof(uint64_t));
+                if (r < 0)
+                        return r;
+                l->at += k;
+                l->len = k;
+                l->pos = 0;
+        }
+        *ret = le64toh(l->buf[l->pos++]);
+        return 0;
+}
+
+static int old_list_open(int dirfd, const char *id, unsigned which, OldList *ret) {
+        uint64_t size;
+
+        *ret = (OldList) { .fd = open_file(dirfd, id, which, &size) };
+        if (ret->fd < 0)
+                return ret->fd == -ENOENT ? 0 : ret->fd;
+        ret->n = size / sizeof(uint64_t);
+        return 0;
+}
+
+/* Is merged line j in the old sorted list l (whose next entry is *next)? */
+static int old_member(OldList *l, uint64_t *next, uint64_t j, bool *ret) {
+        int r = 0;
+
+        while (*next < j && r >= 0)
+                r = old_next(l, next);
+        *ret = *next == j;
+        return r;
+}
+
+/* Write the new index and stream bits of the old lists into t (fds open). */
+static int convert_lines(Transcript *t, OldList *idx, OldList *out, OldList *err, uint64_t log_size) {
+        uint64_t prev = 0, next_out = 0, next_err = 0, e;
+        int r;
+
+        r = old_next(out, &next_out);
+        if (r >= 0)
+                r = old_next(err, &next_err);
+        for (uint64_t j = 0; r >= 0; j++) {
+                bool in_out = false, in_err = false;
+
+                r = old_next(idx, &e);
+                if (r < 0 || e == UINT64_MAX || e <= prev || e > log_size)
+                        break;  /* the end, or a torn tail that open cuts */
+                prev = e;
+                if (t->apart) {
+                        r = old_member(out, &next_out, j, &in_out);
+                        if (r >= 0)
+                                r = old_member(err, &next_err, j, &in_err);
                 }
-                if (last - first >= sizeof(head)) {
-                        r = pread_all(t->log_fd, head, sizeof(head), first);
-                        if (r < 0)
-                                return r;
-                        t->capped = memcmp(head, MARKER_PREFIX, sizeof(head)) == 0;
+                /* The old marker was on both lists; the new one is a stdout bit. */
+                t->log_size = e;
+                if (r >= 0 && (t->idx.buf_len + 2 > IDXBUF_WORDS || (t->apart && bits_used(&t->bits) == BITBUF_BYTES)))
+                        r = flush_all(t);
+                if (r < 0)
+                        break;
+                if (t->apart)
+                        bits_append(&t->bits, in_err && !in_out);
+                t->err_lines += in_err && !in_out;
+                if (++t->committed % STRIDE == 0) {
+                        t->idx.buf[t->idx.buf_len++] = htole64(e);
+                        if (t->apart)
+                                t->idx.buf[t->idx.buf_len++] = htole64(t->err_lines);
                 }
         }
+        return r < 0 ? r : flush_all(t);
+}
 
-        *ret = TAKE_PTR(t);
+static int convert_old(int dirfd, const char *id) {
+        _cleanup_(transcript_freep) Transcript *t = transcript_new();
+        OldList idx = { .fd = -EBADF }, out = { .fd = -EBADF }, err = { .fd = -EBADF };
+        char tmp[NAME_MAX + 1], lix[NAME_MAX + 1];
+        uint64_t log_size;
+        int r;
+
+        if (!t)
+                return -ENOMEM;
+        t->log_fd = open_file(dirfd, id, FILE_LOG, &log_size);
+        r = t->log_fd < 0 ? t->log_fd : old_list_open(dirfd, id, FILE_OLD_IDX, &idx);
+        if (r >= 0 && idx.fd < 0)
+                r = -ENOENT;    /* neither format: damage */
+        if (r >= 0)
+                r = old_list_open(dirfd, id, FILE_OLD_OUT, &out);
+        if (r >= 0)
+                r = old_list_open(dirfd, id, FILE_OLD_ERR, &err);
+        t->apart = out.fd >= 0 && err.fd >= 0;
+        t->idx.fd = r < 0 ? r : create_file(dirfd, id, FILE_LIX_TMP);
+        r = t->idx.fd < 0 ? t->idx.fd : 0;
+        if (r >= 0 && t->apart) {
+                t->bits.fd = create_file(dirfd, id, FILE_STR);
+                r = t->bits.fd < 0 ? t->bits.fd : 0;
+        }
+        t->log_disk = log_size;         /* nothing of .log is written */
+        if (r >= 0)
+                r = ensure_buffers(t);
+        if (r >= 0)
+                r = convert_lines(t, &idx, &out, &err, log_size);
+        file_name(id, FILE_LIX_TMP, tmp);
+        file_name(id, FILE_LIX, lix);
+        if (r >= 0 && renameat(dirfd, tmp, dirfd, lix) < 0)
+                r = -errno;
+        (void) safe_close(idx.fd);
+        (void) safe_close(out.fd);
+        (void) safe_close(err.fd);
+        if (r < 0) {
+                (void) unlinkat(dirfd, tmp, 0);
+                return r;
+        }
+        for (unsigned i = FILE_OLD_IDX; i <= FILE_OLD_ERR; i++) {
+                file_name(id, i, tmp);
+                (void) unlinkat(dirfd, tmp, 0);
+        }
+        t->finished = true;     /* nothing more to write */
         return 0;
 }
 
@@ -1127,6 +1396,12 @@ uint64_t transcript_total_lines(const Transcript *t) {
         return t->committed + !!merged_pending(t);
 }
 
+/* Committed lines of stream i (0 stdout, 1 stderr) of a transcript with
+ * streams apart: the marker ends both. */
+static uint64_t stream_committed(const Transcript *t, unsigned i) {
+        return i == 0 ? t->committed - t->err_lines : t->err_lines + t->capped;
+}
+
 uint64_t transcript_stream_total_lines(const Transcript *t, TranscriptStream s) {
         unsigned i = s == TRANSCRIPT_STDERR;
 
@@ -1134,7 +1409,7 @@ uint64_t transcript_stream_total_lines(const Transcript *t, TranscriptStream s) 
                 return transcript_total_lines(t);
         if (!t->apart || (s != TRANSCRIPT_STDOUT && s != TRANSCRIPT_STDERR))
                 return 0;
-        return t->stream_lines[i] + !!stream_pending(t, i);
+        return stream_committed(t, i) + !!stream_pending(t, i);
 }
 
 bool transcript_has_streams(const Transcript *t) {
@@ -1183,54 +1458,176 @@ typedef struct Window {
         size_t budget;
 } Window;
 
-/* Append merged lines [first, first + count) to w, as many as their raw size
- * lets within w->budget (at least one line in w); *ret_taken says how many. */
-static int window_add_run(Transcript *t, Window *w, uint64_t first, uint64_t count, uint64_t *ret_taken) {
-        _cleanup_free_ uint64_t *e = NULL;
-        uint64_t rd = first > 0 ? first - 1 : 0, base = 0, prev, k = 0;
-        size_t n = (size_t) (first + count - rd), len;
-        char *text;
+/* The offset in .log of merged line `line` (< committed): its block's
+ * entry, then fewer than STRIDE lines skipped. */
+static int line_offset(const Transcript *t, uint64_t line, uint64_t *ret) {
+        uint64_t k = line / STRIDE, off = 0, n;
         int r;
 
-        e = malloc(n * sizeof(uint64_t));
-        if (!e)
-                return -ENOMEM;
-        r = pread_all(t->idx.fd, e, n * sizeof(uint64_t), rd * sizeof(uint64_t));
-        if (r < 0)
-                return r;
-        if (first > 0)
-                base = le64toh(e[0]);
-        prev = base;
-        /* Escaping only adds bytes: the raw size bounds what can fit. */
-        for (uint64_t i = 0; i < count; i++) {
-                uint64_t end = le64toh(e[first > 0 ? i + 1 : i]);
-
-                if (end <= prev || end > t->log_size)
-                        return -EBADMSG;
-                if (w->len + (end - base) > w->budget && w->lines + k > 0)
-                        break;
-                k = i + 1;
-                prev = end;
-        }
-        len = (size_t) (prev - base);
-        if (len > 0) {
-                text = realloc(w->text, w->len + len);
-                if (!text)
-                        return -ENOMEM;
-                w->text = text;
-                r = pread_all(t->log_fd, w->text + w->len, len, base);
+        if (k > 0) {
+                r = read_entry(t, k - 1, &off, NULL);
                 if (r < 0)
                         return r;
-                w->len += len;
-                w->lines += k;
+                if (off > t->log_size)
+                        return -EBADMSG;
         }
+        r = count_lines(t, off, t->log_size, line - k * STRIDE, &n, &off);
+        if (r < 0)
+                return r;
+        if (n != line - k * STRIDE)
+                return -EBADMSG;
+        *ret = off;
+        return 0;
+}
+
+/* Append merged lines [first, first + count) to w, as many as their raw size
+ * lets within w->budget (at least one line in w); *ret_taken says how many.
+ * One read: what fits the budget, and one line more. */
+static int window_add_run(Transcript *t, Window *w, uint64_t first, uint64_t count, uint64_t *ret_taken) {
+        uint64_t base, k = 0;
+        size_t room = w->len < w->budget ? w->budget - w->len : 0, want, used = 0;
+        char *text, *nl;
+        int r;
+
+        r = line_offset(t, first, &base);
+        if (r < 0)
+                return r;
+        want = (size_t) MIN(t->log_size - base, room > SIZE_MAX - SBX_LINE_MAX - 1 ? SIZE_MAX : room + SBX_LINE_MAX + 1);
+        text = realloc(w->text, w->len + want + 1);
+        if (!text)
+                return -ENOMEM;
+        w->text = text;
+        r = pread_all(t->log_fd, w->text + w->len, want, base);
+        if (r < 0)
+                return r;
+        /* Escaping only adds bytes: the raw size bounds what can fit. */
+        while (k < count && (nl = memchr(w->text + w->len + used, '\n', want - used))) {
+                size_t end = (size_t) (nl - (w->text + w->len)) + 1;
+
+                if (end > room && w->lines + k > 0)
+                        break;
+                used = end;
+                k++;
+        }
+        if (k == 0 && w->lines == 0 && count > 0)
+                return -EBADMSG;
+        w->len += used;
+        w->lines += k;
         *ret_taken = k;
         return 0;
 }
 
-/* Append lines [start, start + count) of a stream, whose line list is f, to w:
- * runs of consecutive merged lines are read at once. */
-static int window_add_stream(Transcript *t, Window *w, const EntryFile *f, uint64_t start, uint64_t count) {
+/* A piece of .str, read once for many lookups. */
+typedef struct BitReader {
+        uint64_t base;
+        size_t len;
+        uint8_t buf[512];
+} BitReader;
+
+/* Is merged line m in stream view x (0 stdout, 1 stderr)? The marker ends both. */
+static int in_view(const Transcript *t, BitReader *br, unsigned x, uint64_t m, bool *ret) {
+        uint64_t byte = m / 8;
+
+        if (t->capped && m + 1 == t->committed) {
+                *ret = true;
+                return 0;
+        }
+        if (byte < br->base || byte >= br->base + br->len) {
+                ssize_t n = loop_pread(t->bits.fd, br->buf, sizeof(br->buf), byte);
+
+                if (n < 0)
+                        return (int) n;
+                if (n == 0)
+                        return -EBADMSG;
+                br->base = byte;
+                br->len = (size_t) n;
+        }
+        *ret = !!(br->buf[byte - br->base] & (1u << (m % 8))) == (x == 1);
+        return 0;
+}
+
+/* Lines of view x among the merged lines up to the end of block k. */
+static int view_lines_to(const Transcript *t, unsigned x, uint64_t k, uint64_t *ret) {
+        uint64_t off, err;
+        int r = read_entry(t, k, &off, &err);
+
+        if (r < 0)
+                return r;
+        *ret = x == 1 ? err : (k + 1) * STRIDE - err;
+        return 0;
+}
+
+/* The merged line of line s of view x: the first block that ends past it
+ * (a binary search of the index), then its bits. */
+static int view_locate(const Transcript *t, BitReader *br, unsigned x, uint64_t s, uint64_t *ret) {
+        uint64_t lo = 0, hi = t->committed / STRIDE, before = 0;
+        int r;
+
+        if (x == 1 && t->capped && s == t->err_lines) {
+                *ret = t->committed - 1;
+                return 0;
+        }
+        while (lo < hi) {
+                uint64_t mid = lo + (hi - lo) / 2, n;
+
+                r = view_lines_to(t, x, mid, &n);
+                if (r < 0)
+                        return r;
+                if (n > s)
+                        hi = mid;
+                else
+                        lo = mid + 1;
+        }
+        if (lo > 0) {
+                r = view_lines_to(t, x, lo - 1, &before);
+                if (r < 0)
+                        return r;
+        }
+        for (uint64_t m = lo * STRIDE; m < t->committed && before <= s; m++) {
+                bool in = false;
+
+                r = in_view(t, br, x, m, &in);
+                if (r < 0)
+                        return r;
+                if (in && before++ == s) {
+                        *ret = m;
+                        return 0;
+                }
+        }
+        return -EBADMSG;
+}
+
+/* The merged line numbers of lines [start, start + count) of view x: the
+ * next one is looked for in the bits after the last, for up to STRIDE lines
+ * of the other stream, then in the index. */
+static int view_collect(const Transcript *t, unsigned x, uint64_t start, uint64_t count, uint64_t *e) {
+        BitReader br = {};
+        int r;
+
+        for (uint64_t i = 0; i < count; i++) {
+                bool in = false;
+                uint64_t m = i > 0 ? e[i - 1] + 1 : 0;
+
+                for (unsigned gap = 0; i > 0 && gap < STRIDE && m < t->committed; gap++, m++) {
+                        r = in_view(t, &br, x, m, &in);
+                        if (r < 0)
+                                return r;
+                        if (in)
+                                break;
+                }
+                if (!in) {
+                        r = view_locate(t, &br, x, start + i, &m);
+                        if (r < 0)
+                                return r;
+                }
+                e[i] = m;
+        }
+        return 0;
+}
+
+/* Append lines [start, start + count) of view x to w: runs of consecutive
+ * merged lines are read at once. */
+static int window_add_stream(Transcript *t, Window *w, unsigned x, uint64_t start, uint64_t count) {
         _cleanup_free_ uint64_t *e = NULL;
         uint64_t taken = 0;
         int r;
@@ -1238,14 +1635,9 @@ static int window_add_stream(Transcript *t, Window *w, const EntryFile *f, uint6
         e = malloc(count * sizeof(uint64_t));
         if (!e)
                 return -ENOMEM;
-        r = pread_all(f->fd, e, count * sizeof(uint64_t), start * sizeof(uint64_t));
+        r = view_collect(t, x, start, count, e);
         if (r < 0)
                 return r;
-        for (uint64_t i = 0; i < count; i++) {
-                e[i] = le64toh(e[i]);
-                if (e[i] >= t->committed || (i > 0 && e[i] <= e[i - 1]))
-                        return -EBADMSG;
-        }
         for (uint64_t i = 0, j; i < count; i = j) {
                 j = i + 1;
                 while (j < count && e[j] == e[j - 1] + 1)
@@ -1279,7 +1671,7 @@ int transcript_read_stream(Transcript *t, TranscriptStream s, uint64_t start, ui
                         return r;
         }
 
-        committed = s == TRANSCRIPT_MERGED ? t->committed : t->stream_lines[s == TRANSCRIPT_STDERR];
+        committed = s == TRANSCRIPT_MERGED ? t->committed : stream_committed(t, s == TRANSCRIPT_STDERR);
         pend = s == TRANSCRIPT_MERGED ? merged_pending(t) : stream_pending(t, s == TRANSCRIPT_STDERR);
         total = committed + !!pend;
         want = start < total ? MIN(limit, total - start) : 0;
@@ -1292,7 +1684,7 @@ int transcript_read_stream(Transcript *t, TranscriptStream s, uint64_t start, ui
         if (c > 0 && s == TRANSCRIPT_MERGED)
                 r = window_add_run(t, &w, start, c, &k);
         else if (c > 0)
-                r = window_add_stream(t, &w, &t->stream_idx[s == TRANSCRIPT_STDERR], start, c);
+                r = window_add_stream(t, &w, s == TRANSCRIPT_STDERR, start, c);
         if (r < 0) {
                 free(w.text);
                 return r;
@@ -1329,30 +1721,20 @@ int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t budget
 }
 
 int transcript_remove(int dirfd, const char *id) {
-        int rl = 0, ri = 0;
+        bool found = false;
 
         if (!id_valid(id))
                 return -EINVAL;
         for (unsigned i = 0; i < ELEMENTSOF(suffixes); i++) {
                 char name[NAME_MAX + 1];
-                int k;
 
                 file_name(id, i, name);
-                k = unlinkat(dirfd, name, 0) < 0 ? -errno : 0;
-                if (i == FILE_LOG)
-                        rl = k;
-                else if (i == FILE_IDX)
-                        ri = k;
-                else if (k < 0 && k != -ENOENT)
-                        return k;
+                if (unlinkat(dirfd, name, 0) == 0)
+                        found = true;
+                else if (errno != ENOENT)
+                        return -errno;
         }
-        if (ri == -ENOENT && rl == -ENOENT)
-                return -ENOENT;
-        if (ri < 0 && ri != -ENOENT)
-                return ri;
-        if (rl < 0 && rl != -ENOENT)
-                return rl;
-        return 0;
+        return found ? 0 : -ENOENT;
 }
 
 /* The suffix of a transcript file name (index into suffixes[]), or -1. */
@@ -1381,8 +1763,8 @@ int transcripts_collect(int dirfd, int (*keep)(const char *id, void *userdata), 
                 int kind = file_kind(de->d_name, len);
                 struct stat st;
 
-                /* "<id>.log", "<id>.idx", "<id>.out", "<id>.err"; the rest of one
-                 * whose .log a crash removed goes too. */
+                /* "<id>.log" and the other suffixes; the rest of one whose .log
+                 * a crash removed goes too. */
                 if (kind < 0)
                         continue;
                 memcpy(id, de->d_name, len - 4);
@@ -1415,9 +1797,10 @@ Transcript *transcript_free(Transcript *t) {
         if (t->writable && !t->finished)
                 (void) flush_all(t);    /* keep what was committed; the pending line is lost */
         (void) safe_close(t->log_fd);
-        entries_done(&t->idx);
-        for (size_t i = 0; i < ELEMENTSOF(t->stream_idx); i++)
-                entries_done(&t->stream_idx[i]);
+        (void) safe_close(t->idx.fd);
+        (void) safe_close(t->bits.fd);
+        free(t->idx.buf);
+        free(t->bits.buf);
         free(t->logbuf);
         free(t);
         return NULL;

@@ -1,21 +1,29 @@
 /* A command's transcript on disk: raw output is rendered as a terminal would
  * show it (CR overwrites, backspace, ANSI CSI/OSC removed, invalid UTF-8 as
  * U+FFFD, lines longer than SBX_LINE_MAX wrapped) and stored as committed lines
- * with a fixed-width index, so any line offset is found in O(1).
+ * with a sparse index, so any line offset is found by one index read and a
+ * scan of fewer than SBX_TRANSCRIPT_INDEX_LINES lines.
  *
  * Files in dirfd: "<id>.log" (rendered lines, each ending in '\n') and
- * "<id>.idx" (one little-endian u64 per committed line: the byte offset just
- * past that line in .log). Offsets are 0-based and never shift. A line not yet
- * ended by '\n' is "pending": it counts in total_lines and is readable, but its
- * text may still change until it is committed. Non-logging.
+ * "<id>.lix" (per SBX_TRANSCRIPT_INDEX_LINES committed lines, one
+ * little-endian u64: the byte offset in .log just past them). Offsets are
+ * 0-based and never shift. A line not yet ended by '\n' is "pending": it
+ * counts in total_lines and is readable, but its text may still change until
+ * it is committed. Non-logging.
  *
  * With stdout and stderr apart (transcript_create_streams), each stream is
  * rendered on its own, .log holds the lines of both in the order they were
- * committed (the merged view), and "<id>.out" and "<id>.err" list the merged
- * line number of each stdout and stderr line (one little-endian u64 each):
- * either stream reads alone, with its own 0-based offsets. Without them (a
- * transcript of one merged stream, or one written before streams were kept)
- * only the merged view exists. */
+ * committed (the merged view), "<id>.str" holds one bit per merged line (1:
+ * stderr), and each .lix entry is two u64: the offset, and how many of the
+ * lines up to there came from stderr. Either stream reads alone, with its own
+ * 0-based offsets. Without .str (a transcript of one merged stream) only the
+ * merged view exists. A transcript of the format before the sparse index
+ * (".idx" with an entry per line, ".out" and ".err" with each stream's
+ * merged line numbers) is converted by transcript_open.
+ *
+ * Stored bytes are counted in whole SBX_TRANSCRIPT_BLOCK blocks per file
+ * (as du counts them), index and stream bits included; the cap and the limit
+ * bound that count. */
 #pragma once
 
 #include <stdbool.h>
@@ -31,13 +39,25 @@ typedef enum TranscriptStream {
         TRANSCRIPT_STDERR,
 } TranscriptStream;
 
-/* New, empty transcript of one merged stream. cap_bytes bounds the rendered
- * bytes kept in .log; on reaching it one marker line is committed saying so,
- * and later output is counted (raw bytes) but not stored. */
+/* New, empty transcript of one merged stream. cap_bytes bounds the bytes it
+ * stores (transcript_stored_bytes); on reaching it one marker line is
+ * committed saying so, and later output is counted (raw bytes) but not
+ * stored. */
 int transcript_create(int dirfd, const char *id, uint64_t cap_bytes, Transcript **ret);
 /* The same with stdout and stderr apart; cap_bytes counts both together, and
  * the marker line ends both. */
 int transcript_create_streams(int dirfd, const char *id, uint64_t cap_bytes, Transcript **ret);
+/* A further bound on the stored bytes, from the caller's budgets: reaching
+ * it commits a marker naming reason (say "sandbox_transcripts_max_bytes =
+ * 1073741824"), as the cap does. */
+void transcript_set_limit(Transcript *t, uint64_t limit_bytes, const char *reason);
+/* What t stores, as counted against its cap, and in how many files. */
+uint64_t transcript_stored_bytes(const Transcript *t);
+unsigned transcript_files(const Transcript *t);
+/* The files a new transcript takes (streams_apart: transcript_create_streams). */
+unsigned transcript_files_new(bool streams_apart);
+/* The same of a transcript on disk, counted from its files (0 if none). */
+int transcript_usage(int dirfd, const char *id, uint64_t *ret_bytes, unsigned *ret_files);
 /* Existing transcript, read-only (finished commands, after a restart). */
 int transcript_open(int dirfd, const char *id, Transcript **ret);
 /* Render and append raw command output (transcript_feed: TRANSCRIPT_MERGED).

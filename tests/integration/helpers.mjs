@@ -373,9 +373,17 @@ export class Harness {
     }
     h.sbxd = new Sbxd({ stateDir: h.stateDir, runDir: h.runDir, logPath: h.sbxdLog, extraArgs });
     h.socket = h.sbxd.socket;
-    await h.sbxd.start();
-    for (const sb of sandboxes) await h.createSandbox(sb);
-    if (connect) h.mcp = await h.connect();
+    try {
+      await h.sbxd.start();
+      for (const sb of sandboxes) await h.createSandbox(sb);
+      if (connect) h.mcp = await h.connect();
+    } catch (e) {
+      // No teardown follows a failed create: stop what started, leave no loop mount behind.
+      for (const s of h.sessions) await s.close();
+      await h.sbxd.stop().catch(() => {});
+      await h.unmountStateFs();
+      throw e;
+    }
     return h;
   }
 

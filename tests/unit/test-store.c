@@ -144,7 +144,7 @@ static void test_migrate_from_schema_1(void **state) {
         assert_int_equal(store_sandbox_known(s, "proj"), 1);
         s = store_close(s);
 
-        /* schema 2 now: opened again, nothing to migrate */
+        /* the current schema now: opened again, nothing to migrate */
         assert_int_equal(store_open(f->dirfd, &s), 0);
         assert_int_equal(store_migrated_from(s), 0);
         /* the delete takes every record, in one transaction, and names the commands */
@@ -189,9 +189,107 @@ static void test_reused_name(void **state) {
         store_close(s);
 }
 
+static void exec_db(const Fixture *f, const char *sql) {
+        char path[128];
+        sqlite3 *db;
+
+        snprintf(path, sizeof(path), "%s/sbx.db", f->dir);
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+}
+
+static void add_command(Store *s, const char *id, const char *sandbox, int64_t started, const char *status) {
+        StoreCommand c = { .started_unix_usec = started };
+
+        strcpy(c.id, id);
+        strcpy(c.sandbox, sandbox);
+        strcpy(c.workspace_session, "ws-1");
+        strcpy(c.status, "running");
+        assert_int_equal(store_command_insert(s, &c, "true"), 0);
+        if (strcmp(status, "running") == 0)
+                return;
+        strcpy(c.status, status);
+        c.transcript_bytes = 4096;
+        c.transcript_files = 2;
+        assert_int_equal(store_command_finish(s, &c), 0);
+}
+
+static int sum_usage(const char *sandbox, uint64_t bytes, uint64_t files, void *userdata) {
+        uint64_t *sum = userdata;
+
+        sum[0] += bytes;
+        sum[1] += files;
+        return 0;
+}
+
+/* Schema 2 (no transcript columns) is migrated to 3: its commands' sizes are
+ * unknown until counted; the oldest ended command with a transcript kept is
+ * found per sandbox, per owner and of all; an evicted one says why. */
+static void test_transcripts(void **state) {
+        Fixture *f = *state;
+        StoreSandbox a = { .id = "sb-a", .name = "a", .owner_uid = 7, .source_dir = (char *) "/src" };
+        StoreSandbox b = { .id = "sb-b", .name = "b", .owner_uid = 8, .source_dir = (char *) "/src" };
+        StoreIdList unknown = {};
+        uint64_t sum[2] = {};
+        StoreCommand c;
+        Store *s = NULL;
+
+        assert_int_equal(store_open(f->dirfd, &s), 0);
+        assert_int_equal(store_sandbox_insert(s, &a, "original"), 0);
+        assert_int_equal(store_sandbox_insert(s, &b, "original"), 0);
+        add_command(s, "cmd-a1", "sb-a", 100, "ok");
+        add_command(s, "cmd-b1", "sb-b", 200, "ok");
+        s = store_close(s);
+        /* back to schema 2, as sbxd wrote it before issue 15 */
+        exec_db(f, "DROP INDEX commands_kept; DROP INDEX commands_kept_by_sandbox;"
+                   "ALTER TABLE commands DROP COLUMN transcript_bytes;"
+                   "ALTER TABLE commands DROP COLUMN transcript_files;"
+                   "ALTER TABLE commands DROP COLUMN evicted; PRAGMA user_version = 2;");
+        assert_int_equal(store_open(f->dirfd, &s), 0);
+        assert_int_equal(store_migrated_from(s), 2);
+        assert_int_equal(store_command_get(s, "cmd-a1", &c), 0);
+        assert_int_equal(c.transcript_files, -1);
+        assert_string_equal(c.evicted, "");
+        assert_int_equal(store_transcript_unknown_foreach(s, store_id_list_add, &unknown), 0);
+        assert_int_equal(unknown.n, 2);
+        free(unknown.ids);
+        /* not counted yet: no candidate */
+        assert_int_equal(store_transcript_oldest(s, NULL, -1, &c), -ENOENT);
+        assert_int_equal(store_command_set_transcript(s, "cmd-a1", 8192, 2), 0);
+        assert_int_equal(store_command_set_transcript(s, "cmd-b1", 4096, 3), 0);
+
+        add_command(s, "cmd-a2", "sb-a", 300, "error");
+        add_command(s, "cmd-a3", "sb-a", 50, "running");      /* running: never a candidate */
+        assert_int_equal(store_transcript_usage_foreach(s, sum_usage, sum), 0);
+        assert_int_equal(sum[0], 8192 + 4096 + 4096);
+        assert_int_equal(sum[1], 2 + 3 + 2);
+
+        assert_int_equal(store_transcript_oldest(s, NULL, -1, &c), 0);
+        assert_string_equal(c.id, "cmd-a1");
+        assert_int_equal(c.transcript_bytes, 8192);
+        assert_int_equal(store_transcript_oldest(s, "sb-b", -1, &c), 0);
+        assert_string_equal(c.id, "cmd-b1");
+        assert_int_equal(store_transcript_oldest(s, NULL, 8, &c), 0);
+        assert_string_equal(c.id, "cmd-b1");
+        assert_int_equal(store_transcript_oldest(s, NULL, 9, &c), -ENOENT);
+
+        assert_int_equal(store_command_evict(s, "cmd-a1", "sandbox_transcripts_max_bytes = 1048576"), 0);
+        assert_int_equal(store_command_get(s, "cmd-a1", &c), 0);
+        assert_string_equal(c.evicted, "sandbox_transcripts_max_bytes = 1048576");
+        assert_int_equal(c.transcript_bytes, 0);
+        assert_int_equal(store_transcript_kept(s, "cmd-a1"), 0);
+        assert_int_equal(store_transcript_kept(s, "cmd-a2"), 1);
+        assert_int_equal(store_command_exists(s, "cmd-a1"), 1);
+        assert_int_equal(store_transcript_oldest(s, "sb-a", -1, &c), 0);
+        assert_string_equal(c.id, "cmd-a2");
+        store_close(s);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_migrate_from_schema_1, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_transcripts, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reused_name, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

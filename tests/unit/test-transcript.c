@@ -171,7 +171,7 @@ static void test_names(void **state) {
         assert_int_equal(transcript_open(f->dirfd, "missing", &t), -ENOENT);
         assert_int_equal(transcript_remove(f->dirfd, "missing"), -ENOENT);
 
-        t = new_transcript(f, "Ok_name-1", 100);
+        t = new_transcript(f, "Ok_name-1", 4096);
         assert_int_equal(transcript_finish(t), 0);
         assert_int_equal(transcript_feed(t, "x", 1), -EBADF);
         transcript_free(t);
@@ -183,21 +183,21 @@ static int keep_one(const char *id, void *userdata) {
         return strcmp(id, userdata) == 0;
 }
 
-/* What has no record goes (sbxctl gc): both files of a transcript, an .idx
+/* What has no record goes (sbxctl gc): both files of a transcript, an .lix
  * left alone by a crash, nothing that is not a transcript's. */
 static void test_collect(void **state) {
         Fixture *f = *state;
         unsigned removed = 0;
         uint64_t bytes = 0;
 
-        transcript_free(new_transcript(f, "kept", 100));
+        transcript_free(new_transcript(f, "kept", 4096));
         {
-                Transcript *t = new_transcript(f, "gone", 100);
+                Transcript *t = new_transcript(f, "gone", 4096);
                 assert_int_equal(transcript_feed(t, "line\n", 5), 0);
                 assert_int_equal(transcript_finish(t), 0);
                 transcript_free(t);
         }
-        transcript_free(new_transcript(f, "half", 100));
+        transcript_free(new_transcript(f, "half", 4096));
         assert_int_equal(unlinkat(f->dirfd, "half.log", 0), 0);
         {
                 _cleanup_close_ int fd = openat(f->dirfd, "other.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -205,18 +205,18 @@ static void test_collect(void **state) {
         }
         assert_int_equal(transcripts_collect(f->dirfd, keep_one, (void *) "kept", &removed, &bytes), 0);
         assert_int_equal(removed, 1);
-        assert_true(bytes >= 5 + 8);
+        assert_true(bytes >= 5);
         assert_int_equal(faccessat(f->dirfd, "gone.log", F_OK, 0), -1);
-        assert_int_equal(faccessat(f->dirfd, "gone.idx", F_OK, 0), -1);
-        assert_int_equal(faccessat(f->dirfd, "half.idx", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "gone.lix", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "half.lix", F_OK, 0), -1);
         assert_int_equal(faccessat(f->dirfd, "kept.log", F_OK, 0), 0);
-        assert_int_equal(faccessat(f->dirfd, "kept.idx", F_OK, 0), 0);
+        assert_int_equal(faccessat(f->dirfd, "kept.lix", F_OK, 0), 0);
         assert_int_equal(faccessat(f->dirfd, "other.txt", F_OK, 0), 0);
 }
 
 static void test_files_cloexec(void **state) {
         Fixture *f = *state;
-        Transcript *t = new_transcript(f, "fds", 100);
+        Transcript *t = new_transcript(f, "fds", 4096);
         int n = 0;
 
         /* Every fd above 2 that points into our directory must be close-on-exec. */
@@ -554,23 +554,45 @@ static void test_long_lines(void **state) {
         free(got);
 }
 
+static off_t file_size(Fixture *f, const char *name) {
+        struct stat st;
+        assert_int_equal(fstatat(f->dirfd, name, &st, 0), 0);
+        return st.st_size;
+}
+
+/* Bytes the files of transcript id take on disk (du). */
+static uint64_t disk_bytes(Fixture *f, const char *id) {
+        static const char *const sfx[] = { "log", "lix", "str" };
+        uint64_t sum = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(sfx); i++) {
+                char name[64];
+                struct stat st;
+
+                snprintf(name, sizeof(name), "%s.%s", id, sfx[i]);
+                if (fstatat(f->dirfd, name, &st, 0) == 0)
+                        sum += (uint64_t) st.st_blocks * 512;
+        }
+        return sum;
+}
+
+/* The cap counts what is stored in whole blocks, the index's too. */
 static void test_cap(void **state) {
         Fixture *f = *state;
-        Transcript *t = new_transcript(f, "cap", 1000);
-        const char *marker = "[sbx: transcript cap of 1000 bytes reached; further output is not kept]\n";
-        struct stat st;
-        uint64_t total;
+        Transcript *t = new_transcript(f, "cap", 16384);
+        const char *marker = "[sbx: transcript cap of 16384 bytes reached; further output is not kept]\n";
+        uint64_t total, bytes;
+        unsigned files;
         char *text;
-        int logfd;
 
-        for (int i = 0; i < 200; i++)
+        for (int i = 0; i < 2000; i++)
                 feed_str(t, "123456789\n");
         assert_true(transcript_capped(t));
-        assert_int_equal(transcript_raw_bytes(t), 2000);
+        assert_int_equal(transcript_raw_bytes(t), 20000);
         total = transcript_total_lines(t);
         assert_int_equal(total, transcript_committed_lines(t));
-        /* Room for the marker is kept: (1000 - marker) / 10 lines, then the marker. */
-        assert_int_equal(total, (1000 - strlen(marker)) / 10 + 1);
+        /* Room for the marker is kept; past 64 lines the index takes a block. */
+        assert_int_equal(total, (16384 - SBX_TRANSCRIPT_BLOCK - strlen(marker)) / 10 + 1);
         text = read_all(t);
         assert_int_equal(strlen(text), (total - 1) * 10 + strlen(marker));
         assert_string_equal(text + (total - 1) * 10, marker);
@@ -579,17 +601,16 @@ static void test_cap(void **state) {
 
         /* After the cap output is only counted. */
         feed_str(t, "more\npending");
-        assert_int_equal(transcript_raw_bytes(t), 2012);
+        assert_int_equal(transcript_raw_bytes(t), 20012);
         assert_int_equal(transcript_total_lines(t), total);
         assert_int_equal(transcript_finish(t), 0);
         assert_int_equal(transcript_total_lines(t), total);
+        assert_true(transcript_stored_bytes(t) <= 16384);
+        assert_int_equal(transcript_usage(f->dirfd, "cap", &bytes, &files), 0);
+        assert_int_equal(bytes, transcript_stored_bytes(t));
+        assert_int_equal(files, 2);
         transcript_free(t);
-
-        logfd = openat(f->dirfd, "cap.log", O_RDONLY | O_CLOEXEC);
-        assert_true(logfd >= 0);
-        assert_int_equal(fstat(logfd, &st), 0);
-        assert_true(st.st_size <= 1000);
-        close(logfd);
+        assert_true(disk_bytes(f, "cap") <= 16384);
 
         /* The capped state survives a reopen. */
         assert_int_equal(transcript_open(f->dirfd, "cap", &t), 0);
@@ -598,16 +619,80 @@ static void test_cap(void **state) {
         transcript_free(t);
 
         /* A long pending line that does not fit is replaced by the marker too. */
-        t = new_transcript(f, "cap2", 200);
+        t = new_transcript(f, "cap2", 4096);
         feed_str(t, "short\n");
-        for (int i = 0; i < 30; i++)
+        for (int i = 0; i < 405; i++)
                 feed_str(t, "0123456789");
         assert_false(transcript_capped(t));
         assert_int_equal(transcript_finish(t), 0);
         assert_true(transcript_capped(t));
         text = read_all(t);
-        assert_string_equal(text, "short\n[sbx: transcript cap of 200 bytes reached; further output is not kept]\n");
+        assert_string_equal(text, "short\n[sbx: transcript cap of 4096 bytes reached; further output is not kept]\n");
         free(text);
+        transcript_free(t);
+}
+
+/* A `yes ''` flood: one byte per line. The index costs 8 bytes per
+ * SBX_TRANSCRIPT_INDEX_LINES lines (it cost 8 per line: 8 times the text),
+ * and text and index together stay within the cap. */
+static void test_flood(void **state) {
+        Fixture *f = *state;
+        const uint64_t cap = 1u << 20;
+        Transcript *t = new_transcript(f, "yes", cap);
+        _cleanup_free_ char *nl = malloc(65536);
+        uint64_t lines, end;
+        char *text;
+
+        memset(nl, '\n', 65536);
+        for (int i = 0; i < 64; i++)    /* 4 MiB of empty lines */
+                assert_int_equal(transcript_feed(t, nl, 65536), 0);
+        assert_true(transcript_capped(t));
+        assert_int_equal(transcript_finish(t), 0);
+        lines = transcript_total_lines(t);
+        assert_true(lines > cap * 8 / 10);
+        assert_true(transcript_stored_bytes(t) <= cap);
+        assert_int_equal(file_size(f, "yes.lix"), (off_t) ((lines / SBX_TRANSCRIPT_INDEX_LINES) * 8));
+        text = read_range(t, lines - 3, 10, SIZE_MAX, &end);
+        assert_int_equal(end, lines);
+        assert_memory_equal(text, "\n\n[sbx: transcript cap of", 25);
+        free(text);
+        transcript_free(t);
+        assert_true(disk_bytes(f, "yes") <= cap);
+}
+
+/* A budget's limit cuts like the cap, and its marker names the budget. */
+static void test_limit(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_transcript(f, "lim", SBX_TRANSCRIPT_CAP_DEFAULT), *o = NULL;
+        char *text;
+        uint64_t total;
+
+        transcript_set_limit(t, 8192, "sandbox_transcripts_max_bytes = 8192");
+        for (int i = 0; i < 2000; i++)
+                feed_str(t, "123456789\n");
+        assert_true(transcript_capped(t));
+        assert_true(transcript_stored_bytes(t) <= 8192);
+        total = transcript_total_lines(t);
+        text = read_range(t, total - 1, 1, SIZE_MAX, NULL);
+        assert_string_equal(text, "[sbx: transcript cut at 8192 bytes stored to stay within "
+                                  "sandbox_transcripts_max_bytes = 8192; further output is not kept]\n");
+        free(text);
+        assert_int_equal(transcript_finish(t), 0);
+        transcript_free(t);
+        assert_int_equal(transcript_open(f->dirfd, "lim", &o), 0);
+        assert_true(transcript_capped(o));
+        assert_int_equal(transcript_total_lines(o), total);
+        transcript_free(o);
+
+        /* Raised again (others were evicted), output is stored again until the new limit. */
+        t = new_transcript(f, "lim2", SBX_TRANSCRIPT_CAP_DEFAULT);
+        transcript_set_limit(t, 4096, "transcripts_max_bytes = 4096");
+        feed_str(t, "a\n");
+        transcript_set_limit(t, UINT64_MAX, "");
+        for (int i = 0; i < 1000; i++)
+                feed_str(t, "123456789\n");
+        assert_false(transcript_capped(t));
+        assert_int_equal(transcript_total_lines(t), 1001);
         transcript_free(t);
 }
 
@@ -724,7 +809,7 @@ static void test_reopen(void **state) {
         transcript_free(t);
 
         /* An empty transcript reopens as empty. */
-        t = new_transcript(f, "empty", 100);
+        t = new_transcript(f, "empty", 4096);
         assert_int_equal(transcript_finish(t), 0);
         transcript_free(t);
         assert_int_equal(transcript_open(f->dirfd, "empty", &o), 0);
@@ -735,12 +820,6 @@ static void test_reopen(void **state) {
         transcript_free(o);
 }
 
-static off_t file_size(Fixture *f, const char *name) {
-        struct stat st;
-        assert_int_equal(fstatat(f->dirfd, name, &st, 0), 0);
-        return st.st_size;
-}
-
 static void append_file(Fixture *f, const char *name, const void *data, size_t len) {
         int fd = openat(f->dirfd, name, O_WRONLY | O_APPEND | O_CLOEXEC);
         assert_true(fd >= 0);
@@ -748,56 +827,77 @@ static void append_file(Fixture *f, const char *name, const void *data, size_t l
         close(fd);
 }
 
+static void truncate_file(Fixture *f, const char *name, off_t size) {
+        int fd = openat(f->dirfd, name, O_WRONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, size), 0);
+        close(fd);
+}
+
 static void test_torn(void **state) {
         Fixture *f = *state;
         Transcript *t = new_transcript(f, "torn", SBX_TRANSCRIPT_CAP_DEFAULT);
         Transcript *o = NULL;
-        uint64_t huge = UINT64_MAX / 2, zero = 0;
-        char *text;
+        uint64_t huge = UINT64_MAX / 2, zero = 0, end;
+        char *text, line[32];
 
         feed_str(t, "one\ntwo\nthree\n");
         assert_int_equal(transcript_finish(t), 0);
         transcript_free(t);
 
-        /* A partial entry at the end of .idx. */
-        append_file(f, "torn.idx", "\x20\x00\x00", 3);
+        /* A partial entry at the end of .lix. */
+        append_file(f, "torn.lix", "\x20\x00\x00", 3);
         assert_int_equal(transcript_open(f->dirfd, "torn", &o), 0);
         assert_int_equal(transcript_total_lines(o), 3);
         text = read_all(o);
         assert_string_equal(text, "one\ntwo\nthree\n");
         free(text);
         transcript_free(o);
-        assert_int_equal(file_size(f, "torn.idx"), 24);
+        assert_int_equal(file_size(f, "torn.lix"), 0);
 
         /* Entries past the end of .log, zero-filled entries and a torn line of text. */
         append_file(f, "torn.log", "four", 4);
-        append_file(f, "torn.idx", &huge, 8);
-        append_file(f, "torn.idx", &zero, 8);
-        append_file(f, "torn.idx", &zero, 8);
+        append_file(f, "torn.lix", &huge, 8);
+        append_file(f, "torn.lix", &zero, 8);
+        append_file(f, "torn.lix", &zero, 8);
         assert_int_equal(transcript_open(f->dirfd, "torn", &o), 0);
         assert_int_equal(transcript_total_lines(o), 3);
         text = read_all(o);
         assert_string_equal(text, "one\ntwo\nthree\n");
         free(text);
         transcript_free(o);
-        assert_int_equal(file_size(f, "torn.idx"), 24);
+        assert_int_equal(file_size(f, "torn.lix"), 0);
         assert_int_equal(file_size(f, "torn.log"), 14);
 
         /* .log cut short: the line it no longer holds is dropped. */
-        {
-                int fd = openat(f->dirfd, "torn.log", O_WRONLY | O_CLOEXEC);
-                assert_true(fd >= 0);
-                assert_int_equal(ftruncate(fd, 11), 0);
-                close(fd);
-        }
+        truncate_file(f, "torn.log", 11);
         assert_int_equal(transcript_open(f->dirfd, "torn", &o), 0);
         assert_int_equal(transcript_total_lines(o), 2);
         text = read_all(o);
         assert_string_equal(text, "one\ntwo\n");
         free(text);
         transcript_free(o);
-        assert_int_equal(file_size(f, "torn.idx"), 16);
         assert_int_equal(file_size(f, "torn.log"), 8);
+
+        /* Lines whose entries a crash lost: those past one block without an entry go. */
+        t = new_transcript(f, "lost", SBX_TRANSCRIPT_CAP_DEFAULT);
+        for (unsigned i = 0; i < 5 * SBX_TRANSCRIPT_INDEX_LINES; i++) {
+                snprintf(line, sizeof(line), "l%u\n", i);
+                feed_str(t, line);
+        }
+        assert_int_equal(transcript_finish(t), 0);
+        transcript_free(t);
+        assert_int_equal(file_size(f, "lost.lix"), 5 * 8);
+        truncate_file(f, "lost.lix", 8 + 3);
+        assert_int_equal(transcript_open(f->dirfd, "lost", &o), 0);
+        assert_int_equal(transcript_total_lines(o), 2 * SBX_TRANSCRIPT_INDEX_LINES - 1);
+        text = read_range(o, 2 * SBX_TRANSCRIPT_INDEX_LINES - 2, 5, SIZE_MAX, &end);
+        snprintf(line, sizeof(line), "l%u\n", 2 * SBX_TRANSCRIPT_INDEX_LINES - 2);
+        assert_string_equal(text, line);
+        assert_int_equal(end, 2 * SBX_TRANSCRIPT_INDEX_LINES - 1);
+        free(text);
+        transcript_free(o);
+        assert_int_equal(file_size(f, "lost.lix"), 8);
 }
 
 static void test_big(void **state) {
@@ -909,15 +1009,15 @@ static void check_entries(Fixture *f, const char *name, const uint64_t *want, si
         }
 }
 
-/* The files: .log and .idx exactly as a merged transcript of the same lines
- * would have them, .out and .err the merged line numbers of each stream. */
+/* The files: .log exactly as a merged transcript of the same lines would
+ * have it, .str one bit per line (1: stderr), and per 64 lines an entry of
+ * the offset and the stderr lines up to there. */
 static void test_streams_format(void **state) {
-        static const uint64_t out[] = { 0, 2 }, err[] = { 1, 3 };
         Fixture *f = *state;
         Transcript *a = new_apart(f, "ap", SBX_TRANSCRIPT_CAP_DEFAULT), *m = new_transcript(f, "mg", SBX_TRANSCRIPT_CAP_DEFAULT);
         const char *pieces[] = { "out1\n", "err1\n", "out2\n", "err2\n" };
-        _cleanup_free_ char *alog = NULL, *aidx = NULL, *mlog = NULL, *midx = NULL;
-        size_t al, ai, ml, mi;
+        _cleanup_free_ char *alog = NULL, *astr = NULL, *mlog = NULL;
+        size_t al, as, ml;
         char *text = NULL;
 
         for (size_t i = 0; i < ELEMENTSOF(pieces); i++) {
@@ -935,31 +1035,42 @@ static void test_streams_format(void **state) {
         assert_int_equal(transcript_raw_bytes(a), 20);
 
         alog = file_text(f, "ap.log", &al);
-        aidx = file_text(f, "ap.idx", &ai);
+        astr = file_text(f, "ap.str", &as);
         mlog = file_text(f, "mg.log", &ml);
-        midx = file_text(f, "mg.idx", &mi);
         assert_int_equal(al, ml);
         assert_memory_equal(alog, mlog, al);
-        assert_int_equal(ai, mi);
-        assert_memory_equal(aidx, midx, ai);
-        check_entries(f, "ap.out", out, ELEMENTSOF(out));
-        check_entries(f, "ap.err", err, ELEMENTSOF(err));
+        assert_int_equal(as, 1);
+        assert_int_equal((uint8_t) astr[0], 0x0a);
+        assert_int_equal(file_size(f, "ap.lix"), 0);
+        assert_int_equal(file_size(f, "mg.lix"), 0);
 
-        /* A merged transcript has no single-stream view and no .out/.err. */
+        /* A merged transcript has no single-stream view and no .str. */
         assert_false(transcript_has_streams(m));
         assert_int_equal(transcript_read_stream(m, OUT, 0, 10, SIZE_MAX, &text, NULL, NULL), -ENODATA);
         assert_int_equal(transcript_read_stream(m, ERR, 0, 10, SIZE_MAX, &text, NULL, NULL), -ENODATA);
         assert_null(text);
         assert_int_equal(transcript_stream_total_lines(m, OUT), 0);
         assert_int_equal(transcript_stream_total_lines(m, TRANSCRIPT_MERGED), 4);
-        assert_int_equal(faccessat(f->dirfd, "mg.out", F_OK, 0), -1);
-        assert_int_equal(faccessat(f->dirfd, "mg.err", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "mg.str", F_OK, 0), -1);
         transcript_free(m);
         transcript_free(a);
 
+        /* 130 lines, every third from stderr: two entries. */
+        a = new_apart(f, "ap3", SBX_TRANSCRIPT_CAP_DEFAULT);
+        for (unsigned i = 0; i < 130; i++)
+                feed_on(a, i % 3 == 2 ? ERR : OUT, "xy\n");
+        assert_int_equal(transcript_finish(a), 0);
+        {
+                const uint64_t want[] = { 64 * 3, 21, 128 * 3, 42 };
+                check_entries(f, "ap3.lix", want, ELEMENTSOF(want));
+        }
+        assert_int_equal(transcript_stream_total_lines(a, ERR), 43);
+        assert_int_equal(transcript_stream_total_lines(a, OUT), 87);
+        transcript_free(a);
+
         /* What each kind takes: a merged one every stream into its one, one apart no merged piece. */
-        m = new_transcript(f, "mg2", 100);
-        a = new_apart(f, "ap2", 100);
+        m = new_transcript(f, "mg2", 4096);
+        a = new_apart(f, "ap2", 8192);
         feed_on(m, ERR, "e\n");
         feed_on(m, OUT, "o\n");
         check_view(m, TRANSCRIPT_MERGED, "e\no\n");
@@ -1126,12 +1237,12 @@ static void test_streams_offsets(void **state) {
  * views, also when both streams had a pending line; later output is counted. */
 static void test_streams_cap(void **state) {
         Fixture *f = *state;
-        Transcript *t = new_apart(f, "scap", 1000), *o = NULL;
-        const char *marker = "[sbx: transcript cap of 1000 bytes reached; further output is not kept]\n";
+        Transcript *t = new_apart(f, "scap", 12288), *o = NULL;
+        const char *marker = "[sbx: transcript cap of 12288 bytes reached; further output is not kept]\n";
         uint64_t last[3] = {}, out_lines, err_lines, total;
         char *text;
 
-        for (int i = 0; i < 100 && !transcript_capped(t); i++) {
+        for (int i = 0; i < 1000 && !transcript_capped(t); i++) {
                 feed_on(t, OUT, "stdout--\n");
                 feed_on(t, ERR, "stderr--\n");
                 feed_on(t, OUT, "pend");
@@ -1142,7 +1253,8 @@ static void test_streams_cap(void **state) {
                 check_totals(t, last);
         }
         assert_true(transcript_capped(t));
-        assert_true(file_size(f, "scap.log") <= 1000);
+        assert_true(transcript_stored_bytes(t) <= 12288);
+        assert_true(disk_bytes(f, "scap") <= 12288);
         total = transcript_total_lines(t);
         out_lines = transcript_stream_total_lines(t, OUT);
         err_lines = transcript_stream_total_lines(t, ERR);
@@ -1176,29 +1288,33 @@ static void test_streams_cap(void **state) {
         transcript_free(o);
 
         /* Both streams pending when the cap is hit: each view keeps its count. */
-        t = new_apart(f, "scap2", 200);
+        t = new_apart(f, "scap2", 8192);
         memset(last, 0, sizeof(last));
         feed_on(t, OUT, "short\n");
         feed_on(t, ERR, "e-pending");
         check_totals(t, last);
-        for (int i = 0; i < 30; i++)
+        for (int i = 0; i < 405; i++)
                 feed_on(t, OUT, "0123456789");
         check_totals(t, last);
         assert_int_equal(transcript_finish(t), 0);
         check_totals(t, last);
         assert_true(transcript_capped(t));
-        check_view(t, TRANSCRIPT_MERGED, "short\ne-pending\n[sbx: transcript cap of 200 bytes reached; further output is not kept]\n");
+        check_view(t, TRANSCRIPT_MERGED, "short\ne-pending\n[sbx: transcript cap of 8192 bytes reached; further output is not kept]\n");
         transcript_free(t);
 }
 
-/* Reopening: streams survive; a torn or stray tail of .out/.err is ignored;
- * a transcript written before streams were kept (.log and .idx only, as the
- * old format) reads merged, and one stream alone is -ENODATA. */
+static void write_file(Fixture *f, const char *name, const void *data, size_t len) {
+        int fd = openat(f->dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, data, len), (ssize_t) len);
+        close(fd);
+}
+
+/* Reopening: streams survive; a stray tail of .str is ignored, a .str cut
+ * short reads as stdout; a .log cut back takes the streams' lines with it. */
 static void test_streams_reopen(void **state) {
         Fixture *f = *state;
         Transcript *t = new_apart(f, "sr", SBX_TRANSCRIPT_CAP_DEFAULT), *o = NULL;
-        uint64_t huge = htole64(1000);
-        char *text = NULL;
 
         feed_on(t, OUT, "one\n");
         feed_on(t, ERR, "two\n");
@@ -1206,8 +1322,7 @@ static void test_streams_reopen(void **state) {
         assert_int_equal(transcript_finish(t), 0);
         transcript_free(t);
 
-        append_file(f, "sr.out", "\x05\x00", 2);
-        append_file(f, "sr.err", &huge, sizeof(huge));
+        append_file(f, "sr.str", "\xff\xff", 2);
         assert_int_equal(transcript_open(f->dirfd, "sr", &o), 0);
         assert_true(transcript_has_streams(o));
         check_view(o, TRANSCRIPT_MERGED, "one\ntwo\nthree\n");
@@ -1216,90 +1331,208 @@ static void test_streams_reopen(void **state) {
         transcript_free(o);
 
         /* .log cut back by a crash: stream lines past the merged ones go too. */
-        {
-                int fd = openat(f->dirfd, "sr.log", O_WRONLY | O_CLOEXEC);
-                assert_true(fd >= 0);
-                assert_int_equal(ftruncate(fd, 10), 0);
-                close(fd);
-        }
+        truncate_file(f, "sr.log", 10);
         assert_int_equal(transcript_open(f->dirfd, "sr", &o), 0);
         check_view(o, TRANSCRIPT_MERGED, "one\ntwo\n");
         check_view(o, OUT, "one\n");
         check_view(o, ERR, "two\n");
         transcript_free(o);
 
-        /* A stream entry out of order is refused, not followed. */
-        assert_int_equal(unlinkat(f->dirfd, "sr.out", 0), 0);
-        {
-                int fd = openat(f->dirfd, "sr.out", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-                uint64_t e[2] = { htole64(1), htole64(0) };
-                assert_true(fd >= 0);
-                assert_int_equal(write(fd, e, sizeof(e)), (ssize_t) sizeof(e));
-                close(fd);
-        }
+        truncate_file(f, "sr.str", 0);
         assert_int_equal(transcript_open(f->dirfd, "sr", &o), 0);
-        assert_int_equal(transcript_read_stream(o, OUT, 0, 10, SIZE_MAX, &text, NULL, NULL), -EBADMSG);
-        assert_null(text);
+        assert_int_equal(transcript_stream_total_lines(o, OUT), 2);
+        assert_int_equal(transcript_stream_total_lines(o, ERR), 0);
+        transcript_free(o);
+}
+
+/* The format before the sparse index (an .idx entry per line; .out and .err
+ * listing each stream's merged line numbers, the marker on both) is
+ * converted when opened, and its old files go. */
+static void test_old_format(void **state) {
+        Fixture *f = *state;
+        const char *marker = "[sbx: transcript cap of 9 bytes reached; further output is not kept]\n";
+        uint64_t idx[200], out[200], err[200];
+        size_t n_out = 0, n_err = 0, len = 0;
+        _cleanup_free_ char *log = malloc(200 * 8 + 128), *want_out = malloc(4096), *want_err = malloc(4096);
+        Transcript *o = NULL;
+        char *text = NULL;
+
+        want_out[0] = want_err[0] = '\0';
+        /* 199 lines "o<i>" or "e<i>" (every fifth from stderr), then the marker. */
+        for (unsigned i = 0; i < 199; i++) {
+                int n = sprintf(log + len, "%c%u\n", i % 5 == 4 ? 'e' : 'o', i);
+                strncat(i % 5 == 4 ? want_err : want_out, log + len, (size_t) n);
+                if (i % 5 == 4)
+                        err[n_err++] = htole64(i);
+                else
+                        out[n_out++] = htole64(i);
+                len += (size_t) n;
+                idx[i] = htole64(len);
+        }
+        strcpy(log + len, marker);
+        len += strlen(marker);
+        idx[199] = htole64(len);
+        out[n_out++] = err[n_err++] = htole64(199);
+        strcat(want_out, marker);
+        strcat(want_err, marker);
+
+        write_file(f, "old.log", log, len);
+        write_file(f, "old.idx", idx, sizeof(idx));
+        write_file(f, "old.out", out, n_out * 8);
+        write_file(f, "old.err", err, n_err * 8);
+        assert_int_equal(transcript_open(f->dirfd, "old", &o), 0);
+        assert_true(transcript_has_streams(o));
+        assert_true(transcript_capped(o));
+        assert_int_equal(transcript_total_lines(o), 200);
+        assert_int_equal(transcript_stream_total_lines(o, OUT), n_out);
+        assert_int_equal(transcript_stream_total_lines(o, ERR), n_err);
+        check_view(o, OUT, want_out);
+        check_view(o, ERR, want_err);
+        log[len] = '\0';
+        check_view(o, TRANSCRIPT_MERGED, log);
+        transcript_free(o);
+        assert_int_equal(faccessat(f->dirfd, "old.idx", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "old.out", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "old.err", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "old.lit", F_OK, 0), -1);
+        assert_int_equal(file_size(f, "old.lix"), 3 * 2 * 8);
+        /* Opened again, it is of the new format. */
+        assert_int_equal(transcript_open(f->dirfd, "old", &o), 0);
+        check_view(o, ERR, want_err);
         transcript_free(o);
 
-        /* The old format, written by hand: "a\nbb\n" with its index. */
+        /* Merged, written by hand: "a\nbb\n" with its index; a torn tail is left out. */
         {
-                uint64_t idx[2] = { htole64(2), htole64(5) };
-                int fd = openat(f->dirfd, "old.log", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-                assert_true(fd >= 0);
-                assert_int_equal(write(fd, "a\nbb\n", 5), 5);
-                close(fd);
-                fd = openat(f->dirfd, "old.idx", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-                assert_true(fd >= 0);
-                assert_int_equal(write(fd, idx, sizeof(idx)), (ssize_t) sizeof(idx));
-                close(fd);
+                uint64_t e[3] = { htole64(2), htole64(5), htole64(900) };
+                write_file(f, "mg.log", "a\nbb\nc", 6);
+                write_file(f, "mg.idx", e, sizeof(e));
         }
-        assert_int_equal(transcript_open(f->dirfd, "old", &o), 0);
+        assert_int_equal(transcript_open(f->dirfd, "mg", &o), 0);
         assert_false(transcript_has_streams(o));
         check_view(o, TRANSCRIPT_MERGED, "a\nbb\n");
         assert_int_equal(transcript_stream_total_lines(o, ERR), 0);
         assert_int_equal(transcript_read_stream(o, OUT, 0, 10, SIZE_MAX, &text, NULL, NULL), -ENODATA);
         transcript_free(o);
 
-        /* .out without .err is damage, not the old format. */
-        assert_int_equal(unlinkat(f->dirfd, "sr.err", 0), 0);
-        assert_int_equal(transcript_open(f->dirfd, "sr", &o), -ENOENT);
+        /* A .log with neither index is damage. */
+        write_file(f, "bare.log", "x\n", 2);
+        assert_int_equal(transcript_open(f->dirfd, "bare", &o), -ENOENT);
 }
 
-/* Removal and collection take .out and .err too, and count a transcript once. */
+/* Removal and collection take .str too, and count a transcript once. */
 static void test_streams_remove(void **state) {
         Fixture *f = *state;
         unsigned removed = 0;
         uint64_t bytes = 0;
-        Transcript *t = new_apart(f, "rm", 100);
+        Transcript *t = new_apart(f, "rm", 8192);
 
         feed_on(t, ERR, "x\n");
         assert_int_equal(transcript_finish(t), 0);
         transcript_free(t);
         assert_int_equal(transcript_remove(f->dirfd, "rm"), 0);
-        for (size_t i = 0; i < 4; i++) {
+        for (size_t i = 0; i < 3; i++) {
                 char name[16];
-                snprintf(name, sizeof(name), "rm.%s", (const char *[]) { "log", "idx", "out", "err" }[i]);
+                snprintf(name, sizeof(name), "rm.%s", (const char *[]) { "log", "lix", "str" }[i]);
                 assert_int_equal(faccessat(f->dirfd, name, F_OK, 0), -1);
         }
 
-        transcript_free(new_apart(f, "kept", 100));
-        t = new_apart(f, "gone", 100);
+        transcript_free(new_apart(f, "kept", 8192));
+        t = new_apart(f, "gone", 8192);
         feed_on(t, OUT, "line\n");
         assert_int_equal(transcript_finish(t), 0);
         transcript_free(t);
-        transcript_free(new_apart(f, "half", 100));
+        transcript_free(new_apart(f, "half", 8192));
         assert_int_equal(unlinkat(f->dirfd, "half.log", 0), 0);
-        assert_int_equal(unlinkat(f->dirfd, "half.idx", 0), 0);
+        assert_int_equal(unlinkat(f->dirfd, "half.lix", 0), 0);
         assert_int_equal(transcripts_collect(f->dirfd, keep_one, (void *) "kept", &removed, &bytes), 0);
         assert_int_equal(removed, 1);
-        assert_int_equal(bytes, 5 + 8 + 8);
-        assert_int_equal(faccessat(f->dirfd, "gone.out", F_OK, 0), -1);
-        assert_int_equal(faccessat(f->dirfd, "gone.err", F_OK, 0), -1);
-        assert_int_equal(faccessat(f->dirfd, "half.out", F_OK, 0), -1);
-        assert_int_equal(faccessat(f->dirfd, "half.err", F_OK, 0), -1);
-        assert_int_equal(faccessat(f->dirfd, "kept.out", F_OK, 0), 0);
-        assert_int_equal(faccessat(f->dirfd, "kept.err", F_OK, 0), 0);
+        assert_int_equal(bytes, 5 + 0 + 1);
+        assert_int_equal(faccessat(f->dirfd, "gone.str", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "half.str", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->dirfd, "kept.str", F_OK, 0), 0);
+}
+
+/* Lines [start, start + limit) of lines[] within budget, as transcript_read gives them. */
+static char *expect_window(char **lines, uint64_t n, uint64_t start, uint64_t limit, size_t budget, uint64_t *ret_end) {
+        size_t cap = 1, len = 0, cost = 0;
+        char *out = malloc(cap);
+        uint64_t k = 0;
+
+        for (uint64_t i = start; i < n && k < limit; i++, k++) {
+                size_t l = strlen(lines[i]), c = json_escaped_size(lines[i], l);
+
+                if (k > 0 && cost + c > budget)
+                        break;
+                cost += c;
+                out = realloc(out, cap += l);
+                memcpy(out + len, lines[i], l);
+                len += l;
+        }
+        out[len] = '\0';
+        *ret_end = start >= n ? n : start + k;
+        return out;
+}
+
+/* Paging across the sparse index gives exactly the lines of every offset,
+ * window and budget, in each view, live and reopened: lines of random
+ * lengths up to SBX_LINE_MAX and random streams, compared with the lines
+ * kept aside. */
+static void test_sparse_paging(void **state) {
+        Fixture *f = *state;
+        enum { N = 3000 };
+        Transcript *t = new_apart(f, "sp", SBX_TRANSCRIPT_CAP_DEFAULT), *o = NULL;
+        char **lines[3];
+        uint64_t n[3] = {};
+        uint32_t x = 777;
+
+        for (int v = 0; v < 3; v++)
+                lines[v] = calloc(N, sizeof(char *));
+        for (unsigned i = 0; i < N; i++) {
+                size_t l;
+                char *line;
+                int v;
+
+                x = x * 1103515245u + 12345u;
+                l = (x >> 8) % 23 == 0 ? SBX_LINE_MAX : (x >> 8) % 40;
+                v = (x >> 20) % 3 == 0 ? 2 : 1;
+                line = malloc(l + 2);
+                for (size_t j = 0; j < l; j++)
+                        line[j] = (char) ('a' + (i + j) % 26);
+                if (l > 3)
+                        memcpy(line, "\"\\", 2);       /* escaped: two bytes each */
+                line[l] = '\n';
+                line[l + 1] = '\0';
+                assert_int_equal(transcript_feed_stream(t, v == 2 ? ERR : OUT, line, l + 1), 0);
+                lines[0][n[0]++] = line;
+                lines[v][n[v]++] = line;
+        }
+        assert_int_equal(transcript_finish(t), 0);
+        assert_int_equal(transcript_open(f->dirfd, "sp", &o), 0);
+        for (int round = 0; round < 2000; round++) {
+                Transcript *r = round % 2 ? o : t;
+                TranscriptStream s = (TranscriptStream) (round % 3);
+                uint64_t start, limit, end, want_end;
+                size_t budget;
+                char *got, *want;
+
+                x = x * 1103515245u + 12345u;
+                start = (x >> 4) % (n[s] + 2);
+                limit = 1 + (x >> 14) % 1000;
+                budget = (x >> 24) % 4 == 0 ? SIZE_MAX : 64 + (x >> 10) % SBX_RESULT_TEXT_BUDGET;
+                assert_int_equal(transcript_stream_total_lines(r, s), n[s]);
+                got = read_view(r, s, start, limit, budget, &end);
+                want = expect_window(lines[s], n[s], start, limit, budget, &want_end);
+                assert_string_equal(got, want);
+                assert_int_equal(end, want_end);
+                free(got);
+                free(want);
+        }
+        transcript_free(o);
+        transcript_free(t);
+        for (uint64_t i = 0; i < n[0]; i++)
+                free(lines[0][i]);
+        for (int v = 0; v < 3; v++)
+                free(lines[v]);
 }
 
 int main(void) {
@@ -1327,6 +1560,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_streams_cap, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_streams_reopen, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_streams_remove, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_flood, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_limit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_old_format, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sparse_paging, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

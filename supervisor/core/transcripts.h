@@ -1,0 +1,40 @@
+/* Budgets of all transcripts: the bytes they store (transcript_stored_bytes)
+ * per sandbox (sandbox_transcripts_max_bytes), per owner of sandboxes
+ * (owner_transcripts_max_bytes) and of all (transcripts_max_bytes), and
+ * their files (transcripts_max_inodes). sbxd keeps the counts in
+ * Sandbox.transcript_* and Server.transcript_*: a running command's as its
+ * transcript grows, an ended one's as its record says. Before a budget would
+ * be passed, the transcripts of ended commands go, oldest first (by start),
+ * within the sandbox or owner that is over, or of all: the record names the
+ * budget, which listings show and reading such a transcript says. A running
+ * command that still does not fit is cut (transcript_set_limit): its
+ * transcript's last line says so. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct Server Server;
+typedef struct Sandbox Sandbox;
+typedef struct Command Command;
+
+/* At start, after the sandboxes are loaded: count what each stores (the
+ * transcripts of commands an earlier sbxd left running from their files),
+ * and fix the global budget (transcripts_max_bytes = 0: a share of the state
+ * filesystem). */
+int transcripts_load(Server *s);
+/* Room for the files of a new transcript in sb, evicting if need be; else
+ * -ENOSPC and ret_error says which budget. */
+int transcripts_admit(Server *s, const Sandbox *sb, unsigned files, char *ret_error, size_t error_size);
+/* c's transcript was just created: count its files. */
+void transcripts_started(Server *s, Command *c);
+/* Before n raw bytes go to c's transcript: room, evicting if need be, and
+ * the limit that keeps it within every budget. */
+void transcripts_fit(Server *s, Command *c, size_t n);
+/* After: count what c's transcript grew by. */
+void transcripts_charge(Server *s, Command *c);
+/* c is no longer counted live: ended and recorded, or its record gone. */
+void transcripts_uncount(Server *s, Sandbox *sb, uint64_t bytes, uint64_t files);
+/* What the transcripts of the sandboxes of owner store. */
+uint64_t transcripts_owner_bytes(const Server *s, uid_t owner);
