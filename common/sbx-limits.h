@@ -94,6 +94,8 @@
 #define SBX_SOURCE_DIR_MAX 4095u                /* bytes of a sandbox's source directory (PATH_MAX - 1) */
 #define SBX_PUBLISH_MAX_PATHS 1000000u          /* changed paths in one publication */
 #define SBX_CONFLICTS_REPORTED 100u             /* conflicting paths named in one answer */
+#define SBX_RESERVE_CHECK_BYTES (16u << 20)     /* a layer's copy looks at the free space after this much */
+#define SBX_RESERVE_CHECK_ENTRIES 1024u         /* ... and after this many entries */
 #define SBX_STACK_MAX_LAYERS 48u                /* above this many lowers, publication compacts */
 #define SBX_LAYERS_LISTED 1000u                 /* layers in one list_layers reply; the client asks for the rest */
 #define SBX_MAX_SESSIONS_PER_SANDBOX 64u        /* live managed + automatic sessions */

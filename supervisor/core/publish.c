@@ -507,7 +507,7 @@ int publish_tree(Store *store, Sandbox *sb, int src_dirfd, const char *owner, ui
         r = attribute(store, sb, src_dirfd, &m, owner, op, &ops);
         if (r < 0)
                 goto out;
-        r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, op ? LAYER_LINK_FILES : 0, NULL, NULL);
+        r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, op ? LAYER_LINK_FILES : 0, NULL, NULL, NULL);
         if (r < 0)
                 goto out;
         r = record(store, sb, seq, owner, &m, &ops);

@@ -80,7 +80,7 @@ static int copy_host_etc(int host_etc, int etc, const char *rel) {
                 dst = openat(dst_parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (dst < 0)
                         return -errno;
-                return tree_copy(src, dst, 0, 0, NULL, NULL);
+                return tree_copy(src, dst, 0, 0, NULL, NULL, NULL);
         }
         if (S_ISREG(st.st_mode)) {
                 _cleanup_close_ int src = -EBADF, tmpdir = -EBADF;
