@@ -94,6 +94,13 @@
 #define SBX_SOURCE_DIR_MAX 4095u                /* bytes of a sandbox's source directory (PATH_MAX - 1) */
 #define SBX_PUBLISH_MAX_PATHS 1000000u          /* changed paths in one publication */
 #define SBX_CONFLICTS_REPORTED 100u             /* conflicting paths named in one answer */
+/* Layer quotas (sbxd.conf sandbox_layers_max_bytes, owner_layers_max_bytes,
+ * layers_max_inodes, state_reserve; issue 15): what published layers may
+ * take, counted in allocated bytes (st_blocks) and inodes. */
+#define SBX_SANDBOX_LAYERS_MAX_DEFAULT (8ull << 30)     /* one sandbox's published layers */
+#define SBX_OWNER_LAYERS_MAX_DEFAULT (32ull << 30)      /* all sandboxes of one owner */
+#define SBX_LAYERS_MAX_INODES_DEFAULT 4000000ull        /* published layers of all sandboxes */
+#define SBX_STATE_RESERVE_DEFAULT (1ull << 30)          /* free space a publication leaves on the state fs */
 #define SBX_RESERVE_CHECK_BYTES (16u << 20)     /* a layer's copy looks at the free space after this much */
 #define SBX_RESERVE_CHECK_ENTRIES 1024u         /* ... and after this many entries */
 #define SBX_STACK_MAX_LAYERS 48u                /* above this many lowers, publication compacts */

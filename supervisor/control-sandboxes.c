@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "core/layerquota.h"
 #include "core/session.h"
 #include "data/transcript.h"
 #include "fd-util.h"
@@ -28,6 +29,7 @@ int handle_sandbox_list(Request *rq) {
         Sbx__SandboxInfo **ptrs;
         Sandbox *sb;
         size_t n = 0, i = 0;
+        int r;
 
         TAILQ_FOREACH(sb, &s->sandboxes, link)
                 n++;
@@ -40,6 +42,9 @@ int handle_sandbox_list(Request *rq) {
                         continue;
                 sbx__sandbox_info__init(&infos[i]);
                 sandbox_info(sb, &infos[i]);
+                r = layer_quota_info(s->store, sb, &infos[i]);
+                if (r < 0)
+                        return request_error(rq, r, "cannot read the layer sizes of '%s': %s", sb->name, strerror(-r));
                 ptrs[i] = &infos[i];
                 i++;
         }

@@ -17,6 +17,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/server.c
 SUPERVISOR_CORE_SRCS += supervisor/core/client.c
 SUPERVISOR_CORE_SRCS += supervisor/core/snapshot.c
 SUPERVISOR_CORE_SRCS += supervisor/core/publish.c
+SUPERVISOR_CORE_SRCS += supervisor/core/layerquota.c
 SUPERVISOR_CORE_SRCS += supervisor/core/session.c
 SUPERVISOR_CORE_SRCS += supervisor/core/spare.c
 SUPERVISOR_CORE_SRCS += supervisor/core/workspace.c

@@ -20,6 +20,7 @@
 #include "control.h"
 #include "core/client.h"
 #include "core/config.h"
+#include "core/layerquota.h"
 #include "core/sandbox.h"
 #include "core/server.h"
 #include "core/session.h"
@@ -499,6 +500,11 @@ int main(int argc, char **argv) {
         }
         log_set_level(s.cfg.log_level);
         setproctitle("[priv]");
+        layer_limits_set(&(LayerLimits) {
+                .sandbox_max_bytes = s.cfg.sandbox_layers_max_bytes, .owner_max_bytes = s.cfg.owner_layers_max_bytes,
+                .max_inodes = s.cfg.layers_max_inodes, .state_reserve = s.cfg.state_reserve,
+                .state_dir = s.cfg.state_dir,
+        });
 
         r = server_open(&s);
         if (r >= 0) {

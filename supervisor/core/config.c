@@ -25,6 +25,10 @@ void config_init(Config *cfg) {
                 .uid_count = SBX_UID_COUNT_DEFAULT,
                 .socket_gid = (gid_t) -1,
                 .client_idle_seconds = SBX_CLIENT_IDLE_DEFAULT_S,
+                .sandbox_layers_max_bytes = SBX_SANDBOX_LAYERS_MAX_DEFAULT,
+                .owner_layers_max_bytes = SBX_OWNER_LAYERS_MAX_DEFAULT,
+                .layers_max_inodes = SBX_LAYERS_MAX_INODES_DEFAULT,
+                .state_reserve = SBX_STATE_RESERVE_DEFAULT,
         };
 }
 
@@ -153,6 +157,11 @@ static const struct {
         NUMERIC("session_spares", session_spares, 0, SBX_SPARES_MAX),
         NUMERIC("session_spare_idle_seconds", spare_idle_seconds, 1, 86400),
         NUMERIC("client_idle_seconds", client_idle_seconds, 1, 86400),
+        /* Layer quotas */
+        NUMERIC("sandbox_layers_max_bytes", sandbox_layers_max_bytes, 1u << 20, UINT64_MAX),
+        NUMERIC("owner_layers_max_bytes", owner_layers_max_bytes, 1u << 20, UINT64_MAX),
+        NUMERIC("layers_max_inodes", layers_max_inodes, 1000, UINT64_MAX),
+        NUMERIC("state_reserve", state_reserve, 0, UINT64_MAX),
 };
 
 int config_set(Config *cfg, const char *key, const char *value, char *ret_error) {

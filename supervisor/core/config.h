@@ -26,6 +26,11 @@ typedef struct Config {
         gid_t socket_gid;               /* socket_group, or (gid_t) -1 */
         mode_t socket_mode;             /* 0: 0660 with socket_group, else 0600 */
         uint32_t client_idle_seconds;   /* a client with no request this long is closed */
+        /* Layer quotas (core/layerquota.h) */
+        uint64_t sandbox_layers_max_bytes;
+        uint64_t owner_layers_max_bytes;
+        uint64_t layers_max_inodes;
+        uint64_t state_reserve;
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */

@@ -14,8 +14,9 @@ struct Store {
 };
 
 /* Schema 2: every record of a sandbox is keyed by its immutable id (a name
- * may be reused after a delete) and goes with it (ON DELETE CASCADE). */
-#define SCHEMA_VERSION 2
+ * may be reused after a delete) and goes with it (ON DELETE CASCADE).
+ * Schema 3: each layer's allocated bytes and inodes (layer quotas). */
+#define SCHEMA_VERSION 3
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS sandboxes ("
         "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, owner_uid INTEGER NOT NULL, source_dir TEXT NOT NULL,"
@@ -24,7 +25,8 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS layers ("
         "  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
         "  seq INTEGER NOT NULL, owner TEXT NOT NULL, changed_paths INTEGER NOT NULL,"
-        "  created_unix INTEGER NOT NULL, PRIMARY KEY (sandbox, seq));"
+        "  created_unix INTEGER NOT NULL, bytes INTEGER NOT NULL DEFAULT 0, inodes INTEGER NOT NULL DEFAULT 0,"
+        "  PRIMARY KEY (sandbox, seq));"
         "CREATE TABLE IF NOT EXISTS commands ("
         "  id TEXT PRIMARY KEY, sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
         "  workspace_session TEXT NOT NULL,"
@@ -73,7 +75,8 @@ static const char migrate_from_1[] =
 static const char migrate_from_1_rows[] =
         "INSERT INTO sandboxes SELECT 'sb-' || lower(hex(randomblob(8))), name, owner_uid, source_dir,"
         "  memory_bytes, pids_max, created_unix, cpu_weight FROM v1_sandboxes;"
-        "INSERT INTO layers SELECT s.id, l.seq, l.owner, l.changed_paths, l.created_unix"
+        "INSERT INTO layers (sandbox, seq, owner, changed_paths, created_unix)"
+        "  SELECT s.id, l.seq, l.owner, l.changed_paths, l.created_unix"
         "  FROM v1_layers l JOIN sandboxes s ON s.name = l.sandbox;"
         "INSERT INTO layer_paths SELECT s.id, p.seq, p.path FROM v1_layer_paths p JOIN sandboxes s ON s.name = p.sandbox;"
         "INSERT INTO blame SELECT s.id, b.path, b.ranges FROM v1_blame b JOIN sandboxes s ON s.name = b.sandbox;"
@@ -83,6 +86,11 @@ static const char migrate_from_1_rows[] =
         "  FROM v1_commands c JOIN sandboxes s ON s.name = c.sandbox WHERE c.started_usec >= s.created_unix * 1000000;"
         "DROP TABLE v1_layer_paths; DROP TABLE v1_layers; DROP TABLE v1_commands;"
         "DROP TABLE v1_blame; DROP TABLE v1_squashes; DROP TABLE v1_sandboxes;";
+
+/* Schema 2 had no layer sizes: its layers count as 0 bytes and 0 inodes (sbxd.conf(5)). */
+static const char migrate_from_2[] =
+        "ALTER TABLE layers ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE layers ADD COLUMN inodes INTEGER NOT NULL DEFAULT 0;";
 
 static int sql_err(int rc) {
         switch (rc) {
@@ -135,10 +143,10 @@ static int schema_update(Store *s) {
         if (r < 0)
                 return r;
         if (has_tables)
-                r = exec_sql(s, migrate_from_1);
+                r = exec_sql(s, version == 2 ? migrate_from_2 : migrate_from_1);
         if (r >= 0)
                 r = exec_sql(s, schema);
-        if (r >= 0 && has_tables)
+        if (r >= 0 && has_tables && version < 2)
                 r = exec_sql(s, migrate_from_1_rows);
         if (r >= 0)
                 r = exec_sql(s, "PRAGMA user_version = " STRINGIFY(SCHEMA_VERSION));
@@ -247,7 +255,7 @@ int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_ow
                 r = step_done(st);
         }
         if (r >= 0)
-                r = store_layer_insert(s, sb->id, 0, layer0_owner, 0, sb->created_unix);
+                r = store_layer_insert(s, sb->id, 0, layer0_owner, 0, sb->created_unix, NULL);
         if (r < 0) {
                 store_rollback(s);
                 return r;
@@ -334,12 +342,12 @@ int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *user
         return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
 }
 
-int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *owner,
-                       uint32_t changed_paths, int64_t created_unix) {
+int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *owner, uint32_t changed_paths,
+                       int64_t created_unix, const StoreLayerSize *size) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        r = prepare(s, "INSERT INTO layers VALUES (?,?,?,?,?)", &st);
+        r = prepare(s, "INSERT INTO layers VALUES (?,?,?,?,?,?,?)", &st);
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
@@ -347,7 +355,52 @@ int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *
         sqlite3_bind_text(st, 3, owner, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 4, changed_paths);
         sqlite3_bind_int64(st, 5, created_unix);
+        sqlite3_bind_int64(st, 6, size ? (int64_t) size->bytes : 0);
+        sqlite3_bind_int64(st, 7, size ? (int64_t) size->inodes : 0);
         return step_done(st);
+}
+
+int store_sandbox_layers_size(Store *s, const char *sandbox, StoreLayerSize *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(s, "SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(inodes), 0) FROM layers WHERE sandbox = ? AND seq > 0",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        *ret = (StoreLayerSize) { .bytes = (uint64_t) sqlite3_column_int64(st, 0),
+                                  .inodes = (uint64_t) sqlite3_column_int64(st, 1) };
+        return 0;
+}
+
+int store_layers_size(Store *s, const char *sandbox, uid_t owner, StoreLayersSize *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        StoreLayerSize *out[] = { &ret->sandbox, &ret->owner, &ret->all };
+        int r, rc;
+
+        r = prepare(s,
+                    "SELECT COALESCE(SUM(CASE WHEN l.sandbox = ?1 THEN l.bytes END), 0),"
+                    " COALESCE(SUM(CASE WHEN l.sandbox = ?1 THEN l.inodes END), 0),"
+                    " COALESCE(SUM(CASE WHEN s.owner_uid = ?2 THEN l.bytes END), 0),"
+                    " COALESCE(SUM(CASE WHEN s.owner_uid = ?2 THEN l.inodes END), 0),"
+                    " COALESCE(SUM(l.bytes), 0), COALESCE(SUM(l.inodes), 0)"
+                    " FROM layers l JOIN sandboxes s ON s.id = l.sandbox WHERE l.seq > 0",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, owner);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        for (size_t i = 0; i < ELEMENTSOF(out); i++)
+                *out[i] = (StoreLayerSize) { .bytes = (uint64_t) sqlite3_column_int64(st, (int) (2 * i)),
+                                             .inodes = (uint64_t) sqlite3_column_int64(st, (int) (2 * i + 1)) };
+        return 0;
 }
 
 int store_command_insert(Store *s, const StoreCommand *c, const char *cmd) {

@@ -1,0 +1,103 @@
+// Disk use of publications and a full state filesystem (issue 15, items 1
+// and 2), at small scale on a 256 MiB ext4 state filesystem of its own
+// (stateFsMiB): a 20 GiB sparse file and a file with 40 hard links publish
+// what they hold, not what they seem; the layer quotas and the state reserve
+// refuse with the limit, its value and how much; and once the filesystem is
+// full, reads go on, writes are refused naming it, and sbxd still starts.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { useSbx, run, sbxctl, sandboxDir } from './helpers.mjs';
+
+const MiB = 1024 * 1024;
+const h = useSbx({
+  sandboxes: [{ name: 'fill' }, { name: 'mate' }],
+  sets: 'runtime,sessions',
+  stateFsMiB: 256,
+  config: '[sbxd]\nsandbox_layers_max_bytes = 64M\nowner_layers_max_bytes = 80M\n'
+    + 'layers_max_inodes = 1000\nstate_reserve = 24M\n',
+});
+const exec = (cmd, sandbox_id = 'fill') => h.mcp.sc('exec_command', { sandbox_id, cmd, timeout_ms: 120000 });
+const freeBytes = () => { const s = fs.statfsSync(h.stateDir); return s.bavail * s.bsize; };
+const usedBytes = () => { const s = fs.statfsSync(h.stateDir); return (s.blocks - s.bfree) * s.bsize; };
+const layerBytes = async (name) => {
+  const r = await run('du', ['-s', '--block-size=1', path.join(sandboxDir(h.stateDir, name), 'layers')]);
+  return Number(r.stdout.split('\t')[0]);
+};
+const show = async (name) => {
+  const r = await sbxctl(h.socket, ['--json', 'sandbox', 'show', name]);
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout);
+};
+const figures = {};
+
+h.test('a 20 GiB sparse file publishes its data only', async () => {
+  const before = usedBytes();
+  const t0 = Date.now();
+  const r = await exec('truncate -s 20G sparse && printf data | dd of=sparse bs=1 seek=1000000 conv=notrunc 2>/dev/null');
+  figures.sparse = { ms: Date.now() - t0, addedBytes: usedBytes() - before };
+  assert.equal(r.status, 'ok', r.output);
+  assert.equal(r.publication.published, true, JSON.stringify(r.publication));
+  assert.ok(figures.sparse.addedBytes < 4 * MiB, `the state filesystem took ${figures.sparse.addedBytes} bytes`);
+  const c = await exec('stat -c %s sparse; dd if=sparse bs=1 skip=1000000 count=4 2>/dev/null; echo');
+  assert.equal(c.output, '21474836480\ndata\n');
+  const s = await show('fill');
+  assert.ok(s.layers_bytes < 1 * MiB, `the sandbox's layers count ${s.layers_bytes} bytes`);
+});
+
+h.test('a 20 MiB file with 40 hard links publishes one file', async () => {
+  const before = usedBytes();
+  const t0 = Date.now();
+  const r = await exec('mkdir links && head -c 20M /dev/urandom > links/big && for i in $(seq 40); do ln links/big links/l$i; done');
+  figures.links = { ms: Date.now() - t0, addedBytes: usedBytes() - before };
+  assert.equal(r.status, 'ok', r.output);
+  assert.equal(r.publication.published, true, JSON.stringify(r.publication));
+  assert.ok(figures.links.addedBytes < 24 * MiB, `the state filesystem took ${figures.links.addedBytes} bytes`);
+  const c = await exec('stat -c "%i %h" links/big links/l40 | sort -u | wc -l; stat -c %h links/l1');
+  assert.equal(c.output, '1\n41\n', 'one inode with 41 names');
+  const s = await show('fill');
+  assert.ok(s.layers_bytes >= 20 * MiB && s.layers_bytes < 21 * MiB, `layers_bytes ${s.layers_bytes}`);
+  assert.equal(s.layers_max_bytes, 64 * MiB);
+  const text = await sbxctl(h.socket, ['sandbox', 'show', 'fill']);
+  assert.match(text.stdout, /^layer disk: 20\.\dM of 64\.0M \(sandbox_layers_max_bytes\), \d+ inodes$/m);
+});
+
+h.test('the sandbox layer quota refuses with its name, value and how much', async () => {
+  const before = await layerBytes('fill');
+  const r = await exec('head -c 50M /dev/urandom > over');
+  assert.equal(r.publication.published, false, JSON.stringify(r.publication));
+  assert.match(r.publication.error, /sandbox_layers_max_bytes \(67108864 bytes\): \d+ bytes used, this publication adds 52\d{6} bytes/);
+  assert.equal(await layerBytes('fill'), before, 'nothing of it was copied');
+});
+
+h.test('the owner layer quota counts all sandboxes of the owner', async () => {
+  const a = await exec('head -c 30M /dev/urandom > a', 'mate');
+  assert.equal(a.publication.published, true, JSON.stringify(a.publication));
+  // fill has 20 MiB, mate 30: 31 more passes 80M for the owner, not 64M for mate.
+  const b = await exec('head -c 31M /dev/urandom > b', 'mate');
+  assert.equal(b.publication.published, false, JSON.stringify(b.publication));
+  assert.match(b.publication.error, /owner_layers_max_bytes \(83886080 bytes\): 5\d{7} bytes used, this publication adds 3\d{7} bytes/);
+});
+
+h.test('the inode budget of all layers refuses with its name and value', async () => {
+  const r = await exec('mkdir many && cd many && seq 1200 | xargs touch');
+  assert.equal(r.publication.published, false, JSON.stringify(r.publication));
+  assert.match(r.publication.error, /layers_max_inodes \(1000 inodes\): \d+ inodes used, this publication adds 1201 inodes/);
+});
+
+/* Leave about `left` bytes free on the state filesystem, as another writer would. */
+async function fillTo(left) {
+  const filler = path.join(h.stateDir, `filler-${Date.now()}`);
+  const size = Math.max(0, freeBytes() - left);
+  const r = await run('fallocate', ['-l', String(size), filler]);
+  assert.equal(r.code, 0, r.stderr);
+  return filler;
+}
+
+h.test('the state reserve refuses a publication that would pass it', async () => {
+  const filler = await fillTo(40 * MiB);
+  const r = await exec('head -c 20M /dev/urandom > reserve', 'mate');
+  assert.equal(r.publication.published, false, JSON.stringify(r.publication));
+  assert.match(r.publication.error, new RegExp(`the state filesystem \\(${h.stateDir}\\) would fall below state_reserve \\(25165824 bytes\\): \\d+ bytes free, this publication adds 2\\d{7} bytes`));
+  fs.rmSync(filler);
+});
