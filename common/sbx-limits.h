@@ -21,6 +21,10 @@
 #define SBX_EDIT_DIFF_MAX_BYTES (8u * 1024u)    /* file_edit's diff in its rendered result */
 #define SBX_TEXT_PATHS_SHOWN 10u                /* conflicting paths named in a rendered result */
 
+/* Logging */
+#define SBX_LOG_BURST 10u                       /* identical messages of one call site logged in a row */
+#define SBX_LOG_INTERVAL_MS 10000u              /* then one per interval, with the count of those left out */
+
 /* Supervisor */
 #define SBX_MAX_CLIENTS 256u                    /* connections on sbxd.sock */
 #define SBX_LISTEN_BACKLOG 64u                  /* connections on sbxd.sock not accepted yet */
@@ -60,6 +64,8 @@
 #define SBX_TIMEOUT_MAX_MS (24ull * 3600u * 1000u)
 #define SBX_KILL_GRACE_MS 2000u                 /* a killed process group that lingers longer costs its session */
 #define SBX_CANCEL_WAIT_MS 2000u                /* cancel_command answers once the command ended, or after this */
+#define SBX_UNRECORDED_ENDS_MAX 10000u         /* command ends held in memory while the store cannot take them */
+#define SBX_UNRECORDED_RETRY_MS 1000u           /* how often they are offered to the store again */
 #define SBX_COMMANDS_LISTED 500u                /* commands in one list_command_sessions reply (the newest) */
 
 /* The text of one tool result: a command window (a yield or

@@ -251,10 +251,12 @@ static int server_open_state(Server *s) {
         if (store_migrated_from(s->store))
                 log_notice("Migrated %s/sbx.db from schema %u: records are kept by sandbox id", s->cfg.state_dir,
                            store_migrated_from(s->store));
+        /* On a full state filesystem this cannot be stored: such records read
+         * supervisor_lost anyway (command_record_fix), and sbxd starts. */
         r = store_commands_mark_lost(s->store, now_unix_usec(), &lost);
         if (r < 0)
-                return log_error_errno(r, "Cannot update command records: %m");
-        if (lost)
+                log_warning_errno(r, "Cannot mark the commands of a previous sbxd ended, ignoring: %m");
+        else if (lost)
                 log_notice("%u commands of a previous sbxd were running; marked supervisor_lost", lost);
         r = sandboxes_load(s);
         if (r < 0)
@@ -371,6 +373,8 @@ static void server_done(Server *s) {
         }
         sessions_wait_ended(s, NULL);
         sessions_reap(s);
+        /* A last try; what still fails is marked supervisor_lost at the next start. */
+        commands_store_unrecorded(s, true);
         imports_free(s);
         s->spawner = spawner_free(s->spawner);
         clients_reap(s, true);
@@ -399,6 +403,7 @@ static int server_timeout(Server *s) {
 /* What the loop does after each batch. */
 static void server_tick(Server *s) {
         commands_run_deadlines(s);
+        commands_store_unrecorded(s, false);
         spares_run_deadlines(s);
         clients_run_deadlines(s);
         sessions_reap(s);

@@ -48,6 +48,27 @@ static int refuse(int err, char *why, size_t size, const char *what, const char 
         return err;
 }
 
+static int room_check(uint64_t free_bytes, uint64_t want, char *why, size_t size) {
+        if (want <= room(free_bytes, limits.state_reserve))
+                return 0;
+        snprintf(why, size, "the state filesystem (%.100s) would fall below state_reserve (%" PRIu64 " bytes): %" PRIu64
+                 " bytes free, this publication adds %" PRIu64 " bytes", limits.state_dir, limits.state_reserve,
+                 free_bytes, want);
+        return -ENOSPC;
+}
+
+int state_room_check(int fd, uint64_t want, char *why, size_t why_size) {
+        struct statvfs sv;
+
+        if (fstatvfs(fd, &sv) < 0)
+                return -errno;
+        return room_check((uint64_t) sv.f_bavail * sv.f_frsize, want, why, why_size);
+}
+
+void state_full_message(char *why, size_t why_size) {
+        snprintf(why, why_size, "the state filesystem (%.100s) is full", limits.state_dir);
+}
+
 /* The budget of a tree that writes want, or a refusal. */
 static int budget_for(const StoreLayersSize *used, const TreeUsage *want, uint64_t free_bytes, TreeBudget *ret,
                       char *why, size_t size) {
@@ -60,12 +81,8 @@ static int budget_for(const StoreLayersSize *used, const TreeUsage *want, uint64
         if (want->inodes > room(limits.max_inodes, used->all.inodes))
                 return refuse(-EDQUOT, why, size, "the layers of all sandboxes", "layers_max_inodes", limits.max_inodes,
                               used->all.inodes, want->inodes, "inodes");
-        if (want->bytes > room(free_bytes, limits.state_reserve)) {
-                snprintf(why, size, "the state filesystem (%.100s) would fall below state_reserve (%" PRIu64
-                         " bytes): %" PRIu64 " bytes free, this publication adds %" PRIu64 " bytes",
-                         limits.state_dir, limits.state_reserve, free_bytes, want->bytes);
+        if (room_check(free_bytes, want->bytes, why, size) < 0)
                 return -ENOSPC;
-        }
         *ret = (TreeBudget) {
                 .max_bytes = MIN(room(limits.sandbox_max_bytes, used->sandbox.bytes),
                                  room(limits.owner_max_bytes, used->owner.bytes)),
@@ -96,8 +113,7 @@ static void stopped_message(int r, const TreeReport *rep, const TreeBudget *b, c
                 break;
         case TREE_STOP_NONE:
                 if (r == -ENOSPC || r == -EDQUOT)
-                        snprintf(why, size, "the state filesystem (%.100s) is full; the copy was removed",
-                                 limits.state_dir);
+                        state_full_message(why, size);
                 break;
         }
 }

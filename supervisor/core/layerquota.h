@@ -32,6 +32,12 @@ const LayerLimits *layer_limits(void);
 /* The use of sb's published layers against its quota, into its info. */
 int layer_quota_info(Store *store, const Sandbox *sb, Sbx__SandboxInfo *ret);
 
+/* Whether the state filesystem (fd's) keeps state_reserve free after want
+ * bytes more; -ENOSPC with why naming it if not. */
+int state_room_check(int fd, uint64_t want, char *why, size_t why_size);
+/* why for a write that failed with -ENOSPC on the state filesystem. */
+void state_full_message(char *why, size_t why_size);
+
 /* Build layer seq of sb from the tree under src_dirfd (layer_create's
  * force_uid and flags) within the limits; ret_size is what it wrote. On a
  * refusal (-EDQUOT: a quota; -ENOSPC: the reserve or a full filesystem) why

@@ -57,6 +57,9 @@ struct Server {
         struct SessionList ending;      /* killed; their PID 1 is not gone yet */
         struct SessionList dead;        /* nothing left but memory: freed by sessions_reap */
         TAILQ_HEAD(, Command) commands; /* of every live session */
+        StoreCommand *unrecorded;       /* ends the store could not take (core/session.h: command_record_fix) */
+        size_t n_unrecorded, unrecorded_cap;
+        unsigned long long unrecorded_retry_usec;
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */

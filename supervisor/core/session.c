@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "core/session.h"
 #include "core/snapshot.h"
 #include "fd-util.h"
@@ -573,6 +574,46 @@ static void command_end_reason(Command *c, bool exited, int exit_code, uint64_t 
         strlcpy(c->rec.end_reason, reason, sizeof(c->rec.end_reason));
 }
 
+/* ---- ends that the store could not take -------------------------------------- */
+
+static void unrecorded_add(Server *s, const StoreCommand *rec) {
+        if (s->n_unrecorded >= SBX_UNRECORDED_ENDS_MAX) {
+                /* The oldest goes: its record reads supervisor_lost (command_record_fix). */
+                memmove(s->unrecorded, s->unrecorded + 1, (s->n_unrecorded - 1) * sizeof(*s->unrecorded));
+                s->n_unrecorded--;
+        }
+        if (ARRAY_RESERVE(s->unrecorded, s->unrecorded_cap, s->n_unrecorded + 1) < 0)
+                return;
+        s->unrecorded[s->n_unrecorded++] = *rec;
+}
+
+void command_record_fix(Server *s, StoreCommand *rec) {
+        if (strcmp(rec->status, "running") != 0 || command_find_live(s, rec->id))
+                return;
+        for (size_t i = 0; i < s->n_unrecorded; i++)
+                if (strcmp(s->unrecorded[i].id, rec->id) == 0) {
+                        *rec = s->unrecorded[i];
+                        return;
+                }
+        strlcpy(rec->status, "error", sizeof(rec->status));
+        strlcpy(rec->end_reason, "supervisor_lost", sizeof(rec->end_reason));
+}
+
+void commands_store_unrecorded(Server *s, bool now) {
+        unsigned long long t = now_usec();
+        size_t kept = 0, n = s->n_unrecorded;
+
+        if (n == 0 || (!now && t < s->unrecorded_retry_usec))
+                return;
+        s->unrecorded_retry_usec = t + SBX_UNRECORDED_RETRY_MS * 1000ull;
+        for (size_t i = 0; i < n; i++)
+                if (store_command_finish(s->store, &s->unrecorded[i]) < 0)
+                        s->unrecorded[kept++] = s->unrecorded[i];
+        s->n_unrecorded = kept;
+        if (kept < n)
+                log_notice("Recorded the ends of %zu commands held in memory; %zu still wait", n - kept, kept);
+}
+
 /* Record how the command ended, durably. */
 static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig) {
         WorkspaceSession *ws = c->session;
@@ -585,7 +626,7 @@ static void command_record_end(Server *s, Command *c, bool exited, int exit_code
         c->end_usec = now_usec();
         r = transcript_finish(c->transcript);
         if (r < 0)
-                log_warning_errno(r, "Failed to flush transcript of %s, ignoring: %m", c->rec.id);
+                log_warning_errno_ratelimited(r, "Failed to flush transcript of %s, ignoring: %m", c->rec.id);
         if (ws && ws->cgroup) {
                 (void) cgroup_session_oom_kills(ws->cgroup, &oom);
                 (void) cgroup_session_pids_max_hits(ws->cgroup, &pids);
@@ -597,8 +638,11 @@ static void command_record_end(Server *s, Command *c, bool exited, int exit_code
         c->rec.ended_unix_usec = now_unix_usec();
         c->rec.raw_bytes = transcript_raw_bytes(c->transcript);
         r = store_command_finish(s->store, &c->rec);
-        if (r < 0)
-                log_error_errno(r, "Failed to record the end of command %s: %m", c->rec.id);
+        if (r < 0) {
+                log_error_errno_ratelimited(r, "Failed to record the end of command %s, keeping it in memory to retry: %m",
+                                            c->rec.id);
+                unrecorded_add(s, &c->rec);
+        }
         log_info("Command %s ended: %s (%s %d)", c->rec.id, c->rec.status, c->rec.end_reason,
                  exited ? exit_code : sig);
         if (ws)
@@ -812,6 +856,7 @@ static int command_view_recorded(Server *s, const Sandbox *sb, const char *id, T
                 return r;
         if (strcmp(rec->sandbox, sb->id) != 0)
                 return -ENOENT;
+        command_record_fix(s, rec);
         r = transcript_open(s->transcripts_fd, id, &t);
         if (r < 0)
                 return r;
@@ -930,7 +975,7 @@ static void on_output(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Ms
         int r = transcript_feed_stream(c->transcript, (TranscriptStream) m->worker_output->stream,
                                        m->worker_output->data.data, m->worker_output->data.len);
         if (r < 0)
-                log_warning_errno(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
+                log_warning_errno_ratelimited(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
 }
 
 static void on_exited(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {

@@ -144,5 +144,15 @@ int command_view(Server *s, const Sandbox *sb, const char *id, TranscriptStream 
                  CommandView *ret);
 void command_view_done(CommandView *v);
 
+/* A stored record of a command no session runs any more, as it is: an end
+ * the store could not take (a full state filesystem) is kept in memory and
+ * given here instead of the stored "running", and a record that still says
+ * "running" otherwise was lost by an earlier sbxd (error, supervisor_lost;
+ * sbxd could not mark it at start). */
+void command_record_fix(Server *s, StoreCommand *rec);
+/* Store the ends kept in memory, at most once per SBX_UNRECORDED_RETRY_MS
+ * (now: whatever the time); those stored are dropped from memory. */
+void commands_store_unrecorded(Server *s, bool now);
+
 unsigned long long commands_next_deadline(Server *s);
 void commands_run_deadlines(Server *s);

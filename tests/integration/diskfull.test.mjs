@@ -85,12 +85,14 @@ h.test('the inode budget of all layers refuses with its name and value', async (
   assert.match(r.publication.error, /layers_max_inodes \(1000 inodes\): \d+ inodes used, this publication adds 1201 inodes/);
 });
 
-/* Leave about `left` bytes free on the state filesystem, as another writer would. */
+/* Leave about `left` bytes free on the state filesystem, as another writer
+ * would (left 0: none, the rest filled by dd until ENOSPC). */
 async function fillTo(left) {
   const filler = path.join(h.stateDir, `filler-${Date.now()}`);
-  const size = Math.max(0, freeBytes() - left);
+  const size = Math.max(0, freeBytes() - Math.max(left, 2 * MiB));
   const r = await run('fallocate', ['-l', String(size), filler]);
   assert.equal(r.code, 0, r.stderr);
+  if (left === 0) await run('dd', ['if=/dev/zero', `of=${filler}-rest`, 'bs=4k']);
   return filler;
 }
 
@@ -100,4 +102,62 @@ h.test('the state reserve refuses a publication that would pass it', async () =>
   assert.equal(r.publication.published, false, JSON.stringify(r.publication));
   assert.match(r.publication.error, new RegExp(`the state filesystem \\(${h.stateDir}\\) would fall below state_reserve \\(25165824 bytes\\): \\d+ bytes free, this publication adds 2\\d{7} bytes`));
   fs.rmSync(filler);
+});
+
+/* ---- a full state filesystem ---- */
+
+const full = {};
+
+h.test('a full state filesystem: reads go on', async () => {
+  const w = await h.mcp.sc('file_write', { sandbox_id: 'mate', path: 'notes.txt', content: 'one\ntwo\n' });
+  assert.equal(w.publication.published, true, JSON.stringify(w.publication));
+  const before = await exec('seq 1 500', 'mate');
+  assert.equal(before.status, 'ok', before.output);
+  full.command = before.command_session_id;
+  // A command that ends once the filesystem is full, in a managed session.
+  full.ws = (await h.mcp.sc('create_workspace_session', { sandbox_id: 'mate' })).workspace_session_id;
+  const slow = await h.mcp.sc('exec_command', { sandbox_id: 'mate', workspace_session_id: full.ws,
+    cmd: 'sleep 2; seq 1 500000; echo end', yield_time_ms: 100 });
+  assert.equal(slow.status, 'running');
+  full.slow = slow.command_session_id;
+  full.filler = await fillTo(0);
+  assert.ok(freeBytes() < 1 * MiB, `${freeBytes()} bytes still free`);
+  const r = await h.mcp.sc('file_read', { sandbox_id: 'mate', path: 'notes.txt' });
+  assert.match(r.content ?? JSON.stringify(r), /one/);
+  const lines = await h.mcp.sc('read_command_lines', { sandbox_id: 'mate', command_session_id: full.command, start_offset: 400, limit: 3 });
+  assert.deepEqual(lines.lines ?? lines.output?.split('\n').filter(Boolean), ['401', '402', '403']);
+  const b = await h.mcp.sc('file_blame', { sandbox_id: 'mate', path: 'notes.txt' });
+  assert.ok(JSON.stringify(b).includes('operation:'), JSON.stringify(b));
+  for (const args of [['layer', 'list', 'mate'], ['session', 'list', 'mate'], ['command', 'list', 'mate'], ['sandbox', 'list']]) {
+    const l = await sbxctl(h.socket, args);
+    assert.equal(l.code, 0, `sbxctl ${args.join(' ')}: ${l.stderr}`);
+  }
+});
+
+h.test('a full state filesystem: writes are refused naming it', async () => {
+  const named = new RegExp(`the state filesystem \\(${h.stateDir}\\) (is full|would fall below state_reserve)`);
+  const w = await h.mcp.err('file_write', { sandbox_id: 'mate', path: 'more.txt', content: 'x\n' });
+  assert.match(w, named);
+  const e = await h.mcp.err('exec_command', { sandbox_id: 'mate', cmd: 'echo out > out.txt' });
+  assert.match(e, named);
+});
+
+h.test('a command whose end cannot be stored does not read running', async () => {
+  const sc = (name, args) => h.mcp.sc(name, { sandbox_id: 'mate', ...args });
+  await new Promise((r) => setTimeout(r, 2500));
+  await sc('finalize_workspace_session', { workspace_session_id: full.ws, action: 'discard' });
+  const r = await sc('read_command_lines', { command_session_id: full.slow });
+  assert.equal(r.status, 'ok', JSON.stringify(r));
+  assert.equal(r.end_reason, 'exit');
+  const l = await sbxctl(h.socket, ['--json', 'command', 'list', 'mate']);
+  const listed = JSON.parse(l.stdout).find((c) => c.command_session === full.slow);
+  assert.equal(listed?.status, 'ok', l.stdout);
+});
+
+h.test('the warnings of a full filesystem do not flood the log', async () => {
+  const log = fs.readFileSync(h.sbxdLog, 'utf8').split('\n');
+  const stored = log.filter((l) => l.includes(`Failed to store output of ${full.slow}`));
+  full.outputWarnings = stored.length;
+  assert.ok(stored.length >= 1, 'the output that could not be stored is logged');
+  assert.ok(stored.length <= 12, `${stored.length} lines of one warning`);
 });
