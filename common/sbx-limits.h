@@ -64,6 +64,7 @@
 #define SBX_TIMEOUT_MAX_MS (24ull * 3600u * 1000u)
 #define SBX_KILL_GRACE_MS 2000u                 /* a killed process group that lingers longer costs its session */
 #define SBX_CANCEL_WAIT_MS 2000u                /* cancel_command answers once the command ended, or after this */
+#define SBX_IMAGE_ROOM_MIN (16u << 20)          /* the default image is rebuilt beside the old one with this free */
 #define SBX_UNRECORDED_ENDS_MAX 10000u         /* command ends held in memory while the store cannot take them */
 #define SBX_UNRECORDED_RETRY_MS 1000u           /* how often they are offered to the store again */
 #define SBX_COMMANDS_LISTED 500u                /* commands in one list_command_sessions reply (the newest) */

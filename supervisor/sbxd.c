@@ -287,11 +287,17 @@ static int server_open_cgroups(Server *s) {
 
 /* The default image and the file index cache. */
 static int server_open_resources(Server *s) {
+        ImageBuild built;
         int r;
 
-        r = image_build_default(s->state_fd);
+        r = image_build_default(s->state_fd, &built);
         if (r < 0)
                 return log_error_errno(r, "Cannot build the default image: %m");
+        if (built == IMAGE_BUILT_IN_PLACE)
+                log_notice("Rebuilt the default image in place of the old one: no room for both in %s",
+                           s->cfg.state_dir);
+        else if (built == IMAGE_BUILT)
+                log_info("Built the default image (its inputs changed)");
         if (asprintf(&s->image_dir, "%s/image-default", s->cfg.state_dir) < 0) {
                 s->image_dir = NULL;
                 return -ENOMEM;

@@ -161,3 +161,16 @@ h.test('the warnings of a full filesystem do not flood the log', async () => {
   assert.ok(stored.length >= 1, 'the output that could not be stored is logged');
   assert.ok(stored.length <= 12, `${stored.length} lines of one warning`);
 });
+
+h.test('sbxd starts on a full state filesystem, and reads go on', async () => {
+  await run('dd', ['if=/dev/zero', `of=${full.filler}-more`, 'bs=4k']); // whatever the last tests freed
+  const t0 = Date.now();
+  await h.restartSbxd();
+  full.startMs = Date.now() - t0;
+  const mcp = await h.connect();
+  const r = await mcp.sc('file_read', { sandbox_id: 'mate', path: 'notes.txt' });
+  assert.match(r.content, /one/);
+  const log = fs.readFileSync(h.sbxdLog, 'utf8');
+  assert.ok(!/Cannot build the default image/.test(log), 'the image was not rebuilt');
+  process.stdout.write(`# figures: ${JSON.stringify({ ...figures, outputWarnings: full.outputWarnings, startMs: full.startMs })}\n`);
+});
