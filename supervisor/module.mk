@@ -18,6 +18,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/client.c
 SUPERVISOR_CORE_SRCS += supervisor/core/snapshot.c
 SUPERVISOR_CORE_SRCS += supervisor/core/publish.c
 SUPERVISOR_CORE_SRCS += supervisor/core/layerquota.c
+SUPERVISOR_CORE_SRCS += supervisor/core/kept.c
 SUPERVISOR_CORE_SRCS += supervisor/core/session.c
 SUPERVISOR_CORE_SRCS += supervisor/core/spare.c
 SUPERVISOR_CORE_SRCS += supervisor/core/workspace.c

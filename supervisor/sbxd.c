@@ -20,6 +20,7 @@
 #include "control.h"
 #include "core/client.h"
 #include "core/config.h"
+#include "core/kept.h"
 #include "core/layerquota.h"
 #include "core/sandbox.h"
 #include "core/server.h"
@@ -370,11 +371,13 @@ static void server_done(Server *s) {
         WorkspaceSession *ws;
         char path[PATH_MAX];
 
-        /* Nothing of a session outlives the supervisor: its commands are supervisor_lost. */
+        /* No process of a session outlives the supervisor: its commands are
+         * supervisor_lost. The changes of a managed session are kept (core/kept.h). */
         while ((ws = TAILQ_FIRST(&s->sessions))) {
                 Command *cmd;
                 TAILQ_FOREACH(cmd, &ws->commands, session_link)
                         cmd->supervisor_lost = true;
+                kept_session_save(s, ws);
                 session_destroy(s, ws);
         }
         sessions_wait_ended(s, NULL);

@@ -12,6 +12,7 @@
 #include "array.h"
 #include "core/session.h"
 #include "core/snapshot.h"
+#include "data/layer.h"
 #include "fd-util.h"
 #include "log.h"
 #include "msg.h"
@@ -111,7 +112,9 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
         ws->automatic = automatic;
         ws->publish_policy = publish_policy;
         ws->created_unix = time(NULL);
-        ws->upper_fd = ws->workspace_fd = -EBADF;
+        ws->upper_fd = ws->workspace_fd = ws->kept_fd = -EBADF;
+        ws->spawn = (SpawnState) { .pidfd = -EBADF, .sync = -EBADF, .sock = -EBADF, .upper_fd = -EBADF,
+                                   .workspace_fd = -EBADF };
         ws->sock_src.fd = ws->pidfd_src.fd = ws->setup_src.fd = -EBADF;
         ws->sock_src.dispatch = session_dispatch_worker;
         ws->pidfd_src.dispatch = session_dispatch_pidfd;
@@ -312,6 +315,13 @@ static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
         }
         ws->upper_fd = safe_close(ws->upper_fd);
         ws->workspace_fd = safe_close(ws->workspace_fd);
+        if (ws->kept_fd >= 0) {
+                int r = tree_remove_at(ws->kept_fd, ws->id);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to remove the kept changes of %s, 'sbxctl gc' retries: %m",
+                                          ws->id);
+                ws->kept_fd = safe_close(ws->kept_fd);
+        }
         ws->sandbox->live_sessions--;
         if (ws->spare)
                 ws->sandbox->spares--;
@@ -331,6 +341,32 @@ void session_destroy(Server *s, WorkspaceSession *ws) {
         /* Nothing to publish: the worker and everything else are killed in session_end. */
         session_stop(s, ws, true);
         session_end(s, ws, false);
+}
+
+void session_stop_worker(Server *s, WorkspaceSession *ws) {
+        session_stop(s, ws, false);
+}
+
+int session_restore(Server *s, Sandbox *sb, const char *id, bool publish_policy, int64_t created_unix,
+                    uint32_t squashed, uint32_t top, int upper_fd, int kept_fd) {
+        WorkspaceSession *ws = session_alloc(sb, false, publish_policy);
+
+        if (!ws) {
+                safe_close(upper_fd);
+                safe_close(kept_fd);
+                return -ENOMEM;
+        }
+        strlcpy(ws->id, id, sizeof(ws->id));
+        ws->created_unix = created_unix;
+        ws->state = SESSION_STOPPED;
+        ws->upper_fd = upper_fd;
+        ws->kept_fd = kept_fd;
+        snapshot_hold(sb, &ws->base);
+        ws->base.squashed = squashed;
+        ws->base.top = top;
+        TAILQ_INSERT_TAIL(&s->sessions, ws, link);
+        sb->live_sessions++;
+        return 0;
 }
 
 void sessions_wait_ended(Server *s, const Sandbox *sb) {

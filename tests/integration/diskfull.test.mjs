@@ -120,6 +120,11 @@ h.test('a full state filesystem: reads go on', async () => {
     cmd: 'sleep 2; seq 1 500000; echo end', yield_time_ms: 100 });
   assert.equal(slow.status, 'running');
   full.slow = slow.command_session_id;
+  // A managed session with changes, not finalized when sbxd stops.
+  full.kept = (await h.mcp.sc('create_workspace_session', { sandbox_id: 'mate' })).workspace_session_id;
+  const k = await h.mcp.sc('exec_command', { sandbox_id: 'mate', workspace_session_id: full.kept,
+    cmd: 'echo kept > kept.txt && truncate -s 1G kept-sparse && rm hello.sh' });
+  assert.equal(k.status, 'ok', k.output);
   full.filler = await fillTo(0);
   assert.ok(freeBytes() < 1 * MiB, `${freeBytes()} bytes still free`);
   const r = await h.mcp.sc('file_read', { sandbox_id: 'mate', path: 'notes.txt' });
@@ -173,4 +178,23 @@ h.test('sbxd starts on a full state filesystem, and reads go on', async () => {
   const log = fs.readFileSync(h.sbxdLog, 'utf8');
   assert.ok(!/Cannot build the default image/.test(log), 'the image was not rebuilt');
   process.stdout.write(`# figures: ${JSON.stringify({ ...figures, outputWarnings: full.outputWarnings, startMs: full.startMs })}\n`);
+  full.mcp = mcp;
+});
+
+h.test('a managed session not finalized at stop comes back with its changes and publishes later', async () => {
+  const sc = (name, args) => full.mcp.sc(name, { sandbox_id: 'mate', ...args });
+  const listed = (await sc('list_workspace_sessions', {})).sessions.find((s) => s.workspace_session_id === full.kept);
+  assert.ok(listed, `session ${full.kept} is listed after the restart`);
+  assert.equal(listed.state, 'stopped');
+  // Still full: its publication is refused, and it stays.
+  const refused = await full.mcp.call('finalize_workspace_session', { sandbox_id: 'mate', workspace_session_id: full.kept, action: 'publish' });
+  assert.match(JSON.stringify(refused), /state filesystem/);
+  for (const f of fs.readdirSync(h.stateDir).filter((n) => n.startsWith('filler-'))) fs.rmSync(path.join(h.stateDir, f));
+  const f = await sc('finalize_workspace_session', { workspace_session_id: full.kept, action: 'publish' });
+  assert.equal(f.publication?.published ?? f.published, true, JSON.stringify(f));
+  const c = await sc('exec_command', { cmd: 'cat kept.txt; stat -c %s kept-sparse; test -e hello.sh || echo deleted' });
+  assert.equal(c.output, 'kept\n1073741824\ndeleted\n');
+  const again = (await sc('list_workspace_sessions', {})).sessions.find((s) => s.workspace_session_id === full.kept);
+  assert.equal(again, undefined, 'finalized: it is gone');
+  assert.deepEqual(fs.readdirSync(path.join(h.runDir, 'kept', (await show('mate')).id)), [], 'its kept copy is gone');
 });
