@@ -108,6 +108,7 @@
 #define SBX_OWNER_LAYERS_MAX_DEFAULT (32ull << 30)      /* all sandboxes of one owner */
 #define SBX_LAYERS_MAX_INODES_DEFAULT 4000000ull        /* published layers of all sandboxes */
 #define SBX_STATE_RESERVE_DEFAULT (1ull << 30)          /* free space a publication leaves on the state fs */
+#define SBX_LAYER_FSYNC_MAX 64u                 /* files and directories a layer fsyncs; a larger one syncfs */
 #define SBX_RESERVE_CHECK_BYTES (16u << 20)     /* a layer's copy looks at the free space after this much */
 #define SBX_RESERVE_CHECK_ENTRIES 1024u         /* ... and after this many entries */
 #define SBX_STACK_MAX_LAYERS 48u                /* above this many lowers, publication compacts */

@@ -108,6 +108,7 @@ typedef struct CopyContext {
         int dst_top;                    /* the destination's top: later names of a file link to its first */
         LinkTable links;
         const TreeBudget *budget;       /* NULL: none */
+        unsigned fsyncs;                /* TREE_COPY_FSYNC_FEW: done so far */
         uint64_t unchecked_bytes;       /* written since the free space was last looked at */
         uint32_t unchecked_entries;
 } CopyContext;
@@ -149,6 +150,17 @@ static int budget_take(CopyContext *ctx, int fd, uint64_t bytes, uint64_t inodes
         if (ctx->unchecked_bytes >= SBX_RESERVE_CHECK_BYTES || ctx->unchecked_entries >= SBX_RESERVE_CHECK_ENTRIES)
                 return reserve_check(ctx, fd);
         return 0;
+}
+
+/* fd was written: fsynced while the copy is small (TREE_COPY_FSYNC_FEW). */
+static int sync_written(CopyContext *ctx, int fd) {
+        if (!(ctx->flags & TREE_COPY_FSYNC_FEW) || ctx->report->unsynced)
+                return 0;
+        if (++ctx->fsyncs > SBX_LAYER_FSYNC_MAX) {
+                ctx->report->unsynced = true; /* the caller syncs the filesystem once */
+                return 0;
+        }
+        return fsync(fd) < 0 ? -errno : 0;
 }
 
 /* What fd, just written, allocated: counted in the report. */
@@ -366,9 +378,9 @@ static int copy_dir(int src_dirfd, int dst_dirfd, const char *name, CopyContext 
                 ctx->report->entries++;
         }
         r = copy_dir_contents(in, out, ctx, depth + 1);
-        if (r < 0)
-                return r;
-        return set_owner_mode_times(out, &st, ctx->force_uid, ctx->flags);
+        if (r >= 0)
+                r = set_owner_mode_times(out, &st, ctx->force_uid, ctx->flags);
+        return r < 0 ? r : sync_written(ctx, out);
 }
 
 /* Layers are immutable: a merged base may share their files. */
@@ -378,15 +390,16 @@ static int link_file(int src_dirfd, int dst_dirfd, const char *name, const struc
         ctx->report->entries++;
         ctx->report->written.bytes += (uint64_t) st->st_blocks * 512; /* the layer holds it now */
         ctx->report->written.inodes++;
-        if (!((ctx->flags & TREE_COPY_CLEAR_SETID) && (st->st_mode & 06000)))
+        bool clear = (ctx->flags & TREE_COPY_CLEAR_SETID) && (st->st_mode & 06000);
+        if (!clear && (!(ctx->flags & TREE_COPY_FSYNC_FEW) || ctx->report->unsynced))
                 return 0;
         out = openat(dst_dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
         if (out < 0)
                 return -errno;
         /* The inode is shared: its other names lose the bits too, which is what we want. */
-        if (fchmod(out, st->st_mode & 01777) < 0)
+        if (clear && fchmod(out, st->st_mode & 01777) < 0)
                 return -errno;
-        return 0;
+        return sync_written(ctx, out);
 }
 
 /* A further name of a file already copied: a link to its first. */
@@ -429,6 +442,8 @@ static int copy_file(int src_dirfd, int dst_dirfd, const char *name, const struc
                 return r;
         ctx->report->entries++;
         r = set_owner_mode_times(out, &st, ctx->force_uid, ctx->flags);
+        if (r >= 0)
+                r = sync_written(ctx, out);
         if (r >= 0 && st.st_nlink > 1 && ctx->where_whole)
                 r = link_table_add(&ctx->links, &st, ctx->report->where);
         return r;
@@ -642,7 +657,9 @@ int tree_is_empty(int dirfd) {
 
 int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, unsigned flags,
                  const TreeSource *source, const TreeBudget *budget, TreeReport *report) {
-        unsigned copy_flags = TREE_COPY_CLEAR_SETID | (flags & LAYER_LINK_FILES ? TREE_COPY_HARDLINK : 0);
+        unsigned copy_flags = TREE_COPY_CLEAR_SETID | TREE_COPY_FSYNC_FEW |
+                              (flags & LAYER_LINK_FILES ? TREE_COPY_HARDLINK : 0);
+        TreeReport own = {};
         char tmp[32], final[16];
         _cleanup_close_ int dst = -EBADF;
         int r;
@@ -657,6 +674,7 @@ int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, u
                 r = -errno;
                 goto fail;
         }
+        report = report ?: &own;
         r = tree_copy(src_dirfd, dst, force_uid, copy_flags, source, budget, report);
         if (r < 0)
                 goto fail;
@@ -664,9 +682,10 @@ int layer_create(int layers_dirfd, uint32_t seq, int src_dirfd, int force_uid, u
                 r = -errno;
                 goto fail;
         }
-        /* Everything of the layer reaches the disk before its name does: one
-         * syncfs of its filesystem (docs/benchmarks.md: 20,000 small files). */
-        if (syncfs(dst) < 0) {
+        /* Everything of the layer reaches the disk before its name does: what
+         * a small one wrote is fsynced, a larger one syncs the filesystem once
+         * (docs/benchmarks.md: 20,000 small files). */
+        if ((report->unsynced ? syncfs(dst) : fsync(dst)) < 0) {
                 r = -errno;
                 goto fail;
         }

@@ -16,6 +16,8 @@ typedef enum TreeCopyFlags {
                                                inode's owner, mode and times; copied across filesystems) */
         TREE_COPY_DROP_WHITEOUTS = 1 << 1,  /* for a bottom layer: no whiteouts, no opaque marks */
         TREE_COPY_CLEAR_SETID = 1 << 2,     /* no setuid or setgid bit on a copied or linked file */
+        TREE_COPY_FSYNC_FEW = 1 << 3,       /* fsync each file and directory written, up to
+                                               SBX_LAYER_FSYNC_MAX; past them none (TreeReport.unsynced) */
 } TreeCopyFlags;
 
 /* What a copy may write, checked as it goes: the allocated bytes (st_blocks)
@@ -61,6 +63,7 @@ typedef struct TreeReport {
         uint32_t entries;               /* non-directory entries and opaque directories copied */
         TreeUsage written;              /* what the copy wrote (hard links: the inode once) */
         TreeStop stopped;
+        bool unsynced;                  /* TREE_COPY_FSYNC_FEW: more were written than it fsyncs */
         uint64_t free_bytes;            /* TREE_STOP_RESERVE: what the filesystem had left */
         uint32_t unreadable;            /* entries the reader may not read, left out */
         char unreadable_paths[SBX_IMPORT_UNREADABLE_SHOWN][SBX_PATH_SHOWN_MAX + 1]; /* the first of them */
@@ -91,8 +94,9 @@ int tree_remove_at(int dirfd, const char *name);
 int tree_is_empty(int dirfd);
 
 /* Build layer `seq` in layers_dirfd from the tree under src_dirfd (see
- * tree_copy, within budget), durably before its name appears: one syncfs(2)
- * of the layers' filesystem once the tree is written, not an fsync per file.
+ * tree_copy, within budget), durably before its name appears: a small layer
+ * (SBX_LAYER_FSYNC_MAX files and directories) fsyncs what it wrote, a larger
+ * one syncs the layers' filesystem once (syncfs(2)), never an fsync per file.
  * LAYER_LINK_FILES: the tree is sbxd's own and nothing writes to it any
  * more, so its regular files become the layer's (hard links). No file of a
  * layer is setuid or setgid. A copy that fails or stops is removed. */

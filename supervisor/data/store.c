@@ -35,6 +35,14 @@ static const char schema[] =
         "  ended_usec INTEGER NOT NULL DEFAULT 0, raw_bytes INTEGER NOT NULL DEFAULT 0,"
         "  cmd TEXT NOT NULL DEFAULT '');"
         "CREATE INDEX IF NOT EXISTS commands_by_sandbox ON commands(sandbox, started_usec);"
+        /* The sizes of each sandbox's layers above 0 together, kept by a trigger:
+         * quota checks read one row per sandbox, not every layer. */
+        "CREATE TABLE IF NOT EXISTS layer_totals ("
+        "  sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  bytes INTEGER NOT NULL, inodes INTEGER NOT NULL);"
+        "CREATE TRIGGER IF NOT EXISTS layer_totals_add AFTER INSERT ON layers WHEN NEW.seq > 0 BEGIN"
+        "  INSERT INTO layer_totals VALUES (NEW.sandbox, NEW.bytes, NEW.inodes) ON CONFLICT (sandbox) DO"
+        "  UPDATE SET bytes = bytes + excluded.bytes, inodes = inodes + excluded.inodes; END;"
         /* The paths each layer changed: conflict checks and the original/unknown decision of blame. */
         "CREATE TABLE IF NOT EXISTS layer_paths ("
         "  sandbox TEXT NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL,"
@@ -364,7 +372,7 @@ int store_sandbox_layers_size(Store *s, const char *sandbox, StoreLayerSize *ret
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r, rc;
 
-        r = prepare(s, "SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(inodes), 0) FROM layers WHERE sandbox = ? AND seq > 0",
+        r = prepare(s, "SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(inodes), 0) FROM layer_totals WHERE sandbox = ?",
                     &st);
         if (r < 0)
                 return r;
@@ -388,7 +396,7 @@ int store_layers_size(Store *s, const char *sandbox, uid_t owner, StoreLayersSiz
                     " COALESCE(SUM(CASE WHEN s.owner_uid = ?2 THEN l.bytes END), 0),"
                     " COALESCE(SUM(CASE WHEN s.owner_uid = ?2 THEN l.inodes END), 0),"
                     " COALESCE(SUM(l.bytes), 0), COALESCE(SUM(l.inodes), 0)"
-                    " FROM layers l JOIN sandboxes s ON s.id = l.sandbox WHERE l.seq > 0",
+                    " FROM layer_totals l JOIN sandboxes s ON s.id = l.sandbox",
                     &st);
         if (r < 0)
                 return r;

@@ -429,6 +429,16 @@ static void test_budget_stops(void **state) {
         assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, &enough, &rep), 0);
         assert_int_equal(rep.stopped, TREE_STOP_NONE);
         assert_int_equal(rep.written.inodes, 3);
+        /* A small layer is fsynced file by file ... */
+        assert_false(rep.unsynced);
+        /* ... a larger one is left to one syncfs. */
+        for (unsigned i = 0; i < SBX_LAYER_FSYNC_MAX; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "n%u", i);
+                put_file(f->src_fd, name, "n\n", 0644);
+        }
+        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL, NULL, &rep), 0);
+        assert_true(rep.unsynced);
 }
 
 /* ---- host id ranges (uidrange.c): allocation and moving a tree's owners ---- */

@@ -210,7 +210,8 @@ static void test_layer_sizes(void **state) {
         /* Back to schema 2: no size columns. */
         snprintf(path, sizeof(path), "%s/sbx.db", f->dir);
         assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(db, "ALTER TABLE layers DROP COLUMN bytes; ALTER TABLE layers DROP COLUMN inodes;"
+        assert_int_equal(sqlite3_exec(db, "DROP TRIGGER layer_totals_add; DROP TABLE layer_totals;"
+                                          "ALTER TABLE layers DROP COLUMN bytes; ALTER TABLE layers DROP COLUMN inodes;"
                                           "PRAGMA user_version = 2;", NULL, NULL, NULL), SQLITE_OK);
         sqlite3_close(db);
 
