@@ -93,8 +93,8 @@ static int budget_for(const StoreLayersSize *used, const TreeUsage *want, uint64
 }
 
 /* Why a copy that failed within budget did. */
-static void stopped_message(int r, const TreeReport *rep, const TreeBudget *b, const StoreLayersSize *used, char *why,
-                            size_t size) {
+static void stopped_message(int r, const TreeReport *rep, const TreeBudget *b, const StoreLayersSize *used,
+                            const TreeUsage *want, char *why, size_t size) {
         switch (rep->stopped) {
         case TREE_STOP_BYTES:
                 snprintf(why, size, "the layer passed its quota while it was copied: sandbox_layers_max_bytes %" PRIu64
@@ -108,8 +108,9 @@ static void stopped_message(int r, const TreeReport *rep, const TreeBudget *b, c
                 break;
         case TREE_STOP_RESERVE:
                 snprintf(why, size, "the state filesystem (%.100s) fell below state_reserve (%" PRIu64
-                         " bytes) while the layer was copied: %" PRIu64 " bytes free; the copy was removed",
-                         limits.state_dir, limits.state_reserve, rep->free_bytes);
+                         " bytes) while the layer was copied: %" PRIu64 " bytes free, this publication adds %" PRIu64
+                         " bytes; the copy was removed", limits.state_dir, limits.state_reserve, rep->free_bytes,
+                         want->bytes);
                 break;
         case TREE_STOP_NONE:
                 if (r == -ENOSPC || r == -EDQUOT)
@@ -138,7 +139,7 @@ int layer_create_within_quota(Store *store, const Sandbox *sb, uint32_t seq, int
                 return r;
         r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, flags, NULL, &budget, &rep);
         if (r < 0) {
-                stopped_message(r, &rep, &budget, &used, why, why_size);
+                stopped_message(r, &rep, &budget, &used, &want, why, why_size);
                 return r;
         }
         *ret_size = (StoreLayerSize) { .bytes = rep.written.bytes, .inodes = rep.written.inodes };
