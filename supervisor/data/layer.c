@@ -229,7 +229,9 @@ static int copy_data(CopyContext *ctx, int in, int out, off_t size) {
                 if (data < 0) {
                         if (errno != EINVAL && errno != EOPNOTSUPP)
                                 return -errno;
-                        data = pos, hole = size; /* no hole finding here: copy it all */
+                        /* No hole finding here: copy it all. */
+                        data = pos;
+                        hole = size;
                 } else {
                         hole = lseek(in, data, SEEK_HOLE);
                         if (hole < 0)
