@@ -171,6 +171,15 @@ if d:
         row("sandbox import", "sbxctl sandbox create of the %d-file tree" % nf, "s",
             {"median": imp["import_big_s"], "n": 1}, note="context")
 
+# 6b. publish of many small files: one layer, one syncfs (issue 15)
+d = load("publish_many")
+if d:
+    S = d["samples"]
+    nf = (load("publish_many_files") or {}).get("files", 20000)
+    row("publish (many files)", "exec_command writing %d small files in /workspace, incl. their publication" % nf,
+        "ms", dist(S["exec_many"]), "same files in /tmp (nothing published)", dist(S["exec_many_tmp"]),
+        paired_ratio(S["exec_many"], S["exec_many_tmp"]), None, None, "context")
+
 # 7. file ops
 d, f = load("fileops"), load("fileops_fs")
 de, fe = load("fileops_edit"), load("fileops_fs_edit")

@@ -10,7 +10,7 @@
 # sizes; BENCH_BIN (build/bin), BENCH_DRIVE (build/bench/mcpdrive),
 # BENCH_MINSESS (build/bench/minsess);
 # BENCH_KEEP=1 keeps the temporary directory; BENCH_ONLY="row row" runs only
-# those rows (exec_live exec_auto churn transcript paging publish fileops
+# those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
 # layers memory peers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -228,6 +228,21 @@ EOF
          {"tag":"write_small","tool":"file_write","args":{"sandbox_id":"pubsmall","path":"f","content":"x \${i}\n"}}]}
 EOF
   log "publish: $N rounds"; drive publish
+fi
+
+# ---- 6b. publish_many: one command writes 20,000 small files, published as one layer
+if want publish_many; then
+  NF=$(sc 20000 1000)
+  N=$(sc 5 3)
+  sandbox pubmany "$D/src/tiny"
+  AWK="awk 'BEGIN{for(i=0;i<$NF;i++){f=\\\"f\\\" i; print i > f; close(f)}}'"
+  cat >"$D/scripts/publish_many.json" <<EOF
+{"warmup":1, "n":$N,
+ "loop":[{"tag":"exec_many","tool":"exec_command","args":{"sandbox_id":"pubmany","cmd":"mkdir m\${i} && cd m\${i} && $AWK"},"expect":"ok"},
+         {"tag":"exec_many_tmp","tool":"exec_command","args":{"sandbox_id":"pubmany","cmd":"rm -rf /tmp/m && mkdir /tmp/m && cd /tmp/m && $AWK"},"expect":"ok"}]}
+EOF
+  echo "{\"files\": $NF}" >"$OUT/publish_many_files.json"
+  log "publish_many: $N rounds of $NF files"; drive publish_many
 fi
 
 # ---- 7. file ops vs @modelcontextprotocol/server-filesystem -----------------------------

@@ -21,6 +21,10 @@
 #define SBX_EDIT_DIFF_MAX_BYTES (8u * 1024u)    /* file_edit's diff in its rendered result */
 #define SBX_TEXT_PATHS_SHOWN 10u                /* conflicting paths named in a rendered result */
 
+/* Logging */
+#define SBX_LOG_BURST 10u                       /* identical messages of one call site logged in a row */
+#define SBX_LOG_INTERVAL_MS 10000u              /* then one per interval, with the count of those left out */
+
 /* Supervisor */
 #define SBX_MAX_CLIENTS 256u                    /* connections on sbxd.sock */
 #define SBX_LISTEN_BACKLOG 64u                  /* connections on sbxd.sock not accepted yet */
@@ -77,6 +81,9 @@
 #define SBX_TIMEOUT_MAX_MS (24ull * 3600u * 1000u)
 #define SBX_KILL_GRACE_MS 2000u                 /* a killed process group that lingers longer costs its session */
 #define SBX_CANCEL_WAIT_MS 2000u                /* cancel_command answers once the command ended, or after this */
+#define SBX_IMAGE_ROOM_MIN (16u << 20)          /* the default image is rebuilt beside the old one with this free */
+#define SBX_UNRECORDED_ENDS_MAX 10000u         /* command ends held in memory while the store cannot take them */
+#define SBX_UNRECORDED_RETRY_MS 1000u           /* how often they are offered to the store again */
 #define SBX_COMMANDS_LISTED 500u                /* commands in one list_command_sessions reply (the newest) */
 
 /* The text of one tool result: a command window (a yield or
@@ -131,6 +138,16 @@
 #define SBX_SOURCE_DIR_MAX 4095u                /* bytes of a sandbox's source directory (PATH_MAX - 1) */
 #define SBX_PUBLISH_MAX_PATHS 1000000u          /* changed paths in one publication */
 #define SBX_CONFLICTS_REPORTED 100u             /* conflicting paths named in one answer */
+/* Layer quotas (sbxd.conf sandbox_layers_max_bytes, owner_layers_max_bytes,
+ * layers_max_inodes, state_reserve; issue 15): what published layers may
+ * take, counted in allocated bytes (st_blocks) and inodes. */
+#define SBX_SANDBOX_LAYERS_MAX_DEFAULT (8ull << 30)     /* one sandbox's published layers */
+#define SBX_OWNER_LAYERS_MAX_DEFAULT (32ull << 30)      /* all sandboxes of one owner */
+#define SBX_LAYERS_MAX_INODES_DEFAULT 4000000ull        /* published layers of all sandboxes */
+#define SBX_STATE_RESERVE_DEFAULT (1ull << 30)          /* free space a publication leaves on the state fs */
+#define SBX_LAYER_FSYNC_MAX 64u                 /* files and directories a layer fsyncs; a larger one syncfs */
+#define SBX_RESERVE_CHECK_BYTES (16u << 20)     /* a layer's copy looks at the free space after this much */
+#define SBX_RESERVE_CHECK_ENTRIES 1024u         /* ... and after this many entries */
 #define SBX_STACK_MAX_LAYERS 48u                /* above this many lowers, publication compacts */
 #define SBX_LAYERS_LISTED 1000u                 /* layers in one list_layers reply; the client asks for the rest */
 #define SBX_MAX_SESSIONS_PER_SANDBOX 64u        /* live managed + automatic sessions */

@@ -7,6 +7,7 @@
 #include "array.h"
 #include "control.h"
 #include "core/owner.h"
+#include "core/layerquota.h"
 #include "core/session.h"
 #include "core/spare.h"
 #include "core/transcripts.h"
@@ -71,10 +72,16 @@ int handle_exec(Request *rq) {
                 return r;
         r = command_start(rq->server, ws, req->cmd, timeout_ms, req->separate_streams, &cmd);
         if (r < 0) {
+                char full[160];
+
                 if (ws->automatic && TAILQ_EMPTY(&ws->commands))
                         session_destroy(rq->server, ws);
+                /* Its record and transcript live on the state filesystem. */
+                state_full_message(full, sizeof(full));
                 return request_error(rq, r, "cannot start the command: %s",
-                                     r == -EAGAIN ? "too many running commands in this session" : strerror(-r));
+                                     r == -EAGAIN   ? "too many running commands in this session"
+                                     : r == -ENOSPC ? full
+                                                    : strerror(-r));
         }
         return wait_for(rq, cmd, call_start, yield_ms);
 }
@@ -202,10 +209,12 @@ int handle_command_list(Request *rq) {
                 return -ENOMEM;
         for (size_t i = first; i < l->n; i++) {
                 Sbx__CommandInfo *info = &infos[i - first];
-                const StoreCommand *stored = listing_item(l, i);
+                StoreCommand *stored = (StoreCommand *) listing_item(l, i);
                 Command *live = command_find_live(rq->server, stored->id);
                 const StoreCommand *rec = live ? &live->rec : stored;
 
+                if (!live)
+                        command_record_fix(rq->server, stored);
                 sbx__command_info__init(info);
                 COMMAND_RECORD_TO(info, rec);
                 info->started_unix_usec = rec->started_unix_usec;

@@ -7,6 +7,7 @@
 
 #include "control.h"
 #include "core/owner.h"
+#include "core/layerquota.h"
 #include "core/session.h"
 #include "core/transcripts.h"
 #include "data/transcript.h"
@@ -46,6 +47,7 @@ int handle_sandbox_list(Request *rq) {
         Sbx__SandboxInfo **ptrs;
         Sandbox *sb;
         size_t n = 0, i = 0;
+        int r;
 
         TAILQ_FOREACH(sb, &s->sandboxes, link)
                 n++;
@@ -59,6 +61,9 @@ int handle_sandbox_list(Request *rq) {
                 sbx__sandbox_info__init(&infos[i]);
                 sandbox_info(sb, &infos[i]);
                 sandbox_transcripts(s, sb, rq->client->uid == 0, &infos[i]);
+                r = layer_quota_info(s->store, sb, &infos[i]);
+                if (r < 0)
+                        return request_error(rq, r, "cannot read the layer sizes of '%s': %s", sb->name, strerror(-r));
                 ptrs[i] = &infos[i];
                 i++;
         }

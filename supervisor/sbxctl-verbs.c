@@ -213,7 +213,7 @@ const size_t ctl_n_options = ELEMENTSOF(ctl_options);
 /* sbxctl --json writes the reply's fields under their protocol names. */
 static const MsgJsonMap sandbox_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descriptor,
         MSG_JSON_NAMES("name id owner_uid source_dir memory_bytes pids_max cpu_weight layer_count live_sessions "
-                       "created_unix uid_base uid_count"));
+                       "created_unix uid_base uid_count layers_bytes layers_inodes layers_max_bytes"));
 
 /* sandbox show: after sandbox_map's keys. */
 static const MsgJsonMap transcripts_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descriptor,
@@ -379,7 +379,7 @@ static void print_transcripts(const Sbx__SandboxInfo *s) {
 static int print_sandbox_show(const Args *a, const Sbx__Reply *reply) {
         const Sbx__SandboxListReply *l = reply->sandbox_list;
         const Sbx__SandboxInfo *s = NULL;
-        char memory[24], created[32];
+        char memory[24], created[32], used[24], quota[24];
 
         for (size_t i = 0; i < l->n_sandboxes && !s; i++)
                 if (str_eq(l->sandboxes[i]->name, a->name))
@@ -412,6 +412,10 @@ static int print_sandbox_show(const Args *a, const Sbx__Reply *reply) {
         if (s->uid_count > 0)
                 printf("host ids: %" PRIu32 "-%" PRIu32 "\n", s->uid_base, s->uid_base + s->uid_count - 1);
         printf("layers: %" PRIu32 "\n", s->layer_count);
+        format_size(s->layers_bytes, used, sizeof(used));
+        format_size(s->layers_max_bytes, quota, sizeof(quota));
+        printf("layer disk: %s of %s (sandbox_layers_max_bytes), %" PRIu64 " inodes\n", used, quota,
+               s->layers_inodes);
         printf("live sessions: %" PRIu32 "\n", s->live_sessions);
         printf("created: %s\n", created);
         print_transcripts(s);

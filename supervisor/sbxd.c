@@ -21,6 +21,8 @@
 #include "control.h"
 #include "core/client.h"
 #include "core/config.h"
+#include "core/kept.h"
+#include "core/layerquota.h"
 #include "core/sandbox.h"
 #include "core/server.h"
 #include "core/session.h"
@@ -227,7 +229,7 @@ static bool path_is_mount_safe(const char *p) {
 
 /* The state directory, its database and its sandboxes. */
 static int server_open_state(Server *s) {
-        unsigned lost = 0;
+        unsigned lost = 0, unrecorded;
         int fd, r;
 
         r = open_dir(s->cfg.state_dir, 0700, &s->state_fd);
@@ -252,17 +254,22 @@ static int server_open_state(Server *s) {
         if (store_migrated_from(s->store))
                 log_notice("Migrated %s/sbx.db from schema %u: records are kept by sandbox id", s->cfg.state_dir,
                            store_migrated_from(s->store));
+        /* On a full state filesystem this cannot be stored: such records read
+         * supervisor_lost anyway (command_record_fix), and sbxd starts. */
         r = store_commands_mark_lost(s->store, now_unix_usec(), &lost);
         if (r < 0)
-                return log_error_errno(r, "Cannot update command records: %m");
-        if (lost)
+                log_warning_errno(r, "Cannot mark the commands of a previous sbxd ended, ignoring: %m");
+        else if (lost)
                 log_notice("%u commands of a previous sbxd were running; marked supervisor_lost", lost);
         r = sandboxes_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load sandboxes: %m");
-        r = transcripts_load(s);
+        r = transcripts_load(s, &unrecorded);
         if (r < 0)
                 return log_error_errno(r, "Cannot count the transcripts: %m");
+        if (unrecorded > 0)
+                log_warning("Counted %u transcripts whose sizes the full state filesystem cannot record yet",
+                            unrecorded);
         log_info("Transcripts store %" PRIu64 " bytes in %" PRIu64 " files (transcripts_max_bytes %" PRIu64
                  ", transcripts_max_inodes %" PRIu64 ")", s->transcript_bytes, s->transcript_files,
                  s->transcripts_max_bytes, s->cfg.transcripts_max_inodes);
@@ -292,11 +299,17 @@ static int server_open_cgroups(Server *s) {
 
 /* The default image and the file index cache. */
 static int server_open_resources(Server *s) {
+        ImageBuild built;
         int r;
 
-        r = image_build_default(s->state_fd);
+        r = image_build_default(s->state_fd, &built);
         if (r < 0)
                 return log_error_errno(r, "Cannot build the default image: %m");
+        if (built == IMAGE_BUILT_IN_PLACE)
+                log_notice("Rebuilt the default image in place of the old one: no room for both in %s",
+                           s->cfg.state_dir);
+        else if (built == IMAGE_BUILT)
+                log_info("Built the default image (its inputs changed)");
         if (asprintf(&s->image_dir, "%s/image-default", s->cfg.state_dir) < 0) {
                 s->image_dir = NULL;
                 return -ENOMEM;
@@ -369,15 +382,19 @@ static void server_done(Server *s) {
         WorkspaceSession *ws;
         char path[PATH_MAX];
 
-        /* Nothing of a session outlives the supervisor: its commands are supervisor_lost. */
+        /* No process of a session outlives the supervisor: its commands are
+         * supervisor_lost. The changes of a managed session are kept (core/kept.h). */
         while ((ws = TAILQ_FIRST(&s->sessions))) {
                 Command *cmd;
                 TAILQ_FOREACH(cmd, &ws->commands, session_link)
                         cmd->supervisor_lost = true;
+                kept_session_save(s, ws);
                 session_destroy(s, ws);
         }
         sessions_wait_ended(s, NULL);
         sessions_reap(s);
+        /* A last try; what still fails is marked supervisor_lost at the next start. */
+        commands_store_unrecorded(s, true);
         imports_free(s);
         s->spawner = spawner_free(s->spawner);
         clients_reap(s, true);
@@ -406,6 +423,7 @@ static int server_timeout(Server *s) {
 /* What the loop does after each batch. */
 static void server_tick(Server *s) {
         commands_run_deadlines(s);
+        commands_store_unrecorded(s, false);
         spares_run_deadlines(s);
         failed_sessions_run_deadlines(s);
         clients_run_deadlines(s);
@@ -508,6 +526,11 @@ int main(int argc, char **argv) {
         }
         log_set_level(s.cfg.log_level);
         setproctitle("[priv]");
+        layer_limits_set(&(LayerLimits) {
+                .sandbox_max_bytes = s.cfg.sandbox_layers_max_bytes, .owner_max_bytes = s.cfg.owner_layers_max_bytes,
+                .max_inodes = s.cfg.layers_max_inodes, .state_reserve = s.cfg.state_reserve,
+                .state_dir = s.cfg.state_dir,
+        });
 
         r = server_open(&s);
         if (r >= 0) {

@@ -101,7 +101,7 @@ static int import_tree(const Sbx__ImportRequest *req, TreeReport *rep, char *why
                          r > 0 ? "it is sbxd's state directory or inside it" : strerror(-r));
                 return r > 0 ? -EPERM : r;
         }
-        r = layer_create(IMPORT_LAYERS_FD, 0, fd, (int) req->force_uid, LAYER_SYNC_FILESYSTEM, &source, rep);
+        r = layer_create(IMPORT_LAYERS_FD, 0, fd, (int) req->force_uid, 0, &source, NULL, rep);
         if (r < 0)
                 copy_failed(src, r, rep, why, size);
         return r;

@@ -32,6 +32,10 @@ void config_init(Config *cfg) {
                 .owner_sandboxes_max = SBX_OWNER_SANDBOXES_MAX_DEFAULT,
                 .owner_commands_max = SBX_OWNER_COMMANDS_MAX_DEFAULT,
                 .failed_session_grace_seconds = SBX_FAILED_SESSION_GRACE_DEFAULT_S,
+                .sandbox_layers_max_bytes = SBX_SANDBOX_LAYERS_MAX_DEFAULT,
+                .owner_layers_max_bytes = SBX_OWNER_LAYERS_MAX_DEFAULT,
+                .layers_max_inodes = SBX_LAYERS_MAX_INODES_DEFAULT,
+                .state_reserve = SBX_STATE_RESERVE_DEFAULT,
         };
 }
 
@@ -169,6 +173,11 @@ static const struct {
         NUMERIC("owner_sandboxes_max", owner_sandboxes_max, 1, SBX_MAX_SANDBOXES),
         NUMERIC("owner_commands_max", owner_commands_max, 1, SBX_OWNER_COMMANDS_MAX),
         NUMERIC("failed_session_grace_seconds", failed_session_grace_seconds, 0, SBX_FAILED_SESSION_GRACE_MAX_S),
+        /* Layer quotas */
+        NUMERIC("sandbox_layers_max_bytes", sandbox_layers_max_bytes, 1u << 20, UINT64_MAX),
+        NUMERIC("owner_layers_max_bytes", owner_layers_max_bytes, 1u << 20, UINT64_MAX),
+        NUMERIC("layers_max_inodes", layers_max_inodes, 1000, UINT64_MAX),
+        NUMERIC("state_reserve", state_reserve, 0, UINT64_MAX),
 };
 
 int config_set(Config *cfg, const char *key, const char *value, char *ret_error) {

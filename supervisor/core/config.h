@@ -37,6 +37,11 @@ typedef struct Config {
         uint32_t owner_sandboxes_max;   /* sandboxes one uid owns */
         uint32_t owner_commands_max;    /* running commands in one owner's sandboxes */
         uint32_t failed_session_grace_seconds; /* a failed automatic publication's session is kept this long */
+        /* Layer quotas (core/layerquota.h) */
+        uint64_t sandbox_layers_max_bytes;
+        uint64_t owner_layers_max_bytes;
+        uint64_t layers_max_inodes;
+        uint64_t state_reserve;
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */

@@ -7,6 +7,7 @@
 #include "core/sandbox.h"
 #include "core/session.h"
 #include "core/transcripts.h"
+#include "data/store.h"
 #include "macro.h"
 
 static uint64_t sessions_of(const Server *s, uid_t owner) {
@@ -41,6 +42,14 @@ static uint64_t commands_of(const Server *s, uid_t owner) {
         return n;
 }
 
+static uint64_t layer_bytes_of(const Server *s, uid_t owner) {
+        StoreLayersSize sum = {};
+
+        /* A store that cannot answer shows 0 here; the quota check at publication reports it. */
+        (void) store_layers_size(s->store, "", owner, &sum);
+        return sum.owner.bytes;
+}
+
 #define QUOTA(k, w, remedy, field, b, fn) \
         { k, w, remedy, offsetof(Config, field), sizeof(((Config *) NULL)->field), b, fn }
 
@@ -52,6 +61,8 @@ const OwnerQuota owner_quotas[] = {
               false, commands_of),
         QUOTA("owner_transcripts_max_bytes", "transcripts", "oldest ended commands' transcripts are evicted first",
               owner_transcripts_max_bytes, true, transcripts_owner_bytes),
+        QUOTA("owner_layers_max_bytes", "published layers", "publish less, or delete sandboxes", owner_layers_max_bytes,
+              true, layer_bytes_of),
 };
 
 const size_t n_owner_quotas = ELEMENTSOF(owner_quotas);

@@ -15,6 +15,7 @@
 #include "fd-util.h"
 #include "data/fileops.h"
 #include "data/layer.h"
+#include "core/layerquota.h"
 #include "log.h"
 #include "core/publish.h"
 #include "sbx-limits.h"
@@ -457,13 +458,14 @@ static int attribute(Store *store, Sandbox *sb, int src_fd, const Manifest *m, c
 
 /* ---- the publication ------------------------------------------------------------------ */
 
-static int record(Store *store, const Sandbox *sb, uint32_t seq, const char *owner, const Manifest *m, const BlameOps *ops) {
+static int record(Store *store, const Sandbox *sb, uint32_t seq, const char *owner, const Manifest *m, const BlameOps *ops,
+                  const StoreLayerSize *size) {
         int r;
 
         r = store_begin_durable(store);
         if (r < 0)
                 return r;
-        r = store_layer_insert(store, sb->id, seq, owner, (uint32_t) m->n, time(NULL));
+        r = store_layer_insert(store, sb->id, seq, owner, (uint32_t) m->n, time(NULL), size);
         for (size_t i = 0; r >= 0 && i < m->n; i++)
                 r = store_layer_path_insert(store, sb->id, seq, m->changes[i].path);
         for (size_t i = 0; r >= 0 && i < ops->n; i++) {
@@ -487,6 +489,7 @@ int publish_tree(Store *store, Sandbox *sb, int src_dirfd, const char *owner, ui
         Manifest m = {};
         BlameOps ops = {};
         PublishResult res = {};
+        StoreLayerSize size;
         uint32_t seq = sb->top_layer + 1;
         char too_deep[SBX_PATH_MAX + 1];
         int r;
@@ -513,10 +516,11 @@ int publish_tree(Store *store, Sandbox *sb, int src_dirfd, const char *owner, ui
         r = attribute(store, sb, src_dirfd, &m, owner, op, &ops);
         if (r < 0)
                 goto out;
-        r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, op ? LAYER_LINK_FILES : 0, NULL, NULL);
+        r = layer_create_within_quota(store, sb, seq, src_dirfd, force_uid, op ? LAYER_LINK_FILES : 0, &size,
+                                      ret->error, sizeof(ret->error));
         if (r < 0)
                 goto out;
-        r = record(store, sb, seq, owner, &m, &ops);
+        r = record(store, sb, seq, owner, &m, &ops, &size);
         if (r < 0) {
                 char name[16];
                 snprintf(name, sizeof(name), "%u", seq);

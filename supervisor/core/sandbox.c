@@ -24,6 +24,7 @@
 #include "msg.h"
 #include "os/image.h"
 #include "core/owner.h"
+#include "core/kept.h"
 #include "core/sandbox.h"
 #include "core/session.h"
 #include "core/snapshot.h"
@@ -128,13 +129,10 @@ static int load_one(const StoreSandbox *rec, void *userdata) {
         }
         {
                 char keep[32];
-                unsigned removed;
                 snprintf(keep, sizeof(keep), "squash-%u", sb->squashed);
                 r = layer_remove_unrecorded(sb->layers_fd, sb->top_layer, keep);
                 if (r < 0)
                         log_warning_errno(r, "Failed to remove unpublished layers of '%s', ignoring: %m", sb->name);
-                /* No session lives yet: everything below the squashed base can go. */
-                (void) snapshot_collect(sb, &removed);
         }
         TAILQ_INSERT_TAIL(&s->sandboxes, sb, link);
         return 0;
@@ -280,10 +278,24 @@ static int sandbox_ranges_load(Server *s) {
 }
 
 int sandboxes_load(Server *s) {
+        Sandbox *sb;
         int r = store_sandbox_foreach(s->store, load_one, s);
+
+        if (r >= 0)
+                r = sandbox_ranges_load(s);
         if (r < 0)
                 return r;
-        return sandbox_ranges_load(s);
+        TAILQ_FOREACH(sb, &s->sandboxes, link) {
+                unsigned removed;
+
+                /* Kept sessions of the last sbxd come back first: they hold their base layers. */
+                r = kept_sessions_load(s, sb);
+                if (r < 0)
+                        return r;
+                /* Nothing else lives yet: everything below the squashed base can go. */
+                (void) snapshot_collect(sb, &removed);
+        }
+        return 0;
 }
 
 Sandbox *sandbox_find(Server *s, const char *name) {

@@ -50,6 +50,9 @@ void server_close(Server *s) {
         s->epoll_fd = safe_close(s->epoll_fd);
         free(s->seccomp);
         free(s->image_dir);
+        free(s->unrecorded);
+        s->unrecorded = NULL;
+        s->n_unrecorded = s->unrecorded_cap = 0;
         s->seccomp = NULL;
         s->image_dir = NULL;
         config_done(&s->cfg);

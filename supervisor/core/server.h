@@ -60,6 +60,9 @@ struct Server {
         uint64_t transcript_bytes;      /* what all transcripts kept store (core/transcripts.h) */
         uint64_t transcript_files;
         uint64_t transcripts_max_bytes; /* the global budget in force */
+        StoreCommand *unrecorded;       /* ends the store could not take (core/session.h: command_record_fix) */
+        size_t n_unrecorded, unrecorded_cap;
+        unsigned long long unrecorded_retry_usec;
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */

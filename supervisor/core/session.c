@@ -12,9 +12,11 @@
 #include <unistd.h>
 
 #include "core/owner.h"
+#include "array.h"
 #include "core/session.h"
 #include "core/transcripts.h"
 #include "core/snapshot.h"
+#include "data/layer.h"
 #include "fd-util.h"
 #include "log.h"
 #include "msg.h"
@@ -137,7 +139,9 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
         ws->automatic = automatic;
         ws->publish_policy = publish_policy;
         ws->created_unix = time(NULL);
-        ws->upper_fd = ws->workspace_fd = -EBADF;
+        ws->upper_fd = ws->workspace_fd = ws->kept_fd = -EBADF;
+        ws->spawn = (SpawnState) { .pidfd = -EBADF, .sync = -EBADF, .sock = -EBADF, .upper_fd = -EBADF,
+                                   .workspace_fd = -EBADF };
         ws->sock_src.fd = ws->pidfd_src.fd = ws->setup_src.fd = -EBADF;
         ws->sock_src.dispatch = session_dispatch_worker;
         ws->pidfd_src.dispatch = session_dispatch_pidfd;
@@ -349,6 +353,13 @@ static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
         }
         ws->upper_fd = safe_close(ws->upper_fd);
         ws->workspace_fd = safe_close(ws->workspace_fd);
+        if (ws->kept_fd >= 0) {
+                int r = tree_remove_at(ws->kept_fd, ws->id);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to remove the kept changes of %s, 'sbxctl gc' retries: %m",
+                                          ws->id);
+                ws->kept_fd = safe_close(ws->kept_fd);
+        }
         ws->sandbox->live_sessions--;
         if (ws->spare)
                 ws->sandbox->spares--;
@@ -368,6 +379,32 @@ void session_destroy(Server *s, WorkspaceSession *ws) {
         /* Nothing to publish: the worker and everything else are killed in session_end. */
         session_stop(s, ws, true);
         session_end(s, ws, false);
+}
+
+void session_stop_worker(Server *s, WorkspaceSession *ws) {
+        session_stop(s, ws, false);
+}
+
+int session_restore(Server *s, Sandbox *sb, const char *id, bool publish_policy, int64_t created_unix,
+                    uint32_t squashed, uint32_t top, int upper_fd, int kept_fd) {
+        WorkspaceSession *ws = session_alloc(sb, false, publish_policy);
+
+        if (!ws) {
+                safe_close(upper_fd);
+                safe_close(kept_fd);
+                return -ENOMEM;
+        }
+        strlcpy(ws->id, id, sizeof(ws->id));
+        ws->created_unix = created_unix;
+        ws->state = SESSION_STOPPED;
+        ws->upper_fd = upper_fd;
+        ws->kept_fd = kept_fd;
+        snapshot_hold(sb, &ws->base);
+        ws->base.squashed = squashed;
+        ws->base.top = top;
+        TAILQ_INSERT_TAIL(&s->sessions, ws, link);
+        sb->live_sessions++;
+        return 0;
 }
 
 void sessions_wait_ended(Server *s, const Sandbox *sb) {
@@ -612,6 +649,46 @@ static void command_end_reason(Command *c, bool exited, int exit_code, uint64_t 
         strlcpy(c->rec.end_reason, reason, sizeof(c->rec.end_reason));
 }
 
+/* ---- ends that the store could not take -------------------------------------- */
+
+static void unrecorded_add(Server *s, const StoreCommand *rec) {
+        if (s->n_unrecorded >= SBX_UNRECORDED_ENDS_MAX) {
+                /* The oldest goes: its record reads supervisor_lost (command_record_fix). */
+                memmove(s->unrecorded, s->unrecorded + 1, (s->n_unrecorded - 1) * sizeof(*s->unrecorded));
+                s->n_unrecorded--;
+        }
+        if (ARRAY_RESERVE(s->unrecorded, s->unrecorded_cap, s->n_unrecorded + 1) < 0)
+                return;
+        s->unrecorded[s->n_unrecorded++] = *rec;
+}
+
+void command_record_fix(Server *s, StoreCommand *rec) {
+        if (strcmp(rec->status, "running") != 0 || command_find_live(s, rec->id))
+                return;
+        for (size_t i = 0; i < s->n_unrecorded; i++)
+                if (strcmp(s->unrecorded[i].id, rec->id) == 0) {
+                        *rec = s->unrecorded[i];
+                        return;
+                }
+        strlcpy(rec->status, "error", sizeof(rec->status));
+        strlcpy(rec->end_reason, "supervisor_lost", sizeof(rec->end_reason));
+}
+
+void commands_store_unrecorded(Server *s, bool now) {
+        unsigned long long t = now_usec();
+        size_t kept = 0, n = s->n_unrecorded;
+
+        if (n == 0 || (!now && t < s->unrecorded_retry_usec))
+                return;
+        s->unrecorded_retry_usec = t + SBX_UNRECORDED_RETRY_MS * 1000ull;
+        for (size_t i = 0; i < n; i++)
+                if (store_command_finish(s->store, &s->unrecorded[i]) < 0)
+                        s->unrecorded[kept++] = s->unrecorded[i];
+        s->n_unrecorded = kept;
+        if (kept < n)
+                log_notice("Recorded the ends of %zu commands held in memory; %zu still wait", n - kept, kept);
+}
+
 /* Record how the command ended, durably. */
 static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig) {
         WorkspaceSession *ws = c->session;
@@ -624,7 +701,7 @@ static void command_record_end(Server *s, Command *c, bool exited, int exit_code
         c->end_usec = now_usec();
         r = transcript_finish(c->transcript);
         if (r < 0)
-                log_warning_errno(r, "Failed to flush transcript of %s, ignoring: %m", c->rec.id);
+                log_warning_errno_ratelimited(r, "Failed to flush transcript of %s, ignoring: %m", c->rec.id);
         transcripts_charge(s, c);       /* its pending line, committed */
         c->rec.transcript_bytes = c->charged_bytes;
         c->rec.transcript_files = (int) c->charged_files;
@@ -639,8 +716,11 @@ static void command_record_end(Server *s, Command *c, bool exited, int exit_code
         c->rec.ended_unix_usec = now_unix_usec();
         c->rec.raw_bytes = transcript_raw_bytes(c->transcript);
         r = store_command_finish(s->store, &c->rec);
-        if (r < 0)
-                log_error_errno(r, "Failed to record the end of command %s: %m", c->rec.id);
+        if (r < 0) {
+                log_error_errno_ratelimited(r, "Failed to record the end of command %s, keeping it in memory to retry: %m",
+                                            c->rec.id);
+                unrecorded_add(s, &c->rec);
+        }
         log_info("Command %s ended: %s (%s %d)", c->rec.id, c->rec.status, c->rec.end_reason,
                  exited ? exit_code : sig);
         if (ws)
@@ -925,6 +1005,7 @@ static int command_view_recorded(Server *s, const Sandbox *sb, const char *id, T
                 return r;
         if (strcmp(rec->sandbox, sb->id) != 0)
                 return -ENOENT;
+        command_record_fix(s, rec);
         if (rec->evicted[0])
                 return -ESTALE;
         r = transcript_open(s->transcripts_fd, id, &t);
@@ -1058,7 +1139,7 @@ static void on_output(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Ms
         int r = command_feed(s, c, (TranscriptStream) m->worker_output->stream, m->worker_output->data.data,
                              m->worker_output->data.len);
         if (r < 0)
-                log_warning_errno(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
+                log_warning_errno_ratelimited(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
 }
 
 static void on_exited(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {

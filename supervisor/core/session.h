@@ -61,6 +61,8 @@ struct WorkspaceSession {
         Pending creator;            /* create_workspace_session, answered once it runs */
         pid_t pid;
         int upper_fd;
+        int kept_fd;                /* its upper is a kept copy (core/kept.h) named by its id in this
+                                       directory, removed once it is finalized; else -EBADF */
         int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */
         CgroupSession *cgroup;
         SnapshotHold base;          /* the layers its overlay is built on */
@@ -101,6 +103,13 @@ WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id);
 /* c is answered (seq) once ws runs, or with the reason it did not start. */
 void session_answer_when_ready(WorkspaceSession *ws, Client *c, uint32_t seq);
 void session_destroy(Server *s, WorkspaceSession *ws);
+/* Kill its worker (and every process of it): its upper stays, as after a stop. */
+void session_stop_worker(Server *s, WorkspaceSession *ws);
+/* A managed session of an earlier sbxd, stopped, back in sb's sessions:
+ * id, policy, creation and base (squashed, top) as it had them, its upper
+ * upper_fd (taken) in the kept directory kept_fd (taken). */
+int session_restore(Server *s, Sandbox *sb, const char *id, bool publish_policy, int64_t created_unix,
+                    uint32_t squashed, uint32_t top, int upper_fd, int kept_fd);
 /* Wait until the ending sessions (of sb, or all if NULL) are gone. */
 void sessions_wait_ended(Server *s, const Sandbox *sb);
 /* Free the dead sessions: at the end of each loop pass. */
@@ -155,6 +164,16 @@ typedef struct CommandView {
 int command_view(Server *s, const Sandbox *sb, const char *id, TranscriptStream stream, uint64_t start, uint64_t limit,
                  CommandView *ret);
 void command_view_done(CommandView *v);
+
+/* A stored record of a command no session runs any more, as it is: an end
+ * the store could not take (a full state filesystem) is kept in memory and
+ * given here instead of the stored "running", and a record that still says
+ * "running" otherwise was lost by an earlier sbxd (error, supervisor_lost;
+ * sbxd could not mark it at start). */
+void command_record_fix(Server *s, StoreCommand *rec);
+/* Store the ends kept in memory, at most once per SBX_UNRECORDED_RETRY_MS
+ * (now: whatever the time); those stored are dropped from memory. */
+void commands_store_unrecorded(Server *s, bool now);
 
 unsigned long long commands_next_deadline(Server *s);
 void commands_run_deadlines(Server *s);

@@ -322,7 +322,7 @@ int snapshot_compact(Store *store, Sandbox *sb) {
                 r = -errno;
                 goto fail;
         }
-        r = tree_copy(src, dst, -1, TREE_COPY_HARDLINK | TREE_COPY_DROP_WHITEOUTS | TREE_COPY_CLEAR_SETID, NULL,
+        r = tree_copy(src, dst, -1, TREE_COPY_HARDLINK | TREE_COPY_DROP_WHITEOUTS | TREE_COPY_CLEAR_SETID, NULL, NULL,
                       NULL);
         if (r >= 0)
                 r = copy_dir_attributes(src, dst);

@@ -200,19 +200,28 @@ static int add_usage(const char *sandbox, uint64_t bytes, uint64_t files, void *
         return 0;
 }
 
-int transcripts_load(Server *s) {
+int transcripts_load(Server *s, unsigned *ret_unrecorded) {
         StoreIdList unknown = {};
         struct statvfs vfs;
+        unsigned unrecorded = 0;
         int r;
 
         r = store_transcript_unknown_foreach(s->store, store_id_list_add, &unknown);
         for (size_t i = 0; r >= 0 && i < unknown.n; i++) {
+                StoreCommand rec;
                 uint64_t bytes;
                 unsigned files;
 
                 r = transcript_usage(s->transcripts_fd, unknown.ids[i], &bytes, &files);
-                if (r >= 0)
-                        r = store_command_set_transcript(s->store, unknown.ids[i], bytes, (int) files);
+                if (r < 0)
+                        break;
+                /* On a full state filesystem the size cannot be recorded: count it now
+                 * (the sum below leaves unknown sizes out) and record it at a later start. */
+                if (store_command_set_transcript(s->store, unknown.ids[i], bytes, (int) files) < 0 &&
+                    store_command_get(s->store, unknown.ids[i], &rec) >= 0) {
+                        count(s, sandbox_of_id(s, rec.sandbox), bytes, files);
+                        unrecorded++;
+                }
         }
         free(unknown.ids);
         if (r >= 0)
@@ -227,5 +236,6 @@ int transcripts_load(Server *s) {
                                                        (uint64_t) vfs.f_blocks * vfs.f_frsize /
                                                                SBX_TRANSCRIPTS_STATE_SHARE);
         }
+        *ret_unrecorded = unrecorded;
         return 0;
 }

@@ -22,8 +22,9 @@ typedef struct Command Command;
 /* At start, after the sandboxes are loaded: count what each stores (the
  * transcripts of commands an earlier sbxd left running from their files),
  * and fix the global budget (transcripts_max_bytes = 0: a share of the state
- * filesystem). */
-int transcripts_load(Server *s);
+ * filesystem). ret_unrecorded: transcripts counted whose size the store could
+ * not take (a full state filesystem); they are recorded at a later start. */
+int transcripts_load(Server *s, unsigned *ret_unrecorded);
 /* Room for the files of a new transcript in sb, evicting if need be; else
  * -ENOSPC and ret_error says which budget. */
 int transcripts_admit(Server *s, const Sandbox *sb, unsigned files, char *ret_error, size_t error_size);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/layerquota.h"
 #include "core/snapshot.h"
 #include "core/workspace.h"
 #include "data/layer.h"
@@ -319,8 +320,16 @@ static int publish_operation(Server *s, Sandbox *sb, FileChange *ch, char *err, 
                 return r;
         snprintf(ch->owner, sizeof(ch->owner), "operation:op-%s", hex);
         snprintf(stage, sizeof(stage), "op-%s", hex);
-        if (mkdirat(s->staging_fd, stage, 0755) < 0)
-                return -errno;
+        /* Staged on the state filesystem: refused there first when it is (nearly) full. */
+        r = state_room_check(s->staging_fd, ch->len, err, errsize);
+        if (r < 0)
+                return r;
+        if (mkdirat(s->staging_fd, stage, 0755) < 0) {
+                r = -errno;
+                if (r == -ENOSPC)
+                        state_full_message(err, errsize);
+                return r;
+        }
         stage_fd = openat(s->staging_fd, stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (stage_fd < 0) {
                 r = -errno;
@@ -336,6 +345,10 @@ static int publish_operation(Server *s, Sandbox *sb, FileChange *ch, char *err, 
                 r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, err, errsize);
         if (r >= 0)
                 r = publish_tree(s->store, sb, stage_fd, ch->owner, sb->top_layer, true, -1, &op, &ch->pub);
+        if (r < 0 && !err[0] && ch->pub.error[0])
+                snprintf(err, errsize, "%s", ch->pub.error);
+        else if (r == -ENOSPC && !err[0])
+                state_full_message(err, errsize);
 out:
         (void) tree_remove_at(s->staging_fd, stage);
         return r;

@@ -17,7 +17,8 @@ struct Store {
 /* Schema 2: every record of a sandbox is keyed by its immutable id (a name
  * may be reused after a delete) and goes with it (ON DELETE CASCADE).
  * Schema 3: a command's transcript size (bytes, files; -1 files: not known
- * yet) and, once it was evicted, the budget it was evicted for. */
+ * yet) and, once it was evicted, the budget it was evicted for; each
+ * layer's allocated bytes and inodes (layer quotas). */
 #define SCHEMA_VERSION 3
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS sandboxes ("
@@ -27,7 +28,8 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS layers ("
         "  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
         "  seq INTEGER NOT NULL, owner TEXT NOT NULL, changed_paths INTEGER NOT NULL,"
-        "  created_unix INTEGER NOT NULL, PRIMARY KEY (sandbox, seq));"
+        "  created_unix INTEGER NOT NULL, bytes INTEGER NOT NULL DEFAULT 0, inodes INTEGER NOT NULL DEFAULT 0,"
+        "  PRIMARY KEY (sandbox, seq));"
         "CREATE TABLE IF NOT EXISTS commands ("
         "  id TEXT PRIMARY KEY, sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
         "  workspace_session TEXT NOT NULL,"
@@ -43,6 +45,14 @@ static const char schema[] =
         "  WHERE evicted = '' AND status != 'running';"
         "CREATE INDEX IF NOT EXISTS commands_kept_by_sandbox ON commands(sandbox, started_usec)"
         "  WHERE evicted = '' AND status != 'running';"
+        /* The sizes of each sandbox's layers above 0 together, kept by a trigger:
+         * quota checks read one row per sandbox, not every layer. */
+        "CREATE TABLE IF NOT EXISTS layer_totals ("
+        "  sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  bytes INTEGER NOT NULL, inodes INTEGER NOT NULL);"
+        "CREATE TRIGGER IF NOT EXISTS layer_totals_add AFTER INSERT ON layers WHEN NEW.seq > 0 BEGIN"
+        "  INSERT INTO layer_totals VALUES (NEW.sandbox, NEW.bytes, NEW.inodes) ON CONFLICT (sandbox) DO"
+        "  UPDATE SET bytes = bytes + excluded.bytes, inodes = inodes + excluded.inodes; END;"
         /* The paths each layer changed: conflict checks and the original/unknown decision of blame. */
         "CREATE TABLE IF NOT EXISTS layer_paths ("
         "  sandbox TEXT NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL,"
@@ -83,7 +93,8 @@ static const char migrate_from_1[] =
 static const char migrate_from_1_rows[] =
         "INSERT INTO sandboxes SELECT 'sb-' || lower(hex(randomblob(8))), name, owner_uid, source_dir,"
         "  memory_bytes, pids_max, created_unix, cpu_weight FROM v1_sandboxes;"
-        "INSERT INTO layers SELECT s.id, l.seq, l.owner, l.changed_paths, l.created_unix"
+        "INSERT INTO layers (sandbox, seq, owner, changed_paths, created_unix)"
+        "  SELECT s.id, l.seq, l.owner, l.changed_paths, l.created_unix"
         "  FROM v1_layers l JOIN sandboxes s ON s.name = l.sandbox;"
         "INSERT INTO layer_paths SELECT s.id, p.seq, p.path FROM v1_layer_paths p JOIN sandboxes s ON s.name = p.sandbox;"
         "INSERT INTO blame SELECT s.id, b.path, b.ranges FROM v1_blame b JOIN sandboxes s ON s.name = b.sandbox;"
@@ -96,11 +107,15 @@ static const char migrate_from_1_rows[] =
         "DROP TABLE v1_layer_paths; DROP TABLE v1_layers; DROP TABLE v1_commands;"
         "DROP TABLE v1_blame; DROP TABLE v1_squashes; DROP TABLE v1_sandboxes;";
 
-/* Schema 2 to 3: the transcript columns (sizes counted at the next start). */
+/* Schema 2 to 3: the transcript columns (sizes counted at the next start);
+ * schema 2 had no layer sizes: its layers count as 0 bytes and 0 inodes
+ * (sbxd.conf(5)). */
 static const char migrate_from_2[] =
         "ALTER TABLE commands ADD COLUMN transcript_bytes INTEGER NOT NULL DEFAULT 0;"
         "ALTER TABLE commands ADD COLUMN transcript_files INTEGER NOT NULL DEFAULT -1;"
-        "ALTER TABLE commands ADD COLUMN evicted TEXT NOT NULL DEFAULT '';";
+        "ALTER TABLE commands ADD COLUMN evicted TEXT NOT NULL DEFAULT '';"
+        "ALTER TABLE layers ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE layers ADD COLUMN inodes INTEGER NOT NULL DEFAULT 0;";
 
 static int sql_err(int rc) {
         switch (rc) {
@@ -266,7 +281,7 @@ int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_ow
                 r = step_done(st);
         }
         if (r >= 0)
-                r = store_layer_insert(s, sb->id, 0, layer0_owner, 0, sb->created_unix);
+                r = store_layer_insert(s, sb->id, 0, layer0_owner, 0, sb->created_unix, NULL);
         if (r < 0) {
                 store_rollback(s);
                 return r;
@@ -353,12 +368,12 @@ int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *user
         return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
 }
 
-int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *owner,
-                       uint32_t changed_paths, int64_t created_unix) {
+int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *owner, uint32_t changed_paths,
+                       int64_t created_unix, const StoreLayerSize *size) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        r = prepare(s, "INSERT INTO layers VALUES (?,?,?,?,?)", &st);
+        r = prepare(s, "INSERT INTO layers VALUES (?,?,?,?,?,?,?)", &st);
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
@@ -366,7 +381,52 @@ int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *
         sqlite3_bind_text(st, 3, owner, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 4, changed_paths);
         sqlite3_bind_int64(st, 5, created_unix);
+        sqlite3_bind_int64(st, 6, size ? (int64_t) size->bytes : 0);
+        sqlite3_bind_int64(st, 7, size ? (int64_t) size->inodes : 0);
         return step_done(st);
+}
+
+int store_sandbox_layers_size(Store *s, const char *sandbox, StoreLayerSize *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(s, "SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(inodes), 0) FROM layer_totals WHERE sandbox = ?",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        *ret = (StoreLayerSize) { .bytes = (uint64_t) sqlite3_column_int64(st, 0),
+                                  .inodes = (uint64_t) sqlite3_column_int64(st, 1) };
+        return 0;
+}
+
+int store_layers_size(Store *s, const char *sandbox, uid_t owner, StoreLayersSize *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        StoreLayerSize *out[] = { &ret->sandbox, &ret->owner, &ret->all };
+        int r, rc;
+
+        r = prepare(s,
+                    "SELECT COALESCE(SUM(CASE WHEN l.sandbox = ?1 THEN l.bytes END), 0),"
+                    " COALESCE(SUM(CASE WHEN l.sandbox = ?1 THEN l.inodes END), 0),"
+                    " COALESCE(SUM(CASE WHEN s.owner_uid = ?2 THEN l.bytes END), 0),"
+                    " COALESCE(SUM(CASE WHEN s.owner_uid = ?2 THEN l.inodes END), 0),"
+                    " COALESCE(SUM(l.bytes), 0), COALESCE(SUM(l.inodes), 0)"
+                    " FROM layer_totals l JOIN sandboxes s ON s.id = l.sandbox",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, owner);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        for (size_t i = 0; i < ELEMENTSOF(out); i++)
+                *out[i] = (StoreLayerSize) { .bytes = (uint64_t) sqlite3_column_int64(st, (int) (2 * i)),
+                                             .inodes = (uint64_t) sqlite3_column_int64(st, (int) (2 * i + 1)) };
+        return 0;
 }
 
 int store_command_insert(Store *s, const StoreCommand *c, const char *cmd) {

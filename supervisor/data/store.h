@@ -65,9 +65,23 @@ int store_sandbox_delete(Store *s, const char *id, int (*cb)(const char *command
 /* Calls cb for every sandbox; cb returning < 0 stops and is returned. */
 int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *userdata), void *userdata);
 
-/* Below, `sandbox` is a sandbox's id. */
-int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *owner,
-                       uint32_t changed_paths, int64_t created_unix);
+/* What a layer takes on disk: allocated bytes (st_blocks) and inodes. */
+typedef struct StoreLayerSize {
+        uint64_t bytes;
+        uint64_t inodes;
+} StoreLayerSize;
+
+/* Below, `sandbox` is a sandbox's id. size NULL: 0 and 0. */
+int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *owner, uint32_t changed_paths,
+                       int64_t created_unix, const StoreLayerSize *size);
+/* The sizes of the published layers (all but each sandbox's imported layer
+ * 0) of one sandbox, of all sandboxes of one owner, and of all sandboxes. */
+typedef struct StoreLayersSize {
+        StoreLayerSize sandbox, owner, all;
+} StoreLayersSize;
+int store_layers_size(Store *s, const char *sandbox, uid_t owner, StoreLayersSize *ret);
+/* The first of those alone (cheaper: one sandbox's rows). */
+int store_sandbox_layers_size(Store *s, const char *sandbox, StoreLayerSize *ret);
 
 int store_command_insert(Store *s, const StoreCommand *c, const char *cmd);
 int store_command_finish(Store *s, const StoreCommand *c);

@@ -1,14 +1,19 @@
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "fd-util.h"
 #include "os/image.h"
 #include "data/layer.h"
 #include "macro.h"
+#include "sbx-limits.h"
 
 /* All root's: the image is every sandbox's. A session's init gives /root and
  * /run to the sandbox's root in the session's own upper directory, and
@@ -80,7 +85,7 @@ static int copy_host_etc(int host_etc, int etc, const char *rel) {
                 dst = openat(dst_parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (dst < 0)
                         return -errno;
-                return tree_copy(src, dst, 0, 0, NULL, NULL);
+                return tree_copy(src, dst, 0, 0, NULL, NULL, NULL);
         }
         if (S_ISREG(st.st_mode)) {
                 _cleanup_close_ int src = -EBADF, tmpdir = -EBADF;
@@ -100,9 +105,95 @@ static int copy_host_etc(int host_etc, int etc, const char *rel) {
         return 0;
 }
 
-int image_build_default(int state_dirfd) {
+static const char *const system_links[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+
+/* ---- the stamp of the image's inputs ------------------------------------------ */
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len) {
+        const unsigned char *p = data;
+
+        for (size_t i = 0; i < len; i++)
+                h = (h ^ p[i]) * 0x100000001b3ull;
+        return h;
+}
+
+/* What identifies one input: its path and its inode's type, size, times and number. */
+static uint64_t entry_hash(const char *path, const struct stat *st) {
+        uint64_t v[] = { st->st_mode, (uint64_t) st->st_size, (uint64_t) st->st_mtim.tv_sec,
+                         (uint64_t) st->st_mtim.tv_nsec, (uint64_t) st->st_ctim.tv_sec,
+                         (uint64_t) st->st_ctim.tv_nsec, st->st_ino, st->st_dev };
+
+        return fnv1a(fnv1a(0xcbf29ce484222325ull, path, strlen(path) + 1), v, sizeof(v));
+}
+
+/* The sum of the hashes of rel below dirfd and of everything under it (any order). */
+static int inputs_hash(int dirfd, const char *rel, unsigned depth, uint64_t *sum) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct stat st;
+
+        if (fstatat(dirfd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        *sum += entry_hash(rel, &st);
+        if (!S_ISDIR(st.st_mode))
+                return 0;
+        if (depth > SBX_TREE_DEPTH_MAX)
+                return -ELOOP;
+        int fd = openat(dirfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -errno;
+        }
+        for (struct dirent *de; (errno = 0, de = readdir(d));) {
+                char sub[SBX_PATH_MAX + 1];
+
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if ((size_t) snprintf(sub, sizeof(sub), "%s/%s", rel, de->d_name) >= sizeof(sub))
+                        return -ENAMETOOLONG;
+                int r = inputs_hash(dirfd, sub, depth + 1, sum);
+                if (r < 0)
+                        return r;
+        }
+        return errno ? -errno : 0;
+}
+
+/* "sbx-image IMAGE_FORMAT HASH": the tables above, the host's /etc inputs and system links. */
+#define IMAGE_FORMAT 1
+static int image_stamp(char *buf, size_t size) {
+        _cleanup_close_ int host_etc = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int host_root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        uint64_t sum = 0, h = 0xcbf29ce484222325ull;
+        int r;
+
+        if (host_etc < 0 || host_root < 0)
+                return -errno;
+        for (size_t i = 0; i < ELEMENTSOF(image_dirs); i++)
+                h = fnv1a(fnv1a(h, image_dirs[i].path, strlen(image_dirs[i].path) + 1), &image_dirs[i].mode,
+                          sizeof(image_dirs[i].mode));
+        for (size_t i = 0; i < ELEMENTSOF(etc_generated); i++)
+                h = fnv1a(fnv1a(h, etc_generated[i].name, strlen(etc_generated[i].name) + 1),
+                          etc_generated[i].content, strlen(etc_generated[i].content) + 1);
+        for (size_t i = 0; i < ELEMENTSOF(etc_copies); i++) {
+                r = inputs_hash(host_etc, etc_copies[i], 0, &sum);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(system_links); i++) {
+                struct stat st;
+                if (fstatat(host_root, system_links[i], &st, AT_SYMLINK_NOFOLLOW) == 0)
+                        sum += entry_hash(system_links[i], &st); /* the link or directory itself */
+        }
+        snprintf(buf, size, "sbx-image %d %016llx\n", IMAGE_FORMAT, (unsigned long long) (h + sum));
+        return 0;
+}
+
+/* ---- building it -------------------------------------------------------------- */
+
+static int image_build(int state_dirfd) {
         _cleanup_close_ int img = -EBADF, etc = -EBADF, host_etc = -EBADF;
-        static const char *const system_links[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
         int r;
 
         (void) tree_remove_at(state_dirfd, "image-default.tmp");
@@ -156,5 +247,51 @@ int image_build_default(int state_dirfd) {
         (void) tree_remove_at(state_dirfd, "image-default");
         if (renameat(state_dirfd, "image-default.tmp", state_dirfd, "image-default") < 0)
                 return -errno;
+        return 0;
+}
+
+/* Whether a new image fits beside the old one (and what it takes, once more, to spare). */
+static bool room_beside(int state_dirfd) {
+        _cleanup_close_ int old = openat(state_dirfd, "image-default", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        TreeUsage use = { .bytes = SBX_IMAGE_ROOM_MIN };
+        struct statvfs sv;
+
+        if (old >= 0 && tree_usage(old, 4096, &use) >= 0)
+                use.bytes = MAX(use.bytes, (uint64_t) SBX_IMAGE_ROOM_MIN);
+        if (fstatvfs(state_dirfd, &sv) < 0)
+                return false;
+        return (uint64_t) sv.f_bavail * sv.f_frsize >= 2 * use.bytes &&
+               (uint64_t) sv.f_favail >= 2 * use.inodes + 64;
+}
+
+int image_build_default(int state_dirfd, ImageBuild *ret) {
+        char stamp[64], *old = NULL;
+        struct stat st;
+        int r;
+
+        r = image_stamp(stamp, sizeof(stamp));
+        if (r < 0)
+                return r;
+        bool present = fstatat(state_dirfd, "image-default", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+        if (present && read_file_bounded_at(state_dirfd, "image-default.stamp", sizeof(stamp), &old, &(size_t) { 0 }) >= 0 &&
+            strcmp(old, stamp) == 0) {
+                free(old);
+                *ret = IMAGE_UP_TO_DATE;
+                return 0;
+        }
+        free(old);
+        /* Not beside the old one on a (nearly) full disk: in its place. */
+        bool beside = !present || room_beside(state_dirfd);
+        if (!beside)
+                (void) tree_remove_at(state_dirfd, "image-default");
+        (void) unlinkat(state_dirfd, "image-default.stamp", 0);
+        r = image_build(state_dirfd);
+        if (r < 0)
+                return r;
+        /* After the image: a crash between them rebuilds it. */
+        r = write_file_atomic_at(state_dirfd, "image-default.stamp", stamp, strlen(stamp), 0644);
+        if (r < 0)
+                return r;
+        *ret = beside ? IMAGE_BUILT : IMAGE_BUILT_IN_PLACE;
         return 0;
 }

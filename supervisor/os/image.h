@@ -11,6 +11,17 @@
 
 #define SBX_IMAGE_DEFAULT_NAME "default"        /* the one image, as sbxctl image list names it */
 
-/* (Re)build the image as "image-default" below state_dirfd. Everything in it
- * is host root's: it is shared by every sandbox, each with its own host ids. */
-int image_build_default(int state_dirfd);
+typedef enum ImageBuild {
+        IMAGE_UP_TO_DATE,               /* its inputs did not change: nothing written */
+        IMAGE_BUILT,                    /* beside the old one, which went once the new one was whole */
+        IMAGE_BUILT_IN_PLACE,           /* no room beside it: the old one went first */
+} ImageBuild;
+
+/* Build the image as "image-default" below state_dirfd unless the stamp of
+ * its inputs (image-default.stamp: the host's /etc files it copies, the
+ * system links, the generated files) says the one there is theirs; a new one
+ * is built beside the old one when the state filesystem has room for both
+ * (twice the old one's size, at least SBX_IMAGE_ROOM_MIN), else in its place.
+ * Everything in it is host root's: it is shared by every sandbox, each with
+ * its own host ids. */
+int image_build_default(int state_dirfd, ImageBuild *ret);

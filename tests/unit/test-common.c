@@ -18,6 +18,7 @@
 #include "array.h"
 #include "data/layer.h"
 #include "fd-util.h"
+#include "log.h"
 #include "macro.h"
 #include "msg.h"
 #include "sbx-limits.h"
@@ -253,6 +254,34 @@ static void test_msg_check_kinds(void **state) {
         assert_true(msg_checks_valid(&sbx__stdin__descriptor, stdin_len));
 }
 
+/* A flood of one message: SBX_LOG_BURST, then one per interval with the
+ * count of those left out; after a quiet interval, a new burst. */
+static void test_log_ratelimit(void **state) {
+        const unsigned long long interval = SBX_LOG_INTERVAL_MS * 1000ull;
+        LogRatelimit rl = {};
+        unsigned logged = 0, left = 0, n;
+        unsigned long long t = 1000000;
+
+        for (unsigned i = 0; i < 100000; i++, t += 10)
+                if (log_ratelimit_pass(&rl, t, &n)) {
+                        logged++;
+                        left += n;
+                }
+        /* 1 s of messages: the burst only. */
+        assert_int_equal(logged, SBX_LOG_BURST);
+        t = 1000000 + (SBX_LOG_BURST - 1) * 10 + interval; /* an interval after the last one logged, flooding on */
+        assert_true(log_ratelimit_pass(&rl, t, &n));
+        assert_int_equal(n, 100000 - SBX_LOG_BURST);
+        assert_false(log_ratelimit_pass(&rl, t + 10, &n));
+        /* Quiet for an interval: a new burst, the one left out counted in its first. */
+        t += 10 + interval;
+        for (unsigned i = 0; i < SBX_LOG_BURST; i++, t += 10) {
+                assert_true(log_ratelimit_pass(&rl, t, &n));
+                assert_int_equal(n, i == 0 ? 1 : 0);
+        }
+        assert_false(log_ratelimit_pass(&rl, t, &n));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_u64),
@@ -263,6 +292,7 @@ int main(void) {
                 cmocka_unit_test(test_msg_init),
                 cmocka_unit_test(test_msg_check),
                 cmocka_unit_test(test_msg_check_kinds),
+                cmocka_unit_test(test_log_ratelimit),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "core/owner.h"
 #include "fake-sbxd.h"
 #include "fd-util.h"
 #include "msg.h"
@@ -277,7 +278,7 @@ static void test_owner_list(void **state) {
         assert_int_equal(m->reply->owner_list->n_owners, 2);
         assert_int_equal(m->reply->owner_list->owners[0]->uid, 1000);
         assert_int_equal(m->reply->owner_list->owners[1]->uid, 2000);
-        assert_int_equal(m->reply->owner_list->owners[0]->n_quotas, 3);
+        assert_int_equal(m->reply->owner_list->owners[0]->n_quotas, n_owner_quotas);
         assert_string_equal(m->reply->owner_list->owners[0]->quotas[1]->name, "owner_sandboxes_max");
         assert_int_equal(m->reply->owner_list->owners[0]->quotas[1]->used, 1);
         assert_int_equal(m->reply->owner_list->owners[0]->quotas[1]->limit, SBX_OWNER_SANDBOXES_MAX_DEFAULT);

@@ -114,7 +114,7 @@ static void test_copy_upper(void **state) {
         /* A real device node has no place in a layer. */
         assert_int_equal(mknodat(f->src_fd, "null", S_IFCHR | 0666, makedev(1, 3)), 0);
 
-        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, &rep), 0);
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, NULL, &rep), 0);
         /* a.txt run.sh link deleted fifo dir(opaque) dir/inner */
         assert_int_equal(rep.entries, 7);
         assert_int_equal(rep.unreadable, 0);
@@ -156,7 +156,7 @@ static void test_force_owner(void **state) {
                 skip();
         put_file(f->src_fd, "x", "x\n", 0600);
         assert_int_equal(mkdirat(f->src_fd, "d", 0700), 0);
-        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, 100000, LAYER_SYNC_FILESYSTEM, NULL, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, 100000, 0, NULL, NULL, NULL), 0);
         layer = openat(f->layers_fd, "0", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_int_equal(fstat(layer, &st), 0);
         assert_int_equal(st.st_uid, 100000);
@@ -178,7 +178,7 @@ static void test_link_files(void **state) {
         assert_int_equal(mkdirat(f->src_fd, "dir", 0750), 0);
         d = openat(f->src_fd, "dir", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         put_file(d, "inner", "in\n", 0600);
-        assert_int_equal(layer_create(f->layers_fd, 3, f->src_fd, -1, LAYER_LINK_FILES, NULL, &rep), 0);
+        assert_int_equal(layer_create(f->layers_fd, 3, f->src_fd, -1, LAYER_LINK_FILES, NULL, NULL, &rep), 0);
         assert_int_equal(rep.entries, 2);
         layer = openat(f->layers_fd, "3", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_true(layer >= 0);
@@ -208,10 +208,10 @@ static void test_existing_layer_refused(void **state) {
         Fixture *f = *state;
 
         put_file(f->src_fd, "x", "x\n", 0644);
-        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL, NULL, NULL), 0);
         /* Publishing the same sequence again must not replace what is there. */
         put_file(f->src_fd, "x", "changed\n", 0644);
-        assert_true(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL, NULL) < 0);
+        assert_true(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL, NULL, NULL) < 0);
         {
                 _cleanup_close_ int layer = openat(f->layers_fd, "2", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 assert_file(layer, "x", "x\n");
@@ -223,10 +223,10 @@ static void test_remove_unrecorded(void **state) {
         struct stat st;
 
         /* As a crash could leave them: recorded 0..1, a renamed but unrecorded 2, a half-built 3. */
-        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, -1, 0, NULL, NULL), 0);
-        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, -1, 0, NULL, NULL, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, NULL, NULL), 0);
         put_file(f->src_fd, "late", "late\n", 0644);
-        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL, NULL, NULL), 0);
         assert_int_equal(mkdirat(f->layers_fd, ".tmp-3", 0755), 0);
         put_file(f->layers_fd, ".tmp-3/partial", "p", 0644);
 
@@ -247,7 +247,7 @@ static void test_tree_is_empty_and_depth(void **state) {
         /* Deeper than SBX_TREE_DEPTH_MAX: refused, never a stack overflow. */
         make_nested(f->src_fd, SBX_TREE_DEPTH_MAX + 2);
         assert_int_equal(tree_is_empty(f->src_fd), 0);
-        r = layer_create(f->layers_fd, 5, f->src_fd, -1, 0, NULL, &rep);
+        r = layer_create(f->layers_fd, 5, f->src_fd, -1, 0, NULL, NULL, &rep);
         assert_int_equal(r, -ELOOP);
         assert_true(rep.too_deep);
         /* The directory that passed the limit: SBX_TREE_DEPTH_MAX + 1 levels of "d". */
@@ -272,14 +272,14 @@ static void test_setid_cleared(void **state) {
         put_file(f->src_fd, "suid", "#!/bin/sh\n", 06755);
         assert_int_equal(mkdirat(f->src_fd, "shared", 0755), 0);
         assert_int_equal(fchmodat(f->src_fd, "shared", 02775, 0), 0);
-        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, 100000, 0, NULL, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, 100000, 0, NULL, NULL, NULL), 0);
         layer = openat(f->layers_fd, "1", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_int_equal(fstatat(layer, "suid", &st, 0), 0);
         assert_int_equal(st.st_mode & 07777, 0755);
         assert_int_equal(fstatat(layer, "shared", &st, 0), 0);
         assert_int_equal(st.st_mode & 07777, 02775);
         /* sbxd's own staged tree: linked, and the shared inode loses the bits. */
-        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, LAYER_LINK_FILES, NULL, NULL), 0);
+        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, LAYER_LINK_FILES, NULL, NULL, NULL), 0);
         d = openat(f->layers_fd, "2", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_int_equal(fstatat(d, "suid", &st, 0), 0);
         assert_int_equal(st.st_nlink, 2);
@@ -303,7 +303,7 @@ static void test_source_reader(void **state) {
         d = openat(f->src_fd, "closed", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         put_file(d, "inner", "i\n", 0644);
         assert_int_equal(symlinkat("/etc/shadow", f->src_fd, "link"), 0);
-        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, 100000, 0, &as_nobody, &rep), 0);
+        assert_int_equal(layer_create(f->layers_fd, 0, f->src_fd, 100000, 0, &as_nobody, NULL, &rep), 0);
         assert_int_equal(rep.unreadable, 2);
         assert_true((strcmp(rep.unreadable_paths[0], "secret") == 0 && strcmp(rep.unreadable_paths[1], "closed") == 0) ||
                     (strcmp(rep.unreadable_paths[0], "closed") == 0 && strcmp(rep.unreadable_paths[1], "secret") == 0));
@@ -323,9 +323,122 @@ static void test_source_reader(void **state) {
         as_nobody.excluded_dev = st.st_dev;
         as_nobody.excluded_ino = st.st_ino;
         assert_int_equal(fchmod(d, 0755), 0);
-        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, 100000, 0, &as_nobody, &rep), -EXDEV);
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, 100000, 0, &as_nobody, NULL, &rep), -EXDEV);
         assert_true(rep.excluded);
         assert_string_equal(rep.where, "closed");
+}
+
+/* ---- what a copy writes: holes, hard links, the budget (issue 15) ---- */
+
+/* A sparse file stays sparse: 1 GiB of size, 1 MiB of data in the middle. */
+static void test_sparse_copy(void **state) {
+        Fixture *f = *state;
+        static char data[1 << 20];
+        char back[64];
+        TreeReport rep;
+        struct stat st;
+        _cleanup_close_ int fd = -EBADF, layer = -EBADF, copy = -EBADF;
+
+        memset(data, 'x', sizeof(data));
+        fd = openat(f->src_fd, "sparse", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, 1ll << 30), 0);
+        assert_int_equal(pwrite(fd, data, sizeof(data), 512ll << 20), (ssize_t) sizeof(data));
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, NULL, &rep), 0);
+        layer = openat(f->layers_fd, "1", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        copy = openat(layer, "sparse", O_RDONLY | O_CLOEXEC);
+        assert_true(copy >= 0);
+        assert_int_equal(fstat(copy, &st), 0);
+        assert_int_equal(st.st_size, 1ll << 30);
+        /* The data and its few metadata blocks, not 1 GiB of zeros. */
+        assert_true((uint64_t) st.st_blocks * 512 < (2u << 20));
+        assert_true(rep.written.bytes < (2u << 20));
+        assert_int_equal(rep.written.inodes, 1);
+        assert_int_equal(pread(copy, back, sizeof(back), (512ll << 20) + 100), (ssize_t) sizeof(back));
+        assert_memory_equal(back, data, sizeof(back));
+        assert_int_equal(pread(copy, back, sizeof(back), 4096), (ssize_t) sizeof(back));
+        for (size_t i = 0; i < sizeof(back); i++)
+                assert_int_equal(back[i], 0);
+}
+
+/* One file with names in two directories is one file in the layer, counted once. */
+static void test_hard_links_kept(void **state) {
+        Fixture *f = *state;
+        static char data[1 << 20];
+        TreeReport rep;
+        TreeUsage usage;
+        struct stat a, b;
+        _cleanup_close_ int fd = -EBADF, layer = -EBADF;
+
+        memset(data, 'y', sizeof(data));
+        fd = openat(f->src_fd, "big", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(loop_write(fd, data, sizeof(data)), 0);
+        assert_int_equal(mkdirat(f->src_fd, "d", 0755), 0);
+        for (int i = 0; i < 8; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "%sl%d", i % 2 ? "d/" : "", i);
+                assert_int_equal(linkat(f->src_fd, "big", f->src_fd, name, 0), 0);
+        }
+        assert_int_equal(tree_usage(f->src_fd, 4096, &usage), 0);
+        assert_true(usage.bytes >= sizeof(data) && usage.bytes < sizeof(data) + 3 * 4096 + 65536);
+        assert_int_equal(usage.inodes, 2); /* big, d */
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, NULL, &rep), 0);
+        assert_int_equal(rep.entries, 9);
+        assert_int_equal(rep.written.inodes, 2);
+        assert_true(rep.written.bytes < 2 * sizeof(data));
+        layer = openat(f->layers_fd, "1", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_int_equal(fstatat(layer, "big", &a, 0), 0);
+        assert_int_equal(fstatat(layer, "d/l7", &b, 0), 0);
+        assert_int_equal(a.st_ino, b.st_ino);
+        assert_int_equal(a.st_nlink, 9);
+}
+
+/* Past its bytes, its inodes or the reserve, a copy stops, says which, and
+ * leaves no layer. */
+static void test_budget_stops(void **state) {
+        Fixture *f = *state;
+        static char data[256 << 10];
+        TreeReport rep;
+        struct stat st;
+        _cleanup_close_ int fd = -EBADF;
+
+        memset(data, 'z', sizeof(data));
+        fd = openat(f->src_fd, "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        assert_int_equal(loop_write(fd, data, sizeof(data)), 0);
+        put_file(f->src_fd, "g", "g\n", 0644);
+        put_file(f->src_fd, "h", "h\n", 0644);
+
+        TreeBudget bytes = { .max_bytes = 64 << 10, .max_inodes = UINT64_MAX };
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, &bytes, &rep), -EDQUOT);
+        assert_int_equal(rep.stopped, TREE_STOP_BYTES);
+        assert_int_equal(fstatat(f->layers_fd, ".tmp-1", &st, 0), -1);
+        assert_int_equal(fstatat(f->layers_fd, "1", &st, 0), -1);
+
+        TreeBudget inodes = { .max_bytes = UINT64_MAX, .max_inodes = 2 };
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, &inodes, &rep), -EDQUOT);
+        assert_int_equal(rep.stopped, TREE_STOP_INODES);
+
+        TreeBudget reserve = { .max_bytes = UINT64_MAX, .max_inodes = UINT64_MAX, .reserve_bytes = UINT64_MAX / 2 };
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, &reserve, &rep), -ENOSPC);
+        assert_int_equal(rep.stopped, TREE_STOP_RESERVE);
+        assert_true(rep.free_bytes < UINT64_MAX / 2);
+        assert_int_equal(fstatat(f->layers_fd, ".tmp-1", &st, 0), -1);
+
+        TreeBudget enough = { .max_bytes = 1 << 20, .max_inodes = 3, .reserve_bytes = 1 };
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, &enough, &rep), 0);
+        assert_int_equal(rep.stopped, TREE_STOP_NONE);
+        assert_int_equal(rep.written.inodes, 3);
+        /* A small layer is fsynced file by file ... */
+        assert_false(rep.unsynced);
+        /* ... a larger one is left to one syncfs. */
+        for (unsigned i = 0; i < SBX_LAYER_FSYNC_MAX; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "n%u", i);
+                put_file(f->src_fd, name, "n\n", 0644);
+        }
+        assert_int_equal(layer_create(f->layers_fd, 2, f->src_fd, -1, 0, NULL, NULL, &rep), 0);
+        assert_true(rep.unsynced);
 }
 
 /* ---- host id ranges (uidrange.c): allocation and moving a tree's owners ---- */
@@ -451,6 +564,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_tree_is_empty_and_depth, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_setid_cleared, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_source_reader, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_sparse_copy, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_hard_links_kept, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_budget_stops, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_find_free, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pool_end, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_shift, setup, teardown),

@@ -189,6 +189,16 @@ static void test_reused_name(void **state) {
         store_close(s);
 }
 
+/* What schema 3 added to schema 2 (transcript sizes and evictions, layer sizes), taken away. */
+static const char back_to_schema_2[] =
+        "DROP INDEX commands_kept; DROP INDEX commands_kept_by_sandbox;"
+        "ALTER TABLE commands DROP COLUMN transcript_bytes;"
+        "ALTER TABLE commands DROP COLUMN transcript_files;"
+        "ALTER TABLE commands DROP COLUMN evicted;"
+        "DROP TRIGGER layer_totals_add; DROP TABLE layer_totals;"
+        "ALTER TABLE layers DROP COLUMN bytes; ALTER TABLE layers DROP COLUMN inodes;"
+        "PRAGMA user_version = 2;";
+
 static void exec_db(const Fixture *f, const char *sql) {
         char path[128];
         sqlite3 *db;
@@ -242,10 +252,7 @@ static void test_transcripts(void **state) {
         add_command(s, "cmd-b1", "sb-b", 200, "ok");
         s = store_close(s);
         /* back to schema 2, as sbxd wrote it before issue 15 */
-        exec_db(f, "DROP INDEX commands_kept; DROP INDEX commands_kept_by_sandbox;"
-                   "ALTER TABLE commands DROP COLUMN transcript_bytes;"
-                   "ALTER TABLE commands DROP COLUMN transcript_files;"
-                   "ALTER TABLE commands DROP COLUMN evicted; PRAGMA user_version = 2;");
+        exec_db(f, back_to_schema_2);
         assert_int_equal(store_open(f->dirfd, &s), 0);
         assert_int_equal(store_migrated_from(s), 2);
         assert_int_equal(store_command_get(s, "cmd-a1", &c), 0);
@@ -286,11 +293,52 @@ static void test_transcripts(void **state) {
         store_close(s);
 }
 
+/* Layer sizes: schema 2 gets them as 0; the sums by sandbox, owner and all
+ * leave out each sandbox's imported layer 0. */
+static void test_layer_sizes(void **state) {
+        Fixture *f = *state;
+        StoreSandbox a = { .id = "sb-000000000000000a", .name = "a", .owner_uid = 1000, .source_dir = (char *) "/a" };
+        StoreSandbox b = { .id = "sb-000000000000000b", .name = "b", .owner_uid = 1000, .source_dir = (char *) "/b" };
+        StoreSandbox c = { .id = "sb-000000000000000c", .name = "c", .owner_uid = 2000, .source_dir = (char *) "/c" };
+        StoreLayerSize one = { .bytes = 4096, .inodes = 2 }, big = { .bytes = 1 << 20, .inodes = 5 };
+        StoreLayersSize sum;
+        StoreLayerSize own;
+        Store *s = NULL;
+
+        assert_int_equal(store_open(f->dirfd, &s), 0);
+        assert_int_equal(store_sandbox_insert(s, &a, "original"), 0);
+        assert_int_equal(store_layer_insert(s, a.id, 1, "w", 1, 0, NULL), 0);
+        s = store_close(s);
+        /* Back to schema 2: no size columns. */
+        exec_db(f, back_to_schema_2);
+
+        assert_int_equal(store_open(f->dirfd, &s), 0);
+        assert_int_equal(store_migrated_from(s), 2);
+        assert_int_equal(store_sandbox_layers_size(s, a.id, &own), 0);
+        assert_int_equal(own.bytes, 0);
+        assert_int_equal(store_sandbox_insert(s, &b, "original"), 0);
+        assert_int_equal(store_sandbox_insert(s, &c, "original"), 0);
+        assert_int_equal(store_layer_insert(s, a.id, 2, "w", 1, 0, &one), 0);
+        assert_int_equal(store_layer_insert(s, b.id, 1, "w", 1, 0, &big), 0);
+        assert_int_equal(store_layer_insert(s, c.id, 1, "w", 1, 0, &big), 0);
+        assert_int_equal(store_layers_size(s, a.id, 1000, &sum), 0);
+        assert_int_equal(sum.sandbox.bytes, 4096);
+        assert_int_equal(sum.sandbox.inodes, 2);
+        assert_int_equal(sum.owner.bytes, 4096 + (1 << 20));
+        assert_int_equal(sum.owner.inodes, 7);
+        assert_int_equal(sum.all.bytes, 4096 + 2 * (1 << 20));
+        assert_int_equal(sum.all.inodes, 12);
+        assert_int_equal(store_sandbox_layers_size(s, b.id, &own), 0);
+        assert_int_equal(own.bytes, 1 << 20);
+        store_close(s);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_migrate_from_schema_1, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_transcripts, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reused_name, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_layer_sizes, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,204 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/kept.h"
+#include "data/layer.h"
+#include "fd-util.h"
+#include "log.h"
+#include "macro.h"
+
+#define KEPT_DIR "kept"
+
+/* Where kept sessions of sb are: STATE/sandboxes/ID/kept, or (in_run_dir)
+ * RUN_DIR/kept/ID; made if create. */
+static int dir_open(int dirfd, const char *name, bool create) {
+        int fd;
+
+        if (create)
+                return dir_make_open_at(dirfd, name, 0700, NULL);
+        fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+static int kept_dir_open(Server *s, const Sandbox *sb, bool in_run_dir, bool create, int *ret) {
+        _cleanup_close_ int run = -EBADF, top = -EBADF;
+        int fd;
+
+        if (!in_run_dir)
+                fd = dir_open(sb->dirfd, KEPT_DIR, create);
+        else {
+                run = open(s->cfg.run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (run < 0)
+                        return -errno;
+                top = dir_open(run, KEPT_DIR, create);
+                if (top < 0)
+                        return top;
+                fd = dir_open(top, sb->id, create);
+        }
+        if (fd < 0)
+                return fd;
+        *ret = fd;
+        return 0;
+}
+
+/* "id ID\npolicy publish|destroy\ncreated N\nsquashed N\ntop N\n" */
+static int meta_write(int dirfd, const WorkspaceSession *ws) {
+        char buf[256];
+        int n = snprintf(buf, sizeof(buf), "id %s\npolicy %s\ncreated %" PRId64 "\nsquashed %" PRIu32 "\ntop %" PRIu32 "\n",
+                         ws->id, ws->publish_policy ? "publish" : "destroy", ws->created_unix, ws->base.squashed,
+                         ws->base.top);
+
+        return write_file_atomic_at(dirfd, "meta", buf, (size_t) n, 0600);
+}
+
+/* Copy the upper and the note to kept/.tmp-WS, sync, then name it kept/WS. */
+static int save(Server *s, WorkspaceSession *ws, int upper, bool in_run_dir) {
+        _cleanup_close_ int kept = -EBADF, tmp = -EBADF, dst = -EBADF;
+        char tmp_name[48];
+        int r;
+
+        r = kept_dir_open(s, ws->sandbox, in_run_dir, true, &kept);
+        if (r < 0)
+                return r;
+        snprintf(tmp_name, sizeof(tmp_name), ".tmp-%s", ws->id);
+        (void) tree_remove_at(kept, tmp_name);
+        r = dir_open(kept, tmp_name, true);
+        if (r < 0)
+                return r;
+        tmp = r;
+        r = dir_open(tmp, "upper", true);
+        if (r >= 0) {
+                dst = r;
+                r = tree_copy(upper, dst, -1, 0, NULL, NULL, NULL);
+        }
+        if (r >= 0)
+                r = meta_write(tmp, ws);
+        if (r >= 0 && syncfs(tmp) < 0)
+                r = -errno;
+        if (r >= 0 && renameat(kept, tmp_name, kept, ws->id) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void) tree_remove_at(kept, tmp_name);
+                return r;
+        }
+        (void) fsync(kept);
+        return 0;
+}
+
+void kept_session_save(Server *s, WorkspaceSession *ws) {
+        _cleanup_close_ int upper = -EBADF;
+        int r;
+
+        if (ws->kept_fd >= 0) {
+                /* Already a kept copy, still not finalized: it stays. */
+                ws->kept_fd = safe_close(ws->kept_fd);
+                return;
+        }
+        if (ws->automatic || ws->spare || ws->upper_fd < 0 || ws->state == SESSION_DEAD)
+                return;
+        session_stop_worker(s, ws);
+        upper = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (upper < 0 || tree_is_empty(upper) != 0) {
+                if (upper < 0)
+                        log_error_errno(-errno, "Cannot read the changes of workspace session %s: %m", ws->id);
+                return;
+        }
+        r = save(s, ws, upper, false);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot keep the changes of workspace session %s of sandbox '%s' in %s (%m), "
+                                  "keeping them in %s", ws->id, ws->sandbox->name, s->cfg.state_dir, s->cfg.run_dir);
+                r = save(s, ws, upper, true);
+        }
+        if (r < 0)
+                log_error_errno(r, "Cannot keep the changes of workspace session %s of sandbox '%s': %m; they are lost",
+                                ws->id, ws->sandbox->name);
+        else
+                log_info("Kept the changes of workspace session %s of sandbox '%s' until it is finalized", ws->id,
+                         ws->sandbox->name);
+}
+
+typedef struct Meta {
+        char id[33];
+        char policy[16];
+        int64_t created;
+        uint32_t squashed, top;
+} Meta;
+
+static int meta_read(int dirfd, Meta *ret) {
+        _cleanup_free_ char *text = NULL;
+        size_t len;
+        int r = read_file_bounded_at(dirfd, "meta", 1024, &text, &len);
+
+        if (r < 0)
+                return r;
+        if (sscanf(text, "id %32s\npolicy %15s\ncreated %" SCNd64 "\nsquashed %" SCNu32 "\ntop %" SCNu32, ret->id,
+                   ret->policy, &ret->created, &ret->squashed, &ret->top) != 5)
+                return -EBADMSG;
+        return 0;
+}
+
+/* One kept session: back, or (left half written by a crash, or of no use) gone. */
+static int load_one(Server *s, Sandbox *sb, int kept, const char *name) {
+        _cleanup_close_ int dir = -EBADF, upper = -EBADF;
+        Meta m;
+        int r;
+
+        dir = openat(kept, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir < 0)
+                return -errno;
+        r = meta_read(dir, &m);
+        if (r >= 0 && (strcmp(m.id, name) != 0 || m.squashed > m.top || m.top > sb->top_layer))
+                r = -EBADMSG;
+        if (r >= 0 && (upper = openat(dir, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                r = -errno;
+        if (r < 0)
+                return r;
+        int kept_fd = fcntl(kept, F_DUPFD_CLOEXEC, 3);
+        if (kept_fd < 0)
+                return -errno;
+        r = session_restore(s, sb, m.id, strcmp(m.policy, "publish") == 0, m.created, m.squashed, m.top,
+                            TAKE_FD(upper), kept_fd);
+        if (r >= 0)
+                log_info("Workspace session %s of sandbox '%s' is back, stopped, with its kept changes", m.id,
+                         sb->name);
+        return r;
+}
+
+static int load_dir(Server *s, Sandbox *sb, bool in_run_dir) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        int kept, r;
+
+        r = kept_dir_open(s, sb, in_run_dir, false, &kept);
+        if (r < 0)
+                return r == -ENOENT ? 0 : r;
+        d = fdopendir(kept);
+        if (!d) {
+                safe_close(kept);
+                return -errno;
+        }
+        for (struct dirent *de; (errno = 0, de = readdir(d));) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                int k = de->d_name[0] == '.' ? -EBADMSG : load_one(s, sb, dirfd(d), de->d_name);
+                if (k == -ENOMEM)
+                        return k;
+                if (k < 0) {
+                        log_warning_errno(k, "Removing kept changes '%s' of sandbox '%s' that cannot come back: %m",
+                                          de->d_name, sb->name);
+                        (void) tree_remove_at(dirfd(d), de->d_name);
+                }
+        }
+        return errno ? -errno : 0;
+}
+
+int kept_sessions_load(Server *s, Sandbox *sb) {
+        int r = load_dir(s, sb, false);
+        return r < 0 ? r : load_dir(s, sb, true);
+}

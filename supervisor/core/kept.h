@@ -1,0 +1,23 @@
+/* Managed sessions kept across a stop of sbxd: a managed session's upper
+ * (on the session's tmpfs) is never lost while it is not finalized. When
+ * sbxd stops, each managed session with changes is stopped and its upper
+ * copied (sparse, hard links kept, whiteouts and opaque directories as they
+ * are) to STATE/sandboxes/ID/kept/WS/upper with a note of its id, policy,
+ * creation and base (kept/WS/meta), synced, then named; at the next start it
+ * is back, stopped, with the same id, and is finalized as any stopped
+ * session: publish from the kept copy, or discard; either removes it. A
+ * session restored so and still not finalized at the next stop stays where
+ * it is. The copy may use state_reserve (that is what the reserve is for);
+ * only a copy the filesystem cannot hold at all fails, and says so in the log. */
+#pragma once
+
+#include "core/sandbox.h"
+#include "core/server.h"
+#include "core/session.h"
+
+/* At stop, before ws is destroyed: keep its changes if it is a managed
+ * session that has some (its worker is stopped first). */
+void kept_session_save(Server *s, WorkspaceSession *ws);
+/* At start, once sb is loaded and before its layers are collected: its kept
+ * sessions, back as stopped sessions. */
+int kept_sessions_load(Server *s, Sandbox *sb);

@@ -1,0 +1,147 @@
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/statvfs.h>
+
+#include "core/layerquota.h"
+#include "core/sandbox.h"
+#include "macro.h"
+#include "sbx-limits.h"
+
+static LayerLimits limits = {
+        .sandbox_max_bytes = SBX_SANDBOX_LAYERS_MAX_DEFAULT,
+        .owner_max_bytes = SBX_OWNER_LAYERS_MAX_DEFAULT,
+        .max_inodes = SBX_LAYERS_MAX_INODES_DEFAULT,
+        .state_reserve = SBX_STATE_RESERVE_DEFAULT,
+        .state_dir = "the state directory",
+};
+
+void layer_limits_set(const LayerLimits *l) {
+        limits = *l;
+}
+
+const LayerLimits *layer_limits(void) {
+        return &limits;
+}
+
+int layer_quota_info(Store *store, const Sandbox *sb, Sbx__SandboxInfo *ret) {
+        StoreLayerSize size;
+        int r = store_sandbox_layers_size(store, sb->id, &size);
+
+        if (r < 0)
+                return r;
+        ret->layers_bytes = size.bytes;
+        ret->layers_inodes = size.inodes;
+        ret->layers_max_bytes = limits.sandbox_max_bytes;
+        return 0;
+}
+
+static uint64_t room(uint64_t max, uint64_t used) {
+        return used >= max ? 0 : max - used;
+}
+
+/* The refusal of a tree of `want` against a limit of value max with `used` taken. */
+static int refuse(int err, char *why, size_t size, const char *what, const char *key, uint64_t max, uint64_t used,
+                  uint64_t want, const char *unit) {
+        snprintf(why, size, "%s would pass %s (%" PRIu64 " %s): %" PRIu64 " %s used, this publication adds %" PRIu64
+                 " %s", what, key, max, unit, used, unit, want, unit);
+        return err;
+}
+
+static int room_check(uint64_t free_bytes, uint64_t want, char *why, size_t size) {
+        if (want <= room(free_bytes, limits.state_reserve))
+                return 0;
+        snprintf(why, size, "the state filesystem (%.100s) would fall below state_reserve (%" PRIu64 " bytes): %" PRIu64
+                 " bytes free, this publication adds %" PRIu64 " bytes", limits.state_dir, limits.state_reserve,
+                 free_bytes, want);
+        return -ENOSPC;
+}
+
+int state_room_check(int fd, uint64_t want, char *why, size_t why_size) {
+        struct statvfs sv;
+
+        if (fstatvfs(fd, &sv) < 0)
+                return -errno;
+        return room_check((uint64_t) sv.f_bavail * sv.f_frsize, want, why, why_size);
+}
+
+void state_full_message(char *why, size_t why_size) {
+        snprintf(why, why_size, "the state filesystem (%.100s) is full", limits.state_dir);
+}
+
+/* The budget of a tree that writes want, or a refusal. */
+static int budget_for(const StoreLayersSize *used, const TreeUsage *want, uint64_t free_bytes, TreeBudget *ret,
+                      char *why, size_t size) {
+        if (want->bytes > room(limits.sandbox_max_bytes, used->sandbox.bytes))
+                return refuse(-EDQUOT, why, size, "the sandbox's layers", "sandbox_layers_max_bytes",
+                              limits.sandbox_max_bytes, used->sandbox.bytes, want->bytes, "bytes");
+        if (want->bytes > room(limits.owner_max_bytes, used->owner.bytes))
+                return refuse(-EDQUOT, why, size, "the layers of the owner's sandboxes", "owner_layers_max_bytes",
+                              limits.owner_max_bytes, used->owner.bytes, want->bytes, "bytes");
+        if (want->inodes > room(limits.max_inodes, used->all.inodes))
+                return refuse(-EDQUOT, why, size, "the layers of all sandboxes", "layers_max_inodes", limits.max_inodes,
+                              used->all.inodes, want->inodes, "inodes");
+        if (room_check(free_bytes, want->bytes, why, size) < 0)
+                return -ENOSPC;
+        *ret = (TreeBudget) {
+                .max_bytes = MIN(room(limits.sandbox_max_bytes, used->sandbox.bytes),
+                                 room(limits.owner_max_bytes, used->owner.bytes)),
+                .max_inodes = room(limits.max_inodes, used->all.inodes),
+                .reserve_bytes = limits.state_reserve,
+        };
+        return 0;
+}
+
+/* Why a copy that failed within budget did. */
+static void stopped_message(int r, const TreeReport *rep, const TreeBudget *b, const StoreLayersSize *used,
+                            const TreeUsage *want, char *why, size_t size) {
+        switch (rep->stopped) {
+        case TREE_STOP_BYTES:
+                snprintf(why, size, "the layer passed its quota while it was copied: sandbox_layers_max_bytes %" PRIu64
+                         ", owner_layers_max_bytes %" PRIu64 " (%" PRIu64 " and %" PRIu64 " bytes used before, %" PRIu64
+                         " allowed)", limits.sandbox_max_bytes, limits.owner_max_bytes, used->sandbox.bytes,
+                         used->owner.bytes, b->max_bytes);
+                break;
+        case TREE_STOP_INODES:
+                snprintf(why, size, "the layer passed layers_max_inodes (%" PRIu64 ") while it was copied: %" PRIu64
+                         " inodes used before", limits.max_inodes, used->all.inodes);
+                break;
+        case TREE_STOP_RESERVE:
+                snprintf(why, size, "the state filesystem (%.100s) fell below state_reserve (%" PRIu64
+                         " bytes) while the layer was copied: %" PRIu64 " bytes free, this publication adds %" PRIu64
+                         " bytes; the copy was removed", limits.state_dir, limits.state_reserve, rep->free_bytes,
+                         want->bytes);
+                break;
+        case TREE_STOP_NONE:
+                if (r == -ENOSPC || r == -EDQUOT)
+                        state_full_message(why, size);
+                break;
+        }
+}
+
+int layer_create_within_quota(Store *store, const Sandbox *sb, uint32_t seq, int src_dirfd, int force_uid,
+                              unsigned flags, StoreLayerSize *ret_size, char *why, size_t why_size) {
+        StoreLayersSize used;
+        TreeUsage want;
+        TreeBudget budget;
+        TreeReport rep;
+        struct statvfs sv;
+        int r;
+
+        if (fstatvfs(sb->layers_fd, &sv) < 0)
+                return -errno;
+        r = tree_usage(src_dirfd, sv.f_bsize, &want);
+        if (r >= 0)
+                r = store_layers_size(store, sb->id, sb->owner_uid, &used);
+        if (r >= 0)
+                r = budget_for(&used, &want, (uint64_t) sv.f_bavail * sv.f_frsize, &budget, why, why_size);
+        if (r < 0)
+                return r;
+        r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, flags, NULL, &budget, &rep);
+        if (r < 0) {
+                stopped_message(r, &rep, &budget, &used, &want, why, why_size);
+                return r;
+        }
+        *ret_size = (StoreLayerSize) { .bytes = rep.written.bytes, .inodes = rep.written.inodes };
+        return 0;
+}
