@@ -58,6 +58,7 @@ static Sandbox *sandbox_free(Sandbox *sb) {
         if (!sb)
                 return NULL;
         snapshot_forget(sb);
+        sb->cgroup = cgroup_sandbox_free(sb->cgroup);
         safe_close(sb->layers_fd);
         safe_close(sb->dirfd);
         free(sb->source_dir);
@@ -617,7 +618,7 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
         sb->owner_uid = req->has_owner ? req->owner_uid : c->uid;
         sb->memory_bytes = req->memory_bytes ?: s->cfg.default_memory_bytes;
         sb->pids_max = req->pids_max ?: s->cfg.default_pids_max;
-        sb->cpu_weight = req->cpu_weight ?: 100;
+        sb->cpu_weight = req->cpu_weight ?: SBX_CPU_WEIGHT_DEFAULT;
         sb->created_unix = time(NULL);
         /* A half-created sandbox of an earlier crash has no record: free its ids. */
         (void) sandbox_ranges_collect(s);
@@ -739,6 +740,22 @@ void sandbox_info(const Sandbox *sb, Sbx__SandboxInfo *ret) {
         ret->live_sessions = sb->live_sessions - sb->spares;
         ret->created_unix = sb->created_unix;
         ret->image = (char *) SBX_IMAGE_DEFAULT_NAME;
+}
+
+int sandbox_cgroup(Server *s, Sandbox *sb, char *errmsg, size_t errmsg_size) {
+        CgroupLimits limits = {
+                .memory_bytes = sb->memory_bytes,
+                .pids_max = sb->pids_max,
+                .cpu_weight = sb->cpu_weight,
+        };
+        int r;
+
+        if (sb->cgroup)
+                return 0;
+        r = cgroup_sandbox_new(s->cgroups, sb->id, &limits, &sb->cgroup);
+        if (r < 0)
+                snprintf(errmsg, errmsg_size, "cannot create the sandbox's cgroup: %s", strerror(-r));
+        return r;
 }
 
 void sandboxes_free(Server *s) {

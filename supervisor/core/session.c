@@ -121,10 +121,12 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
 
 int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
                 char *ret_error, size_t error_size) {
+        /* The session's own limits, for its end reasons; the sandbox's
+         * cgroup above holds them for all its sessions together, and its CPU
+         * weight. */
         CgroupLimits limits = {
                 .memory_bytes = sb->memory_bytes,
                 .pids_max = sb->pids_max,
-                .cpu_weight = sb->cpu_weight,
         };
         WorkspaceSession *ws;
         char why[200] = "";
@@ -141,9 +143,12 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         ws->base = (SnapshotHold) { .squashed = sb->squashed, .top = sb->top_layer };
         r = make_id("ws-", ws->id, sizeof(ws->id));
         if (r >= 0 && s->cgroups) {
-                r = cgroup_session_new(s->cgroups, &limits, &ws->cgroup);
-                if (r < 0)
-                        snprintf(ret_error, error_size, "cannot create the session's cgroup: %s", strerror(-r));
+                r = sandbox_cgroup(s, sb, ret_error, error_size);
+                if (r >= 0) {
+                        r = cgroup_session_new(sb->cgroup, &limits, &ws->cgroup);
+                        if (r < 0)
+                                snprintf(ret_error, error_size, "cannot create the session's cgroup: %s", strerror(-r));
+                }
         }
         if (r >= 0)
                 r = session_spawn_params(s, ws, &p, ret_error, error_size);
