@@ -261,20 +261,23 @@ static int v2_read_oom_kills(CgroupSession *s, uint64_t *ret) {
         return cg_read_keyed_u64_at(s->fd[0], "memory.events", "oom_kill", ret);
 }
 
-/* A fork refused by the sandbox's limit: kernels before 6.12 count it in the
- * forking session's pids.events; later ones (without the pids_localevents
- * mount option) only in the sandbox's pids.events.local, which the sum holds
- * for each of its sessions: the sandbox's limit was hit while they ran. */
+/* A fork refused by the limit of the sandbox or of all sandboxes: kernels
+ * before 6.12 count it in the forking session's pids.events; later ones
+ * (without the pids_localevents mount option) only in the pids.events.local
+ * of the cgroup whose limit it hit, which the sum holds for each session
+ * below: a limit above it was hit while it ran. */
 static int v2_read_pids_max_hits(CgroupSession *s, uint64_t *ret) {
-        uint64_t own, sandbox = 0;
+        const int above[] = { s->sandbox->fd[0], s->manager->top[0] };
+        uint64_t sum, v;
         int r;
 
-        r = cg_read_keyed_u64_at(s->fd[0], "pids.events", "max", &own);
+        r = cg_read_keyed_u64_at(s->fd[0], "pids.events", "max", &sum);
         if (r < 0)
                 return r;
-        if (cg_read_keyed_u64_at(s->sandbox->fd[0], "pids.events.local", "max", &sandbox) < 0)
-                sandbox = 0;
-        *ret = own + sandbox;
+        for (size_t i = 0; i < ELEMENTSOF(above); i++)
+                if (cg_read_keyed_u64_at(above[i], "pids.events.local", "max", &v) >= 0)
+                        sum += v;
+        *ret = sum;
         return 0;
 }
 

@@ -462,8 +462,9 @@ static void test_v2_sandboxes(void **state) {
         fake_end();
 }
 
-/* A fork refused by the sandbox's pids limit: since Linux 6.12 only the
- * sandbox's pids.events.local counts it; each session of the sandbox sees it. */
+/* A fork refused by the pids limit of the sandbox or of all sandboxes: since
+ * Linux 6.12 only that cgroup's pids.events.local counts it; each session
+ * below sees it. */
 static void test_v2_pids_hits_of_sandbox(void **state) {
         CgroupManager *m = fake_v2_manager(NULL, NULL);
         CgroupSession *s = NULL;
@@ -481,6 +482,9 @@ static void test_v2_pids_hits_of_sandbox(void **state) {
         fput(OWN "/sandboxes/" SB_A "/s0/pids.events", "max 1\n");
         assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
         assert_int_equal(n, 4);
+        fput(OWN "/sandboxes/pids.events.local", "max 2\n");     /* the limit of all sandboxes */
+        assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
+        assert_int_equal(n, 6);
         assert_null(cgroup_session_release(s));
         assert_null(cgroup_manager_free(m));
         fake_end();
