@@ -1092,6 +1092,17 @@ static CgroupSandbox *real_sandbox(CgroupManager *m, const CgroupLimits *l) {
         return b;
 }
 
+/* A manager on the real hierarchy, sandbox SB_A of it, two sessions of that. */
+static CgroupManager *real_two_sessions(const CgroupLimits *sandbox, const CgroupLimits *session, CgroupSession **s0,
+                                        CgroupSession **s1) {
+        CgroupManager *m = real_manager();
+        CgroupSandbox *b = real_sandbox(m, sandbox);
+
+        assert_int_equal(cgroup_session_new(b, session, s0), 0);
+        assert_int_equal(cgroup_session_new(b, session, s1), 0);
+        return m;
+}
+
 static uint64_t real_u64(const char *ctrl, const char *rel) {
         char *v = real_get(ctrl, rel);
         uint64_t n = 0;
@@ -1119,18 +1130,14 @@ static void test_v1_real_sandbox_pids(void **state) {
         static const CgroupLimits sandbox = { .memory_bytes = 256ull << 20, .pids_max = 10 };
         static const CgroupLimits session = { .memory_bytes = 256ull << 20, .pids_max = 100 };
         CgroupManager *m = NULL;
-        CgroupSandbox *b;
         CgroupSession *s0 = NULL, *s1 = NULL;
         uint64_t hits0 = 0, hits1 = 0;
         pid_t c0, c1;
 
         (void) state;
         REQUIRE_REAL_V1();
-        m = real_manager();
-        b = real_sandbox(m, &sandbox);
+        m = real_two_sessions(&sandbox, &session, &s0, &s1);
         assert_int_equal(real_u64("pids", SB_A "/pids.max"), 10);
-        assert_int_equal(cgroup_session_new(b, &session, &s0), 0);
-        assert_int_equal(cgroup_session_new(b, &session, &s1), 0);
         c0 = spawn_in(s0, body_fork_sleepers_slowly);
         c1 = spawn_in(s1, body_fork_sleepers_slowly);
         for (int i = 0; i < 3000 && (hits0 == 0 || hits1 == 0); i++) {
@@ -1178,18 +1185,14 @@ static void test_v1_real_sandbox_memory(void **state) {
         static const CgroupLimits sandbox = { .memory_bytes = 64ull << 20, .pids_max = 64 };
         static const CgroupLimits session = { .memory_bytes = 128ull << 20, .pids_max = 64 };
         CgroupManager *m = NULL;
-        CgroupSandbox *b;
         CgroupSession *s0 = NULL, *s1 = NULL;
         uint64_t kills0 = 0, kills1 = 0;
         pid_t holder, eater;
 
         (void) state;
         REQUIRE_REAL_V1();
-        m = real_manager();
-        b = real_sandbox(m, &sandbox);
+        m = real_two_sessions(&sandbox, &session, &s0, &s1);
         assert_int_equal(real_u64("memory", SB_A "/memory.limit_in_bytes"), 64ull << 20);
-        assert_int_equal(cgroup_session_new(b, &session, &s0), 0);
-        assert_int_equal(cgroup_session_new(b, &session, &s1), 0);
         holder = spawn_in(s0, body_hold_memory);
         for (int i = 0; i < 2000 && real_u64("memory", SB_A "/s0/memory.usage_in_bytes") < (40ull << 20); i++)
                 usleep(1000);
