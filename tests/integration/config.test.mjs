@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { useSbx, outputLines, readAll, Sbxd, tail, BIN, T, hostProcsMatching, sleep } from './helpers.mjs';
+import { useSbx, outputLines, readAll, Sbxd, tail, BIN, T, hostProcsMatching, sleep, sbxctl } from './helpers.mjs';
 
 const CAP = 64 * 1024;
 const h = useSbx({
@@ -74,6 +74,22 @@ h.test('sandboxes_* keep all sandboxes to their share of the host', async () => 
   process.stdout.write(`# sandboxes_pids_max = 48: a command asking for 100 processes got ${peak}; end_reason ${sc.end_reason}\n`);
   assert.ok(peak > 0 && peak <= 48, `${peak} processes ran`);
   assert.equal(sc.end_reason, 'pids_limit');
+});
+
+h.test('a sandbox\'s cgroup is made for its first session and goes when the sandbox is deleted', async () => {
+  const src = path.join(h.dir, 'src-gone');
+  fs.mkdirSync(src, { recursive: true });
+  fs.writeFileSync(path.join(src, 'f'), 'x\n');
+  assert.equal((await sbxctl(h.socket, ['sandbox', 'create', 'gone', '--source', src, '--pids', '40', '--cpu-weight', '300'])).code, 0);
+  const id = JSON.parse((await sbxctl(h.socket, ['--json', 'sandbox', 'show', 'gone'])).stdout).id;
+  const dir = (ctrl) => path.join(allSandboxesCgroup(ctrl), id);
+  assert.ok(!fs.existsSync(dir('pids')), 'a cgroup for a sandbox without sessions');
+  assert.equal((await h.mcp.sc('exec_command', { sandbox_id: 'gone', cmd: 'echo hi' })).output, 'hi\n');
+  assert.equal(fs.readFileSync(path.join(dir('pids'), 'pids.max'), 'utf8').trim(), '40');
+  const cpu = fs.existsSync(path.join(dir('cpu'), 'cpu.weight')) ? 'cpu.weight' : 'cpu.shares';
+  assert.match(fs.readFileSync(path.join(dir('cpu'), cpu), 'utf8').trim(), /^(300|3072)$/);
+  assert.equal((await sbxctl(h.socket, ['sandbox', 'delete', 'gone'])).code, 0);
+  for (const c of ['memory', 'pids', 'cpu']) assert.ok(!fs.existsSync(dir(c)), `${dir(c)} is left`);
 });
 
 h.test('sandboxes_* values out of range are refused with the key, the value and what is allowed', async () => {
