@@ -64,6 +64,8 @@ unsigned sessions_live(Server *s) {
 }
 
 static int session_check_limits(Server *s, const Sandbox *sb, char *err, size_t size) {
+        uint64_t procs;
+
         if (sessions_live(s) >= SBX_MAX_LIVE_SESSIONS) {
                 snprintf(err, size, "too many live workspace sessions (limit %u)", SBX_MAX_LIVE_SESSIONS);
                 return -EAGAIN;
@@ -71,6 +73,14 @@ static int session_check_limits(Server *s, const Sandbox *sb, char *err, size_t 
         if (sb->live_sessions >= SBX_MAX_SESSIONS_PER_SANDBOX) {
                 snprintf(err, size, "sandbox '%s' has too many workspace sessions (limit %u); finalize some", sb->name,
                          SBX_MAX_SESSIONS_PER_SANDBOX);
+                return -EAGAIN;
+        }
+        /* A new session's first process would not fit (cgroup_session_attach). */
+        if (sb->cgroup && cgroup_sandbox_processes(sb->cgroup, &procs) >= 0 && procs >= sb->pids_max) {
+                snprintf(err, size,
+                         "sandbox '%s' is at its pids limit: %llu of %u processes and threads, its sessions' workers "
+                         "included; wait for its commands to end",
+                         sb->name, (unsigned long long) procs, sb->pids_max);
                 return -EAGAIN;
         }
         return 0;

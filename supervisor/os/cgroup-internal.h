@@ -37,6 +37,7 @@ struct CgroupSandbox {
         CgroupSandbox *next;
         char *name;
         CgroupFds fd;
+        uint64_t pids_max;              /* its limit, 0: none */
 };
 
 struct CgroupSession {
@@ -78,6 +79,7 @@ struct CgroupManager {
         /* The cgroup above all sandboxes, with their share of the host (v1
          * <instance>, v2 <own>/sandboxes); ops->setup() opens it. */
         CgroupFds top;
+        uint64_t top_pids_max;          /* the limit of all sandboxes, 0: none */
 
         CgroupSandbox *sandboxes;
         CgroupSession *sessions;        /* of all sandboxes: in use, free and broken */
@@ -111,6 +113,8 @@ struct CgroupOps {
          * a pooled cgroup must not keep its previous session's values. */
         int (*set_limits)(CgroupManager *m, const CgroupFds fd, const CgroupLimits *l);
         int (*attach)(CgroupSession *s, pid_t pid);
+        /* Which of a cgroup's directories holds its pids.* files. */
+        int (*pids_fd)(const CgroupFds fd);
         /* SIGKILL everything in s; with wait, return only once it is empty.
          * A backend may always wait (when only an empty cgroup proves that
          * nothing is left that could still fork). */
@@ -135,6 +139,8 @@ int cg_write_u64_at(int dirfd, const char *name, uint64_t v);
 /* v, or "max" for 0 (v2 memory.max, pids.max in both). */
 int cg_write_limit_at(int dirfd, const char *name, uint64_t v);
 int cg_write_pid_at(int dirfd, pid_t pid);
+/* A file holding one number (pids.current). */
+int cg_read_u64_at(int dirfd, const char *file, uint64_t *ret);
 /* The number after key in "key N" lines (memory.events, pids.events,
  * memory.oom_control); -ENODATA without such a line. */
 int cg_read_keyed_u64_at(int dirfd, const char *file, const char *key, uint64_t *ret);

@@ -77,6 +77,17 @@ int cg_write_pid_at(int dirfd, pid_t pid) {
         return cg_write_u64_at(dirfd, "cgroup.procs", (uint64_t) pid);
 }
 
+int cg_read_u64_at(int dirfd, const char *file, uint64_t *ret) {
+        _cleanup_free_ char *text = NULL;
+        int r;
+
+        r = read_file_at(dirfd, file, &text);
+        if (r < 0)
+                return r;
+        text[strcspn(text, "\n")] = '\0';
+        return parse_u64(text, ret);
+}
+
 int cg_read_keyed_u64_at(int dirfd, const char *file, const char *key, uint64_t *ret) {
         _cleanup_free_ char *text = NULL;
         size_t klen = strlen(key);

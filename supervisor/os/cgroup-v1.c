@@ -212,6 +212,10 @@ static int v1_attach(CgroupSession *s, pid_t pid) {
         return 0;
 }
 
+static int v1_pids_fd(const CgroupFds fd) {
+        return fd[CG_PIDS];
+}
+
 /* No cgroup.kill: pid by pid, and only an empty cgroup proves that nothing
  * is left that could still fork, so this always waits. */
 static int v1_kill(CgroupSession *s, bool wait) {
@@ -238,6 +242,7 @@ const CgroupOps cgroup_v1_ops = {
         .node_remove = v1_node_remove,
         .set_limits = v1_set_limits,
         .attach = v1_attach,
+        .pids_fd = v1_pids_fd,
         .kill = v1_kill,
         .read_oom_kills = v1_read_oom_kills,
         .read_pids_max_hits = v1_read_pids_max_hits,

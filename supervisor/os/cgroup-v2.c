@@ -246,6 +246,10 @@ static int v2_set_limits(CgroupManager *m, const CgroupFds fds, const CgroupLimi
         return 0;
 }
 
+static int v2_pids_fd(const CgroupFds fd) {
+        return fd[0];
+}
+
 static int v2_attach(CgroupSession *s, pid_t pid) {
         return cg_write_pid_at(s->fd[0], pid);
 }
@@ -291,6 +295,7 @@ const CgroupOps cgroup_v2_ops = {
         .node_remove = v2_node_remove,
         .set_limits = v2_set_limits,
         .attach = v2_attach,
+        .pids_fd = v2_pids_fd,
         .kill = v2_kill,
         .read_oom_kills = v2_read_oom_kills,
         .read_pids_max_hits = v2_read_pids_max_hits,

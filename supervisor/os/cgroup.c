@@ -170,10 +170,42 @@ int cgroup_session_new(CgroupSandbox *b, const CgroupLimits *limits, CgroupSessi
         return 0;
 }
 
+/* The kernel checks a pids limit when a process forks, never when one is
+ * moved in: a session's first process, moved into a full sandbox, would take
+ * it past its limit. So for the move the limits of the sandbox and of all
+ * sandboxes are one lower, which no fork can race past, and a full one
+ * refuses the move (-EAGAIN). */
 int cgroup_session_attach(CgroupSession *s, pid_t pid) {
+        CgroupManager *m;
+        size_t i;
+        int r = 0;
+
         if (!s || pid <= 0 || s->state != CG_SESSION_IN_USE)
                 return -EINVAL;
-        return s->manager->ops->attach(s, pid);
+        m = s->manager;
+        const struct {
+                int fd;
+                uint64_t max;
+        } lim[] = {
+                { m->ops->pids_fd(s->sandbox->fd), s->sandbox->pids_max },
+                { m->ops->pids_fd(m->top), m->top_pids_max },
+        };
+        for (i = 0; i < ELEMENTSOF(lim) && r >= 0; i++)
+                if (lim[i].max > 0) {
+                        uint64_t current;
+
+                        r = cg_write_u64_at(lim[i].fd, "pids.max", lim[i].max - 1);
+                        if (r >= 0)
+                                r = cg_read_u64_at(lim[i].fd, "pids.current", &current);
+                        if (r >= 0 && current >= lim[i].max)
+                                r = -EAGAIN;
+                }
+        if (r >= 0)
+                r = m->ops->attach(s, pid);
+        while (i-- > 0)
+                if (lim[i].max > 0)
+                        (void) cg_write_u64_at(lim[i].fd, "pids.max", lim[i].max);
+        return r;
 }
 
 /* An event counter of the cgroup, less what it counted before this session. */
@@ -295,10 +327,17 @@ int cgroup_sandbox_new(CgroupManager *m, const char *name, const CgroupLimits *l
                 (void) sandbox_destroy(b);
                 return r;
         }
+        b->pids_max = limits->pids_max;
         b->next = m->sandboxes;
         m->sandboxes = b;
         *ret = b;
         return 0;
+}
+
+int cgroup_sandbox_processes(CgroupSandbox *b, uint64_t *ret) {
+        if (!b || !ret)
+                return -EINVAL;
+        return cg_read_u64_at(b->manager->ops->pids_fd(b->fd), "pids.current", ret);
 }
 
 CgroupSandbox *cgroup_sandbox_free(CgroupSandbox *b) {
@@ -366,6 +405,7 @@ int cgroup_manager_new(const char *root, const char *self_cgroup, const char *in
         r = ops->setup(m, root_fd, self_cgroup);
         if (r >= 0)
                 r = ops->set_limits(m, m->top, sandboxes);
+        m->top_pids_max = sandboxes->pids_max;
         if (r < 0) {
                 (void) cgroup_manager_free(m);
                 return r;

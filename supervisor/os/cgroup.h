@@ -50,6 +50,8 @@ int cgroup_manager_cleanup_stale(CgroupManager *m);
  * is the sandbox's id. An existing directory of that name is adopted and
  * emptied. */
 int cgroup_sandbox_new(CgroupManager *m, const char *name, const CgroupLimits *limits, CgroupSandbox **ret);
+/* Its processes and threads (pids.current), all its sessions' together. */
+int cgroup_sandbox_processes(CgroupSandbox *b, uint64_t *ret);
 /* Kill what is left in it, remove it with its pooled session cgroups. Its
  * sessions must have been released. */
 CgroupSandbox *cgroup_sandbox_free(CgroupSandbox *b);
@@ -57,6 +59,8 @@ CgroupSandbox *cgroup_sandbox_free(CgroupSandbox *b);
 /* A cgroup for one session of sandbox b (one of b's pooled ones if
  * available), limits applied. */
 int cgroup_session_new(CgroupSandbox *b, const CgroupLimits *limits, CgroupSession **ret);
+/* Move pid into s; -EAGAIN if its sandbox, or all sandboxes, are at their
+ * pids limit (a move must not take them past it). */
 int cgroup_session_attach(CgroupSession *s, pid_t pid);
 /* Events counted since the session got this cgroup: an OOM kill of one of
  * its processes, a fork it was refused by its own or its sandbox's pids

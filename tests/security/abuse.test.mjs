@@ -256,6 +256,12 @@ test('a sandbox\'s pids limit holds for all its sessions together (16 commands, 
   }
   assert.ok(peak >= 16, `only ${peak} processes ran: the attack did not run`);
   assert.ok(ends.includes('pids_limit'), 'no command says it hit the pids limit');
+  // A session that would not fit any more is refused, with the limit and the count.
+  for (const r of result.filter((x) => x.isError)) {
+    const text = (r.content ?? []).map((c) => c.text ?? '').join(' ');
+    process.stdout.write(`# refused: ${text}\n`);
+    assert.match(text, /at its pids limit: \d+ of 64 processes|at their pids limit/);
+  }
   await noneLeft(`sleep ${mark}`);
   assert.equal((await exec('shared', 'echo fine')).output, 'fine\n');
 });

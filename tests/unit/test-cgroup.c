@@ -77,6 +77,7 @@ int __wrap_mkdirat(int dirfd, const char *path, mode_t mode) {
                 put_at(fd, "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
                 put_at(fd, "pids.max", "max\n");
                 put_at(fd, "pids.events", "max 0\n");
+                put_at(fd, "pids.current", "0\n");
                 put_at(fd, "cpu.weight", "100\n");
         } else {
                 put_at(fd, "memory.limit_in_bytes", "9223372036854771712\n");
@@ -85,6 +86,7 @@ int __wrap_mkdirat(int dirfd, const char *path, mode_t mode) {
                 put_at(fd, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
                 put_at(fd, "pids.max", "max\n");
                 put_at(fd, "pids.events", "max 0\n");
+                put_at(fd, "pids.current", "0\n");
                 put_at(fd, "cpu.shares", "1024\n");
         }
         close(fd);
@@ -485,6 +487,38 @@ static void test_v2_pids_hits_of_sandbox(void **state) {
         fput(OWN "/sandboxes/pids.events.local", "max 2\n");     /* the limit of all sandboxes */
         assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
         assert_int_equal(n, 6);
+        assert_null(cgroup_session_release(s));
+        assert_null(cgroup_manager_free(m));
+        fake_end();
+}
+
+/* A move is never refused by a pids limit, so attach refuses one into a full
+ * sandbox (or a full cgroup of all sandboxes), and leaves the limits as they
+ * were either way. */
+static void test_v2_attach_below_pids_limits(void **state) {
+        CgroupManager *m = fake_v2_manager(NULL, NULL);
+        CgroupSession *s = NULL;
+        uint64_t n = 0;
+
+        (void) state;
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s), 0);
+        fput(OWN "/sandboxes/" SB_A "/pids.current", "64\n");
+        assert_int_equal(cgroup_sandbox_processes(sandbox_a(m), &n), 0);
+        assert_int_equal(n, 64);
+        assert_int_equal(cgroup_session_attach(s, 4242), -EAGAIN);
+        assert_fget(OWN "/sandboxes/" SB_A "/pids.max", "64");
+        assert_fget(OWN "/sandboxes/pids.max", "1000");
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/cgroup.procs", "");
+        fput(OWN "/sandboxes/" SB_A "/pids.current", "63\n");
+        fput(OWN "/sandboxes/pids.current", "1000\n");
+        assert_int_equal(cgroup_session_attach(s, 4242), -EAGAIN);
+        assert_fget(OWN "/sandboxes/pids.max", "1000");
+        fput(OWN "/sandboxes/pids.current", "999\n");
+        assert_int_equal(cgroup_session_attach(s, 4242), 0);
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/cgroup.procs", "4242");
+        assert_fget(OWN "/sandboxes/" SB_A "/pids.max", "64");
+        assert_fget(OWN "/sandboxes/pids.max", "1000");
+        fput(OWN "/sandboxes/" SB_A "/s0/cgroup.procs", "");
         assert_null(cgroup_session_release(s));
         assert_null(cgroup_manager_free(m));
         fake_end();
@@ -1147,6 +1181,24 @@ static void test_v1_real_sandbox_pids(void **state) {
         }
         assert_true(hits0 >= 1 || hits1 >= 1);
         assert_true(real_u64("pids", SB_A "/pids.current") <= 10);
+        /* Full: no process is moved in (a move would pass the limit). */
+        {
+                CgroupSession *s2 = NULL;
+                pid_t outside = fork();
+
+                assert_true(outside >= 0);
+                if (outside == 0)
+                        body_sleep();
+                assert_int_equal(cgroup_session_new(sandbox_a(m), &session, &s2), 0);
+                for (int i = 0; i < 2000 && real_u64("pids", SB_A "/pids.current") < 10; i++)
+                        usleep(1000);
+                assert_int_equal(cgroup_session_attach(s2, outside), -EAGAIN);
+                assert_int_equal(real_u64("pids", SB_A "/pids.max"), 10);
+                assert_true(real_u64("pids", SB_A "/pids.current") <= 10);
+                (void) kill(outside, SIGKILL);
+                assert_reaped_killed(outside);
+                assert_null(cgroup_session_release(s2));
+        }
         assert_true(real_u64("pids", SB_A "/s0/pids.current") + real_u64("pids", SB_A "/s1/pids.current") <= 10);
         assert_null(cgroup_session_release(s0));
         assert_null(cgroup_session_release(s1));
@@ -1273,6 +1325,7 @@ int main(void) {
                 cmocka_unit_test(test_v2_sandboxes),
                 cmocka_unit_test(test_v2_pids_hits_of_sandbox),
                 cmocka_unit_test(test_v2_pool_cap),
+                cmocka_unit_test(test_v2_attach_below_pids_limits),
                 cmocka_unit_test(test_v2_kill_without_kill_file),
                 cmocka_unit_test(test_ops_tables),
                 cmocka_unit_test(test_detect_none),
