@@ -742,22 +742,6 @@ void sandbox_info(const Sandbox *sb, Sbx__SandboxInfo *ret) {
         ret->image = (char *) SBX_IMAGE_DEFAULT_NAME;
 }
 
-int sandbox_cgroup(Server *s, Sandbox *sb, char *errmsg, size_t errmsg_size) {
-        CgroupLimits limits = {
-                .memory_bytes = sb->memory_bytes,
-                .pids_max = sb->pids_max,
-                .cpu_weight = sb->cpu_weight,
-        };
-        int r;
-
-        if (sb->cgroup)
-                return 0;
-        r = cgroup_sandbox_new(s->cgroups, sb->id, &limits, &sb->cgroup);
-        if (r < 0)
-                snprintf(errmsg, errmsg_size, "cannot create the sandbox's cgroup: %s", strerror(-r));
-        return r;
-}
-
 void sandboxes_free(Server *s) {
         Sandbox *sb;
         while ((sb = TAILQ_FIRST(&s->sandboxes))) {

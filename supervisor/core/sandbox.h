@@ -29,7 +29,8 @@ struct Sandbox {
         uint64_t memory_bytes;
         uint32_t pids_max;
         uint32_t cpu_weight;        /* 1..10000, cgroup CPU share (100 = default) */
-        CgroupSandbox *cgroup;      /* above its sessions' (os/cgroup.h); made for its first session */
+        CgroupSandbox *cgroup;      /* above its sessions' (os/cgroup.h): made for its first session
+                                       (core/session.c), freed with the sandbox */
         uint32_t top_layer;
         int64_t created_unix;
         int dirfd;
@@ -61,8 +62,6 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
 /* Delete the sandbox and all its records; its files go after the commit. */
 int sandbox_delete(Server *s, Sandbox *sb);
 void sandbox_info(const Sandbox *sb, Sbx__SandboxInfo *ret);
-/* sb->cgroup, made with its limits if it has none yet; fails with ret_error set. */
-int sandbox_cgroup(Server *s, Sandbox *sb, char *ret_error, size_t error_size);
 /* Remove directories of sandboxes that have no record (a crash during a
  * delete or a create); returns how many went. */
 unsigned sandbox_dirs_collect(Server *s);

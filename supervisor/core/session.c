@@ -111,6 +111,23 @@ static int session_spawn_params(Server *s, const WorkspaceSession *ws, SpawnPara
         return 0;
 }
 
+/* sb->cgroup, made with the sandbox's limits for its first session. */
+static int sandbox_cgroup(Server *s, Sandbox *sb, char *err, size_t size) {
+        CgroupLimits limits = {
+                .memory_bytes = sb->memory_bytes,
+                .pids_max = sb->pids_max,
+                .cpu_weight = sb->cpu_weight,
+        };
+        int r;
+
+        if (sb->cgroup)
+                return 0;
+        r = cgroup_sandbox_new(s->cgroups, sb->id, &limits, &sb->cgroup);
+        if (r < 0)
+                snprintf(err, size, "cannot create the sandbox's cgroup: %s", strerror(-r));
+        return r;
+}
+
 static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish_policy) {
         WorkspaceSession *ws = calloc(1, sizeof(*ws));
 
