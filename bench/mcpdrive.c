@@ -280,7 +280,8 @@ static void do_call(json_t *step, long i)
 {
     const char *tool = json_string_value(json_object_get(step, "tool"));
     json_t *args = subst_json(json_object_get(step, "args"), i);
-    json_t *params = json_pack("{s:s,s:o}", "name", tool, "arguments", args);
+    /* args outlives params: until_done reads its sandbox_id. */
+    json_t *params = json_pack("{s:s,s:O}", "name", tool, "arguments", args);
     json_t *r = rpc("tools/call", params);
     json_decref(params);
     json_t *res = json_object_get(r, "result");
@@ -292,6 +293,7 @@ static void do_call(json_t *step, long i)
     if (json_is_true(json_object_get(res, "isError"))) {
         if (json_is_true(json_object_get(step, "allow_error"))) {
             json_decref(r);
+            json_decref(args);
             return;
         }
         char *t = json_dumps(res, 0);
@@ -312,7 +314,7 @@ static void do_call(json_t *step, long i)
             json_decref(p2);
             res = json_object_get(r, "result");
             if (!res || json_is_true(json_object_get(res, "isError")))
-                die("read_command_lines while polling failed");
+                die("read_command_lines while polling failed: %.600s", json_dumps(res ? res : r, 0));
             sc = json_object_get(res, "structuredContent");
             st = json_string_value(json_object_get(sc, "status"));
         }
@@ -338,6 +340,7 @@ static void do_call(json_t *step, long i)
         json_object_set(vars, var, v);
     }
     json_decref(r);
+    json_decref(args);
 }
 
 static void run_step(json_t *step, long i, int timed)

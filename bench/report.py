@@ -260,6 +260,15 @@ if d:
     row("peer: fork+exec+wait", "fork+exec+wait /bin/true from the C driver", "ms", dist(d["samples"]["base"]),
         note="context")
 
+# 11. neighbour
+a, c = load("neighbour_alone"), load("neighbour")
+if a and c:
+    sa, sc_ = a["samples"]["alone"], c["samples"]["contended"]
+    r = statistics.median(sc_) / statistics.median(sa)
+    row("neighbour's CPU job", "a CPU job (perl, one core) in one sandbox while %d spinning commands run in another"
+        % c["vars"]["spinners"], "s", dist(sc_, 1e6), "the same job alone", dist(sa, 1e6), r, "<= 2.0x on 2 cores",
+        r <= 2.0, "ratio = slowdown of the neighbour")
+
 # ---- print and write --------------------------------------------------------------
 
 

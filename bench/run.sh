@@ -11,7 +11,7 @@
 # BENCH_MINSESS (build/bench/minsess);
 # BENCH_KEEP=1 keeps the temporary directory; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
-# layers memory peers).
+# layers memory peers neighbour).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -409,6 +409,37 @@ EOF
   for c in crun runc; do
     "$c" --root "$D/$c-state" delete -f "sbx-bench-$c" >/dev/null 2>&1 || true
   done
+fi
+
+# ---- 11. neighbour: a CPU job beside 60 spinning commands in another sandbox ----------
+# The job alone in its sandbox, then again while another sandbox runs 60 busy
+# loops, each an automatic session of its own (each had its own cgroup of
+# weight 100 before sandboxes had theirs; the sandbox's weight now covers
+# them all). Ratio: contended / alone, per job.
+if want neighbour; then
+  N=$(sc 3 2)
+  SPIN=$(sc 60 8)
+  WORK=$(sc 25000000 2500000)
+  sandbox spin "$D/src/tiny"
+  sandbox neigh "$D/src/tiny"
+  python3 - "$D/scripts" "$N" "$SPIN" "$WORK" <<'EOF'
+import json, sys
+out, n, spin, work = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+job = {"tool": "exec_command", "args": {"sandbox_id": "neigh", "yield_time_ms": 30000, "timeout_ms": 600000,
+                                        "cmd": "perl -e '$x = 0; $x += $_ for 1 .. %d'" % work},
+       "until_done": True, "expect": "ok"}
+json.dump({"warmup": 1, "n": n, "loop": [dict(job, tag="alone")]}, open(out + "/neighbour_alone.json", "w"))
+start = [{"tool": "exec_command", "save": {"c%d" % k: "command_session_id"},
+          "args": {"sandbox_id": "spin", "cmd": "while :; do :; done", "yield_time_ms": 100, "timeout_ms": 600000}}
+         for k in range(spin)]
+stop = [{"tool": "cancel_command", "args": {"sandbox_id": "spin", "command_session_id": "${c%d}" % k},
+         "allow_error": True} for k in range(spin)]
+json.dump({"setup": start + [{"sleep_ms": 2000}], "warmup": 0, "n": n, "loop": [dict(job, tag="contended")],
+           "teardown": stop, "vars": {"spinners": spin, "work": work}}, open(out + "/neighbour.json", "w"))
+EOF
+  log "neighbour: the CPU job $N times alone, then $N times beside $SPIN spinning commands"
+  drive neighbour_alone
+  drive neighbour
 fi
 
 # ---- the report ---------------------------------------------------------------------------

@@ -61,6 +61,8 @@
  * (sbxctl session diff / finalize), then discarded (sbxd.conf
  * failed_session_grace_seconds; 0 discards it at once). */
 #define SBX_FAILED_SESSION_GRACE_DEFAULT_S 300u
+#define SBX_SESSION_START_MEMORY (16u << 20)  /* a new session's worker and first command, besides what the
+                                                   sandbox's stopped sessions hold of its memory limit */
 #define SBX_FAILED_SESSION_GRACE_MAX_S 86400u
 #define SBX_HEAP_KEEP_BYTES (32u << 20)         /* freed heap memory sbxd keeps for reuse */
 #define SBX_BROKER_HEAP_KEEP_BYTES (4u << 20)   /* the same for each sandbox-mcp (one per agent) */
@@ -125,6 +127,19 @@
 /* Sandbox defaults */
 #define SBX_MEMORY_DEFAULT (1ull << 30)
 #define SBX_PIDS_DEFAULT 512u
+#define SBX_MEMORY_MIN (16ull << 20)            /* default_memory_bytes, sandboxes_memory_max */
+#define SBX_PIDS_MIN 8u                         /* default_pids_max, sandboxes_pids_max */
+/* A sandbox's CPU weight against the others (sbxctl sandbox create
+ * --cpu-weight; cgroup cpu.weight, v1 cpu.shares = weight x 1024 / 100). */
+#define SBX_CPU_WEIGHT_DEFAULT 100u
+#define SBX_CPU_WEIGHT_MAX 10000u
+/* The cgroup above all sandboxes (sbxd.conf sandboxes_*, docs/cgroups.md):
+ * what they may take of the host together. The CPU weight is against sbxd
+ * itself (v2 <own>/supervisor, v1 the siblings in sbxd's own cgroup), memory
+ * a percentage of the host's RAM, pids of kernel.pid_max. */
+#define SBX_SANDBOXES_CPU_WEIGHT_DEFAULT 100u
+#define SBX_SANDBOXES_MEMORY_PERCENT_DEFAULT 80u
+#define SBX_SANDBOXES_PIDS_PERCENT_DEFAULT 50u
 #define SBX_SESSION_DISK_DEFAULT (1ull << 30)   /* tmpfs size of a session's writes */
 
 /* Files (issue 3) */

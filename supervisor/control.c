@@ -40,7 +40,7 @@ const RequestType request_types[] = {
         ROOT(SANDBOX_CREATE, sandbox_create, "create sandboxes", handle_sandbox_create,
              CHECKS(MSG_CHECK_LENGTH("name", 0, SBX_NAME_MAX, -EINVAL),
                     MSG_CHECK_LENGTH("source_dir", 0, SBX_SOURCE_DIR_MAX, -ENAMETOOLONG),
-                    MSG_CHECK_RANGE("cpu_weight", NULL, 0, 10000))),
+                    MSG_CHECK_RANGE("cpu_weight", NULL, 0, SBX_CPU_WEIGHT_MAX))),
         OWNER(SANDBOX_DELETE, sandbox_delete, "name", 0, handle_sandbox_delete, CHECKS(NAME("name"))),
         ROOT(GC, gc, "collect garbage", handle_gc, NULL),
         ANYONE(OWNER_LIST, owner_list, handle_owner_list, NULL),

@@ -132,8 +132,9 @@ static int set_pids(Args *a, const char *arg) {
 }
 
 static int set_cpu_weight(Args *a, const char *arg) {
-        if (parse_positive_u32(arg, &a->cpu_weight) < 0 || a->cpu_weight > 10000)
-                return usage_error("invalid --cpu-weight '%s': expected 1 to 10000 (100 is the default share)", arg);
+        if (parse_positive_u32(arg, &a->cpu_weight) < 0 || a->cpu_weight > SBX_CPU_WEIGHT_MAX)
+                return usage_error("invalid --cpu-weight '%s': expected 1 to %u (%u is the default share)", arg,
+                                   SBX_CPU_WEIGHT_MAX, SBX_CPU_WEIGHT_DEFAULT);
         return EXIT_OK;
 }
 

@@ -14,6 +14,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -276,24 +277,57 @@ static int server_open_state(Server *s) {
         return 0;
 }
 
-/* The sessions' cgroups. Before the spawner: on cgroup v2 sbxd moves itself
- * into the supervisor/ leaf of the delegated cgroup, which must hold no other
- * process then; the spawner, forked next, is born in that leaf. */
+/* The share of the host all sandboxes may take together (sbxd.conf
+ * sandboxes_*): percentages of its RAM and of kernel.pid_max. */
+static int sandboxes_limits(const Config *cfg, CgroupLimits *ret) {
+        _cleanup_close_ int kernel_fd = open("/proc/sys/kernel", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_free_ char *text = NULL;
+        struct sysinfo si;
+        uint64_t pid_max;
+        int r;
+
+        if (sysinfo(&si) < 0)
+                return log_error_errno(-errno, "Cannot read the host's memory size: %m");
+        r = kernel_fd < 0 ? -errno : read_file_at(kernel_fd, "pid_max", &text);
+        if (r >= 0) {
+                text[strcspn(text, "\n")] = '\0';
+                r = parse_u64(text, &pid_max);
+        }
+        if (r < 0)
+                return log_error_errno(r, "Cannot read /proc/sys/kernel/pid_max: %m");
+        *ret = (CgroupLimits) {
+                .memory_bytes = config_share_resolve(&cfg->sandboxes_memory_max, (uint64_t) si.totalram * si.mem_unit),
+                .pids_max = config_share_resolve(&cfg->sandboxes_pids_max, pid_max),
+                .cpu_weight = cfg->sandboxes_cpu_weight,
+        };
+        return 0;
+}
+
+/* The sandboxes' and sessions' cgroups. Before the spawner: on cgroup v2 sbxd
+ * moves itself into the supervisor/ leaf of the delegated cgroup, which must
+ * hold no other process then; the spawner, forked next, is born in that leaf. */
 static int server_open_cgroups(Server *s) {
         char cgroup_self[4096], instance[32];
+        CgroupLimits all;
         int r;
 
         r = read_self_cgroup(cgroup_self, sizeof(cgroup_self));
         if (r < 0)
                 return log_error_errno(r, "Cannot read /proc/self/cgroup: %m");
+        r = sandboxes_limits(&s->cfg, &all);
+        if (r < 0)
+                return r;
         snprintf(instance, sizeof(instance), "sbxd-%d", (int) getpid());
-        r = cgroup_manager_new("/sys/fs/cgroup", cgroup_self, instance, &s->cgroups);
+        r = cgroup_manager_new("/sys/fs/cgroup", cgroup_self, instance, &all, &s->cgroups);
         if (r < 0)
                 return log_error_errno(r, "Cannot set up cgroups (v2 needs Delegate=yes; v1 needs memory and pids): %m");
         r = cgroup_manager_cleanup_stale(s->cgroups);
         if (r < 0)
                 log_warning_errno(r, "Failed to remove cgroups of dead supervisors, ignoring: %m");
-        log_info("Using cgroup %s", cgroup_backend_to_string(cgroup_manager_backend(s->cgroups)));
+        log_info("Using cgroup %s; all sandboxes together: memory %llu MiB, %llu pids, cpu weight %u (0: no limit)",
+                 cgroup_backend_to_string(cgroup_manager_backend(s->cgroups)),
+                 (unsigned long long) (all.memory_bytes >> 20), (unsigned long long) all.pids_max,
+                 s->cfg.sandboxes_cpu_weight);
         return 0;
 }
 
@@ -404,8 +438,8 @@ static void server_done(Server *s) {
         }
         server_unwatch(s, &s->listen_src);
         server_unwatch(s, &s->signal_src);
+        sandboxes_free(s);      /* with their cgroups */
         s->cgroups = cgroup_manager_free(s->cgroups);
-        sandboxes_free(s);
         server_close(s);
 }
 

@@ -36,6 +36,9 @@ void config_init(Config *cfg) {
                 .owner_layers_max_bytes = SBX_OWNER_LAYERS_MAX_DEFAULT,
                 .layers_max_inodes = SBX_LAYERS_MAX_INODES_DEFAULT,
                 .state_reserve = SBX_STATE_RESERVE_DEFAULT,
+                .sandboxes_cpu_weight = SBX_SANDBOXES_CPU_WEIGHT_DEFAULT,
+                .sandboxes_memory_max = { SBX_SANDBOXES_MEMORY_PERCENT_DEFAULT, true },
+                .sandboxes_pids_max = { SBX_SANDBOXES_PIDS_PERCENT_DEFAULT, true },
         };
 }
 
@@ -96,6 +99,41 @@ static int parse_socket_mode(const char *value, mode_t *ret) {
         return 0;
 }
 
+uint64_t config_share_resolve(const ConfigShare *share, uint64_t host_total) {
+        if (!share->percent)
+                return share->value;
+        /* At least 1: a share never turns into "no limit". */
+        return MAX(host_total / 100u * share->value + host_total % 100u * share->value / 100u, (uint64_t) 1);
+}
+
+/* sandboxes_memory_max and sandboxes_pids_max: "max", "N%" of the host's
+ * (1 to 100), or a number of at least min (sizes with K, M, G). */
+static int parse_share(const char *key, const char *value, uint64_t min, ConfigShare *ret, char *err) {
+        size_t n = strlen(value);
+        uint64_t v;
+
+        if (strcmp(value, "max") == 0) {
+                *ret = (ConfigShare) {};
+                return 0;
+        }
+        if (n > 1 && n < 8 && value[n - 1] == '%') {
+                char digits[8];
+
+                memcpy(digits, value, n - 1);
+                digits[n - 1] = '\0';
+                if (parse_u64(digits, &v) >= 0 && v >= 1 && v <= 100) {
+                        *ret = (ConfigShare) { v, true };
+                        return 0;
+                }
+        } else if (parse_size(value, &v) >= 0 && v >= min) {
+                *ret = (ConfigShare) { v, false };
+                return 0;
+        }
+        snprintf(err, CONFIG_ERROR_MAX, "%s: '%.40s' is not max, 1%% to 100%% or a number of at least %llu", key, value,
+                 (unsigned long long) min);
+        return -EINVAL;
+}
+
 /* The keys that are no number; 1 if key is none of them. */
 static int config_set_word(Config *cfg, const char *key, const char *value, char *err) {
         /* socket_group: its members may connect to sbxd.sock (group-owned, 0660
@@ -135,6 +173,10 @@ static int config_set_word(Config *cfg, const char *key, const char *value, char
                 cfg->allow_io_uring = yes;
                 return 0;
         }
+        if (strcmp(key, "sandboxes_memory_max") == 0)
+                return parse_share(key, value, SBX_MEMORY_MIN, &cfg->sandboxes_memory_max, err);
+        if (strcmp(key, "sandboxes_pids_max") == 0)
+                return parse_share(key, value, SBX_PIDS_MIN, &cfg->sandboxes_pids_max, err);
         if (strcmp(key, "log_level") == 0) {
                 int l = log_level_from_string(value);
                 if (l < 0) {
@@ -160,8 +202,8 @@ static const struct {
         NUMERIC("owner_transcripts_max_bytes", owner_transcripts_max_bytes, 1u << 20, UINT64_MAX),
         NUMERIC("transcripts_max_bytes", transcripts_max_bytes, 0, UINT64_MAX),
         NUMERIC("transcripts_max_inodes", transcripts_max_inodes, 16, UINT64_MAX),
-        NUMERIC("default_memory_bytes", default_memory_bytes, 16u << 20, UINT64_MAX),
-        NUMERIC("default_pids_max", default_pids_max, 8, 1u << 22),
+        NUMERIC("default_memory_bytes", default_memory_bytes, SBX_MEMORY_MIN, UINT64_MAX),
+        NUMERIC("default_pids_max", default_pids_max, SBX_PIDS_MIN, 1u << 22),
         NUMERIC("session_disk_bytes", session_disk_bytes, 1u << 20, UINT64_MAX),
         NUMERIC("uid_base", uid_base, 1000, SBX_UID_POOL_END - SBX_UID_COUNT_DEFAULT),
         NUMERIC("uid_count", uid_count, 1, SBX_UID_COUNT_DEFAULT),
@@ -178,6 +220,7 @@ static const struct {
         NUMERIC("owner_layers_max_bytes", owner_layers_max_bytes, 1u << 20, UINT64_MAX),
         NUMERIC("layers_max_inodes", layers_max_inodes, 1000, UINT64_MAX),
         NUMERIC("state_reserve", state_reserve, 0, UINT64_MAX),
+        NUMERIC("sandboxes_cpu_weight", sandboxes_cpu_weight, 1, SBX_CPU_WEIGHT_MAX),
 };
 
 int config_set(Config *cfg, const char *key, const char *value, char *ret_error) {

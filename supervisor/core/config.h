@@ -9,6 +9,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* A limit of the cgroup above all sandboxes: a number, or a percentage of
+ * the host's (memory, kernel.pid_max) resolved at start; 0: none. */
+typedef struct ConfigShare {
+        uint64_t value;
+        bool percent;                   /* value is 1..100 % of the host's */
+} ConfigShare;
+
 typedef struct Config {
         char *state_dir;
         char *run_dir;
@@ -42,6 +49,11 @@ typedef struct Config {
         uint64_t owner_layers_max_bytes;
         uint64_t layers_max_inodes;
         uint64_t state_reserve;
+        /* The cgroup above all sandboxes, their share of the host together
+         * (docs/cgroups.md): sandboxes_cpu_weight, _memory_max, _pids_max. */
+        uint32_t sandboxes_cpu_weight;
+        ConfigShare sandboxes_memory_max;
+        ConfigShare sandboxes_pids_max;
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */
@@ -54,6 +66,9 @@ int config_set(Config *cfg, const char *key, const char *value, char *ret_error)
 /* Read path into cfg (a missing file is no error unless required); on
  * failure ret_error says "PATH:LINE: reason" or "PATH: reason". */
 int config_load(Config *cfg, const char *path, bool required, char *ret_error);
+/* What share resolves to on a host with host_total of it (bytes of memory,
+ * kernel.pid_max); 0: no limit. */
+uint64_t config_share_resolve(const ConfigShare *share, uint64_t host_total);
 /* The default directories where neither the file nor the command line set them. */
 int config_finish(Config *cfg);
 void config_done(Config *cfg);

@@ -52,6 +52,7 @@ static Sandbox *sandbox_free(Sandbox *sb) {
         if (!sb)
                 return NULL;
         snapshot_forget(sb);
+        sb->cgroup = cgroup_sandbox_free(sb->cgroup);
         safe_close(sb->layers_fd);
         safe_close(sb->dirfd);
         free(sb->source_dir);
@@ -627,7 +628,7 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
         sb->owner_uid = owner;
         sb->memory_bytes = req->memory_bytes ?: s->cfg.default_memory_bytes;
         sb->pids_max = req->pids_max ?: s->cfg.default_pids_max;
-        sb->cpu_weight = req->cpu_weight ?: 100;
+        sb->cpu_weight = req->cpu_weight ?: SBX_CPU_WEIGHT_DEFAULT;
         sb->created_unix = time(NULL);
         /* A half-created sandbox of an earlier crash has no record: free its ids. */
         (void) sandbox_ranges_collect(s);

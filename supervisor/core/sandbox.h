@@ -15,6 +15,7 @@
 #include "core/server.h"
 #include "core/snapshot.h"
 #include "data/store.h"
+#include "os/cgroup.h"
 
 struct Sandbox {
         TAILQ_ENTRY(Sandbox) link;
@@ -28,6 +29,8 @@ struct Sandbox {
         uint64_t memory_bytes;
         uint32_t pids_max;
         uint32_t cpu_weight;        /* 1..10000, cgroup CPU share (100 = default) */
+        CgroupSandbox *cgroup;      /* above its sessions' (os/cgroup.h): made for its first session
+                                       (core/session.c), freed with the sandbox */
         uint32_t top_layer;
         int64_t created_unix;
         int dirfd;

@@ -82,7 +82,7 @@ static uint64_t stopped_memory(Server *s, const Sandbox *sb) {
 }
 
 static int session_check_limits(Server *s, const Sandbox *sb, char *err, size_t size) {
-        uint64_t held;
+        uint64_t held, procs;
 
         if (sessions_live(s) >= SBX_MAX_LIVE_SESSIONS) {
                 snprintf(err, size, "too many live workspace sessions (limit %u)", SBX_MAX_LIVE_SESSIONS);
@@ -93,14 +93,25 @@ static int session_check_limits(Server *s, const Sandbox *sb, char *err, size_t 
                          SBX_MAX_SESSIONS_PER_SANDBOX);
                 return -EAGAIN;
         }
+        /* The sandbox's cgroup holds its stopped sessions' tmpfs pages too: a session
+         * started without room would only meet the OOM killer. */
         held = stopped_memory(s, sb);
-        if (held >= sb->memory_bytes) {
+        if (held + SBX_SESSION_START_MEMORY > sb->memory_bytes) {
                 snprintf(err, size, "sandbox '%s' has no memory left for a session: its stopped workspace sessions "
-                         "hold %llu bytes of unpublished changes, its memory limit is %llu bytes; finalize or discard "
-                         "them, or wait until those of failed publications are discarded "
+                         "hold %llu bytes of unpublished changes, its memory limit is %llu bytes and a session needs "
+                         "%u more; finalize or discard them, or wait until those of failed publications are discarded "
                          "(failed_session_grace_seconds)",
-                         sb->name, (unsigned long long) held, (unsigned long long) sb->memory_bytes);
+                         sb->name, (unsigned long long) held, (unsigned long long) sb->memory_bytes,
+                         SBX_SESSION_START_MEMORY);
                 return -ENOMEM;
+        }
+        /* A new session's first process would not fit (cgroup_session_attach). */
+        if (sb->cgroup && cgroup_sandbox_processes(sb->cgroup, &procs) >= 0 && procs >= sb->pids_max) {
+                snprintf(err, size,
+                         "sandbox '%s' is at its pids limit: %llu of %u processes and threads, its sessions' workers "
+                         "included; wait for its commands to end",
+                         sb->name, (unsigned long long) procs, sb->pids_max);
+                return -EAGAIN;
         }
         return owner_quota_check(s, "owner_sessions_max", sb->owner_uid, 1, err, size);
 }
@@ -130,6 +141,23 @@ static int session_spawn_params(Server *s, const WorkspaceSession *ws, SpawnPara
         return 0;
 }
 
+/* sb->cgroup, made with the sandbox's limits for its first session. */
+static int sandbox_cgroup(Server *s, Sandbox *sb, char *err, size_t size) {
+        CgroupLimits limits = {
+                .memory_bytes = sb->memory_bytes,
+                .pids_max = sb->pids_max,
+                .cpu_weight = sb->cpu_weight,
+        };
+        int r;
+
+        if (sb->cgroup)
+                return 0;
+        r = cgroup_sandbox_new(s->cgroups, sb->id, &limits, &sb->cgroup);
+        if (r < 0)
+                snprintf(err, size, "cannot create the sandbox's cgroup: %s", strerror(-r));
+        return r;
+}
+
 static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish_policy) {
         WorkspaceSession *ws = calloc(1, sizeof(*ws));
 
@@ -152,10 +180,12 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
 
 int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
                 char *ret_error, size_t error_size) {
+        /* The session's own limits, for its end reasons; the sandbox's
+         * cgroup above holds them for all its sessions together, and its CPU
+         * weight. */
         CgroupLimits limits = {
                 .memory_bytes = sb->memory_bytes,
                 .pids_max = sb->pids_max,
-                .cpu_weight = sb->cpu_weight,
         };
         WorkspaceSession *ws;
         char why[200] = "";
@@ -172,9 +202,12 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         ws->base = (SnapshotHold) { .squashed = sb->squashed, .top = sb->top_layer };
         r = make_id("ws-", ws->id, sizeof(ws->id));
         if (r >= 0 && s->cgroups) {
-                r = cgroup_session_new(s->cgroups, &limits, &ws->cgroup);
-                if (r < 0)
-                        snprintf(ret_error, error_size, "cannot create the session's cgroup: %s", strerror(-r));
+                r = sandbox_cgroup(s, sb, ret_error, error_size);
+                if (r >= 0) {
+                        r = cgroup_session_new(sb->cgroup, &limits, &ws->cgroup);
+                        if (r < 0)
+                                snprintf(ret_error, error_size, "cannot create the session's cgroup: %s", strerror(-r));
+                }
         }
         if (r >= 0)
                 r = session_spawn_params(s, ws, &p, ret_error, error_size);

@@ -11,9 +11,6 @@
 
 #include "os/cgroup.h"
 
-#define CG_CPU_WEIGHT_DEFAULT 100u
-#define CG_CPU_WEIGHT_MAX 10000u
-
 typedef enum CgroupController {
         CG_MEMORY,
         CG_PIDS,
@@ -29,31 +26,42 @@ typedef enum CgroupSessionState {
         CG_SESSION_BROKEN,      /* could not be emptied; retried only by cgroup_manager_free() */
 } CgroupSessionState;
 
+/* A cgroup's directories, -EBADF where there is none: v1 has one per
+ * controller present, v2 one for all of them in [0]. */
+typedef int CgroupFds[_CG_MAX];
+
+/* The cgroup of one sandbox, above its sessions' cgroups; its name is the
+ * sandbox's id. */
+struct CgroupSandbox {
+        CgroupManager *manager;
+        CgroupSandbox *next;
+        char *name;
+        CgroupFds fd;
+        uint64_t pids_max;              /* its limit, 0: none */
+};
+
 struct CgroupSession {
         CgroupManager *manager;
+        CgroupSandbox *sandbox;         /* the parent of its directories */
         CgroupSession *next;
         unsigned index;                 /* directory name s<index> */
         CgroupSessionState state;
-        /* The session's directories, -EBADF where there is none: v1 has one
-         * per controller present, v2 one for all of them in fd[0]. */
-        int fd[_CG_MAX];
+        CgroupFds fd;
         uint64_t oom_base;
         uint64_t pids_max_base;
 };
 
-/* v1, per controller: <root>/<ctrl><own> and <that>/<instance>. */
+/* v1, per controller: <root>/<ctrl><own>; <that>/<instance> is the manager's top. */
 typedef struct CgroupV1 {
-        int parent_fd[_CG_MAX];
-        int base_fd[_CG_MAX];
+        CgroupFds parent_fd;
         bool base_created[_CG_MAX];
 } CgroupV1;
 
-/* v2: <root><own> and <own>/sessions. */
+/* v2: <root><own>; <own>/sandboxes is the manager's top. */
 typedef struct CgroupV2 {
         int own_fd;
-        int sessions_fd;
         bool supervisor_created;
-        bool sessions_created;
+        bool sandboxes_created;
         bool moved;                     /* this process moved into <own>/supervisor */
         bool enabled_own[_CG_MAX];      /* we added it to <own>/cgroup.subtree_control */
 } CgroupV2;
@@ -68,8 +76,13 @@ struct CgroupManager {
                 CgroupV1 v1;
                 CgroupV2 v2;
         };
+        /* The cgroup above all sandboxes, with their share of the host (v1
+         * <instance>, v2 <own>/sandboxes); ops->setup() opens it. */
+        CgroupFds top;
+        uint64_t top_pids_max;          /* the limit of all sandboxes, 0: none */
 
-        CgroupSession *sessions;        /* all of them: in use, free and broken */
+        CgroupSandbox *sandboxes;
+        CgroupSession *sessions;        /* of all sandboxes: in use, free and broken */
         unsigned n_sessions;
         unsigned next_index;
 };
@@ -81,23 +94,27 @@ struct CgroupOps {
         /* Whether root_fd (normally /sys/fs/cgroup) is this backend's layout. */
         bool (*detect)(int root_fd);
         /* Find this process's cgroup in self_cgroup (/proc/self/cgroup), make
-         * the supervisor's subtree below it and set m->has[]. Initializes the
-         * backend's part of m first, so teardown() may follow any failure. */
+         * the supervisor's subtree below it, open its top into m->top and set
+         * m->has[]. Initializes the backend's part of m and m->top first, so
+         * teardown() may follow any failure. */
         int (*setup)(CgroupManager *m, int root_fd, const char *self_cgroup);
-        /* Undo setup(), once every session cgroup is gone. */
+        /* Undo setup(), once every sandbox and session cgroup is gone. */
         void (*teardown)(CgroupManager *m);
         /* Remove (killing what is in them) the cgroups earlier supervisors
          * left behind; *count grows by the number removed. */
         int (*cleanup_stale)(CgroupManager *m, unsigned *count);
-        /* Make (or adopt, when it exists) the directories of session s,
-         * named name, and open them into s->fd[]. */
-        int (*session_make)(CgroupSession *s, const char *name);
+        /* Make (or adopt, when it exists) the directories named name below
+         * parent and open them into ret; inner: it will have cgroups below it
+         * (a sandbox's), which get the controllers of m->has[]. */
+        int (*node_make)(CgroupManager *m, const CgroupFds parent, const char *name, bool inner, CgroupFds ret);
         /* Remove them again, killing what is left in them (fds closed by then). */
-        int (*session_remove)(CgroupSession *s, const char *name);
+        int (*node_remove)(CgroupManager *m, const CgroupFds parent, const char *name);
         /* Write every limit, including the defaults of those l leaves at 0:
          * a pooled cgroup must not keep its previous session's values. */
-        int (*set_limits)(CgroupSession *s, const CgroupLimits *l);
+        int (*set_limits)(CgroupManager *m, const CgroupFds fd, const CgroupLimits *l);
         int (*attach)(CgroupSession *s, pid_t pid);
+        /* Which of a cgroup's directories holds its pids.* files. */
+        int (*pids_fd)(const CgroupFds fd);
         /* SIGKILL everything in s; with wait, return only once it is empty.
          * A backend may always wait (when only an empty cgroup proves that
          * nothing is left that could still fork). */
@@ -122,6 +139,8 @@ int cg_write_u64_at(int dirfd, const char *name, uint64_t v);
 /* v, or "max" for 0 (v2 memory.max, pids.max in both). */
 int cg_write_limit_at(int dirfd, const char *name, uint64_t v);
 int cg_write_pid_at(int dirfd, pid_t pid);
+/* A file holding one number (pids.current). */
+int cg_read_u64_at(int dirfd, const char *file, uint64_t *ret);
 /* The number after key in "key N" lines (memory.events, pids.events,
  * memory.oom_control); -ENODATA without such a line. */
 int cg_read_keyed_u64_at(int dirfd, const char *file, const char *key, uint64_t *ret);
@@ -140,13 +159,14 @@ int cg_kill_and_wait(const int *fds, size_t n_fds, bool use_kill_file, bool wait
 /* Kill what is in parent_fd/name and below, then remove it bottom-up; a
  * missing directory is fine. */
 int cg_remove_tree_at(int parent_fd, const char *name);
-/* cg_remove_tree_at() on each subdirectory of dirfd that pick() selects;
+/* cg_remove_tree_at() on each subdirectory of dirfd that pick() selects
+ * (every one without pick); count may be NULL;
  * *count grows by the number removed. Returns the first error. */
 int cg_remove_matching(CgroupManager *m, int dirfd, bool (*pick)(CgroupManager *m, const char *name),
                        unsigned *count);
-/* Whether name is the directory of one of m's session cgroups ("s<index>"). */
-bool cg_manager_has_session(const CgroupManager *m, const char *name);
-/* "sN", the directory name of session cgroup s in its manager's sessions/. */
+/* Whether name is the directory of one of m's sandbox cgroups. */
+bool cg_manager_has_sandbox(const CgroupManager *m, const char *name);
+/* "sN", the directory name of session cgroup s in its sandbox's. */
 void cg_session_name(const CgroupSession *s, char buf[static 16]);
 /* The weight to write for l: its own, clamped, or the default for 0. */
 uint64_t cg_cpu_weight(const CgroupLimits *l);

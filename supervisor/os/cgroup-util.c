@@ -77,6 +77,17 @@ int cg_write_pid_at(int dirfd, pid_t pid) {
         return cg_write_u64_at(dirfd, "cgroup.procs", (uint64_t) pid);
 }
 
+int cg_read_u64_at(int dirfd, const char *file, uint64_t *ret) {
+        _cleanup_free_ char *text = NULL;
+        int r;
+
+        r = read_file_at(dirfd, file, &text);
+        if (r < 0)
+                return r;
+        text[strcspn(text, "\n")] = '\0';
+        return parse_u64(text, ret);
+}
+
 int cg_read_keyed_u64_at(int dirfd, const char *file, const char *key, uint64_t *ret) {
         _cleanup_free_ char *text = NULL;
         size_t klen = strlen(key);
@@ -115,8 +126,8 @@ bool cg_word_in_list(const char *list, const char *word) {
 uint64_t cg_cpu_weight(const CgroupLimits *l) {
         /* 0 ("leave") still writes the default: a pooled cgroup must not keep
          * the weight its previous session had. */
-        uint64_t w = l->cpu_weight ? l->cpu_weight : CG_CPU_WEIGHT_DEFAULT;
-        return MIN(MAX(w, 1u), (uint64_t) CG_CPU_WEIGHT_MAX);
+        uint64_t w = l->cpu_weight ? l->cpu_weight : SBX_CPU_WEIGHT_DEFAULT;
+        return MIN(MAX(w, 1u), (uint64_t) SBX_CPU_WEIGHT_MAX);
 }
 
 /* ---- /proc/self/cgroup -------------------------------------------------------- */
@@ -428,19 +439,9 @@ void cg_session_name(const CgroupSession *s, char buf[static 16]) {
         (void) snprintf(buf, 16, "s%u", s->index);
 }
 
-bool cg_manager_has_session(const CgroupManager *m, const char *name) {
-        uint64_t v;
-
-        if (name[0] != 's' || parse_u64(name + 1, &v) < 0)
-                return false;
-        for (CgroupSession *s = m->sessions; s; s = s->next)
-                if (s->index == v) {
-                        char buf[16];
-
-                        /* "s01" is not s1's. */
-                        cg_session_name(s, buf);
-                        return strcmp(buf, name) == 0;
-                }
+bool cg_manager_has_sandbox(const CgroupManager *m, const char *name) {
+        for (const CgroupSandbox *b = m->sandboxes; b; b = b->next)
+                if (strcmp(b->name, name) == 0)
+                        return true;
         return false;
 }
-

@@ -1,8 +1,10 @@
 /* The cgroup v1 backend (v1 and hybrid hosts): memory, pids and, when
- * present, cpu hierarchies, each mounted at <root>/<controller>. A session
- * gets one directory per controller,
- * <root>/<ctrl><own>/<instance>/s<N>. v1 has no delegation contract and no
- * internal-process rule, so sbxd stays in its own cgroups. docs/cgroups.md. */
+ * present, cpu hierarchies, each mounted at <root>/<controller>. The
+ * instance directory holds all sandboxes, a sandbox and each of its sessions
+ * get one directory per controller,
+ * <root>/<ctrl><own>/<instance>/<sandbox>/s<N>. v1 has no delegation contract
+ * and no internal-process rule, so sbxd stays in its own cgroups.
+ * docs/cgroups.md. */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -31,7 +33,7 @@ static int v1_setup(CgroupManager *m, int root_fd, const char *self_cgroup) {
         int r;
 
         for (CgroupController c = 0; c < _CG_MAX; c++)
-                v1->parent_fd[c] = v1->base_fd[c] = -EBADF;
+                v1->parent_fd[c] = -EBADF;
         if (!m->instance)
                 return -EINVAL;
 
@@ -63,7 +65,7 @@ static int v1_setup(CgroupManager *m, int root_fd, const char *self_cgroup) {
                 if (r < 0)
                         return r;
                 v1->base_created[c] = true;
-                v1->base_fd[c] = r;
+                m->top[c] = r;
                 m->has[c] = true;
         }
         return 0;
@@ -73,7 +75,7 @@ static void v1_teardown(CgroupManager *m) {
         CgroupV1 *v1 = &m->v1;
 
         for (CgroupController c = 0; c < _CG_MAX; c++) {
-                v1->base_fd[c] = safe_close(v1->base_fd[c]);
+                m->top[c] = safe_close(m->top[c]);
                 if (v1->base_created[c] && v1->parent_fd[c] >= 0)
                         (void) cg_remove_tree_at(v1->parent_fd[c], m->instance);
                 v1->parent_fd[c] = safe_close(v1->parent_fd[c]);
@@ -113,29 +115,26 @@ static int v1_cleanup_stale(CgroupManager *m, unsigned *count) {
         return ret;
 }
 
-static int v1_session_make(CgroupSession *s, const char *name) {
-        CgroupManager *m = s->manager;
-
+static int v1_node_make(CgroupManager *m, const CgroupFds parent, const char *name, bool inner, CgroupFds ret) {
         for (CgroupController c = 0; c < _CG_MAX; c++) {
                 int r;
 
                 if (!m->has[c])
                         continue;
-                r = dir_make_open_at(m->v1.base_fd[c], name, 0755, NULL);
+                r = dir_make_open_at(parent[c], name, 0755, NULL);
                 if (r < 0)
                         return r;
-                s->fd[c] = r;
+                ret[c] = r;
         }
         return 0;
 }
 
-static int v1_session_remove(CgroupSession *s, const char *name) {
-        CgroupManager *m = s->manager;
+static int v1_node_remove(CgroupManager *m, const CgroupFds parent, const char *name) {
         int r, ret = 0;
 
         for (CgroupController c = 0; c < _CG_MAX; c++)
                 if (m->has[c]) {
-                        r = cg_remove_tree_at(m->v1.base_fd[c], name);
+                        r = cg_remove_tree_at(parent[c], name);
                         if (r < 0 && ret == 0)
                                 ret = r;
                 }
@@ -179,21 +178,21 @@ static int set_memory(int fd, uint64_t bytes) {
         return 0;
 }
 
-static int v1_set_limits(CgroupSession *s, const CgroupLimits *l) {
+static int v1_set_limits(CgroupManager *m, const CgroupFds fd, const CgroupLimits *l) {
         int r;
 
-        r = set_memory(s->fd[CG_MEMORY], l->memory_bytes);
+        r = set_memory(fd[CG_MEMORY], l->memory_bytes);
         if (r < 0)
                 return r;
-        r = cg_write_limit_at(s->fd[CG_PIDS], "pids.max", l->pids_max);
+        r = cg_write_limit_at(fd[CG_PIDS], "pids.max", l->pids_max);
         if (r < 0)
                 return r;
-        if (s->manager->has[CG_CPU]) {
+        if (m->has[CG_CPU]) {
                 /* cpu.weight 100 is cpu.shares 1024, proportionally. */
                 uint64_t shares = cg_cpu_weight(l) * 1024u / 100u;
 
                 shares = MIN(MAX(shares, (uint64_t) V1_SHARES_MIN), (uint64_t) V1_SHARES_MAX);
-                r = cg_write_u64_at(s->fd[CG_CPU], "cpu.shares", shares);
+                r = cg_write_u64_at(fd[CG_CPU], "cpu.shares", shares);
                 if (r < 0)
                         return r;
         }
@@ -213,6 +212,10 @@ static int v1_attach(CgroupSession *s, pid_t pid) {
         return 0;
 }
 
+static int v1_pids_fd(const CgroupFds fd) {
+        return fd[CG_PIDS];
+}
+
 /* No cgroup.kill: pid by pid, and only an empty cgroup proves that nothing
  * is left that could still fork, so this always waits. */
 static int v1_kill(CgroupSession *s, bool wait) {
@@ -223,6 +226,8 @@ static int v1_read_oom_kills(CgroupSession *s, uint64_t *ret) {
         return cg_read_keyed_u64_at(s->fd[CG_MEMORY], "memory.oom_control", "oom_kill", ret);
 }
 
+/* v1 counts a refused fork in the forking cgroup, whichever limit (the
+ * session's or its sandbox's) refused it. */
 static int v1_read_pids_max_hits(CgroupSession *s, uint64_t *ret) {
         return cg_read_keyed_u64_at(s->fd[CG_PIDS], "pids.events", "max", ret);
 }
@@ -233,10 +238,11 @@ const CgroupOps cgroup_v1_ops = {
         .setup = v1_setup,
         .teardown = v1_teardown,
         .cleanup_stale = v1_cleanup_stale,
-        .session_make = v1_session_make,
-        .session_remove = v1_session_remove,
+        .node_make = v1_node_make,
+        .node_remove = v1_node_remove,
         .set_limits = v1_set_limits,
         .attach = v1_attach,
+        .pids_fd = v1_pids_fd,
         .kill = v1_kill,
         .read_oom_kills = v1_read_oom_kills,
         .read_pids_max_hits = v1_read_pids_max_hits,

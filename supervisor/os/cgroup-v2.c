@@ -1,7 +1,8 @@
 /* The cgroup v2 backend (production: systemd, Delegate=yes). sbxd moves
- * itself into <own>/supervisor and makes the sessions in <own>/sessions/s<N>,
- * one directory for all controllers, as systemd's CGROUP_DELEGATION.md asks;
- * it writes nothing above <own>. docs/cgroups.md. */
+ * itself into <own>/supervisor and makes the sandboxes in
+ * <own>/sandboxes/<id> and their sessions below them, <id>/s<N>, one
+ * directory for all controllers, as systemd's CGROUP_DELEGATION.md asks; it
+ * writes nothing above <own>. docs/cgroups.md. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,10 +112,10 @@ static int v2_setup(CgroupManager *m, int root_fd, const char *self_cgroup) {
         CgroupV2 *v2 = &m->v2;
         _cleanup_free_ char *own = NULL;
         _cleanup_close_ int sup_fd = -EBADF;
-        bool want[_CG_MAX] = {}, on_own[_CG_MAX] = {}, on_sessions[_CG_MAX] = {};
+        bool want[_CG_MAX] = {}, on_own[_CG_MAX] = {}, on_below[_CG_MAX] = {};
         int r;
 
-        v2->own_fd = v2->sessions_fd = -EBADF;
+        v2->own_fd = -EBADF;
         r = cg_self_path(self_cgroup, NULL, &own);
         if (r < 0)
                 return r == -ENOENT ? -EOPNOTSUPP : r;
@@ -151,16 +152,16 @@ static int v2_setup(CgroupManager *m, int root_fd, const char *self_cgroup) {
         if (r < 0)
                 return r;
 
-        r = dir_make_open_at(v2->own_fd, "sessions", 0755, &v2->sessions_created);
+        r = dir_make_open_at(v2->own_fd, "sandboxes", 0755, &v2->sandboxes_created);
         if (r < 0)
                 return r;
-        v2->sessions_fd = r;
+        m->top[0] = r;
 
-        r = enable_controllers(v2->sessions_fd, on_own, on_sessions);
+        r = enable_controllers(m->top[0], on_own, on_below);
         if (r < 0)
                 return r;
         for (CgroupController c = 0; c < _CG_MAX; c++)
-                m->has[c] = on_sessions[c];
+                m->has[c] = on_below[c];
         return 0;
 }
 
@@ -170,9 +171,9 @@ static void v2_teardown(CgroupManager *m) {
 
         if (v2->own_fd < 0)
                 return;
-        v2->sessions_fd = safe_close(v2->sessions_fd);
-        if (v2->sessions_created)
-                (void) cg_remove_tree_at(v2->own_fd, "sessions");
+        m->top[0] = safe_close(m->top[0]);
+        if (v2->sandboxes_created)
+                (void) cg_remove_tree_at(v2->own_fd, "sandboxes");
 
         /* Back to how we found <own>: controllers off again (a cgroup with
          * controllers enabled for its children cannot take a process),
@@ -187,33 +188,46 @@ static void v2_teardown(CgroupManager *m) {
         v2->own_fd = safe_close(v2->own_fd);
 }
 
-static bool pick_untracked_session(CgroupManager *m, const char *name) {
-        return !cg_manager_has_session(m, name);
+static bool pick_untracked_sandbox(CgroupManager *m, const char *name) {
+        return !cg_manager_has_sandbox(m, name);
 }
 
 /* The delegated subtree is ours alone and systemd removes it with the unit,
  * so other supervisors' leftovers cannot exist here, and everything above
- * <own> belongs to systemd. Only session cgroups an earlier incarnation of
- * this unit left in sessions/ can remain. */
+ * <own> belongs to systemd. Only sandbox cgroups (with their sessions') an
+ * earlier incarnation of this unit left in sandboxes/ can remain, and the
+ * sessions/ of the layout before sandbox cgroups. */
 static int v2_cleanup_stale(CgroupManager *m, unsigned *count) {
-        return cg_remove_matching(m, m->v2.sessions_fd, pick_untracked_session, count);
+        int r = cg_remove_matching(m, m->top[0], pick_untracked_sandbox, count);
+
+        if (cg_file_exists_at(m->v2.own_fd, "sessions")) {
+                int k = cg_remove_tree_at(m->v2.own_fd, "sessions");
+
+                if (k >= 0)
+                        (*count)++;
+                else if (r >= 0)
+                        r = k;
+        }
+        return r;
 }
 
-static int v2_session_make(CgroupSession *s, const char *name) {
-        int r = dir_make_open_at(s->manager->v2.sessions_fd, name, 0755, NULL);
+static int v2_node_make(CgroupManager *m, const CgroupFds parent, const char *name, bool inner, CgroupFds ret) {
+        bool got[_CG_MAX] = {};
+        int r = dir_make_open_at(parent[0], name, 0755, NULL);
 
         if (r < 0)
                 return r;
-        s->fd[0] = r;
-        return 0;
+        ret[0] = r;
+        /* The sandbox's cgroup holds no process, only its sessions' cgroups. */
+        return inner ? enable_controllers(ret[0], m->has, got) : 0;
 }
 
-static int v2_session_remove(CgroupSession *s, const char *name) {
-        return cg_remove_tree_at(s->manager->v2.sessions_fd, name);
+static int v2_node_remove(CgroupManager *m, const CgroupFds parent, const char *name) {
+        return cg_remove_tree_at(parent[0], name);
 }
 
-static int v2_set_limits(CgroupSession *s, const CgroupLimits *l) {
-        int fd = s->fd[0], r;
+static int v2_set_limits(CgroupManager *m, const CgroupFds fds, const CgroupLimits *l) {
+        int fd = fds[0], r;
 
         r = cg_write_limit_at(fd, "memory.max", l->memory_bytes);
         if (r < 0)
@@ -224,12 +238,16 @@ static int v2_set_limits(CgroupSession *s, const CgroupLimits *l) {
         r = cg_write_limit_at(fd, "pids.max", l->pids_max);
         if (r < 0)
                 return r;
-        if (s->manager->has[CG_CPU]) {
+        if (m->has[CG_CPU]) {
                 r = cg_write_u64_at(fd, "cpu.weight", cg_cpu_weight(l));
                 if (r < 0)
                         return r;
         }
         return 0;
+}
+
+static int v2_pids_fd(const CgroupFds fd) {
+        return fd[0];
 }
 
 static int v2_attach(CgroupSession *s, pid_t pid) {
@@ -247,8 +265,24 @@ static int v2_read_oom_kills(CgroupSession *s, uint64_t *ret) {
         return cg_read_keyed_u64_at(s->fd[0], "memory.events", "oom_kill", ret);
 }
 
+/* A fork refused by the limit of the sandbox or of all sandboxes: kernels
+ * before 6.12 count it in the forking session's pids.events; later ones
+ * (without the pids_localevents mount option) only in the pids.events.local
+ * of the cgroup whose limit it hit, which the sum holds for each session
+ * below: a limit above it was hit while it ran. */
 static int v2_read_pids_max_hits(CgroupSession *s, uint64_t *ret) {
-        return cg_read_keyed_u64_at(s->fd[0], "pids.events", "max", ret);
+        const int above[] = { s->sandbox->fd[0], s->manager->top[0] };
+        uint64_t sum, v;
+        int r;
+
+        r = cg_read_keyed_u64_at(s->fd[0], "pids.events", "max", &sum);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < ELEMENTSOF(above); i++)
+                if (cg_read_keyed_u64_at(above[i], "pids.events.local", "max", &v) >= 0)
+                        sum += v;
+        *ret = sum;
+        return 0;
 }
 
 const CgroupOps cgroup_v2_ops = {
@@ -257,10 +291,11 @@ const CgroupOps cgroup_v2_ops = {
         .setup = v2_setup,
         .teardown = v2_teardown,
         .cleanup_stale = v2_cleanup_stale,
-        .session_make = v2_session_make,
-        .session_remove = v2_session_remove,
+        .node_make = v2_node_make,
+        .node_remove = v2_node_remove,
         .set_limits = v2_set_limits,
         .attach = v2_attach,
+        .pids_fd = v2_pids_fd,
         .kill = v2_kill,
         .read_oom_kills = v2_read_oom_kills,
         .read_pids_max_hits = v2_read_pids_max_hits,

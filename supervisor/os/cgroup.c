@@ -31,19 +31,19 @@
 
 /* Session cgroups, in use or pooled, per manager. */
 #define CG_SESSIONS_MAX SBX_MAX_LIVE_SESSIONS
-#define CG_INSTANCE_MAX 64u
+#define CG_NAME_MAX 64u                /* bytes of an instance or sandbox name */
 
 /* In the order they are tried: a v2 root may hold cgroups named memory and
  * pids, which look like v1 hierarchies. */
 static const CgroupOps *const backends[] = { &cgroup_v2_ops, &cgroup_v1_ops };
 
-static bool instance_valid(const char *s) {
+static bool name_valid(const char *s) {
         size_t n = 0;
 
         for (; s[n]; n++)
                 if (!isalnum((unsigned char) s[n]) && s[n] != '-' && s[n] != '_')
                         return false;
-        return n > 0 && n <= CG_INSTANCE_MAX;
+        return n > 0 && n <= CG_NAME_MAX;
 }
 
 /* ---- the pool of session cgroups ------------------------------------------------ */
@@ -55,15 +55,24 @@ static void pool_record_baselines(CgroupSession *s) {
                 s->pids_max_base = 0;
 }
 
+static void fds_close(CgroupFds fd) {
+        for (CgroupController c = 0; c < _CG_MAX; c++)
+                fd[c] = safe_close(fd[c]);
+}
+
+static void fds_init(CgroupFds fd) {
+        for (CgroupController c = 0; c < _CG_MAX; c++)
+                fd[c] = -EBADF;
+}
+
 /* Remove the session's directories (killing what is left) and free it. */
 static int pool_destroy(CgroupSession *s) {
         char name[16];
         int r;
 
         cg_session_name(s, name);
-        for (CgroupController c = 0; c < _CG_MAX; c++)
-                s->fd[c] = safe_close(s->fd[c]);
-        r = s->manager->ops->session_remove(s, name);
+        fds_close(s->fd);
+        r = s->manager->ops->node_remove(s->manager, s->sandbox->fd, name);
         free(s);
         return r;
 }
@@ -77,26 +86,41 @@ static void pool_unlink(CgroupManager *m, CgroupSession *s) {
                 }
 }
 
-/* A new session cgroup, emptied, on m's list. */
-static int pool_add(CgroupManager *m, CgroupSession **ret) {
+/* Room for one more session cgroup: at the cap, a free one of any sandbox goes. */
+static int pool_make_room(CgroupManager *m) {
+        if (m->n_sessions < CG_SESSIONS_MAX)
+                return 0;
+        for (CgroupSession *i = m->sessions; i; i = i->next)
+                if (i->state == CG_SESSION_FREE) {
+                        pool_unlink(m, i);
+                        (void) pool_destroy(i);
+                        return 0;
+                }
+        return -ENOSPC;
+}
+
+/* A new session cgroup of b, emptied, on its manager's list. */
+static int pool_add(CgroupSandbox *b, CgroupSession **ret) {
+        CgroupManager *m = b->manager;
         _cleanup_free_ CgroupSession *s = NULL;
         char name[16];
         int r;
 
-        if (m->n_sessions >= CG_SESSIONS_MAX)
-                return -ENOSPC;
+        r = pool_make_room(m);
+        if (r < 0)
+                return r;
         s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
         s->manager = m;
+        s->sandbox = b;
         s->index = m->next_index++;
-        for (CgroupController c = 0; c < _CG_MAX; c++)
-                s->fd[c] = -EBADF;
+        fds_init(s->fd);
         cg_session_name(s, name);
 
         /* An existing directory is a leftover of an earlier incarnation:
          * adopted, and emptied here. */
-        r = m->ops->session_make(s, name);
+        r = m->ops->node_make(m, b->fd, name, false, s->fd);
         if (r >= 0)
                 r = m->ops->kill(s, true);
         if (r < 0) {
@@ -110,27 +134,28 @@ static int pool_add(CgroupManager *m, CgroupSession **ret) {
         return 0;
 }
 
-int cgroup_session_new(CgroupManager *m, const CgroupLimits *limits, CgroupSession **ret) {
+int cgroup_session_new(CgroupSandbox *b, const CgroupLimits *limits, CgroupSession **ret) {
+        CgroupManager *m;
         CgroupSession *s = NULL;
         bool fresh = false;
         int r;
 
-        if (!m || !limits || !ret)
+        if (!b || !limits || !ret)
                 return -EINVAL;
-
+        m = b->manager;
         for (CgroupSession *i = m->sessions; i; i = i->next)
-                if (i->state == CG_SESSION_FREE) {
+                if (i->sandbox == b && i->state == CG_SESSION_FREE) {
                         s = i;
                         break;
                 }
         if (!s) {
-                r = pool_add(m, &s);
+                r = pool_add(b, &s);
                 if (r < 0)
                         return r;
                 fresh = true;
         }
 
-        r = m->ops->set_limits(s, limits);
+        r = m->ops->set_limits(m, s->fd, limits);
         if (r < 0) {
                 if (fresh) {
                         pool_unlink(m, s);
@@ -145,10 +170,42 @@ int cgroup_session_new(CgroupManager *m, const CgroupLimits *limits, CgroupSessi
         return 0;
 }
 
+/* The kernel checks a pids limit when a process forks, never when one is
+ * moved in: a session's first process, moved into a full sandbox, would take
+ * it past its limit. So for the move the limits of the sandbox and of all
+ * sandboxes are one lower, which no fork can race past, and a full one
+ * refuses the move (-EAGAIN). */
 int cgroup_session_attach(CgroupSession *s, pid_t pid) {
+        CgroupManager *m;
+        size_t i;
+        int r = 0;
+
         if (!s || pid <= 0 || s->state != CG_SESSION_IN_USE)
                 return -EINVAL;
-        return s->manager->ops->attach(s, pid);
+        m = s->manager;
+        const struct {
+                int fd;
+                uint64_t max;
+        } lim[] = {
+                { m->ops->pids_fd(s->sandbox->fd), s->sandbox->pids_max },
+                { m->ops->pids_fd(m->top), m->top_pids_max },
+        };
+        for (i = 0; i < ELEMENTSOF(lim) && r >= 0; i++)
+                if (lim[i].max > 0) {
+                        uint64_t current;
+
+                        r = cg_write_u64_at(lim[i].fd, "pids.max", lim[i].max - 1);
+                        if (r >= 0)
+                                r = cg_read_u64_at(lim[i].fd, "pids.current", &current);
+                        if (r >= 0 && current >= lim[i].max)
+                                r = -EAGAIN;
+                }
+        if (r >= 0)
+                r = m->ops->attach(s, pid);
+        while (i-- > 0)
+                if (lim[i].max > 0)
+                        (void) cg_write_u64_at(lim[i].fd, "pids.max", lim[i].max);
+        return r;
 }
 
 /* An event counter of the cgroup, less what it counted before this session. */
@@ -205,6 +262,92 @@ CgroupSession *cgroup_session_release(CgroupSession *s) {
         return NULL;
 }
 
+/* ---- sandbox cgroups ------------------------------------------------------------ */
+
+static void sandbox_unlink(CgroupManager *m, CgroupSandbox *b) {
+        for (CgroupSandbox **p = &m->sandboxes; *p; p = &(*p)->next)
+                if (*p == b) {
+                        *p = b->next;
+                        return;
+                }
+}
+
+/* Its session cgroups and its directories go, and it. */
+static int sandbox_destroy(CgroupSandbox *b) {
+        CgroupManager *m = b->manager;
+        int r, ret = 0;
+
+        for (CgroupSession **p = &m->sessions; *p; ) {
+                CgroupSession *s = *p;
+
+                if (s->sandbox != b) {
+                        p = &s->next;
+                        continue;
+                }
+                *p = s->next;
+                m->n_sessions--;
+                r = pool_destroy(s);
+                if (r < 0 && ret == 0)
+                        ret = r;
+        }
+        fds_close(b->fd);
+        r = m->ops->node_remove(m, m->top, b->name);
+        if (r < 0 && ret == 0)
+                ret = r;
+        free(b->name);
+        free(b);
+        return ret;
+}
+
+int cgroup_sandbox_new(CgroupManager *m, const char *name, const CgroupLimits *limits, CgroupSandbox **ret) {
+        CgroupSandbox *b;
+        int r;
+
+        if (!m || !name || !limits || !ret || !name_valid(name) || cg_manager_has_sandbox(m, name))
+                return -EINVAL;
+        b = calloc(1, sizeof(*b));
+        if (!b)
+                return -ENOMEM;
+        b->manager = m;
+        fds_init(b->fd);
+        b->name = strdup(name);
+        if (!b->name) {
+                free(b);
+                return -ENOMEM;
+        }
+        /* A directory an earlier incarnation left (cleanup_stale removes them
+         * at start) is adopted: whatever is below it goes. */
+        r = m->ops->node_make(m, m->top, name, true, b->fd);
+        for (CgroupController c = 0; r >= 0 && c < _CG_MAX; c++)
+                if (b->fd[c] >= 0)
+                        r = cg_remove_matching(m, b->fd[c], NULL, NULL);
+        if (r >= 0)
+                r = m->ops->set_limits(m, b->fd, limits);
+        if (r < 0) {
+                (void) sandbox_destroy(b);
+                return r;
+        }
+        b->pids_max = limits->pids_max;
+        b->next = m->sandboxes;
+        m->sandboxes = b;
+        *ret = b;
+        return 0;
+}
+
+int cgroup_sandbox_processes(CgroupSandbox *b, uint64_t *ret) {
+        if (!b || !ret)
+                return -EINVAL;
+        return cg_read_u64_at(b->manager->ops->pids_fd(b->fd), "pids.current", ret);
+}
+
+CgroupSandbox *cgroup_sandbox_free(CgroupSandbox *b) {
+        if (!b)
+                return NULL;
+        sandbox_unlink(b->manager, b);
+        (void) sandbox_destroy(b);
+        return NULL;
+}
+
 /* ---- manager ---------------------------------------------------------------- */
 
 const char *cgroup_backend_to_string(CgroupBackend b) {
@@ -229,15 +372,15 @@ static const CgroupOps *detect(int root_fd) {
 }
 
 int cgroup_manager_new(const char *root, const char *self_cgroup, const char *instance,
-                       CgroupManager **ret) {
+                       const CgroupLimits *sandboxes, CgroupManager **ret) {
         _cleanup_close_ int root_fd = -EBADF;
         const CgroupOps *ops;
         CgroupManager *m;
         int r;
 
-        if (!root || !self_cgroup || !ret)
+        if (!root || !self_cgroup || !sandboxes || !ret)
                 return -EINVAL;
-        if (instance && !instance_valid(instance))
+        if (instance && !name_valid(instance))
                 return -EINVAL;
 
         root_fd = cg_open_dir_at(AT_FDCWD, root);
@@ -251,6 +394,7 @@ int cgroup_manager_new(const char *root, const char *self_cgroup, const char *in
         if (!m)
                 return -ENOMEM;
         m->ops = ops;
+        fds_init(m->top);
         if (instance) {
                 m->instance = strdup(instance);
                 if (!m->instance) {
@@ -259,6 +403,9 @@ int cgroup_manager_new(const char *root, const char *self_cgroup, const char *in
                 }
         }
         r = ops->setup(m, root_fd, self_cgroup);
+        if (r >= 0)
+                r = ops->set_limits(m, m->top, sandboxes);
+        m->top_pids_max = sandboxes->pids_max;
         if (r < 0) {
                 (void) cgroup_manager_free(m);
                 return r;
@@ -271,13 +418,12 @@ CgroupManager *cgroup_manager_free(CgroupManager *m) {
         if (!m)
                 return NULL;
 
-        while (m->sessions) {
-                CgroupSession *s = m->sessions;
+        while (m->sandboxes) {
+                CgroupSandbox *b = m->sandboxes;
 
-                m->sessions = s->next;
-                (void) pool_destroy(s);
+                m->sandboxes = b->next;
+                (void) sandbox_destroy(b);
         }
-        m->n_sessions = 0;
         m->ops->teardown(m);
         free(m->instance);
         free(m);

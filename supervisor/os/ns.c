@@ -169,6 +169,8 @@ int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size)
                 if (st->cgroup) {
                         step = "attach to cgroup";
                         r = cgroup_session_attach(st->cgroup, st->pid);
+                        if (r == -EAGAIN)
+                                step = "the sandbox, or all sandboxes, are at their pids limit";
                         if (r < 0)
                                 goto fail;
                 }

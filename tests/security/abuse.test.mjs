@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { outputLines, readAll, waitDone, hostProcsMatching, T } from '../integration/helpers.mjs';
+import { outputLines, readAll, waitDone, hostProcsMatching, sbxctl, T } from '../integration/helpers.mjs';
 import { useBattery, noneLeft, sleep } from './common.mjs';
 
 const DISK = 64 << 20;
@@ -14,7 +14,7 @@ const { h, test } = useBattery({
   config: `[sbxd]\nsession_disk_bytes = ${DISK}\ntranscript_cap_bytes = ${CAP}\n`,
   sandboxes: [
     { name: 'probe' }, { name: 'bomb', pids: 64 }, { name: 'hog', memory: 64 << 20 }, { name: 'disk' },
-    { name: 'flood' }, { name: 'term' }, { name: 'many' },
+    { name: 'flood' }, { name: 'term' }, { name: 'many' }, { name: 'shared', pids: 64, memory: 128 << 20 },
   ],
 });
 /* Sanitizer builds (make check-sanitize) run several times slower. */
@@ -178,9 +178,130 @@ test('100 commands at once', async () => {
   assert.equal((await exec('many', 'echo after')).output, 'after\n');
 });
 
+/* Sample fn() every 50 ms while run() goes; the largest value seen. */
+async function peakDuring(fn, run) {
+  let peak = 0, stop = false;
+  const sampler = (async () => {
+    while (!stop) {
+      peak = Math.max(peak, fn());
+      await sleep(50);
+    }
+  })();
+  let result;
+  try {
+    result = await run();
+  } finally {
+    stop = true;
+    await sampler;
+  }
+  return { peak, result };
+}
+
+/* 16 commands at once in one sandbox, each in its own automatic session. */
+const sixteen = (cmd, timeout_ms) => Promise.all(Array.from({ length: 16 }, () =>
+  h.mcp.call('exec_command', { sandbox_id: 'shared', cmd, timeout_ms, yield_time_ms: 30000 })));
+
+const sandboxShow = async (name) => JSON.parse((await sbxctl(h.socket, ['--json', 'sandbox', 'show', name])).stdout);
+const sandboxId = async (name) => (await sandboxShow(name)).id;
+
+/* A file of the sandbox's cgroup (docs/cgroups.md: v1 <ctrl><own>/sbxd-PID/ID,
+ * v2 <own>/sandboxes/ID), or null if there is no such file. */
+function sandboxCgroupFile(ctrl, file, id) {
+  const lines = fs.readFileSync(`/proc/${h.sbxd.pid}/cgroup`, 'utf8').split('\n');
+  const v1 = lines.find((l) => l.split(':')[1]?.split(',').includes(ctrl));
+  const v2 = lines.find((l) => l.startsWith('0::'));
+  const candidates = [];
+  if (v1) candidates.push(path.join('/sys/fs/cgroup', ctrl, v1.split(':')[2], `sbxd-${h.sbxd.pid}`, id, file));
+  if (v2) candidates.push(path.join('/sys/fs/cgroup', path.dirname(v2.slice(3)), 'sandboxes', id, file));
+  for (const p of candidates) {
+    try {
+      return { path: p, value: fs.readFileSync(p, 'utf8') };
+    } catch {}
+  }
+  return null;
+}
+
+/* Host processes running as one of the sandbox's host ids. */
+async function sandboxProcCount(name) {
+  const { uid_base, uid_count } = await sandboxShow(name);
+  return () => {
+    let n = 0;
+    for (const ent of fs.readdirSync('/proc')) {
+      try {
+        const uid = Number(/^Uid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${ent}/status`, 'utf8'))[1]);
+        if (uid >= uid_base && uid < uid_base + uid_count) n++;
+      } catch {}
+    }
+    return n;
+  };
+}
+
+test('a sandbox\'s pids limit holds for all its sessions together (16 commands, --pids 64)', async () => {
+  const mark = T(407);
+  const count = await sandboxProcCount('shared');
+  // Each command asks for 60 processes: 960 in all; each session alone may have 64.
+  const { peak, result } = await peakDuring(count, () =>
+    underAttack('16 commands forking in one sandbox', () =>
+      sixteen(`sleep 3 & f=$!; for i in $(seq 60); do sleep ${mark} & done 2>/dev/null; wait $f; false`, 8000), { limit: 10000 * SLOW }));
+  const ends = result.map((r) => r.structuredContent?.end_reason ?? 'isError');
+  process.stdout.write(`# 16 commands x 60 processes in a sandbox with --pids 64: at most ${peak} processes of the sandbox ` +
+    `(its sessions' workers included) ran at once; ` +
+    `end reasons ${JSON.stringify(ends)}\n`);
+  assert.ok(peak <= 64, `${peak} processes of the sandbox ran at once, over its limit of 64`);
+  // The kernel's own count, where it keeps one (pids.peak, Linux 6.1 and later on v1).
+  const cg = sandboxCgroupFile('pids', 'pids.peak', await sandboxId('shared'));
+  if (cg) {
+    process.stdout.write(`# the sandbox's cgroup counted at most ${cg.value.trim()} processes (${cg.path})\n`);
+    assert.ok(Number(cg.value) <= 64, `the sandbox's pids.peak is ${cg.value}`);
+  }
+  assert.ok(peak >= 16, `only ${peak} processes ran: the attack did not run`);
+  assert.ok(ends.includes('pids_limit'), 'no command says it hit the pids limit');
+  // A session that would not fit any more is refused, with the limit and the count.
+  for (const r of result.filter((x) => x.isError)) {
+    const text = (r.content ?? []).map((c) => c.text ?? '').join(' ');
+    process.stdout.write(`# refused: ${text}\n`);
+    assert.match(text, /at its pids limit: \d+ of 64 processes|at their pids limit/);
+  }
+  await noneLeft(`sleep ${mark}`);
+  assert.equal((await exec('shared', 'echo fine')).output, 'fine\n');
+});
+
+/* Anonymous memory (no shared library pages) of the processes matching needle, in bytes. */
+function anonBytes(needle) {
+  let n = 0;
+  for (const p of hostProcsMatching(needle)) {
+    try {
+      n += Number(/^RssAnon:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${p.pid}/status`, 'utf8'))[1]) * 1024;
+    } catch {}
+  }
+  return n;
+}
+
+test('a sandbox\'s memory limit holds for all its sessions together (16 commands, --memory 128M)', async () => {
+  const mark = T(408);
+  // Each command holds 48 MiB: 768 MiB in all; each session alone may have 128 MiB.
+  const { peak, result } = await peakDuring(() => anonBytes(`sleep(${mark})`), () =>
+    underAttack('16 commands filling memory in one sandbox', () =>
+      sixteen(`python3 -c "import time; b = b'x' * (48 << 20); time.sleep(${mark})"`, 6000), { limit: 10000 * SLOW }));
+  const ends = result.map((r) => r.structuredContent?.end_reason ?? 'isError');
+  process.stdout.write(`# 16 commands x 48 MiB in a sandbox with --memory 128M: at most ${(peak / 1048576).toFixed(0)} MiB ` +
+    `held at once; end reasons ${JSON.stringify(ends)}\n`);
+  assert.ok(peak <= 128 << 20, `${peak} bytes held by the sandbox's commands at once, over its limit of 128 MiB`);
+  const cg = sandboxCgroupFile('memory', 'memory.max_usage_in_bytes', await sandboxId('shared')) ??
+    sandboxCgroupFile('memory', 'memory.peak', await sandboxId('shared'));
+  if (cg) {
+    process.stdout.write(`# the sandbox's cgroup counted at most ${(Number(cg.value) / 1048576).toFixed(0)} MiB (${cg.path})\n`);
+    assert.ok(Number(cg.value) <= 128 << 20, `the sandbox's memory peak is ${cg.value}`);
+  }
+  assert.ok(peak >= 48 << 20, `only ${peak} bytes were held: the attack did not run`);
+  assert.ok(ends.includes('out_of_memory'), 'no command says it ran out of memory');
+  await noneLeft(`sleep(${mark})`);
+  assert.equal((await exec('shared', 'echo fine')).output, 'fine\n');
+});
+
 test('afterwards nothing of the attacks remains', async () => {
   await sleep(200);
-  const left = hostProcsMatching(new RegExp(`\\b(${[401, 402, 403, 404, 405, 406].map((n) => T(n).replace('.', '\\.')).join('|')})\\b`));
+  const left = hostProcsMatching(new RegExp(`\\b(${[401, 402, 403, 404, 405, 406, 407, 408].map((n) => T(n).replace('.', '\\.')).join('|')})\\b`));
   assert.deepEqual(left, []);
   const st = await h.mcp.call('exec_command', { sandbox_id: 'probe', cmd: 'echo done' });
   assert.equal(st.structuredContent.output, 'done\n');

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -32,7 +33,9 @@
 #include <cmocka.h>
 
 #include "os/cgroup-internal.h"
+#include "fd-util.h"
 #include "macro.h"
+#include "sbx-limits.h"
 
 /* ---- fake tree -------------------------------------------------------------- */
 
@@ -74,6 +77,7 @@ int __wrap_mkdirat(int dirfd, const char *path, mode_t mode) {
                 put_at(fd, "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
                 put_at(fd, "pids.max", "max\n");
                 put_at(fd, "pids.events", "max 0\n");
+                put_at(fd, "pids.current", "0\n");
                 put_at(fd, "cpu.weight", "100\n");
         } else {
                 put_at(fd, "memory.limit_in_bytes", "9223372036854771712\n");
@@ -82,6 +86,7 @@ int __wrap_mkdirat(int dirfd, const char *path, mode_t mode) {
                 put_at(fd, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
                 put_at(fd, "pids.max", "max\n");
                 put_at(fd, "pids.events", "max 0\n");
+                put_at(fd, "pids.current", "0\n");
                 put_at(fd, "cpu.shares", "1024\n");
         }
         close(fd);
@@ -112,7 +117,9 @@ static int rm_rf_cb(const char *path, const struct stat *st, int type, struct FT
         return type == FTW_DP ? rmdir(path) : unlink(path);
 }
 
+static CgroupManager *sandbox_a_of;
 static void fake_begin(FakeMode mode) {
+        sandbox_a_of = NULL;
         (void) strcpy(fake_root, "/tmp/test-cgroup-XXXXXX");
         assert_non_null(mkdtemp(fake_root));
         fake_mode = mode;
@@ -170,6 +177,24 @@ static void assert_fget(const char *rel, const char *want) {
         assert_string_equal(fget(rel), want);
 }
 
+/* The cgroup above all sandboxes. */
+static const CgroupLimits limits_all = { .memory_bytes = 1ull << 30, .pids_max = 1000, .cpu_weight = 50 };
+
+#define SB_A "sb-a"
+
+/* The sandbox cgroup SB_A of m, made at the first call for m. */
+static CgroupSandbox *sandbox_a_cg;
+static CgroupSandbox *sandbox_a(CgroupManager *m) {
+        static const CgroupLimits l = { .memory_bytes = 256ull << 20, .pids_max = 64, .cpu_weight = 300 };
+
+        if (m != sandbox_a_of) {
+                sandbox_a_cg = NULL;
+                assert_int_equal(cgroup_sandbox_new(m, SB_A, &l, &sandbox_a_cg), 0);
+                sandbox_a_of = m;
+        }
+        return sandbox_a_cg;
+}
+
 static const CgroupLimits limits_a = { .memory_bytes = 64ull << 20, .pids_max = 16, .cpu_weight = 200 };
 static const CgroupLimits limits_b = { .memory_bytes = 32ull << 20, .pids_max = 0, .cpu_weight = 0 };
 
@@ -206,7 +231,7 @@ static CgroupManager *fake_v2_manager(const char *own_controllers, const char *o
                 fput(OWN "/cgroup.controllers", own_controllers);
         if (own_subtree_control)
                 fput(OWN "/cgroup.subtree_control", own_subtree_control);
-        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), 0);
+        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &limits_all, &m), 0);
         return m;
 }
 
@@ -221,36 +246,45 @@ static void test_v2_layout_limits_pool(void **state) {
         assert_string_equal(cgroup_backend_to_string(cgroup_manager_backend(m)), "v2");
 
         /* Layout: this process moved into supervisor/, controllers enabled
-         * for <own>'s children and for the sessions. */
+         * for <own>'s children, for the sandboxes and for their sessions;
+         * the limits of all sandboxes together on sandboxes/. */
         (void) snprintf(pid, sizeof(pid), "%d", (int) getpid());
         assert_fget(OWN "/supervisor/cgroup.procs", pid);
         assert_non_null(strstr(fget(OWN "/cgroup.subtree_control"), "+memory"));
         assert_non_null(strstr(fget(OWN "/cgroup.subtree_control"), "+pids"));
         assert_non_null(strstr(fget(OWN "/cgroup.subtree_control"), "+cpu"));
-        assert_non_null(strstr(fget(OWN "/sessions/cgroup.subtree_control"), "+memory"));
-        assert_non_null(strstr(fget(OWN "/sessions/cgroup.subtree_control"), "+pids"));
+        assert_fget(OWN "/sandboxes/cgroup.subtree_control", "+memory +pids +cpu");
+        assert_fget(OWN "/sandboxes/memory.max", "1073741824");
+        assert_fget(OWN "/sandboxes/memory.swap.max", "0");
+        assert_fget(OWN "/sandboxes/pids.max", "1000");
+        assert_fget(OWN "/sandboxes/cpu.weight", "50");
+        (void) sandbox_a(m);
+        assert_fget(OWN "/sandboxes/" SB_A "/cgroup.subtree_control", "+memory +pids +cpu");
+        assert_fget(OWN "/sandboxes/" SB_A "/memory.max", "268435456");
+        assert_fget(OWN "/sandboxes/" SB_A "/pids.max", "64");
+        assert_fget(OWN "/sandboxes/" SB_A "/cpu.weight", "300");
         /* The parent's files are never written. */
         assert_fget("cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n");
 
         /* A session with limits. */
-        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
-        assert_true(fexists(OWN "/sessions/s0"));
-        assert_fget(OWN "/sessions/s0/memory.max", "67108864");
-        assert_fget(OWN "/sessions/s0/memory.swap.max", "0");
-        assert_fget(OWN "/sessions/s0/pids.max", "16");
-        assert_fget(OWN "/sessions/s0/cpu.weight", "200");
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s), 0);
+        assert_true(fexists(OWN "/sandboxes/" SB_A "/s0"));
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/memory.max", "67108864");
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/memory.swap.max", "0");
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/pids.max", "16");
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/cpu.weight", "200");
 
         assert_int_equal(cgroup_session_attach(s, 4242), 0);
-        assert_fget(OWN "/sessions/s0/cgroup.procs", "4242");
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/cgroup.procs", "4242");
         assert_int_equal(cgroup_session_attach(s, 0), -EINVAL);
         {
                 size_t procs = 99;
                 assert_int_equal(cgroup_session_processes(s, &procs), 0);
                 assert_int_equal(procs, 1);
-                fput(OWN "/sessions/s0/cgroup.procs", "4242\n4343\n4242\n");
+                fput(OWN "/sandboxes/" SB_A "/s0/cgroup.procs", "4242\n4343\n4242\n");
                 assert_int_equal(cgroup_session_processes(s, &procs), 0);
                 assert_int_equal(procs, 2);     /* each process once */
-                fput(OWN "/sessions/s0/cgroup.procs", "");       /* "it exited" */
+                fput(OWN "/sandboxes/" SB_A "/s0/cgroup.procs", "");       /* "it exited" */
                 assert_int_equal(cgroup_session_processes(s, &procs), 0);
                 assert_int_equal(procs, 0);
         }
@@ -258,8 +292,8 @@ static void test_v2_layout_limits_pool(void **state) {
         /* Events counted from the session start. */
         assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
         assert_int_equal(n, 0);
-        fput(OWN "/sessions/s0/memory.events", "low 0\nhigh 0\nmax 7\noom 2\noom_kill 2\n");
-        fput(OWN "/sessions/s0/pids.events", "max 5\n");
+        fput(OWN "/sandboxes/" SB_A "/s0/memory.events", "low 0\nhigh 0\nmax 7\noom 2\noom_kill 2\n");
+        fput(OWN "/sandboxes/" SB_A "/s0/pids.events", "max 5\n");
         assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
         assert_int_equal(n, 2);
         assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
@@ -268,37 +302,42 @@ static void test_v2_layout_limits_pool(void **state) {
         /* Release pools s0; the next session reuses it with new limits and a
          * new baseline. */
         assert_null(cgroup_session_release(s));
-        assert_true(fexists(OWN "/sessions/s0"));
-        assert_int_equal(cgroup_session_new(m, &limits_b, &s), 0);
-        assert_false(fexists(OWN "/sessions/s1"));
-        assert_fget(OWN "/sessions/s0/memory.max", "33554432");
-        assert_fget(OWN "/sessions/s0/pids.max", "max");
-        assert_fget(OWN "/sessions/s0/cpu.weight", "100");
+        assert_true(fexists(OWN "/sandboxes/" SB_A "/s0"));
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_b, &s), 0);
+        assert_false(fexists(OWN "/sandboxes/" SB_A "/s1"));
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/memory.max", "33554432");
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/pids.max", "max");
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/cpu.weight", "100");
         assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
         assert_int_equal(n, 0);
         assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
         assert_int_equal(n, 0);
-        fput(OWN "/sessions/s0/memory.events", "oom_kill 3\n");
+        fput(OWN "/sandboxes/" SB_A "/s0/memory.events", "oom_kill 3\n");
         assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
         assert_int_equal(n, 1);
 
         /* A second live session gets its own cgroup; kill uses cgroup.kill. */
-        assert_int_equal(cgroup_session_new(m, &limits_a, &s2), 0);
-        assert_true(fexists(OWN "/sessions/s1"));
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s2), 0);
+        assert_true(fexists(OWN "/sandboxes/" SB_A "/s1"));
         assert_int_equal(cgroup_session_kill(s2), 0);
-        assert_fget(OWN "/sessions/s1/cgroup.kill", "1");
+        assert_fget(OWN "/sandboxes/" SB_A "/s1/cgroup.kill", "1");
 
-        /* Stale cleanup only touches sessions/ entries we do not track. */
-        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sessions/s9"), 0755), 0);
-        assert_int_equal(cgroup_manager_cleanup_stale(m), 1);
-        assert_false(fexists(OWN "/sessions/s9"));
-        assert_true(fexists(OWN "/sessions/s0"));
-        assert_true(fexists(OWN "/sessions/s1"));
+        /* Stale cleanup only touches sandboxes/ entries we do not track (with
+         * what is below them), and the sessions/ of the layout before. */
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sandboxes/sb-z"), 0755), 0);
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sandboxes/sb-z/s9"), 0755), 0);
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sessions"), 0755), 0);
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sessions/s3"), 0755), 0);
+        assert_int_equal(cgroup_manager_cleanup_stale(m), 2);
+        assert_false(fexists(OWN "/sandboxes/sb-z"));
+        assert_false(fexists(OWN "/sessions"));
+        assert_true(fexists(OWN "/sandboxes/" SB_A "/s0"));
+        assert_true(fexists(OWN "/sandboxes/" SB_A "/s1"));
 
         /* Free removes everything it made and moves us back into <own>. */
         assert_null(cgroup_session_release(s2));
         assert_null(cgroup_manager_free(m));
-        assert_false(fexists(OWN "/sessions"));
+        assert_false(fexists(OWN "/sandboxes"));
         assert_false(fexists(OWN "/supervisor"));
         assert_fget(OWN "/cgroup.procs", pid);
         assert_fget(OWN "/cgroup.subtree_control", "-memory -pids -cpu");
@@ -315,15 +354,15 @@ static void test_v2_busy_when_not_alone(void **state) {
         fake_begin(FAKE_V2);
         (void) snprintf(procs, sizeof(procs), "1\n%d\n", (int) getpid());
         fake_v2_tree(procs);
-        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), -EBUSY);
+        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &limits_all, &m), -EBUSY);
         assert_null(m);
         assert_false(fexists(OWN "/supervisor"));
-        assert_false(fexists(OWN "/sessions"));
+        assert_false(fexists(OWN "/sandboxes"));
         assert_fget(OWN "/cgroup.subtree_control", "");
         /* A process from another pid namespace is listed as 0. */
         (void) snprintf(procs, sizeof(procs), "0\n%d\n", (int) getpid());
         fput(OWN "/cgroup.procs", procs);
-        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), -EBUSY);
+        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &limits_all, &m), -EBUSY);
         assert_false(fexists(OWN "/supervisor"));
         fake_end();
 }
@@ -336,23 +375,26 @@ static void test_v2_missing_controller(void **state) {
         fake_v2_tree(pid_line(getpid()));
         /* The parent did not delegate pids: no limits possible, refuse. */
         fput(OWN "/cgroup.controllers", "cpu memory\n");
-        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), -EOPNOTSUPP);
+        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &limits_all, &m), -EOPNOTSUPP);
         assert_false(fexists(OWN "/supervisor"));
         fake_end();
 }
 
-/* The parent delegated no cpu: sessions get memory and pids only, and
- * cpu.weight is never written. */
+/* The parent delegated no cpu: sandboxes and sessions get memory and pids
+ * only, and cpu.weight is never written. */
 static void test_v2_without_cpu(void **state) {
         CgroupManager *m = fake_v2_manager("memory pids\n", NULL);
         CgroupSession *s = NULL;
 
         (void) state;
         assert_fget(OWN "/cgroup.subtree_control", "+memory +pids");
-        assert_fget(OWN "/sessions/cgroup.subtree_control", "+memory +pids");
-        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
-        assert_fget(OWN "/sessions/s0/pids.max", "16");
-        assert_fget(OWN "/sessions/s0/cpu.weight", "100\n");
+        assert_fget(OWN "/sandboxes/cgroup.subtree_control", "+memory +pids");
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s), 0);
+        assert_fget(OWN "/sandboxes/" SB_A "/cgroup.subtree_control", "+memory +pids");
+        assert_fget(OWN "/sandboxes/" SB_A "/cpu.weight", "100\n");
+        assert_fget(OWN "/sandboxes/cpu.weight", "100\n");
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/pids.max", "16");
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/cpu.weight", "100\n");
         assert_null(cgroup_session_release(s));
         assert_null(cgroup_manager_free(m));
         assert_fget(OWN "/cgroup.subtree_control", "-memory -pids");
@@ -366,32 +408,143 @@ static void test_v2_controllers_enabled_before(void **state) {
 
         (void) state;
         assert_fget(OWN "/cgroup.subtree_control", "cpu memory pids\n");
-        assert_fget(OWN "/sessions/cgroup.subtree_control", "+memory +pids +cpu");
+        assert_fget(OWN "/sandboxes/cgroup.subtree_control", "+memory +pids +cpu");
         assert_null(cgroup_manager_free(m));
         assert_fget(OWN "/cgroup.subtree_control", "cpu memory pids\n");
         assert_false(fexists(OWN "/supervisor"));
         fake_end();
 }
 
-/* Stale session cgroups in sessions/: only names sbxd itself would choose
- * and tracks stay ("s01" is not s1's directory). */
-static void test_v2_cleanup_untracked(void **state) {
+/* Stale sandbox cgroups in sandboxes/: untracked ones go with what is below
+ * them, tracked ones stay; a sandbox directory that exists already is
+ * adopted and emptied; a sandbox's pooled session cgroups are its own. */
+static void test_v2_sandboxes(void **state) {
         CgroupManager *m = fake_v2_manager(NULL, NULL);
+        CgroupSandbox *b = NULL, *dup = NULL;
         CgroupSession *s0 = NULL, *s1 = NULL;
 
         (void) state;
-        assert_int_equal(cgroup_session_new(m, &limits_a, &s0), 0);
-        assert_int_equal(cgroup_session_new(m, &limits_a, &s1), 0);
-        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sessions/s01"), 0755), 0);
-        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sessions/x"), 0755), 0);
-        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sessions/x/y"), 0755), 0);
-        assert_int_equal(cgroup_manager_cleanup_stale(m), 2);
-        assert_false(fexists(OWN "/sessions/s01"));
-        assert_false(fexists(OWN "/sessions/x"));
-        assert_true(fexists(OWN "/sessions/s0"));
-        assert_true(fexists(OWN "/sessions/s1"));
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sandboxes/sb-b"), 0755), 0);
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sandboxes/sb-b/s7"), 0755), 0);
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sandboxes/sb-b/s7/x"), 0755), 0);
+        assert_int_equal(cgroup_sandbox_new(m, "sb-b", &limits_a, &b), 0);
+        assert_true(fexists(OWN "/sandboxes/sb-b"));
+        assert_false(fexists(OWN "/sandboxes/sb-b/s7"));
+        assert_int_equal(cgroup_sandbox_new(m, "sb-b", &limits_a, &dup), -EINVAL);
+        assert_int_equal(cgroup_sandbox_new(m, "../x", &limits_a, &dup), -EINVAL);
+        assert_int_equal(cgroup_sandbox_new(m, "", &limits_a, &dup), -EINVAL);
+        assert_null(dup);
+
+        /* A free cgroup of sb-b is not handed to sb-a. */
+        assert_int_equal(cgroup_session_new(b, &limits_a, &s0), 0);
+        assert_true(fexists(OWN "/sandboxes/sb-b/s0"));
+        assert_null(cgroup_session_release(s0));
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s1), 0);
+        assert_true(fexists(OWN "/sandboxes/" SB_A "/s1"));
+        assert_int_equal(cgroup_session_new(b, &limits_b, &s0), 0);
+        assert_fget(OWN "/sandboxes/sb-b/s0/memory.max", "33554432");
+
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sandboxes/x"), 0755), 0);
+        assert_int_equal(mkdirat(AT_FDCWD, fpath(OWN "/sandboxes/x/y"), 0755), 0);
+        assert_int_equal(cgroup_manager_cleanup_stale(m), 1);
+        assert_false(fexists(OWN "/sandboxes/x"));
+        assert_true(fexists(OWN "/sandboxes/sb-b/s0"));
+        assert_true(fexists(OWN "/sandboxes/" SB_A "/s1"));
         assert_int_equal(cgroup_manager_cleanup_stale(m), 0);
+
+        /* A sandbox goes with its pooled session cgroups; the manager frees
+         * what is left. */
+        assert_null(cgroup_session_release(s0));
+        assert_null(cgroup_sandbox_free(b));
+        assert_false(fexists(OWN "/sandboxes/sb-b"));
+        assert_null(cgroup_sandbox_free(NULL));
+        assert_null(cgroup_session_release(s1));
         assert_null(cgroup_manager_free(m));
+        assert_false(fexists(OWN "/sandboxes"));
+        fake_end();
+}
+
+/* A fork refused by the pids limit of the sandbox or of all sandboxes: since
+ * Linux 6.12 only that cgroup's pids.events.local counts it; each session
+ * below sees it. */
+static void test_v2_pids_hits_of_sandbox(void **state) {
+        CgroupManager *m = fake_v2_manager(NULL, NULL);
+        CgroupSession *s = NULL;
+        uint64_t n = 99;
+
+        (void) state;
+        (void) sandbox_a(m);
+        fput(OWN "/sandboxes/" SB_A "/pids.events.local", "max 2\n");
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s), 0);
+        assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
+        assert_int_equal(n, 0);
+        fput(OWN "/sandboxes/" SB_A "/pids.events.local", "max 5\n");
+        assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
+        assert_int_equal(n, 3);
+        fput(OWN "/sandboxes/" SB_A "/s0/pids.events", "max 1\n");
+        assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
+        assert_int_equal(n, 4);
+        fput(OWN "/sandboxes/pids.events.local", "max 2\n");     /* the limit of all sandboxes */
+        assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
+        assert_int_equal(n, 6);
+        assert_null(cgroup_session_release(s));
+        assert_null(cgroup_manager_free(m));
+        fake_end();
+}
+
+/* A move is never refused by a pids limit, so attach refuses one into a full
+ * sandbox (or a full cgroup of all sandboxes), and leaves the limits as they
+ * were either way. */
+static void test_v2_attach_below_pids_limits(void **state) {
+        CgroupManager *m = fake_v2_manager(NULL, NULL);
+        CgroupSession *s = NULL;
+        uint64_t n = 0;
+
+        (void) state;
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s), 0);
+        fput(OWN "/sandboxes/" SB_A "/pids.current", "64\n");
+        assert_int_equal(cgroup_sandbox_processes(sandbox_a(m), &n), 0);
+        assert_int_equal(n, 64);
+        assert_int_equal(cgroup_session_attach(s, 4242), -EAGAIN);
+        assert_fget(OWN "/sandboxes/" SB_A "/pids.max", "64");
+        assert_fget(OWN "/sandboxes/pids.max", "1000");
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/cgroup.procs", "");
+        fput(OWN "/sandboxes/" SB_A "/pids.current", "63\n");
+        fput(OWN "/sandboxes/pids.current", "1000\n");
+        assert_int_equal(cgroup_session_attach(s, 4242), -EAGAIN);
+        assert_fget(OWN "/sandboxes/pids.max", "1000");
+        fput(OWN "/sandboxes/pids.current", "999\n");
+        assert_int_equal(cgroup_session_attach(s, 4242), 0);
+        assert_fget(OWN "/sandboxes/" SB_A "/s0/cgroup.procs", "4242");
+        assert_fget(OWN "/sandboxes/" SB_A "/pids.max", "64");
+        assert_fget(OWN "/sandboxes/pids.max", "1000");
+        fput(OWN "/sandboxes/" SB_A "/s0/cgroup.procs", "");
+        assert_null(cgroup_session_release(s));
+        assert_null(cgroup_manager_free(m));
+        fake_end();
+}
+
+/* At most SBX_MAX_LIVE_SESSIONS session cgroups per manager: at the cap a
+ * free one of another sandbox goes to make room, and with none free the
+ * answer is -ENOSPC. */
+static void test_v2_pool_cap(void **state) {
+        CgroupManager *m = fake_v2_manager(NULL, NULL);
+        static CgroupSession *s[SBX_MAX_LIVE_SESSIONS];
+        CgroupSandbox *b = NULL;
+        CgroupSession *x = NULL;
+
+        (void) state;
+        assert_int_equal(cgroup_sandbox_new(m, "sb-b", &limits_a, &b), 0);
+        for (unsigned i = 0; i < SBX_MAX_LIVE_SESSIONS; i++)
+                assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s[i]), 0);
+        assert_int_equal(cgroup_session_new(b, &limits_a, &x), -ENOSPC);
+        assert_null(cgroup_session_release(s[7]));
+        assert_true(fexists(OWN "/sandboxes/" SB_A "/s7"));
+        assert_int_equal(cgroup_session_new(b, &limits_a, &x), 0);
+        assert_false(fexists(OWN "/sandboxes/" SB_A "/s7"));
+        assert_true(fexists(OWN "/sandboxes/sb-b/s512"));
+        assert_null(cgroup_manager_free(m));
+        assert_false(fexists(OWN "/sandboxes"));
         fake_end();
 }
 
@@ -417,8 +570,8 @@ static void test_v2_kill_without_kill_file(void **state) {
         int status = 0, helper_status, r;
 
         (void) state;
-        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
-        assert_int_equal(unlink(fpath(OWN "/sessions/s0/cgroup.kill")), 0);
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s), 0);
+        assert_int_equal(unlink(fpath(OWN "/sandboxes/" SB_A "/s0/cgroup.kill")), 0);
 
         victim = fork();
         assert_true(victim >= 0);
@@ -427,11 +580,11 @@ static void test_v2_kill_without_kill_file(void **state) {
                 for (;;)
                         pause();
         }
-        fput(OWN "/sessions/s0/cgroup.procs", pid_line(victim));
+        fput(OWN "/sandboxes/" SB_A "/s0/cgroup.procs", pid_line(victim));
         helper = fork();
         assert_true(helper >= 0);
         if (helper == 0)
-                empty_procs_when_dead(victim, fpath(OWN "/sessions/s0/cgroup.procs"));
+                empty_procs_when_dead(victim, fpath(OWN "/sandboxes/" SB_A "/s0/cgroup.procs"));
 
         r = cgroup_session_kill(s);
         /* Dead already if the kill worked; else not left behind by a failure. */
@@ -447,7 +600,7 @@ static void test_v2_kill_without_kill_file(void **state) {
         assert_int_equal(WTERMSIG(status), SIGKILL);
         assert_true(WIFEXITED(helper_status));
         assert_int_equal(WEXITSTATUS(helper_status), 0);
-        assert_false(fexists(OWN "/sessions/s0/cgroup.kill"));
+        assert_false(fexists(OWN "/sandboxes/" SB_A "/s0/cgroup.kill"));
 
         assert_null(cgroup_session_release(s));
         assert_null(cgroup_manager_free(m));
@@ -470,8 +623,8 @@ static void test_ops_tables(void **state) {
                 assert_non_null(ops[i]->setup);
                 assert_non_null(ops[i]->teardown);
                 assert_non_null(ops[i]->cleanup_stale);
-                assert_non_null(ops[i]->session_make);
-                assert_non_null(ops[i]->session_remove);
+                assert_non_null(ops[i]->node_make);
+                assert_non_null(ops[i]->node_remove);
                 assert_non_null(ops[i]->set_limits);
                 assert_non_null(ops[i]->attach);
                 assert_non_null(ops[i]->kill);
@@ -496,18 +649,18 @@ static void test_detect_none(void **state) {
 
         (void) state;
         fake_begin(FAKE_V2);
-        assert_int_equal(cgroup_manager_new(fake_root, "0::/\n", "sbxd-1", &m), -EOPNOTSUPP);
+        assert_int_equal(cgroup_manager_new(fake_root, "0::/\n", "sbxd-1", &limits_all, &m), -EOPNOTSUPP);
         /* cgroup2 without memory and pids (this machine's "unified") is not v2. */
         fput("cgroup.controllers", "hugetlb\n");
-        assert_int_equal(cgroup_manager_new(fake_root, "0::/\n", "sbxd-1", &m), -EOPNOTSUPP);
+        assert_int_equal(cgroup_manager_new(fake_root, "0::/\n", "sbxd-1", &limits_all, &m), -EOPNOTSUPP);
         /* memory alone is not a v1 layout either. */
         fmkdir("memory");
         fput("memory/cgroup.procs", "");
-        assert_int_equal(cgroup_manager_new(fake_root, "4:memory:/\n0::/\n", "sbxd-1", &m),
+        assert_int_equal(cgroup_manager_new(fake_root, "4:memory:/\n0::/\n", "sbxd-1", &limits_all, &m),
                          -EOPNOTSUPP);
         assert_null(m);
-        assert_int_equal(cgroup_manager_new(fake_root, "0::/\n", "../x", &m), -EINVAL);
-        assert_int_equal(cgroup_manager_new(NULL, "0::/\n", "sbxd-1", &m), -EINVAL);
+        assert_int_equal(cgroup_manager_new(fake_root, "0::/\n", "../x", &limits_all, &m), -EINVAL);
+        assert_int_equal(cgroup_manager_new(NULL, "0::/\n", "sbxd-1", &limits_all, &m), -EINVAL);
         fake_end();
 }
 
@@ -552,31 +705,39 @@ static void test_v1_fake(void **state) {
         fake_begin(FAKE_V1);
         fake_v1_tree();
 
-        assert_int_equal(cgroup_manager_new(fake_root, self_v1, "sbxd-test", &m), 0);
+        assert_int_equal(cgroup_manager_new(fake_root, self_v1, "sbxd-test", &limits_all, &m), 0);
         assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V1);
         assert_string_equal(cgroup_backend_to_string(CGROUP_BACKEND_V1), "v1");
         assert_true(fexists("memory/a/b/sbxd-test"));
         assert_true(fexists("pids/sbxd-test"));
         assert_true(fexists("cpu/sbxd-test"));
+        /* The instance holds all sandboxes, with their share of the host. */
+        assert_fget("memory/a/b/sbxd-test/memory.limit_in_bytes", "1073741824");
+        assert_fget("pids/sbxd-test/pids.max", "1000");
+        assert_fget("cpu/sbxd-test/cpu.shares", "512");
 
-        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
-        assert_fget("memory/a/b/sbxd-test/s0/memory.limit_in_bytes", "67108864");
-        assert_fget("memory/a/b/sbxd-test/s0/memory.memsw.limit_in_bytes", "67108864");
-        assert_fget("memory/a/b/sbxd-test/s0/memory.swappiness", "0");
-        assert_fget("pids/sbxd-test/s0/pids.max", "16");
-        assert_fget("cpu/sbxd-test/s0/cpu.shares", "2048");
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s), 0);
+        assert_fget("memory/a/b/sbxd-test/" SB_A "/memory.limit_in_bytes", "268435456");
+        assert_fget("memory/a/b/sbxd-test/" SB_A "/memory.memsw.limit_in_bytes", "268435456");
+        assert_fget("pids/sbxd-test/" SB_A "/pids.max", "64");
+        assert_fget("cpu/sbxd-test/" SB_A "/cpu.shares", "3072");
+        assert_fget("memory/a/b/sbxd-test/" SB_A "/s0/memory.limit_in_bytes", "67108864");
+        assert_fget("memory/a/b/sbxd-test/" SB_A "/s0/memory.memsw.limit_in_bytes", "67108864");
+        assert_fget("memory/a/b/sbxd-test/" SB_A "/s0/memory.swappiness", "0");
+        assert_fget("pids/sbxd-test/" SB_A "/s0/pids.max", "16");
+        assert_fget("cpu/sbxd-test/" SB_A "/s0/cpu.shares", "2048");
 
         assert_int_equal(cgroup_session_attach(s, 4242), 0);
-        assert_fget("memory/a/b/sbxd-test/s0/cgroup.procs", "4242");
-        assert_fget("pids/sbxd-test/s0/cgroup.procs", "4242");
-        assert_fget("cpu/sbxd-test/s0/cgroup.procs", "4242");
-        fput("memory/a/b/sbxd-test/s0/cgroup.procs", "");
-        fput("pids/sbxd-test/s0/cgroup.procs", "");
-        fput("cpu/sbxd-test/s0/cgroup.procs", "");
+        assert_fget("memory/a/b/sbxd-test/" SB_A "/s0/cgroup.procs", "4242");
+        assert_fget("pids/sbxd-test/" SB_A "/s0/cgroup.procs", "4242");
+        assert_fget("cpu/sbxd-test/" SB_A "/s0/cgroup.procs", "4242");
+        fput("memory/a/b/sbxd-test/" SB_A "/s0/cgroup.procs", "");
+        fput("pids/sbxd-test/" SB_A "/s0/cgroup.procs", "");
+        fput("cpu/sbxd-test/" SB_A "/s0/cgroup.procs", "");
 
-        fput("memory/a/b/sbxd-test/s0/memory.oom_control",
+        fput("memory/a/b/sbxd-test/" SB_A "/s0/memory.oom_control",
              "oom_kill_disable 0\nunder_oom 0\noom_kill 4\n");
-        fput("pids/sbxd-test/s0/pids.events", "max 3\n");
+        fput("pids/sbxd-test/" SB_A "/s0/pids.events", "max 3\n");
         assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
         assert_int_equal(n, 4);
         assert_int_equal(cgroup_session_pids_max_hits(s, &n), 0);
@@ -584,17 +745,17 @@ static void test_v1_fake(void **state) {
 
         /* Reuse rewrites the limits: unlimited is -1/max, weight 0 the default. */
         assert_null(cgroup_session_release(s));
-        assert_int_equal(cgroup_session_new(m, &limits_b, &s), 0);
-        assert_false(fexists("pids/sbxd-test/s1"));
-        assert_fget("memory/a/b/sbxd-test/s0/memory.limit_in_bytes", "33554432");
-        assert_fget("pids/sbxd-test/s0/pids.max", "max");
-        assert_fget("cpu/sbxd-test/s0/cpu.shares", "1024");
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_b, &s), 0);
+        assert_false(fexists("pids/sbxd-test/" SB_A "/s1"));
+        assert_fget("memory/a/b/sbxd-test/" SB_A "/s0/memory.limit_in_bytes", "33554432");
+        assert_fget("pids/sbxd-test/" SB_A "/s0/pids.max", "max");
+        assert_fget("cpu/sbxd-test/" SB_A "/s0/cpu.shares", "1024");
         assert_int_equal(cgroup_session_oom_kills(s, &n), 0);
         assert_int_equal(n, 0);
         assert_null(cgroup_session_release(s));
-        assert_int_equal(cgroup_session_new(m, &(CgroupLimits) { .cpu_weight = 10000 }, &s), 0);
-        assert_fget("memory/a/b/sbxd-test/s0/memory.limit_in_bytes", "-1");
-        assert_fget("cpu/sbxd-test/s0/cpu.shares", "102400");
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &(CgroupLimits) { .cpu_weight = 10000 }, &s), 0);
+        assert_fget("memory/a/b/sbxd-test/" SB_A "/s0/memory.limit_in_bytes", "-1");
+        assert_fget("cpu/sbxd-test/" SB_A "/s0/cpu.shares", "102400");
 
         /* Stale instances: a dead supervisor's tree goes, a live one and
          * foreign directories stay. */
@@ -609,7 +770,7 @@ static void test_v1_fake(void **state) {
         assert_int_equal(access(stale, F_OK), -1);
         assert_int_equal(access(alive, F_OK), 0);
         assert_true(fexists("pids/other"));
-        assert_true(fexists("pids/sbxd-test/s0"));
+        assert_true(fexists("pids/sbxd-test/" SB_A "/s0"));
         assert_int_equal(unlinkat(AT_FDCWD, alive, AT_REMOVEDIR), 0);
         assert_int_equal(unlinkat(AT_FDCWD, fpath("pids/other"), AT_REMOVEDIR), 0);
 
@@ -630,13 +791,13 @@ static void test_v1_fake_stuck_not_reused(void **state) {
         (void) state;
         fake_begin(FAKE_V1);
         fake_v1_tree();
-        assert_int_equal(cgroup_manager_new(fake_root, self_v1, "sbxd-test", &m), 0);
-        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
-        fput("pids/sbxd-test/s0/cgroup.procs", "999999999\n");
+        assert_int_equal(cgroup_manager_new(fake_root, self_v1, "sbxd-test", &limits_all, &m), 0);
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s), 0);
+        fput("pids/sbxd-test/" SB_A "/s0/cgroup.procs", "999999999\n");
         assert_null(cgroup_session_release(s));         /* gives up: -EBUSY inside */
-        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
-        assert_true(fexists("pids/sbxd-test/s1"));
-        fput("pids/sbxd-test/s0/cgroup.procs", "");
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s), 0);
+        assert_true(fexists("pids/sbxd-test/" SB_A "/s1"));
+        fput("pids/sbxd-test/" SB_A "/s0/cgroup.procs", "");
         assert_null(cgroup_manager_free(m));
         assert_false(fexists("pids/sbxd-test"));
         assert_false(fexists("memory/a/b/sbxd-test"));
@@ -651,9 +812,9 @@ static void test_v1_fake_without_cpu(void **state) {
         fake_begin(FAKE_V1);
         fake_v1_tree();
         assert_int_equal(nftw(fpath("cpu"), rm_rf_cb, 4, FTW_DEPTH | FTW_PHYS), 0);
-        assert_int_equal(cgroup_manager_new(fake_root, self_v1, "sbxd-test", &m), 0);
-        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
-        assert_fget("pids/sbxd-test/s0/pids.max", "16");
+        assert_int_equal(cgroup_manager_new(fake_root, self_v1, "sbxd-test", &limits_all, &m), 0);
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s), 0);
+        assert_fget("pids/sbxd-test/" SB_A "/s0/pids.max", "16");
         assert_null(cgroup_manager_free(m));
         assert_false(fexists("pids/sbxd-test"));
         fake_end();
@@ -682,7 +843,7 @@ static void test_detect_each_backend(void **state) {
         fmkdir("pids");
         fput("pids/cgroup.procs", "");
         assert_true(detect_at(&cgroup_v1_ops));
-        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &m), 0);
+        assert_int_equal(cgroup_manager_new(fake_root, self_v2, "sbxd-1", &limits_all, &m), 0);
         assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V2);
         assert_null(cgroup_manager_free(m));
         fake_end();
@@ -728,8 +889,8 @@ static void real_setup(void) {
         (void) snprintf(instance_real, sizeof(instance_real), "sbxd-test-%d", (int) getpid());
 }
 
-/* Directory of controller ctrl for session s<idx>, from our own path. */
-static void real_session_path(const char *ctrl, unsigned idx, char *buf, size_t size) {
+/* <root>/<ctrl><own>/<instance>/<rel>, from our own path. */
+static void real_path(const char *ctrl, const char *rel, char *buf, size_t size) {
         char key[32];
         const char *p, *nl;
         int len;
@@ -743,16 +904,22 @@ static void real_session_path(const char *ctrl, unsigned idx, char *buf, size_t 
         len = (int) (nl - p);
         if (len == 1)           /* "/" */
                 len = 0;
-        (void) snprintf(buf, size, "%s/%s%.*s/%s/s%u", REAL_ROOT, ctrl, len, p, instance_real, idx);
+        (void) snprintf(buf, size, "%s/%s%.*s/%s/%s", REAL_ROOT, ctrl, len, p, instance_real, rel);
 }
 
-static char *real_read(const char *ctrl, unsigned idx, const char *file) {
+static char *real_get(const char *ctrl, const char *rel) {
         char path[1024];
 
-        real_session_path(ctrl, idx, path, sizeof(path) - 64);
-        (void) strcat(path, "/");
-        (void) strcat(path, file);
+        real_path(ctrl, rel, path, sizeof(path));
         return slurp(path);
+}
+
+/* A file of session cgroup s<idx> of sandbox SB_A. */
+static char *real_read(const char *ctrl, unsigned idx, const char *file) {
+        char rel[128];
+
+        (void) snprintf(rel, sizeof(rel), SB_A "/s%u/%s", idx, file);
+        return real_get(ctrl, rel);
 }
 
 static bool found_instance;
@@ -824,7 +991,8 @@ static CgroupManager *real_manager(void) {
         CgroupManager *m = NULL;
 
         real_setup();
-        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &m), 0);
+        sandbox_a_of = NULL;
+        assert_int_equal(cgroup_manager_new(REAL_ROOT, self_real, instance_real, &limits_all, &m), 0);
         assert_int_equal(cgroup_manager_backend(m), CGROUP_BACKEND_V1);
         return m;
 }
@@ -847,7 +1015,7 @@ static void test_v1_real_kill(void **state) {
         (void) state;
         REQUIRE_REAL_V1();
         m = real_manager();
-        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s), 0);
 
         child = spawn_in(s, body_sleep);
         v = real_read("memory", 0, "memory.limit_in_bytes");
@@ -886,7 +1054,7 @@ static void test_v1_real_pids_limit_and_release(void **state) {
         (void) state;
         REQUIRE_REAL_V1();
         m = real_manager();
-        assert_int_equal(cgroup_session_new(m, &l, &s), 0);
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &l, &s), 0);
         child = spawn_in(s, body_fork_sleepers);
         /* Wait for the forks to hit the limit. */
         for (int i = 0; i < 2000 && hits == 0; i++) {
@@ -904,18 +1072,18 @@ static void test_v1_real_pids_limit_and_release(void **state) {
 
         /* Reused with a new baseline, and limits raised (memsw before the
          * limit), removed, and lowered again (limit before memsw). */
-        assert_int_equal(cgroup_session_new(m, &limits_a, &s), 0);
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &limits_a, &s), 0);
         assert_int_equal(cgroup_session_pids_max_hits(s, &hits), 0);
         assert_int_equal(hits, 0);
         assert_string_equal(real_read("pids", 0, "pids.max"), "16\n");
         assert_string_equal(real_read("memory", 0, "memory.limit_in_bytes"), "67108864\n");
         assert_null(real_read("pids", 1, "pids.max"));
         assert_null(cgroup_session_release(s));
-        assert_int_equal(cgroup_session_new(m, &(CgroupLimits) {}, &s), 0);
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &(CgroupLimits) {}, &s), 0);
         assert_string_equal(real_read("pids", 0, "pids.max"), "max\n");
         assert_string_not_equal(real_read("memory", 0, "memory.limit_in_bytes"), "67108864\n");
         assert_null(cgroup_session_release(s));
-        assert_int_equal(cgroup_session_new(m, &l, &s), 0);
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &l, &s), 0);
         assert_string_equal(real_read("memory", 0, "memory.limit_in_bytes"), "33554432\n");
         if (real_read("memory", 0, "memory.memsw.limit_in_bytes"))
                 assert_string_equal(real_read("memory", 0, "memory.memsw.limit_in_bytes"),
@@ -937,13 +1105,212 @@ static void test_v1_real_oom(void **state) {
         (void) state;
         REQUIRE_REAL_V1();
         m = real_manager();
-        assert_int_equal(cgroup_session_new(m, &l, &s), 0);
+        assert_int_equal(cgroup_session_new(sandbox_a(m), &l, &s), 0);
         child = spawn_in(s, body_eat_memory);
         assert_reaped_killed(child);
         assert_int_equal(cgroup_session_oom_kills(s, &kills), 0);
         assert_true(kills >= 1);
 
         assert_null(cgroup_session_release(s));
+        assert_null(cgroup_manager_free(m));
+        assert_no_instance_left();
+}
+
+/* A sandbox with its own cgroup, on the real hierarchy. */
+static CgroupSandbox *real_sandbox(CgroupManager *m, const CgroupLimits *l) {
+        CgroupSandbox *b = NULL;
+
+        assert_int_equal(cgroup_sandbox_new(m, SB_A, l, &b), 0);
+        sandbox_a_of = m;
+        sandbox_a_cg = b;
+        return b;
+}
+
+/* A manager on the real hierarchy, sandbox SB_A of it, two sessions of that. */
+static CgroupManager *real_two_sessions(const CgroupLimits *sandbox, const CgroupLimits *session, CgroupSession **s0,
+                                        CgroupSession **s1) {
+        CgroupManager *m = real_manager();
+        CgroupSandbox *b = real_sandbox(m, sandbox);
+
+        assert_int_equal(cgroup_session_new(b, session, s0), 0);
+        assert_int_equal(cgroup_session_new(b, session, s1), 0);
+        return m;
+}
+
+static uint64_t real_u64(const char *ctrl, const char *rel) {
+        char *v = real_get(ctrl, rel);
+        uint64_t n = 0;
+
+        assert_non_null(v);
+        v[strcspn(v, "\n")] = '\0';
+        assert_int_equal(parse_u64(v, &n), 0);
+        return n;
+}
+
+static void body_fork_sleepers_slowly(void) {
+        for (int i = 0; i < 12; i++) {
+                pid_t pid = fork();
+
+                if (pid == 0)
+                        body_sleep();
+                usleep(2000);
+        }
+        body_sleep();
+}
+
+/* The sandbox's pids limit holds for its sessions together, though each
+ * session's own limit is larger; the session refused a fork counts the hit. */
+static void test_v1_real_sandbox_pids(void **state) {
+        static const CgroupLimits sandbox = { .memory_bytes = 256ull << 20, .pids_max = 10 };
+        static const CgroupLimits session = { .memory_bytes = 256ull << 20, .pids_max = 100 };
+        CgroupManager *m = NULL;
+        CgroupSession *s0 = NULL, *s1 = NULL;
+        uint64_t hits0 = 0, hits1 = 0;
+        pid_t c0, c1;
+
+        (void) state;
+        REQUIRE_REAL_V1();
+        m = real_two_sessions(&sandbox, &session, &s0, &s1);
+        assert_int_equal(real_u64("pids", SB_A "/pids.max"), 10);
+        c0 = spawn_in(s0, body_fork_sleepers_slowly);
+        c1 = spawn_in(s1, body_fork_sleepers_slowly);
+        for (int i = 0; i < 3000 && (hits0 == 0 || hits1 == 0); i++) {
+                assert_int_equal(cgroup_session_pids_max_hits(s0, &hits0), 0);
+                assert_int_equal(cgroup_session_pids_max_hits(s1, &hits1), 0);
+                usleep(1000);
+        }
+        assert_true(hits0 >= 1 || hits1 >= 1);
+        assert_true(real_u64("pids", SB_A "/pids.current") <= 10);
+        /* Full: no process is moved in (a move would pass the limit). */
+        {
+                CgroupSession *s2 = NULL;
+                pid_t outside = fork();
+
+                assert_true(outside >= 0);
+                if (outside == 0)
+                        body_sleep();
+                assert_int_equal(cgroup_session_new(sandbox_a(m), &session, &s2), 0);
+                for (int i = 0; i < 2000 && real_u64("pids", SB_A "/pids.current") < 10; i++)
+                        usleep(1000);
+                assert_int_equal(cgroup_session_attach(s2, outside), -EAGAIN);
+                assert_int_equal(real_u64("pids", SB_A "/pids.max"), 10);
+                assert_true(real_u64("pids", SB_A "/pids.current") <= 10);
+                (void) kill(outside, SIGKILL);
+                assert_reaped_killed(outside);
+                assert_null(cgroup_session_release(s2));
+        }
+        assert_true(real_u64("pids", SB_A "/s0/pids.current") + real_u64("pids", SB_A "/s1/pids.current") <= 10);
+        assert_null(cgroup_session_release(s0));
+        assert_null(cgroup_session_release(s1));
+        assert_reaped_killed(c0);
+        assert_reaped_killed(c1);
+        assert_null(cgroup_manager_free(m));
+        assert_no_instance_left();
+}
+
+static void body_hold_memory(void) {
+        size_t size = 40u << 20;
+        char *p = malloc(size);
+
+        if (!p)
+                _exit(4);
+        for (size_t i = 0; i < size; i += 4096)
+                p[i] = 1;
+        body_sleep();
+}
+
+/* The OOM killer's first choice (raising one's score needs no privilege). */
+static void body_eat_memory_first(void) {
+        int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+        if (fd < 0 || write(fd, "1000", 4) != 4)
+                _exit(4);
+        close(fd);
+        body_eat_memory();
+}
+
+/* The sandbox's memory limit holds for its sessions together: 40 MiB held
+ * in one session and 200 MiB asked for in the other, each session allowed
+ * 128 MiB, the sandbox 64 MiB: the second is OOM-killed and its session
+ * counts it. */
+static void test_v1_real_sandbox_memory(void **state) {
+        static const CgroupLimits sandbox = { .memory_bytes = 64ull << 20, .pids_max = 64 };
+        static const CgroupLimits session = { .memory_bytes = 128ull << 20, .pids_max = 64 };
+        CgroupManager *m = NULL;
+        CgroupSession *s0 = NULL, *s1 = NULL;
+        uint64_t kills0 = 0, kills1 = 0;
+        pid_t holder, eater;
+
+        (void) state;
+        REQUIRE_REAL_V1();
+        m = real_two_sessions(&sandbox, &session, &s0, &s1);
+        assert_int_equal(real_u64("memory", SB_A "/memory.limit_in_bytes"), 64ull << 20);
+        holder = spawn_in(s0, body_hold_memory);
+        for (int i = 0; i < 2000 && real_u64("memory", SB_A "/s0/memory.usage_in_bytes") < (40ull << 20); i++)
+                usleep(1000);
+        eater = spawn_in(s1, body_eat_memory_first);
+        assert_reaped_killed(eater);
+        assert_int_equal(cgroup_session_oom_kills(s1, &kills1), 0);
+        assert_true(kills1 >= 1);
+        assert_int_equal(cgroup_session_oom_kills(s0, &kills0), 0);
+        assert_int_equal(kills0, 0);
+        assert_null(cgroup_session_release(s0));
+        assert_reaped_killed(holder);
+        assert_null(cgroup_session_release(s1));
+        assert_null(cgroup_manager_free(m));
+        assert_no_instance_left();
+}
+
+static char tmpfs_dir[64];
+static void body_write_tmpfs(void) {
+        char path[128];
+        static char buf[1 << 20];
+        int fd;
+
+        (void) snprintf(path, sizeof(path), "%s/f", tmpfs_dir);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+                _exit(4);
+        memset(buf, 'x', sizeof(buf));
+        for (int i = 0; i < 20; i++)
+                if (write(fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf))
+                        _exit(5);
+        _exit(0);
+}
+
+/* What a session's commands wrote to a tmpfs (its upper) stays charged
+ * after they are gone: to the session's cgroup, so to its sandbox, and once
+ * the sandbox's cgroup is removed too, to the cgroup of all sandboxes. */
+static void test_v1_real_tmpfs_charge(void **state) {
+        static const CgroupLimits l = { .memory_bytes = 256ull << 20, .pids_max = 16 };
+        CgroupManager *m = NULL;
+        CgroupSandbox *b;
+        CgroupSession *s = NULL;
+        int status;
+        pid_t writer;
+
+        (void) state;
+        REQUIRE_REAL_V1();
+        (void) strcpy(tmpfs_dir, "/tmp/test-cgroup-tmpfs-XXXXXX");
+        assert_non_null(mkdtemp(tmpfs_dir));
+        assert_int_equal(mount("test-cgroup", tmpfs_dir, "tmpfs", 0, "size=64m"), 0);
+        m = real_manager();
+        b = real_sandbox(m, &l);
+        assert_int_equal(cgroup_session_new(b, &l, &s), 0);
+        writer = spawn_in(s, body_write_tmpfs);
+        assert_int_equal(waitpid(writer, &status, 0), writer);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        assert_null(cgroup_session_release(s));
+        assert_true(real_u64("memory", SB_A "/s0/memory.usage_in_bytes") >= (20ull << 20));
+        assert_true(real_u64("memory", SB_A "/memory.usage_in_bytes") >= (20ull << 20));
+        assert_null(cgroup_sandbox_free(b));
+        sandbox_a_of = NULL;
+        assert_null(real_get("memory", SB_A "/memory.usage_in_bytes"));
+        assert_true(real_u64("memory", "memory.usage_in_bytes") >= (20ull << 20));
+        assert_int_equal(umount(tmpfs_dir), 0);
+        assert_int_equal(rmdir(tmpfs_dir), 0);
+        assert_true(real_u64("memory", "memory.usage_in_bytes") < (20ull << 20));
         assert_null(cgroup_manager_free(m));
         assert_no_instance_left();
 }
@@ -955,7 +1322,10 @@ int main(void) {
                 cmocka_unit_test(test_v2_missing_controller),
                 cmocka_unit_test(test_v2_without_cpu),
                 cmocka_unit_test(test_v2_controllers_enabled_before),
-                cmocka_unit_test(test_v2_cleanup_untracked),
+                cmocka_unit_test(test_v2_sandboxes),
+                cmocka_unit_test(test_v2_pids_hits_of_sandbox),
+                cmocka_unit_test(test_v2_pool_cap),
+                cmocka_unit_test(test_v2_attach_below_pids_limits),
                 cmocka_unit_test(test_v2_kill_without_kill_file),
                 cmocka_unit_test(test_ops_tables),
                 cmocka_unit_test(test_detect_none),
@@ -966,6 +1336,9 @@ int main(void) {
                 cmocka_unit_test(test_v1_real_kill),
                 cmocka_unit_test(test_v1_real_pids_limit_and_release),
                 cmocka_unit_test(test_v1_real_oom),
+                cmocka_unit_test(test_v1_real_sandbox_pids),
+                cmocka_unit_test(test_v1_real_sandbox_memory),
+                cmocka_unit_test(test_v1_real_tmpfs_charge),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -110,6 +110,27 @@ async function main() {
   check(pids.status === 'error' && pids.end_reason === 'pids_limit',
     'a command over the 32 pids limit ends with end_reason pids_limit (pids.events)', pids);
 
+  /* The sandbox's pids limit (32) holds for two sessions together, each of
+   * which may have 32 itself: counted on the host while their processes run
+   * (perl, for which a refused fork is not fatal, as it is for sh). */
+  const both = await Promise.all([1, 2].map((k) =>
+    exec(client, `perl -e '$0 = "sbxvm-pids-${k}"; for (1 .. 30) { my $p = fork; if (defined $p && !$p) { sleep 20; exit } } sleep 20'`,
+      { yield_time_ms: 8000, timeout_ms: 60000 })));
+  const counted = execFileSync('sh', ['-c', 'p=$(pgrep -f "^sbxvm-pids-[12]" | head -1); ' +
+    'b=/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/$p/cgroup); b=${b%/*}; ' +
+    'echo "$(pgrep -fc "^sbxvm-pids-[12]") $(cat $b/pids.current) $(cat $b/pids.max) $b"'], { encoding: 'utf8' }).trim().split(' ');
+  check(both.every((r) => r.status === 'running') && Number(counted[0]) >= 20 && Number(counted[0]) <= 32 &&
+    Number(counted[1]) <= 32 && counted[2] === '32' && /\/sandboxes\/sb-[0-9a-f]+$/.test(counted[3]),
+    'two sessions of a sandbox with --pids 32 run at most 32 processes together (the sandbox\'s cgroup pids.max)',
+    { both, counted });
+  execFileSync('sh', ['-c', 'pkill -f "^sbxvm-pids-[12]" || true']);
+  for (const r of both)
+    for (let i = 0; i < 120; i++) {
+      const st = await call(client, 'read_command_lines', { command_session_id: r.command_session_id, limit: 0 });
+      if (st.status !== 'running') break;
+      await new Promise((res) => setTimeout(res, 500));
+    }
+
   const after = await exec(client, 'echo fine');
   check(after.status === 'ok' && after.output === 'fine\n', 'the sandbox works after both limits were hit', after);
   check(mainPid() === pidBefore, 'the OOM kill in a session did not stop or restart sbxd.service',

@@ -72,9 +72,15 @@ check_sh "sbxd and its spawner live in the supervisor/ leaf of the delegated cgr
   'main=$(systemctl show -p MainPID --value sbxd); cat '"$UNIT_CG"'/supervisor/cgroup.procs;
    [ -z "$(cat '"$UNIT_CG"'/cgroup.procs)" ] && grep -qx "$main" '"$UNIT_CG"'/supervisor/cgroup.procs &&
    [ "$(wc -l <'"$UNIT_CG"'/supervisor/cgroup.procs)" -eq 2 ]'
-check_sh "memory and pids are enabled for the sessions' cgroups" \
-  'for f in '"$UNIT_CG"'/cgroup.subtree_control '"$UNIT_CG"'/sessions/cgroup.subtree_control; do
+check_sh "memory and pids are enabled for the sandboxes' and their sessions' cgroups" \
+  'for f in '"$UNIT_CG"'/cgroup.subtree_control '"$UNIT_CG"'/sandboxes/cgroup.subtree_control; do
      echo "$f: $(cat $f)"; grep -qw memory $f && grep -qw pids $f || exit 1; done'
+check_sh "the cgroup of all sandboxes keeps them to 80% of the RAM (to a page) and 50% of pid_max, swap off (defaults)" \
+  'd='"$UNIT_CG"'/sandboxes; t=$(( $(awk "/^MemTotal:/ { print \$2 }" /proc/meminfo) * 1024 )); p=$(cat /proc/sys/kernel/pid_max);
+   echo "memory.max $(cat $d/memory.max) of $t, pids.max $(cat $d/pids.max) of $p, swap $(cat $d/memory.swap.max), cpu.weight $(cat $d/cpu.weight 2>&1)";
+   m=$(cat $d/memory.max); w=$(( t / 100 * 80 + t % 100 * 80 / 100 )); [ "$m" -le $w ] && [ $(( w - m )) -lt 4096 ] &&
+   [ "$(cat $d/pids.max)" = $(( p / 100 * 50 + p % 100 * 50 / 100 )) ] &&
+   [ "$(cat $d/memory.swap.max)" = 0 ]'
 check_sh "sbxd.sock is srw-rw---- root sbx" \
   'ls -l /run/sbx/sbxd.sock; [ "$(stat -c "%A %U %G" /run/sbx/sbxd.sock)" = "srw-rw---- root sbx" ]'
 check_sh "sbxd logs to the journal with priorities" \
@@ -110,11 +116,11 @@ rm -f "$OUT/.n"
 
 # ---- the session's cgroup, seen from the host, after systemd re-read its units
 check "systemctl daemon-reload with a session running" systemctl daemon-reload
-check_sh "the running command's cgroup is a session of the unit with memory.max 64M, pids.max 32, no swap" \
-  'pid=$(pgrep -f "^sleep 3600") && cg=$(sed -n "s/^0:://p" /proc/$pid/cgroup) && d=/sys/fs/cgroup$cg &&
-   echo "$cg: memory.max $(cat $d/memory.max), memory.swap.max $(cat $d/memory.swap.max), pids.max $(cat $d/pids.max)" &&
-   case $cg in '"${UNIT_CG#/sys/fs/cgroup}"'/sessions/s*) ;; *) exit 1 ;; esac &&
-   [ "$(cat $d/memory.max)" = 67108864 ] && [ "$(cat $d/pids.max)" = 32 ] && [ "$(cat $d/memory.swap.max)" = 0 ]'
+check_sh "the running command's cgroup is a session of the sandbox's, both with memory.max 64M, pids.max 32, no swap" \
+  'pid=$(pgrep -f "^sleep 3600") && cg=$(sed -n "s/^0:://p" /proc/$pid/cgroup) && d=/sys/fs/cgroup$cg && b=${d%/*} &&
+   for x in $d $b; do echo "$x: memory.max $(cat $x/memory.max), memory.swap.max $(cat $x/memory.swap.max), pids.max $(cat $x/pids.max)";
+     [ "$(cat $x/memory.max)" = 67108864 ] && [ "$(cat $x/pids.max)" = 32 ] && [ "$(cat $x/memory.swap.max)" = 0 ] || exit 1; done &&
+   case $cg in '"${UNIT_CG#/sys/fs/cgroup}"'/sandboxes/sb-*/s*) ;; *) exit 1 ;; esac'
 
 # ---- stop: sbxd ends the running session itself, the unit's cgroup goes
 check_sh "a command is still running when sbxd is stopped" \
@@ -123,10 +129,23 @@ check "systemctl stop sbxd" systemctl stop sbxd
 check_sh "sbxd stopped by itself (Result=success, not a timeout or SIGKILL)" \
   'systemctl show -p Result -p ExecMainCode -p ExecMainStatus sbxd | tee /dev/stderr | grep -qx Result=success &&
    journalctl -u sbxd --no-pager | grep -q "sbxd stopped"'
-check_sh "no session cgroup is left under the unit" \
-  'if [ -d '"$UNIT_CG"' ]; then find '"$UNIT_CG"' -type d; exit 1; fi; ! find /sys/fs/cgroup -type d -name "sessions" | grep -q .'
+check_sh "no sandbox or session cgroup is left under the unit" \
+  'if [ -d '"$UNIT_CG"' ]; then find '"$UNIT_CG"' -type d; exit 1; fi; ! find /sys/fs/cgroup -type d -name "sandboxes" -o -type d -name "sb-*" | grep -q .'
 check_sh "no sandbox process or mount is left" \
   '! pgrep -a -f "[s]bx-worker|[s]leep 3600" && ! grep -E " /run/sbx/" /proc/self/mounts'
+
+# ---- the kernel's accounting that a stopped session relies on (docs/cgroups.md): what a
+# process wrote to a tmpfs stays charged after its cgroup is removed, and its
+# parent (the sandbox's cgroup) goes on counting it. In a cgroup of its own.
+check_sh "tmpfs pages written in a removed child cgroup still count against its parent (cgroup v2)" \
+  'X=/sys/fs/cgroup/tmpfs-charge-check; T=$(mktemp -d); trap "umount $T; rmdir $T; rmdir $X/child $X 2>/dev/null" EXIT;
+   grep -qw memory /sys/fs/cgroup/cgroup.subtree_control || echo +memory >/sys/fs/cgroup/cgroup.subtree_control;
+   mkdir $X && echo +memory >$X/cgroup.subtree_control && mkdir $X/child && mount -t tmpfs -o size=64m none $T &&
+   sh -c "echo \$\$ >$X/child/cgroup.procs; exec dd if=/dev/zero of=$T/f bs=1M count=20 status=none" &&
+   echo "child $(cat $X/child/memory.current), parent $(cat $X/memory.current)" && rmdir $X/child &&
+   echo "after rmdir: parent $(cat $X/memory.current), file $(stat -c %s $T/f)" && [ "$(cat $X/memory.current)" -ge 20971520 ] &&
+   umount $T && echo "after umount: parent $(cat $X/memory.current)" && [ "$(cat $X/memory.current)" -lt 20971520 ]; r=$?;
+   rmdir $T; trap - EXIT; rmdir $X; exit $r'
 
 # An orderly power-off (VM_POWEROFF=clean) stops sbxd once more, with a live
 # session; the host reads the console for it.
