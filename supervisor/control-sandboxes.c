@@ -36,7 +36,7 @@ int handle_sandbox_list(Request *rq) {
         if (!list || !infos || !ptrs)
                 return -ENOMEM;
         TAILQ_FOREACH(sb, &s->sandboxes, link) {
-                if (!sandbox_allows(sb, rq->client->uid))
+                if (!sandbox_allows_client(sb, rq->client))
                         continue;
                 sbx__sandbox_info__init(&infos[i]);
                 sandbox_info(sb, &infos[i]);

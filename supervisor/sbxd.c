@@ -23,6 +23,7 @@
 #include "core/sandbox.h"
 #include "core/server.h"
 #include "core/session.h"
+#include "core/claim.h"
 #include "core/spare.h"
 #include "data/layer.h"
 #include "fd-util.h"
@@ -258,6 +259,9 @@ static int server_open_state(Server *s) {
         r = sandboxes_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load sandboxes: %m");
+        r = claims_load(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot load claims: %m");
         return 0;
 }
 
@@ -370,6 +374,7 @@ static void server_done(Server *s) {
         }
         sessions_wait_ended(s, NULL);
         sessions_reap(s);
+        claims_free(s);
         imports_free(s);
         s->spawner = spawner_free(s->spawner);
         clients_reap(s, true);
@@ -387,7 +392,7 @@ static void server_done(Server *s) {
 /* Milliseconds until the earliest deadline of commands, spares and clients. */
 static int server_timeout(Server *s) {
         unsigned long long deadline = MIN(MIN(commands_next_deadline(s), spares_next_deadline(s)),
-                                          clients_next_deadline(s));
+                                          MIN(clients_next_deadline(s), claims_next_deadline(s)));
         unsigned long long now = now_usec();
 
         if (deadline == ~0ull)
@@ -399,6 +404,7 @@ static int server_timeout(Server *s) {
 static void server_tick(Server *s) {
         commands_run_deadlines(s);
         spares_run_deadlines(s);
+        claims_run_deadlines(s);
         clients_run_deadlines(s);
         sessions_reap(s);
         clients_reap(s, false);

@@ -9,6 +9,24 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* A [template NAME] section: what create_sandbox's warmpool names (the
+ * lifecycle set's claims, core/claim.h). */
+typedef struct Template {
+        char name[64];
+        char *source;                   /* NULL: an empty workspace */
+        uint64_t memory_bytes;          /* 0: default_memory_bytes */
+        uint32_t pids_max;              /* 0: default_pids_max */
+        uint32_t cpu_weight;            /* 1..10000 */
+        uint64_t disk_bytes;            /* 0: session_disk_bytes */
+        uint32_t warm;                  /* warm claims kept ready */
+        bool no_expiry;                 /* shutdown_after_seconds = none */
+        uint32_t shutdown_after_seconds;
+} Template;
+
+#define TEMPLATE_DEFAULT "default"
+#define TEMPLATE_IMAGE "default"        /* the one image a template may name */
+#define TEMPLATE_EGRESS "none"          /* the one network policy a template may name */
+
 typedef struct Config {
         char *state_dir;
         char *run_dir;
@@ -26,6 +44,10 @@ typedef struct Config {
         gid_t socket_gid;               /* socket_group, or (gid_t) -1 */
         mode_t socket_mode;             /* 0: 0660 with socket_group, else 0600 */
         uint32_t client_idle_seconds;   /* a client with no request this long is closed */
+        uint32_t claims_per_user;       /* live claims of one uid (root exempt) */
+        uint32_t claim_max_lifetime;    /* seconds a claim may live unused at most; 0: no cap */
+        Template *templates;            /* "default" first: built in, or as [template default] says */
+        size_t n_templates;
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */
@@ -41,3 +63,5 @@ int config_load(Config *cfg, const char *path, bool required, char *ret_error);
 /* The default directories where neither the file nor the command line set them. */
 int config_finish(Config *cfg);
 void config_done(Config *cfg);
+/* The template of this name, or NULL. */
+const Template *config_template(const Config *cfg, const char *name);

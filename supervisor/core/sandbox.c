@@ -40,6 +40,8 @@ struct Import {
         EventSource pidfd_src;      /* the helper's pidfd: readable once it exited */
         int sock;                   /* its answer, an ImportResult, waits here */
         Pending creator;            /* answered when it is done */
+        SandboxMade made;           /* or: called when it is done (a claim's sandbox) */
+        void *userdata;
 };
 
 bool name_is_valid(const char *name) {
@@ -479,6 +481,7 @@ static void import_finish(Server *s, Import *imp, int err, const char *why, cons
                 sandbox_files_remove(s, sb);
                 import_answer(s, imp, NULL, NULL, err, why);
                 sandbox_free(sb);
+                sb = NULL;
         } else {
                 TAILQ_INSERT_TAIL(&s->sandboxes, sb, link);
                 log_info("Created sandbox '%s' (%s) from '%s' for uid %u: %u entries, %u the owner may not read "
@@ -486,6 +489,8 @@ static void import_finish(Server *s, Import *imp, int err, const char *why, cons
                          sb->name, sb->id, sb->source_dir, sb->owner_uid, res->entries, res->unreadable);
                 import_answer(s, imp, sb, res, 0, NULL);
         }
+        if (imp->made)
+                imp->made(s, sb, err, why, imp->userdata);
         import_free(s, imp);
 }
 
@@ -515,7 +520,8 @@ static void import_abandon(Server *s, Pending *p, bool cancelled) {
         /* The import goes on; nobody waits for its answer any more. */
 }
 
-static int import_start(Server *s, Sandbox *sb, Client *c, uint32_t seq, char *errmsg, size_t errmsg_size) {
+static int import_start(Server *s, Sandbox *sb, Client *c, uint32_t seq, SandboxMade made, void *userdata,
+                        char *errmsg, size_t errmsg_size) {
         _cleanup_close_ int pidfd = -EBADF, mine = -EBADF, theirs = -EBADF;
         ImportExec a = { .exe = s->worker_exe_fd, .layers = sb->layers_fd };
         Import *imp;
@@ -551,7 +557,10 @@ static int import_start(Server *s, Sandbox *sb, Client *c, uint32_t seq, char *e
         imp->pidfd_src.dispatch = import_dispatch;
         imp->sock = TAKE_FD(mine);
         imp->sandbox = sb;
-        pending_start(&imp->creator, c, seq, import_abandon);
+        imp->made = made;
+        imp->userdata = userdata;
+        if (c)
+                pending_start(&imp->creator, c, seq, import_abandon);
         TAILQ_INSERT_TAIL(&s->imports, imp, link);
         return 0;
 }
@@ -630,13 +639,91 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
         if (r < 0)
                 snprintf(errmsg, errmsg_size, "cannot create the sandbox directory: %s", strerror(-r));
         if (r >= 0)
-                r = import_start(s, sb, c, seq, errmsg, errmsg_size);
+                r = import_start(s, sb, c, seq, NULL, NULL, errmsg, errmsg_size);
         if (r < 0) {
                 sandbox_files_remove(s, sb);
                 sandbox_free(sb);
                 return r;
         }
         log_info("Creating sandbox '%s' (%s) from '%s' for uid %u", sb->name, sb->id, sb->source_dir, sb->owner_uid);
+        return 0;
+}
+
+/* Layer 0 of a sandbox with an empty workspace, and its record. */
+static int sandbox_create_empty(Server *s, Sandbox *sb) {
+        _cleanup_close_ int empty = -EBADF;
+        StoreSandbox rec = {};
+        int r;
+
+        if (mkdirat(sb->dirfd, "empty", 0755) < 0)
+                return -errno;
+        empty = openat(sb->dirfd, "empty", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        r = empty < 0 ? -errno : layer_create(sb->layers_fd, 0, empty, (int) sb->uid_base, 0, NULL, NULL);
+        (void) unlinkat(sb->dirfd, "empty", AT_REMOVEDIR);
+        if (r < 0)
+                return r;
+        strlcpy(rec.id, sb->id, sizeof(rec.id));
+        strlcpy(rec.name, sb->name, sizeof(rec.name));
+        rec.owner_uid = sb->owner_uid;
+        rec.source_dir = sb->source_dir;
+        rec.memory_bytes = sb->memory_bytes;
+        rec.pids_max = sb->pids_max;
+        rec.cpu_weight = sb->cpu_weight;
+        rec.created_unix = sb->created_unix;
+        return store_sandbox_insert(s->store, &rec, "original");
+}
+
+int sandbox_create_for_claim(Server *s, const SandboxSpec *spec, SandboxMade made, void *userdata, char *errmsg,
+                             size_t errmsg_size) {
+        Sbx__SandboxCreate req = SBX__SANDBOX_CREATE__INIT;
+        char hex[17];
+        Sandbox *sb;
+        int r;
+
+        req.name = (char *) spec->name;
+        req.source_dir = (char *) (spec->source_dir ?: "/");
+        r = create_check(s, &req, errmsg, errmsg_size);
+        if (r >= 0)
+                r = random_hex(hex, 16);
+        if (r < 0)
+                return r;
+        sb = sandbox_new(spec->source_dir ?: "");
+        if (!sb)
+                return -ENOMEM;
+        snprintf(sb->id, sizeof(sb->id), "sb-%s", hex);
+        strlcpy(sb->name, spec->name, sizeof(sb->name));
+        sb->owner_uid = spec->owner_uid;
+        sb->memory_bytes = spec->memory_bytes ?: s->cfg.default_memory_bytes;
+        sb->pids_max = spec->pids_max ?: s->cfg.default_pids_max;
+        sb->cpu_weight = spec->cpu_weight ?: 100;
+        sb->disk_bytes = spec->disk_bytes;
+        sb->created_unix = time(NULL);
+        (void) sandbox_ranges_collect(s);
+        r = range_allocate(s, sb, errmsg, errmsg_size);
+        if (r < 0) {
+                sandbox_free(sb);
+                return r;
+        }
+        r = sandbox_open_dirs(s, sb, true);
+        if (r < 0)
+                snprintf(errmsg, errmsg_size, "cannot create the sandbox directory: %s", strerror(-r));
+        else if (spec->source_dir)
+                r = import_start(s, sb, NULL, 0, made, userdata, errmsg, errmsg_size);
+        else {
+                r = sandbox_create_empty(s, sb);
+                if (r < 0)
+                        snprintf(errmsg, errmsg_size, "cannot create the sandbox's empty workspace: %s", strerror(-r));
+        }
+        if (r < 0) {
+                sandbox_files_remove(s, sb);
+                sandbox_free(sb);
+                return r;
+        }
+        if (!spec->source_dir) {
+                TAILQ_INSERT_TAIL(&s->sandboxes, sb, link);
+                log_info("Created sandbox '%s' (%s) with an empty workspace", sb->name, sb->id);
+                made(s, sb, 0, NULL, userdata);
+        }
         return 0;
 }
 

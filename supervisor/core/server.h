@@ -26,6 +26,7 @@ typedef struct Sandbox Sandbox;
 typedef struct Import Import;
 typedef struct WorkspaceSession WorkspaceSession;
 typedef struct Command Command;
+typedef struct Claim Claim;
 
 struct EventSource {
         int fd;                 /* -EBADF while not watched */
@@ -57,6 +58,7 @@ struct Server {
         struct SessionList ending;      /* killed; their PID 1 is not gone yet */
         struct SessionList dead;        /* nothing left but memory: freed by sessions_reap */
         TAILQ_HEAD(, Command) commands; /* of every live session */
+        TAILQ_HEAD(, Claim) claims;     /* the lifecycle set's, warm ones included (core/claim.h) */
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */

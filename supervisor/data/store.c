@@ -7,6 +7,7 @@
 
 #include "macro.h"
 #include "data/store.h"
+#include "sbx-limits.h"
 
 struct Store {
         sqlite3 *db;
@@ -52,7 +53,18 @@ static const char schema[] =
          * files move from there. */
         "CREATE TABLE IF NOT EXISTS uid_ranges ("
         "  sandbox TEXT PRIMARY KEY, base INTEGER NOT NULL UNIQUE, count INTEGER NOT NULL,"
-        "  shift_from INTEGER);";
+        "  shift_from INTEGER);"
+        /* Claims (issue 16): a sandbox of the lifecycle set, its owner (uid and MCP
+         * session) and the rest of it as a packed sbx.ClaimInfo; a warm claim has
+         * no owner yet (uid -1). Created in existing schema-2 databases too. */
+        "CREATE TABLE IF NOT EXISTS claims ("
+        "  sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  namespace TEXT NOT NULL, name TEXT NOT NULL, uid INTEGER NOT NULL,"
+        "  last_used_unix INTEGER NOT NULL, info BLOB NOT NULL, UNIQUE (namespace, name));"
+        /* Claims that went (expired, deleted): get_sandbox_status says why. */
+        "CREATE TABLE IF NOT EXISTS claim_tombstones ("
+        "  namespace TEXT NOT NULL, name TEXT NOT NULL, uid INTEGER NOT NULL, mcp_session TEXT NOT NULL,"
+        "  reason TEXT NOT NULL, at_unix INTEGER NOT NULL, PRIMARY KEY (namespace, name));";
 
 /* Schema 1 (user_version 0) keyed everything by the sandbox's name, and a
  * deleted sandbox's commands stayed. Its tables are renamed away, the rows
@@ -737,4 +749,112 @@ int store_uid_range_delete(Store *s, const char *sandbox) {
         StoreUidRange u = {};
         strlcpy(u.sandbox, sandbox, sizeof(u.sandbox));
         return uid_range_write(s, "DELETE FROM uid_ranges WHERE sandbox = ?1", &u);
+}
+
+/* ---- claims (issue 16) ------------------------------------------------------------ */
+
+int store_claim_put(Store *s, const StoreClaim *c) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?,?)", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, c->sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, c->namespace_, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, c->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, c->uid);
+        sqlite3_bind_int64(st, 5, c->last_used_unix);
+        sqlite3_bind_blob(st, 6, c->info, (int) c->info_len, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_claim_touch(Store *s, const char *sandbox, int64_t last_used_unix) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "UPDATE claims SET last_used_unix = ? WHERE sandbox = ?", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, last_used_unix);
+        sqlite3_bind_text(st, 2, sandbox, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_claim_foreach(Store *s, int (*cb)(const StoreClaim *c, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT sandbox, namespace, name, uid, last_used_unix, info FROM claims", &st), rc;
+
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                StoreClaim c = {
+                        .sandbox = (const char *) sqlite3_column_text(st, 0),
+                        .namespace_ = (const char *) sqlite3_column_text(st, 1),
+                        .name = (const char *) sqlite3_column_text(st, 2),
+                        .uid = sqlite3_column_int64(st, 3),
+                        .last_used_unix = sqlite3_column_int64(st, 4),
+                        .info = sqlite3_column_blob(st, 5),
+                        .info_len = (size_t) sqlite3_column_bytes(st, 5),
+                };
+                r = cb(&c, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+int store_claim_tombstone_put(Store *s, const char *ns, const char *name, int64_t uid, const char *mcp_session,
+                              const char *reason, int64_t at_unix) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL, *trim = NULL;
+        int r = prepare(s, "INSERT OR REPLACE INTO claim_tombstones VALUES (?,?,?,?,?,?)", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, uid);
+        sqlite3_bind_text(st, 4, mcp_session, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, reason, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 6, at_unix);
+        r = step_done(st);
+        if (r < 0)
+                return r;
+        /* The newest SBX_CLAIM_TOMBSTONES_MAX are remembered. */
+        r = prepare(s, "DELETE FROM claim_tombstones WHERE rowid NOT IN "
+                       "(SELECT rowid FROM claim_tombstones ORDER BY at_unix DESC LIMIT ?)", &trim);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(trim, 1, SBX_CLAIM_TOMBSTONES_MAX);
+        return step_done(trim);
+}
+
+int store_claim_tombstone_get(Store *s, const char *ns, const char *name, int64_t uid, const char *mcp_session,
+                              char *ret_reason, size_t size) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT reason FROM claim_tombstones WHERE namespace = ? AND name = ? AND uid = ? "
+                           "AND mcp_session = ?", &st), rc;
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, uid);
+        sqlite3_bind_text(st, 4, mcp_session, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        snprintf(ret_reason, size, "%s", (const char *) sqlite3_column_text(st, 0));
+        return 0;
+}
+
+int store_sandbox_set_owner(Store *s, const char *id, uid_t owner_uid) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "UPDATE sandboxes SET owner_uid = ? WHERE id = ?", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, owner_uid);
+        sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+        return step_done(st);
 }
