@@ -66,6 +66,7 @@ typedef struct Broker {
         uint32_t probe_seq;             /* the start-up SANDBOX_LIST, until answered */
         char *lost;                     /* why the connection to sbxd was last lost or refused */
         char *status;                   /* for the initialize instructions: what the start-up found */
+        char mcp_session[33];           /* the MCP session identity, made at initialize ("" before) */
         char input[STDIN_CHUNK];        /* one read() of stdin */
 } Broker;
 
@@ -276,6 +277,7 @@ static int broker_connect(Broker *b) {
                 return r;
 
         hello.client_name = (char *) "sandbox-mcp";
+        hello.mcp_session = b->mcp_session;
         msg.type = SBX__MSG_TYPE__MSG_CLIENT_HELLO;
         msg.body_case = SBX__MSG__BODY_HELLO;
         msg.hello = &hello;
@@ -289,8 +291,15 @@ static int broker_connect(Broker *b) {
 
 static int broker_on_probe(Broker *b, const Sbx__Reply *reply);
 
-static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
+static void reply_freep(Sbx__Reply **r) {
+        if (*r)
+                sbx__reply__free_unpacked(*r, NULL);
+}
+
+/* fd: the one descriptor that came with the frame, or -EBADF. */
+static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd) {
         _cleanup_json_ json_t *id = NULL, *result = NULL;
+        _cleanup_(reply_freep) Sbx__Reply *unpacked = NULL;
         const Sbx__Reply *reply = msg->reply;
         Pending *p;
         int r;
@@ -318,7 +327,19 @@ static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
                 log_debug("Reply to seq %u, which is no longer pending, ignoring", seq);
                 return 0;
         }
-        r = tool_result_from_reply(p->tool, p->args, reply, b->content, &result);
+        if (msg->type == SBX__MSG_TYPE__MSG_REPLY && reply->in_fd) {
+                /* Larger than a frame: the whole reply came in the memfd. */
+                r = fd >= 0 ? wire_reply_from_fd(fd, SBX_REPLY_IN_FD_MAX, &unpacked) : -EBADMSG;
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0) {
+                        log_warning("sbxd sent a reply in a memfd that does not unpack, dropping the connection");
+                        return broker_drop(b, "lost connection to sbxd");
+                }
+                reply = unpacked;
+                fd = -EBADF;
+        }
+        r = tool_result_from_reply(p->tool, p->args, reply, fd, b->content, &result);
         if (r < 0)
                 return r;
         id = pending_remove(b, p);
@@ -335,9 +356,11 @@ static int broker_on_socket(Broker *b, short revents) {
         }
         while (b->sock >= 0 && (revents & (POLLIN | POLLHUP | POLLERR))) {
                 _cleanup_msg_ Sbx__Msg *msg = NULL;
+                int fds[SBX_WIRE_MAX_FDS];
+                size_t n_fds = 0;
                 uint32_t seq;
 
-                r = wire_recv(b->sock, &msg, &seq, NULL, NULL);
+                r = wire_recv(b->sock, &msg, &seq, fds, &n_fds);
                 if (r == -EAGAIN)
                         break;
                 if (r < 0) {
@@ -352,7 +375,11 @@ static int broker_on_socket(Broker *b, short revents) {
                                 log_warning_errno(r, "Failed to receive from sbxd at %s: %m", b->socket_path);
                         return broker_drop(b, "lost connection to sbxd");
                 }
-                r = broker_on_frame(b, msg, seq);
+                for (size_t i = 1; i < n_fds; i++)
+                        safe_close(fds[i]);
+                r = broker_on_frame(b, msg, seq, n_fds > 0 ? fds[0] : -EBADF);
+                if (n_fds > 0)
+                        safe_close(fds[0]);
                 if (r < 0)
                         return r;
         }
@@ -574,7 +601,35 @@ static int handle_cancelled(Broker *b, const JsonRpcMessage *m) {
         return broker_flush(b);
 }
 
+/* The MCP session identity: random, made at initialize (or at the first
+ * call, for a client that sends none), the same for the rest of this
+ * process. sbxd learns it from the hello: a connection made before it
+ * existed (the start-up probe) is closed, and the next call connects with it. */
+static int broker_session_identity(Broker *b) {
+        int r;
+
+        if (b->mcp_session[0])
+                return 0;
+        r = random_hex(b->mcp_session, 32);
+        if (r < 0)
+                return r;
+        if (b->sock >= 0 && b->n_pending == 0) {
+                b->probe_seq = 0;
+                b->sock = safe_close(b->sock);
+                broker_clear_queue(b);
+        }
+        log_debug("MCP session identity %s", b->mcp_session);
+        return 0;
+}
+
 static int handle_request(Broker *b, const JsonRpcMessage *m) {
+        int r;
+
+        if (strcmp(m->method, "initialize") == 0 || strcmp(m->method, "tools/call") == 0) {
+                r = broker_session_identity(b);
+                if (r < 0)
+                        return r;
+        }
         if (strcmp(m->method, "initialize") == 0)
                 return send_message(jsonrpc_result(m->id, mcp_initialize_result(m->params, SBX_VERSION, b->status)));
         if (strcmp(m->method, "ping") == 0)

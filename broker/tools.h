@@ -17,7 +17,8 @@
  * that file, its line in broker/module.mk, and one line here. */
 #define TOOL_SETS(X)                    \
         X(runtime, RUNTIME)             \
-        X(sessions, SESSIONS)
+        X(sessions, SESSIONS)           \
+        X(lifecycle, LIFECYCLE)
 
 enum {
 #define TOOL_SET_INDEX_(name, NAME) TOOL_SET_INDEX_##NAME,
@@ -58,6 +59,7 @@ typedef struct ToolRequest {
                 unsigned char bytes[TOOL_REQUEST_BODY_SIZE];
         } body;                 /* the message msg carries */
         int fd;
+        void *heap;             /* what the message points to beyond body (labels), freed with it */
 } ToolRequest;
 
 void tool_request_done(ToolRequest *req);
@@ -110,6 +112,7 @@ json_t *tool_error_result(const char *text);
 /* The tool result for sbxd's reply to one of this tool's requests: an error
  * result for err < 0 or a malformed reply, else structuredContent plus the
  * content that mode asks for. args are the validated call arguments (may be
- * NULL), for result fields sbxd does not echo. Returns 0 or -ENOMEM. */
-int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, ContentMode mode,
+ * NULL), for result fields sbxd does not echo; fd the descriptor that came
+ * with the reply (download_file's content), or -EBADF. Returns 0 or -ENOMEM. */
+int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, int fd, ContentMode mode,
                            json_t **ret_result);

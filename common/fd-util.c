@@ -261,12 +261,12 @@ DIR *opendir_at(int dirfd) {
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds) {
         union {
                 struct cmsghdr align;
-                char buf[CMSG_SPACE(2 * sizeof(int))];
+                char buf[CMSG_SPACE(3 * sizeof(int))];
         } control = {};
         struct iovec iov = { .iov_base = (void *) data, .iov_len = len };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-        if (n_fds > 2)
+        if (n_fds > 3)
                 return -EINVAL;
         if (n_fds > 0) {
                 struct cmsghdr *cm;

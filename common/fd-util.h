@@ -23,7 +23,7 @@ int loop_write(int fd, const void *buf, size_t len);
  * if the child is gone and reaped by then. Returns the pid or -errno. */
 pid_t clone_vfork(int (*fn)(void *), int flags, void *arg, int *ret_pidfd);
 
-/* One datagram of len bytes with up to 2 fds attached (SCM_RIGHTS), MSG_NOSIGNAL. */
+/* One datagram of len bytes with up to 3 fds attached (SCM_RIGHTS), MSG_NOSIGNAL. */
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds);
 /* Read up to len bytes until EOF (blocking fd); returns bytes read. */
 ssize_t loop_read(int fd, void *buf, size_t len);

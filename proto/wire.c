@@ -2,7 +2,10 @@
 #include <endian.h>
 #include <errno.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/types.h>
 
 #include "sbx-limits.h"
@@ -264,5 +267,27 @@ int wire_recv(int fd, Sbx__Msg **ret_msg, uint32_t *ret_seq, int *ret_fds, size_
                 *ret_n_fds = n_fds;
         *ret_msg = msg;
         *ret_seq = seq;
+        return 0;
+}
+
+int wire_reply_from_fd(int fd, size_t max, Sbx__Reply **ret) {
+        struct stat st;
+        uint8_t *buf;
+        Sbx__Reply *r;
+        ssize_t n;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size > max)
+                return -EBADMSG;
+        buf = malloc((size_t) st.st_size + 1);
+        if (!buf)
+                return -ENOMEM;
+        n = pread(fd, buf, (size_t) st.st_size, 0);
+        r = n == st.st_size ? sbx__reply__unpack(NULL, (size_t) n, buf) : NULL;
+        free(buf);
+        if (!r)
+                return -EBADMSG;
+        *ret = r;
         return 0;
 }

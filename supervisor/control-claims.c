@@ -52,7 +52,9 @@ static int find_claim(Request *rq, const Sbx__ClaimRef *ref, Claim **ret) {
         cl = claim_find(rq->server, rq->client, ns, name);
         if (!cl)
                 return request_error(rq, -ENOENT, NOT_FOUND, name, ns);
-        claim_touch(rq->server, cl);
+        /* A tool call named it (sbxctl's look does not count as a use). */
+        if (rq->client->mcp_session[0])
+                claim_touch(rq->server, cl);
         *ret = cl;
         return 0;
 }

@@ -49,5 +49,6 @@ SUPERVISOR_LIB_SRCS = $(SUPERVISOR_CONTROL_SRCS) $(SUPERVISOR_CORE_SRCS) $(SUPER
 SBXCTL_SRCS += supervisor/sbxctl.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-util.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-verbs.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-claims.c
 # a build tool: the bash completion, written from sbxctl's tables
 SBXCTL_COMPLETION_SRCS += supervisor/sbxctl-completion.c

@@ -203,6 +203,7 @@ const CtlOption ctl_options[] = {
         { "--publish",    false, CTL_GROUP_FINALIZE, set_publish,    NULL },
         { "--discard",    false, CTL_GROUP_FINALIZE, set_discard,    NULL },
         { "--overwrite",  false, CTL_GROUP_FINALIZE, set_overwrite,  NULL },
+        { "--label",      true,  CTL_GROUP_LABEL,    ctl_set_label,  NULL },
         { "--help",       false, CTL_GROUP_GLOBAL,   set_help,       NULL },
         { "--version",    false, CTL_GROUP_GLOBAL,   set_version,    NULL },
 };
@@ -772,6 +773,13 @@ const CtlVerb ctl_verbs[] = {
         { "command cancel",   2, "SANDBOX and command ID", "command ID", 0, SANDBOX,
           build_command_cancel, print_command_cancel, NULL },
         { "layer list",       1, "SANDBOX", NULL, 0, SANDBOX, build_layer_list, print_layer_list, run_layer_list },
+        { "template list",    0, NULL, NULL, 0, 0, ctl_build_template_list, ctl_print_template_list, NULL },
+        { "template show",    1, "template NAME", NULL, 0, 0, ctl_build_template_list, ctl_print_template_show, NULL },
+        { "claim list",       0, NULL, NULL, CTL_GROUP(CTL_GROUP_LABEL), 0, ctl_build_claim_list, ctl_print_claim_list,
+          NULL },
+        { "claim show",       1, "claim [NAMESPACE/]NAME", NULL, 0, 0, ctl_build_claim_show, ctl_print_claim_show, NULL },
+        { "claim delete",     1, "claim [NAMESPACE/]NAME", NULL, 0, CTL_NO_JSON, ctl_build_claim_delete,
+          ctl_print_claim_delete, NULL },
         { "gc",               0, NULL, NULL, 0, 0, build_gc, print_gc, NULL },
         { "status",           0, NULL, NULL, 0, 0, build_status, print_status, NULL },
 };

@@ -12,6 +12,7 @@
 #include "sbx-limits.h"
 
 #define CLAIM_SANDBOX_PREFIX "claim-"
+#define WARM_RETRY_USEC (5ull * 1000000ull)    /* after a warm claim failed */
 
 bool claim_name_is_valid(const char *name) {
         size_t n = strlen(name);
@@ -559,6 +560,11 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
                         snprintf(reason, sizeof(reason), "%s",
                                  ws ? "it was not ready within sandbox_ready_timeout; raise it or try again"
                                     : "its session did not start (see sbxd's log)");
+                        if (cl->warm) {
+                                log_warning("A warm claim of template '%s' failed: %s; trying again in 5 s",
+                                            cl->template_, reason);
+                                s->warm_retry_usec = now_usec() + WARM_RETRY_USEC;
+                        }
                         pending_answer_error(s, &cl->creator, -ETIMEDOUT, "Sandbox claim '%s' failed: %s",
                                              cl->name, reason);
                         claim_delete(s, cl, NULL);
@@ -580,6 +586,8 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
 }
 
 static void warm_pools_fill(Server *s) {
+        if (now_usec() < s->warm_retry_usec)
+                return;
         for (size_t i = 0; i < s->cfg.n_templates; i++) {
                 const Template *t = &s->cfg.templates[i];
                 unsigned warm = 0;
@@ -596,9 +604,11 @@ static void warm_pools_fill(Server *s) {
                         return;
                 cl->warm = true;
                 r = claim_make(s, t, cl, err, sizeof(err));
-                if (r < 0)
+                if (r < 0) {
                         log_warning("Cannot make a warm claim of template '%s': %s", t->name,
                                     err[0] ? err : strerror(-r));
+                        s->warm_retry_usec = now_usec() + WARM_RETRY_USEC;
+                }
         }
 }
 

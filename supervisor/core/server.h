@@ -59,6 +59,7 @@ struct Server {
         struct SessionList dead;        /* nothing left but memory: freed by sessions_reap */
         TAILQ_HEAD(, Command) commands; /* of every live session */
         TAILQ_HEAD(, Claim) claims;     /* the lifecycle set's, warm ones included (core/claim.h) */
+        unsigned long long warm_retry_usec; /* no warm claim is made before this (one failed) */
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */
