@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "data/claimfs.h"
@@ -126,8 +127,11 @@ static int open_dir(int root, const char *rel, bool create, int *ret) {
                         r = open_dir(root, last ? prefix : "", false, &parent);
                         if (r < 0)
                                 return r;
-                        if (mkdirat(parent, last ? last + 1 : prefix, 0755) < 0 && errno != EEXIST)
-                                return -errno;
+                        if (mkdirat(parent, last ? last + 1 : prefix, 0755) < 0) {
+                                if (errno != EEXIST)
+                                        return -errno;
+                        } else if (fchmodat(parent, last ? last + 1 : prefix, 0755, 0) < 0)
+                                return -errno;  /* 0755 whatever sbxd's umask */
                         if (last)
                                 *last = '/';
                         fd = openat2_fd(root, prefix, O_PATH | O_DIRECTORY, CLAIM_RESOLVE);
@@ -159,6 +163,26 @@ static int copy_fd(int out, int in, uint64_t size) {
         return 0;
 }
 
+/* name below parent for writing: a new file of mode 0644 (whatever sbxd's
+ * umask), or the existing one, truncated. */
+static int open_create(int parent, const char *name) {
+        struct open_how how = { .flags = O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY | O_NONBLOCK | O_CLOEXEC,
+                                .mode = 0644, .resolve = CLAIM_RESOLVE };
+        int fd = (int) syscall(SYS_openat2, parent, name, &how, sizeof(how));
+
+        if (fd >= 0) {
+                if (fchmod(fd, 0644) < 0) {
+                        int r = -errno;
+                        safe_close(fd);
+                        return r;
+                }
+                return fd;
+        }
+        if (errno != EEXIST)
+                return -errno;
+        return openat2_fd(parent, name, O_WRONLY | O_TRUNC | O_NOCTTY | O_NONBLOCK, CLAIM_RESOLVE);
+}
+
 static int put_locked(int root, const char *rel, int memfd, uint64_t size, char *err, size_t errsize) {
         _cleanup_close_ int parent = -EBADF, fd = -EBADF;
         char dir[SBX_PATH_MAX + 1];
@@ -175,7 +199,7 @@ static int put_locked(int root, const char *rel, int memfd, uint64_t size, char 
                 snprintf(err, errsize, "cannot create the directory '/%.200s': %s", dir, open_error(r));
                 return r;
         }
-        fd = openat2_fd(parent, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_NONBLOCK, CLAIM_RESOLVE);
+        fd = open_create(parent, name);
         if (fd >= 0) {
                 struct stat st;
                 if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
