@@ -77,7 +77,8 @@ typedef struct Broker {
  * terminal), so it is not switched to non-blocking mode, and the client is
  * the only reader anyway. */
 
-static int send_message(json_t *msg) {
+/* A line of at most max bytes (JSONRPC_OUT_MAX, or a tool's larger result_max). */
+static int send_message_max(json_t *msg, size_t max) {
         _cleanup_json_ json_t *m = msg;
         _cleanup_free_ char *line = NULL;
         size_t len;
@@ -85,13 +86,13 @@ static int send_message(json_t *msg) {
 
         if (!m)
                 return -ENOMEM;
-        r = jsonrpc_serialize(m, JSONRPC_OUT_MAX, &line, &len);
+        r = jsonrpc_serialize(m, max, &line, &len);
         if (r == -EMSGSIZE) {
                 _cleanup_json_ json_t *e = NULL;
                 char text[96];
 
-                log_warning("Response to a request exceeds %u bytes, sending an error instead", JSONRPC_OUT_MAX);
-                snprintf(text, sizeof(text), "response exceeds %u bytes", JSONRPC_OUT_MAX);
+                log_warning("Response to a request exceeds %zu bytes, sending an error instead", max);
+                snprintf(text, sizeof(text), "response exceeds %zu bytes", max);
                 e = jsonrpc_error(json_object_get(m, "id"), JSONRPC_INTERNAL_ERROR, text);
                 if (!e)
                         return -ENOMEM;
@@ -100,6 +101,10 @@ static int send_message(json_t *msg) {
         if (r < 0)
                 return r;
         return loop_write(STDOUT_FILENO, line, len);
+}
+
+static int send_message(json_t *msg) {
+        return send_message_max(msg, JSONRPC_OUT_MAX);
 }
 
 static int send_error(const json_t *id, int code, const char *message) {
@@ -343,7 +348,7 @@ static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd)
         if (r < 0)
                 return r;
         id = pending_remove(b, p);
-        return send_message(jsonrpc_result(id, TAKE_PTR(result)));
+        return send_message_max(jsonrpc_result(id, TAKE_PTR(result)), tool_result_max(p->tool));
 }
 
 static int broker_on_socket(Broker *b, short revents) {

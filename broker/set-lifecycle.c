@@ -490,9 +490,16 @@ static int render_download(const Sbx__Reply *reply, const json_t *args, int fd, 
         return *ret ? 0 : -ENOMEM;
 }
 
+/* Text as it is, up to SBX_CLAIM_TEXT_BLOCK_MAX bytes; base64 only in structuredContent. */
 static void text_download(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc) {
-        fprintf(f, "%s: %llu bytes%s\n%s", tool_sc_str(sc, "path"), tool_sc_uint(sc, "bytes_read"),
-                json_is_true(json_object_get(sc, "binary")) ? ", base64" : "", tool_sc_str(sc, "content"));
+        unsigned long long n = tool_sc_uint(sc, "bytes_read");
+
+        if (json_is_true(json_object_get(sc, "binary")) || n > SBX_CLAIM_TEXT_BLOCK_MAX) {
+                fprintf(f, "%s: %llu bytes; the content (%s) is in structuredContent.content", tool_sc_str(sc, "path"),
+                        n, json_is_true(json_object_get(sc, "binary")) ? "base64" : "text");
+                return;
+        }
+        fprintf(f, "%s: %llu bytes\n%s", tool_sc_str(sc, "path"), n, tool_sc_str(sc, "content"));
 }
 
 static int render_list(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
@@ -617,6 +624,7 @@ static const ToolDef lifecycle_tools[] = {
                 .prepare = prepare_download,
                 .render_fd = render_download,
                 .text = text_download,
+                .result_max = SBX_CLAIM_RESULT_MAX,
         },
         {
                 .name = "list_files",

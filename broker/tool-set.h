@@ -42,6 +42,7 @@ struct ToolDef {
         tool_render_t render;
         tool_text_t text;
         tool_render_fd_t render_fd;     /* instead of render, for a reply with a descriptor */
+        size_t result_max;              /* bytes of its result line at most; 0: JSONRPC_OUT_MAX */
 };
 
 typedef struct ToolSetDef {

@@ -137,6 +137,10 @@ const char *tool_name(const Tool *tool) {
         return tool->def->name;
 }
 
+size_t tool_result_max(const Tool *tool) {
+        return tool->def->result_max ?: JSONRPC_OUT_MAX;
+}
+
 int tool_prepare(const Tool *tool, json_t *arguments, ToolRequest *ret_req, char **ret_error) {
         _cleanup_free_ char *why = NULL;
         int r;
@@ -172,7 +176,7 @@ static int result_content(const Tool *tool, const json_t *args, const Sbx__Reply
         if (!content)
                 return -ENOMEM;
         if (mode == CONTENT_JSON) {
-                r = json_write(sc, JSONRPC_OUT_MAX, &text, &len);
+                r = json_write(sc, tool_result_max(tool), &text, &len);
                 if (r < 0)
                         return r;
                 /* Written from valid UTF-8 strings: no second check of a large reply. */

@@ -90,6 +90,9 @@ const json_t *tools_list_result(const Tools *t);
 /* The enabled tool with this name (len bytes, may hold NUL), or NULL. */
 const Tool *tools_find(const Tools *t, const char *name, size_t len);
 const char *tool_name(const Tool *tool);
+/* Bytes of the JSON-RPC line of a result of this tool at most: JSONRPC_OUT_MAX
+ * (what SDK clients read by default), or more for download_file. */
+size_t tool_result_max(const Tool *tool);
 
 /* Validate arguments (NULL: none given; modified: defaults applied) against
  * the tool's input schema and its further limits, and build the request.

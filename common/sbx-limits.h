@@ -116,6 +116,8 @@
 #define SBX_CLAIM_OUTPUT_MAX 300000u
 #define SBX_CLAIM_OUTPUT_DEFAULT 30000u
 #define SBX_CLAIM_FILE_MAX (64ull << 20)        /* upload_file and download_file content, decoded */
+#define SBX_CLAIM_RESULT_MAX (96u << 20)        /* a download_file result line: 64 MiB as base64 and JSON */
+#define SBX_CLAIM_TEXT_BLOCK_MAX (8u << 20)     /* download_file text shown in the text block too */
 #define SBX_CLAIM_LIST_DEFAULT 1000u            /* list_files max_entries default and maximum */
 #define SBX_CLAIM_LIST_MAX 10000u
 #define SBX_CLAIM_LABELS_MAX 64u                /* labels, pod_labels, pod_annotations: entries each */
