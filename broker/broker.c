@@ -344,6 +344,22 @@ static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd)
                 reply = unpacked;
                 fd = -EBADF;
         }
+        if (!p->tool) {
+                /* resources/read: its contents, or a JSON-RPC error */
+                json_t *msg_out;
+
+                r = lifecycle_resource_render(reply, json_string_value(p->args), &result);
+                if (r == -ENOMEM)
+                        return r;
+                id = pending_remove(b, p);
+                if (r < 0)
+                        msg_out = jsonrpc_error(id, r == -ENOENT ? MCP_RESOURCE_NOT_FOUND : JSONRPC_INTERNAL_ERROR,
+                                                reply->err < 0 && reply->errmsg ? reply->errmsg
+                                                                                : "sbxd sent an unexpected reply");
+                else
+                        msg_out = jsonrpc_result(id, TAKE_PTR(result));
+                return send_message(msg_out);
+        }
         r = tool_result_from_reply(p->tool, p->args, reply, fd, b->content, &result);
         if (r < 0)
                 return r;
@@ -505,13 +521,49 @@ static int send_unknown_tool(const json_t *id, const char *name, size_t len) {
         return send_error(id, JSONRPC_INVALID_PARAMS, text);
 }
 
+/* Send req for the request id (args kept for rendering; tool NULL: a
+ * resources/read of the URI args). On a failure to send, *ret_text says why
+ * for the caller's error answer, and 0 is returned. */
+static int broker_send(Broker *b, const json_t *id, ToolRequest *req, json_t *args, const Tool *tool, char **ret_text) {
+        uint32_t seq;
+        int r;
+
+        if (b->n_pending >= SBX_MCP_MAX_PENDING)
+                return (*ret_text = strdup("too many concurrent calls")) ? 0 : -ENOMEM;
+        r = broker_connect(b);
+        if (r < 0) {
+                log_debug("Cannot reach sbxd at %s: %s", b->socket_path, strerror(-r));
+                if (asprintf(ret_text, "cannot reach sbxd at %s: %s; is sbxd running?", b->socket_path,
+                             strerror(-r)) < 0)
+                        return -ENOMEM;
+                return 0;
+        }
+        seq = broker_next_seq(b);
+        r = broker_queue(b, &req->msg, seq, TAKE_FD(req->fd));
+        if (r == -EMSGSIZE || r == -EINVAL)
+                return (*ret_text = strdup("request too large for sbxd")) ? 0 : -ENOMEM;
+        if (r == -ENOBUFS) {
+                log_warning("sbxd at %s is not reading requests", b->socket_path);
+                return (*ret_text = strdup("too many concurrent calls")) ? 0 : -ENOMEM;
+        }
+        if (r < 0)
+                return r;
+        b->pending[b->n_pending++] = (Pending) {
+                .seq = seq,
+                .id = json_incref((json_t *) id),
+                .args = json_incref(args),
+                .tool = tool,
+        };
+        log_debug("%s: sent as seq %u", tool ? tool_name(tool) : "resources/read", seq);
+        return broker_flush(b);
+}
+
 static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
         _cleanup_json_ json_t *empty = NULL;
         _cleanup_free_ char *error = NULL;
         _cleanup_(tool_request_done) ToolRequest req = { .fd = -EBADF };
         json_t *name, *args;
         const Tool *tool;
-        uint32_t seq;
         int r;
 
         if (!json_is_object(m->params))
@@ -545,38 +597,30 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
                 return send_tool_error(m->id, text);
         }
 
-        if (b->n_pending >= SBX_MCP_MAX_PENDING)
-                return send_tool_error(m->id, "too many concurrent calls");
+        r = broker_send(b, m->id, &req, args, tool, &error);
+        if (r < 0 || !error)
+                return r;
+        return send_tool_error(m->id, error);
+}
 
-        r = broker_connect(b);
-        if (r < 0) {
-                _cleanup_free_ char *text = NULL;
+/* resources/read of sandboxes://{namespace} (the lifecycle set): a CLAIM_LIST. */
+static int handle_resource_read(Broker *b, const JsonRpcMessage *m) {
+        _cleanup_free_ char *error = NULL;
+        _cleanup_(tool_request_done) ToolRequest req = { .fd = -EBADF };
+        json_t *uri = json_is_object(m->params) ? json_object_get(m->params, "uri") : NULL;
+        int r;
 
-                log_debug("Cannot reach sbxd at %s: %s", b->socket_path, strerror(-r));
-                if (asprintf(&text, "cannot reach sbxd at %s: %s; is sbxd running?", b->socket_path,
-                             strerror(-r)) < 0)
-                        return -ENOMEM;
-                return send_tool_error(m->id, text);
-        }
-
-        seq = broker_next_seq(b);
-        r = broker_queue(b, &req.msg, seq, TAKE_FD(req.fd));
-        if (r == -EMSGSIZE || r == -EINVAL)
-                return send_tool_error(m->id, "request too large for sbxd");
-        if (r == -ENOBUFS) {
-                log_warning("sbxd at %s is not reading requests", b->socket_path);
-                return send_tool_error(m->id, "too many concurrent calls");
-        }
+        if (!json_is_string(uri))
+                return send_error(m->id, JSONRPC_INVALID_PARAMS, "Invalid params: uri must be a string");
+        r = lifecycle_resource_prepare(json_string_value(uri), &req, &error);
+        if (r == -EINVAL)
+                return send_error(m->id, JSONRPC_INVALID_PARAMS, error);
         if (r < 0)
                 return r;
-        b->pending[b->n_pending++] = (Pending) {
-                .seq = seq,
-                .id = json_incref(m->id),
-                .args = json_incref(args),
-                .tool = tool,
-        };
-        log_debug("%s: sent as seq %u", tool_name(tool), seq);
-        return broker_flush(b);
+        r = broker_send(b, m->id, &req, uri, NULL, &error);
+        if (r < 0 || !error)
+                return r;
+        return send_error(m->id, JSONRPC_INTERNAL_ERROR, error);
 }
 
 static int handle_cancelled(Broker *b, const JsonRpcMessage *m) {
@@ -636,7 +680,17 @@ static int handle_request(Broker *b, const JsonRpcMessage *m) {
                         return r;
         }
         if (strcmp(m->method, "initialize") == 0)
-                return send_message(jsonrpc_result(m->id, mcp_initialize_result(m->params, SBX_VERSION, b->status)));
+                return send_message(jsonrpc_result(m->id, mcp_initialize_result_for(
+                                m->params, SBX_VERSION, b->status, tools_sets(b->tools) == TOOL_SET_LIFECYCLE,
+                                tools_sets(b->tools) & TOOL_SET_LIFECYCLE)));
+        if (strncmp(m->method, "resources/", 10) == 0 && (tools_sets(b->tools) & TOOL_SET_LIFECYCLE)) {
+                if (strcmp(m->method, "resources/templates/list") == 0)
+                        return send_message(jsonrpc_result(m->id, lifecycle_resource_templates()));
+                if (strcmp(m->method, "resources/list") == 0)
+                        return send_message(jsonrpc_result(m->id, json_pack("{s:[]}", "resources")));
+                if (strcmp(m->method, "resources/read") == 0)
+                        return handle_resource_read(b, m);
+        }
         if (strcmp(m->method, "ping") == 0)
                 return send_message(jsonrpc_result(m->id, json_object()));
         if (strcmp(m->method, "tools/list") == 0)

@@ -545,6 +545,71 @@ static int render_exists(const Sbx__Reply *reply, const json_t *args, json_t **r
         return *ret ? 0 : -ENOMEM;
 }
 
+/* ---- the resource template sandboxes://{namespace} ------------------------------- */
+
+#define RESOURCE_SCHEME "sandboxes://"
+
+json_t *lifecycle_resource_templates(void) {
+        return json_pack("{s:[{s:s, s:s, s:s, s:s, s:s}]}", "resourceTemplates",
+                         "uriTemplate", RESOURCE_SCHEME "{namespace}", "name", "sandboxes",
+                         "title", "Your sandboxes in a namespace",
+                         "description", "The sandbox claims this MCP session created in the namespace: name, status, "
+                                        "template, expiry and labels, as JSON.",
+                         "mimeType", "application/json");
+}
+
+int lifecycle_resource_prepare(const char *uri, ToolRequest *req, char **ret_error) {
+        Sbx__ClaimList *m = tool_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_CLAIM_LIST, &sbx__claim_list__descriptor);
+        const char *ns = uri + strlen(RESOURCE_SCHEME);
+        size_t n = strlen(ns);
+
+        if (strncmp(uri, RESOURCE_SCHEME, strlen(RESOURCE_SCHEME)) != 0 || n == 0 || n > SBX_CLAIM_NAME_MAX ||
+            strspn(ns, "abcdefghijklmnopqrstuvwxyz0123456789-") != n || ns[0] == '-' || ns[n - 1] == '-')
+                return asprintf(ret_error, "Invalid params: uri must be sandboxes://NAMESPACE, a namespace of 1-%u "
+                                "of a-z 0-9 -", SBX_CLAIM_NAME_MAX) < 0 ? -ENOMEM : -EINVAL;
+        m->namespace_ = (char *) ns;
+        return 0;
+}
+
+static json_t *labels_json(Sbx__Label **l, size_t n) {
+        json_t *o = json_object();
+
+        for (size_t i = 0; o && i < n; i++)
+                if (json_object_set_new(o, l[i]->key, json_string(l[i]->value)) < 0) {
+                        json_decref(o);
+                        return NULL;
+                }
+        return o;
+}
+
+int lifecycle_resource_render(const Sbx__Reply *reply, const char *uri, json_t **ret) {
+        const Sbx__ClaimListReply *l = reply->claim_list;
+        _cleanup_json_ json_t *claims = json_array();
+        _cleanup_free_ char *text = NULL;
+
+        if (reply->err < 0)
+                return reply->err == -ENOENT ? -ENOENT : -EBADMSG;
+        if (reply->body_case != SBX__REPLY__BODY_CLAIM_LIST || !l)
+                return -EBADMSG;
+        if (!claims)
+                return -ENOMEM;
+        for (size_t i = 0; i < l->n_claims; i++) {
+                const Sbx__ClaimInfo *c = l->claims[i];
+                if (json_array_append_new(claims, json_pack("{s:s, s:s, s:s, s:b, s:s, s:s, s:o, s:o}",
+                                                            "sandbox_claim_name", c->name, "namespace", c->namespace_,
+                                                            "status", c->status, "ready", c->ready,
+                                                            "template", c->template_, "sandbox_id", c->sandbox,
+                                                            "expires_unix", expiry_of(c),
+                                                            "labels", labels_json(c->labels, c->n_labels))) < 0)
+                        return -ENOMEM;
+        }
+        text = json_dumps(claims, JSON_COMPACT);
+        if (!text)
+                return -ENOMEM;
+        *ret = json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType", "application/json", "text", text);
+        return *ret ? 0 : -ENOMEM;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 #define CLAIM_NOTE \

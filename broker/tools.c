@@ -122,6 +122,10 @@ int tools_new(unsigned sets, Tools **ret_tools) {
         return 0;
 }
 
+unsigned tools_sets(const Tools *t) {
+        return t->sets;
+}
+
 const json_t *tools_list_result(const Tools *t) {
         return t->list;
 }

@@ -85,6 +85,17 @@ static inline void tools_freep(Tools **t) {
         (void) tools_free(*t);
 }
 
+unsigned tools_sets(const Tools *t);
+
+/* The lifecycle set's resource template sandboxes://{namespace}
+ * (set-lifecycle.c): its resources/templates/list result, a CLAIM_LIST
+ * request for a URI (-EINVAL with *ret_error for a bad one), and the
+ * resources/read result of the reply (-ENOENT, -EBADMSG: an error). */
+#define MCP_RESOURCE_NOT_FOUND (-32002)
+json_t *lifecycle_resource_templates(void);
+int lifecycle_resource_prepare(const char *uri, ToolRequest *req, char **ret_error);
+int lifecycle_resource_render(const Sbx__Reply *reply, const char *uri, json_t **ret);
+
 /* The "tools/list" result, {"tools":[...]}, borrowed. */
 const json_t *tools_list_result(const Tools *t);
 /* The enabled tool with this name (len bytes, may hold NUL), or NULL. */

@@ -248,3 +248,19 @@ h.test('session scoping: a second broker of the same user sees none of the first
   await rt.close();
   await h.mcp.sc('delete_sandbox', { sandbox_claim_name: c.sandbox_claim_name });
 });
+
+h.test('the resource template sandboxes://{namespace} lists this session\'s claims of the namespace', async () => {
+  const t = await h.mcp.client.listResourceTemplates();
+  assert.deepEqual(t.resourceTemplates.map((x) => x.uriTemplate), ['sandboxes://{namespace}']);
+  const c = await create({ warmpool: 'small', namespace: 'res-ns', labels: { a: 'b' } });
+  const r = await h.mcp.client.readResource({ uri: 'sandboxes://res-ns' });
+  const list = JSON.parse(r.contents[0].text);
+  assert.deepEqual(list.map((x) => x.sandbox_claim_name), [c.sandbox_claim_name]);
+  assert.deepEqual(list[0].labels, { a: 'b' });
+  assert.equal(list[0].status, 'SandboxReady');
+  const other = await h.connect();
+  assert.deepEqual(JSON.parse((await other.client.readResource({ uri: 'sandboxes://res-ns' })).contents[0].text), []);
+  await other.close();
+  await assert.rejects(h.mcp.client.readResource({ uri: 'sandboxes://Bad' }), /sandboxes:\/\/NAMESPACE/);
+  await h.mcp.sc('delete_sandbox', { sandbox_claim_name: c.sandbox_claim_name, namespace: 'res-ns' });
+});
