@@ -209,36 +209,13 @@ static int broker_queue(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd) {
         return 0;
 }
 
-/* One datagram, with f->fd as SCM_RIGHTS when there is one (as wire_send). */
-static ssize_t frame_send(int sock, const Frame *f) {
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } control;
-        struct iovec iov = { .iov_base = (void *) f->data, .iov_len = f->len };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-        if (f->fd >= 0) {
-                struct cmsghdr *c;
-
-                memset(&control, 0, sizeof(control));
-                mh.msg_control = control.buf;
-                mh.msg_controllen = sizeof(control.buf);
-                c = CMSG_FIRSTHDR(&mh);
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &f->fd, sizeof(int));
-        }
-        return sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
 /* Send what the socket takes. A failed socket is dropped (r < 0 only when
  * stdout failed while telling the calls). */
 static int broker_flush(Broker *b) {
         while (b->sock >= 0 && b->out_head) {
                 Frame *f = b->out_head;
-                ssize_t n = frame_send(b->sock, f);
+                ssize_t n = sendmsg_with_fds(b->sock, f->data, f->len, &f->fd, f->fd >= 0,
+                                             MSG_NOSIGNAL | MSG_DONTWAIT);
 
                 if (n < 0) {
                         if (errno == EINTR)

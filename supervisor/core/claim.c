@@ -12,6 +12,16 @@
 #include "sbx-limits.h"
 
 #define CLAIM_SANDBOX_PREFIX "claim-"
+/* The labels, pod_labels and pod_annotations of src into dst (ClaimCreate and ClaimInfo have all three). */
+#define LABELS_COPY(dst, src)                                           \
+        do {                                                            \
+                (dst)->n_labels = (src)->n_labels;                      \
+                (dst)->labels = (src)->labels;                          \
+                (dst)->n_pod_labels = (src)->n_pod_labels;              \
+                (dst)->pod_labels = (src)->pod_labels;                  \
+                (dst)->n_pod_annotations = (src)->n_pod_annotations;    \
+                (dst)->pod_annotations = (src)->pod_annotations;        \
+        } while (0)
 #define WARM_RETRY_USEC (5ull * 1000000ull)    /* after a warm claim failed */
 
 bool claim_name_is_valid(const char *name) {
@@ -116,12 +126,7 @@ int claim_info(Server *s, const Claim *cl, Sbx__ClaimInfo *o, Sbx__ClaimInfo **r
                 l = sbx__claim_info__unpack(NULL, cl->labels_len, cl->labels);
                 if (!l)
                         return -ENOMEM;
-                o->n_labels = l->n_labels;
-                o->labels = l->labels;
-                o->n_pod_labels = l->n_pod_labels;
-                o->pod_labels = l->pod_labels;
-                o->n_pod_annotations = l->n_pod_annotations;
-                o->pod_annotations = l->pod_annotations;
+                LABELS_COPY(o, l);
         }
         o->namespace_ = (char *) cl->namespace_;
         o->name = (char *) cl->name;
@@ -191,23 +196,22 @@ void claim_touch(Server *s, Claim *cl) {
                 log_warning_errno(r, "Failed to record the use of claim %s/%s, ignoring: %m", cl->namespace_, cl->name);
 }
 
-/* The three label lists of req, packed as a ClaimInfo. */
-static int labels_pack(const Sbx__ClaimCreate *req, uint8_t **ret, size_t *ret_len) {
-        Sbx__ClaimInfo l = SBX__CLAIM_INFO__INIT;
+/* The three label lists of src (a ClaimCreate or a ClaimInfo), packed as a ClaimInfo. */
+#define LABELS_PACK(src, ret, ret_len) ({                       \
+                Sbx__ClaimInfo _l_ = SBX__CLAIM_INFO__INIT;     \
+                LABELS_COPY(&_l_, (src));                       \
+                labels_pack(&_l_, (ret), (ret_len));            \
+        })
+
+static int labels_pack(const Sbx__ClaimInfo *l, uint8_t **ret, size_t *ret_len) {
         uint8_t *buf;
         size_t n;
 
-        l.n_labels = req->n_labels;
-        l.labels = req->labels;
-        l.n_pod_labels = req->n_pod_labels;
-        l.pod_labels = req->pod_labels;
-        l.n_pod_annotations = req->n_pod_annotations;
-        l.pod_annotations = req->pod_annotations;
-        n = sbx__claim_info__get_packed_size(&l);
+        n = sbx__claim_info__get_packed_size(l);
         buf = malloc(n ?: 1);
         if (!buf)
                 return -ENOMEM;
-        sbx__claim_info__pack(&l, buf);
+        sbx__claim_info__pack(l, buf);
         *ret = buf;
         *ret_len = n;
         return 0;
@@ -292,16 +296,6 @@ static void claim_sandbox_made(Server *s, Sandbox *sb, int err, const char *why,
         (void) claim_start_session(s, cl);
 }
 
-static int make_name(const char *prefix, char *buf, size_t size) {
-        char hex[13];
-        int r = random_hex(hex, 12);
-
-        if (r < 0)
-                return r;
-        snprintf(buf, size, "%s%s", prefix, hex);
-        return 0;
-}
-
 static Claim *claim_alloc(const Template *t) {
         Claim *cl = calloc(1, sizeof(*cl));
 
@@ -322,7 +316,7 @@ static int claim_make(Server *s, const Template *t, Claim *cl, char *err, size_t
         char name[SBX_NAME_MAX + 1];
         int r;
 
-        r = make_name(CLAIM_SANDBOX_PREFIX, name, sizeof(name));
+        r = random_id(CLAIM_SANDBOX_PREFIX, name, sizeof(name));
         if (r < 0) {
                 claim_free(cl);
                 return r;
@@ -353,10 +347,10 @@ static int claim_assign(Server *s, Claim *cl, const Client *c, const Sbx__ClaimC
         const char *ns = req->namespace_[0] ? req->namespace_ : "default";
         int r;
 
-        r = labels_pack(req, &cl->labels, &cl->labels_len);
+        r = LABELS_PACK(req, &cl->labels, &cl->labels_len);
         if (r < 0)
                 return r;
-        r = make_name("sandbox-claim-", cl->name, sizeof(cl->name));
+        r = random_id("sandbox-claim-", cl->name, sizeof(cl->name));
         if (r < 0)
                 return r;
         strlcpy(cl->namespace_, ns, sizeof(cl->namespace_));
@@ -441,7 +435,6 @@ static void claim_info_donep(Sbx__ClaimInfo **p) {
 static int load_one(const StoreClaim *row, void *userdata) {
         Server *s = userdata;
         _cleanup_(claim_info_donep) Sbx__ClaimInfo *info = NULL;
-        Sbx__ClaimCreate labels = SBX__CLAIM_CREATE__INIT;
         Sandbox *sb;
         Claim *cl;
 
@@ -472,13 +465,7 @@ static int load_one(const StoreClaim *row, void *userdata) {
         cl->last_used_unix = row->last_used_unix;
         cl->ready_seconds = info->ready_seconds;
         cl->make_start_usec = now_usec();
-        labels.n_labels = info->n_labels;
-        labels.labels = info->labels;
-        labels.n_pod_labels = info->n_pod_labels;
-        labels.pod_labels = info->pod_labels;
-        labels.n_pod_annotations = info->n_pod_annotations;
-        labels.pod_annotations = info->pod_annotations;
-        if (labels_pack(&labels, &cl->labels, &cl->labels_len) < 0) {
+        if (labels_pack(info, &cl->labels, &cl->labels_len) < 0) {
                 free(cl);
                 return -ENOMEM;
         }

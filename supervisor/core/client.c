@@ -119,30 +119,6 @@ void clients_run_deadlines(Server *s) {
         }
 }
 
-/* One datagram, with fd (if >= 0) as its one SCM_RIGHTS descriptor. */
-static ssize_t frame_sendmsg(int sock, const void *data, size_t len, int fd) {
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } control;
-        struct iovec iov = { .iov_base = (void *) data, .iov_len = len };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-        if (fd >= 0) {
-                struct cmsghdr *cm;
-
-                memset(&control, 0, sizeof(control));
-                mh.msg_control = control.buf;
-                mh.msg_controllen = sizeof(control.buf);
-                cm = CMSG_FIRSTHDR(&mh);
-                cm->cmsg_level = SOL_SOCKET;
-                cm->cmsg_type = SCM_RIGHTS;
-                cm->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-        }
-        return sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
 /* A reply too large for a frame, packed into a sealed memfd (Reply.in_fd). */
 static int reply_to_memfd(const Sbx__Reply *reply, int *ret_fd) {
         _cleanup_free_ uint8_t *buf = NULL;
@@ -161,7 +137,8 @@ static int client_send_queued(Client *c) {
         OutFrame *f;
 
         while ((f = TAILQ_FIRST(&c->outq))) {
-                ssize_t n = frame_sendmsg(c->src.fd, f->data, f->len, f->fd);
+                ssize_t n = sendmsg_with_fds(c->src.fd, f->data, f->len, &f->fd, f->fd >= 0,
+                                             MSG_NOSIGNAL | MSG_DONTWAIT);
                 if (n < 0) {
                         if (errno == EAGAIN || errno == EINTR)
                                 return 0;

@@ -37,15 +37,6 @@ static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events)
 static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig);
 static void waiter_answer(Server *s, Waiter *w);
 
-static int make_id(const char *prefix, char *buf, size_t size) {
-        char hex[17];
-        int r = random_hex(hex, 12);
-        if (r < 0)
-                return r;
-        snprintf(buf, size, "%s%s", prefix, hex);
-        return 0;
-}
-
 static int session_send(WorkspaceSession *ws, Sbx__MsgType type, void *body) {
         Sbx__Msg m;
 
@@ -139,7 +130,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         if (!ws)
                 return -ENOMEM;
         ws->base = (SnapshotHold) { .squashed = sb->squashed, .top = sb->top_layer };
-        r = make_id("ws-", ws->id, sizeof(ws->id));
+        r = random_id("ws-", ws->id, sizeof(ws->id));
         if (r >= 0 && s->cgroups) {
                 r = cgroup_session_new(s->cgroups, &limits, &ws->cgroup);
                 if (r < 0)
@@ -454,7 +445,7 @@ static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, bool se
         TAILQ_INIT(&c->waiters);
         sbx__publication__init(&c->publication);
         c->cmd = strdup(cmd);
-        r = c->cmd ? make_id("cmd-", c->rec.id, sizeof(c->rec.id)) : -ENOMEM;
+        r = c->cmd ? random_id("cmd-", c->rec.id, sizeof(c->rec.id)) : -ENOMEM;
         if (r >= 0 && separate_streams)
                 r = transcript_create_streams(s->transcripts_fd, c->rec.id, s->cfg.transcript_cap_bytes, &c->transcript);
         else if (r >= 0)

@@ -768,15 +768,20 @@ int store_claim_put(Store *s, const StoreClaim *c) {
         return step_done(st);
 }
 
-int store_claim_touch(Store *s, const char *sandbox, int64_t last_used_unix) {
+/* sql, an UPDATE of one integer (?1) of the row whose key is ?2. */
+static int update_int(Store *s, const char *sql, int64_t value, const char *key) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "UPDATE claims SET last_used_unix = ? WHERE sandbox = ?", &st);
+        int r = prepare(s, sql, &st);
 
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, last_used_unix);
-        sqlite3_bind_text(st, 2, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 1, value);
+        sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
         return step_done(st);
+}
+
+int store_claim_touch(Store *s, const char *sandbox, int64_t last_used_unix) {
+        return update_int(s, "UPDATE claims SET last_used_unix = ? WHERE sandbox = ?", last_used_unix, sandbox);
 }
 
 int store_claim_foreach(Store *s, int (*cb)(const StoreClaim *c, void *userdata), void *userdata) {
@@ -802,17 +807,28 @@ int store_claim_foreach(Store *s, int (*cb)(const StoreClaim *c, void *userdata)
         return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
 }
 
-int store_claim_tombstone_put(Store *s, const char *ns, const char *name, int64_t uid, const char *mcp_session,
-                              const char *reason, int64_t at_unix) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL, *trim = NULL;
-        int r = prepare(s, "INSERT OR REPLACE INTO claim_tombstones VALUES (?,?,?,?,?,?)", &st);
+/* A tombstone's key, the parameters 1 to 4 of st. */
+static int prepare_tombstone(Store *s, const char *sql, const char *ns, const char *name, int64_t uid,
+                             const char *mcp_session, sqlite3_stmt **ret) {
+        int r = prepare(s, sql, ret);
 
         if (r < 0)
                 return r;
-        sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 3, uid);
-        sqlite3_bind_text(st, 4, mcp_session, -1, SQLITE_STATIC);
+        sqlite3_bind_text(*ret, 1, ns, -1, SQLITE_STATIC);
+        sqlite3_bind_text(*ret, 2, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(*ret, 3, uid);
+        sqlite3_bind_text(*ret, 4, mcp_session, -1, SQLITE_STATIC);
+        return 0;
+}
+
+int store_claim_tombstone_put(Store *s, const char *ns, const char *name, int64_t uid, const char *mcp_session,
+                              const char *reason, int64_t at_unix) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL, *trim = NULL;
+        int r = prepare_tombstone(s, "INSERT OR REPLACE INTO claim_tombstones VALUES (?,?,?,?,?,?)", ns, name, uid,
+                                  mcp_session, &st);
+
+        if (r < 0)
+                return r;
         sqlite3_bind_text(st, 5, reason, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 6, at_unix);
         r = step_done(st);
@@ -830,15 +846,11 @@ int store_claim_tombstone_put(Store *s, const char *ns, const char *name, int64_
 int store_claim_tombstone_get(Store *s, const char *ns, const char *name, int64_t uid, const char *mcp_session,
                               char *ret_reason, size_t size) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "SELECT reason FROM claim_tombstones WHERE namespace = ? AND name = ? AND uid = ? "
-                           "AND mcp_session = ?", &st), rc;
+        int r = prepare_tombstone(s, "SELECT reason FROM claim_tombstones WHERE namespace = ? AND name = ? AND uid = ? "
+                                     "AND mcp_session = ?", ns, name, uid, mcp_session, &st), rc;
 
         if (r < 0)
                 return r;
-        sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 3, uid);
-        sqlite3_bind_text(st, 4, mcp_session, -1, SQLITE_STATIC);
         rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
                 return -ENOENT;
@@ -849,12 +861,5 @@ int store_claim_tombstone_get(Store *s, const char *ns, const char *name, int64_
 }
 
 int store_sandbox_set_owner(Store *s, const char *id, uid_t owner_uid) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "UPDATE sandboxes SET owner_uid = ? WHERE id = ?", &st);
-
-        if (r < 0)
-                return r;
-        sqlite3_bind_int64(st, 1, owner_uid);
-        sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-        return step_done(st);
+        return update_int(s, "UPDATE sandboxes SET owner_uid = ? WHERE id = ?", owner_uid, id);
 }
