@@ -11,7 +11,7 @@
 # BENCH_MINSESS (build/bench/minsess);
 # BENCH_KEEP=1 keeps the temporary directory; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish fileops
-# layers memory peers).
+# layers memory lifecycle peers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -75,7 +75,8 @@ trap 'exit 130' INT TERM
 mkdir -p "$D/bin"
 cp "$BIN/sbxd" "$BIN/sbx-worker" "$BIN/sandbox-mcp" "$BIN/sbxctl" "$D/bin/"
 BIN=$D/bin
-printf '[sbxd]\ntranscript_cap_bytes = 2G\n' >"$D/sbxd.conf"
+printf '[sbxd]\ntranscript_cap_bytes = 2G\nclaims_per_user = 64\n[template bench-warm]\nwarm = 4\n[template bench-cold]\nwarm = 0\n' \
+  >"$D/sbxd.conf"
 "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
   >"$D/sbxd.log" 2>&1 &
 SBXD_PID=$!
@@ -349,7 +350,46 @@ EOF
   log "memory: workers $w0 -> $w1, Pss $pss0 -> $pss1 kB"
 fi
 
-# ---- 10. peers: whole-process true under other sandboxes --------------------------
+# ---- 10. the lifecycle set: create_sandbox warm and cold, execute_command, 64 MiB files
+if want lifecycle; then
+  LIFE=("$BIN/sandbox-mcp" --set lifecycle --socket "$SOCK")
+  N=$(sc 40 8)
+  # the warm pool refills in sbxd's tick after each take: 200 ms between creations leave it full
+  cat >"$D/scripts/lifecycle_create.json" <<EOF
+{"warmup":2, "n":$N,
+ "loop":[{"tag":"warm","tool":"create_sandbox","args":{"warmpool":"bench-warm"},"save":{"w":"sandbox_claim_name"}},
+         {"tag":"delete","tool":"delete_sandbox","args":{"sandbox_claim_name":"\${w}"}},
+         {"tag":"cold","tool":"create_sandbox","args":{"warmpool":"bench-cold"},"save":{"c":"sandbox_claim_name"}},
+         {"tool":"delete_sandbox","args":{"sandbox_claim_name":"\${c}"}},
+         {"sleep_ms":200}]}
+EOF
+  log "lifecycle: $N warm and cold creations"; drive lifecycle_create "${LIFE[@]}"
+  N=$(sc 300 30)
+  cat >"$D/scripts/lifecycle_exec.json" <<EOF
+{"setup":[{"tool":"create_sandbox","args":{"warmpool":"bench-warm"},"save":{"c":"sandbox_claim_name"}}],
+ "warmup":10, "n":$N,
+ "loop":[{"tag":"sbx","tool":"execute_command","args":{"sandbox_claim_name":"\${c}","command":"true"}},
+         {"tag":"base","exec":["/bin/true"]}],
+ "teardown":[{"tool":"delete_sandbox","args":{"sandbox_claim_name":"\${c}"}}]}
+EOF
+  log "lifecycle: $N execute_command true / fork+exec pairs"; drive lifecycle_exec "${LIFE[@]}"
+  N=$(sc 3 2)
+  python3 - "$D/scripts/lifecycle_files.json" "$N" <<'EOF'
+import base64, json, os, sys
+content = base64.b64encode(os.urandom(64 << 20)).decode()
+claim = {"sandbox_claim_name": "${c}"}
+json.dump({"setup": [{"tool": "create_sandbox", "args": {"warmpool": "bench-warm"}, "save": {"c": "sandbox_claim_name"}}],
+           "warmup": 0, "n": int(sys.argv[2]),
+           "loop": [{"tag": "upload", "tool": "upload_file",
+                     "args": dict(claim, path="/tmp/f", content=content, binary=True)},
+                    {"tag": "download", "tool": "download_file", "args": dict(claim, path="/tmp/f", binary=True)}],
+           "teardown": [{"tool": "delete_sandbox", "args": claim}]}, open(sys.argv[1], "w"))
+EOF
+  log "lifecycle: $N uploads and downloads of 64 MiB"; drive lifecycle_files "${LIFE[@]}"
+  rm -f "$D/scripts/lifecycle_files.json"
+fi
+
+# ---- 11. peers: whole-process true under other sandboxes --------------------------
 if want peers; then
   R=$(sc 100 20)
   B=$D/oci
