@@ -134,7 +134,7 @@ static const char status_output[] = OUT(
 static const char annotations_delete[] =
         "{\"readOnlyHint\": false, \"destructiveHint\": true, \"idempotentHint\": true, \"openWorldHint\": false}";
 static const char annotations_exec[] =
-        "{\"readOnlyHint\": false, \"destructiveHint\": true, \"idempotentHint\": false, \"openWorldHint\": true}";
+        "{\"readOnlyHint\": false, \"destructiveHint\": true, \"idempotentHint\": false, \"openWorldHint\": false}";
 
 /* ---- prepare -------------------------------------------------------------------- */
 

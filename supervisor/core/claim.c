@@ -22,7 +22,7 @@
                 (dst)->n_pod_annotations = (src)->n_pod_annotations;    \
                 (dst)->pod_annotations = (src)->pod_annotations;        \
         } while (0)
-#define WARM_RETRY_USEC (5ull * 1000000ull)    /* after a warm claim failed */
+#define WARM_RETRY_USEC (5ull * 1000000ull)    /* after a warm claim or a claim's session failed */
 
 bool claim_name_is_valid(const char *name) {
         size_t n = strlen(name);
@@ -499,9 +499,9 @@ unsigned long long claims_next_deadline(Server *s) {
                         next = MIN(next, now_usec() + (unsigned long long) MAX(at - now, (int64_t) 0) * 1000000ull);
                 if (pending_active(&cl->creator))
                         next = MIN(next, cl->ready_deadline_usec);
-                /* A claim without its session gets one again within a second. */
+                /* A claim without its session gets one again (after a failed start, in 5 s). */
                 if (cl->state == CLAIM_READY && cl->sandbox && !claim_session_any(s, cl))
-                        next = MIN(next, now_usec() + 1000000ull);
+                        next = MIN(next, MAX(cl->restart_usec, now_usec() + 100000ull));
         }
         return next;
 }
@@ -527,6 +527,12 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
 
         if (cl->state == CLAIM_GONE || !cl->sandbox)
                 return true;
+        if (cl->warm && !config_template(&s->cfg, cl->template_)) {
+                log_notice("Deleting warm claim '%s': its template '%s' is no longer in sbxd.conf", cl->name,
+                           cl->template_);
+                claim_delete(s, cl, NULL);
+                return false;
+        }
         if (at > 0 && now >= at) {
                 snprintf(reason, sizeof(reason),
                          "Sandbox claim '%s' in namespace '%s' expired and was deleted: unused for %u s "
@@ -559,14 +565,16 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
                 }
                 return true;
         }
-        if (!ws) {
+        if (!ws && now_usec() >= cl->restart_usec) {
                 WorkspaceSession *old, *next;
 
                 /* Lost (or sbxd restarted): a stopped session of it goes, a new one starts. */
                 TAILQ_FOREACH_SAFE(old, &s->sessions, link, next)
                         if (old->sandbox == cl->sandbox && !old->automatic)
                                 session_destroy(s, old);
-                if (claim_start_session(s, cl) >= 0 && cl->restarts++ > 0)
+                if (claim_start_session(s, cl) < 0)
+                        cl->restart_usec = now_usec() + WARM_RETRY_USEC;
+                else if (cl->restarts++ > 0)
                         log_notice("Started the session of claim %s/%s again", cl->namespace_, cl->name);
         }
         return true;

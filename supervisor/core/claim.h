@@ -57,6 +57,7 @@ struct Claim {
         unsigned long long make_start_usec;
         unsigned long long ready_deadline_usec;
         unsigned restarts;              /* sessions made again after one was lost */
+        unsigned long long restart_usec; /* no new session before this (the last one failed to start) */
         Pending creator;                /* create_sandbox of a cold claim, answered once it runs */
         uint8_t *labels;                /* a packed ClaimInfo with only its three label lists */
         size_t labels_len;
