@@ -32,11 +32,17 @@ bool claim_name_is_valid(const char *name) {
         return strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
 }
 
+bool sandbox_is_warm_claim(const Sandbox *sb) {
+        return sb->claim && sb->claim->warm;
+}
+
 bool sandbox_allows_client(const Sandbox *sb, const Client *c) {
         const Claim *cl = sb->claim;
 
         if (!cl)
                 return sandbox_allows(sb, c->uid);
+        if (cl->warm)
+                return false;
         if (c->uid == 0 && !c->mcp_session[0])
                 return true;
         return !cl->warm && cl->uid == (int64_t) c->uid && strcmp(cl->mcp_session, c->mcp_session) == 0;
