@@ -264,3 +264,32 @@ h.test('the resource template sandboxes://{namespace} lists this session\'s clai
   await assert.rejects(h.mcp.client.readResource({ uri: 'sandboxes://Bad' }), /sandboxes:\/\/NAMESPACE/);
   await h.mcp.sc('delete_sandbox', { sandbox_claim_name: c.sandbox_claim_name, namespace: 'res-ns' });
 });
+
+h.test('sbxd.conf templates: bad sections and keys are refused with the line and the fix; sbxctl template list|show', async () => {
+  const { run, SBXD } = await import('./helpers.mjs');
+  const fs = await import('node:fs');
+  const cases = [
+    ['[template Bad_Name]\nwarm = 1\n', /:1: \[template Bad_Name\]: a template name is 1-63 of a-z 0-9 -/],
+    ['[template t]\nwarm = 33\n', /:2: warm: '33' is not a number from 0 to 32/],
+    ['[template t]\nimage = debian\n', /:2: image: 'debian' is not an image of this sbxd \(known: default\)/],
+    ['[template t]\negress = open\n', /:2: egress: 'open' is not a network policy of this sbxd \(known: none\)/],
+    ['[template t]\nsource = relative\n', /:2: source must be an absolute directory or none/],
+    ['[template t]\ncolor = red\n', /:2: unknown template key 'color'/],
+    ['[sbxd]\nclaims_per_user = -1\n', /claims_per_user/],
+    ['[other]\nx = 1\n', /unknown section \[other\] \(the sections are \[sbxd\] and \[template NAME\]\)/],
+  ];
+  for (const [text, re] of cases) {
+    const p = `${h.dir}/bad.conf`;
+    fs.writeFileSync(p, text);
+    const r = await run(SBXD, ['--config', p, '--check-config']);
+    assert.equal(r.code, 1, text);
+    assert.match(r.stderr, re, text);
+  }
+  const l = await sbxctl(h.socket, ['template', 'list', '--json']);
+  assert.deepEqual(JSON.parse(l.stdout).map((t) => [t.name, t.warm]), [['default', 1], ['small', 0]]);
+  const s = await sbxctl(h.socket, ['template', 'show', 'small']);
+  assert.match(s.stdout, /memory: 256 MiB/);
+  assert.match(s.stdout, /warm: 0 kept, 0 ready now/);
+  const miss = await sbxctl(h.socket, ['template', 'show', 'nope']);
+  assert.equal(miss.code, 4);
+});
