@@ -396,13 +396,16 @@ int claim_create(Server *s, Client *c, uint32_t seq, const Template *t, const Sb
         int r;
 
         if (cl) {
-                r = claim_assign(s, cl, c, req);
-                if (r < 0) {
-                        snprintf(err, errsize, "cannot record the claim: %s", strerror(-r));
-                        return r;
-                }
+                /* Before claim_assign records it. */
                 cl->from_warm = true;
                 cl->ready_seconds = (double) (now_usec() - start) / 1e6;
+                r = claim_assign(s, cl, c, req);
+                if (r < 0) {
+                        /* Half given out: it goes, and the pool makes another. */
+                        snprintf(err, errsize, "cannot record the claim: %s", strerror(-r));
+                        claim_delete(s, cl, NULL);
+                        return r;
+                }
                 log_info("Claim %s/%s (sandbox '%s', template '%s') for uid %u from the warm pool", cl->namespace_,
                          cl->name, cl->sandbox->name, t->name, c->uid);
                 *ret = cl;

@@ -7,7 +7,9 @@ import path from 'node:path';
 import { run, outputLines, sbxctl, Sbxd, McpSession } from '../integration/helpers.mjs';
 import { useBattery } from './common.mjs';
 
-const { h, test } = useBattery({ sandboxes: [{ name: 'pub' }], world: true, sets: 'runtime,sessions' });
+// No warm claim of the built-in template (sbxd.conf(5)): the state directory holds the tests' sandboxes alone.
+const { h, test } = useBattery({ sandboxes: [{ name: 'pub' }], world: true, sets: 'runtime,sessions',
+  config: '[sbxd]\nsocket_mode = 0666\n[template default]\nwarm = 0\n' });
 const exec = (cmd, extra = {}, sandbox_id = 'pub') =>
   h.mcp.sc('exec_command', { sandbox_id, cmd, timeout_ms: 20000, yield_time_ms: 20000, ...extra });
 
