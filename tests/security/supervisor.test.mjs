@@ -189,7 +189,9 @@ INSERT INTO commands (id, sandbox, workspace_session, status, exit_code, end_rea
   const py = await run('python3', ['-c', 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.executescript(sys.argv[3]); c.commit()',
     path.join(state, 'sbx.db'), SCHEMA_1, rows]);
   assert.equal(py.code, 0, py.stderr);
-  const old = new Sbxd({ stateDir: state, runDir: path.join(dir, 'run'), logPath: path.join(h.logDir, 'sbxd-old.log') });
+  fs.writeFileSync(path.join(dir, 'sbxd.conf'), '[template default]\nwarm = 0\n'); // no warm claim's directory
+  const old = new Sbxd({ stateDir: state, runDir: path.join(dir, 'run'), logPath: path.join(h.logDir, 'sbxd-old.log'),
+    extraArgs: ['--config', path.join(dir, 'sbxd.conf')] });
   await old.start();
   let mcp;
   try {
