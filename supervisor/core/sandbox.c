@@ -194,6 +194,14 @@ unsigned sandbox_ranges_collect(Server *s) {
         v = rs.v;
         for (size_t i = 0; i < rs.n; i++) {
                 const StoreUidRange *u = &rs.v[i];
+                bool importing = false;
+                Import *imp;
+
+                /* A sandbox being imported has no record yet, but its range and files are in use. */
+                TAILQ_FOREACH(imp, &s->imports, link)
+                        importing |= strcmp(imp->sandbox->id, u->sandbox) == 0;
+                if (importing)
+                        continue;
                 r = tree_remove_at(s->sandboxes_fd, u->sandbox);
                 if (r >= 0 || r == -ENOENT)
                         r = store_uid_range_delete(s->store, u->sandbox);

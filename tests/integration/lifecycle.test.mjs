@@ -293,3 +293,17 @@ h.test('sbxd.conf templates: bad sections and keys are refused with the line and
   const miss = await sbxctl(h.socket, ['template', 'show', 'nope']);
   assert.equal(miss.code, 4);
 });
+
+h.test('claims made while a sandbox is imported leave the import alone (its host ids and files are in use)', async () => {
+  const { writeFixture } = await import('./helpers.mjs');
+  const src = `${h.dir}/src-imp`;
+  await writeFixture(src);
+  for (let round = 0; round < 3; round++) {
+    const [made, ...claims] = await Promise.all([
+      sbxctl(h.socket, ['sandbox', 'create', `imp${round}`, '--source', src]),
+      create({ warmpool: 'small' }), create({ warmpool: 'small' }), create({ warmpool: 'small' })]);
+    assert.equal(made.code, 0, made.stderr);
+    for (const c of claims) await h.mcp.sc('delete_sandbox', { sandbox_claim_name: c.sandbox_claim_name });
+    assert.equal((await sbxctl(h.socket, ['sandbox', 'delete', `imp${round}`])).code, 0);
+  }
+});
