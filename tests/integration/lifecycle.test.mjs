@@ -269,7 +269,7 @@ h.test('sbxd.conf templates: bad sections and keys are refused with the line and
   const { run, SBXD } = await import('./helpers.mjs');
   const fs = await import('node:fs');
   const cases = [
-    ['[template Bad_Name]\nwarm = 1\n', /:1: \[template Bad_Name\]: a template name is 1-63 of a-z 0-9 -/],
+    ['[template Bad_Name]\nwarm = 1\n', /:2: \[template Bad_Name\]: a template name is 1-63 of a-z 0-9 -/],
     ['[template t]\nwarm = 33\n', /:2: warm: '33' is not a number from 0 to 32/],
     ['[template t]\nimage = debian\n', /:2: image: 'debian' is not an image of this sbxd \(known: default\)/],
     ['[template t]\negress = open\n', /:2: egress: 'open' is not a network policy of this sbxd \(known: none\)/],
