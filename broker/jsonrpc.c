@@ -185,30 +185,42 @@ static int big_strings_cut(const char *line, size_t len, BigStrings *b, char **r
         return 0;
 }
 
+/* Whether x is a placeholder, and of which string. */
+static bool big_string_index(const json_t *x, const BigStrings *b, size_t *ret) {
+        const char *s = json_string_value(x);
+        size_t tlen = strlen(b->token), i;
+
+        if (!s || strncmp(s, b->token, tlen) != 0 || s[tlen] != '-')
+                return false;
+        i = strtoul(s + tlen + 1, NULL, 10);
+        if (i >= b->n)
+                return false;
+        *ret = i;
+        return true;
+}
+
 /* Put the strings back where their placeholders are in v (values, not keys). */
 static int big_strings_put(json_t *v, const char *line, const BigStrings *b) {
-        size_t tlen = strlen(b->token), i;
         const char *k;
         json_t *x;
         void *tmp;
+        size_t i, n;
+        int r = 0;
 
         json_object_foreach_safe(v, tmp, k, x) {
-                const char *s = json_string_value(x);
-                if (s && strncmp(s, b->token, tlen) == 0 && s[tlen] == '-' &&
-                    (i = strtoul(s + tlen + 1, NULL, 10)) < b->n) {
-                        if (json_object_set_new(v, k, json_stringn_nocheck(line + b->start[i], b->len[i])) < 0)
-                                return -ENOMEM;
-                } else if ((json_is_object(x) || json_is_array(x)) && big_strings_put(x, line, b) < 0)
+                if (big_string_index(x, b, &n))
+                        r = json_object_set_new(v, k, json_stringn_nocheck(line + b->start[n], b->len[n]));
+                else if (json_is_object(x) || json_is_array(x))
+                        r = big_strings_put(x, line, b);
+                if (r < 0)
                         return -ENOMEM;
         }
         json_array_foreach(v, i, x) {
-                const char *s = json_string_value(x);
-                size_t k2;
-                if (s && strncmp(s, b->token, tlen) == 0 && s[tlen] == '-' &&
-                    (k2 = strtoul(s + tlen + 1, NULL, 10)) < b->n) {
-                        if (json_array_set_new(v, i, json_stringn_nocheck(line + b->start[k2], b->len[k2])) < 0)
-                                return -ENOMEM;
-                } else if ((json_is_object(x) || json_is_array(x)) && big_strings_put(x, line, b) < 0)
+                if (big_string_index(x, b, &n))
+                        r = json_array_set_new(v, i, json_stringn_nocheck(line + b->start[n], b->len[n]));
+                else if (json_is_object(x) || json_is_array(x))
+                        r = big_strings_put(x, line, b);
+                if (r < 0)
                         return -ENOMEM;
         }
         return 0;
