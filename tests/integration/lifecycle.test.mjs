@@ -288,7 +288,7 @@ h.test('sbxd.conf templates: bad sections and keys are refused with the line and
   const l = await sbxctl(h.socket, ['template', 'list', '--json']);
   assert.deepEqual(JSON.parse(l.stdout).map((t) => [t.name, t.warm]), [['default', 1], ['small', 0]]);
   const s = await sbxctl(h.socket, ['template', 'show', 'small']);
-  assert.match(s.stdout, /memory: 256 MiB/);
+  assert.match(s.stdout, /memory: 256.0M/);
   assert.match(s.stdout, /warm: 0 kept, 0 ready now/);
   const miss = await sbxctl(h.socket, ['template', 'show', 'nope']);
   assert.equal(miss.code, 4);
