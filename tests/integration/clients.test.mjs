@@ -257,7 +257,7 @@ h.test('8. a cut command window says so in words, with how to read the rest', as
   assert.match(header(rl), /; lines 0-50 of 300 shown; 250 later lines not shown; read_command_lines start_offset=50; /);
 });
 
-h.test('9. documented behaviour: a pipeline is answered before EOF exits; 40 MiB; publication of read_command_lines; revisions; stale socket', async () => {
+h.test('9. documented behaviour: a pipeline is answered before EOF exits; 96 MiB; publication of read_command_lines; revisions; stale socket', async () => {
   // The man page's pipeline: the calls in flight when stdin ends are answered.
   const input = [
     { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'exec_command', arguments: { sandbox_id: SB, cmd: 'sleep 1; echo made' } } },
