@@ -255,6 +255,30 @@ for name, what in (("true", "/bin/true"), ("bwrap", "bwrap --unshare-all --die-w
     row("peer: " + name, what + " (hyperfine -N, whole process)", "ms", dd, "/bin/true (hyperfine)",
         {"median": tm * 1e3, "p10": tm * 1e3, "p90": tm * 1e3} if tm else None,
         dd["median"] / (tm * 1e3) if tm else None, "reported")
+# the lifecycle set
+d = load("lifecycle_create")
+if d:
+    s = d["samples"]
+    row("create_sandbox from a warm pool", "create_sandbox (template with warm = 4), MCP round trip", "ms",
+        dist(s["warm"]), target="<= 20 ms", ok=dist(s["warm"])["median"] <= 20)
+    row("create_sandbox cold", "create_sandbox (template with warm = 0): sandbox, empty workspace, session", "ms",
+        dist(s["cold"]), target="<= 100 ms", ok=dist(s["cold"])["median"] <= 100)
+    row("delete_sandbox", "delete_sandbox of a running claim", "ms", dist(s["delete"]), target="reported")
+d = load("lifecycle_exec")
+if d:
+    s, b = d["samples"]["sbx"], d["samples"]["base"]
+    r = paired_ratio(s, b)
+    row("execute_command in a claim", "execute_command `true`, MCP round trip", "ms", dist(s),
+        "fork+exec+wait /bin/true from the same client", dist(b), r, "<= 1.5x", r <= 1.5)
+d = load("lifecycle_files")
+if d:
+    mb = 64.0 * 1048576 / 1e6
+    for tag, what in (("upload", "upload_file"), ("download", "download_file")):
+        rates = [mb / (x / 1e6) for x in d["samples"][tag]]
+        dd = {"median": pct(rates, 0.5), "p10": pct(rates, 0.1), "p90": pct(rates, 0.9), "n": len(rates)}
+        row(what + " 64 MiB", what + " of 64 MiB binary (base64 in the JSON line), MCP round trip", "MB/s", dd,
+            target=">= 200 MB/s", ok=dd["median"] >= 200, note="rate of the decoded bytes")
+
 d = load("exec_live")
 if d:
     row("peer: fork+exec+wait", "fork+exec+wait /bin/true from the C driver", "ms", dist(d["samples"]["base"]),

@@ -11,7 +11,7 @@
 # BENCH_MINSESS (build/bench/minsess);
 # BENCH_KEEP=1 keeps the temporary directory; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
-# layers memory peers neighbour).
+# layers memory lifecycle peers neighbour).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -76,8 +76,9 @@ mkdir -p "$D/bin"
 cp "$BIN/sbxd" "$BIN/sbx-worker" "$BIN/sandbox-mcp" "$BIN/sbxctl" "$D/bin/"
 BIN=$D/bin
 # The transcript row keeps four 1 GiB transcripts in one sandbox: budgets that hold them all,
-# so that no row's timing includes evicting another's (core/transcripts.h).
-printf '[sbxd]\ntranscript_cap_bytes = 2G\nsandbox_transcripts_max_bytes = 16G\nowner_transcripts_max_bytes = 16G\ntranscripts_max_bytes = 16G\n' \
+# so that no row's timing includes evicting another's (core/transcripts.h). The lifecycle
+# row's templates: one with warm claims, one without.
+printf '[sbxd]\ntranscript_cap_bytes = 2G\nsandbox_transcripts_max_bytes = 16G\nowner_transcripts_max_bytes = 16G\ntranscripts_max_bytes = 16G\nclaims_per_user = 64\n[template bench-warm]\nwarm = 4\n[template bench-cold]\nwarm = 0\n' \
   >"$D/sbxd.conf"
 "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
   >"$D/sbxd.log" 2>&1 &
@@ -367,7 +368,46 @@ EOF
   log "memory: workers $w0 -> $w1, Pss $pss0 -> $pss1 kB"
 fi
 
-# ---- 10. peers: whole-process true under other sandboxes --------------------------
+# ---- 10. the lifecycle set: create_sandbox warm and cold, execute_command, 64 MiB files
+if want lifecycle; then
+  LIFE=("$BIN/sandbox-mcp" --set lifecycle --socket "$SOCK")
+  N=$(sc 40 8)
+  # the warm pool refills in sbxd's tick after each take: 200 ms between creations leave it full
+  cat >"$D/scripts/lifecycle_create.json" <<EOF
+{"warmup":2, "n":$N,
+ "loop":[{"tag":"warm","tool":"create_sandbox","args":{"warmpool":"bench-warm"},"save":{"w":"sandbox_claim_name"}},
+         {"tag":"delete","tool":"delete_sandbox","args":{"sandbox_claim_name":"\${w}"}},
+         {"tag":"cold","tool":"create_sandbox","args":{"warmpool":"bench-cold"},"save":{"c":"sandbox_claim_name"}},
+         {"tool":"delete_sandbox","args":{"sandbox_claim_name":"\${c}"}},
+         {"sleep_ms":200}]}
+EOF
+  log "lifecycle: $N warm and cold creations"; drive lifecycle_create "${LIFE[@]}"
+  N=$(sc 300 30)
+  cat >"$D/scripts/lifecycle_exec.json" <<EOF
+{"setup":[{"tool":"create_sandbox","args":{"warmpool":"bench-warm"},"save":{"c":"sandbox_claim_name"}}],
+ "warmup":10, "n":$N,
+ "loop":[{"tag":"sbx","tool":"execute_command","args":{"sandbox_claim_name":"\${c}","command":"true"}},
+         {"tag":"base","exec":["/bin/true"]}],
+ "teardown":[{"tool":"delete_sandbox","args":{"sandbox_claim_name":"\${c}"}}]}
+EOF
+  log "lifecycle: $N execute_command true / fork+exec pairs"; drive lifecycle_exec "${LIFE[@]}"
+  N=$(sc 3 2)
+  python3 - "$D/scripts/lifecycle_files.json" "$N" <<'EOF'
+import base64, json, os, sys
+content = base64.b64encode(os.urandom(64 << 20)).decode()
+claim = {"sandbox_claim_name": "${c}"}
+json.dump({"setup": [{"tool": "create_sandbox", "args": {"warmpool": "bench-warm"}, "save": {"c": "sandbox_claim_name"}}],
+           "warmup": 0, "n": int(sys.argv[2]),
+           "loop": [{"tag": "upload", "tool": "upload_file",
+                     "args": dict(claim, path="/tmp/f", content=content, binary=True)},
+                    {"tag": "download", "tool": "download_file", "args": dict(claim, path="/tmp/f", binary=True)}],
+           "teardown": [{"tool": "delete_sandbox", "args": claim}]}, open(sys.argv[1], "w"))
+EOF
+  log "lifecycle: $N uploads and downloads of 64 MiB"; drive lifecycle_files "${LIFE[@]}"
+  rm -f "$D/scripts/lifecycle_files.json"
+fi
+
+# ---- 11. peers: whole-process true under other sandboxes --------------------------
 if want peers; then
   R=$(sc 100 20)
   B=$D/oci
@@ -411,7 +451,7 @@ EOF
   done
 fi
 
-# ---- 11. neighbour: a CPU job beside 60 spinning commands in another sandbox ----------
+# ---- 12. neighbour: a CPU job beside 60 spinning commands in another sandbox ----------
 # The job alone in its sandbox, then again while another sandbox runs 60 busy
 # loops, each an automatic session of its own (each had its own cgroup of
 # weight 100 before sandboxes had theirs; the sandbox's weight now covers

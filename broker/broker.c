@@ -66,6 +66,7 @@ typedef struct Broker {
         uint32_t probe_seq;             /* the start-up SANDBOX_LIST, until answered */
         char *lost;                     /* why the connection to sbxd was last lost or refused */
         char *status;                   /* for the initialize instructions: what the start-up found */
+        char mcp_session[33];           /* the MCP session identity, made at initialize ("" before) */
         char input[STDIN_CHUNK];        /* one read() of stdin */
 } Broker;
 
@@ -76,7 +77,8 @@ typedef struct Broker {
  * terminal), so it is not switched to non-blocking mode, and the client is
  * the only reader anyway. */
 
-static int send_message(json_t *msg) {
+/* A line of at most max bytes (JSONRPC_OUT_MAX, or a tool's larger result_max). */
+static int send_message_max(json_t *msg, size_t max) {
         _cleanup_json_ json_t *m = msg;
         _cleanup_free_ char *line = NULL;
         size_t len;
@@ -84,13 +86,13 @@ static int send_message(json_t *msg) {
 
         if (!m)
                 return -ENOMEM;
-        r = jsonrpc_serialize(m, JSONRPC_OUT_MAX, &line, &len);
+        r = jsonrpc_serialize(m, max, &line, &len);
         if (r == -EMSGSIZE) {
                 _cleanup_json_ json_t *e = NULL;
                 char text[96];
 
-                log_warning("Response to a request exceeds %u bytes, sending an error instead", JSONRPC_OUT_MAX);
-                snprintf(text, sizeof(text), "response exceeds %u bytes", JSONRPC_OUT_MAX);
+                log_warning("Response to a request exceeds %zu bytes, sending an error instead", max);
+                snprintf(text, sizeof(text), "response exceeds %zu bytes", max);
                 e = jsonrpc_error(json_object_get(m, "id"), JSONRPC_INTERNAL_ERROR, text);
                 if (!e)
                         return -ENOMEM;
@@ -99,6 +101,10 @@ static int send_message(json_t *msg) {
         if (r < 0)
                 return r;
         return loop_write(STDOUT_FILENO, line, len);
+}
+
+static int send_message(json_t *msg) {
+        return send_message_max(msg, JSONRPC_OUT_MAX);
 }
 
 static int send_error(const json_t *id, int code, const char *message) {
@@ -203,36 +209,13 @@ static int broker_queue(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd) {
         return 0;
 }
 
-/* One datagram, with f->fd as SCM_RIGHTS when there is one (as wire_send). */
-static ssize_t frame_send(int sock, const Frame *f) {
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } control;
-        struct iovec iov = { .iov_base = (void *) f->data, .iov_len = f->len };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-        if (f->fd >= 0) {
-                struct cmsghdr *c;
-
-                memset(&control, 0, sizeof(control));
-                mh.msg_control = control.buf;
-                mh.msg_controllen = sizeof(control.buf);
-                c = CMSG_FIRSTHDR(&mh);
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &f->fd, sizeof(int));
-        }
-        return sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
 /* Send what the socket takes. A failed socket is dropped (r < 0 only when
  * stdout failed while telling the calls). */
 static int broker_flush(Broker *b) {
         while (b->sock >= 0 && b->out_head) {
                 Frame *f = b->out_head;
-                ssize_t n = frame_send(b->sock, f);
+                ssize_t n = sendmsg_with_fds(b->sock, f->data, f->len, &f->fd, f->fd >= 0,
+                                             MSG_NOSIGNAL | MSG_DONTWAIT);
 
                 if (n < 0) {
                         if (errno == EINTR)
@@ -276,6 +259,7 @@ static int broker_connect(Broker *b) {
                 return r;
 
         hello.client_name = (char *) "sandbox-mcp";
+        hello.mcp_session = b->mcp_session;
         msg.type = SBX__MSG_TYPE__MSG_CLIENT_HELLO;
         msg.body_case = SBX__MSG__BODY_HELLO;
         msg.hello = &hello;
@@ -289,8 +273,15 @@ static int broker_connect(Broker *b) {
 
 static int broker_on_probe(Broker *b, const Sbx__Reply *reply);
 
-static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
+static void reply_freep(Sbx__Reply **r) {
+        if (*r)
+                sbx__reply__free_unpacked(*r, NULL);
+}
+
+/* fd: the one descriptor that came with the frame, or -EBADF. */
+static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd) {
         _cleanup_json_ json_t *id = NULL, *result = NULL;
+        _cleanup_(reply_freep) Sbx__Reply *unpacked = NULL;
         const Sbx__Reply *reply = msg->reply;
         Pending *p;
         int r;
@@ -318,11 +309,39 @@ static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
                 log_debug("Reply to seq %u, which is no longer pending, ignoring", seq);
                 return 0;
         }
-        r = tool_result_from_reply(p->tool, p->args, reply, b->content, &result);
+        if (msg->type == SBX__MSG_TYPE__MSG_REPLY && reply->in_fd) {
+                /* Larger than a frame: the whole reply came in the memfd. */
+                r = fd >= 0 ? wire_reply_from_fd(fd, SBX_REPLY_IN_FD_MAX, &unpacked) : -EBADMSG;
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0) {
+                        log_warning("sbxd sent a reply in a memfd that does not unpack, dropping the connection");
+                        return broker_drop(b, "lost connection to sbxd");
+                }
+                reply = unpacked;
+                fd = -EBADF;
+        }
+        if (!p->tool) {
+                /* resources/read: its contents, or a JSON-RPC error */
+                json_t *msg_out;
+
+                r = lifecycle_resource_render(reply, json_string_value(p->args), &result);
+                if (r == -ENOMEM)
+                        return r;
+                id = pending_remove(b, p);
+                if (r < 0)
+                        msg_out = jsonrpc_error(id, r == -ENOENT ? MCP_RESOURCE_NOT_FOUND : JSONRPC_INTERNAL_ERROR,
+                                                reply->err < 0 && reply->errmsg ? reply->errmsg
+                                                                                : "sbxd sent an unexpected reply");
+                else
+                        msg_out = jsonrpc_result(id, TAKE_PTR(result));
+                return send_message(msg_out);
+        }
+        r = tool_result_from_reply(p->tool, p->args, reply, fd, b->content, &result);
         if (r < 0)
                 return r;
         id = pending_remove(b, p);
-        return send_message(jsonrpc_result(id, TAKE_PTR(result)));
+        return send_message_max(jsonrpc_result(id, TAKE_PTR(result)), tool_result_max(p->tool));
 }
 
 static int broker_on_socket(Broker *b, short revents) {
@@ -335,9 +354,11 @@ static int broker_on_socket(Broker *b, short revents) {
         }
         while (b->sock >= 0 && (revents & (POLLIN | POLLHUP | POLLERR))) {
                 _cleanup_msg_ Sbx__Msg *msg = NULL;
+                int fds[SBX_WIRE_MAX_FDS];
+                size_t n_fds = 0;
                 uint32_t seq;
 
-                r = wire_recv(b->sock, &msg, &seq, NULL, NULL);
+                r = wire_recv(b->sock, &msg, &seq, fds, &n_fds);
                 if (r == -EAGAIN)
                         break;
                 if (r < 0) {
@@ -352,7 +373,11 @@ static int broker_on_socket(Broker *b, short revents) {
                                 log_warning_errno(r, "Failed to receive from sbxd at %s: %m", b->socket_path);
                         return broker_drop(b, "lost connection to sbxd");
                 }
-                r = broker_on_frame(b, msg, seq);
+                for (size_t i = 1; i < n_fds; i++)
+                        safe_close(fds[i]);
+                r = broker_on_frame(b, msg, seq, n_fds > 0 ? fds[0] : -EBADF);
+                if (n_fds > 0)
+                        safe_close(fds[0]);
                 if (r < 0)
                         return r;
         }
@@ -473,13 +498,49 @@ static int send_unknown_tool(const json_t *id, const char *name, size_t len) {
         return send_error(id, JSONRPC_INVALID_PARAMS, text);
 }
 
+/* Send req for the request id (args kept for rendering; tool NULL: a
+ * resources/read of the URI args). On a failure to send, *ret_text says why
+ * for the caller's error answer, and 0 is returned. */
+static int broker_send(Broker *b, const json_t *id, ToolRequest *req, json_t *args, const Tool *tool, char **ret_text) {
+        uint32_t seq;
+        int r;
+
+        if (b->n_pending >= SBX_MCP_MAX_PENDING)
+                return (*ret_text = strdup("too many concurrent calls")) ? 0 : -ENOMEM;
+        r = broker_connect(b);
+        if (r < 0) {
+                log_debug("Cannot reach sbxd at %s: %s", b->socket_path, strerror(-r));
+                if (asprintf(ret_text, "cannot reach sbxd at %s: %s; is sbxd running?", b->socket_path,
+                             strerror(-r)) < 0)
+                        return -ENOMEM;
+                return 0;
+        }
+        seq = broker_next_seq(b);
+        r = broker_queue(b, &req->msg, seq, TAKE_FD(req->fd));
+        if (r == -EMSGSIZE || r == -EINVAL)
+                return (*ret_text = strdup("request too large for sbxd")) ? 0 : -ENOMEM;
+        if (r == -ENOBUFS) {
+                log_warning("sbxd at %s is not reading requests", b->socket_path);
+                return (*ret_text = strdup("too many concurrent calls")) ? 0 : -ENOMEM;
+        }
+        if (r < 0)
+                return r;
+        b->pending[b->n_pending++] = (Pending) {
+                .seq = seq,
+                .id = json_incref((json_t *) id),
+                .args = json_incref(args),
+                .tool = tool,
+        };
+        log_debug("%s: sent as seq %u", tool ? tool_name(tool) : "resources/read", seq);
+        return broker_flush(b);
+}
+
 static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
         _cleanup_json_ json_t *empty = NULL;
         _cleanup_free_ char *error = NULL;
         _cleanup_(tool_request_done) ToolRequest req = { .fd = -EBADF };
         json_t *name, *args;
         const Tool *tool;
-        uint32_t seq;
         int r;
 
         if (!json_is_object(m->params))
@@ -513,38 +574,30 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
                 return send_tool_error(m->id, text);
         }
 
-        if (b->n_pending >= SBX_MCP_MAX_PENDING)
-                return send_tool_error(m->id, "too many concurrent calls");
+        r = broker_send(b, m->id, &req, args, tool, &error);
+        if (r < 0 || !error)
+                return r;
+        return send_tool_error(m->id, error);
+}
 
-        r = broker_connect(b);
-        if (r < 0) {
-                _cleanup_free_ char *text = NULL;
+/* resources/read of sandboxes://{namespace} (the lifecycle set): a CLAIM_LIST. */
+static int handle_resource_read(Broker *b, const JsonRpcMessage *m) {
+        _cleanup_free_ char *error = NULL;
+        _cleanup_(tool_request_done) ToolRequest req = { .fd = -EBADF };
+        json_t *uri = json_is_object(m->params) ? json_object_get(m->params, "uri") : NULL;
+        int r;
 
-                log_debug("Cannot reach sbxd at %s: %s", b->socket_path, strerror(-r));
-                if (asprintf(&text, "cannot reach sbxd at %s: %s; is sbxd running?", b->socket_path,
-                             strerror(-r)) < 0)
-                        return -ENOMEM;
-                return send_tool_error(m->id, text);
-        }
-
-        seq = broker_next_seq(b);
-        r = broker_queue(b, &req.msg, seq, TAKE_FD(req.fd));
-        if (r == -EMSGSIZE || r == -EINVAL)
-                return send_tool_error(m->id, "request too large for sbxd");
-        if (r == -ENOBUFS) {
-                log_warning("sbxd at %s is not reading requests", b->socket_path);
-                return send_tool_error(m->id, "too many concurrent calls");
-        }
+        if (!json_is_string(uri))
+                return send_error(m->id, JSONRPC_INVALID_PARAMS, "Invalid params: uri must be a string");
+        r = lifecycle_resource_prepare(json_string_value(uri), &req, &error);
+        if (r == -EINVAL)
+                return send_error(m->id, JSONRPC_INVALID_PARAMS, error);
         if (r < 0)
                 return r;
-        b->pending[b->n_pending++] = (Pending) {
-                .seq = seq,
-                .id = json_incref(m->id),
-                .args = json_incref(args),
-                .tool = tool,
-        };
-        log_debug("%s: sent as seq %u", tool_name(tool), seq);
-        return broker_flush(b);
+        r = broker_send(b, m->id, &req, uri, NULL, &error);
+        if (r < 0 || !error)
+                return r;
+        return send_error(m->id, JSONRPC_INTERNAL_ERROR, error);
 }
 
 static int handle_cancelled(Broker *b, const JsonRpcMessage *m) {
@@ -574,9 +627,47 @@ static int handle_cancelled(Broker *b, const JsonRpcMessage *m) {
         return broker_flush(b);
 }
 
+/* The MCP session identity: random, made at initialize (or at the first
+ * call, for a client that sends none), the same for the rest of this
+ * process. sbxd learns it from the hello: a connection made before it
+ * existed (the start-up probe) is closed, and the next call connects with it. */
+static int broker_session_identity(Broker *b) {
+        int r;
+
+        if (b->mcp_session[0])
+                return 0;
+        r = random_hex(b->mcp_session, 32);
+        if (r < 0)
+                return r;
+        if (b->sock >= 0 && b->n_pending == 0) {
+                b->probe_seq = 0;
+                b->sock = safe_close(b->sock);
+                broker_clear_queue(b);
+        }
+        log_debug("MCP session identity %s", b->mcp_session);
+        return 0;
+}
+
 static int handle_request(Broker *b, const JsonRpcMessage *m) {
+        int r;
+
+        if (strcmp(m->method, "initialize") == 0 || strcmp(m->method, "tools/call") == 0) {
+                r = broker_session_identity(b);
+                if (r < 0)
+                        return r;
+        }
         if (strcmp(m->method, "initialize") == 0)
-                return send_message(jsonrpc_result(m->id, mcp_initialize_result(m->params, SBX_VERSION, b->status)));
+                return send_message(jsonrpc_result(m->id, mcp_initialize_result_for(
+                                m->params, SBX_VERSION, b->status, tools_sets(b->tools) == TOOL_SET_LIFECYCLE,
+                                tools_sets(b->tools) & TOOL_SET_LIFECYCLE)));
+        if (strncmp(m->method, "resources/", 10) == 0 && (tools_sets(b->tools) & TOOL_SET_LIFECYCLE)) {
+                if (strcmp(m->method, "resources/templates/list") == 0)
+                        return send_message(jsonrpc_result(m->id, lifecycle_resource_templates()));
+                if (strcmp(m->method, "resources/list") == 0)
+                        return send_message(jsonrpc_result(m->id, json_pack("{s:[]}", "resources")));
+                if (strcmp(m->method, "resources/read") == 0)
+                        return handle_resource_read(b, m);
+        }
         if (strcmp(m->method, "ping") == 0)
                 return send_message(jsonrpc_result(m->id, json_object()));
         if (strcmp(m->method, "tools/list") == 0)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #define MCP_LATEST_VERSION "2025-11-25"
 #define MCP_SERVER_NAME "sandbox-mcp"
@@ -22,3 +23,8 @@ const char *mcp_negotiate_version(const char *requested);
  * caller's sandboxes, or why sbxd is unreachable and how to fix it). NULL on
  * ENOMEM. */
 json_t *mcp_initialize_result(const json_t *params, const char *version, const char *status);
+/* The same for a server whose tools are those of the lifecycle set alone
+ * (lifecycle: other instructions) and that offers the sandboxes://
+ * resource template (resources: the capability). */
+json_t *mcp_initialize_result_for(const json_t *params, const char *version, const char *status, bool lifecycle,
+                                  bool resources);

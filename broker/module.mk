@@ -11,3 +11,4 @@ BROKER_LIB_SRCS += broker/tool-schemas.c
 # one line per tool set (broker/tools.h: TOOL_SETS)
 BROKER_LIB_SRCS += broker/set-runtime.c
 BROKER_LIB_SRCS += broker/set-sessions.c
+BROKER_LIB_SRCS += broker/set-lifecycle.c

@@ -84,8 +84,11 @@ const char *tool_arg_str(const json_t *args, const char *key) {
 }
 
 void tool_request_done(ToolRequest *req) {
-        if (req)
-                req->fd = safe_close(req->fd);
+        if (!req)
+                return;
+        req->fd = safe_close(req->fd);
+        free(req->heap);
+        req->heap = NULL;
 }
 
 void *tool_request_body(ToolRequest *req, Sbx__MsgType type, const ProtobufCMessageDescriptor *desc) {

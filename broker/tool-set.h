@@ -26,6 +26,9 @@ typedef int (*tool_render_t)(const Sbx__Reply *reply, const json_t *args, json_t
 /* The text block of --content=text for a successful reply, written to f;
  * sc is the validated structuredContent. NULL: tool_text_generic. */
 typedef void (*tool_text_t)(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc);
+/* structuredContent for a successful reply that carries its content in fd
+ * (download_file); -EILSEQ: the content is not UTF-8 text. */
+typedef int (*tool_render_fd_t)(const Sbx__Reply *reply, const json_t *args, int fd, json_t **ret);
 
 /* One tool: a row of its set's table, in tools/list order. */
 struct ToolDef {
@@ -38,6 +41,8 @@ struct ToolDef {
         tool_prepare_t prepare;
         tool_render_t render;
         tool_text_t text;
+        tool_render_fd_t render_fd;     /* instead of render, for a reply with a descriptor */
+        size_t result_max;              /* bytes of its result line at most; 0: JSONRPC_OUT_MAX */
 };
 
 typedef struct ToolSetDef {

@@ -122,6 +122,10 @@ int tools_new(unsigned sets, Tools **ret_tools) {
         return 0;
 }
 
+unsigned tools_sets(const Tools *t) {
+        return t->sets;
+}
+
 const json_t *tools_list_result(const Tools *t) {
         return t->list;
 }
@@ -137,11 +141,16 @@ const char *tool_name(const Tool *tool) {
         return tool->def->name;
 }
 
+size_t tool_result_max(const Tool *tool) {
+        return tool->def->result_max ?: JSONRPC_OUT_MAX;
+}
+
 int tool_prepare(const Tool *tool, json_t *arguments, ToolRequest *ret_req, char **ret_error) {
         _cleanup_free_ char *why = NULL;
         int r;
 
         ret_req->fd = -EBADF;
+        ret_req->heap = NULL;
         r = schema_validate(tool->input_schema, arguments, &why);
         if (r == -EINVAL)
                 return tool_arg_invalid(ret_error, "%s", why);
@@ -171,7 +180,7 @@ static int result_content(const Tool *tool, const json_t *args, const Sbx__Reply
         if (!content)
                 return -ENOMEM;
         if (mode == CONTENT_JSON) {
-                r = json_write(sc, JSONRPC_OUT_MAX, &text, &len);
+                r = json_write(sc, tool_result_max(tool), &text, &len);
                 if (r < 0)
                         return r;
                 /* Written from valid UTF-8 strings: no second check of a large reply. */
@@ -200,7 +209,7 @@ static int error_result(const char *text, json_t **ret_result) {
         return *ret_result ? 0 : -ENOMEM;
 }
 
-int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, ContentMode mode,
+int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, int fd, ContentMode mode,
                            json_t **ret_result) {
         _cleanup_json_ json_t *sc = NULL, *content = NULL;
         _cleanup_free_ char *why = NULL;
@@ -217,9 +226,15 @@ int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Repl
                         return r;
                 return error_result(msg, ret_result);
         }
-        r = tool->def->render(reply, args, &sc);
+        if (tool->def->render_fd)
+                r = fd >= 0 ? tool->def->render_fd(reply, args, fd, &sc) : -EBADMSG;
+        else
+                r = tool->def->render(reply, args, &sc);
         if (r == -EBADMSG)
                 return error_result("sbxd sent an unexpected reply", ret_result);
+        if (r == -EILSEQ)
+                return error_result("invalid arguments: binary: the file is not UTF-8 text; call download_file "
+                                    "again with binary true to get it as base64", ret_result);
         if (r < 0)
                 return r;
         /* What we promise in outputSchema, clients check: never send a violation. */

@@ -17,7 +17,8 @@
  * that file, its line in broker/module.mk, and one line here. */
 #define TOOL_SETS(X)                    \
         X(runtime, RUNTIME)             \
-        X(sessions, SESSIONS)
+        X(sessions, SESSIONS)           \
+        X(lifecycle, LIFECYCLE)
 
 enum {
 #define TOOL_SET_INDEX_(name, NAME) TOOL_SET_INDEX_##NAME,
@@ -58,6 +59,7 @@ typedef struct ToolRequest {
                 unsigned char bytes[TOOL_REQUEST_BODY_SIZE];
         } body;                 /* the message msg carries */
         int fd;
+        void *heap;             /* what the message points to beyond body (labels), freed with it */
 } ToolRequest;
 
 void tool_request_done(ToolRequest *req);
@@ -83,11 +85,25 @@ static inline void tools_freep(Tools **t) {
         (void) tools_free(*t);
 }
 
+unsigned tools_sets(const Tools *t);
+
+/* The lifecycle set's resource template sandboxes://{namespace}
+ * (set-lifecycle.c): its resources/templates/list result, a CLAIM_LIST
+ * request for a URI (-EINVAL with *ret_error for a bad one), and the
+ * resources/read result of the reply (-ENOENT, -EBADMSG: an error). */
+#define MCP_RESOURCE_NOT_FOUND (-32002)
+json_t *lifecycle_resource_templates(void);
+int lifecycle_resource_prepare(const char *uri, ToolRequest *req, char **ret_error);
+int lifecycle_resource_render(const Sbx__Reply *reply, const char *uri, json_t **ret);
+
 /* The "tools/list" result, {"tools":[...]}, borrowed. */
 const json_t *tools_list_result(const Tools *t);
 /* The enabled tool with this name (len bytes, may hold NUL), or NULL. */
 const Tool *tools_find(const Tools *t, const char *name, size_t len);
 const char *tool_name(const Tool *tool);
+/* Bytes of the JSON-RPC line of a result of this tool at most: JSONRPC_OUT_MAX
+ * (what SDK clients read by default), or more for download_file. */
+size_t tool_result_max(const Tool *tool);
 
 /* Validate arguments (NULL: none given; modified: defaults applied) against
  * the tool's input schema and its further limits, and build the request.
@@ -110,6 +126,7 @@ json_t *tool_error_result(const char *text);
 /* The tool result for sbxd's reply to one of this tool's requests: an error
  * result for err < 0 or a malformed reply, else structuredContent plus the
  * content that mode asks for. args are the validated call arguments (may be
- * NULL), for result fields sbxd does not echo. Returns 0 or -ENOMEM. */
-int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, ContentMode mode,
+ * NULL), for result fields sbxd does not echo; fd the descriptor that came
+ * with the reply (download_file's content), or -EBADF. Returns 0 or -ENOMEM. */
+int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, int fd, ContentMode mode,
                            json_t **ret_result);

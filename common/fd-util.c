@@ -258,16 +258,18 @@ DIR *opendir_at(int dirfd) {
         return d;
 }
 
-int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds) {
+ssize_t sendmsg_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds, int flags) {
         union {
                 struct cmsghdr align;
-                char buf[CMSG_SPACE(2 * sizeof(int))];
+                char buf[CMSG_SPACE(3 * sizeof(int))];
         } control = {};
         struct iovec iov = { .iov_base = (void *) data, .iov_len = len };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-        if (n_fds > 2)
-                return -EINVAL;
+        if (n_fds > 3) {
+                errno = EINVAL;
+                return -1;
+        }
         if (n_fds > 0) {
                 struct cmsghdr *cm;
                 mh.msg_control = control.buf;
@@ -278,9 +280,11 @@ int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t
                 cm->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
                 memcpy(CMSG_DATA(cm), fds, n_fds * sizeof(int));
         }
-        if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
-                return -errno;
-        return 0;
+        return sendmsg(sock, &mh, flags);
+}
+
+int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds) {
+        return sendmsg_with_fds(sock, data, len, fds, n_fds, MSG_NOSIGNAL) < 0 ? -errno : 0;
 }
 
 #define VFORK_STACK_SIZE (64u * 1024u)
@@ -312,4 +316,14 @@ pid_t clone_vfork(int (*fn)(void *), int flags, void *arg, int *ret_pidfd) {
         if (ret_pidfd)
                 *ret_pidfd = pidfd;
         return pid;
+}
+
+int random_id(const char *prefix, char *buf, size_t size) {
+        char hex[13];
+        int r = random_hex(hex, 12);
+
+        if (r < 0)
+                return r;
+        snprintf(buf, size, "%s%s", prefix, hex);
+        return 0;
 }

@@ -23,8 +23,10 @@ int loop_write(int fd, const void *buf, size_t len);
  * if the child is gone and reaped by then. Returns the pid or -errno. */
 pid_t clone_vfork(int (*fn)(void *), int flags, void *arg, int *ret_pidfd);
 
-/* One datagram of len bytes with up to 2 fds attached (SCM_RIGHTS), MSG_NOSIGNAL. */
+/* One datagram of len bytes with up to 3 fds attached (SCM_RIGHTS), MSG_NOSIGNAL. */
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds);
+/* The same with these sendmsg(2) flags, returning what sendmsg returns (errno set). */
+ssize_t sendmsg_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds, int flags);
 /* Read up to len bytes until EOF (blocking fd); returns bytes read. */
 ssize_t loop_read(int fd, void *buf, size_t len);
 /* The same from offset off on (pread(2)): returns bytes read, fewer only at EOF. */
@@ -39,6 +41,8 @@ long long now_unix_usec(void);
 void heap_keep_freed(size_t bytes);
 /* Fill buf with n random lowercase hex characters and a NUL. */
 int random_hex(char *buf, size_t n);
+/* prefix and 12 random hex digits into buf (size bytes): "ws-3f9c0a1b2c4d". */
+int random_id(const char *prefix, char *buf, size_t size);
 /* Write a whole file atomically and durably below dirfd (tmp + fsync + rename). */
 int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
 /* openat2(2) with O_CLOEXEC added to flags; resolve is RESOLVE_* flags. The fd or -errno. */

@@ -14,7 +14,7 @@
 #define SBX_NAME_MAX 64u                        /* sandbox and session names */
 
 /* Broker */
-#define SBX_MCP_LINE_MAX (40u * 1024u * 1024u)  /* one JSON-RPC input line: a 16 MiB file_write, escaped */
+#define SBX_MCP_LINE_MAX (96u * 1024u * 1024u)  /* one JSON-RPC input line: a 64 MiB upload_file in base64 */
 #define SBX_MCP_MAX_PENDING 256u                /* concurrent tools/call per broker */
 #define SBX_MCP_PROBE_MS 2000u                  /* start-up: wait for sbxd's answer (initialize instructions) */
 #define SBX_SANDBOXES_NAMED 10u                 /* sandboxes named in an error or the instructions */
@@ -171,6 +171,33 @@
 #define SBX_SPARE_IDLE_DEFAULT_S 120u           /* sbxd.conf session_spare_idle_seconds */
 #define SBX_FILE_INDEX_CACHE_ENTRIES 256u       /* snapshot files whose line index file_read keeps */
 #define SBX_FILE_INDEX_CACHE_BYTES (4u << 20)   /* bytes of those indexes' line marks together */
+
+/* Claims: the lifecycle set's sandboxes (issue 16) */
+#define SBX_CLAIM_NAME_MAX 63u                  /* namespace and claim names: [a-z0-9-], as Kubernetes names */
+#define SBX_CLAIMS_PER_USER_DEFAULT 16u         /* sbxd.conf claims_per_user (root exempt) */
+#define SBX_CLAIM_SHUTDOWN_DEFAULT_S 300u       /* create_sandbox shutdown_after_seconds default */
+#define SBX_CLAIM_READY_TIMEOUT_DEFAULT_S 180u  /* create_sandbox sandbox_ready_timeout default */
+#define SBX_CLAIM_READY_TIMEOUT_MAX_S 3600u
+#define SBX_CLAIM_EXEC_TIMEOUT_DEFAULT_S 60u    /* execute_command timeout default */
+#define SBX_CLAIM_EXEC_TIMEOUT_MAX_S 600u
+#define SBX_CLAIM_FILE_TIMEOUT_DEFAULT_S 60u    /* the file tools' timeout default */
+#define SBX_CLAIM_OUTPUT_MIN 128u               /* execute_command max_output_chars bounds and default */
+#define SBX_CLAIM_OUTPUT_MAX 300000u
+#define SBX_CLAIM_OUTPUT_DEFAULT 30000u
+#define SBX_CLAIM_FILE_MAX (64ull << 20)        /* upload_file and download_file content, decoded */
+#define SBX_CLAIM_RESULT_MAX (96u << 20)        /* a download_file result line: 64 MiB as base64 and JSON */
+#define SBX_CLAIM_TEXT_BLOCK_MAX (8u << 20)     /* download_file text shown in the text block too */
+#define SBX_CLAIM_LIST_DEFAULT 1000u            /* list_files max_entries default and maximum */
+#define SBX_CLAIM_LIST_MAX 10000u
+#define SBX_CLAIM_LABELS_MAX 64u                /* labels, pod_labels, pod_annotations: entries each */
+#define SBX_CLAIM_LABEL_KEY_MAX 253u
+#define SBX_CLAIM_LABEL_VALUE_MAX 63u           /* labels and pod_labels */
+#define SBX_CLAIM_ANNOTATION_MAX 4096u          /* a pod annotation's value */
+#define SBX_CLAIM_LIFETIME_MAX_DEFAULT_S 0u     /* sbxd.conf claim_max_lifetime: 0 = no cap */
+#define SBX_CLAIM_TOMBSTONES_MAX 4096u          /* expired or deleted claims get_sandbox_status remembers */
+#define SBX_TEMPLATES_MAX 64u                   /* [template NAME] sections of sbxd.conf */
+#define SBX_TEMPLATE_WARM_MAX 32u               /* warm claims kept ready per template */
+#define SBX_REPLY_IN_FD_MAX (16u << 20)         /* a reply packed into a memfd (Reply.in_fd) */
 
 /* Commands' own limits, set by the worker in the command child (issue 4) */
 #define SBX_COMMAND_NOFILE 4096u                /* RLIMIT_NOFILE, soft and hard */

@@ -6,8 +6,8 @@
  *
  *   spawner -> sbxd  SetupReport (tag SETUP_SPAWNED) with the pidfd attached
  *   sbxd -> init     SETUP_GO: the init is in the session's cgroup
- *   init -> sbxd     SETUP_USERNS with two O_PATH fds: the workspace upper
- *                    directory and the merged /workspace; the init has
+ *   init -> sbxd     SETUP_USERNS with three O_PATH fds: the workspace upper
+ *                    directory, the merged /workspace and the merged /; the init has
  *                    entered its user namespace, whose maps sbxd writes
  *   sbxd -> init     SETUP_MAPPED
  *   init -> sbxd     EOF: set up, the init is the worker now

@@ -2,7 +2,10 @@
 #include <endian.h>
 #include <errno.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/types.h>
 
 #include "sbx-limits.h"
@@ -35,6 +38,16 @@ static const struct {
         { SBX__MSG_TYPE__MSG_CLIENT_LAYER_LIST, SBX__MSG__BODY_LAYER_LIST },
         { SBX__MSG_TYPE__MSG_CLIENT_GC, SBX__MSG__BODY_GC },
         { SBX__MSG_TYPE__MSG_CLIENT_OWNER_LIST, SBX__MSG__BODY_OWNER_LIST },
+        { SBX__MSG_TYPE__MSG_CLIENT_CLAIM_CREATE, SBX__MSG__BODY_CLAIM_CREATE },
+        { SBX__MSG_TYPE__MSG_CLIENT_CLAIM_DELETE, SBX__MSG__BODY_CLAIM_DELETE },
+        { SBX__MSG_TYPE__MSG_CLIENT_CLAIM_STATUS, SBX__MSG__BODY_CLAIM_STATUS },
+        { SBX__MSG_TYPE__MSG_CLIENT_CLAIM_LIST, SBX__MSG__BODY_CLAIM_LIST },
+        { SBX__MSG_TYPE__MSG_CLIENT_CLAIM_EXEC, SBX__MSG__BODY_CLAIM_EXEC },
+        { SBX__MSG_TYPE__MSG_CLIENT_CLAIM_PUT, SBX__MSG__BODY_CLAIM_PUT },
+        { SBX__MSG_TYPE__MSG_CLIENT_CLAIM_GET, SBX__MSG__BODY_CLAIM_GET },
+        { SBX__MSG_TYPE__MSG_CLIENT_CLAIM_LIST_FILES, SBX__MSG__BODY_CLAIM_LIST_FILES },
+        { SBX__MSG_TYPE__MSG_CLIENT_CLAIM_STAT, SBX__MSG__BODY_CLAIM_STAT },
+        { SBX__MSG_TYPE__MSG_CLIENT_TEMPLATE_LIST, SBX__MSG__BODY_TEMPLATE_LIST },
         { SBX__MSG_TYPE__MSG_REPLY, SBX__MSG__BODY_REPLY },
         { SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, SBX__MSG__BODY_SUPERVISOR_EXEC },
         { SBX__MSG_TYPE__MSG_SUPERVISOR_STDIN, SBX__MSG__BODY_SUPERVISOR_STDIN },
@@ -255,5 +268,27 @@ int wire_recv(int fd, Sbx__Msg **ret_msg, uint32_t *ret_seq, int *ret_fds, size_
                 *ret_n_fds = n_fds;
         *ret_msg = msg;
         *ret_seq = seq;
+        return 0;
+}
+
+int wire_reply_from_fd(int fd, size_t max, Sbx__Reply **ret) {
+        struct stat st;
+        uint8_t *buf;
+        Sbx__Reply *r;
+        ssize_t n;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size > max)
+                return -EBADMSG;
+        buf = malloc((size_t) st.st_size + 1);
+        if (!buf)
+                return -ENOMEM;
+        n = pread(fd, buf, (size_t) st.st_size, 0);
+        r = n == st.st_size ? sbx__reply__unpack(NULL, (size_t) n, buf) : NULL;
+        free(buf);
+        if (!r)
+                return -EBADMSG;
+        *ret = r;
         return 0;
 }

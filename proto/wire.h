@@ -40,6 +40,10 @@ int wire_send(int fd, const Sbx__Msg *msg, uint32_t seq, const int *fds, size_t 
  * Returns 0, -EAGAIN, -ECONNRESET on orderly EOF, -EBADMSG/-EPROTO on a bad frame. */
 int wire_recv(int fd, Sbx__Msg **ret_msg, uint32_t *ret_seq, int *ret_fds, size_t *ret_n_fds);
 
+/* A reply that came packed in a memfd (Reply.in_fd): read and unpack it, at
+ * most max bytes. -EBADMSG if it does not unpack. */
+int wire_reply_from_fd(int fd, size_t max, Sbx__Reply **ret);
+
 /* The oneof body case a message type must carry, or 0 for unknown types. */
 int wire_body_case_for_type(Sbx__MsgType type);
 

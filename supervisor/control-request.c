@@ -38,4 +38,5 @@ void request_done(Request *rq) {
                 rq->owned[rq->n_owned].done(rq->owned[rq->n_owned].p);
         }
         rq->fd = safe_close(rq->fd);
+        rq->reply_fd = safe_close(rq->reply_fd);
 }

@@ -56,7 +56,7 @@ int handle_sandbox_list(Request *rq) {
         if (!list || !infos || !ptrs)
                 return -ENOMEM;
         TAILQ_FOREACH(sb, &s->sandboxes, link) {
-                if (!sandbox_allows(sb, rq->client->uid))
+                if (!sandbox_allows_client(sb, rq->client))
                         continue;
                 sbx__sandbox_info__init(&infos[i]);
                 sandbox_info(sb, &infos[i]);
@@ -100,9 +100,9 @@ int handle_status(Request *rq) {
         st->uptime_seconds = (double) (now_usec() - s->started_usec) / 1e6;
         st->cgroup_backend = (char *) (s->cgroups ? cgroup_backend_to_string(cgroup_manager_backend(s->cgroups)) : "none");
         TAILQ_FOREACH(sb, &s->sandboxes, link)
-                st->sandboxes += sandbox_allows(sb, uid);
+                st->sandboxes += sandbox_allows(sb, uid) && !sandbox_is_warm_claim(sb);
         TAILQ_FOREACH(ws, &s->sessions, link)
-                if (sandbox_allows(ws->sandbox, uid)) {
+                if (sandbox_allows(ws->sandbox, uid) && !sandbox_is_warm_claim(ws->sandbox)) {
                         st->spare_sessions += ws->spare;
                         st->live_sessions += !ws->spare;
                 }

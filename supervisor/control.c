@@ -14,6 +14,14 @@
 /* ---- the table ---------------------------------------------------------------- */
 
 static int handle_hello(Request *rq) {
+        const char *id = rq->msg->hello->mcp_session;
+
+        /* Made by the broker: 32 hex digits, or none (sbxctl). */
+        if (id[0] && (strlen(id) != 32 || strspn(id, "0123456789abcdef") != 32)) {
+                client_drop(rq->server, rq->client, "malformed MCP session identity in HELLO");
+                return REPLY_DEFERRED;
+        }
+        strlcpy(rq->client->mcp_session, id, sizeof(rq->client->mcp_session));
         rq->client->hello = true;
         return 0;
 }
@@ -44,6 +52,26 @@ const RequestType request_types[] = {
         OWNER(SANDBOX_DELETE, sandbox_delete, "name", 0, handle_sandbox_delete, CHECKS(NAME("name"))),
         ROOT(GC, gc, "collect garbage", handle_gc, NULL),
         ANYONE(OWNER_LIST, owner_list, handle_owner_list, NULL),
+        /* Claims: found among the caller's own by namespace and name (core/claim.h). */
+        ANYONE(CLAIM_CREATE, claim_create, handle_claim_create,
+               CHECKS(MSG_CHECK_LENGTH("template", 0, SBX_CLAIM_NAME_MAX, -EINVAL),
+                      MSG_CHECK_LENGTH("namespace", 0, SBX_CLAIM_NAME_MAX, -EINVAL),
+                      MSG_CHECK_RANGE("ready_timeout_seconds", NULL, 0, SBX_CLAIM_READY_TIMEOUT_MAX_S))),
+        ANYONE(CLAIM_DELETE, claim_ref, handle_claim_delete, NULL),
+        ANYONE(CLAIM_STATUS, claim_ref, handle_claim_status, NULL),
+        ANYONE(CLAIM_LIST, claim_list, handle_claim_list, CHECKS(MSG_CHECK_LENGTH("namespace", 0, SBX_CLAIM_NAME_MAX, -EINVAL))),
+        ANYONE(CLAIM_EXEC, claim_exec, handle_claim_exec,
+               CHECKS(MSG_CHECK_LENGTH("cmd", 1, SBX_CMD_MAX, -EINVAL),
+                      MSG_CHECK_RANGE("timeout_seconds", NULL, 1, SBX_CLAIM_EXEC_TIMEOUT_MAX_S),
+                      MSG_CHECK_RANGE("max_output_chars", NULL, SBX_CLAIM_OUTPUT_MIN, SBX_CLAIM_OUTPUT_MAX))),
+        /* The content in a sealed memfd. */
+        { SBX__MSG_TYPE__MSG_CLIENT_CLAIM_PUT, &sbx__claim_put__descriptor, PERM_ANYONE, NULL, NULL, 1,
+          CHECKS(PATH("path")), handle_claim_put },
+        ANYONE(CLAIM_GET, claim_path, handle_claim_get, CHECKS(PATH("path"))),
+        ANYONE(CLAIM_LIST_FILES, claim_path, handle_claim_list_files,
+               CHECKS(PATH("path"), MSG_CHECK_RANGE("max_entries", NULL, 1, SBX_CLAIM_LIST_MAX))),
+        ANYONE(CLAIM_STAT, claim_path, handle_claim_stat, CHECKS(PATH("path"))),
+        ANYONE(TEMPLATE_LIST, template_list, handle_template_list, NULL),
         OWNER(EXEC, exec, "sandbox", 0, handle_exec,
               CHECKS(NAME("sandbox"), NAME("workspace_session"), MSG_CHECK_LENGTH("cmd", 1, SBX_CMD_MAX, -EINVAL),
                      MSG_CHECK_RANGE("timeout_ms", "has_timeout", 1, SBX_TIMEOUT_MAX_MS))),
@@ -95,7 +123,7 @@ static void caller_sandboxes(Server *s, const Client *c, char *buf, size_t size)
 
         buf[0] = '\0';
         TAILQ_FOREACH(sb, &s->sandboxes, link) {
-                if (!sandbox_allows(sb, c->uid))
+                if (!sandbox_allows_client(sb, c))
                         continue;
                 if (n < SBX_SANDBOXES_NAMED && len < size)
                         len += (size_t) snprintf(buf + len, size - len, "%s%s", n ? ", " : "yours: ", sb->name);
@@ -115,11 +143,11 @@ static int request_authorize(Request *rq, const RequestType *t) {
 
         if (!name)
                 return request_error(rq, -EINVAL, "the request names no sandbox");
-        if (sb && sandbox_allows(sb, rq->client->uid)) {
+        if (sb && sandbox_allows_client(sb, rq->client)) {
                 rq->sandbox = sb;
                 return 0;
         }
-        if (sb)
+        if (sb && !sb->claim)
                 return request_error(rq, -EPERM, "permission denied: sandbox '%.80s' belongs to another user", name);
         caller_sandboxes(rq->server, rq->client, mine, sizeof(mine));
         return request_error(rq, -ENOENT, "no sandbox named '%.80s' (%s)", name, mine);
@@ -159,7 +187,8 @@ static const char *request_refused(const Client *c, const RequestType *t, const 
 static void request_dispatch(Server *s, Client *c, uint32_t seq, const Sbx__Msg *m, int *fds, size_t n_fds) {
         const RequestType *t = request_type(m->type);
         const char *refused = request_refused(c, t, m, n_fds);
-        Request rq = { .server = s, .client = c, .seq = seq, .msg = m, .fd = -EBADF, .reply = SBX__REPLY__INIT };
+        Request rq = { .server = s, .client = c, .seq = seq, .msg = m, .fd = -EBADF, .reply_fd = -EBADF,
+                       .reply = SBX__REPLY__INIT };
         int r;
 
         for (size_t i = 0; i < n_fds; i++)
@@ -186,7 +215,7 @@ static void request_dispatch(Server *s, Client *c, uint32_t seq, const Sbx__Msg 
                 rq.reply.errmsg = rq.error[0] ? rq.error : (char *) strerror(-r);
         }
         if (r != REPLY_DEFERRED)
-                client_reply(s, c, seq, &rq.reply);
+                client_reply_fd(s, c, seq, &rq.reply, r < 0 ? -EBADF : TAKE_FD(rq.reply_fd));
         request_done(&rq);
 }
 

@@ -56,6 +56,7 @@ struct Request {
         const Sbx__Msg *msg;
         Sandbox *sandbox;               /* PERM_OWNER: the sandbox named, which the caller may use */
         int fd;                         /* the descriptor it carried, or -EBADF */
+        int reply_fd;                   /* a descriptor the reply carries (taken when sent), or -EBADF */
         Sbx__Reply reply;
         char error[REQUEST_ERROR_MAX];
         size_t n_owned;
@@ -111,3 +112,14 @@ int handle_file_read(Request *rq);
 int handle_file_write(Request *rq);
 int handle_file_edit(Request *rq);
 int handle_file_blame(Request *rq);
+/* control-claims.c: the lifecycle set */
+int handle_claim_create(Request *rq);
+int handle_claim_delete(Request *rq);
+int handle_claim_status(Request *rq);
+int handle_claim_list(Request *rq);
+int handle_claim_exec(Request *rq);
+int handle_claim_put(Request *rq);
+int handle_claim_get(Request *rq);
+int handle_claim_list_files(Request *rq);
+int handle_claim_stat(Request *rq);
+int handle_template_list(Request *rq);

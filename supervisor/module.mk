@@ -11,6 +11,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-sandboxes.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-commands.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-sessions.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-files.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-claims.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/server.c
@@ -25,6 +26,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/workspace.c
 SUPERVISOR_CORE_SRCS += supervisor/core/sandbox.c
 SUPERVISOR_CORE_SRCS += supervisor/core/owner.c
 SUPERVISOR_CORE_SRCS += supervisor/core/transcripts.c
+SUPERVISOR_CORE_SRCS += supervisor/core/claim.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c
@@ -43,11 +45,14 @@ SUPERVISOR_DATA_SRCS += supervisor/data/transcript.c
 SUPERVISOR_DATA_SRCS += supervisor/data/fileops.c
 SUPERVISOR_DATA_SRCS += supervisor/data/indexcache.c
 SUPERVISOR_DATA_SRCS += supervisor/data/attribution.c
+SUPERVISOR_DATA_SRCS += supervisor/data/capture.c
+SUPERVISOR_DATA_SRCS += supervisor/data/claimfs.c
 
 SUPERVISOR_LIB_SRCS = $(SUPERVISOR_CONTROL_SRCS) $(SUPERVISOR_CORE_SRCS) $(SUPERVISOR_OS_SRCS) $(SUPERVISOR_DATA_SRCS)
 
 SBXCTL_SRCS += supervisor/sbxctl.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-util.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-verbs.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-claims.c
 # a build tool: the bash completion, written from sbxctl's tables
 SBXCTL_COMPLETION_SRCS += supervisor/sbxctl-completion.c

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fd-util.h"
 #include "sbx-limits.h"
 #include "sbxctl.h"
 #include "wire.h"
@@ -229,7 +230,22 @@ int transact(int fd, const char *what, const Sbx__Msg *req, uint32_t seq,
         }
 
         for (;;) {
-                r = wire_recv(fd, &msg, &rseq, NULL, NULL);
+                int fds[SBX_WIRE_MAX_FDS];
+                size_t n_fds = 0;
+
+                r = wire_recv(fd, &msg, &rseq, fds, &n_fds);
+                if (r >= 0 && msg->type == SBX__MSG_TYPE__MSG_REPLY && msg->reply->in_fd) {
+                        Sbx__Reply *whole = NULL;
+
+                        /* Larger than a frame: the whole reply came in the memfd. */
+                        r = n_fds > 0 ? wire_reply_from_fd(fds[0], SBX_REPLY_IN_FD_MAX, &whole) : -EBADMSG;
+                        if (r >= 0) {
+                                sbx__reply__free_unpacked(msg->reply, NULL);
+                                msg->reply = whole;
+                        }
+                }
+                for (size_t i = 0; i < n_fds; i++)
+                        safe_close(fds[i]);
                 if (r == -ECONNRESET) {
                         fprintf(stderr, "%s: sbxd closed the connection before answering the %s request "
                                 "(sbxd drops a client whose request it does not know: is it older than this "

@@ -204,6 +204,7 @@ const CtlOption ctl_options[] = {
         { "--publish",    false, CTL_GROUP_FINALIZE, set_publish,    NULL },
         { "--discard",    false, CTL_GROUP_FINALIZE, set_discard,    NULL },
         { "--overwrite",  false, CTL_GROUP_FINALIZE, set_overwrite,  NULL },
+        { "--label",      true,  CTL_GROUP_LABEL,    ctl_set_label,  NULL },
         { "--help",       false, CTL_GROUP_GLOBAL,   set_help,       NULL },
         { "--version",    false, CTL_GROUP_GLOBAL,   set_version,    NULL },
 };
@@ -936,6 +937,13 @@ const CtlVerb ctl_verbs[] = {
         { "layer list",       1, "SANDBOX", NULL, 0, SANDBOX, build_layer_list, print_layer_list, run_layer_list },
         { "owner list",       0, NULL, NULL, 0, 0, build_owner_list, print_owner_list, NULL },
         { "owner show",       1, "owner UID", NULL, 0, CTL_OWNER_ARG, build_owner_show, print_owner_show, NULL },
+        { "template list",    0, NULL, NULL, 0, 0, ctl_build_template_list, ctl_print_template_list, NULL },
+        { "template show",    1, "template NAME", NULL, 0, 0, ctl_build_template_list, ctl_print_template_show, NULL },
+        { "claim list",       0, NULL, NULL, CTL_GROUP(CTL_GROUP_LABEL), 0, ctl_build_claim_list, ctl_print_claim_list,
+          NULL },
+        { "claim show",       1, "claim [NAMESPACE/]NAME", NULL, 0, 0, ctl_build_claim_show, ctl_print_claim_show, NULL },
+        { "claim delete",     1, "claim [NAMESPACE/]NAME", NULL, 0, CTL_NO_JSON, ctl_build_claim_delete,
+          ctl_print_claim_delete, NULL },
         { "gc",               0, NULL, NULL, 0, 0, build_gc, print_gc, NULL },
         { "status",           0, NULL, NULL, 0, 0, build_status, print_status, NULL },
 };

@@ -37,6 +37,7 @@ typedef enum CtlGroup {
         CTL_GROUP_SESSION,      /* --session */
         CTL_GROUP_POLICY,       /* --policy */
         CTL_GROUP_FINALIZE,     /* --publish, --discard, --overwrite */
+        CTL_GROUP_LABEL,        /* --label (claim list) */
         CTL_GROUP_COUNT_,
 } CtlGroup;
 
@@ -61,6 +62,12 @@ typedef struct Args {
         const char *policy;     /* session create --policy */
         const char *action;     /* session finalize --publish/--discard */
         bool overwrite;
+        const char *labels[8];  /* claim list --label KEY=VALUE */
+        size_t n_labels;
+        char label_keys[8][256];
+        Sbx__Label label_msgs[8];
+        Sbx__Label *label_ptrs[8];
+        char claim_ns[64];      /* NAMESPACE of a NAMESPACE/NAME claim */
         /* per group, the last of its options given, for the usage error */
         const char *group_option[CTL_GROUP_COUNT_];
 } Args;
@@ -111,6 +118,20 @@ typedef struct CtlVerb {
         /* Instead of one round trip and print (a listing of several pages). */
         int (*run)(int fd, const Args *a, CtlRequest *req);
 } CtlVerb;
+
+#define CTL_LABELS_MAX 8u
+
+/* sbxctl-claims.c: template list|show, claim list|show|delete. */
+int ctl_set_label(Args *a, const char *arg);
+int ctl_build_template_list(Args *a, CtlRequest *req);
+int ctl_print_template_list(const Args *a, const Sbx__Reply *reply);
+int ctl_print_template_show(const Args *a, const Sbx__Reply *reply);
+int ctl_build_claim_list(Args *a, CtlRequest *req);
+int ctl_print_claim_list(const Args *a, const Sbx__Reply *reply);
+int ctl_build_claim_show(Args *a, CtlRequest *req);
+int ctl_print_claim_show(const Args *a, const Sbx__Reply *reply);
+int ctl_build_claim_delete(Args *a, CtlRequest *req);
+int ctl_print_claim_delete(const Args *a, const Sbx__Reply *reply);
 
 extern const CtlOption ctl_options[];
 extern const size_t ctl_n_options;

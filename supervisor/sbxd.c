@@ -27,6 +27,7 @@
 #include "core/sandbox.h"
 #include "core/server.h"
 #include "core/session.h"
+#include "core/claim.h"
 #include "core/spare.h"
 #include "core/transcripts.h"
 #include "data/layer.h"
@@ -274,6 +275,9 @@ static int server_open_state(Server *s) {
         log_info("Transcripts store %" PRIu64 " bytes in %" PRIu64 " files (transcripts_max_bytes %" PRIu64
                  ", transcripts_max_inodes %" PRIu64 ")", s->transcript_bytes, s->transcript_files,
                  s->transcripts_max_bytes, s->cfg.transcripts_max_inodes);
+        r = claims_load(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot load claims: %m");
         return 0;
 }
 
@@ -429,6 +433,7 @@ static void server_done(Server *s) {
         sessions_reap(s);
         /* A last try; what still fails is marked supervisor_lost at the next start. */
         commands_store_unrecorded(s, true);
+        claims_free(s);
         imports_free(s);
         s->spawner = spawner_free(s->spawner);
         clients_reap(s, true);
@@ -446,7 +451,8 @@ static void server_done(Server *s) {
 /* Milliseconds until the earliest deadline of commands, spares, failed sessions and clients. */
 static int server_timeout(Server *s) {
         unsigned long long deadline = MIN(MIN(commands_next_deadline(s), spares_next_deadline(s)),
-                                          MIN(failed_sessions_next_deadline(s), clients_next_deadline(s)));
+                                          MIN(MIN(failed_sessions_next_deadline(s), clients_next_deadline(s)),
+                                              claims_next_deadline(s)));
         unsigned long long now = now_usec();
 
         if (deadline == ~0ull)
@@ -460,6 +466,7 @@ static void server_tick(Server *s) {
         commands_store_unrecorded(s, false);
         spares_run_deadlines(s);
         failed_sessions_run_deadlines(s);
+        claims_run_deadlines(s);
         clients_run_deadlines(s);
         sessions_reap(s);
         clients_reap(s, false);

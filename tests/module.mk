@@ -26,6 +26,8 @@ UNIT_TESTS += tests/unit/test-indexcache.c
 test-indexcache_DEPS := supervisor/data/indexcache.c supervisor/data/fileops.c
 UNIT_TESTS += tests/unit/test-seccomp.c
 test-seccomp_DEPS := supervisor/os/seccomp.c
+UNIT_TESTS += tests/unit/test-claim.c
+test-claim_DEPS := supervisor/data/capture.c supervisor/data/claimfs.c
 UNIT_TESTS += tests/unit/test-common.c
 test-common_DEPS := supervisor/data/layer.c
 # The model and the request layer, with a fake spawner (tests/unit/fake-sbxd.h).

@@ -358,7 +358,7 @@ static void setup_session_tmpfs(const Sbx__SessionSetup *p, const char *T) {
  * hosts which let only privileged processes make user namespaces let this
  * one; the kernel gives them up when the namespace is entered. fds (the
  * workspace upper and /workspace) go to sbxd, which writes the maps. */
-static void enter_user_namespace(const Sbx__SessionSetup *p, int fds[2]) {
+static void enter_user_namespace(const Sbx__SessionSetup *p, int fds[3]) {
         char c = SETUP_USERNS;
         int r;
 
@@ -368,11 +368,12 @@ static void enter_user_namespace(const Sbx__SessionSetup *p, int fds[2]) {
         CHECK(setresuid(p->uid_base, p->uid_base, p->uid_base), "setresuid to the sandbox's host uid");
         /* From here on nothing we hold is a capability on the host. */
         CHECK(unshare(CLONE_NEWUSER), "unshare user namespace");
-        r = send_with_fds(INIT_SYNC_FD, &c, 1, fds, 2);
+        r = send_with_fds(INIT_SYNC_FD, &c, 1, fds, 3);
         if (r < 0)
                 init_fail(r, "send workspace fds");
         (void) close(fds[0]);
         (void) close(fds[1]);
+        (void) close(fds[2]);
         sync_expect(SETUP_MAPPED);
         CHECK(setgroups(0, NULL), "setgroups");
         CHECK(setresgid(0, 0, 0), "setresgid");
@@ -383,7 +384,7 @@ static void enter_user_namespace(const Sbx__SessionSetup *p, int fds[2]) {
  * host path wipes it before it returns. */
 static void build_session(const Sbx__SessionSetup *p) {
         char T[SESSION_PATH_MAX], opts[128];
-        int fds[2];
+        int fds[3];
 
         CHECK(fd_nonblock(INIT_SYNC_FD, false), "set-up channel");
         sync_expect(SETUP_GO);
@@ -421,6 +422,9 @@ static void build_session(const Sbx__SessionSetup *p) {
         CHECK(fds[0], "open workspace upper");
         fds[1] = open("root/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
         CHECK(fds[1], "open workspace");
+        /* The merged root, for the lifecycle set's file tools (supervisor/data/claimfs.h). */
+        fds[2] = open("root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        CHECK(fds[2], "open root");
 
         CHECK(chdir("root"), "enter new root");
         CHECK(syscall(SYS_pivot_root, ".", "."), "pivot_root");

@@ -2,17 +2,20 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "core/client.h"
 #include "fd-util.h"
+#include "memfd-util.h"
 #include "log.h"
 #include "msg.h"
 #include "sbx-limits.h"
 
 struct OutFrame {
         TAILQ_ENTRY(OutFrame) link;
+        int fd;                 /* sent with the frame (SCM_RIGHTS), or -EBADF */
         size_t len;
         uint8_t data[];
 };
@@ -57,6 +60,7 @@ static void client_free(Server *s, Client *c) {
                 pending_abandon(s, p, false);
         while ((f = TAILQ_FIRST(&c->outq))) {
                 TAILQ_REMOVE(&c->outq, f, link);
+                safe_close(f->fd);
                 free(f);
         }
         server_unwatch(s, &c->src);
@@ -115,11 +119,26 @@ void clients_run_deadlines(Server *s) {
         }
 }
 
+/* A reply too large for a frame, packed into a sealed memfd (Reply.in_fd). */
+static int reply_to_memfd(const Sbx__Reply *reply, int *ret_fd) {
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t n = sbx__reply__get_packed_size(reply);
+
+        if (n > SBX_REPLY_IN_FD_MAX)
+                return -EMSGSIZE;
+        buf = malloc(n ?: 1);
+        if (!buf)
+                return -ENOMEM;
+        sbx__reply__pack(reply, buf);
+        return sealed_memfd_new("sbx-reply", buf, n, ret_fd);
+}
+
 static int client_send_queued(Client *c) {
         OutFrame *f;
 
         while ((f = TAILQ_FIRST(&c->outq))) {
-                ssize_t n = send(c->src.fd, f->data, f->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                ssize_t n = sendmsg_with_fds(c->src.fd, f->data, f->len, &f->fd, f->fd >= 0,
+                                             MSG_NOSIGNAL | MSG_DONTWAIT);
                 if (n < 0) {
                         if (errno == EAGAIN || errno == EINTR)
                                 return 0;
@@ -127,6 +146,7 @@ static int client_send_queued(Client *c) {
                 }
                 TAILQ_REMOVE(&c->outq, f, link);
                 c->queued--;
+                safe_close(f->fd);
                 free(f);
         }
         return 0;
@@ -143,9 +163,13 @@ void client_flush(Server *s, Client *c) {
         (void) server_rewatch(s, &c->src, EPOLLIN | (c->queued ? EPOLLOUT : 0));
 }
 
-static void client_send(Server *s, Client *c, Sbx__Msg *m, uint32_t seq) {
+/* fd (>= 0: sent with the frame) is taken in every case. */
+static void client_send(Server *s, Client *c, Sbx__Msg *m, uint32_t seq, int fd) {
+        _cleanup_close_ int owned = fd;
+        Sbx__Reply small = SBX__REPLY__INIT;
         OutFrame *f;
         ssize_t len;
+        int r;
 
         if (c->dead)
                 return;
@@ -158,20 +182,26 @@ static void client_send(Server *s, Client *c, Sbx__Msg *m, uint32_t seq) {
                 client_drop(s, c, "out of memory");
                 return;
         }
-        len = wire_pack(m, seq, 0, f->data, SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX);
-        if (len < 0 && m->type == SBX__MSG_TYPE__MSG_REPLY && m->reply->body_case != SBX__REPLY__BODY__NOT_SET) {
-                /* Too big for one frame: say so rather than leave the request unanswered. */
-                Sbx__Reply small = SBX__REPLY__INIT;
-                small.err = -EMSGSIZE;
-                small.errmsg = (char *) "the reply is larger than a frame; ask for less (a smaller window or limit)";
+        len = wire_pack(m, seq, owned >= 0, f->data, SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX);
+        if (len < 0 && owned < 0 && m->type == SBX__MSG_TYPE__MSG_REPLY &&
+            m->reply->body_case != SBX__REPLY__BODY__NOT_SET) {
+                /* Too big for one frame: the whole reply in a memfd, or (larger still) say so. */
+                r = reply_to_memfd(m->reply, &owned);
+                if (r >= 0)
+                        small.in_fd = true;
+                else {
+                        small.err = r == -EMSGSIZE ? -EMSGSIZE : r;
+                        small.errmsg = (char *) "the reply is larger than a frame; ask for less (a smaller window or limit)";
+                }
                 m->reply = &small;
-                len = wire_pack(m, seq, 0, f->data, SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX);
+                len = wire_pack(m, seq, owned >= 0, f->data, SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX);
         }
         if (len < 0) {
                 free(f);
                 log_error_errno((int) len, "Failed to pack a reply: %m");
                 return;
         }
+        f->fd = TAKE_FD(owned);
         f->len = (size_t) len;
         TAILQ_INSERT_TAIL(&c->outq, f, link);
         c->queued++;
@@ -179,11 +209,15 @@ static void client_send(Server *s, Client *c, Sbx__Msg *m, uint32_t seq) {
         client_flush(s, c);
 }
 
-void client_reply(Server *s, Client *c, uint32_t seq, Sbx__Reply *reply) {
+void client_reply_fd(Server *s, Client *c, uint32_t seq, Sbx__Reply *reply, int fd) {
         Sbx__Msg m;
 
         msg_init(&m, SBX__MSG_TYPE__MSG_REPLY, reply);
-        client_send(s, c, &m, seq);
+        client_send(s, c, &m, seq, fd);
+}
+
+void client_reply(Server *s, Client *c, uint32_t seq, Sbx__Reply *reply) {
+        client_reply_fd(s, c, seq, reply, -EBADF);
 }
 
 static void client_reply_errorv(Server *s, Client *c, uint32_t seq, int err, const char *fmt, va_list ap) {

@@ -27,6 +27,7 @@ struct Client {
         pid_t pid;
         unsigned long long active_usec; /* its last request or answer; idle from then on */
         bool hello;
+        char mcp_session[33];   /* ClientHello.mcp_session: "" for sbxctl */
         bool dead;              /* dropped; freed by clients_reap once no handler holds it */
         unsigned queued;
         unsigned n_pending;
@@ -54,6 +55,9 @@ void clients_reap(Server *s, bool all);
 /* Send what waits in c's queue (its socket became writable). */
 void client_flush(Server *s, Client *c);
 void client_reply(Server *s, Client *c, uint32_t seq, Sbx__Reply *reply);
+/* The same with fd (taken; -EBADF: none) attached to the frame. A reply too
+ * large for a frame goes packed in a memfd instead (Reply.in_fd). */
+void client_reply_fd(Server *s, Client *c, uint32_t seq, Sbx__Reply *reply, int fd);
 void client_reply_error(Server *s, Client *c, uint32_t seq, int err, const char *fmt, ...) _printf_(5, 6);
 /* MSG_CLIENT_CANCEL: abandon c's pending request seq, if there is one. */
 void client_cancel(Server *s, Client *c, uint32_t seq);

@@ -39,10 +39,17 @@ void config_init(Config *cfg) {
                 .sandboxes_cpu_weight = SBX_SANDBOXES_CPU_WEIGHT_DEFAULT,
                 .sandboxes_memory_max = { SBX_SANDBOXES_MEMORY_PERCENT_DEFAULT, true },
                 .sandboxes_pids_max = { SBX_SANDBOXES_PIDS_PERCENT_DEFAULT, true },
+                .claims_per_user = SBX_CLAIMS_PER_USER_DEFAULT,
+                .claim_max_lifetime = SBX_CLAIM_LIFETIME_MAX_DEFAULT_S,
         };
 }
 
 void config_done(Config *cfg) {
+        for (size_t i = 0; i < cfg->n_templates; i++)
+                free(cfg->templates[i].source);
+        free(cfg->templates);
+        cfg->templates = NULL;
+        cfg->n_templates = 0;
         free(cfg->state_dir);
         free(cfg->run_dir);
         free(cfg->worker_path);
@@ -59,7 +66,11 @@ static int set_path(char **dst, const char *value) {
         return 0;
 }
 
+static int templates_ensure_default(Config *cfg);
+
 int config_finish(Config *cfg) {
+        if (templates_ensure_default(cfg) < 0)
+                return -ENOMEM;
         if (!cfg->state_dir && set_path(&cfg->state_dir, "/var/lib/sbx") < 0)
                 return -ENOMEM;
         if (!cfg->run_dir && set_path(&cfg->run_dir, "/run/sbx") < 0)
@@ -221,6 +232,8 @@ static const struct {
         NUMERIC("layers_max_inodes", layers_max_inodes, 1000, UINT64_MAX),
         NUMERIC("state_reserve", state_reserve, 0, UINT64_MAX),
         NUMERIC("sandboxes_cpu_weight", sandboxes_cpu_weight, 1, SBX_CPU_WEIGHT_MAX),
+        NUMERIC("claims_per_user", claims_per_user, 0, SBX_MAX_SANDBOXES),
+        NUMERIC("claim_max_lifetime", claim_max_lifetime, 0, 366u * 86400u),
 };
 
 int config_set(Config *cfg, const char *key, const char *value, char *ret_error) {
@@ -259,6 +272,171 @@ int config_set(Config *cfg, const char *key, const char *value, char *ret_error)
         return 0;
 }
 
+
+/* ---- [template NAME] sections ------------------------------------------------ */
+
+static Template template_default(const char *name) {
+        Template t = { .cpu_weight = 100, .warm = 0, .shutdown_after_seconds = SBX_CLAIM_SHUTDOWN_DEFAULT_S };
+
+        strlcpy(t.name, name, sizeof(t.name));
+        return t;
+}
+
+const Template *config_template(const Config *cfg, const char *name) {
+        for (size_t i = 0; i < cfg->n_templates; i++)
+                if (strcmp(cfg->templates[i].name, name) == 0)
+                        return &cfg->templates[i];
+        return NULL;
+}
+
+/* The built-in default template (warm = 1), first, unless the file defines it. */
+static int templates_ensure_default(Config *cfg) {
+        Template *t;
+
+        if (config_template(cfg, TEMPLATE_DEFAULT))
+                return 0;
+        t = reallocarray(cfg->templates, cfg->n_templates + 1, sizeof(Template));
+        if (!t)
+                return -ENOMEM;
+        memmove(t + 1, t, cfg->n_templates * sizeof(Template));
+        t[0] = template_default(TEMPLATE_DEFAULT);
+        t[0].warm = 1;
+        cfg->templates = t;
+        cfg->n_templates++;
+        return 0;
+}
+
+static bool template_name_valid(const char *name) {
+        size_t n = strlen(name);
+
+        if (n == 0 || n > SBX_CLAIM_NAME_MAX || name[0] == '-' || name[n - 1] == '-')
+                return false;
+        return strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
+}
+
+/* The template a [template NAME] section's line goes to, made at its first line. */
+static int template_for_section(Config *cfg, const char *name, Template **ret, char *err) {
+        Template *t;
+
+        for (size_t i = 0; i < cfg->n_templates; i++)
+                if (strcmp(cfg->templates[i].name, name) == 0) {
+                        *ret = &cfg->templates[i];
+                        return 0;
+                }
+        if (!template_name_valid(name)) {
+                snprintf(err, CONFIG_ERROR_MAX,
+                         "[template %.80s]: a template name is 1-%u of a-z 0-9 -, not starting or ending with -",
+                         name, SBX_CLAIM_NAME_MAX);
+                return -EINVAL;
+        }
+        if (cfg->n_templates >= SBX_TEMPLATES_MAX) {
+                snprintf(err, CONFIG_ERROR_MAX, "too many templates (limit %u)", SBX_TEMPLATES_MAX);
+                return -EINVAL;
+        }
+        t = reallocarray(cfg->templates, cfg->n_templates + 1, sizeof(Template));
+        if (!t)
+                return -ENOMEM;
+        cfg->templates = t;
+        t[cfg->n_templates] = template_default(name);
+        /* The built-in default keeps one warm claim when the file redefines it without warm. */
+        if (strcmp(name, TEMPLATE_DEFAULT) == 0)
+                t[cfg->n_templates].warm = 1;
+        *ret = &t[cfg->n_templates++];
+        return 0;
+}
+
+static int template_number(const char *key, const char *value, uint64_t lo, uint64_t hi, uint64_t *ret, char *err) {
+        uint64_t v;
+
+        if (parse_size(value, &v) < 0 || v < lo || v > hi) {
+                snprintf(err, CONFIG_ERROR_MAX, "%s: '%.40s' is not a number from %llu to %llu", key, value,
+                         (unsigned long long) lo, (unsigned long long) hi);
+                return -EINVAL;
+        }
+        *ret = v;
+        return 0;
+}
+
+static int template_set(Template *t, const char *key, const char *value, char *err) {
+        uint64_t v = 0;
+        int r;
+
+        if (strcmp(key, "image") == 0) {
+                if (strcmp(value, TEMPLATE_IMAGE) == 0)
+                        return 0;
+                snprintf(err, CONFIG_ERROR_MAX, "image: '%.40s' is not an image of this sbxd (known: " TEMPLATE_IMAGE ")",
+                         value);
+                return -EINVAL;
+        }
+        if (strcmp(key, "egress") == 0) {
+                if (strcmp(value, TEMPLATE_EGRESS) == 0)
+                        return 0;
+                snprintf(err, CONFIG_ERROR_MAX, "egress: '%.40s' is not a network policy of this sbxd (known: "
+                         TEMPLATE_EGRESS ")", value);
+                return -EINVAL;
+        }
+        if (strcmp(key, "source") == 0) {
+                if (value[0] == '\0' || strcmp(value, "none") == 0) {
+                        free(t->source);
+                        t->source = NULL;
+                        return 0;
+                }
+                if (value[0] != '/' || strlen(value) > SBX_SOURCE_DIR_MAX) {
+                        snprintf(err, CONFIG_ERROR_MAX, "source must be an absolute directory or none");
+                        return -EINVAL;
+                }
+                return set_path(&t->source, value);
+        }
+        if (strcmp(key, "shutdown_after_seconds") == 0 && strcmp(value, "none") == 0) {
+                t->no_expiry = true;
+                return 0;
+        }
+#define TEMPLATE_NUMBER(k, field, lo, hi)                                               \
+        if (strcmp(key, k) == 0) {                                                      \
+                r = template_number(key, value, lo, hi, &v, err);                       \
+                if (r >= 0)                                                             \
+                        t->field = (__typeof__(t->field)) v;                            \
+                return r;                                                               \
+        }
+        TEMPLATE_NUMBER("memory", memory_bytes, 16u << 20, UINT64_MAX)
+        TEMPLATE_NUMBER("pids", pids_max, 8, 1u << 22)
+        TEMPLATE_NUMBER("cpu_weight", cpu_weight, 1, 10000)
+        TEMPLATE_NUMBER("disk", disk_bytes, 1u << 20, UINT64_MAX)
+        TEMPLATE_NUMBER("warm", warm, 0, SBX_TEMPLATE_WARM_MAX)
+        if (strcmp(key, "shutdown_after_seconds") == 0) {
+                r = template_number(key, value, 1, UINT32_MAX, &v, err);
+                if (r >= 0) {
+                        t->no_expiry = false;
+                        t->shutdown_after_seconds = (uint32_t) v;
+                }
+                return r;
+        }
+#undef TEMPLATE_NUMBER
+        snprintf(err, CONFIG_ERROR_MAX, "unknown template key '%.40s' (image, source, memory, pids, cpu_weight, disk, "
+                 "egress, warm, shutdown_after_seconds; see sbxd.conf(5))", key);
+        return -EINVAL;
+}
+
+/* One line of a section: [sbxd], or [template NAME]. */
+static int config_section_set(Config *cfg, const char *section, const char *key, const char *value, char *err) {
+        Template *t;
+        int r;
+
+        if (strcmp(section, "sbxd") == 0)
+                return config_set(cfg, key, value, err);
+        if (strncmp(section, "template ", 9) != 0) {
+                snprintf(err, CONFIG_ERROR_MAX, "unknown section [%.40s] (the sections are [sbxd] and [template NAME])",
+                         section);
+                return -EINVAL;
+        }
+        r = template_for_section(cfg, section + 9, &t, err);
+        if (r == -ENOMEM)
+                snprintf(err, CONFIG_ERROR_MAX, "out of memory");
+        if (r < 0)
+                return r;
+        return template_set(t, key, value, err);
+}
+
 typedef struct ConfigParse {
         Config *cfg;
         FILE *f;
@@ -282,9 +460,7 @@ static int config_handler(void *user, const char *section, const char *name, con
         ConfigParse *p = user;
         char err[CONFIG_ERROR_MAX];
 
-        if (strcmp(section, "sbxd") != 0)
-                snprintf(err, sizeof(err), "unknown section [%.40s] (the only section is [sbxd])", section);
-        else if (config_set(p->cfg, name, value, err) >= 0)
+        if (config_section_set(p->cfg, section, name, value, err) >= 0)
                 return 1;
         if (p->error_line == 0) {
                 p->error_line = p->lines;

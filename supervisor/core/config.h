@@ -15,6 +15,23 @@ typedef struct ConfigShare {
         uint64_t value;
         bool percent;                   /* value is 1..100 % of the host's */
 } ConfigShare;
+/* A [template NAME] section: what create_sandbox's warmpool names (the
+ * lifecycle set's claims, core/claim.h). */
+typedef struct Template {
+        char name[64];
+        char *source;                   /* NULL: an empty workspace */
+        uint64_t memory_bytes;          /* 0: default_memory_bytes */
+        uint32_t pids_max;              /* 0: default_pids_max */
+        uint32_t cpu_weight;            /* 1..10000 */
+        uint64_t disk_bytes;            /* 0: session_disk_bytes */
+        uint32_t warm;                  /* warm claims kept ready */
+        bool no_expiry;                 /* shutdown_after_seconds = none */
+        uint32_t shutdown_after_seconds;
+} Template;
+
+#define TEMPLATE_DEFAULT "default"
+#define TEMPLATE_IMAGE "default"        /* the one image a template may name */
+#define TEMPLATE_EGRESS "none"          /* the one network policy a template may name */
 
 typedef struct Config {
         char *state_dir;
@@ -54,6 +71,10 @@ typedef struct Config {
         uint32_t sandboxes_cpu_weight;
         ConfigShare sandboxes_memory_max;
         ConfigShare sandboxes_pids_max;
+        uint32_t claims_per_user;       /* live claims of one uid (root exempt) */
+        uint32_t claim_max_lifetime;    /* seconds a claim may live unused at most; 0: no cap */
+        Template *templates;            /* "default" first: built in, or as [template default] says */
+        size_t n_templates;
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */
@@ -72,3 +93,5 @@ uint64_t config_share_resolve(const ConfigShare *share, uint64_t host_total);
 /* The default directories where neither the file nor the command line set them. */
 int config_finish(Config *cfg);
 void config_done(Config *cfg);
+/* The template of this name, or NULL. */
+const Template *config_template(const Config *cfg, const char *name);

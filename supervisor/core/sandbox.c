@@ -184,6 +184,14 @@ unsigned sandbox_ranges_collect(Server *s) {
         v = rs.v;
         for (size_t i = 0; i < rs.n; i++) {
                 const StoreUidRange *u = &rs.v[i];
+                bool importing = false;
+                Import *imp;
+
+                /* A sandbox being imported has no record yet, but its range and files are in use. */
+                TAILQ_FOREACH(imp, &s->imports, link)
+                        importing |= strcmp(imp->sandbox->id, u->sandbox) == 0;
+                if (importing)
+                        continue;
                 r = tree_remove_at(s->sandboxes_fd, u->sandbox);
                 if (r >= 0 || r == -ENOENT)
                         r = store_uid_range_delete(s->store, u->sandbox);
@@ -433,6 +441,22 @@ static int import_send(Server *s, const Sandbox *sb, int sock) {
         return wire_send(sock, &msg, 0, NULL, 0);
 }
 
+/* sb's record, with its layer 0 owned by "original". */
+static int sandbox_record(Server *s, const Sandbox *sb) {
+        StoreSandbox rec = {
+                .owner_uid = sb->owner_uid,
+                .source_dir = sb->source_dir,
+                .memory_bytes = sb->memory_bytes,
+                .pids_max = sb->pids_max,
+                .cpu_weight = sb->cpu_weight,
+                .created_unix = sb->created_unix,
+        };
+
+        strlcpy(rec.id, sb->id, sizeof(rec.id));
+        strlcpy(rec.name, sb->name, sizeof(rec.name));
+        return store_sandbox_insert(s->store, &rec, "original");
+}
+
 /* The answer to the client that asked for a sandbox (sb NULL: err and why say why not). */
 static void import_answer(Server *s, Import *imp, const Sandbox *sb, const Sbx__ImportResult *result, int err,
                           const char *why) {
@@ -462,19 +486,10 @@ static void import_free(Server *s, Import *imp) {
 /* The helper is done: the sandbox is recorded and goes live, or its directory goes. */
 static void import_finish(Server *s, Import *imp, int err, const char *why, const Sbx__ImportResult *res) {
         Sandbox *sb = TAKE_PTR(imp->sandbox);
-        StoreSandbox rec = {};
         char reason[600];
 
         if (err >= 0) {
-                strlcpy(rec.id, sb->id, sizeof(rec.id));
-                strlcpy(rec.name, sb->name, sizeof(rec.name));
-                rec.owner_uid = sb->owner_uid;
-                rec.source_dir = sb->source_dir;
-                rec.memory_bytes = sb->memory_bytes;
-                rec.pids_max = sb->pids_max;
-                rec.cpu_weight = sb->cpu_weight;
-                rec.created_unix = sb->created_unix;
-                err = store_sandbox_insert(s->store, &rec, "original");
+                err = sandbox_record(s, sb);
                 if (err < 0) {
                         snprintf(reason, sizeof(reason), "cannot record the sandbox: %s", strerror(-err));
                         why = reason;
@@ -485,6 +500,7 @@ static void import_finish(Server *s, Import *imp, int err, const char *why, cons
                 sandbox_files_remove(s, sb);
                 import_answer(s, imp, NULL, NULL, err, why);
                 sandbox_free(sb);
+                sb = NULL;
         } else {
                 TAILQ_INSERT_TAIL(&s->sandboxes, sb, link);
                 log_info("Created sandbox '%s' (%s) from '%s' for uid %u: %u entries, %u the owner may not read "
@@ -492,6 +508,8 @@ static void import_finish(Server *s, Import *imp, int err, const char *why, cons
                          sb->name, sb->id, sb->source_dir, sb->owner_uid, res->entries, res->unreadable);
                 import_answer(s, imp, sb, res, 0, NULL);
         }
+        if (imp->made)
+                imp->made(s, sb, err, why, imp->userdata);
         import_free(s, imp);
 }
 
@@ -521,7 +539,8 @@ static void import_abandon(Server *s, Pending *p, bool cancelled) {
         /* The import goes on; nobody waits for its answer any more. */
 }
 
-static int import_start(Server *s, Sandbox *sb, Client *c, uint32_t seq, char *errmsg, size_t errmsg_size) {
+static int import_start(Server *s, Sandbox *sb, Client *c, uint32_t seq, SandboxMade made, void *userdata,
+                        char *errmsg, size_t errmsg_size) {
         _cleanup_close_ int pidfd = -EBADF, mine = -EBADF, theirs = -EBADF;
         ImportExec a = { .exe = s->worker_exe_fd, .layers = sb->layers_fd };
         Import *imp;
@@ -557,7 +576,10 @@ static int import_start(Server *s, Sandbox *sb, Client *c, uint32_t seq, char *e
         imp->pidfd_src.dispatch = import_dispatch;
         imp->sock = TAKE_FD(mine);
         imp->sandbox = sb;
-        pending_start(&imp->creator, c, seq, import_abandon);
+        imp->made = made;
+        imp->userdata = userdata;
+        if (c)
+                pending_start(&imp->creator, c, seq, import_abandon);
         TAILQ_INSERT_TAIL(&s->imports, imp, link);
         return 0;
 }
@@ -573,20 +595,21 @@ static bool name_taken(Server *s, const char *name) {
         return false;
 }
 
-static int create_check(Server *s, const Sbx__SandboxCreate *req, uid_t owner, char *errmsg, size_t errmsg_size) {
+static int create_check(Server *s, const char *name, const char *source_dir, uid_t owner, char *errmsg,
+                        size_t errmsg_size) {
         unsigned n = 0;
         Sandbox *sb;
         Import *imp;
         int r;
 
-        if (!name_is_valid(req->name)) {
+        if (!name_is_valid(name)) {
                 snprintf(errmsg, errmsg_size,
                          "invalid sandbox name '%.80s': use 1-%u of A-Z a-z 0-9 . _ -, not starting with . or -",
-                         req->name, SBX_NAME_MAX);
+                         name, SBX_NAME_MAX);
                 return -EINVAL;
         }
-        if (name_taken(s, req->name)) {
-                snprintf(errmsg, errmsg_size, "sandbox '%s' already exists", req->name);
+        if (name_taken(s, name)) {
+                snprintf(errmsg, errmsg_size, "sandbox '%s' already exists", name);
                 return -EEXIST;
         }
         TAILQ_FOREACH(sb, &s->sandboxes, link)
@@ -600,35 +623,34 @@ static int create_check(Server *s, const Sbx__SandboxCreate *req, uid_t owner, c
         r = owner_quota_check(s, "owner_sandboxes_max", owner, 1, errmsg, errmsg_size);
         if (r < 0)
                 return r;
-        if (req->source_dir[0] != '/') {
+        if (source_dir && source_dir[0] != '/') {
                 snprintf(errmsg, errmsg_size, "source directory must be an absolute path");
                 return -EINVAL;
         }
         return 0;
 }
 
-int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t seq, char *errmsg,
-                   size_t errmsg_size) {
-        uid_t owner = req->has_owner ? req->owner_uid : c->uid;
+/* A new sandbox of spec with its id, host ids and directory, not yet recorded. */
+static int sandbox_begin(Server *s, const SandboxSpec *spec, Sandbox **ret, char *errmsg, size_t errmsg_size) {
         char hex[17];
         Sandbox *sb;
         int r;
 
-        r = create_check(s, req, owner, errmsg, errmsg_size);
+        r = create_check(s, spec->name, spec->source_dir, spec->owner_uid, errmsg, errmsg_size);
+        if (r >= 0)
+                r = random_hex(hex, 16);
         if (r < 0)
                 return r;
-        r = random_hex(hex, 16);
-        if (r < 0)
-                return r;
-        sb = sandbox_new(req->source_dir);
+        sb = sandbox_new(spec->source_dir ?: "");
         if (!sb)
                 return -ENOMEM;
         snprintf(sb->id, sizeof(sb->id), "sb-%s", hex);
-        strlcpy(sb->name, req->name, sizeof(sb->name));
-        sb->owner_uid = owner;
-        sb->memory_bytes = req->memory_bytes ?: s->cfg.default_memory_bytes;
-        sb->pids_max = req->pids_max ?: s->cfg.default_pids_max;
-        sb->cpu_weight = req->cpu_weight ?: SBX_CPU_WEIGHT_DEFAULT;
+        strlcpy(sb->name, spec->name, sizeof(sb->name));
+        sb->owner_uid = spec->owner_uid;
+        sb->memory_bytes = spec->memory_bytes ?: s->cfg.default_memory_bytes;
+        sb->pids_max = spec->pids_max ?: s->cfg.default_pids_max;
+        sb->cpu_weight = spec->cpu_weight ?: SBX_CPU_WEIGHT_DEFAULT;
+        sb->disk_bytes = spec->disk_bytes;
         sb->created_unix = time(NULL);
         /* A half-created sandbox of an earlier crash has no record: free its ids. */
         (void) sandbox_ranges_collect(s);
@@ -638,16 +660,81 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
                 return r;
         }
         r = sandbox_open_dirs(s, sb, true);
-        if (r < 0)
+        if (r < 0) {
                 snprintf(errmsg, errmsg_size, "cannot create the sandbox directory: %s", strerror(-r));
-        if (r >= 0)
-                r = import_start(s, sb, c, seq, errmsg, errmsg_size);
+                sandbox_files_remove(s, sb);
+                sandbox_free(sb);
+                return r;
+        }
+        *ret = sb;
+        return 0;
+}
+
+int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t seq, char *errmsg,
+                   size_t errmsg_size) {
+        Sandbox *sb;
+        int r;
+
+        r = sandbox_begin(s, &(SandboxSpec) {
+                .name = req->name,
+                .source_dir = req->source_dir,
+                .owner_uid = req->has_owner ? req->owner_uid : c->uid,
+                .memory_bytes = req->memory_bytes,
+                .pids_max = req->pids_max,
+                .cpu_weight = req->cpu_weight,
+        }, &sb, errmsg, errmsg_size);
+        if (r < 0)
+                return r;
+        r = import_start(s, sb, c, seq, NULL, NULL, errmsg, errmsg_size);
         if (r < 0) {
                 sandbox_files_remove(s, sb);
                 sandbox_free(sb);
                 return r;
         }
         log_info("Creating sandbox '%s' (%s) from '%s' for uid %u", sb->name, sb->id, sb->source_dir, sb->owner_uid);
+        return 0;
+}
+
+/* Layer 0 of a sandbox with an empty workspace, and its record. */
+static int sandbox_create_empty(Server *s, Sandbox *sb) {
+        _cleanup_close_ int empty = -EBADF;
+        int r;
+
+        if (mkdirat(sb->dirfd, "empty", 0755) < 0)
+                return -errno;
+        empty = openat(sb->dirfd, "empty", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        r = empty < 0 ? -errno : layer_create(sb->layers_fd, 0, empty, (int) sb->uid_base, 0, NULL, NULL, NULL);
+        (void) unlinkat(sb->dirfd, "empty", AT_REMOVEDIR);
+        if (r < 0)
+                return r;
+        return sandbox_record(s, sb);
+}
+
+int sandbox_create_for_claim(Server *s, const SandboxSpec *spec, SandboxMade made, void *userdata, char *errmsg,
+                             size_t errmsg_size) {
+        Sandbox *sb;
+        int r;
+
+        r = sandbox_begin(s, spec, &sb, errmsg, errmsg_size);
+        if (r < 0)
+                return r;
+        if (spec->source_dir)
+                r = import_start(s, sb, NULL, 0, made, userdata, errmsg, errmsg_size);
+        else {
+                r = sandbox_create_empty(s, sb);
+                if (r < 0)
+                        snprintf(errmsg, errmsg_size, "cannot create the sandbox's empty workspace: %s", strerror(-r));
+        }
+        if (r < 0) {
+                sandbox_files_remove(s, sb);
+                sandbox_free(sb);
+                return r;
+        }
+        if (!spec->source_dir) {
+                TAILQ_INSERT_TAIL(&s->sandboxes, sb, link);
+                log_info("Created sandbox '%s' (%s) with an empty workspace", sb->name, sb->id);
+                made(s, sb, 0, NULL, userdata);
+        }
         return 0;
 }
 

@@ -46,7 +46,12 @@ struct Sandbox {
         TAILQ_HEAD(, SnapshotHold) holds; /* of its sessions, live and ending */
         uint64_t transcript_bytes;  /* what its commands' transcripts kept store (core/transcripts.h) */
         uint64_t transcript_files;
+        uint64_t disk_bytes;        /* its sessions' tmpfs size; 0: session_disk_bytes (a claim's template) */
+        Claim *claim;               /* the lifecycle set's claim it is (core/claim.h), or NULL */
 };
+
+/* Called when a claim's sandbox is made (sandbox_create_for_claim, below). */
+typedef void (*SandboxMade)(Server *s, Sandbox *sb, int err, const char *why, void *userdata);
 
 /* A sandbox being created: sbx-worker --import builds its layer 0 (owner
  * quotas count it). */
@@ -56,6 +61,8 @@ struct Import {
         EventSource pidfd_src;      /* the helper's pidfd: readable once it exited */
         int sock;                   /* its answer, an ImportResult, waits here */
         Pending creator;            /* answered when it is done */
+        SandboxMade made;           /* or: called when it is done (a claim's sandbox) */
+        void *userdata;
 };
 
 int sandboxes_load(Server *s);
@@ -67,10 +74,31 @@ Sandbox *sandbox_find(Server *s, const char *name);
 static inline bool sandbox_allows(const Sandbox *sb, uid_t uid) {
         return uid == 0 || uid == sb->owner_uid;
 }
+/* For a client: a claim's sandbox (core/claim.h) only for the MCP session
+ * that owns the claim (and sbxctl as root); warm claims for nobody but root. */
+bool sandbox_allows_client(const Sandbox *sb, const Client *c);
+/* A warm claim's: made ahead, nobody's; listed and counted by nobody but
+ * sbxctl template (core/claim.h). */
+bool sandbox_is_warm_claim(const Sandbox *sb);
 /* Start creating a sandbox for the client c (uid its caller); once its source
  * is imported c is answered (seq). Fails at once with ret_error set. */
 int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t seq, char *ret_error,
                    size_t error_size);
+/* A claim's sandbox (core/claim.h): an empty workspace or an import of
+ * source_dir (read as owner_uid). made(sb) runs once it exists (at once for
+ * an empty one), or made(NULL, err, why) if it could not be made
+ * (SandboxMade, above). */
+typedef struct SandboxSpec {
+        const char *name;
+        const char *source_dir;         /* NULL: an empty workspace */
+        uid_t owner_uid;
+        uint64_t memory_bytes;          /* 0: the configured default (so pids_max) */
+        uint32_t pids_max;
+        uint32_t cpu_weight;
+        uint64_t disk_bytes;
+} SandboxSpec;
+int sandbox_create_for_claim(Server *s, const SandboxSpec *spec, SandboxMade made, void *userdata, char *errmsg,
+                             size_t errmsg_size);
 /* Delete the sandbox and all its records; its files go after the commit. */
 int sandbox_delete(Server *s, Sandbox *sb);
 void sandbox_info(const Sandbox *sb, Sbx__SandboxInfo *ret);

@@ -23,6 +23,7 @@ void server_init(Server *s) {
         TAILQ_INIT(&s->ending);
         TAILQ_INIT(&s->dead);
         TAILQ_INIT(&s->commands);
+        TAILQ_INIT(&s->claims);
 }
 
 int server_open_state_dirs(Server *s) {

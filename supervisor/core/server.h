@@ -26,6 +26,7 @@ typedef struct Sandbox Sandbox;
 typedef struct Import Import;
 typedef struct WorkspaceSession WorkspaceSession;
 typedef struct Command Command;
+typedef struct Claim Claim;
 
 struct EventSource {
         int fd;                 /* -EBADF while not watched */
@@ -63,6 +64,8 @@ struct Server {
         StoreCommand *unrecorded;       /* ends the store could not take (core/session.h: command_record_fix) */
         size_t n_unrecorded, unrecorded_cap;
         unsigned long long unrecorded_retry_usec;
+        TAILQ_HEAD(, Claim) claims;     /* the lifecycle set's, warm ones included (core/claim.h) */
+        unsigned long long warm_retry_usec; /* no warm claim is made before this (one failed) */
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */

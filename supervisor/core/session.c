@@ -43,15 +43,6 @@ static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events)
 static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig);
 static void waiter_answer(Server *s, Waiter *w);
 
-static int make_id(const char *prefix, char *buf, size_t size) {
-        char hex[17];
-        int r = random_hex(hex, 12);
-        if (r < 0)
-                return r;
-        snprintf(buf, size, "%s%s", prefix, hex);
-        return 0;
-}
-
 static int session_send(WorkspaceSession *ws, Sbx__MsgType type, void *body) {
         Sbx__Msg m;
 
@@ -128,7 +119,7 @@ static int session_spawn_params(Server *s, const WorkspaceSession *ws, SpawnPara
         *p = (SpawnParams) {
                 .uid_base = sb->uid_base,
                 .uid_count = sb->uid_count,
-                .disk_bytes = s->cfg.session_disk_bytes,
+                .disk_bytes = sb->disk_bytes ?: s->cfg.session_disk_bytes,
         };
         if (strlcpy(p->session_id, ws->id, sizeof(p->session_id)) >= sizeof(p->session_id) ||
             strlcpy(p->run_dir, s->cfg.run_dir, sizeof(p->run_dir)) >= sizeof(p->run_dir) ||
@@ -167,7 +158,7 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
         ws->automatic = automatic;
         ws->publish_policy = publish_policy;
         ws->created_unix = time(NULL);
-        ws->upper_fd = ws->workspace_fd = ws->kept_fd = -EBADF;
+        ws->upper_fd = ws->workspace_fd = ws->kept_fd = ws->root_fd = -EBADF;
         ws->spawn = (SpawnState) { .pidfd = -EBADF, .sync = -EBADF, .sock = -EBADF, .upper_fd = -EBADF,
                                    .workspace_fd = -EBADF };
         ws->sock_src.fd = ws->pidfd_src.fd = ws->setup_src.fd = -EBADF;
@@ -200,7 +191,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         if (!ws)
                 return -ENOMEM;
         ws->base = (SnapshotHold) { .squashed = sb->squashed, .top = sb->top_layer };
-        r = make_id("ws-", ws->id, sizeof(ws->id));
+        r = random_id("ws-", ws->id, sizeof(ws->id));
         if (r >= 0 && s->cgroups) {
                 r = sandbox_cgroup(s, sb, ret_error, error_size);
                 if (r >= 0) {
@@ -333,6 +324,7 @@ static void session_stop(Server *s, WorkspaceSession *ws, bool keep_worker) {
         if (ws->upper_fd < 0 && ws->spawn.upper_fd >= 0) {
                 ws->upper_fd = TAKE_FD(ws->spawn.upper_fd);
                 ws->workspace_fd = TAKE_FD(ws->spawn.workspace_fd);
+                ws->root_fd = TAKE_FD(ws->spawn.root_fd);
         }
         spawn_state_done(&ws->spawn);
         TAILQ_FOREACH(c, &ws->commands, session_link)
@@ -360,6 +352,11 @@ static void session_release(Server *s, WorkspaceSession *ws) {
 
 static void command_free(Server *s, Command *c) {
         TAILQ_REMOVE(&s->commands, c, link);
+        if (c->capture) {
+                output_capture_done(&c->capture[0]);
+                output_capture_done(&c->capture[1]);
+                free(c->capture);
+        }
         transcript_free(c->transcript);
         free(c->cmd);
         free(c);
@@ -393,6 +390,7 @@ static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
                                           ws->id);
                 ws->kept_fd = safe_close(ws->kept_fd);
         }
+        ws->root_fd = safe_close(ws->root_fd);
         ws->sandbox->live_sessions--;
         if (ws->spare)
                 ws->sandbox->spares--;
@@ -555,7 +553,7 @@ static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, bool se
         TAILQ_INIT(&c->waiters);
         sbx__publication__init(&c->publication);
         c->cmd = strdup(cmd);
-        r = c->cmd ? make_id("cmd-", c->rec.id, sizeof(c->rec.id)) : -ENOMEM;
+        r = c->cmd ? random_id("cmd-", c->rec.id, sizeof(c->rec.id)) : -ENOMEM;
         if (r >= 0 && separate_streams)
                 r = transcript_create_streams(s->transcripts_fd, c->rec.id, s->cfg.transcript_cap_bytes, &c->transcript);
         else if (r >= 0)
@@ -953,9 +951,62 @@ void command_view_done(CommandView *v) {
         v->text = NULL;
 }
 
+int command_capture(Command *c, uint32_t max_chars) {
+        c->capture = calloc(2, sizeof(OutputCapture));
+        if (!c->capture)
+                return -ENOMEM;
+        output_capture_init(&c->capture[0], max_chars);
+        output_capture_init(&c->capture[1], max_chars);
+        return 0;
+}
+
+/* An execute_command's answer: both streams cut (data/capture.h) and how it ended. */
+static void waiter_answer_capture(Server *s, Waiter *w) {
+        Command *c = w->command;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__ClaimExecReply o = SBX__CLAIM_EXEC_REPLY__INIT;
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        size_t out_len = 0, err_len = 0;
+        bool out_cut = false, err_cut = false;
+        int r;
+
+        r = output_capture_result(&c->capture[0], &out, &out_len, &out_cut);
+        if (r >= 0)
+                r = output_capture_result(&c->capture[1], &err, &err_len, &err_cut);
+        if (r < 0) {
+                pending_answer_error(s, &w->pending, r, "cannot assemble the output of %s: %s", c->rec.id,
+                                     strerror(-r));
+                waiter_free(w);
+                return;
+        }
+        o.stdout_truncated = out_cut;
+        o.stderr_truncated = err_cut;
+        o.stdout.data = (uint8_t *) out;
+        o.stdout.len = out_len;
+        o.stderr.data = (uint8_t *) err;
+        o.stderr.len = err_len;
+        o.stdout_total_chars = c->capture[0].total_chars;
+        o.stderr_total_chars = c->capture[1].total_chars;
+        o.has_exit_code = c->finished && c->rec.has_exit_code && !c->timed_out;
+        o.exit_code = c->rec.exit_code;
+        o.signal = c->rec.signal;
+        o.timed_out = c->timed_out;
+        o.command_session = c->rec.id;
+        o.sandbox = c->session && c->session->sandbox ? c->session->sandbox->name : (char *) "";
+        o.status = c->rec.status;
+        o.end_reason = c->rec.end_reason;
+        msg_reply_set(&reply, SBX__REPLY__BODY_CLAIM_EXEC, &o);
+        pending_answer(s, &w->pending, &reply);
+        waiter_free(w);
+}
+
 /* A yield: the lines this caller has not been given, at most SBX_WINDOW_MAX_LINES, the newest. */
 static void waiter_answer(Server *s, Waiter *w) {
         Command *c = w->command;
+        if (c->capture) {
+                waiter_answer_capture(s, w);
+                return;
+        }
         Sbx__Reply reply = SBX__REPLY__INIT;
         CommandView v = { .o = SBX__COMMAND_OUTPUT__INIT };
         unsigned long long now = now_usec();
@@ -1129,6 +1180,7 @@ restart:
 static void session_setup_done(Server *s, WorkspaceSession *ws) {
         ws->upper_fd = TAKE_FD(ws->spawn.upper_fd);
         ws->workspace_fd = TAKE_FD(ws->spawn.workspace_fd);
+        ws->root_fd = TAKE_FD(ws->spawn.root_fd);
         server_unwatch(s, &ws->setup_src);
         ws->spawn.sync = -EBADF;
         if (ws->state == SESSION_SETUP)
@@ -1168,11 +1220,18 @@ static int command_feed(Server *s, Command *c, TranscriptStream stream, const vo
 }
 
 static void on_output(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {
+        const Sbx__WorkerOutput *o = m->worker_output;
         /* The same numbers (static asserts above): a tag the transcript does not take is -EINVAL. */
-        int r = command_feed(s, c, (TranscriptStream) m->worker_output->stream, m->worker_output->data.data,
-                             m->worker_output->data.len);
+        int r = command_feed(s, c, (TranscriptStream) o->stream, o->data.data, o->data.len);
+
         if (r < 0)
                 log_warning_errno_ratelimited(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
+        if (c->capture && (o->stream == SBX__STREAM__STREAM_STDOUT || o->stream == SBX__STREAM__STREAM_STDERR)) {
+                r = output_capture_feed(&c->capture[o->stream == SBX__STREAM__STREAM_STDERR], o->data.data,
+                                        o->data.len);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to keep output of %s for its result, ignoring: %m", c->rec.id);
+        }
 }
 
 static void on_exited(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {

@@ -22,6 +22,7 @@
 #include "core/sandbox.h"
 #include "core/server.h"
 #include "core/snapshot.h"
+#include "data/capture.h"
 #include "data/store.h"
 #include "data/transcript.h"
 #include "os/cgroup.h"
@@ -64,6 +65,7 @@ struct WorkspaceSession {
         int kept_fd;                /* its upper is a kept copy (core/kept.h) named by its id in this
                                        directory, removed once it is finalized; else -EBADF */
         int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */
+        int root_fd;                /* O_PATH, the merged /: resolve with openat2 only (data/claimfs.h) */
         CgroupSession *cgroup;
         SnapshotHold base;          /* the layers its overlay is built on */
         uint32_t next_command;
@@ -90,6 +92,7 @@ struct Command {
         char publication_owner[64];
         char publication_error[1024];   /* why nothing was published, and what became of the changes */
         TAILQ_HEAD(, Waiter) waiters;
+        OutputCapture *capture;             /* [stdout, stderr] of an execute_command, or NULL */
 };
 
 /* A new session of sb (spare.h: spare_make_room first, for one someone asked
@@ -129,6 +132,10 @@ void failed_sessions_run_deadlines(Server *s);
 int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
                   Command **ret);
 Command *command_find_live(Server *s, const char *id);
+/* Keep c's stdout and stderr (separate streams) cut to max_chars each, head
+ * and tail (data/capture.h): its waiters are then answered with a
+ * ClaimExecReply once it ends, not with transcript windows. */
+int command_capture(Command *c, uint32_t max_chars);
 int command_send_stdin(Command *c, const void *data, size_t len, bool close_stdin);
 void command_cancel(Server *s, Command *c);
 /* Answer client (seq) with c's new output once it ends or yield_ms after

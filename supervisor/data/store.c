@@ -8,6 +8,7 @@
 #include "array.h"
 #include "macro.h"
 #include "data/store.h"
+#include "sbx-limits.h"
 
 struct Store {
         sqlite3 *db;
@@ -72,7 +73,18 @@ static const char schema[] =
          * files move from there. */
         "CREATE TABLE IF NOT EXISTS uid_ranges ("
         "  sandbox TEXT PRIMARY KEY, base INTEGER NOT NULL UNIQUE, count INTEGER NOT NULL,"
-        "  shift_from INTEGER);";
+        "  shift_from INTEGER);"
+        /* Claims (issue 16): a sandbox of the lifecycle set, its owner (uid and MCP
+         * session) and the rest of it as a packed sbx.ClaimInfo; a warm claim has
+         * no owner yet (uid -1). Created in existing schema-2 databases too. */
+        "CREATE TABLE IF NOT EXISTS claims ("
+        "  sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id) ON DELETE CASCADE,"
+        "  namespace TEXT NOT NULL, name TEXT NOT NULL, uid INTEGER NOT NULL,"
+        "  last_used_unix INTEGER NOT NULL, info BLOB NOT NULL, UNIQUE (namespace, name));"
+        /* Claims that went (expired, deleted): get_sandbox_status says why. */
+        "CREATE TABLE IF NOT EXISTS claim_tombstones ("
+        "  namespace TEXT NOT NULL, name TEXT NOT NULL, uid INTEGER NOT NULL, mcp_session TEXT NOT NULL,"
+        "  reason TEXT NOT NULL, at_unix INTEGER NOT NULL, PRIMARY KEY (namespace, name));";
 
 /* Schema 1 (user_version 0) keyed everything by the sandbox's name, and a
  * deleted sandbox's commands stayed. Its tables are renamed away, the rows
@@ -920,4 +932,117 @@ int store_uid_range_delete(Store *s, const char *sandbox) {
         StoreUidRange u = {};
         strlcpy(u.sandbox, sandbox, sizeof(u.sandbox));
         return uid_range_write(s, "DELETE FROM uid_ranges WHERE sandbox = ?1", &u);
+}
+
+/* ---- claims (issue 16) ------------------------------------------------------------ */
+
+int store_claim_put(Store *s, const StoreClaim *c) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?,?)", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, c->sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, c->namespace_, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, c->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, c->uid);
+        sqlite3_bind_int64(st, 5, c->last_used_unix);
+        sqlite3_bind_blob(st, 6, c->info, (int) c->info_len, SQLITE_STATIC);
+        return step_done(st);
+}
+
+/* sql, an UPDATE of one integer (?1) of the row whose key is ?2. */
+static int update_int(Store *s, const char *sql, int64_t value, const char *key) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, sql, &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, value);
+        sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_claim_touch(Store *s, const char *sandbox, int64_t last_used_unix) {
+        return update_int(s, "UPDATE claims SET last_used_unix = ? WHERE sandbox = ?", last_used_unix, sandbox);
+}
+
+int store_claim_foreach(Store *s, int (*cb)(const StoreClaim *c, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT sandbox, namespace, name, uid, last_used_unix, info FROM claims", &st), rc;
+
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                StoreClaim c = {
+                        .sandbox = (const char *) sqlite3_column_text(st, 0),
+                        .namespace_ = (const char *) sqlite3_column_text(st, 1),
+                        .name = (const char *) sqlite3_column_text(st, 2),
+                        .uid = sqlite3_column_int64(st, 3),
+                        .last_used_unix = sqlite3_column_int64(st, 4),
+                        .info = sqlite3_column_blob(st, 5),
+                        .info_len = (size_t) sqlite3_column_bytes(st, 5),
+                };
+                r = cb(&c, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+/* A tombstone's key, the parameters 1 to 4 of st. */
+static int prepare_tombstone(Store *s, const char *sql, const char *ns, const char *name, int64_t uid,
+                             const char *mcp_session, sqlite3_stmt **ret) {
+        int r = prepare(s, sql, ret);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(*ret, 1, ns, -1, SQLITE_STATIC);
+        sqlite3_bind_text(*ret, 2, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(*ret, 3, uid);
+        sqlite3_bind_text(*ret, 4, mcp_session, -1, SQLITE_STATIC);
+        return 0;
+}
+
+int store_claim_tombstone_put(Store *s, const char *ns, const char *name, int64_t uid, const char *mcp_session,
+                              const char *reason, int64_t at_unix) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL, *trim = NULL;
+        int r = prepare_tombstone(s, "INSERT OR REPLACE INTO claim_tombstones VALUES (?,?,?,?,?,?)", ns, name, uid,
+                                  mcp_session, &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 5, reason, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 6, at_unix);
+        r = step_done(st);
+        if (r < 0)
+                return r;
+        /* The newest SBX_CLAIM_TOMBSTONES_MAX are remembered. */
+        r = prepare(s, "DELETE FROM claim_tombstones WHERE rowid NOT IN "
+                       "(SELECT rowid FROM claim_tombstones ORDER BY at_unix DESC LIMIT ?)", &trim);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(trim, 1, SBX_CLAIM_TOMBSTONES_MAX);
+        return step_done(trim);
+}
+
+int store_claim_tombstone_get(Store *s, const char *ns, const char *name, int64_t uid, const char *mcp_session,
+                              char *ret_reason, size_t size) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare_tombstone(s, "SELECT reason FROM claim_tombstones WHERE namespace = ? AND name = ? AND uid = ? "
+                                     "AND mcp_session = ?", ns, name, uid, mcp_session, &st), rc;
+
+        if (r < 0)
+                return r;
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        snprintf(ret_reason, size, "%s", (const char *) sqlite3_column_text(st, 0));
+        return 0;
+}
+
+int store_sandbox_set_owner(Store *s, const char *id, uid_t owner_uid) {
+        return update_int(s, "UPDATE sandboxes SET owner_uid = ? WHERE id = ?", owner_uid, id);
 }

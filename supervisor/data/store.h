@@ -151,3 +151,27 @@ int store_uid_range_delete(Store *s, const char *sandbox);
 
 /* Running commands of a previous sbxd are ended as supervisor_lost. */
 int store_commands_mark_lost(Store *s, int64_t now_unix_usec, unsigned *ret_count);
+
+/* ---- claims (issue 16): the lifecycle set's sandboxes --------------------------- */
+
+/* A claim's row; strings and info borrowed. info is a packed sbx.ClaimInfo
+ * (the store does not look into it). uid -1: a warm claim, nobody's yet. */
+typedef struct StoreClaim {
+        const char *sandbox;            /* the sandbox's id: the claim goes with the sandbox */
+        const char *namespace_;
+        const char *name;
+        int64_t uid;
+        int64_t last_used_unix;
+        const void *info;
+        size_t info_len;
+} StoreClaim;
+
+int store_claim_put(Store *s, const StoreClaim *c);
+int store_claim_touch(Store *s, const char *sandbox, int64_t last_used_unix);
+int store_claim_foreach(Store *s, int (*cb)(const StoreClaim *c, void *userdata), void *userdata);
+/* Why a claim of that owner went; -ENOENT if none is remembered. */
+int store_claim_tombstone_put(Store *s, const char *ns, const char *name, int64_t uid, const char *mcp_session,
+                              const char *reason, int64_t at_unix);
+int store_claim_tombstone_get(Store *s, const char *ns, const char *name, int64_t uid, const char *mcp_session,
+                              char *ret_reason, size_t size);
+int store_sandbox_set_owner(Store *s, const char *id, uid_t owner_uid);

@@ -44,12 +44,12 @@ static int recv_child(int sync, char *ret_c, SetupReport *ret_rep, int *ret_fds,
         } buf;
         union {
                 struct cmsghdr align;
-                char b[CMSG_SPACE(2 * sizeof(int))];
+                char b[CMSG_SPACE(3 * sizeof(int))];
         } control;
         struct iovec iov = { .iov_base = &buf, .iov_len = sizeof(buf) };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.b,
                              .msg_controllen = sizeof(control.b) };
-        int fds[2] = { -EBADF, -EBADF };
+        int fds[3] = { -EBADF, -EBADF, -EBADF };
         size_t n_fds = 0;
         ssize_t n;
 
@@ -113,6 +113,7 @@ void spawn_state_done(SpawnState *st) {
         st->sock = safe_close(st->sock);
         st->upper_fd = safe_close(st->upper_fd);
         st->workspace_fd = safe_close(st->workspace_fd);
+        st->root_fd = safe_close(st->root_fd);
 }
 
 int session_spawn_begin(Spawner *sp, const SpawnParams *p, CgroupSession *cgroup, SpawnState *ret,
@@ -132,7 +133,7 @@ int session_spawn_begin(Spawner *sp, const SpawnParams *p, CgroupSession *cgroup
         safe_close(sync[1]);
         safe_close(wsock[1]);
         *ret = (SpawnState) {
-                .pidfd = -EBADF, .sync = sync[0], .sock = wsock[0], .upper_fd = -EBADF, .workspace_fd = -EBADF,
+                .pidfd = -EBADF, .sync = sync[0], .sock = wsock[0], .upper_fd = -EBADF, .workspace_fd = -EBADF, .root_fd = -EBADF,
                 .cgroup = cgroup, .uid_base = p->uid_base, .uid_count = p->uid_count,
         };
         return 0;
@@ -150,7 +151,7 @@ int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size)
         SetupError cerr = {};
         SetupReport rep = {};
         const char *step;
-        int fds[2] = { -EBADF, -EBADF };
+        int fds[3] = { -EBADF, -EBADF, -EBADF };
         char c = 0;
         int r;
 
@@ -181,17 +182,19 @@ int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size)
         }
         if (!st->mapped) {
                 step = "session set-up";
-                r = recv_child(st->sync, &c, NULL, fds, 2, &cerr);
+                r = recv_child(st->sync, &c, NULL, fds, 3, &cerr);
                 if (r == -EAGAIN)
                         return 1;
-                if (r < 0 || c != SETUP_USERNS || fds[0] < 0 || fds[1] < 0) {
+                if (r < 0 || c != SETUP_USERNS || fds[0] < 0 || fds[1] < 0 || fds[2] < 0) {
                         safe_close(fds[0]);
                         safe_close(fds[1]);
+                        safe_close(fds[2]);
                         r = r < 0 ? r : -EPROTO;
                         goto fail;
                 }
                 st->upper_fd = fds[0];
                 st->workspace_fd = fds[1];
+                st->root_fd = fds[2];
                 step = "write user namespace maps";
                 r = write_map(st->pid, "uid_map", st->uid_base, st->uid_count);
                 if (r >= 0)

@@ -42,6 +42,7 @@ typedef struct SpawnState {
         int sock;                       /* SOCK_SEQPACKET to the worker */
         int upper_fd;                   /* the workspace overlay's upper directory (once mapped) */
         int workspace_fd;               /* O_PATH: the session's merged /workspace (once mapped) */
+        int root_fd;                    /* O_PATH: the session's merged / (once mapped) */
         CgroupSession *cgroup;          /* the child joins it before it starts */
         uid_t uid_base;
         uint32_t uid_count;

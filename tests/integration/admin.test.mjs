@@ -7,7 +7,9 @@ import { useSbx, sbxctl, run, SBXCTL, writeFixture, resultText } from './helpers
 
 // world: the temporary and run directories are traversable so that an
 // unprivileged broker can reach the socket and be refused by sbxd itself.
-const h = useSbx({ sandboxes: [{ name: 'adm', memory: 256 * 1024 * 1024, pids: 100 }], world: true });
+// No warm claim of the built-in template (sbxd.conf(5)): the state directory holds adm's alone.
+const h = useSbx({ sandboxes: [{ name: 'adm', memory: 256 * 1024 * 1024, pids: 100 }], world: true,
+  config: '[sbxd]\nsocket_mode = 0666\n[template default]\nwarm = 0\n' });
 const NOBODY = 65534;
 
 function sandboxesOf(stdout) {

@@ -257,7 +257,7 @@ h.test('8. a cut command window says so in words, with how to read the rest', as
   assert.match(header(rl), /; lines 0-50 of 300 shown; 250 later lines not shown; read_command_lines start_offset=50; /);
 });
 
-h.test('9. documented behaviour: a pipeline is answered before EOF exits; 40 MiB; publication of read_command_lines; revisions; stale socket', async () => {
+h.test('9. documented behaviour: a pipeline is answered before EOF exits; 96 MiB; publication of read_command_lines; revisions; stale socket', async () => {
   // The man page's pipeline: the calls in flight when stdin ends are answered.
   const input = [
     { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'exec_command', arguments: { sandbox_id: SB, cmd: 'sleep 1; echo made' } } },
@@ -270,7 +270,7 @@ h.test('9. documented behaviour: a pipeline is answered before EOF exits; 40 MiB
   assert.equal(replies.find((m) => m.id === 1).result.structuredContent.output, 'made\n');
 
   const man = fs.readFileSync(path.join(ROOT, 'man/sandbox-mcp.1'), 'utf8');
-  assert.match(man, /41943040 bytes \(40 MiB/);
+  assert.match(man, /100663296 bytes \(96 MiB/);
   assert.ok(!/4194304 bytes/.test(man));
   const versions = [...fs.readFileSync(path.join(ROOT, 'broker/mcp.c'), 'utf8').matchAll(/^\s+"(\d{4}-\d\d-\d\d)",$/gm)].map((m) => m[1]);
   assert.deepEqual(versions, ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05']);

@@ -232,7 +232,9 @@ async function sdkClasses(sdk) {
 }
 
 export class McpSession {
-  static async connect({ socket, logPath, argv, env = {}, useEnvSocket = false, uid = null, name = 'sbx-test', sdk = 'current' }) {
+  /* maxBufferSize: the SDK client's longest line (default 10 MiB), for download_file of large files. */
+  static async connect({ socket, logPath, argv, env = {}, useEnvSocket = false, uid = null, name = 'sbx-test', sdk = 'current',
+    maxBufferSize = undefined }) {
     const { Client, StdioClientTransport, getDefaultEnvironment } = await sdkClasses(sdk);
     const s = new McpSession();
     const mcpArgs = argv ?? ['--set', 'runtime', ...(useEnvSocket ? [] : ['--socket', socket])];
@@ -250,6 +252,7 @@ export class McpSession {
       env: { ...getDefaultEnvironment(), SBX_SOCKET: socket, [LEAK_MARKER]: 'broker-env', ...env },
       stderr: log,
       cwd: '/',
+      ...(maxBufferSize ? { maxBufferSize } : {}),
     });
     s.client = new Client({ name, version: '0.0.1' }, { capabilities: {} });
     s.client.onerror = (e) => {

@@ -7,7 +7,9 @@ import path from 'node:path';
 import { run, outputLines, sbxctl, Sbxd, McpSession } from '../integration/helpers.mjs';
 import { useBattery } from './common.mjs';
 
-const { h, test } = useBattery({ sandboxes: [{ name: 'pub' }], world: true, sets: 'runtime,sessions' });
+// No warm claim of the built-in template (sbxd.conf(5)): the state directory holds the tests' sandboxes alone.
+const { h, test } = useBattery({ sandboxes: [{ name: 'pub' }], world: true, sets: 'runtime,sessions',
+  config: '[sbxd]\nsocket_mode = 0666\n[template default]\nwarm = 0\n' });
 const exec = (cmd, extra = {}, sandbox_id = 'pub') =>
   h.mcp.sc('exec_command', { sandbox_id, cmd, timeout_ms: 20000, yield_time_ms: 20000, ...extra });
 
@@ -187,7 +189,9 @@ INSERT INTO commands (id, sandbox, workspace_session, status, exit_code, end_rea
   const py = await run('python3', ['-c', 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.executescript(sys.argv[3]); c.commit()',
     path.join(state, 'sbx.db'), SCHEMA_1, rows]);
   assert.equal(py.code, 0, py.stderr);
-  const old = new Sbxd({ stateDir: state, runDir: path.join(dir, 'run'), logPath: path.join(h.logDir, 'sbxd-old.log') });
+  fs.writeFileSync(path.join(dir, 'sbxd.conf'), '[template default]\nwarm = 0\n'); // no warm claim's directory
+  const old = new Sbxd({ stateDir: state, runDir: path.join(dir, 'run'), logPath: path.join(h.logDir, 'sbxd-old.log'),
+    extraArgs: ['--config', path.join(dir, 'sbxd.conf')] });
   await old.start();
   let mcp;
   try {

@@ -603,9 +603,43 @@ static void test_lone_surrogates(void **state) {
         jsonrpc_message_free(m);
 }
 
+/* Long plain strings skip jansson's lexer (jsonrpc.c: big strings) and come back
+ * the same, in objects and arrays; keys, escaped and invalid ones go the usual way. */
+static void test_big_strings(void **state) {
+        size_t n = 200000;
+        char *big = malloc(n + 1), *line = malloc(5 * n + 400);
+        JsonRpcMessage *m = NULL;
+        json_t *args;
+
+        for (size_t i = 0; i < n; i++)
+                big[i] = (char) ('A' + i % 26);
+        big[n] = '\0';
+        snprintf(line, 5 * n + 400,
+                 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\",\"arguments\":"
+                 "{\"content\" : \"%s\", \"list\": [\"%s\", 1], \"%s\": 2, \"esc\": \"%s\\n\"}}}", big, big, big, big);
+        assert_int_equal(jsonrpc_parse(line, strlen(line), &m), 0);
+        assert_int_equal(m->kind, JSONRPC_REQUEST);
+        args = json_object_get(m->params, "arguments");
+        assert_int_equal(json_string_length(json_object_get(args, "content")), n);
+        assert_memory_equal(json_string_value(json_object_get(args, "content")), big, n);
+        assert_memory_equal(json_string_value(json_array_get(json_object_get(args, "list"), 0)), big, n);
+        assert_int_equal(json_integer_value(json_object_get(args, big)), 2);
+        assert_int_equal(json_string_length(json_object_get(args, "esc")), n + 1);
+        jsonrpc_message_free(m);
+        /* invalid UTF-8 in a long string is still a parse error */
+        big[5] = (char) 0xff;
+        snprintf(line, 5 * n + 400, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"a\":\"%s\"}}", big);
+        assert_int_equal(jsonrpc_parse(line, strlen(line), &m), 0);
+        assert_int_equal(m->kind, JSONRPC_INVALID);
+        jsonrpc_message_free(m);
+        free(big);
+        free(line);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_request),
+                cmocka_unit_test(test_big_strings),
                 cmocka_unit_test(test_request_key_order_and_no_params),
                 cmocka_unit_test(test_notification),
                 cmocka_unit_test(test_response_ignored),

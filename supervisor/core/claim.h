@@ -1,0 +1,102 @@
+/* Claims: the sandboxes of the lifecycle set (sandbox-mcp --set lifecycle).
+ * A claim is a long-lived workspace session of a sandbox of its own, made
+ * from a template of sbxd.conf ([template NAME]): files written anywhere in
+ * its root and processes left in the background persist between commands
+ * until the claim is deleted or expires, as in a pod.
+ *
+ * Ownership: a claim belongs to the uid and the MCP session identity
+ * (ClientHello.mcp_session) of the client that created it. Only that
+ * client's requests find it by namespace and name; every other one is told
+ * it is not found. Root without an MCP session (sbxctl) finds every claim.
+ *
+ * Warm pool: each template keeps `warm` claims ready ahead (a sandbox and a
+ * running session, owned by nobody); a create takes one and makes the next
+ * in the tick. Without a ready one the claim is made cold.
+ *
+ * Expiry is durable: a claim's row (sbx.db) holds its last use; the tick
+ * deletes a claim unused for shutdown_after_seconds or older than
+ * claim_max_lifetime, before and after a restart of sbxd, and remembers why
+ * (a tombstone) for get_sandbox_status. After a restart a claim's session is
+ * made anew on its sandbox: the workspace's published layers stay, what the
+ * old session wrote (it lived on the session's tmpfs) is gone, as a pod's
+ * container restarts with a fresh filesystem. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "core/client.h"
+#include "core/config.h"
+#include "core/sandbox.h"
+#include "core/server.h"
+#include "core/session.h"
+
+typedef enum ClaimState {
+        CLAIM_MAKING,           /* its sandbox or its first session is being made */
+        CLAIM_READY,            /* its session runs (or is being made again) */
+        CLAIM_GONE,             /* deleted while being made: freed once its sandbox comes */
+} ClaimState;
+
+struct Claim {
+        TAILQ_ENTRY(Claim) link;
+        ClaimState state;
+        bool warm;                      /* made ahead, nobody's yet */
+        Sandbox *sandbox;               /* NULL while its import runs */
+        char namespace_[64];
+        char name[64];
+        char template_[64];
+        int64_t uid;                    /* -1 while warm */
+        char mcp_session[33];
+        bool from_warm;                 /* started_from warm */
+        bool no_expiry;
+        uint32_t shutdown_after_seconds;
+        int64_t created_unix;
+        int64_t last_used_unix;
+        double ready_seconds;
+        unsigned long long make_start_usec;
+        unsigned long long ready_deadline_usec;
+        unsigned restarts;              /* sessions made again after one was lost */
+        unsigned long long restart_usec; /* no new session before this (the last one failed to start) */
+        Pending creator;                /* create_sandbox of a cold claim, answered once it runs */
+        uint8_t *labels;                /* a packed ClaimInfo with only its three label lists */
+        size_t labels_len;
+};
+
+/* After sandboxes_load: the claims of sbx.db; their sessions come in the tick. */
+int claims_load(Server *s);
+void claims_free(Server *s);
+
+/* Names: 1-63 of a-z 0-9 -, starting and ending with a letter or digit. */
+bool claim_name_is_valid(const char *name);
+
+/* The claim named ns/name that c may use (claim.h: ownership), or NULL. */
+Claim *claim_find(Server *s, const Client *c, const char *ns, const char *name);
+/* A tool call named it: its expiry counts from now. */
+void claim_touch(Server *s, Claim *cl);
+/* Its session, if it runs (READY), else NULL. */
+WorkspaceSession *claim_session(Server *s, const Claim *cl);
+/* Live (claimed, not warm) claims of uid. */
+unsigned claims_of_uid(Server *s, uid_t uid);
+
+/* A claim for c from template t: a warm one at once (answered into
+ * *ret_info, returns 0), else a cold one answered later to (c, seq)
+ * (returns REPLY_DEFERRED_CLAIM). On failure err says why. */
+#define CLAIM_DEFERRED 1
+int claim_create(Server *s, Client *c, uint32_t seq, const Template *t, const Sbx__ClaimCreate *req, Claim **ret,
+                 char *err, size_t errsize);
+/* Delete the claim and everything of it; reason goes into its tombstone. */
+void claim_delete(Server *s, Claim *cl, const char *reason);
+/* The claim as a reply shows it (strings borrowed from cl; labels unpacked
+ * into *ret_labels, which the caller frees with claim_info_done). */
+int claim_info(Server *s, const Claim *cl, Sbx__ClaimInfo *ret, Sbx__ClaimInfo **ret_labels);
+void claim_info_done(Sbx__ClaimInfo *labels);
+/* Why the claim ns/name of c went, if it is remembered (-ENOENT if not). */
+int claim_tombstone(Server *s, const Client *c, const char *ns, const char *name, char *ret, size_t size);
+/* Warm claims ready now of template name, and claims made from it. */
+void claims_count(Server *s, const char *template_name, unsigned *ret_warm, unsigned *ret_claimed);
+
+unsigned long long claims_next_deadline(Server *s);
+/* Once per loop pass: answer claims that became ready, delete expired ones,
+ * restart lost sessions, keep the warm pools full. */
+void claims_run_deadlines(Server *s);
