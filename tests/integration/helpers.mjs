@@ -368,7 +368,11 @@ export class Harness {
     h.mcpLog = path.join(h.logDir, 'sandbox-mcp.log');
     const extraArgs = [];
     // sbxd.sock is root's alone by default (sbxd.conf(5)); these tests connect as other users
-    if (world && !/^socket_mode\s*=/m.test(config ?? '')) config = `${config ?? '[sbxd]\n'}socket_mode = 0666\n`;
+    // (in the [sbxd] section, which may be followed by [template NAME] ones)
+    if (world && !/^socket_mode\s*=/m.test(config ?? '')) {
+      config = /^\[sbxd\]$/m.test(config ?? '') ? config.replace(/^\[sbxd\]$/m, '[sbxd]\nsocket_mode = 0666')
+        : `[sbxd]\nsocket_mode = 0666\n${config ?? ''}`;
+    }
     if (config !== null) {
       h.configPath = path.join(h.dir, 'sbxd.conf');
       await fsp.writeFile(h.configPath, config);

@@ -18,7 +18,9 @@ const h = useSbx({
   sets: 'runtime,sessions',
   world: true,
   config: `[sbxd]\nowner_sessions_max = ${QUOTAS.sessions}\nowner_sandboxes_max = ${QUOTAS.sandboxes}\n`
-    + `owner_commands_max = ${QUOTAS.commands}\nsession_spares = 0\n`,
+    + `owner_commands_max = ${QUOTAS.commands}\nsession_spares = 0\n`
+    // no warm claim: root's line counts the sandboxes and sessions made here only
+    + '[template default]\nwarm = 0\n',
 });
 
 async function create(name, owner) {
