@@ -106,8 +106,12 @@
 #define SBX_SPARES_DEFAULT 2u                   /* sbxd.conf session_spares: per sandbox */
 #define SBX_SPARES_MAX 8u
 #define SBX_SPARE_IDLE_DEFAULT_S 120u           /* sbxd.conf session_spare_idle_seconds */
-#define SBX_FILE_INDEX_CACHE_ENTRIES 256u       /* snapshot files whose line index file_read keeps */
+#define SBX_FILE_INDEX_CACHE_ENTRIES 256u       /* snapshot and live files whose line index file_read keeps */
 #define SBX_FILE_INDEX_CACHE_BYTES (4u << 20)   /* bytes of those indexes' line marks together */
+/* Work off the event loop (issue 15): publications, diffs and file indexes
+ * run on threads, one lane (queue) per sandbox, one thread per busy lane. */
+#define SBX_WORK_THREADS_MAX 32u                /* threads at most: sandboxes busy at once beyond it wait */
+#define SBX_WORK_STOP_WAIT_MS 200u              /* at SIGTERM, running works get this long, then are left */
 
 /* Commands' own limits, set by the worker in the command child (issue 4) */
 #define SBX_COMMAND_NOFILE 4096u                /* RLIMIT_NOFILE, soft and hard */

@@ -126,8 +126,8 @@ static void lane_next(WorkPool *p, WorkLane *lane) {
         lane->current = w;
         r = w->start ? w->start(w) : 0;
         pthread_mutex_lock(&p->lock);
-        if (r < 0)
-                finish_locked(p, w, r);
+        if (r != 0)
+                finish_locked(p, w, r > 0 ? 0 : r);
         else {
                 TAILQ_INSERT_TAIL(&p->runnable, w, link);
                 thread_for_work(p);

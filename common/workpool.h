@@ -31,7 +31,8 @@ typedef struct WorkLane {
 struct Work {
         TAILQ_ENTRY(Work) link;
         WorkLane *lane;                         /* NULL once its lane was cancelled */
-        /* On the loop, when its turn comes: copy what run needs. < 0: done at once with it. */
+        /* On the loop, when its turn comes: copy what run needs. 0: run it; 1: nothing
+         * to run (done with 0); < 0: done at once with it. */
         int (*start)(Work *w);
         /* On a pool thread; its result goes to done. */
         int (*run)(Work *w);

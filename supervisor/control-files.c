@@ -120,12 +120,19 @@ static int read_payload(int fd, uint64_t size, char **ret) {
         return 0;
 }
 
-/* What file_write and file_edit answer: the change, the texts it needs, the reply. */
+/* What file_write and file_edit answer: the change, the texts it needs, the
+ * reply. A write to the published snapshot is answered later (its
+ * publication waits for its turn in the sandbox's lane and runs off the
+ * loop): then the answer leaves the request and keeps its own copies. */
 typedef struct ChangeAnswer {
+        Pending pending;
         FileChange ch;
+        FileEditList edits;
         Sbx__FileChangeReply o;
         Sbx__Publication pub;
         char rel[SBX_PATH_MAX + 1];
+        char path[SBX_PATH_MAX + 1];    /* as the client gave it */
+        char ws_id[65];
         char *payload, *old, *updated, *diff;
         const char *type;       /* "edit", or NULL: create or update */
         Sandbox *sandbox;       /* whose snapshot view is mounted again after the reply */
@@ -140,7 +147,9 @@ static void change_answer_free(void *p) {
                 int view;
                 (void) snapshot_current(a->store, a->sandbox, &view);
         }
+        pending_stop(&a->pending);
         file_change_done(&a->ch);
+        file_edit_list_done(&a->edits);
         free(a->payload);
         free(a->old);
         free(a->updated);
@@ -148,7 +157,7 @@ static void change_answer_free(void *p) {
         free(a);
 }
 
-static ChangeAnswer *change_answer_new(Request *rq) {
+static ChangeAnswer *change_answer_new(Request *rq, const char *path, const char *ws_id) {
         ChangeAnswer *a = calloc(1, sizeof(*a));
 
         if (!a)
@@ -156,22 +165,20 @@ static ChangeAnswer *change_answer_new(Request *rq) {
         request_own(rq, change_answer_free, a);
         a->o = (Sbx__FileChangeReply) SBX__FILE_CHANGE_REPLY__INIT;
         a->pub = (Sbx__Publication) SBX__PUBLICATION__INIT;
+        strlcpy(a->path, path, sizeof(a->path));
+        strlcpy(a->ws_id, ws_id, sizeof(a->ws_id));
         return a;
 }
 
-/* Write a->ch and fill the reply (its type, diff and edit counts set by the caller). */
-static int write_change(Request *rq, const char *path, ChangeAnswer *a) {
+/* The reply to a->ch, written (its type, diff and edit counts set by the caller). */
+static int change_reply(Server *s, Sandbox *sb, ChangeAnswer *a, Sbx__Reply *reply) {
         FileChange *ch = &a->ch;
-        int r;
 
-        r = workspace_write(rq->server, rq->sandbox, ch, rq->error, sizeof(rq->error));
-        if (r < 0)
-                return rq->error[0] ? r : request_error(rq, r, "%s: %s", path, strerror(-r));
         if (!ch->in_session && ch->pub.published)
                 log_info("File operation %s on '%s' of sandbox '%s' published layer %u", ch->owner, ch->rel,
-                         rq->sandbox->name, ch->pub.layer);
+                         sb->name, ch->pub.layer);
         a->o.type = (char *) (a->type ?: ch->created ? "create" : "update");
-        a->o.path = (char *) path;
+        a->o.path = a->path;
         a->o.bytes_written = ch->len;
         a->o.unchanged = ch->unchanged;
         if (!ch->in_session) {
@@ -182,15 +189,70 @@ static int write_change(Request *rq, const char *path, ChangeAnswer *a) {
                 a->o.publication = &a->pub;
         }
         if (ch->pub.published) {
-                a->sandbox = rq->sandbox;
-                a->store = rq->server->store;
+                a->sandbox = sb;
+                a->store = s->store;
         }
-        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_FILE_CHANGE, &a->o);
+        return msg_reply_set(reply, SBX__REPLY__BODY_FILE_CHANGE, &a->o);
+}
+
+static void change_published(Server *s, FileChange *ch, int r, const char *err, void *userdata) {
+        ChangeAnswer *a = container_of(ch, ChangeAnswer, ch);
+        Sbx__Reply reply = SBX__REPLY__INIT;
+
+        if (r == -ECANCELED)
+                pending_answer_error(s, &a->pending, r, "%s: not written: %s", a->path, err);
+        else if (r < 0)
+                pending_answer_error(s, &a->pending, r, "%s: %s", a->path, err[0] ? err : strerror(-r));
+        else if (change_reply(s, (Sandbox *) userdata, a, &reply) >= 0)
+                pending_answer(s, &a->pending, &reply);
+        else
+                pending_answer_error(s, &a->pending, -ENOMEM, "out of memory");
+        change_answer_free(a);
+}
+
+static void change_abandon(Server *s, Pending *p, bool cancelled) {
+        /* The write goes on; nobody waits for its answer any more. */
+}
+
+/* Write a->ch: inside a session at once; to the published snapshot in its
+ * turn (prepare makes the content then), answered later. */
+static int write_change(Request *rq, ChangeAnswer *a, WorkspacePrepare prepare) {
+        FileChange *ch = &a->ch;
+        WorkspaceSession *ws;
+        char err[400] = "";
+        int root, r;
+
+        ch->rel = a->rel;
+        ch->ws_id = a->ws_id;
+        if (!a->ws_id[0]) {
+                r = request_disown(rq, a);
+                if (r < 0)
+                        return r;
+                pending_start(&a->pending, rq->client, rq->seq, change_abandon);
+                r = workspace_write_published(rq->server, rq->sandbox, ch, prepare, change_published, rq->sandbox);
+                if (r < 0) {
+                        change_answer_free(a);
+                        return r;
+                }
+                return REPLY_DEFERRED;
+        }
+        r = workspace_root(rq->server, rq->sandbox, a->ws_id, &ws, &root, rq->error, sizeof(rq->error));
+        if (r < 0)
+                return r;
+        if (prepare) {
+                r = prepare(rq->server, rq->sandbox, ch, a, err, sizeof(err));
+                if (r < 0)
+                        return rq->error[0] ? r : request_error(rq, r, "%s: %s", a->path, err[0] ? err : strerror(-r));
+        }
+        r = workspace_write(rq->server, rq->sandbox, ch, rq->error, sizeof(rq->error));
+        if (r < 0)
+                return rq->error[0] ? r : request_error(rq, r, "%s: %s", a->path, strerror(-r));
+        return change_reply(rq->server, rq->sandbox, a, &rq->reply);
 }
 
 int handle_file_write(Request *rq) {
         const Sbx__FileWrite *req = rq->msg->file_write;
-        ChangeAnswer *a = change_answer_new(rq);
+        ChangeAnswer *a = change_answer_new(rq, req->path, req->workspace_session);
         int r;
 
         if (!a)
@@ -202,81 +264,80 @@ int handle_file_write(Request *rq) {
         if (r < 0)
                 return request_error(rq, r, "file content: %s",
                                      r == -EFBIG ? "larger than the file size limit" : "malformed payload");
-        a->ch = (FileChange) {
-                .rel = a->rel, .ws_id = req->workspace_session, .content = a->payload, .len = req->content_size,
-        };
-        return write_change(rq, req->path, a);
+        a->ch = (FileChange) { .content = a->payload, .len = req->content_size };
+        return write_change(rq, a, NULL);
 }
 
 /* The file's text before an edit, from the root the edit writes in. */
-static int edit_old_text(Request *rq, const Sbx__FileEdit *req, ChangeAnswer *a, size_t *ret_len) {
+static int edit_old_text(Server *s, Sandbox *sb, ChangeAnswer *a, size_t *ret_len, char *err, size_t errsize) {
         WorkspaceSession *ws;
         int root, r;
 
-        r = workspace_root(rq->server, rq->sandbox, req->workspace_session, &ws, &root, rq->error,
-                           sizeof(rq->error));
+        r = workspace_root(s, sb, a->ws_id, &ws, &root, err, errsize);
         if (r < 0)
                 return r;
         r = read_file_bounded_at(root, a->rel, SBX_FILE_MAX, &a->old, ret_len);
-        if (r < 0)
-                return request_error(rq, r, "%s: %s", req->path,
-                                     r == -EFBIG    ? "larger than the file size limit"
-                                     : r == -EISDIR ? "not a regular file"
-                                                    : workspace_open_error(r));
-        if (!text_is_utf8(a->old, *ret_len))
-                return request_error(rq, -EILSEQ, "%s: not a UTF-8 text file", req->path);
+        if (r < 0) {
+                snprintf(err, errsize, "%s", r == -EFBIG    ? "larger than the file size limit"
+                                             : r == -EISDIR ? "not a regular file"
+                                                            : workspace_open_error(r));
+                return r;
+        }
+        if (!text_is_utf8(a->old, *ret_len)) {
+                snprintf(err, errsize, "not a UTF-8 text file");
+                return -EILSEQ;
+        }
         return 0;
 }
 
-static void edit_list_free(void *p) {
-        file_edit_list_done(p);
-        free(p);
+/* An edit's content, from the file's text where it writes (the snapshot as it is in the edit's turn). */
+static int edit_prepare(Server *s, Sandbox *sb, FileChange *ch, void *userdata, char *err, size_t errsize) {
+        ChangeAnswer *a = container_of(ch, ChangeAnswer, ch);
+        size_t old_len = 0, new_len = 0, diff_len = 0;
+        bool diff_truncated = false;
+        uint64_t replacements = 0;
+        int r;
+
+        r = edit_old_text(s, sb, a, &old_len, err, errsize);
+        if (r < 0)
+                return r;
+        r = file_apply_edits(a->old, old_len, a->edits.specs, a->edits.n, &a->updated, &new_len, &replacements, err,
+                             errsize);
+        if (r < 0)
+                return r;
+        r = text_unified_diff(a->path, a->old, old_len, a->updated, new_len, SBX_EDIT_DIFF_MAX_BYTES, &a->diff,
+                              &diff_len, &diff_truncated);
+        if (r < 0)
+                log_debug_errno(r, "No diff of the edit of '%s', ignoring: %m", a->rel);
+        ch->old_text = a->old;
+        ch->old_len = old_len;
+        ch->content = a->updated;
+        ch->len = new_len;
+        a->o.edits_applied = (uint32_t) a->edits.n;
+        a->o.replacements = replacements;
+        a->o.diff.data = (uint8_t *) a->diff;
+        a->o.diff.len = r < 0 ? 0 : diff_len;
+        a->o.diff_truncated = r >= 0 && diff_truncated;
+        return 0;
 }
 
 int handle_file_edit(Request *rq) {
         const Sbx__FileEdit *req = rq->msg->file_edit;
-        ChangeAnswer *a = change_answer_new(rq);
-        FileEditList *edits = calloc(1, sizeof(*edits));
-        size_t old_len = 0, new_len = 0, diff_len = 0;
-        bool diff_truncated = false;
-        uint64_t replacements = 0;
-        char err[400] = "";
+        ChangeAnswer *a = change_answer_new(rq, req->path, req->workspace_session);
         int r;
 
-        if (edits)
-                request_own(rq, edit_list_free, edits);
-        if (!a || !edits)
+        if (!a)
                 return -ENOMEM;
         r = workspace_path(req->path, a->rel, rq->error, sizeof(rq->error));
         if (r < 0)
                 return r;
         r = read_payload(rq->fd, req->edits_size, &a->payload);
         if (r >= 0)
-                r = file_edit_list_parse(a->payload, req->edits_size, edits);
+                r = file_edit_list_parse(a->payload, req->edits_size, &a->edits);
         if (r < 0)
                 return request_error(rq, r, r == -ENOMEM ? "out of memory" : "edits: malformed payload");
-        r = edit_old_text(rq, req, a, &old_len);
-        if (r < 0)
-                return r;
-        r = file_apply_edits(a->old, old_len, edits->specs, edits->n, &a->updated, &new_len, &replacements, err,
-                             sizeof(err));
-        if (r < 0)
-                return request_error(rq, r, "%s: %s", req->path, err[0] ? err : strerror(-r));
-        r = text_unified_diff(req->path, a->old, old_len, a->updated, new_len, SBX_EDIT_DIFF_MAX_BYTES, &a->diff,
-                              &diff_len, &diff_truncated);
-        if (r < 0)
-                log_debug_errno(r, "No diff of the edit of '%s', ignoring: %m", a->rel);
-        a->ch = (FileChange) {
-                .rel = a->rel, .ws_id = req->workspace_session,
-                .old_text = a->old, .old_len = old_len, .content = a->updated, .len = new_len,
-        };
         a->type = "edit";
-        a->o.edits_applied = (uint32_t) edits->n;
-        a->o.replacements = replacements;
-        a->o.diff.data = (uint8_t *) a->diff;
-        a->o.diff.len = r < 0 ? 0 : diff_len;
-        a->o.diff_truncated = r >= 0 && diff_truncated;
-        return write_change(rq, req->path, a);
+        return write_change(rq, a, edit_prepare);
 }
 
 /* What file_blame answers. */
@@ -308,7 +369,7 @@ static int published_blame(Request *rq, const char *rel, Blame *ret) {
         if (r >= 0 && !text_is_utf8(text, len))
                 r = -EILSEQ;
         if (r >= 0)
-                r = blame_of_published(rq->server->store, rq->sandbox, rel, text, len, ret);
+                r = blame_of_published(rq->server->store, rq->sandbox->id, rel, text, len, ret);
         return r;
 }
 

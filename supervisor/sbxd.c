@@ -296,6 +296,9 @@ static int server_open_resources(Server *s) {
         r = index_cache_new(SBX_FILE_INDEX_CACHE_ENTRIES, SBX_FILE_INDEX_CACHE_BYTES, &s->file_indexes);
         if (r < 0)
                 return log_error_errno(r, "Cannot allocate the file index cache: %m");
+        r = server_open_work(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot start the work pool: %m");
         return 0;
 }
 
@@ -359,7 +362,14 @@ static int server_open(Server *s) {
 
 static void server_done(Server *s) {
         WorkspaceSession *ws;
+        Sandbox *sb;
         char path[PATH_MAX];
+
+        /* Work off the loop first: what still runs is left (no half layer is
+         * ever recorded; the sessions' uppers are only read by it). */
+        TAILQ_FOREACH(sb, &s->sandboxes, link)
+                work_lane_cancel(s->work, &sb->lane);
+        server_stop_work(s);
 
         /* Nothing of a session outlives the supervisor: its commands are supervisor_lost. */
         while ((ws = TAILQ_FIRST(&s->sessions))) {

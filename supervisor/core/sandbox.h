@@ -41,6 +41,7 @@ struct Sandbox {
         dev_t view_dev;             /* st_dev of the view's files, shown with their real inode numbers; 0: unknown */
         dev_t layers_dev;           /* st_dev of the layers' filesystem */
         TAILQ_HEAD(, SnapshotHold) holds; /* of its sessions, live and ending */
+        WorkLane lane;              /* its works off the loop, in order (common/workpool.h) */
 };
 
 int sandboxes_load(Server *s);

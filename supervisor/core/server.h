@@ -18,6 +18,7 @@
 #include "os/cgroup.h"
 #include "os/seccomp.h"
 #include "os/spawner.h"
+#include "workpool.h"
 
 typedef struct Server Server;
 typedef struct EventSource EventSource;
@@ -46,7 +47,9 @@ struct Server {
         char *image_dir;
         Store *store;
         CgroupManager *cgroups;
-        IndexCache *file_indexes;       /* line indexes of snapshot files (file_read) */
+        IndexCache *file_indexes;       /* line indexes of snapshot and live files (file_read) */
+        WorkPool *work;                 /* publications, diffs and file indexes, off the loop (one lane per sandbox) */
+        EventSource work_src;           /* readable when works wait for their done */
         unsigned long long started_usec;
         bool quit;
         unsigned n_clients;
@@ -69,6 +72,12 @@ void server_close(Server *s);
  * the batch, skipping those an earlier handler of it unwatched. Returns how
  * many were ready, or -errno (-EINTR included). */
 int server_dispatch(Server *s, int timeout_ms);
+
+/* The work pool and its place in the epoll set. */
+int server_open_work(Server *s);
+/* Stop it: every sandbox's lane is cancelled first; works still running are
+ * left to their threads (data/layer.h: what they leave is what a crash leaves). */
+void server_stop_work(Server *s);
 
 /* Watch fd (src takes it) for events; src->dispatch runs when it is ready. */
 int server_watch(Server *s, EventSource *src, int fd, uint32_t events);

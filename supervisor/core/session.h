@@ -37,6 +37,7 @@ typedef enum SessionState {
 } SessionState;
 
 typedef struct Waiter Waiter;
+typedef struct SessionPublish SessionPublish;
 
 struct WorkspaceSession {
         TAILQ_ENTRY(WorkspaceSession) link;
@@ -45,6 +46,7 @@ struct WorkspaceSession {
         bool automatic;
         bool publish_policy;        /* finalize policy publish_then_destroy (else destroy) */
         bool conflicted;            /* its last publication was refused */
+        SessionPublish *publishing; /* its publication, running off the loop (stopped meanwhile) */
         bool spare;                 /* set up ahead, not handed out yet (core/spare.h) */
         unsigned long long spare_until_usec;
         int64_t created_unix;
@@ -99,9 +101,16 @@ void session_destroy(Server *s, WorkspaceSession *ws);
 void sessions_wait_ended(Server *s, const Sandbox *sb);
 /* Free the dead sessions: at the end of each loop pass. */
 void sessions_reap(Server *s);
-/* Publish (or discard) and end the session; after a conflict or a failed
- * publication it stays, stopped, and *ret says why. -EBUSY while commands run. */
-int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, PublishResult *ret);
+/* How a finalize ended: r, and the publication (taken: publish_result_done).
+ * ws is the session after a conflict or a failed publication (it stays,
+ * stopped), else NULL (it ended, or went while it published: -ECANCELED). */
+typedef void (*FinalizeDone)(Server *s, WorkspaceSession *ws, int r, PublishResult *res, void *userdata);
+/* Publish (or discard) and end the session. The publication runs off the
+ * loop, in the sandbox's lane, and answer is called when it is done (at once
+ * when there is nothing to publish). -EBUSY while commands run or it is being
+ * published (then answer is not called). */
+int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, FinalizeDone answer,
+                     void *userdata);
 /* The session as listings show it (strings borrowed from ws). */
 void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *ret);
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/snapshot.h"
+#include "macro.h"
 #include "core/workspace.h"
 #include "data/layer.h"
 #include "fd-util.h"
@@ -116,6 +117,11 @@ int workspace_root(Server *s, Sandbox *sb, const char *ws_id, WorkspaceSession *
                         snprintf(ret_error, error_size, "no live workspace session '%.80s' in sandbox '%s'", ws_id,
                                  sb->name);
                         return -ENOENT;
+                }
+                if (ws->publishing) {
+                        /* Its upper is being copied into a layer: nothing reads or writes it meanwhile. */
+                        snprintf(ret_error, error_size, "workspace session '%s' is being published", ws->id);
+                        return -EBUSY;
                 }
                 *ret_ws = ws;
                 *ret_root = ws->workspace_fd;
@@ -290,57 +296,6 @@ static int stage_file_like(int view_parent, int parent, const char *name, char *
         return 0;
 }
 
-/* A file operation without a session: stage the file (parents mirroring the
- * snapshot's), publish it as a layer owned by operation:ID. old_text is the
- * file's published text, if the caller read it (else NULL). */
-static int publish_operation(Server *s, Sandbox *sb, FileChange *ch, char *err, size_t errsize) {
-        const PublishOperation op = {
-                .path = ch->rel,
-                .old_text = ch->old_text,
-                .old_len = ch->old_len,
-                .new_text = ch->content,
-                .new_len = ch->len,
-        };
-        const char *rel = ch->rel;
-        char stage[48], hex[17];
-        _cleanup_close_ int stage_fd = -EBADF, parent = -EBADF, view_parent = -EBADF;
-        const char *name;
-        int view, r;
-
-        r = snapshot_current(s->store, sb, &view);
-        if (r < 0)
-                return r;
-        /* Where it lands in the snapshot: no symlinks, parents are directories. */
-        r = open_parent(view, rel, false, sb->uid_base, &view_parent, &name, err, errsize);
-        if (r < 0 && r != -ENOENT)
-                return r;
-        r = random_hex(hex, 12);
-        if (r < 0)
-                return r;
-        snprintf(ch->owner, sizeof(ch->owner), "operation:op-%s", hex);
-        snprintf(stage, sizeof(stage), "op-%s", hex);
-        if (mkdirat(s->staging_fd, stage, 0755) < 0)
-                return -errno;
-        stage_fd = openat(s->staging_fd, stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (stage_fd < 0) {
-                r = -errno;
-                goto out;
-        }
-        r = open_parent(stage_fd, rel, true, sb->uid_base, &parent, &name, err, errsize);
-        if (r < 0)
-                goto out;
-        r = stage_parents_like(view, stage_fd, rel);
-        if (r >= 0)
-                r = stage_file_like(view_parent, parent, name, err, errsize);
-        if (r >= 0)
-                r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, err, errsize);
-        if (r >= 0)
-                r = publish_tree(s->store, sb, stage_fd, ch->owner, sb->top_layer, true, -1, &op, &ch->pub);
-out:
-        (void) tree_remove_at(s->staging_fd, stage);
-        return r;
-}
-
 /* Whether the file at ch->rel below root already holds exactly ch->content:
  * then nothing is written and nothing published. */
 static bool file_unchanged(int root, const FileChange *ch) {
@@ -354,29 +309,139 @@ static bool file_unchanged(int root, const FileChange *ch) {
         return cur_len == ch->len && memcmp(cur, ch->content, ch->len) == 0;
 }
 
+/* A file operation without a session, in its turn in the sandbox's lane:
+ * made by its prepare (on the loop, against the snapshot as it is then),
+ * staged (parents mirroring the snapshot's), published off the loop as a
+ * layer owned by operation:ID, answered by its done. */
+typedef struct OperationWork {
+        Work work;
+        Server *server;
+        Sandbox *sandbox;               /* not touched once cancelled (the sandbox may be gone) */
+        FileChange *ch;
+        WorkspacePrepare prepare;
+        WorkspaceDone done;
+        void *userdata;
+        char stage[48];
+        Publication *pub;
+        char error[400];
+} OperationWork;
+
+/* Stage ch below staging/STAGE and begin its publication. */
+static int operation_stage(OperationWork *o, int view) {
+        FileChange *ch = o->ch;
+        Server *s = o->server;
+        Sandbox *sb = o->sandbox;
+        const PublishOperation op = {
+                .path = ch->rel, .old_text = ch->old_text, .old_len = ch->old_len,
+                .new_text = ch->content, .new_len = ch->len,
+        };
+        _cleanup_close_ int stage_fd = -EBADF, parent = -EBADF, view_parent = -EBADF;
+        char hex[17];
+        const char *name;
+        int r;
+
+        /* Where it lands in the snapshot: no symlinks, parents are directories. */
+        r = open_parent(view, ch->rel, false, sb->uid_base, &view_parent, &name, o->error, sizeof(o->error));
+        if (r < 0 && r != -ENOENT)
+                return r;
+        r = random_hex(hex, 12);
+        if (r < 0)
+                return r;
+        snprintf(ch->owner, sizeof(ch->owner), "operation:op-%s", hex);
+        snprintf(o->stage, sizeof(o->stage), "op-%s", hex);
+        if (mkdirat(s->staging_fd, o->stage, 0755) < 0)
+                return -errno;
+        stage_fd = openat(s->staging_fd, o->stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (stage_fd < 0)
+                return -errno;
+        r = open_parent(stage_fd, ch->rel, true, sb->uid_base, &parent, &name, o->error, sizeof(o->error));
+        if (r >= 0)
+                r = stage_parents_like(view, stage_fd, ch->rel);
+        if (r >= 0)
+                r = stage_file_like(view_parent, parent, name, o->error, sizeof(o->error));
+        if (r >= 0)
+                r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, o->error,
+                             sizeof(o->error));
+        if (r >= 0)
+                r = publish_begin(s->store, sb, s->state_fd, stage_fd, ch->owner, sb->top_layer, true, -1, &op,
+                                  &o->pub);
+        return r;
+}
+
+static int operation_start(Work *w) {
+        OperationWork *o = container_of(w, OperationWork, work);
+        FileChange *ch = o->ch;
+        int view, r;
+
+        ch->in_session = false;
+        ch->pub.layer = o->sandbox->top_layer;
+        r = o->prepare ? o->prepare(o->server, o->sandbox, ch, o->userdata, o->error, sizeof(o->error)) : 0;
+        if (r >= 0)
+                r = snapshot_current(o->server->store, o->sandbox, &view);
+        if (r < 0)
+                return r;
+        if (file_unchanged(view, ch)) {
+                ch->unchanged = true;
+                return 1; /* nothing to publish */
+        }
+        return operation_stage(o, view);
+}
+
+static int operation_run(Work *w) {
+        return publish_run(container_of(w, OperationWork, work)->pub);
+}
+
+static void operation_done(Work *w, int r, void *userdata) {
+        OperationWork *o = container_of(w, OperationWork, work);
+        Server *s = userdata;
+
+        if (work_cancelled(w)) {
+                publish_abandon(o->pub);
+                r = -ECANCELED;
+                snprintf(o->error, sizeof(o->error), "its sandbox or sbxd went before it was published");
+        } else if (o->pub) {
+                r = publish_finish(s->store, o->sandbox, o->pub, r, &o->ch->pub);
+                if (r < 0 && o->ch->pub.error[0])
+                        strlcpy(o->error, o->ch->pub.error, sizeof(o->error));
+        }
+        if (o->stage[0])
+                (void) tree_remove_at(s->staging_fd, o->stage);
+        o->done(s, o->ch, r, o->error, o->userdata);
+        free(o);
+}
+
+int workspace_write_published(Server *s, Sandbox *sb, FileChange *ch, WorkspacePrepare prepare, WorkspaceDone done,
+                              void *userdata) {
+        OperationWork *o = calloc(1, sizeof(*o));
+
+        if (!o)
+                return -ENOMEM;
+        *o = (OperationWork) {
+                .work = { .start = operation_start, .run = operation_run, .done = operation_done },
+                .server = s, .sandbox = sb, .ch = ch, .prepare = prepare, .done = done, .userdata = userdata,
+        };
+        work_submit(s->work, &sb->lane, &o->work);
+        return 0;
+}
+
 int workspace_write(Server *s, Sandbox *sb, FileChange *ch, char *ret_error, size_t error_size) {
+        _cleanup_close_ int parent = -EBADF;
         WorkspaceSession *ws;
+        const char *name;
         int root, r;
 
         r = workspace_root(s, sb, ch->ws_id, &ws, &root, ret_error, error_size);
         if (r < 0)
                 return r;
-        ch->in_session = ws != NULL;
-        ch->pub.layer = sb->top_layer;
+        ch->in_session = true;
         if (file_unchanged(root, ch)) {
                 ch->unchanged = true;
                 return 0;
         }
-        if (ws) {
-                _cleanup_close_ int parent = -EBADF;
-                const char *name;
-                r = open_parent(root, ch->rel, true, sb->uid_base, &parent, &name, ret_error, error_size);
-                if (r >= 0)
-                        r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, ret_error,
-                                     error_size);
-                return r;
-        }
-        return publish_operation(s, sb, ch, ret_error, error_size);
+        r = open_parent(root, ch->rel, true, sb->uid_base, &parent, &name, ret_error, error_size);
+        if (r >= 0)
+                r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, ret_error, error_size);
+        return r;
 }
 
 void file_change_done(FileChange *ch) {

@@ -51,7 +51,20 @@ typedef struct FileChange {
         char owner[64];
 } FileChange;
 
-/* Write ch->content at ch->rel (atomically, keeping an existing file's owner
- * and mode). On failure ret_error says why (if not empty). */
+/* Write ch->content at ch->rel inside the live session ch->ws_id
+ * (atomically, keeping an existing file's owner and mode). On failure
+ * ret_error says why (if not empty). */
 int workspace_write(Server *s, Sandbox *sb, FileChange *ch, char *ret_error, size_t error_size);
+
+/* A write to the published snapshot: it waits for its turn in the sandbox's
+ * lane (core/publish.h: nothing else publishes meanwhile), then prepare (if
+ * not NULL, on the loop) gives ch its content from the snapshot as it is
+ * then (an edit reads the file's text there), the file is staged, and it is
+ * published off the loop as a layer owned by ch->owner. done runs on the loop
+ * with the result (err says more, if not empty; -ECANCELED: the sandbox or
+ * sbxd went first), and ch (with ch->pub) lives until then. */
+typedef int (*WorkspacePrepare)(Server *s, Sandbox *sb, FileChange *ch, void *userdata, char *err, size_t errsize);
+typedef void (*WorkspaceDone)(Server *s, FileChange *ch, int r, const char *err, void *userdata);
+int workspace_write_published(Server *s, Sandbox *sb, FileChange *ch, WorkspacePrepare prepare, WorkspaceDone done,
+                              void *userdata);
 void file_change_done(FileChange *ch);

@@ -53,6 +53,13 @@ int store_open(int state_dirfd, Store **ret);
 /* The schema version store_open migrated from, or 0 if it did not migrate. */
 unsigned store_migrated_from(const Store *s);
 Store *store_close(Store *s);
+/* Another connection to the open database, read-only, for one thread of work
+ * off the loop (SQLite connections are one per thread here): it sees what the
+ * loop's connection committed. */
+int store_open_reader(int state_dirfd, Store **ret);
+static inline void store_closep(Store **s) {
+        *s = store_close(*s);
+}
 
 int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_owner);
 /* In one transaction: the sandbox and all its records. cb gets the id of each
