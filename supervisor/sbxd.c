@@ -296,13 +296,10 @@ static int server_open_resources(Server *s) {
         r = index_cache_new(SBX_FILE_INDEX_CACHE_ENTRIES, SBX_FILE_INDEX_CACHE_BYTES, &s->file_indexes);
         if (r < 0)
                 return log_error_errno(r, "Cannot allocate the file index cache: %m");
-        r = server_open_work(s);
-        if (r < 0)
-                return log_error_errno(r, "Cannot start the work pool: %m");
         return 0;
 }
 
-/* The epoll set with the signals and sbxd.sock in it. */
+/* The epoll set with the signals, the work pool and sbxd.sock in it. */
 static int server_open_events(Server *s) {
         sigset_t mask;
         int fd, r;
@@ -325,6 +322,10 @@ static int server_open_events(Server *s) {
                 safe_close(fd);
                 return r;
         }
+        /* After the signal mask: its threads block every signal anyway. */
+        r = server_open_work(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot start the work pool: %m");
         return listen_socket(s);
 }
 
