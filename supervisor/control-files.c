@@ -18,29 +18,55 @@
 #include "log.h"
 #include "sbx-limits.h"
 
-/* What a file_read answers: the reply, its window, and an index not cached. */
+/* A file_read is answered once its window is read (in the sandbox's lane,
+ * off the loop when the file needs indexing): the answer keeps its path. */
 typedef struct ReadAnswer {
-        Sbx__FileReadReply o;
-        FileWindow w;
-        FileIndex built;
+        Pending pending;
+        char path[SBX_PATH_MAX + 1];
 } ReadAnswer;
 
-static void read_answer_free(void *p) {
-        ReadAnswer *a = p;
+static void read_answered(Server *s, int r, const FileWindow *w, const char *err, void *userdata) {
+        Sbx__FileReadReply o = SBX__FILE_READ_REPLY__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        ReadAnswer *a = userdata;
 
-        file_window_done(&a->w);
-        file_index_done(&a->built);
+        if (r < 0)
+                pending_answer_error(s, &a->pending, r, "%s: %s", a->path, err[0] ? err : strerror(-r));
+        else {
+                o.path = a->path;
+                o.content.data = (uint8_t *) w->content;
+                o.content.len = w->len;
+                o.start_line = w->start_line;
+                o.num_lines = w->num_lines;
+                o.total_lines = w->total_lines;
+                o.bytes_read = w->bytes_read;
+                o.total_bytes = w->total_bytes;
+                o.has_next_offset = w->has_next_offset;
+                o.next_offset = w->next_offset;
+                o.truncated = w->truncated;
+                msg_reply_set(&reply, SBX__REPLY__BODY_FILE_READ, &o);
+                pending_answer(s, &a->pending, &reply);
+        }
+        pending_stop(&a->pending);
         free(a);
 }
 
-static int read_window(Request *rq, const Sbx__FileRead *req, const char *rel, ReadAnswer *a) {
-        char err[400] = "";
-        const FileIndex *index;
-        WorkspaceSession *ws;
+static void read_abandon(Server *s, Pending *p, bool cancelled) {
+        /* Nobody waits for the window any more; it is dropped when read. */
+}
+
+int handle_file_read(Request *rq) {
+        const Sbx__FileRead *req = rq->msg->file_read;
+        char rel[SBX_PATH_MAX + 1];
         _cleanup_close_ int fd = -EBADF;
+        WorkspaceSession *ws;
+        ReadAnswer *a;
         struct stat st;
         int root, r;
 
+        r = workspace_path(req->path, rel, rq->error, sizeof(rq->error));
+        if (r < 0)
+                return r;
         r = workspace_root(rq->server, rq->sandbox, req->workspace_session, &ws, &root, rq->error,
                            sizeof(rq->error));
         if (r < 0)
@@ -50,45 +76,19 @@ static int read_window(Request *rq, const Sbx__FileRead *req, const char *rel, R
                 return request_error(rq, fd, "%s: %s", req->path, workspace_open_error(fd));
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
                 return request_error(rq, -EINVAL, "%s: not a regular file", req->path);
-        r = workspace_file_index(rq->server, rq->sandbox, !ws, fd, &st, &a->built, &index, err, sizeof(err));
-        if (r >= 0)
-                r = file_read_window(fd, index, req->has_offset ? req->offset : 1,
-                                     req->has_limit ? req->limit : SBX_FILE_READ_DEFAULT_LINES,
-                                     SBX_RESULT_TEXT_BUDGET, &a->w, err, sizeof(err));
-        if (r < 0)
-                return request_error(rq, r, "%s: %s", req->path, err[0] ? err : strerror(-r));
-        return 0;
-}
-
-int handle_file_read(Request *rq) {
-        const Sbx__FileRead *req = rq->msg->file_read;
-        char rel[SBX_PATH_MAX + 1];
-        ReadAnswer *a = calloc(1, sizeof(*a));
-        Sbx__FileReadReply *o;
-        int r;
-
+        a = calloc(1, sizeof(*a));
         if (!a)
                 return -ENOMEM;
-        request_own(rq, read_answer_free, a);
-        r = workspace_path(req->path, rel, rq->error, sizeof(rq->error));
-        if (r >= 0)
-                r = read_window(rq, req, rel, a);
-        if (r < 0)
+        strlcpy(a->path, req->path, sizeof(a->path));
+        pending_start(&a->pending, rq->client, rq->seq, read_abandon);
+        r = workspace_read(rq->server, rq->sandbox, ws, TAKE_FD(fd), &st, req->has_offset ? req->offset : 1,
+                           req->has_limit ? req->limit : SBX_FILE_READ_DEFAULT_LINES, read_answered, a);
+        if (r < 0) {
+                pending_stop(&a->pending);
+                free(a);
                 return r;
-        o = &a->o;
-        *o = (Sbx__FileReadReply) SBX__FILE_READ_REPLY__INIT;
-        o->path = req->path;
-        o->content.data = (uint8_t *) a->w.content;
-        o->content.len = a->w.len;
-        o->start_line = a->w.start_line;
-        o->num_lines = a->w.num_lines;
-        o->total_lines = a->w.total_lines;
-        o->bytes_read = a->w.bytes_read;
-        o->total_bytes = a->w.total_bytes;
-        o->has_next_offset = a->w.has_next_offset;
-        o->next_offset = a->w.next_offset;
-        o->truncated = a->w.truncated;
-        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_FILE_READ, o);
+        }
+        return REPLY_DEFERRED;
 }
 
 /* The payload of a FILE_WRITE/FILE_EDIT frame: a sealed memfd of exactly size bytes. */

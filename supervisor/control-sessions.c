@@ -163,30 +163,51 @@ int handle_session_list(Request *rq) {
         return msg_reply_set(&rq->reply, SBX__REPLY__BODY_SESSION_LIST, o);
 }
 
-static void changes_diff_free(void *p) {
-        changes_diff_done(p);
-        free(p);
+/* A diff is answered once it is computed, off the loop. */
+typedef struct DiffAnswer {
+        Pending pending;
+        char id[33];
+} DiffAnswer;
+
+static void diff_answered(Server *s, int r, const ChangesDiff *d, const char *why, void *userdata) {
+        DiffAnswer *a = userdata;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+
+        if (r < 0)
+                pending_answer_error(s, &a->pending, r, "cannot compute the changes of %s: %s", a->id,
+                                     why[0] ? why : strerror(-r));
+        else {
+                msg_reply_set(&reply, SBX__REPLY__BODY_SESSION_DIFF, (void *) &d->reply);
+                pending_answer(s, &a->pending, &reply);
+        }
+        pending_stop(&a->pending);
+        free(a);
+}
+
+static void diff_abandon(Server *s, Pending *p, bool cancelled) {
+        /* Nobody waits for the diff any more; it is dropped when computed. */
 }
 
 int handle_session_diff(Request *rq) {
-        ChangesDiff *d = malloc(sizeof(*d));
         WorkspaceSession *ws;
-        char why[256] = "";
+        DiffAnswer *a;
         int r;
 
-        if (!d)
-                return -ENOMEM;
         r = find_session(rq, rq->msg->session_diff->workspace_session, &ws);
-        if (r >= 0)
-                r = changes_diff(rq->sandbox, ws->upper_fd, ws->base.squashed, ws->base.top, d, why, sizeof(why));
+        if (r < 0)
+                return r;
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        strlcpy(a->id, ws->id, sizeof(a->id));
+        pending_start(&a->pending, rq->client, rq->seq, diff_abandon);
+        r = session_diff(rq->server, rq->sandbox, ws->id, diff_answered, a);
         if (r < 0) {
-                free(d);
-                return rq->error[0] ? r
-                                    : request_error(rq, r, "cannot compute the changes of %s: %s", ws->id,
-                                                    why[0] ? why : strerror(-r));
+                pending_stop(&a->pending);
+                free(a);
+                return r;
         }
-        request_own(rq, changes_diff_free, d);
-        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_SESSION_DIFF, &d->reply);
+        return REPLY_DEFERRED;
 }
 
 static int listing_add_layer(uint32_t layer, const char *owner, uint32_t changed, int64_t created, void *userdata) {

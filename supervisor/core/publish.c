@@ -157,9 +157,8 @@ static void diff_append(ChangesDiff *d, int base, int upper, const Change *ch, b
         d->reply.truncated = cut;
 }
 
-int changes_diff(const Sandbox *sb, int upper_fd, uint32_t squashed, uint32_t base, ChangesDiff *ret, char *ret_why,
-                 size_t why_size) {
-        _cleanup_close_ int upper = -EBADF, view = -EBADF;
+int changes_diff(int view, int upper_fd, ChangesDiff *ret, char *ret_why, size_t why_size) {
+        _cleanup_close_ int upper = -EBADF;
         ChangesDiff d = { .reply = SBX__SESSION_DIFF_REPLY__INIT };
         char too_deep[SBX_PATH_MAX + 1];
         int r;
@@ -168,8 +167,6 @@ int changes_diff(const Sandbox *sb, int upper_fd, uint32_t squashed, uint32_t ba
         r = upper < 0 ? -errno : manifest_build(upper, &d.manifest, too_deep);
         if (r == -ELOOP)
                 tree_depth_message(too_deep, ret_why, why_size);
-        if (r >= 0)
-                r = snapshot_mount(sb, squashed, base, &view);
         if (r >= 0) {
                 d.changes = calloc(d.manifest.n + 1, sizeof(*d.changes));
                 d.ptrs = calloc(d.manifest.n + 1, sizeof(*d.ptrs));

@@ -105,7 +105,7 @@ typedef struct ChangesDiff {
         char *diff;
 } ChangesDiff;
 
-/* On failure ret_why says why when it can say more than the errno. */
-int changes_diff(const Sandbox *sb, int upper_fd, uint32_t squashed, uint32_t base, ChangesDiff *ret, char *ret_why,
-                 size_t why_size);
+/* view: the base snapshot's (snapshot_mount); any thread may run it. On
+ * failure ret_why says why when it can say more than the errno. */
+int changes_diff(int view, int upper_fd, ChangesDiff *ret, char *ret_why, size_t why_size);
 void changes_diff_done(ChangesDiff *d);

@@ -116,10 +116,12 @@ static int session_spawn_params(Server *s, const WorkspaceSession *ws, SpawnPara
 }
 
 static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish_policy) {
+        static uint64_t serial;
         WorkspaceSession *ws = calloc(1, sizeof(*ws));
 
         if (!ws)
                 return NULL;
+        ws->serial = ++serial;
         ws->sandbox = sb;
         ws->automatic = automatic;
         ws->publish_policy = publish_policy;
@@ -493,6 +495,67 @@ int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwri
                 return session_publish(s, ws, overwrite, answer, userdata);
         res.layer = ws->sandbox->top_layer;
         finalize_end(s, ws, publish, 0, &res, answer, userdata);
+        return 0;
+}
+
+/* ---- what a session would publish, off the loop ------------------------------------- */
+
+typedef struct DiffWork {
+        Work work;
+        Server *server;
+        Sandbox *sandbox;               /* not touched once cancelled */
+        char ws_id[33];
+        int upper_fd, view_fd;          /* dup'ed, and the base snapshot mounted, by its start */
+        ChangesDiff diff;
+        char why[256];
+        SessionDiffDone done;
+        void *userdata;
+} DiffWork;
+
+static int diff_start(Work *w) {
+        DiffWork *d = container_of(w, DiffWork, work);
+        WorkspaceSession *ws = session_find(d->server, d->sandbox, d->ws_id);
+
+        if (!ws) {
+                snprintf(d->why, sizeof(d->why), "no workspace session '%s' in sandbox '%s'", d->ws_id,
+                         d->sandbox->name);
+                return -ENOENT;
+        }
+        d->upper_fd = fcntl(ws->upper_fd, F_DUPFD_CLOEXEC, 3);
+        if (d->upper_fd < 0)
+                return -errno;
+        return snapshot_mount(d->sandbox, ws->base.squashed, ws->base.top, &d->view_fd);
+}
+
+static int diff_run(Work *w) {
+        DiffWork *d = container_of(w, DiffWork, work);
+        return changes_diff(d->view_fd, d->upper_fd, &d->diff, d->why, sizeof(d->why));
+}
+
+static void diff_done(Work *w, int r, void *userdata) {
+        DiffWork *d = container_of(w, DiffWork, work);
+
+        safe_close(d->upper_fd);
+        safe_close(d->view_fd);
+        if (work_cancelled(w))
+                snprintf(d->why, sizeof(d->why), "its sandbox or sbxd went first");
+        d->done(userdata, r, r >= 0 ? &d->diff : NULL, d->why, d->userdata);
+        if (r >= 0)
+                changes_diff_done(&d->diff);
+        free(d);
+}
+
+int session_diff(Server *s, Sandbox *sb, const char *ws_id, SessionDiffDone done, void *userdata) {
+        DiffWork *d = calloc(1, sizeof(*d));
+
+        if (!d)
+                return -ENOMEM;
+        *d = (DiffWork) {
+                .work = { .start = diff_start, .run = diff_run, .done = diff_done },
+                .server = s, .sandbox = sb, .upper_fd = -EBADF, .view_fd = -EBADF, .done = done, .userdata = userdata,
+        };
+        strlcpy(d->ws_id, ws_id, sizeof(d->ws_id));
+        work_submit(s->work, &sb->lane, &d->work);
         return 0;
 }
 

@@ -42,6 +42,7 @@ typedef struct SessionPublish SessionPublish;
 struct WorkspaceSession {
         TAILQ_ENTRY(WorkspaceSession) link;
         char id[33];
+        uint64_t serial;            /* unique in this sbxd's life (keys its files' indexes) */
         Sandbox *sandbox;           /* NULL once dead and released (its sandbox may be gone) */
         bool automatic;
         bool publish_policy;        /* finalize policy publish_then_destroy (else destroy) */
@@ -111,6 +112,12 @@ typedef void (*FinalizeDone)(Server *s, WorkspaceSession *ws, int r, PublishResu
  * published (then answer is not called). */
 int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, FinalizeDone answer,
                      void *userdata);
+/* What session ws_id of sb would publish (core/publish.h: changes_diff),
+ * computed off the loop in the sandbox's lane; done runs on the loop with
+ * the diff (NULL on failure; why says more, if not empty), borrowed for the
+ * call. */
+typedef void (*SessionDiffDone)(Server *s, int r, const ChangesDiff *diff, const char *why, void *userdata);
+int session_diff(Server *s, Sandbox *sb, const char *ws_id, SessionDiffDone done, void *userdata);
 /* The session as listings show it (strings borrowed from ws). */
 void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *ret);
 

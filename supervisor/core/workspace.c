@@ -138,29 +138,97 @@ int workspace_open(int root, const char *rel) {
         return openat2_fd(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, RESOLVE_READ);
 }
 
-/* The index of the file open at fd (st its fstat): from the cache for a file
- * of the published snapshot, else built into *built (and then kept in the
- * cache, for the snapshot). */
-int workspace_file_index(Server *s, Sandbox *sb, bool snapshot, int fd, const struct stat *st, FileIndex *built,
-                      const FileIndex **ret, char *err, size_t errsize) {
+/* A file_read off the loop when it needs a line index (core/workspace.h). */
+typedef struct ReadWork {
+        Work work;
+        Server *server;
+        int fd;
+        struct stat st;
         FileKey key;
-        bool keyed;
+        bool keyed;                     /* cleared by run if the file changed while it was indexed */
+        uint64_t offset;
+        uint32_t limit;
+        FileIndex built;
+        FileWindow window;
+        char error[400];
+        WorkspaceReadDone done;
+        void *userdata;
+} ReadWork;
+
+/* An index kept from an earlier read of the same file: the window is read at once, on the loop. */
+static int read_start(Work *w) {
+        ReadWork *rw = container_of(w, ReadWork, work);
+        const FileIndex *cached = rw->keyed ? index_cache_get(rw->server->file_indexes, &rw->key) : NULL;
         int r;
 
-        keyed = snapshot && snapshot_file_key(sb, st, &key) >= 0;
-        if (keyed) {
-                const FileIndex *cached = index_cache_get(s->file_indexes, &key);
+        if (!cached)
+                return 0;
+        r = file_read_window(rw->fd, cached, rw->offset, rw->limit, SBX_RESULT_TEXT_BUDGET, &rw->window, rw->error,
+                             sizeof(rw->error));
+        return r < 0 ? r : 1;
+}
 
-                if (cached) {
-                        *ret = cached;
-                        return 0;
-                }
-        }
-        r = file_index_build(fd, built, err, errsize);
+static bool same_content_key(const struct stat *a, const struct stat *b) {
+        return a->st_size == b->st_size && a->st_ino == b->st_ino && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+               a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+               a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+static int read_run(Work *w) {
+        ReadWork *rw = container_of(w, ReadWork, work);
+        struct stat after;
+        int r;
+
+        r = file_index_build(rw->fd, &rw->built, rw->error, sizeof(rw->error));
         if (r < 0)
                 return r;
-        if (!keyed || index_cache_put(s->file_indexes, &key, built, ret) < 0)
-                *ret = built;
+        /* Written to while it was read: the index is good for this answer at most. */
+        if (fstat(rw->fd, &after) < 0 || !same_content_key(&rw->st, &after))
+                rw->keyed = false;
+        return file_read_window(rw->fd, &rw->built, rw->offset, rw->limit, SBX_RESULT_TEXT_BUDGET, &rw->window,
+                                rw->error, sizeof(rw->error));
+}
+
+static void read_done(Work *w, int r, void *userdata) {
+        ReadWork *rw = container_of(w, ReadWork, work);
+        Server *s = userdata;
+        const FileIndex *kept;
+
+        if (work_cancelled(w)) {
+                r = -ECANCELED;
+                snprintf(rw->error, sizeof(rw->error), "its sandbox or sbxd went first");
+        }
+        if (r >= 0 && rw->keyed && rw->built.n_marks > 0)
+                (void) index_cache_put(s->file_indexes, &rw->key, &rw->built, &kept);
+        rw->done(s, r, &rw->window, rw->error, rw->userdata);
+        file_window_done(&rw->window);
+        file_index_done(&rw->built);
+        safe_close(rw->fd);
+        free(rw);
+}
+
+int workspace_read(Server *s, Sandbox *sb, const WorkspaceSession *ws, int fd, const struct stat *st, uint64_t offset,
+                   uint32_t limit, WorkspaceReadDone done, void *userdata) {
+        ReadWork *rw = calloc(1, sizeof(*rw));
+
+        if (!rw) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        *rw = (ReadWork) {
+                .work = { .start = read_start, .run = read_run, .done = read_done },
+                .server = s, .fd = fd, .st = *st, .offset = offset, .limit = limit, .done = done,
+                .userdata = userdata,
+        };
+        /* A snapshot file by its place in the layers; a live session's by the session, with its times. */
+        if (!ws)
+                rw->keyed = snapshot_file_key(sb, st, &rw->key) >= 0;
+        else {
+                rw->key = file_key(st, st->st_dev);
+                rw->key.scope = ws->serial;
+                rw->keyed = true;
+        }
+        work_submit(s->work, &sb->lane, &rw->work);
         return 0;
 }
 

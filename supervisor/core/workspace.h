@@ -30,11 +30,16 @@ int workspace_root(Server *s, Sandbox *sb, const char *ws_id, WorkspaceSession *
                    char *ret_error, size_t error_size);
 /* Open rel below root for reading, in the root's own view of its symlinks. */
 int workspace_open(int root, const char *rel);
-/* The line index of the file open at fd (st its fstat): from the cache for
- * a file of the published snapshot, else built into *built (and then kept in
- * the cache, for the snapshot). */
-int workspace_file_index(Server *s, Sandbox *sb, bool snapshot, int fd, const struct stat *st, FileIndex *built,
-                         const FileIndex **ret, char *err, size_t errsize);
+/* A window of lines [offset, offset + limit) of the file open at fd (taken;
+ * st its fstat) below the root of ws (NULL: the published snapshot), in its
+ * turn in the sandbox's lane: with the file's line index from the cache
+ * (snapshot files, and a live session's files while their size and times
+ * stay), read at once on the loop; else indexed off the loop and then kept.
+ * done runs on the loop with the window (borrowed for the call; err says
+ * more on failure, if not empty). */
+typedef void (*WorkspaceReadDone)(Server *s, int r, const FileWindow *w, const char *err, void *userdata);
+int workspace_read(Server *s, Sandbox *sb, const WorkspaceSession *ws, int fd, const struct stat *st, uint64_t offset,
+                   uint32_t limit, WorkspaceReadDone done, void *userdata);
 
 /* A file_write or file_edit: what to write, and what happened. */
 typedef struct FileChange {
