@@ -251,6 +251,42 @@ if d:
     row("peer: fork+exec+wait", "fork+exec+wait /bin/true from the C driver", "ms", dist(d["samples"]["base"]),
         note="context")
 
+# 11. stall: exec_command echo in another sandbox during each attack
+def probes_during(probe, windows):
+    """The probes of the probe drive that ended inside one of the attack's windows."""
+    t, inside = probe["t0"], []
+    for us in probe["samples"]["probe"]:
+        t += us / 1e6
+        if any(a <= t <= b for a, b in windows):
+            inside.append(us)
+        t += 0.05
+    return inside
+
+
+SIZES = load("stall_sizes") or {}
+for name, what in (("stall_pub", "publishing %s small files"), ("stall_ren", "%s published files deleted, as many created"),
+                   ("stall_shuf", "a %s MiB file with shuffled lines: diff_workspace_session, then its publication"),
+                   ("stall_read", "40 parallel file_read limit=1 of a %s MiB file in a live session")):
+    a, p = load(name), load(name + "_probe")
+    if not a or not p:
+        continue
+    windows = [(a["t0"], a["t1"])]
+    if name == "stall_read":
+        for k in range(2, 41):
+            r = load("stall_readers_%d" % k)
+            if r:
+                windows.append((r["t0"], r["t1"]))
+    inside = probes_during(p, windows)
+    attack_s = max(b for _, b in windows) - min(x for x, _ in windows)
+    size = {"stall_pub": "NPUB", "stall_ren": "NREN", "stall_shuf": "SHUF_MB", "stall_read": "BIG_MB"}[name]
+    d = dist(inside) if inside else None
+    if d:
+        d["max"] = max(inside) / 1000.0
+    ok = d is not None and d["max"] <= 100.0
+    row("stall: " + name[6:], "exec_command echo in another sandbox while " + what % (SIZES.get(size, "?"),),
+        "ms", d, target="max <= 100 ms", ok=ok,
+        note="%d probes during the %.1f s attack" % (len(inside), attack_s))
+
 # ---- print and write --------------------------------------------------------------
 
 
