@@ -157,17 +157,19 @@ static void change_answer_free(void *p) {
         free(a);
 }
 
-static ChangeAnswer *change_answer_new(Request *rq, const char *path, const char *ws_id) {
+/* The answer of a write to path (normalized into a->rel: on failure rq->error says why). */
+static int change_answer_new(Request *rq, const char *path, const char *ws_id, ChangeAnswer **ret) {
         ChangeAnswer *a = calloc(1, sizeof(*a));
 
         if (!a)
-                return NULL;
+                return -ENOMEM;
         request_own(rq, change_answer_free, a);
         a->o = (Sbx__FileChangeReply) SBX__FILE_CHANGE_REPLY__INIT;
         a->pub = (Sbx__Publication) SBX__PUBLICATION__INIT;
         strlcpy(a->path, path, sizeof(a->path));
         strlcpy(a->ws_id, ws_id, sizeof(a->ws_id));
-        return a;
+        *ret = a;
+        return workspace_path(path, a->rel, rq->error, sizeof(rq->error));
 }
 
 /* The reply to a->ch, written (its type, diff and edit counts set by the caller). */
@@ -252,12 +254,10 @@ static int write_change(Request *rq, ChangeAnswer *a, WorkspacePrepare prepare) 
 
 int handle_file_write(Request *rq) {
         const Sbx__FileWrite *req = rq->msg->file_write;
-        ChangeAnswer *a = change_answer_new(rq, req->path, req->workspace_session);
+        ChangeAnswer *a;
         int r;
 
-        if (!a)
-                return -ENOMEM;
-        r = workspace_path(req->path, a->rel, rq->error, sizeof(rq->error));
+        r = change_answer_new(rq, req->path, req->workspace_session, &a);
         if (r < 0)
                 return r;
         r = read_payload(rq->fd, req->content_size, &a->payload);
@@ -323,12 +323,10 @@ static int edit_prepare(Server *s, Sandbox *sb, FileChange *ch, void *userdata, 
 
 int handle_file_edit(Request *rq) {
         const Sbx__FileEdit *req = rq->msg->file_edit;
-        ChangeAnswer *a = change_answer_new(rq, req->path, req->workspace_session);
+        ChangeAnswer *a;
         int r;
 
-        if (!a)
-                return -ENOMEM;
-        r = workspace_path(req->path, a->rel, rq->error, sizeof(rq->error));
+        r = change_answer_new(rq, req->path, req->workspace_session, &a);
         if (r < 0)
                 return r;
         r = read_payload(rq->fd, req->edits_size, &a->payload);
