@@ -252,23 +252,28 @@ if d:
         note="context")
 
 # 11. stall: exec_command echo in another sandbox during each attack
-def probes_during(probe, windows):
-    """The probes of the probe drive that ended inside one of the attack's windows."""
-    t, inside = probe["t0"], []
-    for us in probe["samples"]["probe"]:
-        t += us / 1e6
-        if any(a <= t <= b for a, b in windows):
-            inside.append(us)
-        t += 0.05
-    return inside
+def probes_during(name, windows):
+    """The probes (of the drives NAME_probe_K) that ended inside one of the attack's windows."""
+    inside, k = [], 1
+    while True:
+        probe = load("%s_probe_%d" % (name, k))
+        if probe is None:
+            return inside
+        t = probe["t0"]
+        for us in probe["samples"]["probe"]:
+            t += us / 1e6
+            if any(a <= t <= b for a, b in windows):
+                inside.append(us)
+            t += 0.05
+        k += 1
 
 
 SIZES = load("stall_sizes") or {}
 for name, what in (("stall_pub", "publishing %s small files"), ("stall_ren", "%s published files deleted, as many created"),
                    ("stall_shuf", "a %s MiB file with shuffled lines: diff_workspace_session, then its publication"),
                    ("stall_read", "40 parallel file_read limit=1 of a %s MiB file in a live session")):
-    a, p = load(name), load(name + "_probe")
-    if not a or not p:
+    a = load(name)
+    if not a:
         continue
     windows = [(a["t0"], a["t1"])]
     if name == "stall_read":
@@ -276,7 +281,7 @@ for name, what in (("stall_pub", "publishing %s small files"), ("stall_ren", "%s
             r = load("stall_readers_%d" % k)
             if r:
                 windows.append((r["t0"], r["t1"]))
-    inside = probes_during(p, windows)
+    inside = probes_during(name, windows)
     attack_s = max(b for _, b in windows) - min(x for x, _ in windows)
     size = {"stall_pub": "NPUB", "stall_ren": "NREN", "stall_shuf": "SHUF_MB", "stall_read": "BIG_MB"}[name]
     d = dist(inside) if inside else None

@@ -407,7 +407,7 @@ if want stall; then
   NREN=$(sc 3000 300)
   SHUF_MB=$(sc 16 2)
   BIG_MB=$(sc 1024 64)
-  NPROBE=$(sc 60 20)
+  NPROBE=5
   echo "{\"NPUB\": $NPUB, \"NREN\": $NREN, \"SHUF_MB\": $SHUF_MB, \"BIG_MB\": $BIG_MB}" >"$OUT/stall_sizes.json"
   mkdir -p "$D/src/ren/old" "$D/src/shuf"
   python3 -c '
@@ -434,14 +434,22 @@ with open(sys.argv[1], "w") as f:
     drive "$1_setup"
   }
   ws_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vars"]["ws"])' "$OUT/$1_setup.json"; }
-  # stall_attack NAME STEPS: the attack's steps in the background, the probes meanwhile
+  # The probes run in drives of a few each, one after the other, from before
+  # the attack starts until it ended: OUT/NAME_probe_K.json.
+  probes_start() { # NAME
+    rm -f "$D/stop_probes"
+    (k=0; while [[ ! -e $D/stop_probes ]]; do
+       k=$((k + 1)); cp "$D/scripts/stall_probe.json" "$D/scripts/$1_probe_$k.json"; drive "$1_probe_$k"
+     done) & PROBES=$!
+    sleep 0.5
+  }
+  probes_stop() { touch "$D/stop_probes"; wait "$PROBES"; }
+  # stall_attack NAME STEPS: the attack's steps, probed
   stall_attack() {
     printf '{"warmup":0,"n":1,"loop":[%s]}\n' "$2" >"$D/scripts/$1.json"
-    drive "$1" & local pa=$!
-    sleep 0.3
-    cp "$D/scripts/stall_probe.json" "$D/scripts/$1_probe.json"
-    drive "$1_probe"
-    wait $pa
+    probes_start "$1"
+    drive "$1"
+    probes_stop
   }
   finalize_step() { # SANDBOX WS
     printf '{"tag":"attack","tool":"finalize_workspace_session","args":{"sandbox_id":"%s","workspace_session_id":"%s","action":"publish"}}' "$1" "$2"
@@ -470,12 +478,15 @@ for i in range($NPUB): open(\"many/f%d\" % i, \"w\").write(str(i))'"
   stall_setup stall_read atk_read "yes 'a line of the big file, in a live session' | head -c $((BIG_MB * 1048576)) > big.txt"
   READ_STEP="{\"tag\":\"attack\",\"tool\":\"file_read\",\"args\":{\"sandbox_id\":\"atk_read\",\"workspace_session_id\":\"$(ws_of stall_read)\",\"path\":\"big.txt\",\"limit\":1}}"
   pids=()
+  printf '{"warmup":0,"n":1,"loop":[%s]}\n' "$READ_STEP" >"$D/scripts/stall_read.json"
+  probes_start stall_read
   for k in $(seq 2 40); do
     printf '{"warmup":0,"n":1,"loop":[%s]}\n' "$READ_STEP" >"$D/scripts/stall_readers_$k.json"
     drive "stall_readers_$k" & pids+=($!)
   done
-  stall_attack stall_read "$READ_STEP"
+  drive stall_read
   for p in "${pids[@]}"; do wait "$p"; done
+  probes_stop
 fi
 
 # ---- the report ---------------------------------------------------------------------------
