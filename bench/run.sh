@@ -400,7 +400,7 @@ fi
 # session with the attacking changes (its id in the drive's vars), then the
 # attack's drive (its timed steps) runs in the background while the probe
 # drive runs `exec_command echo` in a live session of sandbox "probe" every
-# 50 ms. report.py keeps the probes that ended inside the attack (both drives
+# 50 ms (with a yield long enough that its answer is the command's end). report.py keeps the probes that ended inside the attack (both drives
 # give CLOCK_MONOTONIC times).
 if want stall; then
   NPUB=$(sc 200000 2000)
@@ -456,7 +456,7 @@ with open(sys.argv[1], "w") as f:
   }
   printf '{"setup":[%s],"warmup":0,"n":0,"loop":[]}\n' "$(new_session_steps probe ws)" >"$D/scripts/stall_probe_setup.json"
   drive stall_probe_setup
-  printf '{"warmup":0,"n":%s,"loop":[{"tag":"probe","tool":"exec_command","args":{"sandbox_id":"probe","workspace_session_id":"%s","cmd":"echo hi"},"expect":"ok"},{"sleep_ms":50}]}\n' \
+  printf '{"warmup":0,"n":%s,"loop":[{"tag":"probe","tool":"exec_command","args":{"sandbox_id":"probe","workspace_session_id":"%s","cmd":"echo hi","yield_time_ms":600000}},{"sleep_ms":50}]}\n' \
     "$NPROBE" "$(ws_of stall_probe)" >"$D/scripts/stall_probe.json"
 
   log "stall: publishing $NPUB small files"

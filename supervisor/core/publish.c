@@ -300,14 +300,8 @@ out:
 
 /* ---- attribution ------------------------------------------------------------------- */
 
-typedef struct BlameOp {
-        char *path;
-        char *ranges;            /* NULL: delete the record(s) */
-        bool tree;               /* delete path and everything below */
-} BlameOp;
-
 typedef struct BlameOps {
-        BlameOp *ops;
+        StoreBlameOp *ops;
         size_t n, cap;
 } BlameOps;
 
@@ -651,23 +645,21 @@ int publish_run(Publication *p) {
 
 static int record(Store *store, const char *sandbox_id, uint32_t seq, const char *owner, const Manifest *m,
                   const BlameOps *ops) {
+        _cleanup_free_ const char **paths = calloc(m->n + 1, sizeof(*paths));
         int r;
 
+        if (!paths)
+                return -ENOMEM;
+        for (size_t i = 0; i < m->n; i++)
+                paths[i] = m->changes[i].path;
         r = store_begin_durable(store);
         if (r < 0)
                 return r;
         r = store_layer_insert(store, sandbox_id, seq, owner, (uint32_t) m->n, time(NULL));
-        for (size_t i = 0; r >= 0 && i < m->n; i++)
-                r = store_layer_path_insert(store, sandbox_id, seq, m->changes[i].path);
-        for (size_t i = 0; r >= 0 && i < ops->n; i++) {
-                const BlameOp *o = &ops->ops[i];
-                if (o->ranges)
-                        r = store_blame_put(store, sandbox_id, o->path, o->ranges);
-                else if (o->tree)
-                        r = store_blame_delete_tree(store, sandbox_id, o->path);
-                else
-                        r = store_blame_delete(store, sandbox_id, o->path);
-        }
+        if (r >= 0)
+                r = store_layer_paths_insert(store, sandbox_id, seq, paths, m->n);
+        if (r >= 0)
+                r = store_blame_apply(store, sandbox_id, ops->ops, ops->n);
         if (r < 0) {
                 store_rollback(store);
                 return r;

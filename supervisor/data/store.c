@@ -7,6 +7,7 @@
 
 #include "macro.h"
 #include "data/store.h"
+#include "sbx-limits.h"
 
 struct Store {
         sqlite3 *db;
@@ -170,8 +171,10 @@ int store_open(int state_dirfd, Store **ret) {
                 return sql_err(rc) ?: -EIO;
         }
         sqlite3_busy_timeout(s->db, 2000);
-        /* Command records need not survive a power loss; publications do (store_begin_durable). */
-        r = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+        /* Command records need not survive a power loss; publications do (store_begin_durable).
+         * A publication's transaction may hold 1,000,000 paths: a page cache of
+         * SBX_STORE_CACHE_KIB keeps it from spilling to the WAL page by page. */
+        r = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-" STRINGIFY(SBX_STORE_CACHE_KIB) ";");
         if (r >= 0)
                 r = schema_update(s);
         if (r >= 0)
@@ -468,26 +471,21 @@ void store_rollback(Store *s) {
         (void) exec_sql(s, "PRAGMA synchronous=NORMAL");
 }
 
-static int run_text2(Store *s, const char *sql, const char *a, const char *b) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, sql, &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
-        if (b)
-                sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
-        return step_done(st);
-}
-
-int store_layer_path_insert(Store *s, const char *sandbox, uint32_t seq, const char *path) {
+int store_layer_paths_insert(Store *s, const char *sandbox, uint32_t seq, const char *const *paths, size_t n) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = prepare(s, "INSERT INTO layer_paths VALUES (?,?,?)", &st);
+
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, seq);
-        sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
-        return step_done(st);
+        /* One statement for all: a publication may record 1,000,000 paths. */
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                sqlite3_bind_text(st, 3, paths[i], -1, SQLITE_STATIC);
+                r = step_done(st);
+                sqlite3_reset(st);
+        }
+        return r;
 }
 
 int store_paths_changed_after(Store *s, const char *sandbox, uint32_t seq,
@@ -564,26 +562,34 @@ int store_blame_get(Store *s, const char *sandbox, const char *path, char **ret_
         return 0;
 }
 
-int store_blame_put(Store *s, const char *sandbox, const char *path, const char *ranges) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "INSERT OR REPLACE INTO blame VALUES (?,?,?)", &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, ranges, -1, SQLITE_STATIC);
-        return step_done(st);
-}
+int store_blame_apply(Store *s, const char *sandbox, const StoreBlameOp *ops, size_t n) {
+        static const char *const sql[] = {
+                "INSERT OR REPLACE INTO blame VALUES (?1, ?2, ?3)",
+                "DELETE FROM blame WHERE sandbox = ?1 AND path = ?2",
+                /* The path and every path below it, by the primary key: those between
+                 * "PATH/" and "PATH0" ('0' is the byte after '/'). */
+                "DELETE FROM blame WHERE sandbox = ?1 AND (path = ?2 OR (path >= (?2 || '/') AND path < (?2 || '0')))",
+        };
+        sqlite3_stmt *st[ELEMENTSOF(sql)] = {};
+        int r = 0;
 
-int store_blame_delete(Store *s, const char *sandbox, const char *path) {
-        return run_text2(s, "DELETE FROM blame WHERE sandbox = ?1 AND path = ?2", sandbox, path);
-}
+        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(sql); k++) {
+                r = prepare(s, sql[k], &st[k]);
+                if (r >= 0)
+                        sqlite3_bind_text(st[k], 1, sandbox, -1, SQLITE_STATIC);
+        }
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                sqlite3_stmt *q = st[ops[i].ranges ? 0 : ops[i].tree ? 2 : 1];
 
-int store_blame_delete_tree(Store *s, const char *sandbox, const char *path) {
-        return run_text2(s,
-                         "DELETE FROM blame WHERE sandbox = ?1 AND"
-                         " (path = ?2 OR substr(path, 1, length(?2) + 1) = ?2 || '/')",
-                         sandbox, path);
+                sqlite3_bind_text(q, 2, ops[i].path, -1, SQLITE_STATIC);
+                if (ops[i].ranges)
+                        sqlite3_bind_text(q, 3, ops[i].ranges, -1, SQLITE_STATIC);
+                r = step_done(q);
+                sqlite3_reset(q);
+        }
+        for (size_t k = 0; k < ELEMENTSOF(sql); k++)
+                sqlite3_finalize(st[k]);
+        return r;
 }
 
 int store_squash_get(Store *s, const char *sandbox, uint32_t *ret) {
