@@ -398,10 +398,11 @@ fi
 # ---- 11. stall: exec_command echo in another sandbox during each attack (issue 15) -----
 # Each attack runs in a sandbox of its own: a first drive leaves a managed
 # session with the attacking changes (its id in the drive's vars), then the
-# attack's drive (its timed steps) runs in the background while the probe
-# drive runs `exec_command echo` in a live session of sandbox "probe" every
-# 50 ms (with a yield long enough that its answer is the command's end). report.py keeps the probes that ended inside the attack (both drives
-# give CLOCK_MONOTONIC times).
+# attack's drive runs its timed steps while probe drives run `exec_command
+# echo` in a live session of sandbox "probe" every 50 ms (with a yield long
+# enough that the answer is the command's end), from before the attack until
+# it ended. report.py keeps the probes that ended inside the attack (all the
+# drives give CLOCK_MONOTONIC times).
 if want stall; then
   NPUB=$(sc 200000 2000)
   NREN=$(sc 3000 300)
