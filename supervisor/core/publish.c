@@ -465,7 +465,7 @@ static int attribute_file(AttributeContext *ctx, const char *path, BlameOps *ops
         return blame_ops_add(ops, path, TAKE_PTR(ser), false);
 }
 
-static int attribute(AttributeContext *ctx, const _Atomic bool *cancelled, BlameOps *ops) {
+static int attribute(AttributeContext *ctx, const atomic_bool *cancelled, BlameOps *ops) {
         int r = 0;
 
         for (size_t i = 0; r >= 0 && i < ctx->m->n; i++) {
@@ -503,7 +503,6 @@ struct Publication {
         int src_fd, layers_fd, state_fd, view_fd;
         PublishOperation op;            /* path and texts owned, when has_op */
         bool has_op;
-        _Atomic bool cancelled;
         /* made by publish_run */
         Manifest m;
         BlameOps ops;
@@ -600,11 +599,7 @@ int publish_begin(Store *store, Sandbox *sb, int state_fd, int src_dirfd, const 
         return 0;
 }
 
-void publish_cancel(Publication *p) {
-        atomic_store(&p->cancelled, true);
-}
-
-int publish_run(Publication *p) {
+int publish_run(Publication *p, const atomic_bool *cancelled) {
         _cleanup_(store_closep) Store *reader = NULL;
         char too_deep[SBX_PATH_MAX + 1];
         AttributeContext ctx;
@@ -629,11 +624,11 @@ int publish_run(Publication *p) {
                 .m = &p->m, .owner = p->owner, .op = p->has_op ? &p->op : NULL,
         };
         renames_init(&ctx.renames, read_deleted, &ctx);
-        r = attribute(&ctx, &p->cancelled, &p->ops);
+        r = attribute(&ctx, cancelled, &p->ops);
         renames_done(&ctx.renames);
         if (r < 0)
                 return r;
-        if (atomic_load(&p->cancelled))
+        if (atomic_load(cancelled))
                 return -ECANCELED;
         r = layer_create(p->layers_fd, p->seq, p->src_fd, p->force_uid, p->link_files ? LAYER_LINK_FILES : 0, NULL,
                          NULL);

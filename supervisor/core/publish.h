@@ -6,6 +6,7 @@
  * updated in the same SQLite transaction as the layer's record. */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,24 +43,23 @@ typedef struct PublishOperation {
  * - publish_begin, on the loop: copies what the rest needs (the sandbox's id
  *   and top layer, dup'ed fds of the tree, the layers, the state directory and
  *   the snapshot's view, op's texts); touches nothing of sb afterwards.
- * - publish_run, on any thread (core/work.h): the manifest, the conflict check
- *   and the attribution (read with a store connection of its own), and the
- *   layer's directory (data/layer.h), all in the Publication alone;
- *   publish_cancel makes it stop at its next check (-ECANCELED).
+ * - publish_run, on any thread (common/workpool.h): the manifest, the
+ *   conflict check and the attribution (read with a store connection of its
+ *   own), and the layer's directory (data/layer.h), all in the Publication
+ *   alone; once *cancelled is set it stops at its next check (-ECANCELED).
  * - publish_finish, on the loop, with run's result: the layer's record and the
  *   attribution in one SQLite transaction, the sandbox's new top layer, and
  *   compaction; or, on failure, the unrecorded layer's directory removed.
  *   publish_abandon instead when the sandbox is gone or sbxd stops.
  * Nothing else may publish in sb between begin and finish (one lane per
- * sandbox: core/work.h). force_uid >= 0 gives every entry that owner. With
+ * sandbox: common/workpool.h). force_uid >= 0 gives every entry that owner. With
  * op, src_dirfd is op's staged tree: its files become the layer's (hard
  * links, not copies), and the texts of op->path are not read again. On
  * failure ret->error may say why. */
 typedef struct Publication Publication;
 int publish_begin(Store *store, Sandbox *sb, int state_fd, int src_dirfd, const char *owner, uint32_t base_layer,
                   bool overwrite, int force_uid, const PublishOperation *op, Publication **ret);
-int publish_run(Publication *p);
-void publish_cancel(Publication *p);
+int publish_run(Publication *p, const atomic_bool *cancelled);
 /* Takes p (freed, also on failure). */
 int publish_finish(Store *store, Sandbox *sb, Publication *p, int run_result, PublishResult *ret);
 void publish_abandon(Publication *p);

@@ -439,7 +439,7 @@ static int publish_start(Work *w) {
 }
 
 static int publish_work_run(Work *w) {
-        return publish_run(container_of(w, SessionPublish, work)->pub);
+        return publish_run(container_of(w, SessionPublish, work)->pub, &w->cancelled);
 }
 
 static void publish_done(Work *w, int r, void *userdata) {

@@ -456,7 +456,7 @@ static int operation_start(Work *w) {
 }
 
 static int operation_run(Work *w) {
-        return publish_run(container_of(w, OperationWork, work)->pub);
+        return publish_run(container_of(w, OperationWork, work)->pub, &w->cancelled);
 }
 
 static void operation_done(Work *w, int r, void *userdata) {
