@@ -253,7 +253,7 @@ if d:
 
 # 11. stall: exec_command echo in another sandbox during each attack
 def probes_during(name, windows):
-    """The probes (of the drives NAME_probe_K) that ended inside one of the attack's windows."""
+    """The probes (of the drives NAME_probe_K) that overlapped one of the attack's windows."""
     inside, k = [], 1
     while True:
         probe = load("%s_probe_%d" % (name, k))
@@ -261,10 +261,9 @@ def probes_during(name, windows):
             return inside
         t = probe["t0"]
         for us in probe["samples"]["probe"]:
-            t += us / 1e6
-            if any(a <= t <= b for a, b in windows):
+            if any(t <= b and t + us / 1e6 >= a for a, b in windows):
                 inside.append(us)
-            t += 0.05
+            t += us / 1e6 + 0.05
         k += 1
 
 
@@ -290,7 +289,7 @@ for name, what in (("stall_pub", "publishing %s small files"), ("stall_ren", "%s
     ok = d is not None and d["max"] <= 100.0
     row("stall: " + name[6:], "exec_command echo in another sandbox while " + what % (SIZES.get(size, "?"),),
         "ms", d, target="max <= 100 ms", ok=ok,
-        note="%d probes during the %.1f s attack" % (len(inside), attack_s))
+        note="%d probes overlapped the %.1f s attack" % (len(inside), attack_s))
 
 # ---- print and write --------------------------------------------------------------
 

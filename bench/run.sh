@@ -9,7 +9,8 @@
 # Environment: BENCH_SCALE (default 1; 0.1 for a quick run) scales counts and
 # sizes; BENCH_BIN (build/bin), BENCH_DRIVE (build/bench/mcpdrive),
 # BENCH_MINSESS (build/bench/minsess);
-# BENCH_KEEP=1 keeps the temporary directory; BENCH_ONLY="row row" runs only
+# BENCH_KEEP=1 keeps the temporary directory; BENCH_STALL_FILES sets the stall
+# row's file count alone; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish fileops
 # layers memory peers stall).
 set -euo pipefail
@@ -404,7 +405,9 @@ fi
 # it ended. report.py keeps the probes that ended inside the attack (all the
 # drives give CLOCK_MONOTONIC times).
 if want stall; then
-  NPUB=$(sc 200000 2000)
+  # BENCH_STALL_FILES: the first attack's file count on its own (at full
+  # scale its publication takes minutes while fsync is per file)
+  NPUB=${BENCH_STALL_FILES:-$(sc 200000 2000)}
   NREN=$(sc 3000 300)
   SHUF_MB=$(sc 16 2)
   BIG_MB=$(sc 1024 64)
