@@ -423,11 +423,14 @@ for i in range(int(sys.argv[2])):
 import sys
 with open(sys.argv[1], "w") as f:
     i = n = 0
-    while n < int(sys.argv[2]) * 1048576:
-        line = "line %08d of the file that is shuffled\n" % i
+    line = "line %08d of the file that is shuffled\n" % i
+    while n + len(line) <= int(sys.argv[2]) * 1048576 - 1:   # below SBX_FILE_MAX: attributable
         f.write(line); n += len(line); i += 1
+        line = "line %08d of the file that is shuffled\n" % i
 ' "$D/src/shuf/big.txt" "$SHUF_MB"
-  for sbn in probe atk_pub atk_read; do sandbox "$sbn" "$D/src/tiny"; done
+  for sbn in probe atk_pub; do sandbox "$sbn" "$D/src/tiny"; done
+  # the live 1 GiB file is tmpfs memory of its session
+  "$BIN/sbxctl" --socket "$SOCK" sandbox create atk_read --source "$D/src/tiny" --memory $(( BIG_MB * 3 + 512 ))M >/dev/null
   sandbox atk_ren "$D/src/ren"
   sandbox atk_shuf "$D/src/shuf"
   # stall_setup NAME SANDBOX CMD: a managed session of SANDBOX that ran CMD
@@ -470,7 +473,8 @@ for i in range($NPUB): open(\"many/f%d\" % i, \"w\").write(str(i))'"
   stall_attack stall_pub "$(finalize_step atk_pub "$(ws_of stall_pub)")"
 
   log "stall: $NREN published files deleted and $NREN others created"
-  stall_setup stall_ren atk_ren "rm -rf old && mkdir new && python3 -c 'for i in range($NREN): open(\"new/g%05d\" % i, \"w\").write(\"new content of file %07d\\n\" % i)'"
+  # each file deleted on its own (a whiteout each), the directory kept
+  stall_setup stall_ren atk_ren "rm old/* && mkdir new && python3 -c 'for i in range($NREN): open(\"new/g%05d\" % i, \"w\").write(\"new content of file %07d\\n\" % i)'"
   stall_attack stall_ren "$(finalize_step atk_ren "$(ws_of stall_ren)")"
 
   log "stall: a $SHUF_MB MiB file with its lines shuffled: diff_workspace_session, then its publication"
