@@ -635,6 +635,8 @@ int publish_run(Publication *p, const atomic_bool *cancelled) {
         if (r < 0)
                 return r;
         p->built = true;
+        /* Here, not on the loop: it may be the last reference to the session's tmpfs. */
+        p->src_fd = safe_close(p->src_fd);
         return 0;
 }
 

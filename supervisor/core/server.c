@@ -76,7 +76,41 @@ int server_open_work(Server *s) {
         return r;
 }
 
+typedef struct CloseWork {
+        Work work;
+        int fd;
+} CloseWork;
+
+static int close_run(Work *w) {
+        CloseWork *c = container_of(w, CloseWork, work);
+
+        c->fd = safe_close(c->fd);
+        return 0;
+}
+
+static void close_done(Work *w, int r, void *userdata) {
+        CloseWork *c = container_of(w, CloseWork, work);
+
+        safe_close(c->fd); /* never ran: sbxd stops */
+        free(c);
+}
+
+void server_close_later(Server *s, int fd) {
+        CloseWork *c;
+
+        if (fd < 0)
+                return;
+        c = s->work ? calloc(1, sizeof(*c)) : NULL;
+        if (!c) {
+                safe_close(fd);
+                return;
+        }
+        *c = (CloseWork) { .work = { .run = close_run, .done = close_done }, .fd = fd };
+        work_submit(s->work, &s->close_lane, &c->work);
+}
+
 void server_stop_work(Server *s) {
+        work_lane_cancel(s->work, &s->close_lane);
         server_unwatch(s, &s->work_src);
         s->work = work_pool_free(s->work, SBX_WORK_STOP_WAIT_MS, s);
 }

@@ -330,8 +330,9 @@ static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
                 c->session = NULL;
                 command_free(s, c);
         }
-        ws->upper_fd = safe_close(ws->upper_fd);
-        ws->workspace_fd = safe_close(ws->workspace_fd);
+        /* Their last close frees the session's tmpfs: not on the loop. */
+        server_close_later(s, TAKE_FD(ws->upper_fd));
+        server_close_later(s, TAKE_FD(ws->workspace_fd));
         ws->sandbox->live_sessions--;
         if (ws->spare)
                 ws->sandbox->spares--;
