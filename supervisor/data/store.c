@@ -566,9 +566,10 @@ int store_blame_apply(Store *s, const char *sandbox, const StoreBlameOp *ops, si
         static const char *const sql[] = {
                 "INSERT OR REPLACE INTO blame VALUES (?1, ?2, ?3)",
                 "DELETE FROM blame WHERE sandbox = ?1 AND path = ?2",
-                /* The path and every path below it, by the primary key: those between
-                 * "PATH/" and "PATH0" ('0' is the byte after '/'). */
-                "DELETE FROM blame WHERE sandbox = ?1 AND (path = ?2 OR (path >= (?2 || '/') AND path < (?2 || '0')))",
+                /* Every path below it, by a range of the primary key (an OR with the
+                 * line above would scan the table): those between "PATH/" and
+                 * "PATH0" ('0' is the byte after '/'). */
+                "DELETE FROM blame WHERE sandbox = ?1 AND path >= (?2 || '/') AND path < (?2 || '0')",
         };
         sqlite3_stmt *st[ELEMENTSOF(sql)] = {};
         int r = 0;
@@ -578,15 +579,15 @@ int store_blame_apply(Store *s, const char *sandbox, const StoreBlameOp *ops, si
                 if (r >= 0)
                         sqlite3_bind_text(st[k], 1, sandbox, -1, SQLITE_STATIC);
         }
-        for (size_t i = 0; r >= 0 && i < n; i++) {
-                sqlite3_stmt *q = st[ops[i].ranges ? 0 : ops[i].tree ? 2 : 1];
-
-                sqlite3_bind_text(q, 2, ops[i].path, -1, SQLITE_STATIC);
-                if (ops[i].ranges)
-                        sqlite3_bind_text(q, 3, ops[i].ranges, -1, SQLITE_STATIC);
-                r = step_done(q);
-                sqlite3_reset(q);
-        }
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                /* A record set; or deleted, and with tree those below it too. */
+                for (size_t k = ops[i].ranges ? 0 : 1; r >= 0 && k < (ops[i].ranges ? 1 : ops[i].tree ? 3 : 2); k++) {
+                        sqlite3_bind_text(st[k], 2, ops[i].path, -1, SQLITE_STATIC);
+                        if (ops[i].ranges)
+                                sqlite3_bind_text(st[k], 3, ops[i].ranges, -1, SQLITE_STATIC);
+                        r = step_done(st[k]);
+                        sqlite3_reset(st[k]);
+                }
         for (size_t k = 0; k < ELEMENTSOF(sql); k++)
                 sqlite3_finalize(st[k]);
         return r;
