@@ -161,7 +161,7 @@ void work_pool_collect(WorkPool *p, void *userdata) {
                 if (lane)
                         lane->current = NULL;
                 w->done(w, w->result, userdata);
-                /* done may have cancelled the lane (its owner went): then it is NULL-ed below. */
+                /* Unless done cancelled the lane (its owner went): then lane_next has nothing to do. */
                 if (lane && lane->initialized)
                         lane_next(p, lane);
         }

@@ -38,7 +38,7 @@ struct Work {
         int (*run)(Work *w);
         /* On the loop (in work_pool_collect), once: r is run's or start's result, or
          * -ECANCELED if it never ran. With work_cancelled(w), its owner is gone:
-         * done touches nothing of it. done may free w. */
+         * done touches nothing of it. done may free w, not its lane. */
         void (*done)(Work *w, int r, void *userdata);
         atomic_bool cancelled;
         int result;
