@@ -4,3 +4,4 @@ COMMON_SRCS += common/json-escape.c
 COMMON_SRCS += common/array.c
 COMMON_SRCS += common/utf8.c
 COMMON_SRCS += common/memfd-util.c
+COMMON_SRCS += common/workpool.c

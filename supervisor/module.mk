@@ -43,6 +43,7 @@ SUPERVISOR_DATA_SRCS += supervisor/data/transcript.c
 SUPERVISOR_DATA_SRCS += supervisor/data/fileops.c
 SUPERVISOR_DATA_SRCS += supervisor/data/indexcache.c
 SUPERVISOR_DATA_SRCS += supervisor/data/attribution.c
+SUPERVISOR_DATA_SRCS += supervisor/data/renames.c
 
 SUPERVISOR_LIB_SRCS = $(SUPERVISOR_CONTROL_SRCS) $(SUPERVISOR_CORE_SRCS) $(SUPERVISOR_OS_SRCS) $(SUPERVISOR_DATA_SRCS)
 

@@ -46,6 +46,7 @@ struct Sandbox {
         TAILQ_HEAD(, SnapshotHold) holds; /* of its sessions, live and ending */
         uint64_t transcript_bytes;  /* what its commands' transcripts kept store (core/transcripts.h) */
         uint64_t transcript_files;
+        WorkLane lane;              /* its works off the loop, in order (common/workpool.h) */
 };
 
 /* A sandbox being created: sbx-worker --import builds its layer 0 (owner
