@@ -293,6 +293,46 @@ if a and c:
         % c["vars"]["spinners"], "s", dist(sc_, 1e6), "the same job alone", dist(sa, 1e6), r, "<= 2.0x on 2 cores",
         r <= 2.0, "ratio = slowdown of the neighbour")
 
+# 12. stall: exec_command echo in another sandbox during each attack
+def probes_during(name, windows):
+    """The probes (of the drives NAME_probe_K) that overlapped one of the attack's windows."""
+    inside, k = [], 1
+    while True:
+        probe = load("%s_probe_%d" % (name, k))
+        if probe is None:
+            return inside
+        t = probe["t0"]
+        for us in probe["samples"]["probe"]:
+            if any(t <= b and t + us / 1e6 >= a for a, b in windows):
+                inside.append(us)
+            t += us / 1e6 + 0.05
+        k += 1
+
+
+SIZES = load("stall_sizes") or {}
+for name, what in (("stall_pub", "publishing %s small files"), ("stall_ren", "%s published files deleted, as many created"),
+                   ("stall_shuf", "a %s MiB file with shuffled lines: diff_workspace_session, then its publication"),
+                   ("stall_read", "40 parallel file_read limit=1 of a %s MiB file in a live session")):
+    a = load(name)
+    if not a:
+        continue
+    windows = [(a["t0"], a["t1"])]
+    if name == "stall_read":
+        for k in range(2, 41):
+            r = load("stall_readers_%d" % k)
+            if r:
+                windows.append((r["t0"], r["t1"]))
+    inside = probes_during(name, windows)
+    attack_s = max(b for _, b in windows) - min(x for x, _ in windows)
+    size = {"stall_pub": "NPUB", "stall_ren": "NREN", "stall_shuf": "SHUF_MB", "stall_read": "BIG_MB"}[name]
+    d = dist(inside) if inside else None
+    if d:
+        d["max"] = max(inside) / 1000.0
+    ok = d is not None and d["max"] <= 100.0
+    row("stall: " + name[6:], "exec_command echo in another sandbox while " + what % (SIZES.get(size, "?"),),
+        "ms", d, target="max <= 100 ms", ok=ok,
+        note="%d probes overlapped the %.1f s attack" % (len(inside), attack_s))
+
 # ---- print and write --------------------------------------------------------------
 
 

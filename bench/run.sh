@@ -9,9 +9,10 @@
 # Environment: BENCH_SCALE (default 1; 0.1 for a quick run) scales counts and
 # sizes; BENCH_BIN (build/bin), BENCH_DRIVE (build/bench/mcpdrive),
 # BENCH_MINSESS (build/bench/minsess);
-# BENCH_KEEP=1 keeps the temporary directory; BENCH_ONLY="row row" runs only
+# BENCH_KEEP=1 keeps the temporary directory; BENCH_STALL_FILES sets the stall
+# row's file count alone; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
-# layers memory lifecycle peers neighbour).
+# layers memory lifecycle peers neighbour stall).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -38,7 +39,8 @@ if ((${#need[@]})); then
   apt-get update -qq </dev/null >/dev/null
   apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >/dev/null
 fi
-if [[ ! -d bench/node_modules/@modelcontextprotocol/server-filesystem ]]; then
+# only the file ops rows compare against server-filesystem
+if want fileops && [[ ! -d bench/node_modules/@modelcontextprotocol/server-filesystem ]]; then
   log "npm ci in bench/"
   (cd bench && npm ci --no-audit --no-fund --loglevel=error </dev/null >/dev/null)
 fi
@@ -77,8 +79,9 @@ cp "$BIN/sbxd" "$BIN/sbx-worker" "$BIN/sandbox-mcp" "$BIN/sbxctl" "$D/bin/"
 BIN=$D/bin
 # The transcript row keeps four 1 GiB transcripts in one sandbox: budgets that hold them all,
 # so that no row's timing includes evicting another's (core/transcripts.h). The lifecycle
-# row's templates: one with warm claims, one without.
-printf '[sbxd]\ntranscript_cap_bytes = 2G\nsandbox_transcripts_max_bytes = 16G\nowner_transcripts_max_bytes = 16G\ntranscripts_max_bytes = 16G\nclaims_per_user = 64\n[template bench-warm]\nwarm = 4\n[template bench-cold]\nwarm = 0\n' \
+# row's templates: one with warm claims, one without. session_disk_bytes: the stall rows'
+# 1 GiB file in a live session fits its tmpfs.
+printf '[sbxd]\ntranscript_cap_bytes = 2G\nsandbox_transcripts_max_bytes = 16G\nowner_transcripts_max_bytes = 16G\ntranscripts_max_bytes = 16G\nsession_disk_bytes = 3G\nclaims_per_user = 64\n[template bench-warm]\nwarm = 4\n[template bench-cold]\nwarm = 0\n' \
   >"$D/sbxd.conf"
 "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
   >"$D/sbxd.log" 2>&1 &
@@ -480,6 +483,107 @@ EOF
   log "neighbour: the CPU job $N times alone, then $N times beside $SPIN spinning commands"
   drive neighbour_alone
   drive neighbour
+fi
+
+# ---- 13. stall: exec_command echo in another sandbox during each attack (issue 15) -----
+# Each attack runs in a sandbox of its own: a first drive leaves a managed
+# session with the attacking changes (its id in the drive's vars), then the
+# attack's drive runs its timed steps while probe drives run `exec_command
+# echo` in a live session of sandbox "probe" every 50 ms (with a yield long
+# enough that the answer is the command's end), from before the attack until
+# it ended. report.py keeps the probes that ended inside the attack (all the
+# drives give CLOCK_MONOTONIC times).
+if want stall; then
+  # BENCH_STALL_FILES: the first attack's file count on its own (at full
+  # scale its publication takes minutes while fsync is per file)
+  NPUB=${BENCH_STALL_FILES:-$(sc 200000 2000)}
+  NREN=$(sc 3000 300)
+  SHUF_MB=$(sc 16 2)
+  BIG_MB=$(sc 1024 64)
+  NPROBE=5
+  echo "{\"NPUB\": $NPUB, \"NREN\": $NREN, \"SHUF_MB\": $SHUF_MB, \"BIG_MB\": $BIG_MB}" >"$OUT/stall_sizes.json"
+  mkdir -p "$D/src/ren/old" "$D/src/shuf"
+  python3 -c '
+import sys
+for i in range(int(sys.argv[2])):
+    open("%s/old/f%05d" % (sys.argv[1], i), "w").write("old content of file %07d\n" % i)
+' "$D/src/ren" "$NREN"
+  python3 -c '
+import sys
+with open(sys.argv[1], "w") as f:
+    i = n = 0
+    line = "line %08d of the file that is shuffled\n" % i
+    while n + len(line) <= int(sys.argv[2]) * 1048576 - 1:   # below SBX_FILE_MAX: attributable
+        f.write(line); n += len(line); i += 1
+        line = "line %08d of the file that is shuffled\n" % i
+' "$D/src/shuf/big.txt" "$SHUF_MB"
+  for sbn in probe atk_pub; do sandbox "$sbn" "$D/src/tiny"; done
+  # the live 1 GiB file is tmpfs memory of its session
+  "$BIN/sbxctl" --socket "$SOCK" sandbox create atk_read --source "$D/src/tiny" --memory $(( BIG_MB * 3 + 512 ))M >/dev/null
+  sandbox atk_ren "$D/src/ren"
+  sandbox atk_shuf "$D/src/shuf"
+  # stall_setup NAME SANDBOX CMD: a managed session of SANDBOX that ran CMD
+  stall_setup() {
+    printf '{"setup":[%s,\n{"tool":"exec_command","args":{"sandbox_id":"%s","workspace_session_id":"${ws}","cmd":%s,"yield_time_ms":600000},"until_done":true,"expect":"ok"}],\n"warmup":0,"n":0,"loop":[]}\n' \
+      "$(new_session_steps "$2" ws)" "$2" "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$3")" \
+      >"$D/scripts/$1_setup.json"
+    drive "$1_setup"
+  }
+  ws_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vars"]["ws"])' "$OUT/$1_setup.json"; }
+  # The probes run in drives of a few each, one after the other, from before
+  # the attack starts until it ended: OUT/NAME_probe_K.json.
+  probes_start() { # NAME
+    rm -f "$D/stop_probes"
+    (k=0; while [[ ! -e $D/stop_probes ]]; do
+       k=$((k + 1)); cp "$D/scripts/stall_probe.json" "$D/scripts/$1_probe_$k.json"; drive "$1_probe_$k"
+     done) & PROBES=$!
+    sleep 0.5
+  }
+  probes_stop() { touch "$D/stop_probes"; wait "$PROBES"; }
+  # stall_attack NAME STEPS: the attack's steps, probed
+  stall_attack() {
+    printf '{"warmup":0,"n":1,"loop":[%s]}\n' "$2" >"$D/scripts/$1.json"
+    probes_start "$1"
+    drive "$1"
+    probes_stop
+  }
+  finalize_step() { # SANDBOX WS
+    printf '{"tag":"attack","tool":"finalize_workspace_session","args":{"sandbox_id":"%s","workspace_session_id":"%s","action":"publish"}}' "$1" "$2"
+  }
+  printf '{"setup":[%s],"warmup":0,"n":0,"loop":[]}\n' "$(new_session_steps probe ws)" >"$D/scripts/stall_probe_setup.json"
+  drive stall_probe_setup
+  printf '{"warmup":0,"n":%s,"loop":[{"tag":"probe","tool":"exec_command","args":{"sandbox_id":"probe","workspace_session_id":"%s","cmd":"echo hi","yield_time_ms":600000}},{"sleep_ms":50}]}\n' \
+    "$NPROBE" "$(ws_of stall_probe)" >"$D/scripts/stall_probe.json"
+
+  log "stall: publishing $NPUB small files"
+  stall_setup stall_pub atk_pub "python3 -c 'import os
+os.makedirs(\"many\")
+for i in range($NPUB): open(\"many/f%d\" % i, \"w\").write(str(i))'"
+  stall_attack stall_pub "$(finalize_step atk_pub "$(ws_of stall_pub)")"
+
+  log "stall: $NREN published files deleted and $NREN others created"
+  # each file deleted on its own (a whiteout each), the directory kept
+  stall_setup stall_ren atk_ren "rm old/* && mkdir new && python3 -c 'for i in range($NREN): open(\"new/g%05d\" % i, \"w\").write(\"new content of file %07d\\n\" % i)'"
+  stall_attack stall_ren "$(finalize_step atk_ren "$(ws_of stall_ren)")"
+
+  log "stall: a $SHUF_MB MiB file with its lines shuffled: diff_workspace_session, then its publication"
+  stall_setup stall_shuf atk_shuf "shuf --random-source=big.txt big.txt > big.new && mv big.new big.txt"
+  SWS=$(ws_of stall_shuf)
+  stall_attack stall_shuf "{\"tag\":\"attack\",\"tool\":\"diff_workspace_session\",\"args\":{\"sandbox_id\":\"atk_shuf\",\"workspace_session_id\":\"$SWS\"}},$(finalize_step atk_shuf "$SWS" | sed 's/"attack"/"attack2"/')"
+
+  log "stall: 40 parallel file_read limit=1 of a $BIG_MB MiB file in a live session"
+  stall_setup stall_read atk_read "yes 'a line of the big file, in a live session' | head -c $((BIG_MB * 1048576)) > big.txt"
+  READ_STEP="{\"tag\":\"attack\",\"tool\":\"file_read\",\"args\":{\"sandbox_id\":\"atk_read\",\"workspace_session_id\":\"$(ws_of stall_read)\",\"path\":\"big.txt\",\"limit\":1}}"
+  pids=()
+  printf '{"warmup":0,"n":1,"loop":[%s]}\n' "$READ_STEP" >"$D/scripts/stall_read.json"
+  probes_start stall_read
+  for k in $(seq 2 40); do
+    printf '{"warmup":0,"n":1,"loop":[%s]}\n' "$READ_STEP" >"$D/scripts/stall_readers_$k.json"
+    drive "stall_readers_$k" & pids+=($!)
+  done
+  drive stall_read
+  for p in "${pids[@]}"; do wait "$p"; done
+  probes_stop
 fi
 
 # ---- the report ---------------------------------------------------------------------------

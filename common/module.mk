@@ -5,3 +5,4 @@ COMMON_SRCS += common/array.c
 COMMON_SRCS += common/utf8.c
 COMMON_SRCS += common/memfd-util.c
 COMMON_SRCS += common/base64.c
+COMMON_SRCS += common/workpool.c

@@ -18,29 +18,55 @@
 #include "log.h"
 #include "sbx-limits.h"
 
-/* What a file_read answers: the reply, its window, and an index not cached. */
+/* A file_read is answered once its window is read (in the sandbox's lane,
+ * off the loop when the file needs indexing): the answer keeps its path. */
 typedef struct ReadAnswer {
-        Sbx__FileReadReply o;
-        FileWindow w;
-        FileIndex built;
+        Pending pending;
+        char path[SBX_PATH_MAX + 1];
 } ReadAnswer;
 
-static void read_answer_free(void *p) {
-        ReadAnswer *a = p;
+static void read_answered(Server *s, int r, const FileWindow *w, const char *err, void *userdata) {
+        Sbx__FileReadReply o = SBX__FILE_READ_REPLY__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        ReadAnswer *a = userdata;
 
-        file_window_done(&a->w);
-        file_index_done(&a->built);
+        if (r < 0)
+                pending_answer_error(s, &a->pending, r, "%s: %s", a->path, err[0] ? err : strerror(-r));
+        else {
+                o.path = a->path;
+                o.content.data = (uint8_t *) w->content;
+                o.content.len = w->len;
+                o.start_line = w->start_line;
+                o.num_lines = w->num_lines;
+                o.total_lines = w->total_lines;
+                o.bytes_read = w->bytes_read;
+                o.total_bytes = w->total_bytes;
+                o.has_next_offset = w->has_next_offset;
+                o.next_offset = w->next_offset;
+                o.truncated = w->truncated;
+                msg_reply_set(&reply, SBX__REPLY__BODY_FILE_READ, &o);
+                pending_answer(s, &a->pending, &reply);
+        }
+        pending_stop(&a->pending);
         free(a);
 }
 
-static int read_window(Request *rq, const Sbx__FileRead *req, const char *rel, ReadAnswer *a) {
-        char err[400] = "";
-        const FileIndex *index;
-        WorkspaceSession *ws;
+static void read_abandon(Server *s, Pending *p, bool cancelled) {
+        /* Nobody waits for the window any more; it is dropped when read. */
+}
+
+int handle_file_read(Request *rq) {
+        const Sbx__FileRead *req = rq->msg->file_read;
+        char rel[SBX_PATH_MAX + 1];
         _cleanup_close_ int fd = -EBADF;
+        WorkspaceSession *ws;
+        ReadAnswer *a;
         struct stat st;
         int root, r;
 
+        r = workspace_path(req->path, rel, rq->error, sizeof(rq->error));
+        if (r < 0)
+                return r;
         r = workspace_root(rq->server, rq->sandbox, req->workspace_session, &ws, &root, rq->error,
                            sizeof(rq->error));
         if (r < 0)
@@ -50,45 +76,19 @@ static int read_window(Request *rq, const Sbx__FileRead *req, const char *rel, R
                 return request_error(rq, fd, "%s: %s", req->path, workspace_open_error(fd));
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
                 return request_error(rq, -EINVAL, "%s: not a regular file", req->path);
-        r = workspace_file_index(rq->server, rq->sandbox, !ws, fd, &st, &a->built, &index, err, sizeof(err));
-        if (r >= 0)
-                r = file_read_window(fd, index, req->has_offset ? req->offset : 1,
-                                     req->has_limit ? req->limit : SBX_FILE_READ_DEFAULT_LINES,
-                                     SBX_RESULT_TEXT_BUDGET, &a->w, err, sizeof(err));
-        if (r < 0)
-                return request_error(rq, r, "%s: %s", req->path, err[0] ? err : strerror(-r));
-        return 0;
-}
-
-int handle_file_read(Request *rq) {
-        const Sbx__FileRead *req = rq->msg->file_read;
-        char rel[SBX_PATH_MAX + 1];
-        ReadAnswer *a = calloc(1, sizeof(*a));
-        Sbx__FileReadReply *o;
-        int r;
-
+        a = calloc(1, sizeof(*a));
         if (!a)
                 return -ENOMEM;
-        request_own(rq, read_answer_free, a);
-        r = workspace_path(req->path, rel, rq->error, sizeof(rq->error));
-        if (r >= 0)
-                r = read_window(rq, req, rel, a);
-        if (r < 0)
+        strlcpy(a->path, req->path, sizeof(a->path));
+        pending_start(&a->pending, rq->client, rq->seq, read_abandon);
+        r = workspace_read(rq->server, rq->sandbox, ws, TAKE_FD(fd), &st, req->has_offset ? req->offset : 1,
+                           req->has_limit ? req->limit : SBX_FILE_READ_DEFAULT_LINES, read_answered, a);
+        if (r < 0) {
+                pending_stop(&a->pending);
+                free(a);
                 return r;
-        o = &a->o;
-        *o = (Sbx__FileReadReply) SBX__FILE_READ_REPLY__INIT;
-        o->path = req->path;
-        o->content.data = (uint8_t *) a->w.content;
-        o->content.len = a->w.len;
-        o->start_line = a->w.start_line;
-        o->num_lines = a->w.num_lines;
-        o->total_lines = a->w.total_lines;
-        o->bytes_read = a->w.bytes_read;
-        o->total_bytes = a->w.total_bytes;
-        o->has_next_offset = a->w.has_next_offset;
-        o->next_offset = a->w.next_offset;
-        o->truncated = a->w.truncated;
-        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_FILE_READ, o);
+        }
+        return REPLY_DEFERRED;
 }
 
 /* The payload of a FILE_WRITE/FILE_EDIT frame: a sealed memfd of exactly size bytes. */
@@ -120,12 +120,19 @@ static int read_payload(int fd, uint64_t size, char **ret) {
         return 0;
 }
 
-/* What file_write and file_edit answer: the change, the texts it needs, the reply. */
+/* What file_write and file_edit answer: the change, the texts it needs, the
+ * reply. A write to the published snapshot is answered later (its
+ * publication waits for its turn in the sandbox's lane and runs off the
+ * loop): then the answer leaves the request and keeps its own copies. */
 typedef struct ChangeAnswer {
+        Pending pending;
         FileChange ch;
+        FileEditList edits;
         Sbx__FileChangeReply o;
         Sbx__Publication pub;
         char rel[SBX_PATH_MAX + 1];
+        char path[SBX_PATH_MAX + 1];    /* as the client gave it */
+        char ws_id[65];
         char *payload, *old, *updated, *diff;
         const char *type;       /* "edit", or NULL: create or update */
         Sandbox *sandbox;       /* whose snapshot view is mounted again after the reply */
@@ -140,7 +147,9 @@ static void change_answer_free(void *p) {
                 int view;
                 (void) snapshot_current(a->store, a->sandbox, &view);
         }
+        pending_stop(&a->pending);
         file_change_done(&a->ch);
+        file_edit_list_done(&a->edits);
         free(a->payload);
         free(a->old);
         free(a->updated);
@@ -148,30 +157,30 @@ static void change_answer_free(void *p) {
         free(a);
 }
 
-static ChangeAnswer *change_answer_new(Request *rq) {
+/* The answer of a write to path (normalized into a->rel: on failure rq->error says why). */
+static int change_answer_new(Request *rq, const char *path, const char *ws_id, ChangeAnswer **ret) {
         ChangeAnswer *a = calloc(1, sizeof(*a));
 
         if (!a)
-                return NULL;
+                return -ENOMEM;
         request_own(rq, change_answer_free, a);
         a->o = (Sbx__FileChangeReply) SBX__FILE_CHANGE_REPLY__INIT;
         a->pub = (Sbx__Publication) SBX__PUBLICATION__INIT;
-        return a;
+        strlcpy(a->path, path, sizeof(a->path));
+        strlcpy(a->ws_id, ws_id, sizeof(a->ws_id));
+        *ret = a;
+        return workspace_path(path, a->rel, rq->error, sizeof(rq->error));
 }
 
-/* Write a->ch and fill the reply (its type, diff and edit counts set by the caller). */
-static int write_change(Request *rq, const char *path, ChangeAnswer *a) {
+/* The reply to a->ch, written (its type, diff and edit counts set by the caller). */
+static int change_reply(Server *s, Sandbox *sb, ChangeAnswer *a, Sbx__Reply *reply) {
         FileChange *ch = &a->ch;
-        int r;
 
-        r = workspace_write(rq->server, rq->sandbox, ch, rq->error, sizeof(rq->error));
-        if (r < 0)
-                return rq->error[0] ? r : request_error(rq, r, "%s: %s", path, strerror(-r));
         if (!ch->in_session && ch->pub.published)
                 log_info("File operation %s on '%s' of sandbox '%s' published layer %u", ch->owner, ch->rel,
-                         rq->sandbox->name, ch->pub.layer);
+                         sb->name, ch->pub.layer);
         a->o.type = (char *) (a->type ?: ch->created ? "create" : "update");
-        a->o.path = (char *) path;
+        a->o.path = a->path;
         a->o.bytes_written = ch->len;
         a->o.unchanged = ch->unchanged;
         if (!ch->in_session) {
@@ -182,101 +191,151 @@ static int write_change(Request *rq, const char *path, ChangeAnswer *a) {
                 a->o.publication = &a->pub;
         }
         if (ch->pub.published) {
-                a->sandbox = rq->sandbox;
-                a->store = rq->server->store;
+                a->sandbox = sb;
+                a->store = s->store;
         }
-        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_FILE_CHANGE, &a->o);
+        return msg_reply_set(reply, SBX__REPLY__BODY_FILE_CHANGE, &a->o);
+}
+
+static void change_published(Server *s, FileChange *ch, int r, const char *err, void *userdata) {
+        ChangeAnswer *a = container_of(ch, ChangeAnswer, ch);
+        Sbx__Reply reply = SBX__REPLY__INIT;
+
+        if (r == -ECANCELED)
+                pending_answer_error(s, &a->pending, r, "%s: not written: %s", a->path, err);
+        else if (r < 0)
+                pending_answer_error(s, &a->pending, r, "%s: %s", a->path, err[0] ? err : strerror(-r));
+        else if (change_reply(s, (Sandbox *) userdata, a, &reply) >= 0)
+                pending_answer(s, &a->pending, &reply);
+        else
+                pending_answer_error(s, &a->pending, -ENOMEM, "out of memory");
+        change_answer_free(a);
+}
+
+static void change_abandon(Server *s, Pending *p, bool cancelled) {
+        /* The write goes on; nobody waits for its answer any more. */
+}
+
+/* Write a->ch: inside a session at once; to the published snapshot in its
+ * turn (prepare makes the content then), answered later. */
+static int write_change(Request *rq, ChangeAnswer *a, WorkspacePrepare prepare) {
+        FileChange *ch = &a->ch;
+        WorkspaceSession *ws;
+        char err[400] = "";
+        int root, r;
+
+        ch->rel = a->rel;
+        ch->ws_id = a->ws_id;
+        if (!a->ws_id[0]) {
+                r = request_disown(rq, a);
+                if (r < 0)
+                        return r;
+                pending_start(&a->pending, rq->client, rq->seq, change_abandon);
+                r = workspace_write_published(rq->server, rq->sandbox, ch, prepare, change_published, rq->sandbox);
+                if (r < 0) {
+                        change_answer_free(a);
+                        return r;
+                }
+                return REPLY_DEFERRED;
+        }
+        r = workspace_root(rq->server, rq->sandbox, a->ws_id, &ws, &root, rq->error, sizeof(rq->error));
+        if (r < 0)
+                return r;
+        if (prepare) {
+                r = prepare(rq->server, rq->sandbox, ch, a, err, sizeof(err));
+                if (r < 0)
+                        return rq->error[0] ? r : request_error(rq, r, "%s: %s", a->path, err[0] ? err : strerror(-r));
+        }
+        r = workspace_write(rq->server, rq->sandbox, ch, rq->error, sizeof(rq->error));
+        if (r < 0)
+                return rq->error[0] ? r : request_error(rq, r, "%s: %s", a->path, strerror(-r));
+        return change_reply(rq->server, rq->sandbox, a, &rq->reply);
 }
 
 int handle_file_write(Request *rq) {
         const Sbx__FileWrite *req = rq->msg->file_write;
-        ChangeAnswer *a = change_answer_new(rq);
+        ChangeAnswer *a;
         int r;
 
-        if (!a)
-                return -ENOMEM;
-        r = workspace_path(req->path, a->rel, rq->error, sizeof(rq->error));
+        r = change_answer_new(rq, req->path, req->workspace_session, &a);
         if (r < 0)
                 return r;
         r = read_payload(rq->fd, req->content_size, &a->payload);
         if (r < 0)
                 return request_error(rq, r, "file content: %s",
                                      r == -EFBIG ? "larger than the file size limit" : "malformed payload");
-        a->ch = (FileChange) {
-                .rel = a->rel, .ws_id = req->workspace_session, .content = a->payload, .len = req->content_size,
-        };
-        return write_change(rq, req->path, a);
+        a->ch = (FileChange) { .content = a->payload, .len = req->content_size };
+        return write_change(rq, a, NULL);
 }
 
 /* The file's text before an edit, from the root the edit writes in. */
-static int edit_old_text(Request *rq, const Sbx__FileEdit *req, ChangeAnswer *a, size_t *ret_len) {
+static int edit_old_text(Server *s, Sandbox *sb, ChangeAnswer *a, size_t *ret_len, char *err, size_t errsize) {
         WorkspaceSession *ws;
         int root, r;
 
-        r = workspace_root(rq->server, rq->sandbox, req->workspace_session, &ws, &root, rq->error,
-                           sizeof(rq->error));
+        r = workspace_root(s, sb, a->ws_id, &ws, &root, err, errsize);
         if (r < 0)
                 return r;
         r = read_file_bounded_at(root, a->rel, SBX_FILE_MAX, &a->old, ret_len);
-        if (r < 0)
-                return request_error(rq, r, "%s: %s", req->path,
-                                     r == -EFBIG    ? "larger than the file size limit"
-                                     : r == -EISDIR ? "not a regular file"
-                                                    : workspace_open_error(r));
-        if (!text_is_utf8(a->old, *ret_len))
-                return request_error(rq, -EILSEQ, "%s: not a UTF-8 text file", req->path);
+        if (r < 0) {
+                snprintf(err, errsize, "%s", r == -EFBIG    ? "larger than the file size limit"
+                                             : r == -EISDIR ? "not a regular file"
+                                                            : workspace_open_error(r));
+                return r;
+        }
+        if (!text_is_utf8(a->old, *ret_len)) {
+                snprintf(err, errsize, "not a UTF-8 text file");
+                return -EILSEQ;
+        }
         return 0;
 }
 
-static void edit_list_free(void *p) {
-        file_edit_list_done(p);
-        free(p);
-}
-
-int handle_file_edit(Request *rq) {
-        const Sbx__FileEdit *req = rq->msg->file_edit;
-        ChangeAnswer *a = change_answer_new(rq);
-        FileEditList *edits = calloc(1, sizeof(*edits));
+/* An edit's content, from the file's text where it writes (the snapshot as it is in the edit's turn). */
+static int edit_prepare(Server *s, Sandbox *sb, FileChange *ch, void *userdata, char *err, size_t errsize) {
+        ChangeAnswer *a = container_of(ch, ChangeAnswer, ch);
         size_t old_len = 0, new_len = 0, diff_len = 0;
         bool diff_truncated = false;
         uint64_t replacements = 0;
-        char err[400] = "";
         int r;
 
-        if (edits)
-                request_own(rq, edit_list_free, edits);
-        if (!a || !edits)
-                return -ENOMEM;
-        r = workspace_path(req->path, a->rel, rq->error, sizeof(rq->error));
+        r = edit_old_text(s, sb, a, &old_len, err, errsize);
         if (r < 0)
                 return r;
-        r = read_payload(rq->fd, req->edits_size, &a->payload);
-        if (r >= 0)
-                r = file_edit_list_parse(a->payload, req->edits_size, edits);
-        if (r < 0)
-                return request_error(rq, r, r == -ENOMEM ? "out of memory" : "edits: malformed payload");
-        r = edit_old_text(rq, req, a, &old_len);
+        r = file_apply_edits(a->old, old_len, a->edits.specs, a->edits.n, &a->updated, &new_len, &replacements, err,
+                             errsize);
         if (r < 0)
                 return r;
-        r = file_apply_edits(a->old, old_len, edits->specs, edits->n, &a->updated, &new_len, &replacements, err,
-                             sizeof(err));
-        if (r < 0)
-                return request_error(rq, r, "%s: %s", req->path, err[0] ? err : strerror(-r));
-        r = text_unified_diff(req->path, a->old, old_len, a->updated, new_len, SBX_EDIT_DIFF_MAX_BYTES, &a->diff,
+        r = text_unified_diff(a->path, a->old, old_len, a->updated, new_len, SBX_EDIT_DIFF_MAX_BYTES, &a->diff,
                               &diff_len, &diff_truncated);
         if (r < 0)
                 log_debug_errno(r, "No diff of the edit of '%s', ignoring: %m", a->rel);
-        a->ch = (FileChange) {
-                .rel = a->rel, .ws_id = req->workspace_session,
-                .old_text = a->old, .old_len = old_len, .content = a->updated, .len = new_len,
-        };
-        a->type = "edit";
-        a->o.edits_applied = (uint32_t) edits->n;
+        ch->old_text = a->old;
+        ch->old_len = old_len;
+        ch->content = a->updated;
+        ch->len = new_len;
+        a->o.edits_applied = (uint32_t) a->edits.n;
         a->o.replacements = replacements;
         a->o.diff.data = (uint8_t *) a->diff;
         a->o.diff.len = r < 0 ? 0 : diff_len;
         a->o.diff_truncated = r >= 0 && diff_truncated;
-        return write_change(rq, req->path, a);
+        return 0;
+}
+
+int handle_file_edit(Request *rq) {
+        const Sbx__FileEdit *req = rq->msg->file_edit;
+        ChangeAnswer *a;
+        int r;
+
+        r = change_answer_new(rq, req->path, req->workspace_session, &a);
+        if (r < 0)
+                return r;
+        r = read_payload(rq->fd, req->edits_size, &a->payload);
+        if (r >= 0)
+                r = file_edit_list_parse(a->payload, req->edits_size, &a->edits);
+        if (r < 0)
+                return request_error(rq, r, r == -ENOMEM ? "out of memory" : "edits: malformed payload");
+        a->type = "edit";
+        return write_change(rq, a, edit_prepare);
 }
 
 /* What file_blame answers. */
@@ -308,7 +367,7 @@ static int published_blame(Request *rq, const char *rel, Blame *ret) {
         if (r >= 0 && !text_is_utf8(text, len))
                 r = -EILSEQ;
         if (r >= 0)
-                r = blame_of_published(rq->server->store, rq->sandbox, rel, text, len, ret);
+                r = blame_of_published(rq->server->store, rq->sandbox->id, rel, text, len, ret);
         return r;
 }
 

@@ -24,6 +24,15 @@ void request_own(Request *rq, void (*done)(void *p), void *p) {
         rq->owned[rq->n_owned++].p = p;
 }
 
+int request_disown(Request *rq, void *p) {
+        for (size_t i = 0; i < rq->n_owned; i++)
+                if (rq->owned[i].p == p) {
+                        rq->owned[i] = rq->owned[--rq->n_owned];
+                        return 0;
+                }
+        return -ENOENT;
+}
+
 void *request_alloc(Request *rq, size_t size) {
         void *p = calloc(1, size);
 

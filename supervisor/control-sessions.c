@@ -38,22 +38,19 @@ static int find_session(Request *rq, const char *id, WorkspaceSession **ret) {
         return 0;
 }
 
-/* What finalize answers; the session may be gone by then: the answer keeps copies. */
+/* What finalize answers, once the publication is done (off the loop); the
+ * session may be gone by then, and the request too: the answer keeps copies. */
 typedef struct FinalizeAnswer {
+        Pending pending;
         Sbx__SessionFinalizeReply o;
         Sbx__SessionInfo info;
         Sbx__Publication pub;
         PublishResult res;
+        bool publish;
         char id[33];
+        char sandbox[65];
         char owner[64];
 } FinalizeAnswer;
-
-static void finalize_answer_free(void *p) {
-        FinalizeAnswer *a = p;
-
-        publish_result_done(&a->res);
-        free(a);
-}
 
 static void finalize_publication(FinalizeAnswer *a) {
         a->pub.published = a->res.published;
@@ -68,46 +65,78 @@ static void finalize_publication(FinalizeAnswer *a) {
         a->o.publication = &a->pub;
 }
 
+static void finalize_answered(Server *s, WorkspaceSession *ws, int r, PublishResult *res, void *userdata) {
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        FinalizeAnswer *a = userdata;
+
+        a->res = *res;
+        if (r == -ECANCELED)
+                pending_answer_error(s, &a->pending, r, "workspace session %s was not published: %s", a->id,
+                                     "its sandbox or sbxd went while it was being published");
+        else if (r < 0)
+                pending_answer_error(s, &a->pending, r, "cannot publish workspace session %s: %s; it is kept", a->id,
+                                     a->res.error[0] ? a->res.error : strerror(-r));
+        else {
+                /* Refused: the session lives on, stopped, "conflicted". */
+                if (a->res.n_conflicts > 0)
+                        a->info.state = (char *) "conflicted";
+                a->o.action = (char *) (a->res.n_conflicts > 0 ? "conflict" : a->publish ? "published" : "discarded");
+                if (a->publish)
+                        finalize_publication(a);
+                a->o.session = &a->info;
+                msg_reply_set(&reply, SBX__REPLY__BODY_SESSION_FINALIZE, &a->o);
+                pending_answer(s, &a->pending, &reply);
+        }
+        pending_stop(&a->pending);
+        publish_result_done(&a->res);
+        free(a);
+}
+
+static void finalize_abandon(Server *s, Pending *p, bool cancelled) {
+        /* The publication goes on; nobody waits for its answer any more. */
+}
+
 int handle_session_finalize(Request *rq) {
         const Sbx__SessionFinalize *req = rq->msg->session_finalize;
-        FinalizeAnswer *a = calloc(1, sizeof(*a));
+        FinalizeAnswer *a;
         WorkspaceSession *ws;
-        bool publish;
         int r;
 
-        if (!a)
-                return -ENOMEM;
-        request_own(rq, finalize_answer_free, a);
         r = find_session(rq, req->workspace_session, &ws);
         if (r < 0)
                 return r;
-        publish = req->action[0] ? req->action[0] == 'p' : ws->publish_policy;
         if (ws->running > 0)
                 return request_error(rq, -EBUSY,
                                      "workspace session %s still runs %u command(s); wait for them or cancel them "
                                      "with cancel_command, then finalize",
                                      ws->id, ws->running);
+        if (ws->publishing)
+                return request_error(rq, -EBUSY, "workspace session %s is being published; wait for its answer",
+                                     ws->id);
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        a->publish = req->action[0] ? req->action[0] == 'p' : ws->publish_policy;
         a->o = (Sbx__SessionFinalizeReply) SBX__SESSION_FINALIZE_REPLY__INIT;
         a->info = (Sbx__SessionInfo) SBX__SESSION_INFO__INIT;
         a->pub = (Sbx__Publication) SBX__PUBLICATION__INIT;
         snprintf(a->owner, sizeof(a->owner), "workspace_session:%s", ws->id);
         strlcpy(a->id, ws->id, sizeof(a->id));
+        strlcpy(a->sandbox, rq->sandbox->name, sizeof(a->sandbox));
         session_info(ws, &a->info);
         a->info.workspace_session = a->id;
-        a->info.sandbox = rq->sandbox->name;
+        a->info.sandbox = a->sandbox;
         a->info.state = (char *) "finalized";
-        r = session_finalize(rq->server, ws, publish, req->overwrite, &a->res);
-        if (r < 0)
-                return request_error(rq, r, "cannot publish workspace session %s: %s; it is kept",
-                                     req->workspace_session, a->res.error[0] ? a->res.error : strerror(-r));
-        /* Refused: the session lives on, stopped, "conflicted". */
-        if (a->res.n_conflicts > 0)
-                a->info.state = (char *) "conflicted";
-        a->o.action = (char *) (a->res.n_conflicts > 0 ? "conflict" : publish ? "published" : "discarded");
-        if (publish)
-                finalize_publication(a);
-        a->o.session = &a->info;
-        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_SESSION_FINALIZE, &a->o);
+        /* Answered when the publication is done (at once for a discard). */
+        pending_start(&a->pending, rq->client, rq->seq, finalize_abandon);
+        r = session_finalize(rq->server, ws, a->publish, req->overwrite, finalize_answered, a);
+        if (r < 0) {
+                pending_stop(&a->pending);
+                free(a);
+                return request_error(rq, r, "cannot finalize workspace session %s: %s", req->workspace_session,
+                                     strerror(-r));
+        }
+        return REPLY_DEFERRED;
 }
 
 int handle_session_list(Request *rq) {
@@ -134,30 +163,51 @@ int handle_session_list(Request *rq) {
         return msg_reply_set(&rq->reply, SBX__REPLY__BODY_SESSION_LIST, o);
 }
 
-static void changes_diff_free(void *p) {
-        changes_diff_done(p);
-        free(p);
+/* A diff is answered once it is computed, off the loop. */
+typedef struct DiffAnswer {
+        Pending pending;
+        char id[33];
+} DiffAnswer;
+
+static void diff_answered(Server *s, int r, const ChangesDiff *d, const char *why, void *userdata) {
+        DiffAnswer *a = userdata;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+
+        if (r < 0)
+                pending_answer_error(s, &a->pending, r, "cannot compute the changes of %s: %s", a->id,
+                                     why[0] ? why : strerror(-r));
+        else {
+                msg_reply_set(&reply, SBX__REPLY__BODY_SESSION_DIFF, (void *) &d->reply);
+                pending_answer(s, &a->pending, &reply);
+        }
+        pending_stop(&a->pending);
+        free(a);
+}
+
+static void diff_abandon(Server *s, Pending *p, bool cancelled) {
+        /* Nobody waits for the diff any more; it is dropped when computed. */
 }
 
 int handle_session_diff(Request *rq) {
-        ChangesDiff *d = malloc(sizeof(*d));
         WorkspaceSession *ws;
-        char why[256] = "";
+        DiffAnswer *a;
         int r;
 
-        if (!d)
-                return -ENOMEM;
         r = find_session(rq, rq->msg->session_diff->workspace_session, &ws);
-        if (r >= 0)
-                r = changes_diff(rq->sandbox, ws->upper_fd, ws->base.squashed, ws->base.top, d, why, sizeof(why));
+        if (r < 0)
+                return r;
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        strlcpy(a->id, ws->id, sizeof(a->id));
+        pending_start(&a->pending, rq->client, rq->seq, diff_abandon);
+        r = session_diff(rq->server, rq->sandbox, ws->id, diff_answered, a);
         if (r < 0) {
-                free(d);
-                return rq->error[0] ? r
-                                    : request_error(rq, r, "cannot compute the changes of %s: %s", ws->id,
-                                                    why[0] ? why : strerror(-r));
+                pending_stop(&a->pending);
+                free(a);
+                return r;
         }
-        request_own(rq, changes_diff_free, d);
-        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_SESSION_DIFF, &d->reply);
+        return REPLY_DEFERRED;
 }
 
 static int listing_add_layer(uint32_t layer, const char *owner, uint32_t changed, int64_t created, void *userdata) {

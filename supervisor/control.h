@@ -77,6 +77,8 @@ int control_client_new(Server *s, int fd, const struct ucred *cred, Client **ret
 int request_error(Request *rq, int err, const char *fmt, ...) _printf_(3, 4);
 /* done(p) once the reply is sent (or not sent). */
 void request_own(Request *rq, void (*done)(void *p), void *p);
+/* p outlives the request (an answer that comes later): its owner frees it. */
+int request_disown(Request *rq, void *p);
 /* Zeroed memory that lives until the reply is sent; NULL if out of memory. */
 void *request_alloc(Request *rq, size_t size);
 /* Run what the request owns (done callbacks), once its reply is sent. */

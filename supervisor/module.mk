@@ -47,6 +47,7 @@ SUPERVISOR_DATA_SRCS += supervisor/data/indexcache.c
 SUPERVISOR_DATA_SRCS += supervisor/data/attribution.c
 SUPERVISOR_DATA_SRCS += supervisor/data/capture.c
 SUPERVISOR_DATA_SRCS += supervisor/data/claimfs.c
+SUPERVISOR_DATA_SRCS += supervisor/data/renames.c
 
 SUPERVISOR_LIB_SRCS = $(SUPERVISOR_CONTROL_SRCS) $(SUPERVISOR_CORE_SRCS) $(SUPERVISOR_OS_SRCS) $(SUPERVISOR_DATA_SRCS)
 

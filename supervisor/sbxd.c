@@ -358,7 +358,7 @@ static int server_open_resources(Server *s) {
         return 0;
 }
 
-/* The epoll set with the signals and sbxd.sock in it. */
+/* The epoll set with the signals, the work pool and sbxd.sock in it. */
 static int server_open_events(Server *s) {
         sigset_t mask;
         int fd, r;
@@ -381,6 +381,10 @@ static int server_open_events(Server *s) {
                 safe_close(fd);
                 return r;
         }
+        /* After the signal mask: its threads block every signal anyway. */
+        r = server_open_work(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot start the work pool: %m");
         return listen_socket(s);
 }
 
@@ -418,7 +422,14 @@ static int server_open(Server *s) {
 
 static void server_done(Server *s) {
         WorkspaceSession *ws;
+        Sandbox *sb;
         char path[PATH_MAX];
+
+        /* Work off the loop first: what still runs is left (no half layer is
+         * ever recorded; the sessions' uppers are only read by it). */
+        TAILQ_FOREACH(sb, &s->sandboxes, link)
+                work_lane_cancel(s->work, &sb->lane);
+        server_stop_work(s);
 
         /* No process of a session outlives the supervisor: its commands are
          * supervisor_lost. The changes of a managed session are kept (core/kept.h). */

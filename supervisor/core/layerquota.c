@@ -69,9 +69,8 @@ void state_full_message(char *why, size_t why_size) {
         snprintf(why, why_size, "the state filesystem (%.100s) is full", limits.state_dir);
 }
 
-/* The budget of a tree that writes want, or a refusal. */
-static int budget_for(const StoreLayersSize *used, const TreeUsage *want, uint64_t free_bytes, TreeBudget *ret,
-                      char *why, size_t size) {
+/* Whether a tree that writes want keeps within the quotas, or a refusal. */
+static int quota_check(const StoreLayersSize *used, const TreeUsage *want, char *why, size_t size) {
         if (want->bytes > room(limits.sandbox_max_bytes, used->sandbox.bytes))
                 return refuse(-EDQUOT, why, size, "the sandbox's layers", "sandbox_layers_max_bytes",
                               limits.sandbox_max_bytes, used->sandbox.bytes, want->bytes, "bytes");
@@ -81,6 +80,16 @@ static int budget_for(const StoreLayersSize *used, const TreeUsage *want, uint64
         if (want->inodes > room(limits.max_inodes, used->all.inodes))
                 return refuse(-EDQUOT, why, size, "the layers of all sandboxes", "layers_max_inodes", limits.max_inodes,
                               used->all.inodes, want->inodes, "inodes");
+        return 0;
+}
+
+/* The budget of a tree that writes want, or a refusal. */
+static int budget_for(const StoreLayersSize *used, const TreeUsage *want, uint64_t free_bytes, TreeBudget *ret,
+                      char *why, size_t size) {
+        int r = quota_check(used, want, why, size);
+
+        if (r < 0)
+                return r;
         if (room_check(free_bytes, want->bytes, why, size) < 0)
                 return -ENOSPC;
         *ret = (TreeBudget) {
@@ -119,7 +128,7 @@ static void stopped_message(int r, const TreeReport *rep, const TreeBudget *b, c
         }
 }
 
-int layer_create_within_quota(Store *store, const Sandbox *sb, uint32_t seq, int src_dirfd, int force_uid,
+int layer_create_within_quota(Store *store, const LayerTarget *t, uint32_t seq, int src_dirfd, int force_uid,
                               unsigned flags, StoreLayerSize *ret_size, char *why, size_t why_size) {
         StoreLayersSize used;
         TreeUsage want;
@@ -128,20 +137,29 @@ int layer_create_within_quota(Store *store, const Sandbox *sb, uint32_t seq, int
         struct statvfs sv;
         int r;
 
-        if (fstatvfs(sb->layers_fd, &sv) < 0)
+        if (fstatvfs(t->layers_fd, &sv) < 0)
                 return -errno;
         r = tree_usage(src_dirfd, sv.f_bsize, &want);
         if (r >= 0)
-                r = store_layers_size(store, sb->id, sb->owner_uid, &used);
+                r = store_layers_size(store, t->sandbox_id, t->owner_uid, &used);
         if (r >= 0)
                 r = budget_for(&used, &want, (uint64_t) sv.f_bavail * sv.f_frsize, &budget, why, why_size);
         if (r < 0)
                 return r;
-        r = layer_create(sb->layers_fd, seq, src_dirfd, force_uid, flags, NULL, &budget, &rep);
+        r = layer_create(t->layers_fd, seq, src_dirfd, force_uid, flags, NULL, &budget, &rep);
         if (r < 0) {
                 stopped_message(r, &rep, &budget, &used, &want, why, why_size);
                 return r;
         }
         *ret_size = (StoreLayerSize) { .bytes = rep.written.bytes, .inodes = rep.written.inodes };
         return 0;
+}
+
+int layer_quota_recheck(Store *store, const LayerTarget *t, const StoreLayerSize *size, char *why, size_t why_size) {
+        StoreLayersSize used;
+        int r = store_layers_size(store, t->sandbox_id, t->owner_uid, &used);
+
+        if (r < 0)
+                return r;
+        return quota_check(&used, &(TreeUsage) { .bytes = size->bytes, .inodes = size->inodes }, why, why_size);
 }

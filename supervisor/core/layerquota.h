@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "data/layer.h"
 #include "data/store.h"
@@ -38,9 +39,22 @@ int state_room_check(int fd, uint64_t want, char *why, size_t why_size);
 /* why for a write that failed with -ENOSPC on the state filesystem. */
 void state_full_message(char *why, size_t why_size);
 
-/* Build layer seq of sb from the tree under src_dirfd (layer_create's
+/* The sandbox a layer is built for: copies of its fields, so that any thread
+ * may build it (core/publish.h's publish_run, with its own store connection). */
+typedef struct LayerTarget {
+        const char *sandbox_id;
+        uid_t owner_uid;
+        int layers_fd;
+} LayerTarget;
+
+/* Build layer seq of t from the tree under src_dirfd (layer_create's
  * force_uid and flags) within the limits; ret_size is what it wrote. On a
  * refusal (-EDQUOT: a quota; -ENOSPC: the reserve or a full filesystem) why
  * says which limit and how much. */
-int layer_create_within_quota(Store *store, const Sandbox *sb, uint32_t seq, int src_dirfd, int force_uid,
+int layer_create_within_quota(Store *store, const LayerTarget *t, uint32_t seq, int src_dirfd, int force_uid,
                               unsigned flags, StoreLayerSize *ret_size, char *why, size_t why_size);
+
+/* Whether a layer of ret_size built so keeps within the quotas as they are
+ * now: publications in other sandboxes of the owner may have been recorded
+ * while it was built (off the loop); the same refusals. */
+int layer_quota_recheck(Store *store, const LayerTarget *t, const StoreLayerSize *size, char *why, size_t why_size);

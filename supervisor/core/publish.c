@@ -1,4 +1,5 @@
 #include <dirent.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "data/fileops.h"
 #include "data/layer.h"
 #include "core/layerquota.h"
+#include "data/renames.h"
 #include "log.h"
 #include "core/publish.h"
 #include "sbx-limits.h"
@@ -156,9 +158,8 @@ static void diff_append(ChangesDiff *d, int base, int upper, const Change *ch, b
         d->reply.truncated = cut;
 }
 
-int changes_diff(const Sandbox *sb, int upper_fd, uint32_t squashed, uint32_t base, ChangesDiff *ret, char *ret_why,
-                 size_t why_size) {
-        _cleanup_close_ int upper = -EBADF, view = -EBADF;
+int changes_diff(int view, int upper_fd, ChangesDiff *ret, char *ret_why, size_t why_size) {
+        _cleanup_close_ int upper = -EBADF;
         ChangesDiff d = { .reply = SBX__SESSION_DIFF_REPLY__INIT };
         char too_deep[SBX_PATH_MAX + 1];
         int r;
@@ -167,8 +168,6 @@ int changes_diff(const Sandbox *sb, int upper_fd, uint32_t squashed, uint32_t ba
         r = upper < 0 ? -errno : manifest_build(upper, &d.manifest, too_deep);
         if (r == -ELOOP)
                 tree_depth_message(too_deep, ret_why, why_size);
-        if (r >= 0)
-                r = snapshot_mount(sb, squashed, base, &view);
         if (r >= 0) {
                 d.changes = calloc(d.manifest.n + 1, sizeof(*d.changes));
                 d.ptrs = calloc(d.manifest.n + 1, sizeof(*d.ptrs));
@@ -273,13 +272,14 @@ static int conflicts_add(PublishResult *res, const char *path) {
         return 0;
 }
 
-static int find_conflicts(Store *store, const Sandbox *sb, uint32_t base, const Manifest *m, PublishResult *res) {
+static int find_conflicts(Store *store, const char *sandbox_id, uint32_t top, uint32_t base, const Manifest *m,
+                          PublishResult *res) {
         PathSet later = {}, ours = {};
         int r = 0;
 
-        if (base >= sb->top_layer)
+        if (base >= top)
                 return 0;
-        r = store_paths_changed_after(store, sb->id, base, path_set_add, &later);
+        r = store_paths_changed_after(store, sandbox_id, base, path_set_add, &later);
         for (size_t i = 0; r >= 0 && i < m->n; i++)
                 r = path_set_add(m->changes[i].path, &ours);
         if (r < 0)
@@ -301,14 +301,8 @@ out:
 
 /* ---- attribution ------------------------------------------------------------------- */
 
-typedef struct BlameOp {
-        char *path;
-        char *ranges;            /* NULL: delete the record(s) */
-        bool tree;               /* delete path and everything below */
-} BlameOp;
-
 typedef struct BlameOps {
-        BlameOp *ops;
+        StoreBlameOp *ops;
         size_t n, cap;
 } BlameOps;
 
@@ -340,11 +334,12 @@ static int blame_ops_add(BlameOps *o, const char *path, char *ranges, bool tree)
 /* The attribution of the file as published now: its record, or "original"
  * for a file untouched since import, or "unknown". Fails with -ENOENT if the
  * old text is not attributable (absent, binary, too large). */
-int blame_of_published(Store *store, const Sandbox *sb, const char *path, const char *text, size_t len, Blame *ret) {
+int blame_of_published(Store *store, const char *sandbox_id, const char *path, const char *text, size_t len,
+                       Blame *ret) {
         _cleanup_free_ char *rec = NULL;
         int r;
 
-        r = store_blame_get(store, sb->id, path, &rec);
+        r = store_blame_get(store, sandbox_id, path, &rec);
         if (r >= 0) {
                 Blame b = {};
                 r = blame_parse(rec, strlen(rec), &b);
@@ -359,28 +354,68 @@ int blame_of_published(Store *store, const Sandbox *sb, const char *path, const 
         }
         if (r != -ENOENT)
                 return r;
-        r = store_path_changed_since_import(store, sb->id, path);
+        r = store_path_changed_since_import(store, sandbox_id, path);
         if (r < 0)
                 return r;
         return blame_new(text, len, r ? "unknown" : "original", ret);
 }
 
+/* What attribution reads, off the loop: the publication's own store
+ * connection and view, and the deleted files it may find renamed. */
+typedef struct AttributeContext {
+        Store *store;
+        const char *sandbox_id;
+        int view_fd;
+        int src_fd;
+        const Manifest *m;
+        const char *owner;
+        const PublishOperation *op;
+        Renames renames;
+        bool renames_listed;
+} AttributeContext;
+
+static int read_deleted(void *userdata, const char *path, char **ret, size_t *ret_len) {
+        const AttributeContext *ctx = userdata;
+        return read_file_bounded_at(ctx->view_fd, path, SBX_FILE_MAX, ret, ret_len);
+}
+
+/* The files this publication deletes, by size (once, when a new file first needs them). */
+static int renames_list(AttributeContext *ctx) {
+        if (ctx->renames_listed)
+                return 0;
+        ctx->renames_listed = true;
+        for (size_t i = 0; i < ctx->m->n; i++) {
+                const Change *c = &ctx->m->changes[i];
+                struct stat st;
+                int r;
+
+                if (c->kind != CHANGE_WHITEOUT || fstatat(ctx->view_fd, c->path, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    !S_ISREG(st.st_mode) || (uint64_t) st.st_size > SBX_FILE_MAX)
+                        continue;
+                r = renames_add(&ctx->renames, c->path, (uint64_t) st.st_size);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* A file that appears where none was, with the very content of a file this
  * publication deletes, was renamed: its lines keep their owners. */
-static int blame_of_renamed(Store *store, const Sandbox *sb, int view_fd, const Manifest *m, const char *text, size_t len,
-                            Blame *ret) {
-        for (size_t i = 0; i < m->n; i++) {
-                _cleanup_free_ char *old = NULL;
-                size_t old_len = 0;
+static int blame_of_renamed(AttributeContext *ctx, const char *text, size_t len, Blame *ret) {
+        _cleanup_free_ char *old = NULL;
+        const char *path = NULL;
+        size_t old_len = 0;
+        int r;
 
-                if (m->changes[i].kind != CHANGE_WHITEOUT)
-                        continue;
-                if (read_file_bounded_at(view_fd, m->changes[i].path, SBX_FILE_MAX, &old, &old_len) < 0 || old_len != len ||
-                    memcmp(old, text, len) != 0)
-                        continue;
-                return blame_of_published(store, sb, m->changes[i].path, old, old_len, ret);
-        }
-        return -ENOENT;
+        r = renames_list(ctx);
+        if (r >= 0)
+                r = renames_find(&ctx->renames, text, len, &path);
+        if (r <= 0)
+                return r < 0 ? r : -ENOENT;
+        r = read_file_bounded_at(ctx->view_fd, path, SBX_FILE_MAX, &old, &old_len);
+        if (r < 0)
+                return r;
+        return blame_of_published(ctx->store, ctx->sandbox_id, path, old, old_len, ret);
 }
 
 /* The text the caller already has (known), else the file's, read into *buf. */
@@ -398,27 +433,30 @@ static int text_of(const char *known, size_t known_len, int dirfd, const char *p
         return r;
 }
 
-static int attribute_file(Store *store, const Sandbox *sb, int view_fd, int src_fd, const Manifest *m, const char *path,
-                          const char *owner, const PublishOperation *op, BlameOps *ops) {
+static int attribute_file(AttributeContext *ctx, const char *path, BlameOps *ops) {
         _cleanup_free_ char *new_buf = NULL, *old_buf = NULL, *ser = NULL;
+        const PublishOperation *op = ctx->op;
         const char *new_text = NULL, *old_text = NULL;
         size_t new_len = 0, old_len = 0, ser_len;
         bool known = op && strcmp(op->path, path) == 0;
         Blame old = {}, updated = {};
         int r;
 
-        r = text_of(known ? op->new_text : NULL, known ? op->new_len : 0, src_fd, path, &new_buf, &new_text, &new_len);
+        r = text_of(known ? op->new_text : NULL, known ? op->new_len : 0, ctx->src_fd, path, &new_buf, &new_text,
+                    &new_len);
         if (r < 0 || !text_is_utf8(new_text, new_len))
                 return blame_ops_add(ops, path, NULL, false); /* not attributable: no record */
 
-        r = text_of(known ? op->old_text : NULL, known ? op->old_len : 0, view_fd, path, &old_buf, &old_text, &old_len);
-        if (r >= 0 && text_is_utf8(old_text, old_len) && blame_of_published(store, sb, path, old_text, old_len, &old) >= 0) {
-                r = blame_update(&old, old_text, old_len, new_text, new_len, owner, &updated);
+        r = text_of(known ? op->old_text : NULL, known ? op->old_len : 0, ctx->view_fd, path, &old_buf, &old_text,
+                    &old_len);
+        if (r >= 0 && text_is_utf8(old_text, old_len) &&
+            blame_of_published(ctx->store, ctx->sandbox_id, path, old_text, old_len, &old) >= 0) {
+                r = blame_update(&old, old_text, old_len, new_text, new_len, ctx->owner, &updated);
                 blame_done(&old);
-        } else if (r == -ENOENT && blame_of_renamed(store, sb, view_fd, m, new_text, new_len, &updated) >= 0)
+        } else if (r == -ENOENT && blame_of_renamed(ctx, new_text, new_len, &updated) >= 0)
                 r = 0;
         else
-                r = blame_new(new_text, new_len, owner, &updated);
+                r = blame_new(new_text, new_len, ctx->owner, &updated);
         if (r < 0)
                 return r;
         r = blame_serialize(&updated, &ser, &ser_len);
@@ -428,18 +466,17 @@ static int attribute_file(Store *store, const Sandbox *sb, int view_fd, int src_
         return blame_ops_add(ops, path, TAKE_PTR(ser), false);
 }
 
-static int attribute(Store *store, Sandbox *sb, int src_fd, const Manifest *m, const char *owner,
-                     const PublishOperation *op, BlameOps *ops) {
-        int view_fd, r;
+static int attribute(AttributeContext *ctx, const atomic_bool *cancelled, BlameOps *ops) {
+        int r = 0;
 
-        r = snapshot_current(store, sb, &view_fd);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < m->n; i++) {
-                const Change *c = &m->changes[i];
+        for (size_t i = 0; r >= 0 && i < ctx->m->n; i++) {
+                const Change *c = &ctx->m->changes[i];
+
+                if (atomic_load(cancelled))
+                        return -ECANCELED;
                 switch (c->kind) {
                 case CHANGE_FILE:
-                        r = attribute_file(store, sb, view_fd, src_fd, m, c->path, owner, op, ops);
+                        r = attribute_file(ctx, c->path, ops);
                         break;
                 case CHANGE_WHITEOUT:
                 case CHANGE_OPAQUE_DIR:
@@ -450,33 +487,189 @@ static int attribute(Store *store, Sandbox *sb, int src_fd, const Manifest *m, c
                         r = blame_ops_add(ops, c->path, NULL, false);
                         break;
                 }
-                if (r < 0)
-                        return r;
         }
-        return 0;
+        return r;
 }
 
 /* ---- the publication ------------------------------------------------------------------ */
 
-static int record(Store *store, const Sandbox *sb, uint32_t seq, const char *owner, const Manifest *m, const BlameOps *ops,
-                  const StoreLayerSize *size) {
+struct Publication {
+        /* copied by publish_begin */
+        char sandbox_id[SBX_SANDBOX_ID_SIZE];
+        uid_t owner_uid;                /* the sandbox's: owner_layers_max_bytes */
+        char owner[64];
+        uint32_t base_layer, top, seq;
+        bool overwrite;
+        int force_uid;
+        bool link_files;
+        int src_fd, layers_fd, state_fd, view_fd;
+        PublishOperation op;            /* path and texts owned, when has_op */
+        bool has_op;
+        /* made by publish_run */
+        Manifest m;
+        BlameOps ops;
+        PublishResult res;
+        bool built;                     /* layers/SEQ exists, not recorded yet */
+        StoreLayerSize size;            /* what layers/SEQ took (core/layerquota.h) */
+};
+
+static int dup_fd(int fd) {
+        int r = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        return r < 0 ? -errno : r;
+}
+
+static int dup_text(const char *text, size_t len, const char **ret) {
+        char *copy;
+
+        if (!text) {
+                *ret = NULL;
+                return 0;
+        }
+        copy = malloc(len + 1);
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, text, len);
+        copy[len] = '\0';
+        *ret = copy;
+        return 0;
+}
+
+static int publication_copy_op(Publication *p, const PublishOperation *op) {
         int r;
 
+        p->has_op = true;
+        p->op = (PublishOperation) { .old_len = op->old_len, .new_len = op->new_len };
+        p->op.path = strdup(op->path);
+        if (!p->op.path)
+                return -ENOMEM;
+        r = dup_text(op->old_text, op->old_len, &p->op.old_text);
+        if (r >= 0)
+                r = dup_text(op->new_text, op->new_len, &p->op.new_text);
+        return r;
+}
+
+static void publication_free(Publication *p) {
+        if (!p)
+                return;
+        safe_close(p->src_fd);
+        safe_close(p->layers_fd);
+        safe_close(p->state_fd);
+        safe_close(p->view_fd);
+        if (p->has_op) {
+                free((char *) p->op.path);
+                free((char *) p->op.old_text);
+                free((char *) p->op.new_text);
+        }
+        manifest_done(&p->m);
+        blame_ops_done(&p->ops);
+        publish_result_done(&p->res);
+        free(p);
+}
+
+int publish_begin(Store *store, Sandbox *sb, int state_fd, int src_dirfd, const char *owner, uint32_t base_layer,
+                  bool overwrite, int force_uid, const PublishOperation *op, Publication **ret) {
+        Publication *p = calloc(1, sizeof(*p));
+        int view, r;
+
+        if (!p)
+                return -ENOMEM;
+        p->src_fd = p->layers_fd = p->state_fd = p->view_fd = -EBADF;
+        strlcpy(p->sandbox_id, sb->id, sizeof(p->sandbox_id));
+        p->owner_uid = sb->owner_uid;
+        strlcpy(p->owner, owner, sizeof(p->owner));
+        p->base_layer = base_layer;
+        p->top = sb->top_layer;
+        p->seq = sb->top_layer + 1;
+        p->overwrite = overwrite;
+        p->force_uid = force_uid;
+        p->link_files = op != NULL;
+        /* The view of the snapshot as it is now: a stack the kernel mounts (compacted if it had to be). */
+        r = snapshot_current(store, sb, &view);
+        if (r >= 0)
+                r = p->view_fd = dup_fd(view);
+        if (r >= 0)
+                r = p->src_fd = dup_fd(src_dirfd);
+        if (r >= 0)
+                r = p->layers_fd = dup_fd(sb->layers_fd);
+        if (r >= 0)
+                r = p->state_fd = dup_fd(state_fd);
+        if (r >= 0 && op)
+                r = publication_copy_op(p, op);
+        if (r < 0) {
+                publication_free(p);
+                return r;
+        }
+        *ret = p;
+        return 0;
+}
+
+int publish_run(Publication *p, const atomic_bool *cancelled) {
+        _cleanup_(store_closep) Store *reader = NULL;
+        char too_deep[SBX_PATH_MAX + 1];
+        AttributeContext ctx;
+        int r;
+
+        r = manifest_build(p->src_fd, &p->m, too_deep);
+        if (r == -ELOOP)
+                tree_depth_message(too_deep, p->res.error, sizeof(p->res.error));
+        else if (r == -ENAMETOOLONG)
+                snprintf(p->res.error, sizeof(p->res.error), "a changed path is longer than the path limit of %u bytes",
+                         SBX_PATH_MAX);
+        else if (r == -E2BIG)
+                snprintf(p->res.error, sizeof(p->res.error),
+                         "more paths changed than the limit of %u in one publication", SBX_PUBLISH_MAX_PATHS);
+        if (r < 0 || p->m.n == 0)
+                return r; /* nothing changed: nothing to publish */
+        /* Its own connection: SQLite's are one per thread; it reads what the loop committed. */
+        r = store_open_reader(p->state_fd, &reader);
+        if (r < 0)
+                return r;
+        if (!p->overwrite) {
+                r = find_conflicts(reader, p->sandbox_id, p->top, p->base_layer, &p->m, &p->res);
+                if (r < 0 || p->res.n_conflicts > 0)
+                        return r;
+        }
+        ctx = (AttributeContext) {
+                .store = reader, .sandbox_id = p->sandbox_id, .view_fd = p->view_fd, .src_fd = p->src_fd,
+                .m = &p->m, .owner = p->owner, .op = p->has_op ? &p->op : NULL,
+        };
+        renames_init(&ctx.renames, read_deleted, &ctx);
+        r = attribute(&ctx, cancelled, &p->ops);
+        renames_done(&ctx.renames);
+        if (r < 0)
+                return r;
+        if (atomic_load(cancelled))
+                return -ECANCELED;
+        /* The quotas read the sizes the loop committed, with the same connection. */
+        r = layer_create_within_quota(reader, &(LayerTarget) {
+                        .sandbox_id = p->sandbox_id, .owner_uid = p->owner_uid, .layers_fd = p->layers_fd,
+                }, p->seq, p->src_fd, p->force_uid, p->link_files ? LAYER_LINK_FILES : 0, &p->size, p->res.error,
+                sizeof(p->res.error));
+        if (r < 0)
+                return r;
+        p->built = true;
+        /* Here, not on the loop: it may be the last reference to the session's tmpfs. */
+        p->src_fd = safe_close(p->src_fd);
+        return 0;
+}
+
+static int record(Store *store, const char *sandbox_id, uint32_t seq, const char *owner, const Manifest *m,
+                  const BlameOps *ops, const StoreLayerSize *size) {
+        _cleanup_free_ const char **paths = calloc(m->n + 1, sizeof(*paths));
+        int r;
+
+        if (!paths)
+                return -ENOMEM;
+        for (size_t i = 0; i < m->n; i++)
+                paths[i] = m->changes[i].path;
         r = store_begin_durable(store);
         if (r < 0)
                 return r;
-        r = store_layer_insert(store, sb->id, seq, owner, (uint32_t) m->n, time(NULL), size);
-        for (size_t i = 0; r >= 0 && i < m->n; i++)
-                r = store_layer_path_insert(store, sb->id, seq, m->changes[i].path);
-        for (size_t i = 0; r >= 0 && i < ops->n; i++) {
-                const BlameOp *o = &ops->ops[i];
-                if (o->ranges)
-                        r = store_blame_put(store, sb->id, o->path, o->ranges);
-                else if (o->tree)
-                        r = store_blame_delete_tree(store, sb->id, o->path);
-                else
-                        r = store_blame_delete(store, sb->id, o->path);
-        }
+        r = store_layer_insert(store, sandbox_id, seq, owner, (uint32_t) m->n, time(NULL), size);
+        if (r >= 0)
+                r = store_layer_paths_insert(store, sandbox_id, seq, paths, m->n);
+        if (r >= 0)
+                r = store_blame_apply(store, sandbox_id, ops->ops, ops->n);
         if (r < 0) {
                 store_rollback(store);
                 return r;
@@ -484,66 +677,56 @@ static int record(Store *store, const Sandbox *sb, uint32_t seq, const char *own
         return store_commit(store);
 }
 
-int publish_tree(Store *store, Sandbox *sb, int src_dirfd, const char *owner, uint32_t base_layer, bool overwrite,
-                 int force_uid, const PublishOperation *op, PublishResult *ret) {
-        Manifest m = {};
-        BlameOps ops = {};
-        PublishResult res = {};
-        StoreLayerSize size;
-        uint32_t seq = sb->top_layer + 1;
-        char too_deep[SBX_PATH_MAX + 1];
-        int r;
+/* The layer it built, if any, goes: it was never recorded. */
+static void publication_unbuild(Publication *p) {
+        char name[16];
 
-        r = manifest_build(src_dirfd, &m, too_deep);
-        if (r == -ELOOP)
-                tree_depth_message(too_deep, ret->error, sizeof(ret->error));
-        else if (r == -ENAMETOOLONG)
-                snprintf(ret->error, sizeof(ret->error), "a changed path is longer than the path limit of %u bytes",
-                         SBX_PATH_MAX);
-        else if (r == -E2BIG)
-                snprintf(ret->error, sizeof(ret->error), "more paths changed than the limit of %u in one publication",
-                         SBX_PUBLISH_MAX_PATHS);
-        if (r < 0)
-                goto out;
+        if (!p->built)
+                return;
+        snprintf(name, sizeof(name), "%u", p->seq);
+        (void) tree_remove_at(p->layers_fd, name);
+        p->built = false;
+}
+
+int publish_finish(Store *store, Sandbox *sb, Publication *p, int r, PublishResult *ret) {
+        PublishResult res = p->res;
+
+        p->res = (PublishResult) {};
         res.layer = sb->top_layer;
-        if (m.n == 0)
-                goto done; /* nothing changed: nothing to publish */
-        if (!overwrite) {
-                r = find_conflicts(store, sb, base_layer, &m, &res);
-                if (r < 0 || res.n_conflicts > 0)
-                        goto done;
-        }
-        r = attribute(store, sb, src_dirfd, &m, owner, op, &ops);
-        if (r < 0)
-                goto out;
-        r = layer_create_within_quota(store, sb, seq, src_dirfd, force_uid, op ? LAYER_LINK_FILES : 0, &size,
-                                      ret->error, sizeof(ret->error));
-        if (r < 0)
-                goto out;
-        r = record(store, sb, seq, owner, &m, &ops, &size);
+        /* The lane ran nothing else of sb meanwhile: its top is the one begin saw. */
+        if (r >= 0 && p->built && sb->top_layer != p->top)
+                r = -ESTALE;
+        if (r >= 0 && p->built)
+                r = layer_quota_recheck(store, &(LayerTarget) { .sandbox_id = sb->id, .owner_uid = sb->owner_uid },
+                                        &p->size, res.error, sizeof(res.error));
+        if (r >= 0 && p->built)
+                r = record(store, sb->id, p->seq, p->owner, &p->m, &p->ops, &p->size);
         if (r < 0) {
-                char name[16];
-                snprintf(name, sizeof(name), "%u", seq);
-                (void) tree_remove_at(sb->layers_fd, name);
-                goto out;
+                publication_unbuild(p);
+                *ret = (PublishResult) { .layer = sb->top_layer };
+                memcpy(ret->error, res.error, sizeof(ret->error));
+                publish_result_done(&res);
+                publication_free(p);
+                return r;
         }
-        /* Spares built on the layer below are stale now; the loop's tick drops them (core/spare.h). */
-        sb->top_layer = seq;
-        res.published = true;
-        res.layer = seq;
-        res.changed_paths = (uint32_t) m.n;
-        r = snapshot_compact(store, sb);
-        if (r < 0)
-                log_warning_errno(r, "Failed to compact the layers of '%s', ignoring: %m", sb->name);
-        r = 0;
-done:
-        if (r >= 0) {
-                *ret = res;
-                res = (PublishResult) {};
+        if (p->built) {
+                /* Spares built on the layer below are stale now; the loop's tick drops them (core/spare.h). */
+                sb->top_layer = p->seq;
+                res.published = true;
+                res.layer = p->seq;
+                res.changed_paths = (uint32_t) p->m.n;
+                r = snapshot_compact(store, sb);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to compact the layers of '%s', ignoring: %m", sb->name);
         }
-out:
-        publish_result_done(&res);
-        blame_ops_done(&ops);
-        manifest_done(&m);
-        return r;
+        *ret = res;
+        publication_free(p);
+        return 0;
+}
+
+void publish_abandon(Publication *p) {
+        if (!p)
+                return;
+        publication_unbuild(p);
+        publication_free(p);
 }

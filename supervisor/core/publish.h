@@ -6,6 +6,7 @@
  * updated in the same SQLite transaction as the layer's record. */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,11 +39,30 @@ typedef struct PublishOperation {
         size_t new_len;
 } PublishOperation;
 
-/* force_uid >= 0 gives every entry that owner. With op, src_dirfd is op's
- * staged tree: its files become the layer's (hard links, not copies), and the
- * texts of op->path are not read again. On failure ret->error may say why. */
-int publish_tree(Store *store, Sandbox *sb, int src_dirfd, const char *owner, uint32_t base_layer, bool overwrite,
-                 int force_uid, const PublishOperation *op, PublishResult *ret);
+/* A publication, in three steps, so that its heavy part runs off the loop:
+ * - publish_begin, on the loop: copies what the rest needs (the sandbox's id
+ *   and top layer, dup'ed fds of the tree, the layers, the state directory and
+ *   the snapshot's view, op's texts); touches nothing of sb afterwards.
+ * - publish_run, on any thread (common/workpool.h): the manifest, the
+ *   conflict check and the attribution (read with a store connection of its
+ *   own), and the layer's directory (data/layer.h), all in the Publication
+ *   alone; once *cancelled is set it stops at its next check (-ECANCELED).
+ * - publish_finish, on the loop, with run's result: the layer's record and the
+ *   attribution in one SQLite transaction, the sandbox's new top layer, and
+ *   compaction; or, on failure, the unrecorded layer's directory removed.
+ *   publish_abandon instead when the sandbox is gone or sbxd stops.
+ * Nothing else may publish in sb between begin and finish (one lane per
+ * sandbox: common/workpool.h). force_uid >= 0 gives every entry that owner. With
+ * op, src_dirfd is op's staged tree: its files become the layer's (hard
+ * links, not copies), and the texts of op->path are not read again. On
+ * failure ret->error may say why. */
+typedef struct Publication Publication;
+int publish_begin(Store *store, Sandbox *sb, int state_fd, int src_dirfd, const char *owner, uint32_t base_layer,
+                  bool overwrite, int force_uid, const PublishOperation *op, Publication **ret);
+int publish_run(Publication *p, const atomic_bool *cancelled);
+/* Takes p (freed, also on failure). */
+int publish_finish(Store *store, Sandbox *sb, Publication *p, int run_result, PublishResult *ret);
+void publish_abandon(Publication *p);
 
 /* The changed paths of a tree, in walk order (parents before children). */
 typedef enum ChangeKind {
@@ -70,7 +90,8 @@ void manifest_done(Manifest *m);
 
 /* The attribution of a published text file: its record, "original" for a file
  * untouched since import, else "unknown". */
-int blame_of_published(Store *store, const Sandbox *sb, const char *path, const char *text, size_t len, Blame *ret);
+int blame_of_published(Store *store, const char *sandbox_id, const char *path, const char *text, size_t len,
+                       Blame *ret);
 
 /* What a session's changes (its upper directory) are against its base
  * snapshot: each changed path (added, modified or deleted) and a unified
@@ -84,7 +105,7 @@ typedef struct ChangesDiff {
         char *diff;
 } ChangesDiff;
 
-/* On failure ret_why says why when it can say more than the errno. */
-int changes_diff(const Sandbox *sb, int upper_fd, uint32_t squashed, uint32_t base, ChangesDiff *ret, char *ret_why,
-                 size_t why_size);
+/* view: the base snapshot's (snapshot_mount); any thread may run it. On
+ * failure ret_why says why when it can say more than the errno. */
+int changes_diff(int view, int upper_fd, ChangesDiff *ret, char *ret_why, size_t why_size);
 void changes_diff_done(ChangesDiff *d);

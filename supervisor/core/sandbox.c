@@ -757,6 +757,8 @@ int sandbox_delete(Server *s, Sandbox *sb) {
         StoreIdList commands = {};
         int r;
 
+        /* Its works off the loop are cancelled: a running one finishes on its own copies. */
+        work_lane_cancel(s->work, &sb->lane);
         TAILQ_FOREACH_SAFE(ws, &s->sessions, link, next)
                 if (ws->sandbox == sb)
                         session_destroy(s, ws);

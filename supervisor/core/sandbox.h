@@ -48,6 +48,7 @@ struct Sandbox {
         uint64_t transcript_files;
         uint64_t disk_bytes;        /* its sessions' tmpfs size; 0: session_disk_bytes (a claim's template) */
         Claim *claim;               /* the lifecycle set's claim it is (core/claim.h), or NULL */
+        WorkLane lane;              /* its works off the loop, in order (common/workpool.h) */
 };
 
 /* Called when a claim's sandbox is made (sandbox_create_for_claim, below). */

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 
@@ -12,6 +13,7 @@ void server_init(Server *s) {
         *s = (Server) {
                 .epoll_fd = -EBADF, .state_fd = -EBADF, .sandboxes_fd = -EBADF, .transcripts_fd = -EBADF,
                 .staging_fd = -EBADF, .worker_exe_fd = -EBADF, .listen_src.fd = -EBADF, .signal_src.fd = -EBADF,
+                .work_src.fd = -EBADF,
                 .started_usec = now_usec(),
         };
         config_init(&s->cfg);
@@ -57,6 +59,65 @@ void server_close(Server *s) {
         s->seccomp = NULL;
         s->image_dir = NULL;
         config_done(&s->cfg);
+}
+
+static void on_work(Server *s, EventSource *src, uint32_t events) {
+        work_pool_collect(s->work, s);
+}
+
+int server_open_work(Server *s) {
+        int fd, r;
+
+        r = work_pool_new(SBX_WORK_THREADS_MAX, &s->work);
+        if (r < 0)
+                return r;
+        fd = fcntl(work_pool_fd(s->work), F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return -errno;
+        s->work_src.dispatch = on_work;
+        r = server_watch(s, &s->work_src, fd, EPOLLIN);
+        if (r < 0)
+                safe_close(fd);
+        return r;
+}
+
+typedef struct CloseWork {
+        Work work;
+        int fd;
+} CloseWork;
+
+static int close_run(Work *w) {
+        CloseWork *c = container_of(w, CloseWork, work);
+
+        c->fd = safe_close(c->fd);
+        return 0;
+}
+
+static void close_done(Work *w, int r, void *userdata) {
+        CloseWork *c = container_of(w, CloseWork, work);
+
+        safe_close(c->fd); /* never ran: sbxd stops */
+        free(c);
+}
+
+void server_close_later(Server *s, int fd) {
+        CloseWork *c;
+
+        if (fd < 0)
+                return;
+        c = s->work ? calloc(1, sizeof(*c)) : NULL;
+        if (!c) {
+                safe_close(fd);
+                return;
+        }
+        *c = (CloseWork) { .work = { .run = close_run, .done = close_done }, .fd = fd };
+        work_submit(s->work, &s->close_lane, &c->work);
+}
+
+void server_stop_work(Server *s) {
+        work_lane_cancel(s->work, &s->close_lane);
+        server_unwatch(s, &s->work_src);
+        s->work = work_pool_free(s->work, SBX_WORK_STOP_WAIT_MS, s);
 }
 
 int server_dispatch(Server *s, int timeout_ms) {

@@ -18,6 +18,7 @@
 #include "os/cgroup.h"
 #include "os/seccomp.h"
 #include "os/spawner.h"
+#include "workpool.h"
 
 typedef struct Server Server;
 typedef struct EventSource EventSource;
@@ -47,7 +48,10 @@ struct Server {
         char *image_dir;
         Store *store;
         CgroupManager *cgroups;
-        IndexCache *file_indexes;       /* line indexes of snapshot files (file_read) */
+        IndexCache *file_indexes;       /* line indexes of snapshot and live files (file_read) */
+        WorkPool *work;                 /* publications, diffs and file indexes, off the loop (one lane per sandbox) */
+        EventSource work_src;           /* readable when works wait for their done */
+        WorkLane close_lane;            /* fds closed off the loop (server_close_later) */
         unsigned long long started_usec;
         bool quit;
         unsigned n_clients;
@@ -78,6 +82,17 @@ void server_close(Server *s);
  * the batch, skipping those an earlier handler of it unwatched. Returns how
  * many were ready, or -errno (-EINTR included). */
 int server_dispatch(Server *s, int timeout_ms);
+
+/* The work pool and its place in the epoll set. */
+int server_open_work(Server *s);
+/* Stop it: every sandbox's lane is cancelled first; works still running are
+ * left to their threads (data/layer.h: what they leave is what a crash leaves). */
+void server_stop_work(Server *s);
+
+/* Close fd (taken) on a thread of the work pool: the last reference to a
+ * session's upper directory frees its tmpfs with every file in it, which
+ * takes the closer 130 ms for 20,000 files. At once if that cannot be. */
+void server_close_later(Server *s, int fd);
 
 /* Watch fd (src takes it) for events; src->dispatch runs when it is ready. */
 int server_watch(Server *s, EventSource *src, int fd, uint32_t events);

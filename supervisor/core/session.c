@@ -37,6 +37,20 @@ struct Waiter {
         unsigned long long deadline_usec;
 };
 
+/* The publication of a session's upper directory as its sandbox's next
+ * layer, off the loop (core/publish.h, common/workpool.h). The session is
+ * stopped meanwhile; if it goes (session_end), ws is NULL-ed and the
+ * publication is abandoned. */
+struct SessionPublish {
+        Work work;
+        Server *server;
+        WorkspaceSession *ws;
+        Publication *pub;
+        bool overwrite;
+        FinalizeDone answer;
+        void *userdata;
+};
+
 static void session_dispatch_worker(Server *s, EventSource *src, uint32_t events);
 static void session_dispatch_pidfd(Server *s, EventSource *src, uint32_t events);
 static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events);
@@ -150,10 +164,12 @@ static int sandbox_cgroup(Server *s, Sandbox *sb, char *err, size_t size) {
 }
 
 static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish_policy) {
+        static uint64_t serial;
         WorkspaceSession *ws = calloc(1, sizeof(*ws));
 
         if (!ws)
                 return NULL;
+        ws->serial = ++serial;
         ws->sandbox = sb;
         ws->automatic = automatic;
         ws->publish_policy = publish_policy;
@@ -373,6 +389,11 @@ static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
         pending_answer_error(s, &ws->creator, -ECANCELED, "cannot start a workspace session: %s",
                              "it ended before it was ready");
         ws->state = SESSION_DEAD;
+        if (ws->publishing) {
+                /* Its publication is abandoned when its work is done. */
+                ws->publishing->ws = NULL;
+                ws->publishing = NULL;
+        }
         while ((c = TAILQ_FIRST(&ws->commands))) {
                 Waiter *w;
                 TAILQ_REMOVE(&ws->commands, c, session_link);
@@ -381,8 +402,9 @@ static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
                 c->session = NULL;
                 command_free(s, c);
         }
-        ws->upper_fd = safe_close(ws->upper_fd);
-        ws->workspace_fd = safe_close(ws->workspace_fd);
+        /* Their last close frees the session's tmpfs: not on the loop. */
+        server_close_later(s, TAKE_FD(ws->upper_fd));
+        server_close_later(s, TAKE_FD(ws->workspace_fd));
         if (ws->kept_fd >= 0) {
                 int r = tree_remove_at(ws->kept_fd, ws->id);
                 if (r < 0)
@@ -475,14 +497,7 @@ static void publication_to_command(WorkspaceSession *ws, Command *c, int r, cons
                          res->n_conflicts, ws->id);
 }
 
-/* Publish the session's upper directory as its sandbox's next layer. */
-static int session_publish(Server *s, WorkspaceSession *ws, bool overwrite, PublishResult *res) {
-        _cleanup_close_ int upper = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        char owner[64];
-        int r;
-
-        snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
-        r = upper < 0 ? -errno : publish_tree(s->store, ws->sandbox, upper, owner, ws->base.top, overwrite, -1, NULL, res);
+static void session_published(Server *s, WorkspaceSession *ws, int r, const PublishResult *res) {
         if (r < 0)
                 log_error_errno(r, "Failed to publish workspace session %s of sandbox '%s': %s", ws->id,
                                 ws->sandbox->name, res->error[0] ? res->error : strerror(-r));
@@ -494,16 +509,87 @@ static int session_publish(Server *s, WorkspaceSession *ws, bool overwrite, Publ
         /* The command that ended an automatic session answers with the publication. */
         if (ws->automatic && !TAILQ_EMPTY(&ws->commands))
                 publication_to_command(ws, TAILQ_LAST(&ws->commands, CommandList), r, res);
-        return r;
 }
 
-int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, PublishResult *ret) {
+/* The end of a finalize: after a failure or a conflict the session stays
+ * (nothing is lost: retry with overwrite, or discard); else it ends. */
+static void finalize_end(Server *s, WorkspaceSession *ws, bool publish, int r, PublishResult *res,
+                         FinalizeDone answer, void *userdata) {
+        bool refill;
+
+        if (r < 0 || res->n_conflicts > 0) {
+                session_kill_worker(s, ws);
+                ws->conflicted = r >= 0;
+                answer(s, ws, r, res, userdata);
+                return;
+        }
+        /* The next automatic command of a read-only stream finds a spare. */
+        refill = ws->automatic && publish && !res->published;
+        answer(s, NULL, 0, res, userdata);
+        session_end(s, ws, refill);
+}
+
+static int publish_start(Work *w) {
+        SessionPublish *j = container_of(w, SessionPublish, work);
+        WorkspaceSession *ws = j->ws;
+        _cleanup_close_ int upper = -EBADF;
+        char owner[64];
+
+        if (!ws)
+                return -ECANCELED;
+        upper = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (upper < 0)
+                return -errno;
+        snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
+        return publish_begin(j->server->store, ws->sandbox, j->server->state_fd, upper, owner, ws->base.top,
+                             j->overwrite, -1, NULL, &j->pub);
+}
+
+static int publish_work_run(Work *w) {
+        return publish_run(container_of(w, SessionPublish, work)->pub, &w->cancelled);
+}
+
+static void publish_done(Work *w, int r, void *userdata) {
+        SessionPublish *j = container_of(w, SessionPublish, work);
+        WorkspaceSession *ws = j->ws;
+        PublishResult res = {};
+        Server *s = userdata;
+
+        if (ws)
+                ws->publishing = NULL;
+        if (!ws || work_cancelled(w)) {
+                publish_abandon(j->pub);
+                j->answer(s, ws, -ECANCELED, &res, j->userdata);
+        } else {
+                if (j->pub)
+                        r = publish_finish(s->store, ws->sandbox, j->pub, r, &res);
+                session_published(s, ws, r, &res);
+                finalize_end(s, ws, true, r, &res, j->answer, j->userdata);
+        }
+        free(j);
+}
+
+static int session_publish(Server *s, WorkspaceSession *ws, bool overwrite, FinalizeDone answer, void *userdata) {
+        SessionPublish *j = calloc(1, sizeof(*j));
+
+        if (!j)
+                return -ENOMEM;
+        *j = (SessionPublish) {
+                .work = { .start = publish_start, .run = publish_work_run, .done = publish_done },
+                .server = s, .ws = ws, .overwrite = overwrite, .answer = answer, .userdata = userdata,
+        };
+        ws->publishing = j;
+        work_submit(s->work, &ws->sandbox->lane, &j->work);
+        return 0;
+}
+
+int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, FinalizeDone answer,
+                     void *userdata) {
         PublishResult res = {};
         bool worker_alone = false;
         size_t procs;
-        int r;
 
-        if (ws->running > 0)
+        if (ws->running > 0 || ws->publishing)
                 return -EBUSY;
         /* Nothing the commands started lives on, only the worker, which never
          * writes to /workspace: publish first and end it after the answer. */
@@ -512,19 +598,71 @@ int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwri
                 worker_alone = true;
         session_stop(s, ws, worker_alone);
         /* A session that never got an upper has nothing to publish. */
-        if (publish && ws->upper_fd >= 0) {
-                r = session_publish(s, ws, overwrite, &res);
-                if (r < 0 || res.n_conflicts > 0) {
-                        /* Nothing is lost: the session stays, to retry with overwrite or discard. */
-                        session_kill_worker(s, ws);
-                        ws->conflicted = r >= 0;
-                        *ret = res;
-                        return r;
-                }
+        if (publish && ws->upper_fd >= 0)
+                return session_publish(s, ws, overwrite, answer, userdata);
+        res.layer = ws->sandbox->top_layer;
+        finalize_end(s, ws, publish, 0, &res, answer, userdata);
+        return 0;
+}
+
+/* ---- what a session would publish, off the loop ------------------------------------- */
+
+typedef struct DiffWork {
+        Work work;
+        Server *server;
+        Sandbox *sandbox;               /* not touched once cancelled */
+        char ws_id[33];
+        int upper_fd, view_fd;          /* dup'ed, and the base snapshot mounted, by its start */
+        ChangesDiff diff;
+        char why[256];
+        SessionDiffDone done;
+        void *userdata;
+} DiffWork;
+
+static int diff_start(Work *w) {
+        DiffWork *d = container_of(w, DiffWork, work);
+        WorkspaceSession *ws = session_find(d->server, d->sandbox, d->ws_id);
+
+        if (!ws) {
+                snprintf(d->why, sizeof(d->why), "no workspace session '%s' in sandbox '%s'", d->ws_id,
+                         d->sandbox->name);
+                return -ENOENT;
         }
-        *ret = res;
-        /* The next automatic command of a read-only stream finds a spare. */
-        session_end(s, ws, ws->automatic && publish && !res.published);
+        d->upper_fd = fcntl(ws->upper_fd, F_DUPFD_CLOEXEC, 3);
+        if (d->upper_fd < 0)
+                return -errno;
+        return snapshot_mount(d->sandbox, ws->base.squashed, ws->base.top, &d->view_fd);
+}
+
+static int diff_run(Work *w) {
+        DiffWork *d = container_of(w, DiffWork, work);
+        return changes_diff(d->view_fd, d->upper_fd, &d->diff, d->why, sizeof(d->why));
+}
+
+static void diff_done(Work *w, int r, void *userdata) {
+        DiffWork *d = container_of(w, DiffWork, work);
+
+        safe_close(d->upper_fd);
+        safe_close(d->view_fd);
+        if (work_cancelled(w))
+                snprintf(d->why, sizeof(d->why), "its sandbox or sbxd went first");
+        d->done(userdata, r, r >= 0 ? &d->diff : NULL, d->why, d->userdata);
+        if (r >= 0)
+                changes_diff_done(&d->diff);
+        free(d);
+}
+
+int session_diff(Server *s, Sandbox *sb, const char *ws_id, SessionDiffDone done, void *userdata) {
+        DiffWork *d = calloc(1, sizeof(*d));
+
+        if (!d)
+                return -ENOMEM;
+        *d = (DiffWork) {
+                .work = { .start = diff_start, .run = diff_run, .done = diff_done },
+                .server = s, .sandbox = sb, .upper_fd = -EBADF, .view_fd = -EBADF, .done = done, .userdata = userdata,
+        };
+        strlcpy(d->ws_id, ws_id, sizeof(d->ws_id));
+        work_submit(s->work, &sb->lane, &d->work);
         return 0;
 }
 
@@ -806,7 +944,7 @@ unsigned long long failed_sessions_next_deadline(Server *s) {
         WorkspaceSession *ws;
 
         TAILQ_FOREACH(ws, &s->sessions, link)
-                if (ws->discard_usec)
+                if (ws->discard_usec && !ws->publishing) /* a retry publishes: its end decides */
                         next = MIN(next, ws->discard_usec);
         return next;
 }
@@ -816,7 +954,7 @@ void failed_sessions_run_deadlines(Server *s) {
         WorkspaceSession *ws, *next;
 
         TAILQ_FOREACH_SAFE(ws, &s->sessions, link, next)
-                if (ws->discard_usec && ws->discard_usec <= now && ws->running == 0) {
+                if (ws->discard_usec && ws->discard_usec <= now && ws->running == 0 && !ws->publishing) {
                         log_info("Discarding workspace session %s of sandbox '%s' (%llu bytes of changes): its "
                                  "publication failed %u s ago (failed_session_grace_seconds)",
                                  ws->id, ws->sandbox->name, (unsigned long long) session_memory_bytes(ws),
@@ -825,31 +963,48 @@ void failed_sessions_run_deadlines(Server *s) {
                 }
 }
 
+/* An automatic session's publication is done: after a refused one the
+ * session stays, after a failed one it is kept for the grace time
+ * (failed_session_keep) or goes at once, and the waiters of its last command
+ * learn why (when it ended, session_end answered them with the publication). */
+static void settle_answered(Server *s, WorkspaceSession *ws, int r, PublishResult *res, void *userdata) {
+        Command *c;
+
+        if (ws && !TAILQ_EMPTY(&ws->commands)) {
+                c = TAILQ_LAST(&ws->commands, CommandList);
+                if (r == -ECANCELED)
+                        publication_to_command(ws, c, r, res);
+                else if (r < 0)
+                        failed_session_keep(s, ws, c);
+                c->publication.n_conflicts = res->n_conflicts;
+                c->publication.conflicts = res->conflicts;
+                command_answer_waiters(s, c);
+                c->publication.n_conflicts = 0;
+                c->publication.conflicts = NULL;
+                if (r < 0 && r != -ECANCELED && ws->discard_usec == 0)
+                        session_destroy(s, ws); /* failed_session_grace_seconds = 0: nothing is kept */
+        }
+        publish_result_done(res);
+}
+
 /* After a command ended: an automatic session with nothing left running
  * publishes and goes (its end answers the waiters, with the publication);
  * after a refused publication it stays, and the waiters learn the conflicts. */
 static void command_settle(Server *s, Command *c) {
         WorkspaceSession *ws = c->session;
-        PublishResult res = {};
         int r;
 
+        if (ws && ws->publishing)
+                return; /* its end answers */
         if (!ws || !ws->automatic || ws->running > 0 || ws->state == SESSION_DEAD) {
                 command_answer_waiters(s, c);
                 return;
         }
-        r = session_finalize(s, ws, true, false, &res);
-        if (r < 0 || res.n_conflicts > 0) {
-                if (r < 0)
-                        failed_session_keep(s, ws, c);
-                c->publication.n_conflicts = res.n_conflicts;
-                c->publication.conflicts = res.conflicts;
-                command_answer_waiters(s, c);
-                c->publication.n_conflicts = 0;
-                c->publication.conflicts = NULL;
-                if (r < 0 && ws->discard_usec == 0)
-                        session_destroy(s, ws); /* failed_session_grace_seconds = 0: nothing is kept */
+        r = session_finalize(s, ws, true, false, settle_answered, NULL);
+        if (r < 0) {
+                PublishResult res = { .layer = ws->sandbox->top_layer };
+                settle_answered(s, ws, r, &res, NULL);
         }
-        publish_result_done(&res);
 }
 
 /* The worker is gone or misbehaved: an automatic session publishes what it has
@@ -863,6 +1018,8 @@ static void session_worker_lost(Server *s, WorkspaceSession *ws, const char *why
                 return;
         }
         session_stop(s, ws, false);
+        if (ws->publishing)
+                return; /* stopped already; its publication goes on */
         if (ws->automatic && !TAILQ_EMPTY(&ws->commands)) {
                 command_settle(s, TAILQ_LAST(&ws->commands, CommandList));
                 return;
@@ -872,6 +1029,11 @@ static void session_worker_lost(Server *s, WorkspaceSession *ws, const char *why
 }
 
 /* ---- waiters and command output ------------------------------------------------- */
+
+/* An ended automatic command answers with its publication, which runs off the loop: until then no yield answers. */
+static bool command_awaits_publication(const Command *c) {
+        return c->finished && c->session && c->session->publishing;
+}
 
 static void waiter_free(Waiter *w) {
         pending_stop(&w->pending);
@@ -900,7 +1062,7 @@ int command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsi
         w->deadline_usec = call_start + yield_ms * 1000ull;
         pending_start(&w->pending, client, seq, waiter_abandon);
         TAILQ_INSERT_TAIL(&c->waiters, w, command_link);
-        if (c->finished)
+        if (c->finished && !command_awaits_publication(c))
                 waiter_answer(s, w);
         return 0;
 }
@@ -1136,7 +1298,8 @@ unsigned long long commands_next_deadline(Server *s) {
 
         TAILQ_FOREACH(c, &s->commands, link) {
                 TAILQ_FOREACH(w, &c->waiters, command_link)
-                        next = MIN(next, w->deadline_usec);
+                        if (!command_awaits_publication(c))
+                                next = MIN(next, w->deadline_usec);
                 if (!c->finished) {
                         if (c->kill_deadline_usec)
                                 next = MIN(next, c->kill_deadline_usec);
@@ -1155,7 +1318,7 @@ restart:
         TAILQ_FOREACH_SAFE(c, &s->commands, link, next) {
                 Waiter *w, *wn;
                 TAILQ_FOREACH_SAFE(w, &c->waiters, command_link, wn)
-                        if (w->deadline_usec <= now)
+                        if (w->deadline_usec <= now && !command_awaits_publication(c))
                                 waiter_answer(s, w);
                 if (c->finished)
                         continue;

@@ -38,14 +38,17 @@ typedef enum SessionState {
 } SessionState;
 
 typedef struct Waiter Waiter;
+typedef struct SessionPublish SessionPublish;
 
 struct WorkspaceSession {
         TAILQ_ENTRY(WorkspaceSession) link;
         char id[33];
+        uint64_t serial;            /* unique in this sbxd's life (keys its files' indexes) */
         Sandbox *sandbox;           /* NULL once dead and released (its sandbox may be gone) */
         bool automatic;
         bool publish_policy;        /* finalize policy publish_then_destroy (else destroy) */
         bool conflicted;            /* its last publication was refused */
+        SessionPublish *publishing; /* its publication, running off the loop (stopped meanwhile) */
         bool spare;                 /* set up ahead, not handed out yet (core/spare.h) */
         /* An automatic session whose publication failed (not a conflict):
          * kept stopped for inspection until then, and discarded (0: none). */
@@ -117,9 +120,22 @@ int session_restore(Server *s, Sandbox *sb, const char *id, bool publish_policy,
 void sessions_wait_ended(Server *s, const Sandbox *sb);
 /* Free the dead sessions: at the end of each loop pass. */
 void sessions_reap(Server *s);
-/* Publish (or discard) and end the session; after a conflict or a failed
- * publication it stays, stopped, and *ret says why. -EBUSY while commands run. */
-int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, PublishResult *ret);
+/* How a finalize ended: r, and the publication (taken: publish_result_done).
+ * ws is the session after a conflict or a failed publication (it stays,
+ * stopped), else NULL (it ended, or went while it published: -ECANCELED). */
+typedef void (*FinalizeDone)(Server *s, WorkspaceSession *ws, int r, PublishResult *res, void *userdata);
+/* Publish (or discard) and end the session. The publication runs off the
+ * loop, in the sandbox's lane, and answer is called when it is done (at once
+ * when there is nothing to publish). -EBUSY while commands run or it is being
+ * published (then answer is not called). */
+int session_finalize(Server *s, WorkspaceSession *ws, bool publish, bool overwrite, FinalizeDone answer,
+                     void *userdata);
+/* What session ws_id of sb would publish (core/publish.h: changes_diff),
+ * computed off the loop in the sandbox's lane; done runs on the loop with
+ * the diff (NULL on failure; why says more, if not empty), borrowed for the
+ * call. */
+typedef void (*SessionDiffDone)(Server *s, int r, const ChangesDiff *diff, const char *why, void *userdata);
+int session_diff(Server *s, Sandbox *sb, const char *ws_id, SessionDiffDone done, void *userdata);
 /* The session as listings show it (strings borrowed from ws). */
 void session_info(const WorkspaceSession *ws, Sbx__SessionInfo *ret);
 /* Bytes its changes hold in memory: its tmpfs (charged to its cgroup, under its sandbox's). */

@@ -26,7 +26,8 @@ typedef struct SnapshotHold {
 
 /* "top:top-1:…:bottom", relative to the sandbox's layers/ directory. */
 int snapshot_lowerdirs(uint32_t squashed, uint32_t top, char **ret);
-/* A read-only detached overlay of the squashed base and the layers above it up to top. */
+/* A read-only detached overlay of the squashed base and the layers above it
+ * up to top. On the loop only: it changes the working directory meanwhile. */
 int snapshot_mount(const Sandbox *sb, uint32_t squashed, uint32_t top, int *ret_fd);
 /* The cached view of the current snapshot; the fd is borrowed. A stack too
  * deep for the kernel to mount is compacted first, recorded in store. */

@@ -9,6 +9,7 @@
 
 #include "core/layerquota.h"
 #include "core/snapshot.h"
+#include "macro.h"
 #include "core/workspace.h"
 #include "data/layer.h"
 #include "fd-util.h"
@@ -118,6 +119,11 @@ int workspace_root(Server *s, Sandbox *sb, const char *ws_id, WorkspaceSession *
                                  sb->name);
                         return -ENOENT;
                 }
+                if (ws->publishing) {
+                        /* Its upper is being copied into a layer: nothing reads or writes it meanwhile. */
+                        snprintf(ret_error, error_size, "workspace session '%s' is being published", ws->id);
+                        return -EBUSY;
+                }
                 *ret_ws = ws;
                 *ret_root = ws->workspace_fd;
                 return 0;
@@ -133,29 +139,97 @@ int workspace_open(int root, const char *rel) {
         return openat2_fd(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, RESOLVE_READ);
 }
 
-/* The index of the file open at fd (st its fstat): from the cache for a file
- * of the published snapshot, else built into *built (and then kept in the
- * cache, for the snapshot). */
-int workspace_file_index(Server *s, Sandbox *sb, bool snapshot, int fd, const struct stat *st, FileIndex *built,
-                      const FileIndex **ret, char *err, size_t errsize) {
+/* A file_read off the loop when it needs a line index (core/workspace.h). */
+typedef struct ReadWork {
+        Work work;
+        Server *server;
+        int fd;
+        struct stat st;
         FileKey key;
-        bool keyed;
+        bool keyed;                     /* cleared by run if the file changed while it was indexed */
+        uint64_t offset;
+        uint32_t limit;
+        FileIndex built;
+        FileWindow window;
+        char error[400];
+        WorkspaceReadDone done;
+        void *userdata;
+} ReadWork;
+
+/* An index kept from an earlier read of the same file: the window is read at once, on the loop. */
+static int read_start(Work *w) {
+        ReadWork *rw = container_of(w, ReadWork, work);
+        const FileIndex *cached = rw->keyed ? index_cache_get(rw->server->file_indexes, &rw->key) : NULL;
         int r;
 
-        keyed = snapshot && snapshot_file_key(sb, st, &key) >= 0;
-        if (keyed) {
-                const FileIndex *cached = index_cache_get(s->file_indexes, &key);
+        if (!cached)
+                return 0;
+        r = file_read_window(rw->fd, cached, rw->offset, rw->limit, SBX_RESULT_TEXT_BUDGET, &rw->window, rw->error,
+                             sizeof(rw->error));
+        return r < 0 ? r : 1;
+}
 
-                if (cached) {
-                        *ret = cached;
-                        return 0;
-                }
-        }
-        r = file_index_build(fd, built, err, errsize);
+static bool same_content_key(const struct stat *a, const struct stat *b) {
+        return a->st_size == b->st_size && a->st_ino == b->st_ino && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+               a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+               a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+static int read_run(Work *w) {
+        ReadWork *rw = container_of(w, ReadWork, work);
+        struct stat after;
+        int r;
+
+        r = file_index_build(rw->fd, &rw->built, rw->error, sizeof(rw->error));
         if (r < 0)
                 return r;
-        if (!keyed || index_cache_put(s->file_indexes, &key, built, ret) < 0)
-                *ret = built;
+        /* Written to while it was read: the index is good for this answer at most. */
+        if (fstat(rw->fd, &after) < 0 || !same_content_key(&rw->st, &after))
+                rw->keyed = false;
+        return file_read_window(rw->fd, &rw->built, rw->offset, rw->limit, SBX_RESULT_TEXT_BUDGET, &rw->window,
+                                rw->error, sizeof(rw->error));
+}
+
+static void read_done(Work *w, int r, void *userdata) {
+        ReadWork *rw = container_of(w, ReadWork, work);
+        Server *s = userdata;
+        const FileIndex *kept;
+
+        if (work_cancelled(w)) {
+                r = -ECANCELED;
+                snprintf(rw->error, sizeof(rw->error), "its sandbox or sbxd went first");
+        }
+        if (r >= 0 && rw->keyed && rw->built.n_marks > 0)
+                (void) index_cache_put(s->file_indexes, &rw->key, &rw->built, &kept);
+        rw->done(s, r, &rw->window, rw->error, rw->userdata);
+        file_window_done(&rw->window);
+        file_index_done(&rw->built);
+        safe_close(rw->fd);
+        free(rw);
+}
+
+int workspace_read(Server *s, Sandbox *sb, const WorkspaceSession *ws, int fd, const struct stat *st, uint64_t offset,
+                   uint32_t limit, WorkspaceReadDone done, void *userdata) {
+        ReadWork *rw = calloc(1, sizeof(*rw));
+
+        if (!rw) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        *rw = (ReadWork) {
+                .work = { .start = read_start, .run = read_run, .done = read_done },
+                .server = s, .fd = fd, .st = *st, .offset = offset, .limit = limit, .done = done,
+                .userdata = userdata,
+        };
+        /* A snapshot file by its place in the layers; a live session's by the session, with its times. */
+        if (!ws)
+                rw->keyed = snapshot_file_key(sb, st, &rw->key) >= 0;
+        else {
+                rw->key = file_key(st, st->st_dev);
+                rw->key.scope = ws->serial;
+                rw->keyed = true;
+        }
+        work_submit(s->work, &sb->lane, &rw->work);
         return 0;
 }
 
@@ -291,69 +365,6 @@ static int stage_file_like(int view_parent, int parent, const char *name, char *
         return 0;
 }
 
-/* A file operation without a session: stage the file (parents mirroring the
- * snapshot's), publish it as a layer owned by operation:ID. old_text is the
- * file's published text, if the caller read it (else NULL). */
-static int publish_operation(Server *s, Sandbox *sb, FileChange *ch, char *err, size_t errsize) {
-        const PublishOperation op = {
-                .path = ch->rel,
-                .old_text = ch->old_text,
-                .old_len = ch->old_len,
-                .new_text = ch->content,
-                .new_len = ch->len,
-        };
-        const char *rel = ch->rel;
-        char stage[48], hex[17];
-        _cleanup_close_ int stage_fd = -EBADF, parent = -EBADF, view_parent = -EBADF;
-        const char *name;
-        int view, r;
-
-        r = snapshot_current(s->store, sb, &view);
-        if (r < 0)
-                return r;
-        /* Where it lands in the snapshot: no symlinks, parents are directories. */
-        r = open_parent(view, rel, false, sb->uid_base, &view_parent, &name, err, errsize);
-        if (r < 0 && r != -ENOENT)
-                return r;
-        r = random_hex(hex, 12);
-        if (r < 0)
-                return r;
-        snprintf(ch->owner, sizeof(ch->owner), "operation:op-%s", hex);
-        snprintf(stage, sizeof(stage), "op-%s", hex);
-        /* Staged on the state filesystem: refused there first when it is (nearly) full. */
-        r = state_room_check(s->staging_fd, ch->len, err, errsize);
-        if (r < 0)
-                return r;
-        if (mkdirat(s->staging_fd, stage, 0755) < 0) {
-                r = -errno;
-                if (r == -ENOSPC)
-                        state_full_message(err, errsize);
-                return r;
-        }
-        stage_fd = openat(s->staging_fd, stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (stage_fd < 0) {
-                r = -errno;
-                goto out;
-        }
-        r = open_parent(stage_fd, rel, true, sb->uid_base, &parent, &name, err, errsize);
-        if (r < 0)
-                goto out;
-        r = stage_parents_like(view, stage_fd, rel);
-        if (r >= 0)
-                r = stage_file_like(view_parent, parent, name, err, errsize);
-        if (r >= 0)
-                r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, err, errsize);
-        if (r >= 0)
-                r = publish_tree(s->store, sb, stage_fd, ch->owner, sb->top_layer, true, -1, &op, &ch->pub);
-        if (r < 0 && !err[0] && ch->pub.error[0])
-                snprintf(err, errsize, "%s", ch->pub.error);
-        else if (r == -ENOSPC && !err[0])
-                state_full_message(err, errsize);
-out:
-        (void) tree_remove_at(s->staging_fd, stage);
-        return r;
-}
-
 /* Whether the file at ch->rel below root already holds exactly ch->content:
  * then nothing is written and nothing published. */
 static bool file_unchanged(int root, const FileChange *ch) {
@@ -367,29 +378,147 @@ static bool file_unchanged(int root, const FileChange *ch) {
         return cur_len == ch->len && memcmp(cur, ch->content, ch->len) == 0;
 }
 
+/* A file operation without a session, in its turn in the sandbox's lane:
+ * made by its prepare (on the loop, against the snapshot as it is then),
+ * staged (parents mirroring the snapshot's), published off the loop as a
+ * layer owned by operation:ID, answered by its done. */
+typedef struct OperationWork {
+        Work work;
+        Server *server;
+        Sandbox *sandbox;               /* not touched once cancelled (the sandbox may be gone) */
+        FileChange *ch;
+        WorkspacePrepare prepare;
+        WorkspaceDone done;
+        void *userdata;
+        char stage[48];
+        Publication *pub;
+        char error[400];
+} OperationWork;
+
+/* Stage ch below staging/STAGE and begin its publication. */
+static int operation_stage(OperationWork *o, int view) {
+        FileChange *ch = o->ch;
+        Server *s = o->server;
+        Sandbox *sb = o->sandbox;
+        const PublishOperation op = {
+                .path = ch->rel, .old_text = ch->old_text, .old_len = ch->old_len,
+                .new_text = ch->content, .new_len = ch->len,
+        };
+        _cleanup_close_ int stage_fd = -EBADF, parent = -EBADF, view_parent = -EBADF;
+        char hex[17];
+        const char *name;
+        int r;
+
+        /* Where it lands in the snapshot: no symlinks, parents are directories. */
+        r = open_parent(view, ch->rel, false, sb->uid_base, &view_parent, &name, o->error, sizeof(o->error));
+        if (r < 0 && r != -ENOENT)
+                return r;
+        o->error[0] = '\0'; /* parents not in the snapshot yet are made: no error */
+        r = random_hex(hex, 12);
+        if (r < 0)
+                return r;
+        snprintf(ch->owner, sizeof(ch->owner), "operation:op-%s", hex);
+        snprintf(o->stage, sizeof(o->stage), "op-%s", hex);
+        /* Staged on the state filesystem: refused there first when it is (nearly) full. */
+        r = state_room_check(s->staging_fd, ch->len, o->error, sizeof(o->error));
+        if (r < 0)
+                return r;
+        if (mkdirat(s->staging_fd, o->stage, 0755) < 0)
+                return -errno;
+        stage_fd = openat(s->staging_fd, o->stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (stage_fd < 0)
+                return -errno;
+        r = open_parent(stage_fd, ch->rel, true, sb->uid_base, &parent, &name, o->error, sizeof(o->error));
+        if (r >= 0)
+                r = stage_parents_like(view, stage_fd, ch->rel);
+        if (r >= 0)
+                r = stage_file_like(view_parent, parent, name, o->error, sizeof(o->error));
+        if (r >= 0)
+                r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, o->error,
+                             sizeof(o->error));
+        if (r >= 0)
+                r = publish_begin(s->store, sb, s->state_fd, stage_fd, ch->owner, sb->top_layer, true, -1, &op,
+                                  &o->pub);
+        return r;
+}
+
+
+static int operation_start(Work *w) {
+        OperationWork *o = container_of(w, OperationWork, work);
+        FileChange *ch = o->ch;
+        int view, r;
+
+        ch->in_session = false;
+        ch->pub.layer = o->sandbox->top_layer;
+        r = o->prepare ? o->prepare(o->server, o->sandbox, ch, o->userdata, o->error, sizeof(o->error)) : 0;
+        if (r >= 0)
+                r = snapshot_current(o->server->store, o->sandbox, &view);
+        if (r < 0)
+                return r;
+        if (file_unchanged(view, ch)) {
+                ch->unchanged = true;
+                return 1; /* nothing to publish */
+        }
+        return operation_stage(o, view);
+}
+
+static int operation_run(Work *w) {
+        return publish_run(container_of(w, OperationWork, work)->pub, &w->cancelled);
+}
+
+static void operation_done(Work *w, int r, void *userdata) {
+        OperationWork *o = container_of(w, OperationWork, work);
+        Server *s = userdata;
+
+        if (work_cancelled(w)) {
+                publish_abandon(o->pub);
+                r = -ECANCELED;
+                snprintf(o->error, sizeof(o->error), "its sandbox or sbxd went before it was published");
+        } else if (o->pub) {
+                r = publish_finish(s->store, o->sandbox, o->pub, r, &o->ch->pub);
+                if (r < 0 && o->ch->pub.error[0])
+                        strlcpy(o->error, o->ch->pub.error, sizeof(o->error));
+        }
+        if (r == -ENOSPC && !o->error[0])
+                state_full_message(o->error, sizeof(o->error));
+        if (o->stage[0])
+                (void) tree_remove_at(s->staging_fd, o->stage);
+        o->done(s, o->ch, r, o->error, o->userdata);
+        free(o);
+}
+
+int workspace_write_published(Server *s, Sandbox *sb, FileChange *ch, WorkspacePrepare prepare, WorkspaceDone done,
+                              void *userdata) {
+        OperationWork *o = calloc(1, sizeof(*o));
+
+        if (!o)
+                return -ENOMEM;
+        *o = (OperationWork) {
+                .work = { .start = operation_start, .run = operation_run, .done = operation_done },
+                .server = s, .sandbox = sb, .ch = ch, .prepare = prepare, .done = done, .userdata = userdata,
+        };
+        work_submit(s->work, &sb->lane, &o->work);
+        return 0;
+}
+
 int workspace_write(Server *s, Sandbox *sb, FileChange *ch, char *ret_error, size_t error_size) {
+        _cleanup_close_ int parent = -EBADF;
         WorkspaceSession *ws;
+        const char *name;
         int root, r;
 
         r = workspace_root(s, sb, ch->ws_id, &ws, &root, ret_error, error_size);
         if (r < 0)
                 return r;
-        ch->in_session = ws != NULL;
-        ch->pub.layer = sb->top_layer;
+        ch->in_session = true;
         if (file_unchanged(root, ch)) {
                 ch->unchanged = true;
                 return 0;
         }
-        if (ws) {
-                _cleanup_close_ int parent = -EBADF;
-                const char *name;
-                r = open_parent(root, ch->rel, true, sb->uid_base, &parent, &name, ret_error, error_size);
-                if (r >= 0)
-                        r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, ret_error,
-                                     error_size);
-                return r;
-        }
-        return publish_operation(s, sb, ch, ret_error, error_size);
+        r = open_parent(root, ch->rel, true, sb->uid_base, &parent, &name, ret_error, error_size);
+        if (r >= 0)
+                r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, ret_error, error_size);
+        return r;
 }
 
 void file_change_done(FileChange *ch) {

@@ -30,11 +30,16 @@ int workspace_root(Server *s, Sandbox *sb, const char *ws_id, WorkspaceSession *
                    char *ret_error, size_t error_size);
 /* Open rel below root for reading, in the root's own view of its symlinks. */
 int workspace_open(int root, const char *rel);
-/* The line index of the file open at fd (st its fstat): from the cache for
- * a file of the published snapshot, else built into *built (and then kept in
- * the cache, for the snapshot). */
-int workspace_file_index(Server *s, Sandbox *sb, bool snapshot, int fd, const struct stat *st, FileIndex *built,
-                         const FileIndex **ret, char *err, size_t errsize);
+/* A window of lines [offset, offset + limit) of the file open at fd (taken;
+ * st its fstat) below the root of ws (NULL: the published snapshot), in its
+ * turn in the sandbox's lane: with the file's line index from the cache
+ * (snapshot files, and a live session's files while their size and times
+ * stay), read at once on the loop; else indexed off the loop and then kept.
+ * done runs on the loop with the window (borrowed for the call; err says
+ * more on failure, if not empty). */
+typedef void (*WorkspaceReadDone)(Server *s, int r, const FileWindow *w, const char *err, void *userdata);
+int workspace_read(Server *s, Sandbox *sb, const WorkspaceSession *ws, int fd, const struct stat *st, uint64_t offset,
+                   uint32_t limit, WorkspaceReadDone done, void *userdata);
 
 /* A file_write or file_edit: what to write, and what happened. */
 typedef struct FileChange {
@@ -51,7 +56,20 @@ typedef struct FileChange {
         char owner[64];
 } FileChange;
 
-/* Write ch->content at ch->rel (atomically, keeping an existing file's owner
- * and mode). On failure ret_error says why (if not empty). */
+/* Write ch->content at ch->rel inside the live session ch->ws_id
+ * (atomically, keeping an existing file's owner and mode). On failure
+ * ret_error says why (if not empty). */
 int workspace_write(Server *s, Sandbox *sb, FileChange *ch, char *ret_error, size_t error_size);
+
+/* A write to the published snapshot: it waits for its turn in the sandbox's
+ * lane (core/publish.h: nothing else publishes meanwhile), then prepare (if
+ * not NULL, on the loop) gives ch its content from the snapshot as it is
+ * then (an edit reads the file's text there), the file is staged, and it is
+ * published off the loop as a layer owned by ch->owner. done runs on the loop
+ * with the result (err says more, if not empty; -ECANCELED: the sandbox or
+ * sbxd went first), and ch (with ch->pub) lives until then. */
+typedef int (*WorkspacePrepare)(Server *s, Sandbox *sb, FileChange *ch, void *userdata, char *err, size_t errsize);
+typedef void (*WorkspaceDone)(Server *s, FileChange *ch, int r, const char *err, void *userdata);
+int workspace_write_published(Server *s, Sandbox *sb, FileChange *ch, WorkspacePrepare prepare, WorkspaceDone done,
+                              void *userdata);
 void file_change_done(FileChange *ch);

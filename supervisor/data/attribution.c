@@ -11,6 +11,7 @@
 
 #include "data/attribution.h"
 #include "macro.h"
+#include "sbx-limits.h"
 
 #define BLAME_OWNER_MAX 128u
 #define BLAME_RANGES_MAX 1000000u
@@ -285,7 +286,11 @@ static int update_by_diff(UpdateState *s, const char *old_text, size_t old_len, 
  * they are (they can line up nowhere else: there is no other change). In both
  * cases the result is known without diffing; in the others (the region has a
  * line on both sides, e.g. two edits far apart), the diff decides which lines
- * match and blame_update runs it. */
+ * match and blame_update runs it, unless the region holds more than
+ * SBX_BLAME_DIFF_LINES_MAX lines on its two sides together: the diff's cost
+ * grows faster than the region (a 16 MB file with its lines shuffled took 18 s),
+ * so such a region is owned by the new owner as a whole, which is still a
+ * tiling (unchanged lines before and after it keep their owners). */
 
 #define REGION_COMPARES_MAX 65536u      /* line pairs compared to show the sides share no line */
 #define COMPARE_BLOCK 4096u
@@ -420,9 +425,10 @@ static int update_by_region(UpdateState *s, const char *old_text, size_t old_len
                 pos += slide_down(new_text, new_len, &start, &new_end);
         else if (new_lines == 0 && old_lines > 0)
                 pos += slide_down(old_text, old_len, &start, &old_end);
-        else if (old_lines > 0 &&
+        else if (old_lines > 0 && old_lines + new_lines <= SBX_BLAME_DIFF_LINES_MAX &&
                  !lines_disjoint(old_text, start, old_end, old_lines, new_text, start, new_end, new_lines))
                 return 0;
+        /* Past the diff budget the changed region is the new owner's as a whole. */
 
         r = update_apply(s, pos, old_lines, new_lines);
         if (r < 0)

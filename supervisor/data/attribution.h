@@ -29,7 +29,8 @@ int blame_new(const char *text, size_t len, const char *owner, Blame *ret);
  * changed CRLF ending or a missing final newline changes only the line it is
  * on. A change confined to one region (one edit, lines inserted or deleted in
  * one place) is attributed from that region without running the diff, with
- * the same result. */
+ * the same result. A region of more than SBX_BLAME_DIFF_LINES_MAX lines (its
+ * old and new lines together) is not diffed: all its new lines get owner. */
 int blame_update(const Blame *old, const char *old_text, size_t old_len, const char *new_text,
                  size_t new_len, const char *owner, Blame *ret);
 /* The same, always by diffing the whole texts. */

@@ -34,7 +34,7 @@ FileKey file_key(const struct stat *st, dev_t dev) {
 }
 
 static bool key_equal(const FileKey *a, const FileKey *b) {
-        return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+        return a->scope == b->scope && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
                a->mtim.tv_sec == b->mtim.tv_sec && a->mtim.tv_nsec == b->mtim.tv_nsec &&
                a->ctim.tv_sec == b->ctim.tv_sec && a->ctim.tv_nsec == b->ctim.tv_nsec;
 }

@@ -1,18 +1,22 @@
 /* A bounded cache of file indexes (fileops.h) for files whose content never
  * changes under the same key: the published snapshot's, whose layers are
- * immutable. The key is the file's identity and everything that changes with
+ * immutable, and a live session's (scope), whose files change only with their
+ * ctime. The key is the file's identity and everything that changes with
  * its content: a file rewritten in place changes its size or its ctime (which
- * no caller can set), so an entry is never used for other content. At most
+ * no caller can set; the kernel gives a changed file a fine-grained ctime once
+ * its ctime was looked at), so an entry is never used for other content. At most
  * max_entries indexes holding at most max_bytes of marks together are kept;
  * the least recently used go first. Non-logging. */
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 
 #include "data/fileops.h"
 
 typedef struct FileKey {
+        uint64_t scope;         /* 0: the published snapshot; else the live session whose file it is */
         dev_t dev;
         ino_t ino;
         off_t size;

@@ -215,8 +215,10 @@ int store_open(int state_dirfd, Store **ret) {
                 return sql_err(rc) ?: -EIO;
         }
         sqlite3_busy_timeout(s->db, 2000);
-        /* Command records need not survive a power loss; publications do (store_begin_durable). */
-        r = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+        /* Command records need not survive a power loss; publications do (store_begin_durable).
+         * A publication's transaction may hold 1,000,000 paths: a page cache of
+         * SBX_STORE_CACHE_KIB keeps it from spilling to the WAL page by page. */
+        r = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-" STRINGIFY(SBX_STORE_CACHE_KIB) ";");
         if (r >= 0)
                 r = schema_update(s);
         if (r >= 0)
@@ -225,6 +227,25 @@ int store_open(int state_dirfd, Store **ret) {
                 store_close(s);
                 return r;
         }
+        *ret = s;
+        return 0;
+}
+
+int store_open_reader(int state_dirfd, Store **ret) {
+        char path[64];
+        Store *s;
+        int rc;
+
+        snprintf(path, sizeof(path), "/proc/self/fd/%d/sbx.db", state_dirfd);
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+        if (rc != SQLITE_OK) {
+                store_close(s);
+                return sql_err(rc) ?: -EIO;
+        }
+        sqlite3_busy_timeout(s->db, 2000);
         *ret = s;
         return 0;
 }
@@ -637,26 +658,21 @@ void store_rollback(Store *s) {
         (void) exec_sql(s, "PRAGMA synchronous=NORMAL");
 }
 
-static int run_text2(Store *s, const char *sql, const char *a, const char *b) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, sql, &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
-        if (b)
-                sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
-        return step_done(st);
-}
-
-int store_layer_path_insert(Store *s, const char *sandbox, uint32_t seq, const char *path) {
+int store_layer_paths_insert(Store *s, const char *sandbox, uint32_t seq, const char *const *paths, size_t n) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = prepare(s, "INSERT INTO layer_paths VALUES (?,?,?)", &st);
+
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, seq);
-        sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
-        return step_done(st);
+        /* One statement for all: a publication may record 1,000,000 paths. */
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                sqlite3_bind_text(st, 3, paths[i], -1, SQLITE_STATIC);
+                r = step_done(st);
+                sqlite3_reset(st);
+        }
+        return r;
 }
 
 int store_paths_changed_after(Store *s, const char *sandbox, uint32_t seq,
@@ -733,26 +749,35 @@ int store_blame_get(Store *s, const char *sandbox, const char *path, char **ret_
         return 0;
 }
 
-int store_blame_put(Store *s, const char *sandbox, const char *path, const char *ranges) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "INSERT OR REPLACE INTO blame VALUES (?,?,?)", &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, ranges, -1, SQLITE_STATIC);
-        return step_done(st);
-}
+int store_blame_apply(Store *s, const char *sandbox, const StoreBlameOp *ops, size_t n) {
+        static const char *const sql[] = {
+                "INSERT OR REPLACE INTO blame VALUES (?1, ?2, ?3)",
+                "DELETE FROM blame WHERE sandbox = ?1 AND path = ?2",
+                /* Every path below it, by a range of the primary key (an OR with the
+                 * line above would scan the table): those between "PATH/" and
+                 * "PATH0" ('0' is the byte after '/'). */
+                "DELETE FROM blame WHERE sandbox = ?1 AND path >= (?2 || '/') AND path < (?2 || '0')",
+        };
+        sqlite3_stmt *st[ELEMENTSOF(sql)] = {};
+        int r = 0;
 
-int store_blame_delete(Store *s, const char *sandbox, const char *path) {
-        return run_text2(s, "DELETE FROM blame WHERE sandbox = ?1 AND path = ?2", sandbox, path);
-}
-
-int store_blame_delete_tree(Store *s, const char *sandbox, const char *path) {
-        return run_text2(s,
-                         "DELETE FROM blame WHERE sandbox = ?1 AND"
-                         " (path = ?2 OR substr(path, 1, length(?2) + 1) = ?2 || '/')",
-                         sandbox, path);
+        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(sql); k++) {
+                r = prepare(s, sql[k], &st[k]);
+                if (r >= 0)
+                        sqlite3_bind_text(st[k], 1, sandbox, -1, SQLITE_STATIC);
+        }
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                /* A record set; or deleted, and with tree those below it too. */
+                for (size_t k = ops[i].ranges ? 0 : 1; r >= 0 && k < (ops[i].ranges ? 1 : ops[i].tree ? 3 : 2); k++) {
+                        sqlite3_bind_text(st[k], 2, ops[i].path, -1, SQLITE_STATIC);
+                        if (ops[i].ranges)
+                                sqlite3_bind_text(st[k], 3, ops[i].ranges, -1, SQLITE_STATIC);
+                        r = step_done(st[k]);
+                        sqlite3_reset(st[k]);
+                }
+        for (size_t k = 0; k < ELEMENTSOF(sql); k++)
+                sqlite3_finalize(st[k]);
+        return r;
 }
 
 int store_squash_get(Store *s, const char *sandbox, uint32_t *ret) {

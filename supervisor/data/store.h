@@ -56,6 +56,13 @@ int store_open(int state_dirfd, Store **ret);
 /* The schema version store_open migrated from, or 0 if it did not migrate. */
 unsigned store_migrated_from(const Store *s);
 Store *store_close(Store *s);
+/* Another connection to the open database, read-only, for one thread of work
+ * off the loop (SQLite connections are one per thread here): it sees what the
+ * loop's connection committed. */
+int store_open_reader(int state_dirfd, Store **ret);
+static inline void store_closep(Store **s) {
+        *s = store_close(*s);
+}
 
 int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_owner);
 /* In one transaction: the sandbox and all its records. cb gets the id of each
@@ -120,7 +127,8 @@ int store_sandbox_known(Store *s, const char *id_or_name);
 int store_begin_durable(Store *s);
 int store_commit(Store *s);
 void store_rollback(Store *s);
-int store_layer_path_insert(Store *s, const char *sandbox, uint32_t seq, const char *path);
+/* The n paths layer seq changed (one prepared statement for all of them). */
+int store_layer_paths_insert(Store *s, const char *sandbox, uint32_t seq, const char *const *paths, size_t n);
 /* Paths changed by layers above seq, each once. */
 int store_paths_changed_after(Store *s, const char *sandbox, uint32_t seq,
                               int (*cb)(const char *path, void *userdata), void *userdata);
@@ -132,10 +140,15 @@ int store_layer_foreach(Store *s, const char *sandbox,
 
 /* Attribution records: the serialized ranges of attribution.h. */
 int store_blame_get(Store *s, const char *sandbox, const char *path, char **ret_ranges);
-int store_blame_put(Store *s, const char *sandbox, const char *path, const char *ranges);
-int store_blame_delete(Store *s, const char *sandbox, const char *path);
-/* Delete the records of path and everything below it. */
-int store_blame_delete_tree(Store *s, const char *sandbox, const char *path);
+/* A publication's changes to them, applied in order: ranges set (the
+ * record of path is replaced), or NULL: the record of path goes, and with
+ * tree, every record below path too. */
+typedef struct StoreBlameOp {
+        char *path;
+        char *ranges;
+        bool tree;
+} StoreBlameOp;
+int store_blame_apply(Store *s, const char *sandbox, const StoreBlameOp *ops, size_t n);
 
 int store_squash_get(Store *s, const char *sandbox, uint32_t *ret);
 int store_squash_set(Store *s, const char *sandbox, uint32_t squashed);

@@ -115,11 +115,16 @@ void fake_server_init(Server *s) {
         assert_int_equal(index_cache_new(16, 1 << 20, &s->file_indexes), 0);
         s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         assert_true(s->epoll_fd >= 0);
+        assert_int_equal(server_open_work(s), 0);
 }
 
 void fake_server_done(Server *s) {
         WorkspaceSession *ws;
         Sandbox *sb;
+
+        TAILQ_FOREACH(sb, &s->sandboxes, link)
+                work_lane_cancel(s->work, &sb->lane);
+        server_stop_work(s);
 
         while ((ws = TAILQ_FIRST(&s->sessions)))
                 session_destroy(s, ws);

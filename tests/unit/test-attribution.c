@@ -14,6 +14,7 @@
 
 #include "data/attribution.h"
 #include "macro.h"
+#include "sbx-limits.h"
 
 static void blame_donep(Blame *b) {
         blame_done(b);
@@ -299,6 +300,59 @@ static void check_same_as_diff(const char *old_text, const char *new_text) {
         assert_int_equal(blame_serialize(&by_diff, &b, &b_len), 0);
         if (strcmp(a, b) != 0)
                 fail_msg("'%s' -> '%s': by region\n%sby diff\n%s", old_text, new_text, a, b);
+}
+
+static void expect_range(const Blame *b, size_t i, uint64_t start, uint64_t count, const char *owner) {
+        assert_true(i < b->n_ranges);
+        assert_int_equal(b->ranges[i].start_line, start);
+        assert_int_equal(b->ranges[i].line_count, count);
+        assert_string_equal(b->ranges[i].owner, owner);
+}
+
+/* A text of n lines "line I" between two fixed lines at each end; with
+ * swapped, the first and the last of those n lines trade places, so the
+ * changed region is all n of them while a diff matches the n - 2 between. */
+static char *swap_text(size_t n, bool swapped) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+
+        assert_non_null(f);
+        fprintf(f, "head 1\nhead 2\n");
+        for (size_t i = 0; i < n; i++)
+                fprintf(f, "line %zu\n", swapped && i == 0 ? n - 1 : swapped && i == n - 1 ? 0 : i);
+        fprintf(f, "tail 1\ntail 2\n");
+        assert_int_equal(fclose(f), 0);
+        return text;
+}
+
+/* Past SBX_BLAME_DIFF_LINES_MAX lines in the changed region (old and new
+ * together), the region is not diffed: it is the publisher's as a whole, and
+ * the attribution still tiles the text. Just under it, the diff runs. */
+static void test_diff_budget(void **state) {
+        const size_t under = SBX_BLAME_DIFF_LINES_MAX / 2 - 2, over = SBX_BLAME_DIFF_LINES_MAX / 2 + 1;
+        size_t sizes[] = { under, over };
+
+        for (size_t k = 0; k < ELEMENTSOF(sizes); k++) {
+                size_t n = sizes[k];
+                _cleanup_free_ char *old_text = swap_text(n, false), *new_text = swap_text(n, true);
+                _cleanup_blame_ Blame old = {}, b = {};
+
+                assert_int_equal(blame_new(old_text, strlen(old_text), "A", &old), 0);
+                assert_int_equal(blame_update(&old, old_text, strlen(old_text), new_text, strlen(new_text), "B", &b),
+                                 0);
+                if (n == under) {
+                        /* B A B between the heads and tails: the unchanged lines kept A. */
+                        assert_int_equal(b.n_ranges, 5);
+                        expect_range(&b, 1, 3, 1, "B");
+                        expect_range(&b, 2, 4, n - 2, "A");
+                } else {
+                        assert_int_equal(b.n_ranges, 3);
+                        expect_range(&b, 0, 1, 2, "A");
+                        expect_range(&b, 1, 3, n, "B");
+                        expect_range(&b, 2, n + 3, 2, "A");
+                }
+        }
 }
 
 static void test_region_cases(void **state) {
@@ -610,6 +664,7 @@ int main(void) {
                 cmocka_unit_test(test_random_updates),
                 cmocka_unit_test(test_region_cases),
                 cmocka_unit_test(test_region_random),
+                cmocka_unit_test(test_diff_budget),
                 cmocka_unit_test(test_round_trip),
                 cmocka_unit_test(test_parse_rejects),
                 cmocka_unit_test(test_serialize_rejects),

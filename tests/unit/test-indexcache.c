@@ -124,6 +124,10 @@ static void test_changed_file_misses(void **state) {
         other = key;
         other.ctim.tv_sec++;
         assert_null(index_cache_get(c, &other));
+        /* The same file seen by a live session is another entry (another scope). */
+        other = key;
+        other.scope = 1;
+        assert_null(index_cache_get(c, &other));
         assert_ptr_equal(index_cache_get(c, &key), kept);
 }
 

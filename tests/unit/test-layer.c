@@ -443,10 +443,6 @@ static void test_budget_stops(void **state) {
 
 /* ---- host id ranges (uidrange.c): allocation and moving a tree's owners ---- */
 
-static void store_closep(Store **st) {
-        store_close(*st);
-}
-
 static void add_range(Store *st, const char *sandbox, uint32_t base, uint32_t count) {
         StoreUidRange u = { .base = base, .count = count };
         strlcpy(u.sandbox, sandbox, sizeof(u.sandbox));

@@ -1,0 +1,103 @@
+// Issue 15, item 4: publication, diffs and file indexing run off sbxd's event
+// loop, one lane per sandbox. A long publication in one sandbox does not
+// delay a call of another sandbox (checked by order of answers, not by wall
+// clock); SIGTERM during a long publication ends sbxd promptly and leaves
+// nothing half-published; past the attribution diff budget, a shuffled
+// region is the publisher's as a whole and blame still tiles the file.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { useSbx, sandboxDir, sleep } from './helpers.mjs';
+
+const h = useSbx({ sandboxes: [{ name: 'slow' }, { name: 'other' }], sets: 'runtime,sessions' });
+const sc = (sandbox_id, name, args) => h.mcp.sc(name, { sandbox_id, ...args });
+// Enough files that their publication (a copy and an fsync each, a manifest
+// row each) takes far longer than an exec_command echo.
+const FILES = 20000;
+
+/* A managed session of sandbox sb in which dir/ holds FILES new files. */
+async function sessionWithFiles(sb, dir) {
+  const s = await sc(sb, 'create_workspace_session', {});
+  const ws = s.workspace_session_id;
+  const r = await sc(sb, 'exec_command', {
+    workspace_session_id: ws, yield_time_ms: 120000,
+    cmd: `python3 -c 'import os\nos.makedirs("${dir}")\nfor i in range(${FILES}): open("${dir}/f%d" % i, "w").write("%d\\n" % i)'`,
+  });
+  assert.equal(r.status, 'ok', r.output);
+  return ws;
+}
+
+h.test('a long publication in one sandbox does not delay an exec_command in another', async () => {
+  const ws = await sessionWithFiles('slow', 'many');
+  const order = [];
+  const pub = sc('slow', 'finalize_workspace_session', { workspace_session_id: ws, action: 'publish' })
+    .then((r) => { order.push('publication'); return r; });
+  // Sent after the finalize, on the same connection: sbxd reads it second.
+  const other = await sc('other', 'exec_command', { cmd: 'echo hi' });
+  order.push('exec');
+  assert.equal(other.status, 'ok');
+  assert.equal(other.output, 'hi\n');
+  const p = await pub;
+  assert.equal(p.action, 'published');
+  assert.equal(p.publication.changed_paths, FILES);
+  assert.deepEqual(order, ['exec', 'publication'], 'the other sandbox was answered first');
+  // The lane keeps one sandbox's calls in order: a read after the publication sees it.
+  const f = await sc('slow', 'file_read', { path: `many/f${FILES - 1}` });
+  assert.equal(f.content, `${FILES - 1}\n`);
+});
+
+h.test('SIGTERM during a long publication: sbxd ends promptly, nothing is half-published', async () => {
+  const ws = await sessionWithFiles('slow', 'more');
+  const layersDir = path.join(sandboxDir(h.stateDir, 'slow'), 'layers');
+  const before = (await sc('slow', 'exec_command', { cmd: 'true' })).publication.layer;
+  const pub = h.mcp.call('finalize_workspace_session', { sandbox_id: 'slow', workspace_session_id: ws, action: 'publish' })
+    .catch((e) => ({ isError: true, error: e }));
+  await sleep(300);
+  // Within a few seconds (stop() kills it and fails after the timeout).
+  const res = await h.sbxd.stop({ timeout: 5000 });
+  process.stdout.write(`# sbxd stopped ${res.ms} ms after SIGTERM during a publication of ${FILES} files\n`);
+  assert.equal(res.code, 0, JSON.stringify(res));
+  const answer = await pub;
+  await h.sbxd.start();
+  const mcp = await h.connect();
+  // Either the layer is whole (it finished just before the signal) or it is not there at all.
+  const probe = await mcp.sc('exec_command', { sandbox_id: 'slow', cmd: 'ls more 2>/dev/null | wc -l' });
+  assert.equal(probe.status, 'ok');
+  const seen = Number(probe.output.trim());
+  if (answer.isError || answer.structuredContent?.action !== 'published') {
+    assert.equal(seen, 0, 'an abandoned publication left no file in the snapshot');
+    assert.equal(probe.publication.layer, before, 'no layer was recorded');
+  } else {
+    assert.equal(seen, FILES);
+  }
+  // No build directory and no unrecorded layer is left on disk.
+  const top = probe.publication.layer;
+  for (const name of fs.readdirSync(layersDir)) {
+    assert.ok(!name.startsWith('.tmp'), `left in layers/: ${name}`);
+    if (/^\d+$/.test(name)) assert.ok(Number(name) <= top, `unrecorded layer ${name} (top ${top})`);
+  }
+  h.mcp = mcp;
+});
+
+h.test('past the attribution diff budget a shuffled region is the publisher\'s as a whole; blame tiles', async () => {
+  // 60,000 lines shuffled between a first and a last line that stay: a
+  // changed region of 120,000 lines (old and new), above the budget of
+  // SBX_BLAME_DIFF_LINES_MAX = 100,000 (common/sbx-limits.h).
+  const N = 60000;
+  const lines = ['first line'];
+  for (let i = 0; i < N; i++) lines.push(`line ${i} of the shuffled region`);
+  lines.push('last line');
+  const w = await sc('other', 'file_write', { path: 'shuffled.txt', content: lines.join('\n') + '\n' });
+  const writer = w.publication.owner;
+  const r = await sc('other', 'exec_command', {
+    cmd: "{ head -n 1 shuffled.txt; sed '1d;$d' shuffled.txt | shuf; tail -n 1 shuffled.txt; } > s.new && mv s.new shuffled.txt",
+  });
+  assert.equal(r.status, 'ok', r.output);
+  assert.equal(r.publication.published, true);
+  const b = await sc('other', 'file_blame', { path: 'shuffled.txt' });
+  assert.deepEqual(b.ranges, [
+    { start_line: 1, line_count: 1, owner: writer },
+    { start_line: 2, line_count: N, owner: `workspace_session:${r.workspace_session_id}` },
+    { start_line: N + 2, line_count: 1, owner: writer },
+  ]);
+});
