@@ -1079,6 +1079,14 @@ static void view_of_record(CommandView *v, const StoreCommand *rec, double total
 /* A live command's record and its publication (an automatic session's last command), as sbxd holds them. */
 static void view_of_live(CommandView *v, Command *c, unsigned long long now) {
         view_of_record(v, &c->rec, (double) ((c->finished ? c->end_usec : now) - c->start_usec) / 1e6);
+        if (command_awaits_publication(c)) {
+                /* Ended, but done only once its changes are published, as its yields answer:
+                 * a caller that sees it done then finds them in the snapshot. */
+                v->o.status = (char *) "running";
+                v->o.has_exit_code = false;
+                v->o.signal = 0;
+                v->o.end_reason = (char *) "";
+        }
         v->o.original_token_count = token_count(c->transcript ? transcript_raw_bytes(c->transcript) : c->rec.raw_bytes);
         if (!c->has_publication)
                 return;

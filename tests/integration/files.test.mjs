@@ -377,6 +377,15 @@ h.test('session-scoped file tools inside an automatic session that is still runn
   assert.equal((await read('auto-sess.txt')).content, 'edited\n');
 });
 
+h.test('read_command_lines says an automatic command is done only once its changes are published', async () => {
+  // 3,000 files publish off sbxd's loop for a while after the command ended
+  const a = await exec('mkdir pubwait && for i in $(seq 3000); do echo $i > pubwait/f$i; done; echo last > pubwait/last.txt',
+    { yield_time_ms: 0 });
+  const done = await waitDone(h.mcp, SB, a.command_session_id);
+  assert.equal(done.status, 'ok');
+  assert.equal((await read('pubwait/last.txt')).content, 'last\n');
+});
+
 h.test('a trailing slash names a directory (as in POSIX): no file is read or created through "name/"', async () => {
   const w = await h.mcp.call('file_write', { sandbox_id: SB, path: 'slashdir/', content: 'q' });
   assert.equal(w.isError, true, `file_write "slashdir/" created ${JSON.stringify(w.structuredContent)}`);
