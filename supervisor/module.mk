@@ -11,6 +11,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-sandboxes.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-commands.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-sessions.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-files.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/server.c
@@ -21,6 +22,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/session.c
 SUPERVISOR_CORE_SRCS += supervisor/core/spare.c
 SUPERVISOR_CORE_SRCS += supervisor/core/workspace.c
 SUPERVISOR_CORE_SRCS += supervisor/core/sandbox.c
+SUPERVISOR_CORE_SRCS += supervisor/core/imagebuild.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c

@@ -25,6 +25,7 @@ void config_init(Config *cfg) {
                 .uid_count = SBX_UID_COUNT_DEFAULT,
                 .socket_gid = (gid_t) -1,
                 .client_idle_seconds = SBX_CLIENT_IDLE_DEFAULT_S,
+                .image_disk_max = SBX_IMAGE_DISK_MAX_DEFAULT,
         };
 }
 
@@ -32,7 +33,9 @@ void config_done(Config *cfg) {
         free(cfg->state_dir);
         free(cfg->run_dir);
         free(cfg->worker_path);
-        cfg->state_dir = cfg->run_dir = cfg->worker_path = NULL;
+        free(cfg->images_dir);
+        free(cfg->image_cache_dir);
+        cfg->state_dir = cfg->run_dir = cfg->worker_path = cfg->images_dir = cfg->image_cache_dir = NULL;
 }
 
 static int set_path(char **dst, const char *value) {
@@ -50,6 +53,12 @@ int config_finish(Config *cfg) {
                 return -ENOMEM;
         if (!cfg->run_dir && set_path(&cfg->run_dir, "/run/sbx") < 0)
                 return -ENOMEM;
+        if (!cfg->images_dir && set_path(&cfg->images_dir, SBX_SYSCONFDIR "/sbx/images.d") < 0)
+                return -ENOMEM;
+        if (!cfg->image_cache_dir && asprintf(&cfg->image_cache_dir, "%s/images/cache", cfg->state_dir) < 0) {
+                cfg->image_cache_dir = NULL;
+                return -ENOMEM;
+        }
         return 0;
 }
 
@@ -108,8 +117,11 @@ static int config_set_word(Config *cfg, const char *key, const char *value, char
                 snprintf(err, CONFIG_ERROR_MAX, "socket_mode: '%.40s' is not 0600, 0660 or 0666", value);
                 return -EINVAL;
         }
-        if (strcmp(key, "state_dir") == 0 || strcmp(key, "run_dir") == 0 || strcmp(key, "worker_path") == 0) {
-                char **dst = key[0] == 's' ? &cfg->state_dir : key[0] == 'r' ? &cfg->run_dir : &cfg->worker_path;
+        if (strcmp(key, "state_dir") == 0 || strcmp(key, "run_dir") == 0 || strcmp(key, "worker_path") == 0 ||
+            strcmp(key, "images_dir") == 0 || strcmp(key, "image_cache_dir") == 0) {
+                char **dst = key[0] == 's' ? &cfg->state_dir : key[0] == 'r' ? &cfg->run_dir
+                           : key[0] == 'w' ? &cfg->worker_path : key[5] == 's' ? &cfg->images_dir
+                           : &cfg->image_cache_dir;
                 if (value[0] == '/')
                         return set_path(dst, value);
                 snprintf(err, CONFIG_ERROR_MAX, "%s must be an absolute path", key);
@@ -153,6 +165,7 @@ static const struct {
         NUMERIC("session_spares", session_spares, 0, SBX_SPARES_MAX),
         NUMERIC("session_spare_idle_seconds", spare_idle_seconds, 1, 86400),
         NUMERIC("client_idle_seconds", client_idle_seconds, 1, 86400),
+        NUMERIC("image_disk_max", image_disk_max, 1u << 20, UINT64_MAX),
 };
 
 int config_set(Config *cfg, const char *key, const char *value, char *ret_error) {

@@ -26,6 +26,10 @@ typedef struct Config {
         gid_t socket_gid;               /* socket_group, or (gid_t) -1 */
         mode_t socket_mode;             /* 0: 0660 with socket_group, else 0600 */
         uint32_t client_idle_seconds;   /* a client with no request this long is closed */
+        /* images (core/imagebuild.h, sbx-images(7)) */
+        char *images_dir;               /* NAME.conf definitions; default SYSCONFDIR/sbx/images.d */
+        char *image_cache_dir;          /* .deb packages kept between builds; default STATE/images/cache */
+        uint64_t image_disk_max;        /* all builds together at most this */
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */

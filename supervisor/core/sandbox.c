@@ -23,6 +23,7 @@
 #include "log.h"
 #include "msg.h"
 #include "os/image.h"
+#include "core/imagebuild.h"
 #include "core/sandbox.h"
 #include "core/session.h"
 #include "core/snapshot.h"
@@ -101,6 +102,20 @@ static Sandbox *sandbox_new(const char *source_dir) {
         return sb;
 }
 
+/* Its image's name, kept in the file "image" of its directory (none: the default). */
+static void sandbox_image_read(Sandbox *sb) {
+        _cleanup_free_ char *name = NULL;
+        size_t len = 0;
+
+        strlcpy(sb->image, SBX_IMAGE_DEFAULT_NAME, sizeof(sb->image));
+        if (read_file_bounded_at(sb->dirfd, "image", SBX_NAME_MAX + 1, &name, &len) < 0)
+                return;
+        if (len > 0 && name[len - 1] == '\n')
+                name[len - 1] = '\0';
+        if (name[0] && strlen(name) < sizeof(sb->image))
+                strlcpy(sb->image, name, sizeof(sb->image));
+}
+
 static int load_one(const StoreSandbox *rec, void *userdata) {
         Server *s = userdata;
         Sandbox *sb;
@@ -128,6 +143,7 @@ static int load_one(const StoreSandbox *rec, void *userdata) {
                 sandbox_free(sb);
                 return 0;
         }
+        sandbox_image_read(sb);
         r = store_squash_get(s->store, sb->id, &sb->squashed);
         if (r < 0) {
                 sandbox_free(sb);
@@ -594,6 +610,11 @@ static int create_check(Server *s, const Sbx__SandboxCreate *req, char *errmsg, 
                 snprintf(errmsg, errmsg_size, "source directory must be an absolute path");
                 return -EINVAL;
         }
+        if (req->image && req->image[0] && !image_exists(s, req->image)) {
+                snprintf(errmsg, errmsg_size, "image '%.64s' has no definition in %s (sbxctl image list shows the images)",
+                         req->image, s->cfg.images_dir);
+                return -ENOENT;
+        }
         return 0;
 }
 
@@ -626,9 +647,15 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
                 sandbox_free(sb);
                 return r;
         }
+        strlcpy(sb->image, req->image && req->image[0] ? req->image : SBX_IMAGE_DEFAULT_NAME, sizeof(sb->image));
         r = sandbox_open_dirs(s, sb, true);
         if (r < 0)
                 snprintf(errmsg, errmsg_size, "cannot create the sandbox directory: %s", strerror(-r));
+        if (r >= 0 && strcmp(sb->image, SBX_IMAGE_DEFAULT_NAME) != 0) {
+                r = write_file_atomic_at(sb->dirfd, "image", sb->image, strlen(sb->image), 0644);
+                if (r < 0)
+                        snprintf(errmsg, errmsg_size, "cannot record the sandbox's image: %s", strerror(-r));
+        }
         if (r >= 0)
                 r = import_start(s, sb, c, seq, errmsg, errmsg_size);
         if (r < 0) {
@@ -738,7 +765,7 @@ void sandbox_info(const Sandbox *sb, Sbx__SandboxInfo *ret) {
         ret->layer_count = sb->top_layer + 1;
         ret->live_sessions = sb->live_sessions - sb->spares;
         ret->created_unix = sb->created_unix;
-        ret->image = (char *) SBX_IMAGE_DEFAULT_NAME;
+        ret->image = (char *) sb->image;
 }
 
 void sandboxes_free(Server *s) {

@@ -20,6 +20,7 @@ struct Sandbox {
         TAILQ_ENTRY(Sandbox) link;
         char id[SBX_SANDBOX_ID_SIZE];   /* immutable: keys its records and names STATE/sandboxes/ID */
         char name[65];
+        char image[65];             /* "default" or an image's name (core/imagebuild.h); file STATE/sandboxes/ID/image */
         uid_t owner_uid;
         uid_t uid_base;             /* its host ids: [uid_base, uid_base + uid_count) (os/uidrange.h) */
         uint32_t uid_count;

@@ -18,6 +18,7 @@
 #include <sys/queue.h>
 
 #include "core/client.h"
+#include "core/imagebuild.h"
 #include "core/publish.h"
 #include "core/sandbox.h"
 #include "core/server.h"
@@ -63,6 +64,9 @@ struct WorkspaceSession {
         uint32_t next_command;
         unsigned running;
         TAILQ_HEAD(CommandList, Command) commands;
+        /* A built image (not the default): its build is waited for, then held. */
+        ImageWaiter image_wait;
+        ImageUse image;
 };
 
 struct Command {

@@ -9,7 +9,12 @@
 
 #include <sys/types.h>
 
-#define SBX_IMAGE_DEFAULT_NAME "default"        /* the one image, as sbxctl image list names it */
+#include "sbx.pb-c.h"
+
+#define SBX_IMAGE_DEFAULT_NAME "default"        /* the built-in image, as sbxctl image list names it */
+
+/* The default image as image listings show it (static strings). */
+void image_default_info(Sbx__ImageInfo *ret);
 
 /* (Re)build the image as "image-default" below state_dirfd. Everything in it
  * is host root's: it is shared by every sandbox, each with its own host ids. */
