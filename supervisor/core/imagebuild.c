@@ -950,6 +950,10 @@ static void item_fill(Server *s, ListItem *it, Image *img, uid_t uid) {
                         it->sandboxes[o->n_sandboxes++] = sb->name;
 }
 
+static int info_cmp(const void *a, const void *b) {
+        return strcmp((*(Sbx__ImageInfo *const *) a)->name, (*(Sbx__ImageInfo *const *) b)->name);
+}
+
 int image_list(Server *s, uid_t uid, Sbx__ImageListReply **ret) {
         Sbx__ImageListReply *l = calloc(1, sizeof(*l));
         size_t n = 1;
@@ -979,6 +983,7 @@ int image_list(Server *s, uid_t uid, Sbx__ImageListReply **ret) {
         n = 1;
         TAILQ_FOREACH(img, &set_of(s)->images, link)
                 item_fill(s, (ListItem *) l->images[n++], img, uid);
+        qsort(l->images + 1, l->n_images - 1, sizeof(*l->images), info_cmp);
         *ret = l;
         return 0;
 }
