@@ -298,8 +298,11 @@ static void def_read(int dirfd, const char *file, Image *img) {
         text[n] = '\0';
         line = ini_parse_string(text, def_handler, &p);
         if (line != 0 || p.error[0]) {
-                refuse(img, "%s: %s%s", file, p.error[0] ? p.error : "not INI",
-                                line > 0 ? " (or a syntax error near that line)" : "");
+                if (p.error[0])
+                        refuse(img, "%s:%d: %s", file, line, p.error);
+                else
+                        refuse(img, "%s:%d: not INI (a line of more than 200 bytes is one: continue long values "
+                               "on indented lines)", file, line);
                 return;
         }
         r = def_check(img, why, sizeof(why));
@@ -378,7 +381,7 @@ static void images_reload(Server *s) {
                 img->defined = false;
         dirfd = open(s->cfg.images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dirfd >= 0) {
-                int dup = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+                int dup = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 d = dup >= 0 ? fdopendir(dup) : NULL;
                 if (!d && dup >= 0)
                         close(dup);
@@ -445,7 +448,7 @@ static bool is_digest(const char *name) {
 
 /* Bytes of every build on disk. */
 static uint64_t builds_size(Server *s) {
-        _cleanup_close_ int dup = fcntl(set_of(s)->dirfd, F_DUPFD_CLOEXEC, 3);
+        _cleanup_close_ int dup = openat(set_of(s)->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
         struct dirent *de;
         uint64_t sum = 0;
@@ -1061,7 +1064,7 @@ unsigned images_collect(Server *s, uint64_t *ret_bytes) {
         DIR *d;
 
         images_reload(s);
-        dup = fcntl(set_of(s)->dirfd, F_DUPFD_CLOEXEC, 3);
+        dup = openat(set_of(s)->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* an offset of its own */
         d = dup >= 0 ? fdopendir(dup) : NULL;
         if (!d)
                 return 0;
@@ -1113,7 +1116,7 @@ static int builder_find(char **ret) {
 /* Leftovers of builds sbxd did not see end (it stopped, or crashed): *.tmp,
  * *.spec and trash-*. Before the loop runs. */
 static void images_clean_leftovers(struct ImageSet *set) {
-        _cleanup_close_ int dup = fcntl(set->dirfd, F_DUPFD_CLOEXEC, 3);
+        _cleanup_close_ int dup = openat(set->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
         struct dirent *de;
 
