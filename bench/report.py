@@ -251,6 +251,20 @@ if d:
     row("peer: fork+exec+wait", "fork+exec+wait /bin/true from the C driver", "ms", dist(d["samples"]["base"]),
         note="context")
 
+# images (issue 17)
+d = load("images")
+if d:
+    s, b = d["samples"]["image"], d["samples"]["default"]
+    r = paired_ratio(s, b)
+    row("session on a built image", "exec_command `true`, automatic session of a sandbox on the python image",
+        "ms", dist(s), "the same on the default image (host /usr), interleaved", dist(b), r, "<= 1.1x", r <= 1.1)
+bd, bl = load("images_build"), load("images_list")
+if bd:
+    py = next((i for i in (bl or []) if i.get("name") == "python"), {})
+    row("lazy build of python", "first session of a sandbox on the python image until built (mmdebstrap, "
+        ".deb cache warm)", "s", {"median": bd["build_ms"] / 1000.0, "n": 1}, note="size %s bytes, %s" % (
+            py.get("size_bytes"), py.get("versions")))
+
 # ---- print and write --------------------------------------------------------------
 
 

@@ -11,7 +11,8 @@
 # BENCH_MINSESS (build/bench/minsess);
 # BENCH_KEEP=1 keeps the temporary directory; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish fileops
-# layers memory peers).
+# layers memory peers images). BENCH_IMAGE_CACHE: the .deb cache of the images
+# row (default /var/cache/sbx-ci/images/archives).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -73,9 +74,15 @@ trap 'exit 130' INT TERM
 # A private copy of the four programs: others may rebuild build/bin during the run
 # (sbxd finds sbx-worker next to itself).
 mkdir -p "$D/bin"
-cp "$BIN/sbxd" "$BIN/sbx-worker" "$BIN/sandbox-mcp" "$BIN/sbxctl" "$D/bin/"
+cp "$BIN/sbxd" "$BIN/sbx-worker" "$BIN/sandbox-mcp" "$BIN/sbxctl" "$BIN/sbx-image-build" "$D/bin/"
 BIN=$D/bin
-printf '[sbxd]\ntranscript_cap_bytes = 2G\n' >"$D/sbxd.conf"
+# The images row builds the shipped python definition (sbx-images(7)).
+mkdir -m 0755 "$D/images.d"
+install -m 0644 dist/images.d/python.conf "$D/images.d/python.conf"
+IMAGE_CACHE=${BENCH_IMAGE_CACHE:-/var/cache/sbx-ci/images/archives}
+mkdir -p "$IMAGE_CACHE"
+printf '[sbxd]\ntranscript_cap_bytes = 2G\nimages_dir = %s\nimage_cache_dir = %s\n' "$D/images.d" "$IMAGE_CACHE" \
+  >"$D/sbxd.conf"
 "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
   >"$D/sbxd.log" 2>&1 &
 SBXD_PID=$!
@@ -350,6 +357,28 @@ EOF
 fi
 
 # ---- 10. peers: whole-process true under other sandboxes --------------------------
+# ---- images: the lazy build of python, then a session on it vs the default image ----
+if want images; then
+  "$BIN/sbxctl" --socket "$SOCK" sandbox create tinypy --source "$D/src/tiny" --image python >/dev/null
+  log "images: lazy build of python (the first session's wait)"
+  # The first command of a session on the sandbox starts the build (it answers
+  # "running" after its yield); sbxctl image build then waits for that same build.
+  printf '{"n":1, "loop":[{"tag":"first","tool":"exec_command","args":{"sandbox_id":"tinypy","cmd":"true","yield_time_ms":1}}]}\n' \
+    >"$D/scripts/images_first.json"
+  t0=$(date +%s%N)
+  drive images_first
+  "$BIN/sbxctl" --socket "$SOCK" image build python >/dev/null
+  t1=$(date +%s%N)
+  "$BIN/sbxctl" --socket "$SOCK" image list --json >"$OUT/images_list.json"
+  echo "{\"build_ms\": $(( (t1 - t0) / 1000000 ))}" >"$OUT/images_build.json"
+  N=$(sc 150 20)
+  printf '{"warmup":5, "n":%s, "loop":[
+ {"tag":"image","tool":"exec_command","args":{"sandbox_id":"tinypy","cmd":"true"},"expect":"ok"},
+ {"tag":"default","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"true"},"expect":"ok"}]}\n' "$N" \
+    >"$D/scripts/images.json"
+  log "images: $N pairs, automatic sessions on python vs default"; drive images
+fi
+
 if want peers; then
   R=$(sc 100 20)
   B=$D/oci
