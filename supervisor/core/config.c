@@ -160,7 +160,7 @@ static const struct {
         NUMERIC("default_memory_bytes", default_memory_bytes, 16u << 20, UINT64_MAX),
         NUMERIC("default_pids_max", default_pids_max, 8, 1u << 22),
         NUMERIC("session_disk_bytes", session_disk_bytes, 1u << 20, UINT64_MAX),
-        NUMERIC("uid_base", uid_base, 1000, SBX_UID_POOL_END - SBX_UID_COUNT_DEFAULT),
+        NUMERIC("uid_base", uid_base, 1000, SBX_IMAGE_BUILD_UID_BASE - SBX_UID_COUNT_DEFAULT),
         NUMERIC("uid_count", uid_count, 1, SBX_UID_COUNT_DEFAULT),
         NUMERIC("session_spares", session_spares, 0, SBX_SPARES_MAX),
         NUMERIC("session_spare_idle_seconds", spare_idle_seconds, 1, 86400),

@@ -203,7 +203,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         sb->live_sessions++;
         /* A built image first: the session starts once it is built (lazily, here). */
         r = 1;
-        if (strcmp(sb->image, SBX_IMAGE_DEFAULT_NAME) != 0) {
+        if (sb->image[0] && strcmp(sb->image, SBX_IMAGE_DEFAULT_NAME) != 0) {
                 ws->image_wait.done = session_image_done;
                 r = image_acquire(s, sb->image, &ws->image_wait, &ws->image, ret_error, error_size);
                 if (r > 0)
