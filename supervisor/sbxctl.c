@@ -272,8 +272,6 @@ int main(int argc, char *argv[]) {
                 help();
         else if (args.want_version)
                 printf("%s %s (protocol %u)\n", program, SBX_VERSION, SBX_PROTO_VERSION);
-        else if (args.verb->flags & CTL_LOCAL)
-                r = args.verb->print(&args, NULL);
         else {
                 r = args.verb->build(&args, &req);
                 if (r == EXIT_OK)
