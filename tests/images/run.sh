@@ -24,7 +24,7 @@ for b in sbxd sbxctl sbx-worker sbx-image-build; do
   [[ -x build/bin/$b ]] || { echo "check-images: build/bin/$b missing: make all" >&2; exit 1; }
 done
 mkdir -p "$CACHE" "$OUT"
-D=$(mktemp -d /tmp/sbx-test-images-XXXXXX)
+D=$(mktemp -d /tmp/sbx-images-XXXXXX)
 PID=
 cleanup() {
   if [[ -n $PID ]]; then kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
