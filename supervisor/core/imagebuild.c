@@ -768,11 +768,12 @@ static int build_start(Server *s, Image *img, char *err, size_t size) {
         if (r >= 0)
                 r = server_watch(s, &img->out_src, TAKE_FD(rd), EPOLLIN);
         if (r < 0) {
-                if (img->pidfd_src.fd >= 0)
-                        server_unwatch(s, &img->pidfd_src);
-                else
-                        safe_close(pidfd);
                 (void) kill(-pid, SIGKILL);
+                if (img->pidfd_src.fd >= 0) {
+                        (void) waitid((idtype_t) P_PIDFD, (id_t) img->pidfd_src.fd, &(siginfo_t) {}, WEXITED);
+                        server_unwatch(s, &img->pidfd_src);
+                } else
+                        pidfd_reap(pidfd);
                 snprintf(err, size, "image '%s': cannot watch its build: %s", img->name, strerror(-r));
                 return r;
         }
