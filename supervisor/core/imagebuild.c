@@ -794,6 +794,10 @@ static int build_start(Server *s, Image *img, char *err, size_t size) {
 static int image_usable(Server *s, const char *name, Image **ret, char *err, size_t size) {
         Image *img;
 
+        if (strcmp(name, SBX_IMAGE_DEFAULT_NAME) == 0) {
+                snprintf(err, size, "image '%s' is built into sbxd: there is nothing to build", name);
+                return -EINVAL;
+        }
         images_reload(s);
         img = image_find(s, name);
         if (!img || !img->defined) {
@@ -1016,7 +1020,9 @@ int image_remove(Server *s, const char *name, char *err, size_t size) {
         images_reload(s);
         img = image_find(s, name);
         if (!img) {
-                snprintf(err, size, "no image '%s' (sbxctl image list shows the images)", name);
+                snprintf(err, size, strcmp(name, SBX_IMAGE_DEFAULT_NAME) == 0
+                         ? "image '%s' is built into sbxd and cannot be removed"
+                         : "no image '%s' (sbxctl image list shows the images)", name);
                 return -ENOENT;
         }
         if (image_users(s, name, users, sizeof(users)) > 0) {

@@ -29,3 +29,12 @@ h.test('a build past image_disk_max is refused before it starts; gc frees the ro
   const gc = await sbxctl(h.socket, ['gc', '--json']);
   assert.equal(JSON.parse(gc.stdout).images_removed, 1);
 });
+
+h.test('the default image is built in: nothing to build or remove', async () => {
+  const b = await sbxctl(h.socket, ['image', 'build', 'default']);
+  assert.equal(b.code, 1, b.stdout);
+  assert.match(b.stderr, /image 'default' is built into sbxd: there is nothing to build/);
+  const r = await sbxctl(h.socket, ['image', 'rm', 'default']);
+  assert.equal(r.code, 4, r.stdout);
+  assert.match(r.stderr, /image 'default' is built into sbxd and cannot be removed/);
+});
