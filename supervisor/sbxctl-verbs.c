@@ -329,7 +329,8 @@ static int build_sandbox_list(Args *a, CtlRequest *req) {
 }
 
 static int print_sandbox_list(const Args *a, const Sbx__Reply *reply) {
-        static const char *const header[] = { "NAME", "OWNER", "LAYERS", "SESSIONS", "MEMORY", "PIDS", "SOURCE" };
+        static const char *const header[] = { "NAME", "OWNER", "IMAGE", "LAYERS", "SESSIONS", "MEMORY", "PIDS",
+                                              "SOURCE" };
         _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
         const Sbx__SandboxListReply *l = reply->sandbox_list;
 
@@ -347,7 +348,8 @@ static int print_sandbox_list(const Args *a, const Sbx__Reply *reply) {
                         snprintf(pids, sizeof(pids), "default");
                 else
                         snprintf(pids, sizeof(pids), "%" PRIu32, s->pids_max);
-                table_add(&t, s->name, owner, layers, sessions, memory, pids, s->source_dir);
+                table_add(&t, s->name, owner, s->image[0] ? s->image : "default", layers, sessions, memory, pids,
+                          s->source_dir);
         }
         return table_print(&t);
 }
