@@ -54,7 +54,7 @@ print("\t".join([j["name"], j["state"], sys.argv[2], str(j["size_bytes"]),
   if [[ $img == twine ]]; then
     # shipped refused: the build must say why
     if ((rc != 0)) && grep -q "cannot be built: Tweego" "$D/$img.err"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-  elif ((rc == 0)) && grep -q '"state": "built"' "$D/$img.json"; then
+  elif ((rc == 0)) && grep -q '"state": "built"' "$D/$img.json" && ! grep -q -E 'not found|No such file' "$D/$img.json"; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
