@@ -81,6 +81,7 @@ struct ImageSet {
         TAILQ_HEAD(, Removal) removals;
         BuildUse *uses;
         size_t n_uses, cap_uses;
+        uint64_t next_ticket;           /* of the next ImageWaiter (image_waiters_done) */
 };
 
 /* ---- definitions ------------------------------------------------------------------ */
@@ -612,10 +613,13 @@ static int build_remove(Server *s, const char *digest) {
 
 /* ---- building ---------------------------------------------------------------------- */
 
+/* Those waiting now: one that waits again (its definition changed meanwhile,
+ * so it waits for the next build) has a later ticket and is not told twice. */
 static void image_waiters_done(Server *s, Image *img, int r, const char *why) {
+        uint64_t last = set_of(s)->next_ticket;
         ImageWaiter *w;
 
-        while ((w = TAILQ_FIRST(&img->waiters))) {
+        while ((w = TAILQ_FIRST(&img->waiters)) && w->ticket < last) {
                 TAILQ_REMOVE(&img->waiters, w, link);
                 w->image = NULL;
                 w->done(s, w, r, why);
@@ -833,6 +837,7 @@ int image_build(Server *s, const char *name, ImageWaiter *w, char *err, size_t s
         }
         if (w) {
                 w->image = img;
+                w->ticket = set_of(s)->next_ticket++;
                 TAILQ_INSERT_TAIL(&img->waiters, w, link);
         }
         return 0;

@@ -32,6 +32,7 @@ typedef struct ImageWaiter ImageWaiter;
 struct ImageWaiter {
         TAILQ_ENTRY(ImageWaiter) link;
         Image *image;                   /* NULL while not waiting */
+        uint64_t ticket;                /* the order it came in */
         void (*done)(Server *s, ImageWaiter *w, int r, const char *why);
 };
 
