@@ -39,6 +39,7 @@ typedef struct Pending {
         json_t *id;                     /* JSON-RPC id to answer */
         json_t *args;                   /* the validated arguments, for rendering the reply */
         const Tool *tool;
+        json_t *progress_token;         /* params._meta.progressToken of the call, or NULL */
 } Pending;
 
 /* A packed frame waiting for room in the socket, with the fd (or -EBADF)
@@ -130,6 +131,7 @@ static json_t *pending_remove(Broker *b, Pending *p) {
         json_t *id = p->id;
 
         json_decref(p->args);
+        json_decref(p->progress_token);
         *p = b->pending[--b->n_pending];
         return id;
 }
@@ -289,12 +291,28 @@ static int broker_connect(Broker *b) {
 
 static int broker_on_probe(Broker *b, const Sbx__Reply *reply);
 
+/* A call that waits (for its image's build): an MCP progress notification to
+ * a client that sent a progressToken (sbxd sends these only then). */
+static int broker_on_progress(Broker *b, const Sbx__Progress *pr, uint32_t seq) {
+        Pending *p = pending_find_seq(b, seq);
+        json_t *n;
+
+        if (!p || !p->progress_token)
+                return 0;
+        n = json_pack("{s:s, s:s, s:{s:O, s:i, s:s}}", "jsonrpc", "2.0", "method", "notifications/progress",
+                      "params", "progressToken", p->progress_token, "progress", (json_int_t) pr->progress,
+                      "message", pr->message);
+        return n ? send_message(n) : -ENOMEM;
+}
+
 static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq) {
         _cleanup_json_ json_t *id = NULL, *result = NULL;
         const Sbx__Reply *reply = msg->reply;
         Pending *p;
         int r;
 
+        if (msg->type == SBX__MSG_TYPE__MSG_PROGRESS)
+                return broker_on_progress(b, msg->progress, seq);
         if (msg->type != SBX__MSG_TYPE__MSG_REPLY) {
                 log_warning("sbxd sent unexpected message type %d, dropping the connection", (int) msg->type);
                 return broker_drop(b, "lost connection to sbxd");
@@ -477,7 +495,7 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
         _cleanup_json_ json_t *empty = NULL;
         _cleanup_free_ char *error = NULL;
         _cleanup_(tool_request_done) ToolRequest req = { .fd = -EBADF };
-        json_t *name, *args;
+        json_t *name, *args, *token;
         const Tool *tool;
         uint32_t seq;
         int r;
@@ -490,6 +508,9 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
         tool = tools_find(b->tools, json_string_value(name), json_string_length(name));
         if (!tool)
                 return send_unknown_tool(m->id, json_string_value(name), json_string_length(name));
+        token = json_object_get(json_object_get(m->params, "_meta"), "progressToken");
+        if (token && !json_is_string(token) && !json_is_integer(token))
+                token = NULL;
 
         args = json_object_get(m->params, "arguments");
         if (!args) {
@@ -498,6 +519,8 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
                         return -ENOMEM;
         }
         r = tool_prepare(tool, args, &req, &error);
+        if (r >= 0 && req.msg.body_case == SBX__MSG__BODY_EXEC && token)
+                req.msg.exec->progress = true;
         if (r == -EINVAL) {
                 log_debug("%s: %s", tool_name(tool), error);
                 return send_tool_error(m->id, error);
@@ -542,6 +565,7 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
                 .id = json_incref(m->id),
                 .args = json_incref(args),
                 .tool = tool,
+                .progress_token = json_incref(token),
         };
         log_debug("%s: sent as seq %u", tool_name(tool), seq);
         return broker_flush(b);

@@ -626,8 +626,16 @@ static void image_waiters_done(Server *s, Image *img, int r, const char *why) {
         }
 }
 
+static void image_waiters_progress(Server *s, Image *img) {
+        ImageWaiter *w;
+
+        TAILQ_FOREACH(w, &img->waiters, link)
+                if (w->progress)
+                        w->progress(s, w, img->name, img->step);
+}
+
 /* The helper's stdout: "step NAME" and "error TEXT" lines. */
-static void build_read_output(Image *img) {
+static void build_read_output(Server *s, Image *img) {
         char *nl;
         ssize_t n;
 
@@ -641,8 +649,10 @@ static void build_read_output(Image *img) {
                 img->out[img->out_len] = '\0';
                 while ((nl = strchr(img->out, '\n'))) {
                         *nl = '\0';
-                        if (strncmp(img->out, "step ", 5) == 0)
+                        if (strncmp(img->out, "step ", 5) == 0) {
                                 strlcpy(img->step, img->out + 5, sizeof(img->step));
+                                image_waiters_progress(s, img);
+                        }
                         else if (strncmp(img->out, "error ", 6) == 0)
                                 strlcpy(img->helper_error, img->out + 6, sizeof(img->helper_error));
                         img->out_len -= (size_t) (nl + 1 - img->out);
@@ -654,7 +664,7 @@ static void build_read_output(Image *img) {
 static void build_output_dispatch(Server *s, EventSource *src, uint32_t events) {
         Image *img = container_of(src, Image, out_src);
 
-        build_read_output(img);
+        build_read_output(s, img);
         if (!(events & EPOLLIN) || (events & EPOLLHUP)) {
                 char c;
                 if (read(src->fd, &c, 1) == 0)
@@ -666,7 +676,7 @@ static void build_finish(Server *s, Image *img, const siginfo_t *si) {
         char spec[64];
 
         if (img->out_src.fd >= 0) {
-                build_read_output(img);
+                build_read_output(s, img);
                 server_unwatch(s, &img->out_src);
         }
         server_unwatch(s, &img->pidfd_src);

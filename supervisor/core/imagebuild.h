@@ -34,6 +34,8 @@ struct ImageWaiter {
         Image *image;                   /* NULL while not waiting */
         uint64_t ticket;                /* the order it came in */
         void (*done)(Server *s, ImageWaiter *w, int r, const char *why);
+        /* The build is at another step (may be NULL). */
+        void (*progress)(Server *s, ImageWaiter *w, const char *image, const char *step);
 };
 
 /* What a session of a built image needs (strings owned by the caller). */

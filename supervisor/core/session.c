@@ -26,6 +26,8 @@ static const char *const command_env[] = {
 /* A client waiting on a command: answered when it ends or at deadline_usec. */
 struct Waiter {
         Pending pending;
+        bool progress;                  /* sent Progress frames while the session waits for its image */
+        uint32_t progress_n;
         TAILQ_ENTRY(Waiter) command_link;
         Command *command;
         unsigned long long call_start_usec;
@@ -151,6 +153,20 @@ static int session_spawn(Server *s, WorkspaceSession *ws, char *ret_error, size_
         return r;
 }
 
+/* Its image's build is at another step: the waiters that asked are told. */
+static void session_image_progress(Server *s, ImageWaiter *w, const char *image, const char *step) {
+        WorkspaceSession *ws = container_of(w, WorkspaceSession, image_wait);
+        char text[SBX_NAME_MAX + SBX_IMAGE_PROGRESS_MAX + 64];
+        Command *c;
+        Waiter *wt;
+
+        snprintf(text, sizeof(text), "image '%s': building, step %s", image, step);
+        TAILQ_FOREACH(c, &ws->commands, session_link)
+                TAILQ_FOREACH(wt, &c->waiters, command_link)
+                        if (wt->progress)
+                                pending_progress(s, &wt->pending, text, ++wt->progress_n);
+}
+
 /* Its image is built (r == 0) or could not be: the session starts or fails. */
 static void session_image_done(Server *s, ImageWaiter *w, int r, const char *why) {
         WorkspaceSession *ws = container_of(w, WorkspaceSession, image_wait);
@@ -205,6 +221,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         r = 1;
         if (sb->image[0] && strcmp(sb->image, SBX_IMAGE_DEFAULT_NAME) != 0) {
                 ws->image_wait.done = session_image_done;
+                ws->image_wait.progress = session_image_progress;
                 r = image_acquire(s, sb->image, &ws->image_wait, &ws->image, ret_error, error_size);
                 if (r > 0)
                         image_use_hold(s, ws->image.digest);
@@ -733,12 +750,13 @@ static void waiter_abandon(Server *s, Pending *p, bool cancelled) {
                 command_cancel(s, c);
 }
 
-int command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
-                       uint64_t yield_ms) {
+static int waiter_add(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
+                      uint64_t yield_ms, bool progress) {
         Waiter *w = calloc(1, sizeof(*w));
 
         if (!w)
                 return -ENOMEM;
+        w->progress = progress;
         w->command = c;
         w->call_start_usec = call_start;
         w->deadline_usec = call_start + yield_ms * 1000ull;
@@ -747,6 +765,16 @@ int command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsi
         if (c->finished)
                 waiter_answer(s, w);
         return 0;
+}
+
+int command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
+                       uint64_t yield_ms) {
+        return waiter_add(s, c, client, seq, call_start, yield_ms, false);
+}
+
+int command_add_progress_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
+                                uint64_t yield_ms) {
+        return waiter_add(s, c, client, seq, call_start, yield_ms, true);
 }
 
 static uint64_t token_count(uint64_t raw_bytes) {

@@ -118,6 +118,9 @@ void command_cancel(Server *s, Command *c);
  * call_start, whichever comes first. -ENOMEM: nothing was arranged. */
 int command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
                        uint64_t yield_ms);
+/* The same, and Progress frames to client (seq) while its session waits for its image. */
+int command_add_progress_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
+                                uint64_t yield_ms);
 
 /* The fields of a command's record that a CommandOutput and a CommandInfo
  * share, into o (either of them); strings borrowed from rec. */

@@ -53,9 +53,14 @@ async function sandboxWith(name, img) {
   assert.equal(r.code, 0, r.stderr + r.stdout);
 }
 
-/* A command through the MCP client, waited for past the yield limit. */
-async function execWait(sandbox, cmd) {
-  const sc = await h.mcp.sc('exec_command', { sandbox_id: sandbox, cmd, yield_time_ms: 30000 }, { timeout: 60000 });
+/* A command through the MCP client, waited for past the yield limit; with
+ * onprogress the SDK sends a progressToken, and sbx's progress notifications
+ * come to it. */
+async function execWait(sandbox, cmd, onprogress) {
+  const r = await h.mcp.client.callTool({ name: 'exec_command', arguments: { sandbox_id: sandbox, cmd, yield_time_ms: 30000 } },
+    undefined, { timeout: 60000, ...(onprogress ? { onprogress } : {}) });
+  assert.ok(!r.isError, JSON.stringify(r.content));
+  const sc = r.structuredContent;
   if (sc.status !== 'running') return sc;
   return waitDone(h.mcp, sandbox, sc.command_session_id, { timeout: BUILD_MS });
 }
@@ -94,12 +99,18 @@ h.test('the first sessions build python once, lazily; python3 --version matches 
   await sandboxWith('py2', 'python');
   assert.equal((await image('python')).state, 'absent', 'sandbox create only records the name');
   const t0 = Date.now();
-  // Two callers at once, in two sandboxes: one build, both wait for it.
-  const [a, b] = await Promise.all([execWait('py1', 'python3 --version'), execWait('py2', 'python3 hello.py')]);
+  // Two callers at once, in two sandboxes: one build, both wait for it; the
+  // first asked for progress (a progressToken) and is told the build's steps.
+  const progress = [];
+  const [a, b] = await Promise.all([execWait('py1', 'python3 --version', (p) => progress.push(p)),
+    execWait('py2', 'python3 hello.py')]);
   const ms = Date.now() - t0;
   assert.equal(a.exit_code, 0, a.output);
   assert.equal(b.exit_code, 0, b.output);
   assert.equal(buildsStarted('python'), 1, 'concurrent callers share one build');
+  assert.ok(progress.length >= 1, 'progress notifications during the build');
+  assert.match(progress[0].message, /^image 'python': building, step [a-z]+$/);
+  assert.deepEqual(progress.map((p) => p.progress), progress.map((_, i) => i + 1));
   const py = await image('python');
   assert.equal(py.state, 'built');
   assert.ok(py.size_bytes > 50e6, `size ${py.size_bytes}`);
