@@ -75,6 +75,10 @@ typedef struct Config {
         uint32_t claim_max_lifetime;    /* seconds a claim may live unused at most; 0: no cap */
         Template *templates;            /* "default" first: built in, or as [template default] says */
         size_t n_templates;
+        /* images (core/imagebuild.h, sbx-images(7)) */
+        char *images_dir;               /* NAME.conf definitions; default SYSCONFDIR/sbx/images.d */
+        char *image_cache_dir;          /* .deb packages kept between builds; default STATE/images/cache */
+        uint64_t image_disk_max;        /* all builds together at most this */
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */

@@ -21,6 +21,7 @@ struct Sandbox {
         TAILQ_ENTRY(Sandbox) link;
         char id[SBX_SANDBOX_ID_SIZE];   /* immutable: keys its records and names STATE/sandboxes/ID */
         char name[65];
+        char image[65];             /* "default" or an image's name (core/imagebuild.h); file STATE/sandboxes/ID/image */
         uid_t owner_uid;
         uid_t uid_base;             /* its host ids: [uid_base, uid_base + uid_count) (os/uidrange.h) */
         uint32_t uid_count;
@@ -91,6 +92,7 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
 typedef struct SandboxSpec {
         const char *name;
         const char *source_dir;         /* NULL: an empty workspace */
+        const char *image;              /* NULL or "": the default image */
         uid_t owner_uid;
         uint64_t memory_bytes;          /* 0: the configured default (so pids_max) */
         uint32_t pids_max;
