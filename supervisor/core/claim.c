@@ -335,6 +335,7 @@ static int claim_make(Server *s, const Template *t, Claim *cl, char *err, size_t
         r = sandbox_create_for_claim(s, &(SandboxSpec) {
                 .name = name,
                 .source_dir = t->source,
+                .image = t->image,
                 .owner_uid = cl->warm ? 0 : (uid_t) cl->uid,
                 .memory_bytes = t->memory_bytes,
                 .pids_max = t->pids_max,

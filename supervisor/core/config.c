@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <ini.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +79,7 @@ int config_finish(Config *cfg) {
                 return -ENOMEM;
         if (!cfg->run_dir && set_path(&cfg->run_dir, "/run/sbx") < 0)
                 return -ENOMEM;
-        if (!cfg->images_dir && set_path(&cfg->images_dir, SBX_SYSCONFDIR "/sbx/images.d") < 0)
+        if (!cfg->images_dir && set_path(&cfg->images_dir, CONFIG_IMAGES_DIR_DEFAULT) < 0)
                 return -ENOMEM;
         if (!cfg->image_cache_dir && asprintf(&cfg->image_cache_dir, "%s/images/cache", cfg->state_dir) < 0) {
                 cfg->image_cache_dir = NULL;
@@ -292,6 +293,7 @@ static Template template_default(const char *name) {
         Template t = { .cpu_weight = 100, .warm = 0, .shutdown_after_seconds = SBX_CLAIM_SHUTDOWN_DEFAULT_S };
 
         strlcpy(t.name, name, sizeof(t.name));
+        strlcpy(t.image, SBX_IMAGE_DEFAULT_NAME, sizeof(t.image));
         return t;
 }
 
@@ -375,11 +377,16 @@ static int template_set(Template *t, const char *key, const char *value, char *e
         int r;
 
         if (strcmp(key, "image") == 0) {
-                if (strcmp(value, TEMPLATE_IMAGE) == 0)
-                        return 0;
-                snprintf(err, CONFIG_ERROR_MAX, "image: '%.40s' is not an image of this sbxd (known: " TEMPLATE_IMAGE ")",
-                         value);
-                return -EINVAL;
+                size_t n = strlen(value);
+
+                if (n == 0 || n > SBX_NAME_MAX || value[0] == '-' ||
+                    strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789-_") != n) {
+                        snprintf(err, CONFIG_ERROR_MAX, "image: '%.40s' is not an image name (1-%u of a-z 0-9 - _, "
+                                 "not starting with -; see sbx-images(7))", value, SBX_NAME_MAX);
+                        return -EINVAL;
+                }
+                strlcpy(t->image, value, sizeof(t->image));
+                return 0;
         }
         if (strcmp(key, "egress") == 0) {
                 if (strcmp(value, TEMPLATE_EGRESS) == 0)
@@ -482,6 +489,27 @@ static int config_handler(void *user, const char *section, const char *name, con
         return 0;
 }
 
+/* A template's image other than the default has a definition in images_dir
+ * now (read again at each of its claims, as for sandbox create --image). */
+static int templates_check_images(const Config *cfg, const char *path, char *ret_error) {
+        const char *dir = cfg->images_dir ?: CONFIG_IMAGES_DIR_DEFAULT;
+        char file[PATH_MAX];
+
+        for (size_t i = 0; i < cfg->n_templates; i++) {
+                const Template *t = &cfg->templates[i];
+
+                if (strcmp(t->image, SBX_IMAGE_DEFAULT_NAME) == 0)
+                        continue;
+                snprintf(file, sizeof(file), "%s/%s.conf", dir, t->image);
+                if (access(file, F_OK) < 0) {
+                        snprintf(ret_error, CONFIG_ERROR_MAX, "%.120s: [template %s]: image: '%s' has no definition "
+                                 "%s.conf in %.120s (images_dir; sbx-images(7))", path, t->name, t->image, t->image, dir);
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
 int config_load(Config *cfg, const char *path, bool required, char *ret_error) {
         ConfigParse p = { .cfg = cfg };
         int line;
@@ -505,5 +533,5 @@ int config_load(Config *cfg, const char *path, bool required, char *ret_error) {
                                               : "syntax error: expected 'key = value', '[sbxd]' or a comment");
                 return -EINVAL;
         }
-        return 0;
+        return templates_check_images(cfg, path, ret_error);
 }

@@ -342,7 +342,8 @@ static int range_allocate(Server *s, Sandbox *sb, char *errmsg, size_t errmsg_si
                 snprintf(errmsg, errmsg_size,
                          "no free host id range: from uid_base %u to %u there is room for %u sandboxes of uid_count %u "
                          "ids (sbxd.conf(5))",
-                         s->cfg.uid_base, SBX_UID_POOL_END - 1, (SBX_UID_POOL_END - s->cfg.uid_base) / s->cfg.uid_count,
+                         s->cfg.uid_base, SBX_IMAGE_BUILD_UID_BASE - 1,
+                         (SBX_IMAGE_BUILD_UID_BASE - s->cfg.uid_base) / s->cfg.uid_count,
                          s->cfg.uid_count);
         if (r >= 0)
                 r = store_uid_range_insert(s->store, &u);

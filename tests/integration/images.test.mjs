@@ -29,7 +29,7 @@ after(() => fs.rmSync(IMAGES, { recursive: true, force: true }));
 
 const h = useSbx({
   sandboxes: [],
-  config: `[sbxd]\nimages_dir = ${IMAGES}\nimage_cache_dir = ${CACHE}\n`,
+  config: `[sbxd]\nimages_dir = ${IMAGES}\nimage_cache_dir = ${CACHE}\n[template py]\nimage = python\nwarm = 0\n`,
 });
 const BUILD_MS = 600000;
 
@@ -129,6 +129,22 @@ h.test('a second session reuses the build', async () => {
   assert.equal(sc.output.trim(), '/usr');
   assert.ok(Date.now() - t0 < 30000, 'no rebuild');
   assert.equal(buildsStarted('python'), 1);
+});
+
+h.test('a template naming python gives claims on its build (the lifecycle set)', async () => {
+  const t = JSON.parse((await sbxctl(h.socket, ['template', 'show', 'py', '--json'])).stdout);
+  assert.equal(t.image, 'python');
+  const life = await h.connect({ argv: ['--set', 'lifecycle', '--socket', h.socket] });
+  try {
+    const c = await life.sc('create_sandbox', { warmpool: 'py' });
+    const r = await life.sc('execute_command', { sandbox_claim_name: c.sandbox_claim_name, command: 'python3 --version' });
+    assert.equal(r.exit_code, 0, r.stderr);
+    assert.equal(r.stdout.trim(), (await image('python')).versions.python);
+    assert.equal(buildsStarted('python'), 1, 'the claim mounts the same build');
+    await life.sc('delete_sandbox', { sandbox_claim_name: c.sandbox_claim_name });
+  } finally {
+    await life.close();
+  }
 });
 
 h.test('the build is read-only and has no working setuid or file capability inside', async () => {
