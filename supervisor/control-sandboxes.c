@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "core/claim.h"
 #include "core/owner.h"
 #include "core/layerquota.h"
 #include "core/imagebuild.h"

@@ -33,10 +33,6 @@ bool claim_name_is_valid(const char *name) {
         return strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
 }
 
-bool sandbox_is_warm_claim(const Sandbox *sb) {
-        return sb->claim && sb->claim->warm;
-}
-
 bool sandbox_allows_client(const Sandbox *sb, const Client *c) {
         const Claim *cl = sb->claim;
 

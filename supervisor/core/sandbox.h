@@ -78,9 +78,6 @@ static inline bool sandbox_allows(const Sandbox *sb, uid_t uid) {
 /* For a client: a claim's sandbox (core/claim.h) only for the MCP session
  * that owns the claim (and sbxctl as root); warm claims for nobody but root. */
 bool sandbox_allows_client(const Sandbox *sb, const Client *c);
-/* A warm claim's: made ahead, nobody's; listed and counted by nobody but
- * sbxctl template (core/claim.h). */
-bool sandbox_is_warm_claim(const Sandbox *sb);
 /* Start creating a sandbox for the client c (uid its caller); once its source
  * is imported c is answered (seq). Fails at once with ret_error set. */
 int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t seq, char *ret_error,
