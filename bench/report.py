@@ -236,26 +236,7 @@ if m:
         (n, m["workers_after"] - m["workers_before"]), "MiB", {"median": pss, "n": n, "rss_mib": round(rss, 3)},
         target="<= 2 MiB", ok=pss <= 2.0, note="Rss %.3f MiB per session" % rss)
 
-# 10. peers
-t = load("peer_true")
-tm = None
-if t and "results" in t:
-    tm = statistics.median(t["results"][0]["times"])
-for name, what in (("true", "/bin/true"), ("bwrap", "bwrap --unshare-all --die-with-parent --ro-bind / / true"),
-                   ("crun", "crun run (busybox bundle)"), ("runc", "runc run (busybox bundle)"),
-                   ("firejail", "firejail --quiet --noprofile true"), ("nsjail", "nsjail -Mo --chroot / true")):
-    p = load("peer_" + name)
-    if p is None:
-        continue
-    if "results" not in p:
-        row("peer: " + name, what, "ms", None, note="refused: %s" % " ".join(p.get("refused") or ["failed"]))
-        continue
-    ts = [x * 1e6 for x in p["results"][0]["times"]]
-    dd = dist(ts)
-    row("peer: " + name, what + " (hyperfine -N, whole process)", "ms", dd, "/bin/true (hyperfine)",
-        {"median": tm * 1e3, "p10": tm * 1e3, "p90": tm * 1e3} if tm else None,
-        dd["median"] / (tm * 1e3) if tm else None, "reported")
-# the lifecycle set
+# 10. the lifecycle set
 d = load("lifecycle_create")
 if d:
     s = d["samples"]
@@ -279,12 +260,31 @@ if d:
         row(what + " 64 MiB", what + " of 64 MiB binary (base64 in the JSON line), MCP round trip", "MB/s", dd,
             target=">= 200 MB/s", ok=dd["median"] >= 200, note="rate of the decoded bytes")
 
+# 11. peers
+t = load("peer_true")
+tm = None
+if t and "results" in t:
+    tm = statistics.median(t["results"][0]["times"])
+for name, what in (("true", "/bin/true"), ("bwrap", "bwrap --unshare-all --die-with-parent --ro-bind / / true"),
+                   ("crun", "crun run (busybox bundle)"), ("runc", "runc run (busybox bundle)"),
+                   ("firejail", "firejail --quiet --noprofile true"), ("nsjail", "nsjail -Mo --chroot / true")):
+    p = load("peer_" + name)
+    if p is None:
+        continue
+    if "results" not in p:
+        row("peer: " + name, what, "ms", None, note="refused: %s" % " ".join(p.get("refused") or ["failed"]))
+        continue
+    ts = [x * 1e6 for x in p["results"][0]["times"]]
+    dd = dist(ts)
+    row("peer: " + name, what + " (hyperfine -N, whole process)", "ms", dd, "/bin/true (hyperfine)",
+        {"median": tm * 1e3, "p10": tm * 1e3, "p90": tm * 1e3} if tm else None,
+        dd["median"] / (tm * 1e3) if tm else None, "reported")
 d = load("exec_live")
 if d:
     row("peer: fork+exec+wait", "fork+exec+wait /bin/true from the C driver", "ms", dist(d["samples"]["base"]),
         note="context")
 
-# 11. neighbour
+# 12. neighbour
 a, c = load("neighbour_alone"), load("neighbour")
 if a and c:
     sa, sc_ = a["samples"]["alone"], c["samples"]["contended"]
@@ -293,7 +293,7 @@ if a and c:
         % c["vars"]["spinners"], "s", dist(sc_, 1e6), "the same job alone", dist(sa, 1e6), r, "<= 2.0x on 2 cores",
         r <= 2.0, "ratio = slowdown of the neighbour")
 
-# 12. stall: exec_command echo in another sandbox during each attack
+# 13. stall: exec_command echo in another sandbox during each attack
 def probes_during(name, windows):
     """The probes (of the drives NAME_probe_K) that overlapped one of the attack's windows."""
     inside, k = [], 1
@@ -332,6 +332,19 @@ for name, what in (("stall_pub", "publishing %s small files"), ("stall_ren", "%s
     row("stall: " + name[6:], "exec_command echo in another sandbox while " + what % (SIZES.get(size, "?"),),
         "ms", d, target="max <= 100 ms", ok=ok,
         note="%d probes overlapped the %.1f s attack" % (len(inside), attack_s))
+# 14. images (issue 17)
+d = load("images")
+if d:
+    s, b = d["samples"]["image"], d["samples"]["default"]
+    r = paired_ratio(s, b)
+    row("session on a built image", "exec_command `true`, automatic session of a sandbox on the python image",
+        "ms", dist(s), "the same on the default image (host /usr), interleaved", dist(b), r, "<= 1.1x", r <= 1.1)
+bd, bl = load("images_build"), load("images_list")
+if bd:
+    py = next((i for i in (bl or []) if i.get("name") == "python"), {})
+    row("lazy build of python", "first session of a sandbox on the python image until built (mmdebstrap, "
+        ".deb cache warm)", "s", {"median": bd["build_ms"] / 1000.0, "n": 1}, note="size %s bytes, %s" % (
+            py.get("size_bytes"), py.get("versions")))
 
 # ---- print and write --------------------------------------------------------------
 

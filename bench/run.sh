@@ -12,7 +12,8 @@
 # BENCH_KEEP=1 keeps the temporary directory; BENCH_STALL_FILES sets the stall
 # row's file count alone; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
-# layers memory lifecycle peers neighbour stall).
+# layers memory lifecycle peers neighbour stall images). BENCH_IMAGE_CACHE: the .deb cache of
+# the images row (default /var/cache/sbx-ci/images/archives).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -75,14 +76,19 @@ trap 'exit 130' INT TERM
 # A private copy of the four programs: others may rebuild build/bin during the run
 # (sbxd finds sbx-worker next to itself).
 mkdir -p "$D/bin"
-cp "$BIN/sbxd" "$BIN/sbx-worker" "$BIN/sandbox-mcp" "$BIN/sbxctl" "$D/bin/"
+cp "$BIN/sbxd" "$BIN/sbx-worker" "$BIN/sandbox-mcp" "$BIN/sbxctl" "$BIN/sbx-image-build" "$D/bin/"
 BIN=$D/bin
 # The transcript row keeps four 1 GiB transcripts in one sandbox: budgets that hold them all,
 # so that no row's timing includes evicting another's (core/transcripts.h). The lifecycle
 # row's templates: one with warm claims, one without. session_disk_bytes: the stall rows'
-# 1 GiB file in a live session fits its tmpfs.
-printf '[sbxd]\ntranscript_cap_bytes = 2G\nsandbox_transcripts_max_bytes = 16G\nowner_transcripts_max_bytes = 16G\ntranscripts_max_bytes = 16G\nsession_disk_bytes = 3G\nclaims_per_user = 64\n[template bench-warm]\nwarm = 4\n[template bench-cold]\nwarm = 0\n' \
-  >"$D/sbxd.conf"
+# 1 GiB file in a live session fits its tmpfs. The images row builds the shipped
+# python definition (sbx-images(7)).
+mkdir -m 0755 "$D/images.d"
+install -m 0644 dist/images.d/python.conf "$D/images.d/python.conf"
+IMAGE_CACHE=${BENCH_IMAGE_CACHE:-/var/cache/sbx-ci/images/archives}
+mkdir -p "$IMAGE_CACHE"
+printf '[sbxd]\ntranscript_cap_bytes = 2G\nsandbox_transcripts_max_bytes = 16G\nowner_transcripts_max_bytes = 16G\ntranscripts_max_bytes = 16G\nsession_disk_bytes = 3G\nclaims_per_user = 64\nimages_dir = %s\nimage_cache_dir = %s\n[template bench-warm]\nwarm = 4\n[template bench-cold]\nwarm = 0\n' \
+  "$D/images.d" "$IMAGE_CACHE" >"$D/sbxd.conf"
 "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
   >"$D/sbxd.log" 2>&1 &
 SBXD_PID=$!
@@ -584,6 +590,28 @@ for i in range($NPUB): open(\"many/f%d\" % i, \"w\").write(str(i))'"
   drive stall_read
   for p in "${pids[@]}"; do wait "$p"; done
   probes_stop
+fi
+
+# ---- 14. images: the lazy build of python, then a session on it vs the default image
+if want images; then
+  "$BIN/sbxctl" --socket "$SOCK" sandbox create tinypy --source "$D/src/tiny" --image python >/dev/null
+  log "images: lazy build of python (the first session's wait)"
+  # The first command of a session on the sandbox starts the build (it answers
+  # "running" after its yield); sbxctl image build then waits for that same build.
+  printf '{"n":1, "loop":[{"tag":"first","tool":"exec_command","args":{"sandbox_id":"tinypy","cmd":"true","yield_time_ms":1}}]}\n' \
+    >"$D/scripts/images_first.json"
+  t0=$(date +%s%N)
+  drive images_first
+  "$BIN/sbxctl" --socket "$SOCK" image build python >/dev/null
+  t1=$(date +%s%N)
+  "$BIN/sbxctl" --socket "$SOCK" image list --json >"$OUT/images_list.json"
+  echo "{\"build_ms\": $(( (t1 - t0) / 1000000 ))}" >"$OUT/images_build.json"
+  N=$(sc 150 20)
+  printf '{"warmup":5, "n":%s, "loop":[
+ {"tag":"image","tool":"exec_command","args":{"sandbox_id":"tinypy","cmd":"true"},"expect":"ok"},
+ {"tag":"default","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"true"},"expect":"ok"}]}\n' "$N" \
+    >"$D/scripts/images.json"
+  log "images: $N pairs, automatic sessions on python vs default"; drive images
 fi
 
 # ---- the report ---------------------------------------------------------------------------

@@ -39,6 +39,7 @@ typedef struct Pending {
         json_t *id;                     /* JSON-RPC id to answer */
         json_t *args;                   /* the validated arguments, for rendering the reply */
         const Tool *tool;
+        json_t *progress_token;         /* params._meta.progressToken of the call, or NULL */
 } Pending;
 
 /* A packed frame waiting for room in the socket, with the fd (or -EBADF)
@@ -136,6 +137,7 @@ static json_t *pending_remove(Broker *b, Pending *p) {
         json_t *id = p->id;
 
         json_decref(p->args);
+        json_decref(p->progress_token);
         *p = b->pending[--b->n_pending];
         return id;
 }
@@ -278,6 +280,20 @@ static void reply_freep(Sbx__Reply **r) {
                 sbx__reply__free_unpacked(*r, NULL);
 }
 
+/* A call that waits (for its image's build): an MCP progress notification to
+ * a client that sent a progressToken (sbxd sends these only then). */
+static int broker_on_progress(Broker *b, const Sbx__Progress *pr, uint32_t seq) {
+        Pending *p = pending_find_seq(b, seq);
+        json_t *n;
+
+        if (!p || !p->progress_token)
+                return 0;
+        n = json_pack("{s:s, s:s, s:{s:O, s:i, s:s}}", "jsonrpc", "2.0", "method", "notifications/progress",
+                      "params", "progressToken", p->progress_token, "progress", (json_int_t) pr->progress,
+                      "message", pr->message);
+        return n ? send_message(n) : -ENOMEM;
+}
+
 /* fd: the one descriptor that came with the frame, or -EBADF. */
 static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd) {
         _cleanup_json_ json_t *id = NULL, *result = NULL;
@@ -286,6 +302,8 @@ static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd)
         Pending *p;
         int r;
 
+        if (msg->type == SBX__MSG_TYPE__MSG_PROGRESS)
+                return broker_on_progress(b, msg->progress, seq);
         if (msg->type != SBX__MSG_TYPE__MSG_REPLY) {
                 log_warning("sbxd sent unexpected message type %d, dropping the connection", (int) msg->type);
                 return broker_drop(b, "lost connection to sbxd");
@@ -499,9 +517,11 @@ static int send_unknown_tool(const json_t *id, const char *name, size_t len) {
 }
 
 /* Send req for the request id (args kept for rendering; tool NULL: a
- * resources/read of the URI args). On a failure to send, *ret_text says why
- * for the caller's error answer, and 0 is returned. */
-static int broker_send(Broker *b, const json_t *id, ToolRequest *req, json_t *args, const Tool *tool, char **ret_text) {
+ * resources/read of the URI args; token: the call's progressToken, or NULL).
+ * On a failure to send, *ret_text says why for the caller's error answer, and
+ * 0 is returned. */
+static int broker_send(Broker *b, const json_t *id, ToolRequest *req, json_t *args, const Tool *tool,
+                       json_t *token, char **ret_text) {
         uint32_t seq;
         int r;
 
@@ -530,6 +550,7 @@ static int broker_send(Broker *b, const json_t *id, ToolRequest *req, json_t *ar
                 .id = json_incref((json_t *) id),
                 .args = json_incref(args),
                 .tool = tool,
+                .progress_token = json_incref(token),
         };
         log_debug("%s: sent as seq %u", tool ? tool_name(tool) : "resources/read", seq);
         return broker_flush(b);
@@ -539,7 +560,7 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
         _cleanup_json_ json_t *empty = NULL;
         _cleanup_free_ char *error = NULL;
         _cleanup_(tool_request_done) ToolRequest req = { .fd = -EBADF };
-        json_t *name, *args;
+        json_t *name, *args, *token;
         const Tool *tool;
         int r;
 
@@ -551,6 +572,9 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
         tool = tools_find(b->tools, json_string_value(name), json_string_length(name));
         if (!tool)
                 return send_unknown_tool(m->id, json_string_value(name), json_string_length(name));
+        token = json_object_get(json_object_get(m->params, "_meta"), "progressToken");
+        if (token && !json_is_string(token) && !json_is_integer(token))
+                token = NULL;
 
         args = json_object_get(m->params, "arguments");
         if (!args) {
@@ -559,6 +583,8 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
                         return -ENOMEM;
         }
         r = tool_prepare(tool, args, &req, &error);
+        if (r >= 0 && req.msg.body_case == SBX__MSG__BODY_EXEC && token)
+                req.msg.exec->progress = true;
         if (r == -EINVAL) {
                 log_debug("%s: %s", tool_name(tool), error);
                 return send_tool_error(m->id, error);
@@ -574,7 +600,7 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
                 return send_tool_error(m->id, text);
         }
 
-        r = broker_send(b, m->id, &req, args, tool, &error);
+        r = broker_send(b, m->id, &req, args, tool, token, &error);
         if (r < 0 || !error)
                 return r;
         return send_tool_error(m->id, error);
@@ -594,7 +620,7 @@ static int handle_resource_read(Broker *b, const JsonRpcMessage *m) {
                 return send_error(m->id, JSONRPC_INVALID_PARAMS, error);
         if (r < 0)
                 return r;
-        r = broker_send(b, m->id, &req, uri, NULL, &error);
+        r = broker_send(b, m->id, &req, uri, NULL, NULL, &error);
         if (r < 0 || !error)
                 return r;
         return send_error(m->id, JSONRPC_INTERNAL_ERROR, error);

@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <limits.h>
 #include <malloc.h>
 #include <sched.h>
 #include <signal.h>
@@ -325,5 +326,35 @@ int random_id(const char *prefix, char *buf, size_t size) {
         if (r < 0)
                 return r;
         snprintf(buf, size, "%s%s", prefix, hex);
+        return 0;
+}
+
+int fd_trusted(int fd, char *ret_why, size_t why_size) {
+        char path[PATH_MAX], proc[64];
+        struct stat st;
+        ssize_t n;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+                snprintf(ret_why, why_size, "not a regular file owned by root and writable only by it");
+                return -EPERM;
+        }
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        n = readlink(proc, path, sizeof(path) - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        path[n] = '\0';
+        for (char *slash = strrchr(path, '/'); slash; slash = strrchr(path, '/')) {
+                slash[slash == path ? 1 : 0] = '\0';
+                if (stat(path, &st) < 0)
+                        return -errno;
+                if (st.st_uid != 0 || ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))) {
+                        snprintf(ret_why, why_size, "its directory %s is not root's or is writable by others", path);
+                        return -EPERM;
+                }
+                if (slash == path)
+                        break;
+        }
         return 0;
 }

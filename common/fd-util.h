@@ -73,3 +73,10 @@ static inline void closedirp(DIR **d) {
         if (*d)
                 closedir(*d);
 }
+
+/* Whether fd is a regular file that root owns and only root may write, in
+ * directories (up its real path) that are root's and writable by nobody
+ * else (a sticky one, such as /tmp, may be writable by all: others cannot
+ * replace what is root's in it). What sbxd runs or reads as root must be:
+ * -EPERM with ret_why saying why not. */
+int fd_trusted(int fd, char *ret_why, size_t why_size);

@@ -223,3 +223,16 @@
 #define SBX_UID_BASE_DEFAULT 100000u
 #define SBX_UID_COUNT_DEFAULT 65536u            /* inside: 0 to 65535, nobody (65534) included */
 #define SBX_UID_POOL_END 0x80000000u            /* no range reaches 2^31: tools that keep uids in an int */
+
+/* Images (issue 17, sbx-images(7)): definitions NAME.conf in images_dir,
+ * builds in STATE/images/DIGEST. A build's user namespace maps the host ids
+ * [SBX_IMAGE_BUILD_UID_BASE, +65536), the top of the pool, which no sandbox
+ * gets. */
+#define SBX_IMAGES_MAX 64u                      /* definitions read from images_dir */
+#define SBX_IMAGE_DEF_MAX (64u << 10)           /* bytes of one definition file */
+#define SBX_IMAGE_ENV_MAX 32u                   /* [environment] variables of one image */
+#define SBX_IMAGE_VERSIONS_MAX 16u              /* [versions] entries of one image */
+#define SBX_IMAGE_VALUE_MAX 4096u               /* bytes of one value (the package list included) */
+#define SBX_IMAGE_DISK_MAX_DEFAULT (20ull << 30) /* sbxd.conf image_disk_max: all builds together */
+#define SBX_IMAGE_BUILD_UID_BASE (SBX_UID_POOL_END - 65536u)
+#define SBX_IMAGE_PROGRESS_MAX 64u              /* bytes of a step name the helper reports */

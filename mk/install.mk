@@ -44,6 +44,13 @@ install: all
 	$(INSTALL) -m 0755 $(BIN)/sbxd $(DESTDIR)$(SBINDIR)/sbxd
 	$(INSTALL) -m 0755 $(BIN)/sbxctl $(BIN)/sandbox-mcp $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 0755 $(BIN)/sbx-worker $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-worker
+	$(INSTALL) -m 0755 $(BIN)/sbx-image-build $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-image-build
+	$(INSTALL) -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/sbx/images.d
+	@set -e; for f in dist/images.d/*.conf; do \
+		t=$(DESTDIR)$(SYSCONFDIR)/sbx/images.d/$${f##*/}; \
+		if [ -e $$t ]; then echo "keeping the existing $$t"; \
+		else echo "$(INSTALL) -m 0644 $$f $$t"; $(INSTALL) -m 0644 $$f $$t; fi; \
+	done
 	@set -e; for m in $(MAN_PAGES); do \
 		s=$${m##*.}; \
 		echo "$(INSTALL_SUBST) $$m > $(DESTDIR)$(MANDIR)/man$$s/$${m#man/}"; \
@@ -65,7 +72,7 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/sbxd $(DESTDIR)$(BINDIR)/sbxctl $(DESTDIR)$(BINDIR)/sandbox-mcp \
-	      $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-worker \
+	      $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-worker $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-image-build \
 	      $(foreach m,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
 	      $(DESTDIR)$(UNITDIR)/sbxd.service $(DESTDIR)$(SYSUSERSDIR)/sbx.conf \
 	      $(DESTDIR)$(TMPFILESDIR)/sbx.conf $(DESTDIR)$(BASHCOMPDIR)/sbxctl
@@ -77,7 +84,14 @@ uninstall:
 			echo "keeping $$f: it was changed after installation"; \
 		fi; \
 	fi
-	@for d in $(DESTDIR)$(LIBEXECDIR)/sbx $(DESTDIR)$(SYSCONFDIR)/sbx; do \
+	@for f in dist/images.d/*.conf; do \
+		t=$(DESTDIR)$(SYSCONFDIR)/sbx/images.d/$${f##*/}; \
+		if [ -e $$t ]; then \
+			if cmp -s $$f $$t; then echo "rm -f $$t"; rm -f $$t; \
+			else echo "keeping $$t: it was changed after installation"; fi; \
+		fi; \
+	done
+	@for d in $(DESTDIR)$(LIBEXECDIR)/sbx $(DESTDIR)$(SYSCONFDIR)/sbx/images.d $(DESTDIR)$(SYSCONFDIR)/sbx; do \
 		[ ! -d $$d ] || rmdir $$d 2>/dev/null || echo "keeping $$d: not empty"; \
 	done
 

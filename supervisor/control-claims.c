@@ -438,7 +438,7 @@ int handle_template_list(Request *rq) {
                 sbx__template_info__init(info);
                 claims_count(rq->server, t->name, &warm, &claimed);
                 info->name = (char *) t->name;
-                info->image = (char *) TEMPLATE_IMAGE;
+                info->image = (char *) t->image;
                 info->source = t->source ?: (char *) "";
                 info->memory_bytes = t->memory_bytes ?: cfg->default_memory_bytes;
                 info->pids_max = t->pids_max ?: cfg->default_pids_max;

@@ -45,9 +45,11 @@ static int exec_session(Request *rq, const Sbx__Exec *req, WorkspaceSession **re
         return 0;
 }
 
-/* The caller waits for the command's output; out of memory, it is told so. */
-static int wait_for(Request *rq, Command *cmd, unsigned long long call_start, uint64_t yield_ms) {
-        int r = command_add_waiter(rq->server, cmd, rq->client, rq->seq, call_start, yield_ms);
+/* The caller waits for the command's output (told of its image's build if
+ * progress); out of memory, it is told so. */
+static int wait_for(Request *rq, Command *cmd, unsigned long long call_start, uint64_t yield_ms, bool progress) {
+        int r = (progress ? command_add_progress_waiter : command_add_waiter)(rq->server, cmd, rq->client, rq->seq,
+                                                                              call_start, yield_ms);
         return r < 0 ? request_error(rq, r, "out of memory") : REPLY_DEFERRED;
 }
 
@@ -83,7 +85,7 @@ int handle_exec(Request *rq) {
                                      : r == -ENOSPC ? full
                                                     : strerror(-r));
         }
-        return wait_for(rq, cmd, call_start, yield_ms);
+        return wait_for(rq, cmd, call_start, yield_ms, req->progress);
 }
 
 /* A live command of the request's sandbox; else the error that says why not. */
@@ -118,7 +120,7 @@ int handle_stdin(Request *rq) {
         if (r < 0)
                 return request_error(rq, r, "cannot write to the stdin of '%s': %s", cmd->rec.id,
                                      r == -EAGAIN ? "the command has not started yet" : strerror(-r));
-        return wait_for(rq, cmd, call_start, yield_ms);
+        return wait_for(rq, cmd, call_start, yield_ms, false);
 }
 
 static void command_view_free(void *p) {
@@ -172,7 +174,7 @@ int handle_command_cancel(Request *rq) {
                 cmd = NULL;
         if (cmd && !cmd->finished) {
                 command_cancel(rq->server, cmd);
-                return wait_for(rq, cmd, now_usec(), SBX_CANCEL_WAIT_MS);
+                return wait_for(rq, cmd, now_usec(), SBX_CANCEL_WAIT_MS, false);
         }
         /* Already ended: its last window, as read_command_lines gives it. */
         total = cmd && cmd->transcript ? transcript_total_lines(cmd->transcript) : 0;

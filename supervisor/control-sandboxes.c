@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "core/claim.h"
 #include "core/owner.h"
 #include "core/layerquota.h"
+#include "core/imagebuild.h"
 #include "core/session.h"
 #include "core/transcripts.h"
 #include "data/transcript.h"
@@ -128,7 +130,7 @@ int handle_gc(Request *rq) {
         Server *s = rq->server;
         Sbx__GcReply *o = REQUEST_NEW(rq, Sbx__GcReply, SBX__GC_REPLY__INIT);
         unsigned layers = 0, transcripts = 0, sandboxes, ranges;
-        uint64_t bytes = 0;
+        uint64_t bytes = 0, image_bytes = 0;
         Sandbox *sb;
         int r;
 
@@ -144,9 +146,11 @@ int handle_gc(Request *rq) {
                         layers += removed;
         }
         ranges = sandbox_ranges_collect(s);
-        log_info("Garbage collection: %u transcripts (%llu bytes), %u directories of deleted sandboxes and %u layer "
-                 "directories removed, %u host id ranges freed",
-                 transcripts, (unsigned long long) bytes, sandboxes, layers, ranges);
+        o->images_removed = images_collect(s, &image_bytes);
+        bytes += image_bytes;
+        log_info("Garbage collection: %u transcripts (%llu bytes), %u directories of deleted sandboxes, %u layer "
+                 "directories and %u image builds removed, %u host id ranges freed",
+                 transcripts, (unsigned long long) bytes, sandboxes, layers, o->images_removed, ranges);
         o->transcripts_removed = transcripts;
         o->layers_removed = layers;
         o->bytes_freed = bytes;

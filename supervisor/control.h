@@ -97,6 +97,10 @@ int handle_sandbox_delete(Request *rq);
 int handle_status(Request *rq);
 int handle_gc(Request *rq);
 int handle_owner_list(Request *rq);
+/* control-images.c */
+int handle_image_list(Request *rq);
+int handle_image_build(Request *rq);
+int handle_image_rm(Request *rq);
 /* control-commands.c */
 int handle_exec(Request *rq);
 int handle_stdin(Request *rq);

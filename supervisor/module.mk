@@ -12,6 +12,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-commands.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-sessions.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-files.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-claims.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/server.c
@@ -27,6 +28,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/sandbox.c
 SUPERVISOR_CORE_SRCS += supervisor/core/owner.c
 SUPERVISOR_CORE_SRCS += supervisor/core/transcripts.c
 SUPERVISOR_CORE_SRCS += supervisor/core/claim.c
+SUPERVISOR_CORE_SRCS += supervisor/core/imagebuild.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "os/image.h"
 #include "fd-util.h"
 #include "msg-json.h"
 #include "sbx-limits.h"
@@ -117,6 +116,11 @@ static int set_source(Args *a, const char *arg) {
         return EXIT_OK;
 }
 
+static int set_image(Args *a, const char *arg) {
+        a->image = arg;
+        return check_id("--image", arg);
+}
+
 static int set_memory(Args *a, const char *arg) {
         if (parse_positive_size(arg, &a->memory_bytes) < 0)
                 return usage_error("invalid --memory '%s': expected a positive number of bytes, "
@@ -195,6 +199,7 @@ const CtlOption ctl_options[] = {
         { "--socket",     true,  CTL_GROUP_GLOBAL,   set_socket,     "@file" },
         { "--json",       false, CTL_GROUP_GLOBAL,   set_json,       NULL },
         { "--source",     true,  CTL_GROUP_CREATE,   set_source,     "@dir" },
+        { "--image",      true,  CTL_GROUP_CREATE,   set_image,      NULL },
         { "--memory",     true,  CTL_GROUP_CREATE,   set_memory,     NULL },
         { "--pids",       true,  CTL_GROUP_CREATE,   set_pids,       NULL },
         { "--cpu-weight", true,  CTL_GROUP_CREATE,   set_cpu_weight, NULL },
@@ -214,7 +219,7 @@ const size_t ctl_n_options = ELEMENTSOF(ctl_options);
 
 /* sbxctl --json writes the reply's fields under their protocol names. */
 static const MsgJsonMap sandbox_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descriptor,
-        MSG_JSON_NAMES("name id owner_uid source_dir memory_bytes pids_max cpu_weight layer_count live_sessions "
+        MSG_JSON_NAMES("name id owner_uid source_dir image memory_bytes pids_max cpu_weight layer_count live_sessions "
                        "created_unix uid_base uid_count layers_bytes layers_inodes layers_max_bytes"));
 
 /* sandbox show: after sandbox_map's keys. */
@@ -254,7 +259,13 @@ static const MsgJsonMap layer_map = MSG_JSON_MAP_INIT(sbx__layer_info__descripto
         MSG_JSON_NAMES("layer owner changed_paths created_unix"));
 
 static const MsgJsonMap gc_map = MSG_JSON_MAP_INIT(sbx__gc_reply__descriptor,
-        MSG_JSON_NAMES("transcripts_removed layers_removed sandboxes_removed bytes_freed"));
+        MSG_JSON_NAMES("transcripts_removed layers_removed sandboxes_removed images_removed bytes_freed"));
+
+/* image list and show: "versions" is an object, program to version, added after. */
+static const MsgJsonMap image_map = MSG_JSON_MAP_INIT(sbx__image_info__descriptor,
+        MSG_JSON_NAMES("name description state digest size_bytes built_unix"));
+static const MsgJsonMap image_detail_map = MSG_JSON_MAP_INIT(sbx__image_info__descriptor,
+        MSG_JSON_NAMES("kind error step sandboxes suite packages npm env build_seconds"));
 
 static const MsgJsonMap status_map = MSG_JSON_MAP_INIT(sbx__status_reply__descriptor,
         MSG_JSON_NAMES("version proto_version pid uptime_seconds cgroup_backend sandboxes live_sessions "
@@ -298,6 +309,7 @@ static int build_sandbox_create(Args *a, CtlRequest *req) {
         m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_SANDBOX_CREATE, &sbx__sandbox_create__descriptor);
         m->name = (char *) a->name;
         m->source_dir = a->source_dir;
+        m->image = (char *) (a->image ? a->image : "");
         m->memory_bytes = a->memory_bytes;
         m->pids_max = a->pids_max;
         m->cpu_weight = a->cpu_weight;
@@ -336,7 +348,8 @@ static int build_sandbox_list(Args *a, CtlRequest *req) {
 }
 
 static int print_sandbox_list(const Args *a, const Sbx__Reply *reply) {
-        static const char *const header[] = { "NAME", "OWNER", "LAYERS", "SESSIONS", "MEMORY", "PIDS", "SOURCE" };
+        static const char *const header[] = { "NAME", "OWNER", "IMAGE", "LAYERS", "SESSIONS", "MEMORY", "PIDS",
+                                              "SOURCE" };
         _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
         const Sbx__SandboxListReply *l = reply->sandbox_list;
 
@@ -354,7 +367,8 @@ static int print_sandbox_list(const Args *a, const Sbx__Reply *reply) {
                         snprintf(pids, sizeof(pids), "default");
                 else
                         snprintf(pids, sizeof(pids), "%" PRIu32, s->pids_max);
-                table_add(&t, s->name, owner, layers, sessions, memory, pids, s->source_dir);
+                table_add(&t, s->name, owner, s->image[0] ? s->image : "default", layers, sessions, memory, pids,
+                          s->source_dir);
         }
         return table_print(&t);
 }
@@ -404,7 +418,9 @@ static int print_sandbox_show(const Args *a, const Sbx__Reply *reply) {
         printf("\nowner: %" PRIu32 "\n", s->owner_uid);
         fputs("source: ", stdout);
         fputs_safe(s->source_dir, stdout);
-        printf("\nimage: default\n");
+        fputs("\nimage: ", stdout);
+        fputs_safe(s->image[0] ? s->image : "default", stdout);
+        putchar('\n');
         printf("memory: %s\n", memory);
         if (s->pids_max == 0)
                 printf("pids: default\n");
@@ -439,18 +455,61 @@ static int print_sandbox_delete(const Args *a, const Sbx__Reply *reply) {
         return EXIT_OK;
 }
 
-/* sbxd has one image, built in: answered here without a round trip. */
-static int print_image_list(const Args *a, const Sbx__Reply *reply) {
-        static const char *const header[] = { "NAME", "KIND", "DESCRIPTION" };
-        static const char name[] = SBX_IMAGE_DEFAULT_NAME, kind[] = "host",
-                description[] = "the host's /usr (and merged-usr links) and the parts of /etc programs need, "
-                                "read-only, without host secrets";
-        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+/* ---- images -------------------------------------------------------------------- */
 
-        if (a->json)
-                return print_json(json_pack("[{s:s, s:s, s:s}]", "name", name, "kind", kind,
-                                            "description", description));
-        table_add(&t, name, kind, description);
+static int build_image_list(Args *a, CtlRequest *req) {
+        ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_IMAGE_LIST, &sbx__image_list__descriptor);
+        req->expect = SBX__REPLY__BODY_IMAGE_LIST;
+        return EXIT_OK;
+}
+
+/* An image as JSON: image_map's keys, versions as an object, and with
+ * detail the rest. */
+static json_t *image_json(const Sbx__ImageInfo *im, bool detail) {
+        _cleanup_json_ json_t *j = msg_json_object(&image_map, im, CTL_TEXT);
+        json_t *v = json_object();
+
+        if (!j || !v || json_object_set_new(j, "versions", v) < 0)
+                return NULL;
+        for (size_t i = 0; i < im->n_versions; i++)
+                if (json_object_set_new(v, im->versions[i]->program, json_string(im->versions[i]->version)) < 0)
+                        return NULL;
+        if (detail && msg_json_append(j, &image_detail_map, im, CTL_TEXT) < 0)
+                return NULL;
+        return TAKE_PTR(j);
+}
+
+/* "python=Python 3.11.2, pip=pip 23.0.1" */
+static void image_versions_text(const Sbx__ImageInfo *im, char *buf, size_t size) {
+        size_t len = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; i < im->n_versions && len < size; i++)
+                len += (size_t) snprintf(buf + len, size - len, "%s%s", i ? ", " : "", im->versions[i]->version);
+}
+
+static int print_image_list(const Args *a, const Sbx__Reply *reply) {
+        static const char *const header[] = { "NAME", "STATE", "SIZE", "BUILT", "VERSIONS", "DESCRIPTION" };
+        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+        const Sbx__ImageListReply *l = reply->image_list;
+
+        if (a->json) {
+                _cleanup_json_ json_t *arr = json_array();
+                for (size_t i = 0; arr && i < l->n_images; i++)
+                        if (json_array_append_new(arr, image_json(l->images[i], false)) < 0)
+                                json_decref(TAKE_PTR(arr));
+                return print_json(TAKE_PTR(arr));
+        }
+        for (size_t i = 0; i < l->n_images; i++) {
+                const Sbx__ImageInfo *im = l->images[i];
+                char size[24] = "-", built[32] = "-", versions[512];
+                if (im->size_bytes)
+                        format_size(im->size_bytes, size, sizeof(size));
+                if (im->built_unix)
+                        format_time(im->built_unix, built, sizeof(built));
+                image_versions_text(im, versions, sizeof(versions));
+                table_add(&t, im->name, im->state, size, built, versions[0] ? versions : "-", im->description);
+        }
         return table_print(&t);
 }
 
@@ -462,6 +521,147 @@ static void format_amount(uint64_t v, bool bytes, char *buf, size_t size) {
                 snprintf(buf, size, "0B");
         else
                 format_size(v, buf, size);
+}
+
+static const Sbx__ImageInfo *image_pick(const Args *a, const Sbx__ImageListReply *l) {
+        for (size_t i = 0; i < l->n_images; i++)
+                if (str_eq(l->images[i]->name, a->name))
+                        return l->images[i];
+        fprintf(stderr, "%s: no image '", program);
+        fputs_safe(a->name, stderr);
+        fprintf(stderr, "'; 'sbxctl image list' shows them\n");
+        return NULL;
+}
+
+static void print_line(const char *key, const char *value) {
+        if (!value || !value[0])
+                return;
+        printf("%s: ", key);
+        fputs_safe(value, stdout);
+        putchar('\n');
+}
+
+static int print_image(const Args *a, const Sbx__ImageInfo *im) {
+        char size[24], built[32];
+
+        if (a->json)
+                return print_json(image_json(im, true));
+        print_line("name", im->name);
+        print_line("kind", im->kind);
+        print_line("description", im->description);
+        print_line("state", im->state);
+        print_line("step", im->step);
+        print_line("error", im->error);
+        print_line("digest", im->digest);
+        if (im->size_bytes) {
+                format_size(im->size_bytes, size, sizeof(size));
+                print_line("size", size);
+        }
+        if (im->built_unix) {
+                format_time(im->built_unix, built, sizeof(built));
+                print_line("built", built);
+                printf("build time: %" PRIu64 " s\n", im->build_seconds);
+        }
+        for (size_t i = 0; i < im->n_versions; i++) {
+                printf("version of %s: ", im->versions[i]->program);
+                fputs_safe(im->versions[i]->version, stdout);
+                putchar('\n');
+        }
+        print_line("suite", im->suite);
+        print_line("packages", im->packages);
+        print_line("npm", im->npm);
+        for (size_t i = 0; i < im->n_env; i++)
+                print_line("environment", im->env[i]);
+        for (size_t i = 0; i < im->n_sandboxes; i++)
+                print_line("used by sandbox", im->sandboxes[i]);
+        return EXIT_OK;
+}
+
+static int print_image_show(const Args *a, const Sbx__Reply *reply) {
+        const Sbx__ImageInfo *im = image_pick(a, reply->image_list);
+
+        return im ? print_image(a, im) : EXIT_NOT_FOUND;
+}
+
+static int build_image_build(Args *a, CtlRequest *req) {
+        Sbx__ImageBuild *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_IMAGE_BUILD,
+                                              &sbx__image_build__descriptor);
+
+        m->name = (char *) a->name;
+        m->wait = true;
+        req->expect = SBX__REPLY__BODY_IMAGE;
+        return EXIT_OK;
+}
+
+static int print_image_build(const Args *a, const Sbx__Reply *reply) {
+        return print_image(a, reply->image);
+}
+
+/* The image's state from the listing (seq on fd): *ret_msg owns *ret. */
+static int image_poll(int fd, const Args *a, uint32_t seq, Sbx__Msg **ret_msg, const Sbx__ImageInfo **ret) {
+        CtlRequest list = {};
+        int r;
+
+        build_image_list((Args *) a, &list);
+        r = transact(fd, "image list", &list.msg, seq, list.expect, true, ret_msg);
+        if (r != EXIT_OK)
+                return r;
+        *ret = image_pick(a, (*ret_msg)->reply->image_list);
+        return *ret ? EXIT_OK : EXIT_NOT_FOUND;
+}
+
+/* On a terminal: start the build, then show its step and time once a
+ * second until it ends. Elsewhere: one round trip that ends with it. */
+static int run_image_build(int fd, const Args *a, CtlRequest *req) {
+        unsigned long long t0 = now_usec();
+        const Sbx__ImageInfo *im = NULL;
+        Sbx__Msg *reply = NULL;
+        int r;
+
+        req->msg.image_build->wait = a->json || !isatty(STDERR_FILENO);
+        r = transact(fd, a->verb->words, &req->msg, 1, req->expect, true, &reply);
+        if (r != EXIT_OK || req->msg.image_build->wait || !str_eq(reply->reply->image->state, "building")) {
+                if (r == EXIT_OK)
+                        r = print_image_build(a, reply->reply);
+                if (reply)
+                        sbx__msg__free_unpacked(reply, NULL);
+                return r;
+        }
+        for (uint32_t seq = 2;; seq++) {
+                sbx__msg__free_unpacked(reply, NULL);
+                reply = NULL;
+                r = image_poll(fd, a, seq, &reply, &im);
+                if (r != EXIT_OK || !str_eq(im->state, "building"))
+                        break;
+                fprintf(stderr, "\r\033[Kbuilding %s: step %s, %llu s", a->name, im->step[0] ? im->step : "start",
+                        (now_usec() - t0) / 1000000);
+                sleep(1);
+        }
+        fputs("\r\033[K", stderr);
+        if (r == EXIT_OK && str_eq(im->state, "failed")) {
+                fprintf(stderr, "%s: ", program);
+                fputs_safe(im->error, stderr);
+                fputc('\n', stderr);
+                r = EXIT_FAILED;
+        } else if (r == EXIT_OK)
+                r = print_image(a, im);
+        if (reply)
+                sbx__msg__free_unpacked(reply, NULL);
+        return r;
+}
+
+static int build_image_rm(Args *a, CtlRequest *req) {
+        Sbx__ImageRm *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_IMAGE_RM, &sbx__image_rm__descriptor);
+
+        m->name = (char *) a->name;
+        return EXIT_OK;
+}
+
+static int print_image_rm(const Args *a, const Sbx__Reply *reply) {
+        fputs("removed the build of image ", stdout);
+        fputs_safe(a->name, stdout);
+        putchar('\n');
+        return EXIT_OK;
 }
 
 /* ---- sessions ------------------------------------------------------------------ */
@@ -756,9 +956,9 @@ static int print_gc(const Args *a, const Sbx__Reply *reply) {
                 snprintf(freed, sizeof(freed), "0B");
         else
                 format_size(g->bytes_freed, freed, sizeof(freed));
-        printf("removed %" PRIu32 " transcript(s), %" PRIu32 " layer(s) and the files of %" PRIu32
-               " deleted sandbox(es), freed %s\n",
-               g->transcripts_removed, g->layers_removed, g->sandboxes_removed, freed);
+        printf("removed %" PRIu32 " transcript(s), %" PRIu32 " layer(s), %" PRIu32 " image build(s) and the files of %"
+               PRIu32 " deleted sandbox(es), freed %s\n",
+               g->transcripts_removed, g->layers_removed, g->images_removed, g->sandboxes_removed, freed);
         return EXIT_OK;
 }
 
@@ -922,7 +1122,10 @@ const CtlVerb ctl_verbs[] = {
         { "sandbox show",     1, "sandbox NAME", NULL, 0, SANDBOX, build_sandbox_list, print_sandbox_show, NULL },
         { "sandbox delete",   1, "sandbox NAME", NULL, 0, SANDBOX | CTL_NO_JSON,
           build_sandbox_delete, print_sandbox_delete, NULL },
-        { "image list",       0, NULL, NULL, 0, CTL_LOCAL, NULL, print_image_list, NULL },
+        { "image list",       0, NULL, NULL, 0, 0, build_image_list, print_image_list, NULL },
+        { "image show",       1, "image NAME", NULL, 0, 0, build_image_list, print_image_show, NULL },
+        { "image build",      1, "image NAME", NULL, 0, 0, build_image_build, print_image_build, run_image_build },
+        { "image rm",         1, "image NAME", NULL, 0, CTL_NO_JSON, build_image_rm, print_image_rm, NULL },
         { "session list",     1, "SANDBOX", NULL, 0, SANDBOX, build_session_list, print_session_list, NULL },
         { "session create",   1, "SANDBOX", NULL, CTL_GROUP(CTL_GROUP_POLICY), SANDBOX,
           build_session_create, print_session_create, NULL },

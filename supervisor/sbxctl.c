@@ -1,8 +1,7 @@
 /* sbxctl: the administrator's client of sbxd. A thin client (R16): it parses
  * the command line against the command table (sbxctl-verbs.c), sends the
  * row's request on sbxd.sock after the hello, prints the reply with the
- * row's printer, and turns the server's err into an exit status. `image
- * list` alone is answered locally: the only image is built into sbxd. */
+ * row's printer, and turns the server's err into an exit status. */
 #include <assert.h>
 #include <errno.h>
 #include <getopt.h>
@@ -24,12 +23,16 @@ static void help(void) {
                "Administer the sbx sandbox service through sbxd.\n"
                "\n"
                "Commands:\n"
-               "  sandbox create NAME --source DIR [--memory BYTES] [--pids N] [--cpu-weight N] [--owner UID]\n"
+               "  sandbox create NAME --source DIR [--image NAME] [--memory BYTES] [--pids N] [--cpu-weight N]\n"
+               "                 [--owner UID]\n"
                "                                 import DIR as a new sandbox\n"
                "  sandbox list                   list sandboxes\n"
                "  sandbox show NAME              show one sandbox\n"
                "  sandbox delete NAME            delete a sandbox and its layers\n"
-               "  image list                     list images (no round trip to sbxd)\n"
+               "  image list                     list images: state, size, versions\n"
+               "  image show NAME                show one image\n"
+               "  image build NAME               build an image now (progress on a terminal)\n"
+               "  image rm NAME                  remove an image's build\n"
                "  session list SANDBOX           list a sandbox's workspace sessions\n"
                "  session create SANDBOX [--policy publish_then_destroy|destroy]\n"
                "                                 start a managed workspace session\n"
@@ -47,13 +50,14 @@ static void help(void) {
                "  claim list [--label K=V]       list the claims (sandboxes of the lifecycle set)\n"
                "  claim show [NS/]NAME           show one claim\n"
                "  claim delete [NS/]NAME         delete a claim and everything of it\n"
-               "  gc                             remove what nothing uses any more\n"
+               "  gc                             remove what nothing uses any more (image builds too)\n"
                "  status                         show the state of sbxd\n"
                "\n"
                "Options:\n"
                "  --socket PATH   sbxd socket (default: $SBX_SOCKET or %2$s)\n"
                "  --json          print the reply as JSON\n"
                "  --source DIR    directory to import (made absolute, no symlink followed)\n"
+               "  --image NAME    what / is in the sandbox's sessions (default: default)\n"
                "  --memory BYTES  memory limit; K, M and G suffixes are powers of 1024\n"
                "  --cpu-weight N  relative CPU share, 1 to 10000 (default 100)\n"
                "  --pids N        maximum number of processes\n"
@@ -277,8 +281,6 @@ int main(int argc, char *argv[]) {
                 help();
         else if (args.want_version)
                 printf("%s %s (protocol %u)\n", program, SBX_VERSION, SBX_PROTO_VERSION);
-        else if (args.verb->flags & CTL_LOCAL)
-                r = args.verb->print(&args, NULL);
         else {
                 r = args.verb->build(&args, &req);
                 if (r == EXIT_OK)

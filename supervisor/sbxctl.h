@@ -52,6 +52,7 @@ typedef struct Args {
         const char *name;       /* the first argument: the sandbox */
         const char *id;         /* the second: the session or command */
         const char *source;     /* --source as given */
+        const char *image;      /* sandbox create --image */
         char *source_dir;       /* --source made absolute, owned */
         uint64_t memory_bytes;
         uint32_t pids_max;
@@ -97,7 +98,6 @@ typedef struct CtlOption {
 } CtlOption;
 
 typedef enum CtlVerbFlags {
-        CTL_LOCAL = 1u << 0,            /* answered here, without sbxd */
         CTL_NO_JSON = 1u << 1,          /* --json is a usage error */
         CTL_SANDBOX_ARG = 1u << 2,      /* the first argument names an existing sandbox */
         CTL_OWNER_ARG = 1u << 3,        /* the first argument is a uid or a user name */
@@ -113,7 +113,7 @@ typedef struct CtlVerb {
         /* The request for sbxd from the command line: EXIT_OK, or EXIT_USAGE
          * after saying why (it runs before sbxd is contacted). */
         int (*build)(Args *a, CtlRequest *req);
-        /* Print the reply (NULL for CTL_LOCAL) on stdout; the exit status. */
+        /* Print the reply on stdout; the exit status. */
         int (*print)(const Args *a, const Sbx__Reply *reply);
         /* Instead of one round trip and print (a listing of several pages). */
         int (*run)(int fd, const Args *a, CtlRequest *req);

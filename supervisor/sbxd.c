@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "core/kept.h"
 #include "core/layerquota.h"
+#include "core/imagebuild.h"
 #include "core/sandbox.h"
 #include "core/server.h"
 #include "core/session.h"
@@ -55,40 +56,6 @@ static int open_dir(const char *path, mode_t mode, int *ret) {
         return 0;
 }
 
-/* sbx-worker runs as root while it sets a session up: it and every directory
- * above it must be root's and writable by nobody else (a sticky directory,
- * such as /tmp, may be writable by all: others cannot replace what is root's
- * in it). Checked on the file sbxd keeps open, then up its real path. */
-static int worker_trusted(int fd, char *ret_why, size_t why_size) {
-        char path[PATH_MAX], proc[64];
-        struct stat st;
-        ssize_t n;
-
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-                snprintf(ret_why, why_size, "not a regular file owned by root and writable only by it");
-                return -EPERM;
-        }
-        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-        n = readlink(proc, path, sizeof(path) - 1);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        path[n] = '\0';
-        for (char *slash = strrchr(path, '/'); slash; slash = strrchr(path, '/')) {
-                slash[slash == path ? 1 : 0] = '\0';
-                if (stat(path, &st) < 0)
-                        return -errno;
-                if (st.st_uid != 0 || ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))) {
-                        snprintf(ret_why, why_size, "its directory %s is not root's or is writable by others", path);
-                        return -EPERM;
-                }
-                if (slash == path)
-                        break;
-        }
-        return 0;
-}
-
 static int open_worker(const Config *cfg, int *ret) {
         char self[PATH_MAX], path[PATH_MAX + 16], why[PATH_MAX + 96];
         ssize_t n;
@@ -110,7 +77,7 @@ static int open_worker(const Config *cfg, int *ret) {
         fd = open(path, O_PATH | O_CLOEXEC);
         if (fd < 0)
                 return log_error_errno(-errno, "Cannot open the worker binary '%s': %m", path);
-        r = worker_trusted(fd, why, sizeof(why));
+        r = fd_trusted(fd, why, sizeof(why));
         if (r < 0) {
                 (void) close(fd);
                 if (r == -EPERM)
@@ -352,6 +319,9 @@ static int server_open_resources(Server *s) {
                 s->image_dir = NULL;
                 return -ENOMEM;
         }
+        r = images_init(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot open %s/images: %m", s->cfg.state_dir);
         r = index_cache_new(SBX_FILE_INDEX_CACHE_ENTRIES, SBX_FILE_INDEX_CACHE_BYTES, &s->file_indexes);
         if (r < 0)
                 return log_error_errno(r, "Cannot allocate the file index cache: %m");
@@ -446,6 +416,7 @@ static void server_done(Server *s) {
         commands_store_unrecorded(s, true);
         claims_free(s);
         imports_free(s);
+        images_free(s);
         s->spawner = spawner_free(s->spawner);
         clients_reap(s, true);
         if (s->listen_src.fd >= 0) {

@@ -141,6 +141,7 @@ cat >"$TMP/expect-default" <<'EOF'
 755 usr/local/bin/sbxctl
 755 usr/local/bin/sandbox-mcp
 755 usr/local/libexec/sbx/sbx-worker
+755 usr/local/libexec/sbx/sbx-image-build
 644 usr/local/share/bash-completion/completions/sbxctl
 644 lib/systemd/system/sbxd.service
 644 usr/lib/sysusers.d/sbx.conf
@@ -149,6 +150,8 @@ cat >"$TMP/expect-default" <<'EOF'
 EOF
 # every page of man/ (sandbox-mcp.1, sbxd.conf.5, sbx.7, sbxd.8, sbxctl.8, sbx-worker.8, ...)
 for m in man/*.[1-9]; do echo "644 usr/local/share/man/man${m##*.}/${m#man/}"; done >>"$TMP/expect-default"
+# every shipped image definition (sbx-images(7))
+for f in dist/images.d/*.conf; do echo "644 etc/sbx/images.d/${f##*/}"; done >>"$TMP/expect-default"
 install_cycle default "$TMP/expect-default"
 
 MANDIR_REL[usr]=usr/share/man
@@ -442,8 +445,8 @@ run_ctl "sandbox show ops" 0 sandbox show ops && { grep -q "^name: ops$" <<<"$OU
 run_ctl "sandbox show ops --json" 0 sandbox show ops --json && jcheck "sandbox show --json is the sandbox object" "d['name']=='ops' and d['source_dir']=='$FIX'"
 run_ctl "sandbox show of an unknown sandbox exits 4" 4 sandbox show no-such-sandbox
 run_ctl "sandbox delete of an unknown sandbox exits 4" 4 sandbox delete no-such-sandbox
-run_ctl "image list works without sbxd" 0 --socket "$TMP/nowhere.sock" image list && { grep -q "^default  " <<<"$OUT" && ok "image list: the default image" || notok "image list: the default image" "$OUT"; }
-run_ctl "image list --json" 0 image list --json && jcheck "image list --json names default" "[i['name'] for i in d]==['default']"
+run_ctl "image list" 0 image list && { grep -q "^default  *built " <<<"$OUT" && ok "image list: the default image, built" || notok "image list: the default image, built" "$OUT"; }
+run_ctl "image list --json" 0 image list --json && jcheck "image list --json names default first, with the keys of sbxctl(8)" "d[0]['name']=='default' and sorted(d[0])==['built_unix','description','digest','name','size_bytes','state','versions']"
 run_ctl "an unreachable socket exits 3" 3 --socket "$TMP/nowhere.sock" status
 run_ctl "a usage error exits 2" 2 session finalize ops
 run_ctl "status --json" 0 status --json && jcheck "status --json has the pid of the private sbxd" "d['pid']==$SBXD_PID"
@@ -457,8 +460,8 @@ if run_ctl "layer list ops" 0 layer list ops; then
 fi
 run_ctl "layer list of an unknown sandbox exits 4" 4 layer list no-such-sandbox
 if run_ctl "gc" 0 gc; then
-  grep -q "^removed [0-9]* transcript(s), [0-9]* layer(s) and the files of [0-9]* deleted sandbox(es), freed " <<<"$OUT" && ok "gc says what it removed" || notok "gc says what it removed" "$OUT"
-  run_ctl "gc --json" 0 gc --json && jcheck "gc --json has the four counts" "set(d)=={'transcripts_removed','layers_removed','sandboxes_removed','bytes_freed'}"
+  grep -q "^removed [0-9]* transcript(s), [0-9]* layer(s), [0-9]* image build(s) and the files of [0-9]* deleted sandbox(es), freed " <<<"$OUT" && ok "gc says what it removed" || notok "gc says what it removed" "$OUT"
+  run_ctl "gc --json" 0 gc --json && jcheck "gc --json has the five counts" "set(d)=={'transcripts_removed','layers_removed','sandboxes_removed','images_removed','bytes_freed'}"
 fi
 run_ctl "session list ops" 0 session list ops && { head -1 <<<"$OUT" | grep -q "^ID  *STATE  *POLICY" && ok "session list: a table" || notok "session list: a table" "$OUT"; }
 run_ctl "session list ops --json" 0 session list ops --json && jcheck "session list --json is an array" "isinstance(d, list)"

@@ -31,6 +31,7 @@ PKGS=(
   python3                             # raw-socket client of the robustness tests
   iproute2 util-linux procps          # ip, setpriv/mount tools, ps for tests and the demo
   mount e2fsprogs                     # losetup, mkfs.ext4: the small state filesystems of disk-filling tests
+  mmdebstrap uidmap                   # image builds (sbx-images(7), --mode=unshare needs newuidmap) and their tests
 )
 FRESH_PKGS=(
   mmdebstrap                          # builds the Debian 12 root of make check-fresh

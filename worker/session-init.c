@@ -395,9 +395,11 @@ static void build_session(const Sbx__SessionSetup *p) {
         setup_session_tmpfs(p, T);
         explicit_bzero(T, sizeof(T));
 
-        /* Root: the image, with private writes; host system directories read-only. */
+        /* Root: the image, with private writes; host system directories read-only
+         * unless the image is a build with its own (sbx-images(7)). */
         mount_overlay("sys", "", "i", "root", "sbx-root", "mount root overlay");
-        mount_system_dirs();
+        if (!p->own_system)
+                mount_system_dirs();
         /* Workspace: the published layers, newest first, under the session's upper.
          * By path: an fd opened in sbxd's namespace would name the host's mount,
          * which overlayfs refuses to clone into this namespace. */

@@ -33,10 +33,6 @@ bool claim_name_is_valid(const char *name) {
         return strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
 }
 
-bool sandbox_is_warm_claim(const Sandbox *sb) {
-        return sb->claim && sb->claim->warm;
-}
-
 bool sandbox_allows_client(const Sandbox *sb, const Client *c) {
         const Claim *cl = sb->claim;
 
@@ -335,6 +331,7 @@ static int claim_make(Server *s, const Template *t, Claim *cl, char *err, size_t
         r = sandbox_create_for_claim(s, &(SandboxSpec) {
                 .name = name,
                 .source_dir = t->source,
+                .image = t->image,
                 .owner_uid = cl->warm ? 0 : (uid_t) cl->uid,
                 .memory_bytes = t->memory_bytes,
                 .pids_max = t->pids_max,

@@ -63,6 +63,12 @@ struct Claim {
         size_t labels_len;
 };
 
+/* A warm claim's sandbox: made ahead, nobody's; listed and counted by nobody
+ * but sbxctl template (inline: owner.c, which claim.c calls, counts with it). */
+static inline bool sandbox_is_warm_claim(const Sandbox *sb) {
+        return sb->claim && sb->claim->warm;
+}
+
 /* After sandboxes_load: the claims of sbx.db; their sessions come in the tick. */
 int claims_load(Server *s);
 void claims_free(Server *s);

@@ -285,3 +285,15 @@ void pending_answer_error(Server *s, Pending *p, int err, const char *fmt, ...) 
         client_reply_errorv(s, c, p->seq, err, fmt, ap);
         va_end(ap);
 }
+
+void pending_progress(Server *s, Pending *p, const char *message, uint32_t n) {
+        Sbx__Progress body = SBX__PROGRESS__INIT;
+        Sbx__Msg m;
+
+        if (!pending_active(p))
+                return;
+        body.message = (char *) message;
+        body.progress = n;
+        msg_init(&m, SBX__MSG_TYPE__MSG_PROGRESS, &body);
+        client_send(s, p->client, &m, p->seq, -EBADF);
+}

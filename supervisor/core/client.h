@@ -74,3 +74,5 @@ void pending_answer(Server *s, Pending *p, Sbx__Reply *reply);
 void pending_answer_error(Server *s, Pending *p, int err, const char *fmt, ...) _printf_(4, 5);
 /* Detach without answering. */
 void pending_stop(Pending *p);
+/* A Progress frame to p's client (seq p's), if it still waits. */
+void pending_progress(Server *s, Pending *p, const char *message, uint32_t n);

@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <ini.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ void config_init(Config *cfg) {
                 .sandboxes_pids_max = { SBX_SANDBOXES_PIDS_PERCENT_DEFAULT, true },
                 .claims_per_user = SBX_CLAIMS_PER_USER_DEFAULT,
                 .claim_max_lifetime = SBX_CLAIM_LIFETIME_MAX_DEFAULT_S,
+                .image_disk_max = SBX_IMAGE_DISK_MAX_DEFAULT,
         };
 }
 
@@ -53,7 +55,9 @@ void config_done(Config *cfg) {
         free(cfg->state_dir);
         free(cfg->run_dir);
         free(cfg->worker_path);
-        cfg->state_dir = cfg->run_dir = cfg->worker_path = NULL;
+        free(cfg->images_dir);
+        free(cfg->image_cache_dir);
+        cfg->state_dir = cfg->run_dir = cfg->worker_path = cfg->images_dir = cfg->image_cache_dir = NULL;
 }
 
 static int set_path(char **dst, const char *value) {
@@ -75,6 +79,12 @@ int config_finish(Config *cfg) {
                 return -ENOMEM;
         if (!cfg->run_dir && set_path(&cfg->run_dir, "/run/sbx") < 0)
                 return -ENOMEM;
+        if (!cfg->images_dir && set_path(&cfg->images_dir, CONFIG_IMAGES_DIR_DEFAULT) < 0)
+                return -ENOMEM;
+        if (!cfg->image_cache_dir && asprintf(&cfg->image_cache_dir, "%s/images/cache", cfg->state_dir) < 0) {
+                cfg->image_cache_dir = NULL;
+                return -ENOMEM;
+        }
         return 0;
 }
 
@@ -168,8 +178,11 @@ static int config_set_word(Config *cfg, const char *key, const char *value, char
                 snprintf(err, CONFIG_ERROR_MAX, "socket_mode: '%.40s' is not 0600, 0660 or 0666", value);
                 return -EINVAL;
         }
-        if (strcmp(key, "state_dir") == 0 || strcmp(key, "run_dir") == 0 || strcmp(key, "worker_path") == 0) {
-                char **dst = key[0] == 's' ? &cfg->state_dir : key[0] == 'r' ? &cfg->run_dir : &cfg->worker_path;
+        if (strcmp(key, "state_dir") == 0 || strcmp(key, "run_dir") == 0 || strcmp(key, "worker_path") == 0 ||
+            strcmp(key, "images_dir") == 0 || strcmp(key, "image_cache_dir") == 0) {
+                char **dst = key[0] == 's' ? &cfg->state_dir : key[0] == 'r' ? &cfg->run_dir
+                           : key[0] == 'w' ? &cfg->worker_path : key[5] == 's' ? &cfg->images_dir
+                           : &cfg->image_cache_dir;
                 if (value[0] == '/')
                         return set_path(dst, value);
                 snprintf(err, CONFIG_ERROR_MAX, "%s must be an absolute path", key);
@@ -216,7 +229,7 @@ static const struct {
         NUMERIC("default_memory_bytes", default_memory_bytes, SBX_MEMORY_MIN, UINT64_MAX),
         NUMERIC("default_pids_max", default_pids_max, SBX_PIDS_MIN, 1u << 22),
         NUMERIC("session_disk_bytes", session_disk_bytes, 1u << 20, UINT64_MAX),
-        NUMERIC("uid_base", uid_base, 1000, SBX_UID_POOL_END - SBX_UID_COUNT_DEFAULT),
+        NUMERIC("uid_base", uid_base, 1000, SBX_IMAGE_BUILD_UID_BASE - SBX_UID_COUNT_DEFAULT),
         NUMERIC("uid_count", uid_count, 1, SBX_UID_COUNT_DEFAULT),
         NUMERIC("session_spares", session_spares, 0, SBX_SPARES_MAX),
         NUMERIC("session_spare_idle_seconds", spare_idle_seconds, 1, 86400),
@@ -234,6 +247,7 @@ static const struct {
         NUMERIC("sandboxes_cpu_weight", sandboxes_cpu_weight, 1, SBX_CPU_WEIGHT_MAX),
         NUMERIC("claims_per_user", claims_per_user, 0, SBX_MAX_SANDBOXES),
         NUMERIC("claim_max_lifetime", claim_max_lifetime, 0, 366u * 86400u),
+        NUMERIC("image_disk_max", image_disk_max, 1u << 20, UINT64_MAX),
 };
 
 int config_set(Config *cfg, const char *key, const char *value, char *ret_error) {
@@ -279,6 +293,7 @@ static Template template_default(const char *name) {
         Template t = { .cpu_weight = 100, .warm = 0, .shutdown_after_seconds = SBX_CLAIM_SHUTDOWN_DEFAULT_S };
 
         strlcpy(t.name, name, sizeof(t.name));
+        strlcpy(t.image, SBX_IMAGE_DEFAULT_NAME, sizeof(t.image));
         return t;
 }
 
@@ -362,11 +377,16 @@ static int template_set(Template *t, const char *key, const char *value, char *e
         int r;
 
         if (strcmp(key, "image") == 0) {
-                if (strcmp(value, TEMPLATE_IMAGE) == 0)
-                        return 0;
-                snprintf(err, CONFIG_ERROR_MAX, "image: '%.40s' is not an image of this sbxd (known: " TEMPLATE_IMAGE ")",
-                         value);
-                return -EINVAL;
+                size_t n = strlen(value);
+
+                if (n == 0 || n > SBX_NAME_MAX || value[0] == '-' ||
+                    strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789-_") != n) {
+                        snprintf(err, CONFIG_ERROR_MAX, "image: '%.40s' is not an image name (1-%u of a-z 0-9 - _, "
+                                 "not starting with -; see sbx-images(7))", value, SBX_NAME_MAX);
+                        return -EINVAL;
+                }
+                strlcpy(t->image, value, sizeof(t->image));
+                return 0;
         }
         if (strcmp(key, "egress") == 0) {
                 if (strcmp(value, TEMPLATE_EGRESS) == 0)
@@ -469,6 +489,27 @@ static int config_handler(void *user, const char *section, const char *name, con
         return 0;
 }
 
+/* A template's image other than the default has a definition in images_dir
+ * now (read again at each of its claims, as for sandbox create --image). */
+static int templates_check_images(const Config *cfg, const char *path, char *ret_error) {
+        const char *dir = cfg->images_dir ?: CONFIG_IMAGES_DIR_DEFAULT;
+        char file[PATH_MAX];
+
+        for (size_t i = 0; i < cfg->n_templates; i++) {
+                const Template *t = &cfg->templates[i];
+
+                if (strcmp(t->image, SBX_IMAGE_DEFAULT_NAME) == 0)
+                        continue;
+                snprintf(file, sizeof(file), "%s/%s.conf", dir, t->image);
+                if (access(file, F_OK) < 0) {
+                        snprintf(ret_error, CONFIG_ERROR_MAX, "%.120s: [template %s]: image: '%s' has no definition "
+                                 "%s.conf in %.120s (images_dir; sbx-images(7))", path, t->name, t->image, t->image, dir);
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
 int config_load(Config *cfg, const char *path, bool required, char *ret_error) {
         ConfigParse p = { .cfg = cfg };
         int line;
@@ -492,5 +533,5 @@ int config_load(Config *cfg, const char *path, bool required, char *ret_error) {
                                               : "syntax error: expected 'key = value', '[sbxd]' or a comment");
                 return -EINVAL;
         }
-        return 0;
+        return templates_check_images(cfg, path, ret_error);
 }

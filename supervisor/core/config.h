@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "os/image.h"
+#include "sbx-limits.h"
+
 /* A limit of the cgroup above all sandboxes: a number, or a percentage of
  * the host's (memory, kernel.pid_max) resolved at start; 0: none. */
 typedef struct ConfigShare {
@@ -19,6 +22,7 @@ typedef struct ConfigShare {
  * lifecycle set's claims, core/claim.h). */
 typedef struct Template {
         char name[64];
+        char image[SBX_NAME_MAX + 1];   /* "default" or a definition's name in images_dir (sbx-images(7)) */
         char *source;                   /* NULL: an empty workspace */
         uint64_t memory_bytes;          /* 0: default_memory_bytes */
         uint32_t pids_max;              /* 0: default_pids_max */
@@ -30,7 +34,7 @@ typedef struct Template {
 } Template;
 
 #define TEMPLATE_DEFAULT "default"
-#define TEMPLATE_IMAGE "default"        /* the one image a template may name */
+#define CONFIG_IMAGES_DIR_DEFAULT SBX_SYSCONFDIR "/sbx/images.d" /* images_dir unless set */
 #define TEMPLATE_EGRESS "none"          /* the one network policy a template may name */
 
 typedef struct Config {
@@ -75,6 +79,10 @@ typedef struct Config {
         uint32_t claim_max_lifetime;    /* seconds a claim may live unused at most; 0: no cap */
         Template *templates;            /* "default" first: built in, or as [template default] says */
         size_t n_templates;
+        /* images (core/imagebuild.h, sbx-images(7)) */
+        char *images_dir;               /* NAME.conf definitions; default SYSCONFDIR/sbx/images.d */
+        char *image_cache_dir;          /* .deb packages kept between builds; default STATE/images/cache */
+        uint64_t image_disk_max;        /* all builds together at most this */
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/claim.h"
 #include "core/owner.h"
 #include "core/sandbox.h"
 #include "core/session.h"
@@ -14,9 +15,10 @@ static uint64_t sessions_of(const Server *s, uid_t owner) {
         const WorkspaceSession *ws;
         uint64_t n = 0;
 
-        /* Spares and stopped sessions too: each holds a worker or a tmpfs. */
+        /* Spares and stopped sessions too: each holds a worker or a tmpfs.
+         * Warm claims are nobody's (root's by their ids, exempt anyway). */
         TAILQ_FOREACH(ws, &s->sessions, link)
-                n += ws->sandbox->owner_uid == owner;
+                n += ws->sandbox->owner_uid == owner && !sandbox_is_warm_claim(ws->sandbox);
         return n;
 }
 
@@ -26,9 +28,9 @@ static uint64_t sandboxes_of(const Server *s, uid_t owner) {
         uint64_t n = 0;
 
         TAILQ_FOREACH(sb, &s->sandboxes, link)
-                n += sb->owner_uid == owner;
+                n += sb->owner_uid == owner && !sandbox_is_warm_claim(sb);
         TAILQ_FOREACH(imp, &s->imports, link)
-                n += imp->sandbox->owner_uid == owner;
+                n += imp->sandbox->owner_uid == owner && !sandbox_is_warm_claim(imp->sandbox);
         return n;
 }
 
@@ -37,7 +39,7 @@ static uint64_t commands_of(const Server *s, uid_t owner) {
         uint64_t n = 0;
 
         TAILQ_FOREACH(ws, &s->sessions, link)
-                if (ws->sandbox->owner_uid == owner)
+                if (ws->sandbox->owner_uid == owner && !sandbox_is_warm_claim(ws->sandbox))
                         n += ws->running;
         return n;
 }

@@ -25,6 +25,7 @@
 #include "os/image.h"
 #include "core/owner.h"
 #include "core/kept.h"
+#include "core/imagebuild.h"
 #include "core/sandbox.h"
 #include "core/session.h"
 #include "core/snapshot.h"
@@ -96,6 +97,20 @@ static Sandbox *sandbox_new(const char *source_dir) {
         return sb;
 }
 
+/* Its image's name, kept in the file "image" of its directory (none: the default). */
+static void sandbox_image_read(Sandbox *sb) {
+        _cleanup_free_ char *name = NULL;
+        size_t len = 0;
+
+        strlcpy(sb->image, SBX_IMAGE_DEFAULT_NAME, sizeof(sb->image));
+        if (read_file_bounded_at(sb->dirfd, "image", SBX_NAME_MAX + 1, &name, &len) < 0)
+                return;
+        if (len > 0 && name[len - 1] == '\n')
+                name[len - 1] = '\0';
+        if (name[0] && strlen(name) < sizeof(sb->image))
+                strlcpy(sb->image, name, sizeof(sb->image));
+}
+
 static int load_one(const StoreSandbox *rec, void *userdata) {
         Server *s = userdata;
         Sandbox *sb;
@@ -123,6 +138,7 @@ static int load_one(const StoreSandbox *rec, void *userdata) {
                 sandbox_free(sb);
                 return 0;
         }
+        sandbox_image_read(sb);
         r = store_squash_get(s->store, sb->id, &sb->squashed);
         if (r < 0) {
                 sandbox_free(sb);
@@ -326,7 +342,8 @@ static int range_allocate(Server *s, Sandbox *sb, char *errmsg, size_t errmsg_si
                 snprintf(errmsg, errmsg_size,
                          "no free host id range: from uid_base %u to %u there is room for %u sandboxes of uid_count %u "
                          "ids (sbxd.conf(5))",
-                         s->cfg.uid_base, SBX_UID_POOL_END - 1, (SBX_UID_POOL_END - s->cfg.uid_base) / s->cfg.uid_count,
+                         s->cfg.uid_base, SBX_IMAGE_BUILD_UID_BASE - 1,
+                         (SBX_IMAGE_BUILD_UID_BASE - s->cfg.uid_base) / s->cfg.uid_count,
                          s->cfg.uid_count);
         if (r >= 0)
                 r = store_uid_range_insert(s->store, &u);
@@ -595,8 +612,8 @@ static bool name_taken(Server *s, const char *name) {
         return false;
 }
 
-static int create_check(Server *s, const char *name, const char *source_dir, uid_t owner, char *errmsg,
-                        size_t errmsg_size) {
+static int create_check(Server *s, const SandboxSpec *spec, char *errmsg, size_t errmsg_size) {
+        const char *name = spec->name, *source_dir = spec->source_dir;
         unsigned n = 0;
         Sandbox *sb;
         Import *imp;
@@ -620,12 +637,17 @@ static int create_check(Server *s, const char *name, const char *source_dir, uid
                 snprintf(errmsg, errmsg_size, "too many sandboxes (limit %u)", SBX_MAX_SANDBOXES);
                 return -ENOSPC;
         }
-        r = owner_quota_check(s, "owner_sandboxes_max", owner, 1, errmsg, errmsg_size);
+        r = owner_quota_check(s, "owner_sandboxes_max", spec->owner_uid, 1, errmsg, errmsg_size);
         if (r < 0)
                 return r;
         if (source_dir && source_dir[0] != '/') {
                 snprintf(errmsg, errmsg_size, "source directory must be an absolute path");
                 return -EINVAL;
+        }
+        if (spec->image && spec->image[0] && !image_exists(s, spec->image)) {
+                snprintf(errmsg, errmsg_size, "image '%.64s' has no definition in %s (sbxctl image list shows the images)",
+                         spec->image, s->cfg.images_dir);
+                return -ENOENT;
         }
         return 0;
 }
@@ -636,7 +658,7 @@ static int sandbox_begin(Server *s, const SandboxSpec *spec, Sandbox **ret, char
         Sandbox *sb;
         int r;
 
-        r = create_check(s, spec->name, spec->source_dir, spec->owner_uid, errmsg, errmsg_size);
+        r = create_check(s, spec, errmsg, errmsg_size);
         if (r >= 0)
                 r = random_hex(hex, 16);
         if (r < 0)
@@ -659,9 +681,16 @@ static int sandbox_begin(Server *s, const SandboxSpec *spec, Sandbox **ret, char
                 sandbox_free(sb);
                 return r;
         }
+        strlcpy(sb->image, spec->image && spec->image[0] ? spec->image : SBX_IMAGE_DEFAULT_NAME, sizeof(sb->image));
         r = sandbox_open_dirs(s, sb, true);
-        if (r < 0) {
+        if (r < 0)
                 snprintf(errmsg, errmsg_size, "cannot create the sandbox directory: %s", strerror(-r));
+        if (r >= 0 && strcmp(sb->image, SBX_IMAGE_DEFAULT_NAME) != 0) {
+                r = write_file_atomic_at(sb->dirfd, "image", sb->image, strlen(sb->image), 0644);
+                if (r < 0)
+                        snprintf(errmsg, errmsg_size, "cannot record the sandbox's image: %s", strerror(-r));
+        }
+        if (r < 0) {
                 sandbox_files_remove(s, sb);
                 sandbox_free(sb);
                 return r;
@@ -678,6 +707,7 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
         r = sandbox_begin(s, &(SandboxSpec) {
                 .name = req->name,
                 .source_dir = req->source_dir,
+                .image = req->image,
                 .owner_uid = req->has_owner ? req->owner_uid : c->uid,
                 .memory_bytes = req->memory_bytes,
                 .pids_max = req->pids_max,
@@ -824,7 +854,7 @@ void sandbox_info(const Sandbox *sb, Sbx__SandboxInfo *ret) {
         ret->layer_count = sb->top_layer + 1;
         ret->live_sessions = sb->live_sessions - sb->spares;
         ret->created_unix = sb->created_unix;
-        ret->image = (char *) SBX_IMAGE_DEFAULT_NAME;
+        ret->image = (char *) sb->image;
 }
 
 void sandboxes_free(Server *s) {

@@ -21,6 +21,7 @@ struct Sandbox {
         TAILQ_ENTRY(Sandbox) link;
         char id[SBX_SANDBOX_ID_SIZE];   /* immutable: keys its records and names STATE/sandboxes/ID */
         char name[65];
+        char image[65];             /* "default" or an image's name (core/imagebuild.h); file STATE/sandboxes/ID/image */
         uid_t owner_uid;
         uid_t uid_base;             /* its host ids: [uid_base, uid_base + uid_count) (os/uidrange.h) */
         uint32_t uid_count;
@@ -78,9 +79,6 @@ static inline bool sandbox_allows(const Sandbox *sb, uid_t uid) {
 /* For a client: a claim's sandbox (core/claim.h) only for the MCP session
  * that owns the claim (and sbxctl as root); warm claims for nobody but root. */
 bool sandbox_allows_client(const Sandbox *sb, const Client *c);
-/* A warm claim's: made ahead, nobody's; listed and counted by nobody but
- * sbxctl template (core/claim.h). */
-bool sandbox_is_warm_claim(const Sandbox *sb);
 /* Start creating a sandbox for the client c (uid its caller); once its source
  * is imported c is answered (seq). Fails at once with ret_error set. */
 int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t seq, char *ret_error,
@@ -92,6 +90,7 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
 typedef struct SandboxSpec {
         const char *name;
         const char *source_dir;         /* NULL: an empty workspace */
+        const char *image;              /* NULL or "": the default image */
         uid_t owner_uid;
         uint64_t memory_bytes;          /* 0: the configured default (so pids_max) */
         uint32_t pids_max;

@@ -46,6 +46,7 @@ struct Server {
         SeccompProgram *seccomp;        /* the sessions' filter, built once */
         Spawner *spawner;               /* makes the session children (os/spawner.h) */
         char *image_dir;
+        struct ImageSet *images;        /* definitions and builds (core/imagebuild.h) */
         Store *store;
         CgroupManager *cgroups;
         IndexCache *file_indexes;       /* line indexes of snapshot and live files (file_read) */

@@ -20,6 +20,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "msg.h"
+#include "os/image.h"
 #include "sbx-limits.h"
 
 static const char *const command_env[] = {
@@ -31,6 +32,8 @@ static const char *const command_env[] = {
 /* A client waiting on a command: answered when it ends or at deadline_usec. */
 struct Waiter {
         Pending pending;
+        bool progress;                  /* sent Progress frames while the session waits for its image */
+        uint32_t progress_n;
         TAILQ_ENTRY(Waiter) command_link;
         Command *command;
         unsigned long long call_start_usec;
@@ -56,6 +59,7 @@ static void session_dispatch_pidfd(Server *s, EventSource *src, uint32_t events)
 static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events);
 static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig);
 static void waiter_answer(Server *s, Waiter *w);
+static void session_setup_failed(Server *s, WorkspaceSession *ws, int r, const char *why);
 
 static int session_send(WorkspaceSession *ws, Sbx__MsgType type, void *body) {
         Sbx__Msg m;
@@ -134,10 +138,11 @@ static int session_spawn_params(Server *s, const WorkspaceSession *ws, SpawnPara
                 .uid_base = sb->uid_base,
                 .uid_count = sb->uid_count,
                 .disk_bytes = sb->disk_bytes ?: s->cfg.session_disk_bytes,
+                .own_system = ws->image.root_dir != NULL,
         };
         if (strlcpy(p->session_id, ws->id, sizeof(p->session_id)) >= sizeof(p->session_id) ||
             strlcpy(p->run_dir, s->cfg.run_dir, sizeof(p->run_dir)) >= sizeof(p->run_dir) ||
-            strlcpy(p->image_dir, s->image_dir, sizeof(p->image_dir)) >= sizeof(p->image_dir) ||
+            strlcpy(p->image_dir, ws->image.root_dir ?: s->image_dir, sizeof(p->image_dir)) >= sizeof(p->image_dir) ||
             strlcpy(p->lowerdirs, lowerdirs, sizeof(p->lowerdirs)) >= sizeof(p->lowerdirs) ||
             strlcpy(p->layers_dir, sb->layers_path, sizeof(p->layers_dir)) >= sizeof(p->layers_dir)) {
                 snprintf(err, size, "cannot start a workspace session: a path or the layer list is too long");
@@ -185,6 +190,66 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
         return ws;
 }
 
+/* The spawner makes ws's child; it sets itself up while sbxd serves others
+ * (commands wait for READY). On failure ret_error says why. */
+static int session_spawn(Server *s, WorkspaceSession *ws, char *ret_error, size_t error_size) {
+        char why[200] = "";
+        SpawnParams p;
+        SpawnState st;
+        int r;
+
+        r = session_spawn_params(s, ws, &p, ret_error, error_size);
+        if (r < 0)
+                return r;
+        r = session_spawn_begin(s->spawner, &p, ws->cgroup, &st, why, sizeof(why));
+        if (r < 0) {
+                log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id,
+                                ws->sandbox->name, why);
+                snprintf(ret_error, error_size, "cannot start a workspace session: %s", why);
+                return r;
+        }
+        ws->start_usec = now_usec();
+        (void) fd_nonblock(st.sock, true);
+        r = server_watch(s, &ws->sock_src, TAKE_FD(st.sock), EPOLLIN);
+        if (r >= 0)
+                r = server_watch(s, &ws->setup_src, TAKE_FD(st.sync), EPOLLIN);
+        ws->spawn = st;
+        if (r < 0)
+                snprintf(ret_error, error_size, "cannot watch the session: %s", strerror(-r));
+        return r;
+}
+
+/* Its image's build is at another step: the waiters that asked are told. */
+static void session_image_progress(Server *s, ImageWaiter *w, const char *image, const char *step) {
+        WorkspaceSession *ws = container_of(w, WorkspaceSession, image_wait);
+        char text[SBX_NAME_MAX + SBX_IMAGE_PROGRESS_MAX + 64];
+        Command *c;
+        Waiter *wt;
+
+        snprintf(text, sizeof(text), "image '%s': building, step %s", image, step);
+        TAILQ_FOREACH(c, &ws->commands, session_link)
+                TAILQ_FOREACH(wt, &c->waiters, command_link)
+                        if (wt->progress)
+                                pending_progress(s, &wt->pending, text, ++wt->progress_n);
+}
+
+/* Its image is built (r == 0) or could not be: the session starts or fails. */
+static void session_image_done(Server *s, ImageWaiter *w, int r, const char *why) {
+        WorkspaceSession *ws = container_of(w, WorkspaceSession, image_wait);
+        char err[300] = "";
+
+        if (r >= 0)
+                r = image_acquire(s, ws->sandbox->image, w, &ws->image, err, sizeof(err));
+        if (r == 0) /* rebuilt meanwhile (its definition changed): waiting again */
+                return;
+        if (r > 0) {
+                image_use_hold(s, ws->image.digest);
+                r = session_spawn(s, ws, err, sizeof(err));
+        }
+        if (r < 0)
+                session_setup_failed(s, ws, r, why ? why : err);
+}
+
 int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
                 char *ret_error, size_t error_size) {
         /* The session's own limits, for its end reasons; the sandbox's
@@ -195,9 +260,6 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
                 .pids_max = sb->pids_max,
         };
         WorkspaceSession *ws;
-        char why[200] = "";
-        SpawnParams p;
-        SpawnState st;
         int r;
 
         r = session_check_limits(s, sb, ret_error, error_size);
@@ -216,35 +278,28 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
                                 snprintf(ret_error, error_size, "cannot create the session's cgroup: %s", strerror(-r));
                 }
         }
-        if (r >= 0)
-                r = session_spawn_params(s, ws, &p, ret_error, error_size);
-        if (r >= 0) {
-                r = session_spawn_begin(s->spawner, &p, ws->cgroup, &st, why, sizeof(why));
-                if (r < 0) {
-                        log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id,
-                                        sb->name, why);
-                        snprintf(ret_error, error_size, "cannot start a workspace session: %s", why);
-                }
-        }
         if (r < 0) {
                 if (ws->cgroup)
                         cgroup_session_release(ws->cgroup);
                 free(ws);
                 return r;
         }
-        /* The child sets itself up while sbxd serves others; commands wait for READY. */
-        ws->start_usec = now_usec();
         ws->state = SESSION_SETUP;
-        (void) fd_nonblock(st.sock, true);
-        r = server_watch(s, &ws->sock_src, TAKE_FD(st.sock), EPOLLIN);
-        if (r >= 0)
-                r = server_watch(s, &ws->setup_src, TAKE_FD(st.sync), EPOLLIN);
-        ws->spawn = st;
         snapshot_hold(sb, &ws->base);
         TAILQ_INSERT_TAIL(&s->sessions, ws, link);
         sb->live_sessions++;
+        /* A built image first: the session starts once it is built (lazily, here). */
+        r = 1;
+        if (sb->image[0] && strcmp(sb->image, SBX_IMAGE_DEFAULT_NAME) != 0) {
+                ws->image_wait.done = session_image_done;
+                ws->image_wait.progress = session_image_progress;
+                r = image_acquire(s, sb->image, &ws->image_wait, &ws->image, ret_error, error_size);
+                if (r > 0)
+                        image_use_hold(s, ws->image.digest);
+        }
+        if (r > 0)
+                r = session_spawn(s, ws, ret_error, error_size);
         if (r < 0) {
-                snprintf(ret_error, error_size, "cannot watch the session: %s", strerror(-r));
                 session_destroy(s, ws);
                 return r;
         }
@@ -359,6 +414,9 @@ static void session_release(Server *s, WorkspaceSession *ws) {
         session_kill_worker(s, ws);
         if (ws->cgroup)
                 ws->cgroup = cgroup_session_release(ws->cgroup);
+        if (ws->image.root_dir)
+                image_use_release(s, ws->image.digest);
+        image_use_done(&ws->image);
         /* Layers it kept from compaction may go now. */
         snapshot_release(sb, &ws->base);
         (void) snapshot_collect(sb, &removed);
@@ -388,6 +446,7 @@ static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
 
         pending_answer_error(s, &ws->creator, -ECANCELED, "cannot start a workspace session: %s",
                              "it ended before it was ready");
+        image_waiter_cancel(&ws->image_wait);
         ws->state = SESSION_DEAD;
         if (ws->publishing) {
                 /* Its publication is abandoned when its work is done. */
@@ -668,13 +727,32 @@ int session_diff(Server *s, Sandbox *sb, const char *ws_id, SessionDiffDone done
 
 /* ---- commands ----------------------------------------------------------------- */
 
+/* The fixed environment with the image's variables over it (theirs first). */
+static size_t command_env_of(const WorkspaceSession *ws, char **env) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < ws->image.n_env && n < SBX_IMAGE_ENV_MAX; i++)
+                env[n++] = ws->image.env[i];
+        for (size_t i = 0; i < ELEMENTSOF(command_env); i++) {
+                size_t klen = strcspn(command_env[i], "=") + 1;
+                bool over = false;
+                for (size_t j = 0; j < ws->image.n_env && !over; j++)
+                        over = strncmp(ws->image.env[j], command_env[i], klen) == 0;
+                if (!over)
+                        env[n++] = (char *) command_env[i];
+        }
+        return n;
+}
+
 static int command_send_exec(WorkspaceSession *ws, Command *c) {
         Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
 
+        char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX];
+
         e.command = c->number;
         e.cmd = c->cmd;
-        e.n_env = ELEMENTSOF(command_env);
-        e.env = (char **) command_env;
+        e.n_env = command_env_of(ws, env);
+        e.env = env;
         e.cwd = (char *) "/workspace";
         e.separate_streams = transcript_has_streams(c->transcript);
         c->sent = true;
@@ -1051,12 +1129,13 @@ static void waiter_abandon(Server *s, Pending *p, bool cancelled) {
                 command_cancel(s, c);
 }
 
-int command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
-                       uint64_t yield_ms) {
+static int waiter_add(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
+                      uint64_t yield_ms, bool progress) {
         Waiter *w = calloc(1, sizeof(*w));
 
         if (!w)
                 return -ENOMEM;
+        w->progress = progress;
         w->command = c;
         w->call_start_usec = call_start;
         w->deadline_usec = call_start + yield_ms * 1000ull;
@@ -1065,6 +1144,16 @@ int command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsi
         if (c->finished && !command_awaits_publication(c))
                 waiter_answer(s, w);
         return 0;
+}
+
+int command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
+                       uint64_t yield_ms) {
+        return waiter_add(s, c, client, seq, call_start, yield_ms, false);
+}
+
+int command_add_progress_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
+                                uint64_t yield_ms) {
+        return waiter_add(s, c, client, seq, call_start, yield_ms, true);
 }
 
 static uint64_t token_count(uint64_t raw_bytes) {

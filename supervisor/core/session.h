@@ -18,6 +18,7 @@
 #include <sys/queue.h>
 
 #include "core/client.h"
+#include "core/imagebuild.h"
 #include "core/publish.h"
 #include "core/sandbox.h"
 #include "core/server.h"
@@ -74,6 +75,9 @@ struct WorkspaceSession {
         uint32_t next_command;
         unsigned running;
         TAILQ_HEAD(CommandList, Command) commands;
+        /* A built image (not the default): its build is waited for, then held. */
+        ImageWaiter image_wait;
+        ImageUse image;
 };
 
 struct Command {
@@ -158,6 +162,9 @@ void command_cancel(Server *s, Command *c);
  * call_start, whichever comes first. -ENOMEM: nothing was arranged. */
 int command_add_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
                        uint64_t yield_ms);
+/* The same, and Progress frames to client (seq) while its session waits for its image. */
+int command_add_progress_waiter(Server *s, Command *c, Client *client, uint32_t seq, unsigned long long call_start,
+                                uint64_t yield_ms);
 
 /* The fields of a command's record that a CommandOutput and a CommandInfo
  * share, into o (either of them); strings borrowed from rec. */

@@ -295,3 +295,11 @@ int image_build_default(int state_dirfd, ImageBuild *ret) {
         *ret = beside ? IMAGE_BUILT : IMAGE_BUILT_IN_PLACE;
         return 0;
 }
+
+void image_default_info(Sbx__ImageInfo *o) {
+        o->name = (char *) SBX_IMAGE_DEFAULT_NAME;
+        o->kind = (char *) "host";
+        o->state = (char *) "built";
+        o->description = (char *) "the host's /usr (and merged-usr links) and the parts of /etc programs need, "
+                                  "read-only, without host secrets";
+}

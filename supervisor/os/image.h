@@ -9,7 +9,12 @@
 
 #include <sys/types.h>
 
-#define SBX_IMAGE_DEFAULT_NAME "default"        /* the one image, as sbxctl image list names it */
+#include "sbx.pb-c.h"
+
+#define SBX_IMAGE_DEFAULT_NAME "default"        /* the built-in image, as sbxctl image list names it */
+
+/* The default image as image listings show it (static strings). */
+void image_default_info(Sbx__ImageInfo *ret);
 
 typedef enum ImageBuild {
         IMAGE_UP_TO_DATE,               /* its inputs did not change: nothing written */

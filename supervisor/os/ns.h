@@ -32,6 +32,7 @@ typedef struct SpawnParams {
         uid_t uid_base;                 /* host uid of root inside */
         uint32_t uid_count;
         uint64_t disk_bytes;            /* size of the session tmpfs */
+        bool own_system;                /* a built image: its own /usr, no host system directories */
 } SpawnParams;
 
 /* A session child being set up; sbxd serves others meanwhile. */

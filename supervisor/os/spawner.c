@@ -119,6 +119,7 @@ static int setup_pipe(const SpawnParams *p, const SeccompProgram *seccomp, int *
         setup.session_id = (char *) p->session_id;
         setup.run_dir = (char *) p->run_dir;
         setup.image_dir = (char *) p->image_dir;
+        setup.own_system = p->own_system;
         setup.layers_dir = (char *) p->layers_dir;
         setup.lowerdirs = (char *) p->lowerdirs;
         setup.uid_base = p->uid_base;

@@ -45,7 +45,7 @@ int uid_range_find_free(Store *st, uint32_t uid_base, uint32_t count, uint32_t *
         r = store_uid_range_foreach(st, false, free_search_step, &f);
         if (r < 0)
                 return r;
-        if (f.candidate + count > SBX_UID_POOL_END)
+        if (f.candidate + count > SBX_IMAGE_BUILD_UID_BASE) /* the top range is the image builds' */
                 return -ENOSPC;
         *ret_base = (uint32_t) f.candidate;
         return 0;

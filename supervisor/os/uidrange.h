@@ -3,7 +3,8 @@
  * its sessions create their user namespace as that uid (so the kernel
  * charges their per-user budgets, /proc/sys/user and RLIMIT_MSGQUEUE,
  * RLIMIT_SIGPENDING, to it) and its layers' files carry ids of that range.
- * The pool is [uid_base, SBX_UID_POOL_END) of sbxd.conf, cut in ranges of
+ * The pool is [uid_base, SBX_IMAGE_BUILD_UID_BASE) of sbxd.conf (the ids
+ * above, to SBX_UID_POOL_END, are the image builds'), cut in ranges of
  * uid_count ids; sbx.db records which sandbox has which range (store.h),
  * from before its first file exists until after its last one is gone. A
  * sandbox created before ranges were recorded had the pool's first range
@@ -16,7 +17,7 @@
 #include "data/store.h"
 
 /* The lowest range uid_base + k * count (k >= 0) that ends at or below
- * SBX_UID_POOL_END and overlaps no recorded range; -ENOSPC if there is none. */
+ * SBX_IMAGE_BUILD_UID_BASE and overlaps no recorded range; -ENOSPC if there is none. */
 int uid_range_find_free(Store *st, uint32_t uid_base, uint32_t count, uint32_t *ret_base);
 
 /* Move every owner and group in [from, from + count) found below dirfd

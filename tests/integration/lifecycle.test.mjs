@@ -271,7 +271,9 @@ h.test('sbxd.conf templates: bad sections and keys are refused with the line and
   const cases = [
     ['[template Bad_Name]\nwarm = 1\n', /:2: \[template Bad_Name\]: a template name is 1-63 of a-z 0-9 -/],
     ['[template t]\nwarm = 33\n', /:2: warm: '33' is not a number from 0 to 32/],
-    ['[template t]\nimage = debian\n', /:2: image: 'debian' is not an image of this sbxd \(known: default\)/],
+    ['[template t]\nimage = Debian/12\n', /:2: image: 'Debian\/12' is not an image name/],
+    [`[sbxd]\nimages_dir = ${h.dir}/images.d\n[template t]\nimage = debian\n`,
+      /\[template t\]: image: 'debian' has no definition debian\.conf in .*images\.d \(images_dir/],
     ['[template t]\negress = open\n', /:2: egress: 'open' is not a network policy of this sbxd \(known: none\)/],
     ['[template t]\nsource = relative\n', /:2: source must be an absolute directory or none/],
     ['[template t]\ncolor = red\n', /:2: unknown template key 'color'/],
@@ -285,6 +287,12 @@ h.test('sbxd.conf templates: bad sections and keys are refused with the line and
     assert.equal(r.code, 1, text);
     assert.match(r.stderr, re, text);
   }
+  // An image with a definition in images_dir is a template's image (built at its first claim).
+  fs.mkdirSync(`${h.dir}/images.d`, { recursive: true });
+  fs.writeFileSync(`${h.dir}/images.d/debian.conf`, '[image]\nsuite = bookworm\npackages = python3\n');
+  fs.writeFileSync(`${h.dir}/good.conf`, `[sbxd]\nimages_dir = ${h.dir}/images.d\n[template t]\nimage = debian\n`);
+  const good = await run(SBXD, ['--config', `${h.dir}/good.conf`, '--check-config']);
+  assert.equal(good.code, 0, good.stderr);
   const l = await sbxctl(h.socket, ['template', 'list', '--json']);
   assert.deepEqual(JSON.parse(l.stdout).map((t) => [t.name, t.warm]), [['default', 1], ['small', 0]]);
   const s = await sbxctl(h.socket, ['template', 'show', 'small']);

@@ -1,0 +1,67 @@
+#!/bin/bash
+# make check-images (mk/images.mk): build the shipped image definitions
+# (dist/images.d, sbx-images(7)) with a private sbxd, one after another, with
+# sbxctl image build: every build must end "built", with the versions its
+# programs printed inside the image listed. The python image is built by make
+# check already (tests/integration/images.test.mjs).
+# Prints, per image, its state, build time, size and versions, and writes them
+# to build/images/results.tsv (docs/images.md quotes them). Needs root and the
+# network (the host's apt sources; npm's registry for browser and webgamedev).
+#
+#   IMAGES        which, in order (default: node anaconda go media browser webgamedev twine)
+#   IMAGE_CACHE   the .deb cache (default /var/cache/sbx-ci/images/archives)
+#
+# The last line is `N passed, N failed` (twine passes when it is refused with
+# its reason, as shipped).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT" || exit 1
+IMAGES=${IMAGES:-node anaconda go media browser webgamedev twine}
+CACHE=${IMAGE_CACHE:-/var/cache/sbx-ci/images/archives}
+OUT=$ROOT/build/images
+[[ $(id -u) -eq 0 ]] || { echo "check-images: needs root" >&2; exit 1; }
+for b in sbxd sbxctl sbx-worker sbx-image-build; do
+  [[ -x build/bin/$b ]] || { echo "check-images: build/bin/$b missing: make all" >&2; exit 1; }
+done
+mkdir -p "$CACHE" "$OUT"
+D=$(mktemp -d /tmp/sbx-images-XXXXXX)
+PID=
+cleanup() {
+  if [[ -n $PID ]]; then kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
+  if grep -q " $D" /proc/self/mounts; then echo "check-images: still mounted under $D" >&2
+  else rm -rf --one-file-system "$D"; fi
+}
+trap cleanup EXIT
+mkdir -m 0755 "$D/images.d" "$D/state" "$D/run"
+install -m 0644 dist/images.d/*.conf "$D/images.d/"
+printf '[sbxd]\nimages_dir = %s\nimage_cache_dir = %s\n' "$D/images.d" "$CACHE" >"$D/sbxd.conf"
+build/bin/sbxd --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" >"$D/sbxd.log" 2>&1 &
+PID=$!
+for _ in $(seq 100); do [[ -S $D/run/sbxd.sock ]] && break; sleep 0.1; done
+C=(build/bin/sbxctl --socket "$D/run/sbxd.sock")
+passed=0 failed=0
+printf 'image\tstate\tbuild_s\tsize_bytes\tversions\n' >"$OUT/results.tsv"
+for img in $IMAGES; do
+  t0=$(date +%s)
+  "${C[@]}" image build "$img" >"$D/$img.out" 2>"$D/$img.err"
+  rc=$? t=$(( $(date +%s) - t0 ))
+  "${C[@]}" image show "$img" --json >"$D/$img.json" 2>/dev/null
+  line=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))
+print("\t".join([j["name"], j["state"], sys.argv[2], str(j["size_bytes"]),
+  "; ".join("%s" % v for v in j["versions"].values()) or j.get("error", "")]))' "$D/$img.json" "$t")
+  printf '%s\n' "$line" >>"$OUT/results.tsv"
+  echo "check-images: $line"
+  if [[ $img == twine ]]; then
+    # shipped refused: the build must say why
+    if ((rc != 0)) && grep -q "cannot be built: Tweego" "$D/$img.err"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  elif ((rc == 0)) && grep -q '"state": "built"' "$D/$img.json" && ! grep -q -E 'not found|No such file' "$D/$img.json"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "---- $img: $(cat "$D/$img.err")"
+    tail -n 30 "$D/state/images/$img.log" 2>/dev/null
+  fi
+done
+echo "check-images: results in $OUT/results.tsv"
+echo "$passed passed, $failed failed"
+((failed == 0))
