@@ -652,6 +652,12 @@ static int create_check(Server *s, const SandboxSpec *spec, char *errmsg, size_t
         return 0;
 }
 
+/* A sandbox that was being made and is not: its files (and so its host ids) go. */
+static void sandbox_abandon(Server *s, Sandbox *sb) {
+        sandbox_files_remove(s, sb);
+        sandbox_free(sb);
+}
+
 /* A new sandbox of spec with its id, host ids and directory, not yet recorded. */
 static int sandbox_begin(Server *s, const SandboxSpec *spec, Sandbox **ret, char *errmsg, size_t errmsg_size) {
         char hex[17];
@@ -691,8 +697,7 @@ static int sandbox_begin(Server *s, const SandboxSpec *spec, Sandbox **ret, char
                         snprintf(errmsg, errmsg_size, "cannot record the sandbox's image: %s", strerror(-r));
         }
         if (r < 0) {
-                sandbox_files_remove(s, sb);
-                sandbox_free(sb);
+                sandbox_abandon(s, sb);
                 return r;
         }
         *ret = sb;
@@ -717,8 +722,7 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
                 return r;
         r = import_start(s, sb, c, seq, NULL, NULL, errmsg, errmsg_size);
         if (r < 0) {
-                sandbox_files_remove(s, sb);
-                sandbox_free(sb);
+                sandbox_abandon(s, sb);
                 return r;
         }
         log_info("Creating sandbox '%s' (%s) from '%s' for uid %u", sb->name, sb->id, sb->source_dir, sb->owner_uid);
@@ -756,8 +760,7 @@ int sandbox_create_for_claim(Server *s, const SandboxSpec *spec, SandboxMade mad
                         snprintf(errmsg, errmsg_size, "cannot create the sandbox's empty workspace: %s", strerror(-r));
         }
         if (r < 0) {
-                sandbox_files_remove(s, sb);
-                sandbox_free(sb);
+                sandbox_abandon(s, sb);
                 return r;
         }
         if (!spec->source_dir) {
