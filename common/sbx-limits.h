@@ -236,3 +236,11 @@
 #define SBX_IMAGE_DISK_MAX_DEFAULT (20ull << 30) /* sbxd.conf image_disk_max: all builds together */
 #define SBX_IMAGE_BUILD_UID_BASE (SBX_UID_POOL_END - 65536u)
 #define SBX_IMAGE_PROGRESS_MAX 64u              /* bytes of a step name the helper reports */
+
+/* Egress (issue 18, docs/egress.md): the package hosts sbxd.conf's
+ * egress_package_hosts and its "auto" discovery name together, and the bytes
+ * of one host name (a DNS name is at most 253). */
+#define SBX_EGRESS_HOSTS_MAX 256u               /* entries of the package-managers allowlist */
+#define SBX_EGRESS_HOST_MAX 253u                /* bytes of one host name */
+#define SBX_EGRESS_CONFIG_FILE_MAX (256u << 10) /* bytes read of one apt/npm/pip configuration file */
+#define SBX_EGRESS_CONFIG_FILES_MAX 128u        /* files read of sources.list.d */

@@ -37,7 +37,7 @@ $(FUZZ)/bin/fuzz-wire: $(call fuzzobj,tests/fuzz/fuzz-wire.c) $$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 
-$(FUZZ)/bin/fuzz-config: $(call fuzzobj,tests/fuzz/fuzz-config.c supervisor/core/config.c) $$(FUZZ_LIB_OBJS)
+$(FUZZ)/bin/fuzz-config: $(call fuzzobj,tests/fuzz/fuzz-config.c supervisor/core/config.c supervisor/core/egress.c) $$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 

@@ -444,7 +444,7 @@ int handle_template_list(Request *rq) {
                 info->pids_max = t->pids_max ?: cfg->default_pids_max;
                 info->cpu_weight = t->cpu_weight;
                 info->disk_bytes = t->disk_bytes ?: cfg->session_disk_bytes;
-                info->egress = (char *) TEMPLATE_EGRESS;
+                info->egress = (char *) egress_policy_to_string(t->egress);
                 info->warm = t->warm;
                 info->warm_ready = warm;
                 info->has_shutdown = !t->no_expiry;

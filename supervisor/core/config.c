@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <ini.h>
 #include <limits.h>
@@ -43,6 +44,7 @@ void config_init(Config *cfg) {
                 .claims_per_user = SBX_CLAIMS_PER_USER_DEFAULT,
                 .claim_max_lifetime = SBX_CLAIM_LIFETIME_MAX_DEFAULT_S,
                 .image_disk_max = SBX_IMAGE_DISK_MAX_DEFAULT,
+                .egress_package_hosts = { .discover = true },
         };
 }
 
@@ -57,6 +59,7 @@ void config_done(Config *cfg) {
         free(cfg->worker_path);
         free(cfg->images_dir);
         free(cfg->image_cache_dir);
+        egress_hosts_done(&cfg->egress_package_hosts);
         cfg->state_dir = cfg->run_dir = cfg->worker_path = cfg->images_dir = cfg->image_cache_dir = NULL;
 }
 
@@ -73,8 +76,19 @@ static int set_path(char **dst, const char *value) {
 static int templates_ensure_default(Config *cfg);
 
 int config_finish(Config *cfg) {
+        int r;
+
         if (templates_ensure_default(cfg) < 0)
                 return -ENOMEM;
+        if (cfg->egress_package_hosts.discover) {
+                _cleanup_close_ int rootfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+                if (rootfd < 0)
+                        return -errno;
+                r = egress_hosts_discover(&cfg->egress_package_hosts, rootfd);
+                if (r < 0)
+                        return r;
+        }
         if (!cfg->state_dir && set_path(&cfg->state_dir, "/var/lib/sbx") < 0)
                 return -ENOMEM;
         if (!cfg->run_dir && set_path(&cfg->run_dir, "/run/sbx") < 0)
@@ -188,13 +202,27 @@ static int config_set_word(Config *cfg, const char *key, const char *value, char
                 snprintf(err, CONFIG_ERROR_MAX, "%s must be an absolute path", key);
                 return -EINVAL;
         }
-        if (strcmp(key, "allow_io_uring") == 0) { /* boolean; see sbx-security(7) */
+        if (strcmp(key, "allow_io_uring") == 0 || strcmp(key, "egress_allow_private") == 0) {
+                /* booleans; see sbx-security(7) and docs/egress.md */
                 bool yes = !strcmp(value, "yes") || !strcmp(value, "true") || !strcmp(value, "1");
                 if (!yes && strcmp(value, "no") && strcmp(value, "false") && strcmp(value, "0")) {
-                        snprintf(err, CONFIG_ERROR_MAX, "allow_io_uring must be yes or no");
+                        snprintf(err, CONFIG_ERROR_MAX, "%s must be yes or no", key);
                         return -EINVAL;
                 }
-                cfg->allow_io_uring = yes;
+                *(key[0] == 'a' ? &cfg->allow_io_uring : &cfg->egress_allow_private) = yes;
+                return 0;
+        }
+        if (strcmp(key, "egress_package_hosts") == 0) {
+                char why[EGRESS_ERROR_MAX];
+                EgressHosts hosts;
+                int r = egress_hosts_parse(value, &hosts, why);
+
+                if (r < 0) {
+                        snprintf(err, CONFIG_ERROR_MAX, "egress_package_hosts: %s", why);
+                        return r;
+                }
+                egress_hosts_done(&cfg->egress_package_hosts);
+                cfg->egress_package_hosts = hosts;
                 return 0;
         }
         if (strcmp(key, "sandboxes_memory_max") == 0)
@@ -389,10 +417,12 @@ static int template_set(Template *t, const char *key, const char *value, char *e
                 return 0;
         }
         if (strcmp(key, "egress") == 0) {
-                if (strcmp(value, TEMPLATE_EGRESS) == 0)
+                char why[EGRESS_ERROR_MAX];
+
+                if (egress_policy_from_string(value, &t->egress) >= 0)
                         return 0;
-                snprintf(err, CONFIG_ERROR_MAX, "egress: '%.40s' is not a network policy of this sbxd (known: "
-                         TEMPLATE_EGRESS ")", value);
+                egress_policy_error(value, why);
+                snprintf(err, CONFIG_ERROR_MAX, "egress: %s", why);
                 return -EINVAL;
         }
         if (strcmp(key, "source") == 0) {

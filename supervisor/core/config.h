@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/egress.h"
 #include "os/image.h"
 #include "sbx-limits.h"
 
@@ -31,11 +32,11 @@ typedef struct Template {
         uint32_t warm;                  /* warm claims kept ready */
         bool no_expiry;                 /* shutdown_after_seconds = none */
         uint32_t shutdown_after_seconds;
+        EgressPolicy egress;            /* its sandboxes' network policy (docs/egress.md) */
 } Template;
 
 #define TEMPLATE_DEFAULT "default"
 #define CONFIG_IMAGES_DIR_DEFAULT SBX_SYSCONFDIR "/sbx/images.d" /* images_dir unless set */
-#define TEMPLATE_EGRESS "none"          /* the one network policy a template may name */
 
 typedef struct Config {
         char *state_dir;
@@ -83,6 +84,12 @@ typedef struct Config {
         char *images_dir;               /* NAME.conf definitions; default SYSCONFDIR/sbx/images.d */
         char *image_cache_dir;          /* .deb packages kept between builds; default STATE/images/cache */
         uint64_t image_disk_max;        /* all builds together at most this */
+        /* egress (core/egress.h, docs/egress.md): the hosts of package-managers
+         * (egress_package_hosts; "auto" found by config_finish) and whether the
+         * proxy may reach loopback, link-local, private and the host's own
+         * addresses (egress_allow_private, for tests). */
+        EgressHosts egress_package_hosts;
+        bool egress_allow_private;
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */
@@ -98,7 +105,9 @@ int config_load(Config *cfg, const char *path, bool required, char *ret_error);
 /* What share resolves to on a host with host_total of it (bytes of memory,
  * kernel.pid_max); 0: no limit. */
 uint64_t config_share_resolve(const ConfigShare *share, uint64_t host_total);
-/* The default directories where neither the file nor the command line set them. */
+/* The default directories where neither the file nor the command line set
+ * them, and the package hosts of egress_package_hosts = auto (the host's
+ * apt, npm and pip configuration under "/"). */
 int config_finish(Config *cfg);
 void config_done(Config *cfg);
 /* The template of this name, or NULL. */
