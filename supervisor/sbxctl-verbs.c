@@ -121,6 +121,12 @@ static int set_image(Args *a, const char *arg) {
         return check_id("--image", arg);
 }
 
+/* Checked by sbxd (core/egress.h), which names the policies it knows. */
+static int set_egress(Args *a, const char *arg) {
+        a->egress = arg;
+        return EXIT_OK;
+}
+
 static int set_memory(Args *a, const char *arg) {
         if (parse_positive_size(arg, &a->memory_bytes) < 0)
                 return usage_error("invalid --memory '%s': expected a positive number of bytes, "
@@ -200,6 +206,7 @@ const CtlOption ctl_options[] = {
         { "--json",       false, CTL_GROUP_GLOBAL,   set_json,       NULL },
         { "--source",     true,  CTL_GROUP_CREATE,   set_source,     "@dir" },
         { "--image",      true,  CTL_GROUP_CREATE,   set_image,      NULL },
+        { "--egress",     true,  CTL_GROUP_CREATE,   set_egress,     "none package-managers open" },
         { "--memory",     true,  CTL_GROUP_CREATE,   set_memory,     NULL },
         { "--pids",       true,  CTL_GROUP_CREATE,   set_pids,       NULL },
         { "--cpu-weight", true,  CTL_GROUP_CREATE,   set_cpu_weight, NULL },
@@ -220,7 +227,7 @@ const size_t ctl_n_options = ELEMENTSOF(ctl_options);
 /* sbxctl --json writes the reply's fields under their protocol names. */
 static const MsgJsonMap sandbox_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descriptor,
         MSG_JSON_NAMES("name id owner_uid source_dir image memory_bytes pids_max cpu_weight layer_count live_sessions "
-                       "created_unix uid_base uid_count layers_bytes layers_inodes layers_max_bytes"));
+                       "created_unix uid_base uid_count egress layers_bytes layers_inodes layers_max_bytes"));
 
 /* sandbox show: after sandbox_map's keys. */
 static const MsgJsonMap transcripts_map = MSG_JSON_MAP_INIT(sbx__sandbox_info__descriptor,
@@ -310,6 +317,7 @@ static int build_sandbox_create(Args *a, CtlRequest *req) {
         m->name = (char *) a->name;
         m->source_dir = a->source_dir;
         m->image = (char *) (a->image ? a->image : "");
+        m->egress = (char *) (a->egress ? a->egress : "");
         m->memory_bytes = a->memory_bytes;
         m->pids_max = a->pids_max;
         m->cpu_weight = a->cpu_weight;
@@ -420,6 +428,8 @@ static int print_sandbox_show(const Args *a, const Sbx__Reply *reply) {
         fputs_safe(s->source_dir, stdout);
         fputs("\nimage: ", stdout);
         fputs_safe(s->image[0] ? s->image : "default", stdout);
+        fputs("\negress: ", stdout);
+        fputs_safe(s->egress[0] ? s->egress : "none", stdout);
         putchar('\n');
         printf("memory: %s\n", memory);
         if (s->pids_max == 0)

@@ -24,7 +24,7 @@ static void help(void) {
                "\n"
                "Commands:\n"
                "  sandbox create NAME --source DIR [--image NAME] [--memory BYTES] [--pids N] [--cpu-weight N]\n"
-               "                 [--owner UID]\n"
+               "                 [--owner UID] [--egress none|package-managers|open]\n"
                "                                 import DIR as a new sandbox\n"
                "  sandbox list                   list sandboxes\n"
                "  sandbox show NAME              show one sandbox\n"

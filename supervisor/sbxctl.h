@@ -53,6 +53,7 @@ typedef struct Args {
         const char *id;         /* the second: the session or command */
         const char *source;     /* --source as given */
         const char *image;      /* sandbox create --image */
+        const char *egress;     /* sandbox create --egress */
         char *source_dir;       /* --source made absolute, owned */
         uint64_t memory_bytes;
         uint32_t pids_max;

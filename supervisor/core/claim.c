@@ -337,6 +337,7 @@ static int claim_make(Server *s, const Template *t, Claim *cl, char *err, size_t
                 .pids_max = t->pids_max,
                 .cpu_weight = t->cpu_weight,
                 .disk_bytes = t->disk_bytes,
+                .egress = egress_policy_to_string(t->egress),
         }, claim_sandbox_made, cl, err, errsize);
         if (r < 0) {
                 TAILQ_REMOVE(&s->claims, cl, link);

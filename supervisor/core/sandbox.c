@@ -125,6 +125,9 @@ static int load_one(const StoreSandbox *rec, void *userdata) {
         sb->memory_bytes = rec->memory_bytes;
         sb->pids_max = rec->pids_max;
         sb->cpu_weight = rec->cpu_weight;
+        /* A policy this sbxd does not know (a newer one's record) is none: no way out. */
+        if (egress_policy_from_string(rec->egress, &sb->egress) < 0)
+                sb->egress = EGRESS_NONE;
         sb->top_layer = rec->top_layer;
         sb->created_unix = rec->created_unix;
         r = sandbox_open_dirs(s, sb, false);
@@ -469,6 +472,7 @@ static int sandbox_record(Server *s, const Sandbox *sb) {
                 .created_unix = sb->created_unix,
         };
 
+        strlcpy(rec.egress, egress_policy_to_string(sb->egress), sizeof(rec.egress));
         strlcpy(rec.id, sb->id, sizeof(rec.id));
         strlcpy(rec.name, sb->name, sizeof(rec.name));
         return store_sandbox_insert(s->store, &rec, "original");
@@ -644,6 +648,13 @@ static int create_check(Server *s, const SandboxSpec *spec, char *errmsg, size_t
                 snprintf(errmsg, errmsg_size, "source directory must be an absolute path");
                 return -EINVAL;
         }
+        if (spec->egress && spec->egress[0] && egress_policy_from_string(spec->egress, &(EgressPolicy) { 0 }) < 0) {
+                char why[EGRESS_ERROR_MAX];
+
+                egress_policy_error(spec->egress, why);
+                snprintf(errmsg, errmsg_size, "%s", why);
+                return -EINVAL;
+        }
         if (spec->image && spec->image[0] && !image_exists(s, spec->image)) {
                 snprintf(errmsg, errmsg_size, "image '%.64s' has no definition in %s (sbxctl image list shows the images)",
                          spec->image, s->cfg.images_dir);
@@ -679,6 +690,8 @@ static int sandbox_begin(Server *s, const SandboxSpec *spec, Sandbox **ret, char
         sb->pids_max = spec->pids_max ?: s->cfg.default_pids_max;
         sb->cpu_weight = spec->cpu_weight ?: SBX_CPU_WEIGHT_DEFAULT;
         sb->disk_bytes = spec->disk_bytes;
+        if (!spec->egress || egress_policy_from_string(spec->egress, &sb->egress) < 0)
+                sb->egress = EGRESS_NONE; /* "" (create_check refused any other name) */
         sb->created_unix = time(NULL);
         /* A half-created sandbox of an earlier crash has no record: free its ids. */
         (void) sandbox_ranges_collect(s);
@@ -717,6 +730,7 @@ int sandbox_create(Server *s, const Sbx__SandboxCreate *req, Client *c, uint32_t
                 .memory_bytes = req->memory_bytes,
                 .pids_max = req->pids_max,
                 .cpu_weight = req->cpu_weight,
+                .egress = req->egress,
         }, &sb, errmsg, errmsg_size);
         if (r < 0)
                 return r;
@@ -858,6 +872,7 @@ void sandbox_info(const Sandbox *sb, Sbx__SandboxInfo *ret) {
         ret->live_sessions = sb->live_sessions - sb->spares;
         ret->created_unix = sb->created_unix;
         ret->image = (char *) sb->image;
+        ret->egress = (char *) egress_policy_to_string(sb->egress);
 }
 
 void sandboxes_free(Server *s) {

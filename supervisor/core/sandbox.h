@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "core/client.h"
+#include "core/egress.h"
 #include "core/server.h"
 #include "core/snapshot.h"
 #include "data/store.h"
@@ -30,6 +31,7 @@ struct Sandbox {
         uint64_t memory_bytes;
         uint32_t pids_max;
         uint32_t cpu_weight;        /* 1..10000, cgroup CPU share (100 = default) */
+        EgressPolicy egress;        /* its sessions' network (core/egress.h) */
         CgroupSandbox *cgroup;      /* above its sessions' (os/cgroup.h): made for its first session
                                        (core/session.c), freed with the sandbox */
         uint32_t top_layer;
@@ -96,6 +98,7 @@ typedef struct SandboxSpec {
         uint32_t pids_max;
         uint32_t cpu_weight;
         uint64_t disk_bytes;
+        const char *egress;             /* a policy's name (core/egress.h); NULL or "": none */
 } SandboxSpec;
 int sandbox_create_for_claim(Server *s, const SandboxSpec *spec, SandboxMade made, void *userdata, char *errmsg,
                              size_t errmsg_size);

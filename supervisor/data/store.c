@@ -19,13 +19,15 @@ struct Store {
  * may be reused after a delete) and goes with it (ON DELETE CASCADE).
  * Schema 3: a command's transcript size (bytes, files; -1 files: not known
  * yet) and, once it was evicted, the budget it was evicted for; each
- * layer's allocated bytes and inodes (layer quotas). */
-#define SCHEMA_VERSION 3
+ * layer's allocated bytes and inodes (layer quotas).
+ * Schema 4: a sandbox's egress policy (docs/egress.md; before: none). */
+#define SCHEMA_VERSION 4
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS sandboxes ("
         "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, owner_uid INTEGER NOT NULL, source_dir TEXT NOT NULL,"
         "  memory_bytes INTEGER NOT NULL, pids_max INTEGER NOT NULL,"
-        "  created_unix INTEGER NOT NULL, cpu_weight INTEGER NOT NULL DEFAULT 100);"
+        "  created_unix INTEGER NOT NULL, cpu_weight INTEGER NOT NULL DEFAULT 100,"
+        "  egress TEXT NOT NULL DEFAULT 'none');"
         "CREATE TABLE IF NOT EXISTS layers ("
         "  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
         "  seq INTEGER NOT NULL, owner TEXT NOT NULL, changed_paths INTEGER NOT NULL,"
@@ -103,7 +105,8 @@ static const char migrate_from_1[] =
         "ALTER TABLE blame RENAME TO v1_blame;"
         "ALTER TABLE squashes RENAME TO v1_squashes;";
 static const char migrate_from_1_rows[] =
-        "INSERT INTO sandboxes SELECT 'sb-' || lower(hex(randomblob(8))), name, owner_uid, source_dir,"
+        "INSERT INTO sandboxes (id, name, owner_uid, source_dir, memory_bytes, pids_max, created_unix, cpu_weight)"
+        "  SELECT 'sb-' || lower(hex(randomblob(8))), name, owner_uid, source_dir,"
         "  memory_bytes, pids_max, created_unix, cpu_weight FROM v1_sandboxes;"
         "INSERT INTO layers (sandbox, seq, owner, changed_paths, created_unix)"
         "  SELECT s.id, l.seq, l.owner, l.changed_paths, l.created_unix"
@@ -128,6 +131,8 @@ static const char migrate_from_2[] =
         "ALTER TABLE commands ADD COLUMN evicted TEXT NOT NULL DEFAULT '';"
         "ALTER TABLE layers ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;"
         "ALTER TABLE layers ADD COLUMN inodes INTEGER NOT NULL DEFAULT 0;";
+/* Schema 3 to 4: every sandbox made before had no network but loopback. */
+static const char migrate_from_3[] = "ALTER TABLE sandboxes ADD COLUMN egress TEXT NOT NULL DEFAULT 'none';";
 
 static int sql_err(int rc) {
         switch (rc) {
@@ -180,7 +185,9 @@ static int schema_update(Store *s) {
         if (r < 0)
                 return r;
         if (has_tables)
-                r = exec_sql(s, version < 2 ? migrate_from_1 : migrate_from_2);
+                r = exec_sql(s, version < 2 ? migrate_from_1 : version < 3 ? migrate_from_2 : migrate_from_3);
+        if (r >= 0 && has_tables && version == 2)
+                r = exec_sql(s, migrate_from_3);
         if (r >= 0)
                 r = exec_sql(s, schema);
         if (r >= 0 && has_tables && version < 2)
@@ -301,7 +308,7 @@ int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_ow
         r = store_begin_durable(s);
         if (r < 0)
                 return r;
-        r = prepare(s, "INSERT INTO sandboxes VALUES (?,?,?,?,?,?,?,?)", &st);
+        r = prepare(s, "INSERT INTO sandboxes VALUES (?,?,?,?,?,?,?,?,?)", &st);
         if (r >= 0) {
                 sqlite3_bind_text(st, 1, sb->id, -1, SQLITE_STATIC);
                 sqlite3_bind_text(st, 2, sb->name, -1, SQLITE_STATIC);
@@ -311,6 +318,7 @@ int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_ow
                 sqlite3_bind_int64(st, 6, sb->pids_max);
                 sqlite3_bind_int64(st, 7, sb->created_unix);
                 sqlite3_bind_int64(st, 8, sb->cpu_weight);
+                sqlite3_bind_text(st, 9, sb->egress[0] ? sb->egress : "none", -1, SQLITE_STATIC);
                 r = step_done(st);
         }
         if (r >= 0)
@@ -377,8 +385,8 @@ int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *user
 
         r = prepare(s,
                     "SELECT s.name, s.owner_uid, s.source_dir, s.memory_bytes, s.pids_max,"
-                    " s.created_unix, (SELECT MAX(seq) FROM layers l WHERE l.sandbox = s.id), s.cpu_weight, s.id"
-                    " FROM sandboxes s ORDER BY s.name",
+                    " s.created_unix, (SELECT MAX(seq) FROM layers l WHERE l.sandbox = s.id), s.cpu_weight, s.id,"
+                    " s.egress FROM sandboxes s ORDER BY s.name",
                     &st);
         if (r < 0)
                 return r;
@@ -394,6 +402,7 @@ int store_sandbox_foreach(Store *s, int (*cb)(const StoreSandbox *sb, void *user
                 };
                 strlcpy(sb.name, (const char *) sqlite3_column_text(st, 0), sizeof(sb.name));
                 strlcpy(sb.id, (const char *) sqlite3_column_text(st, 8), sizeof(sb.id));
+                strlcpy(sb.egress, (const char *) sqlite3_column_text(st, 9), sizeof(sb.egress));
                 r = cb(&sb, userdata);
                 if (r < 0)
                         return r;

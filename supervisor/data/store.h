@@ -24,6 +24,7 @@ typedef struct StoreSandbox {
         uint32_t cpu_weight;
         uint32_t top_layer;
         int64_t created_unix;
+        char egress[24];                /* its network policy's name; "": none */
 } StoreSandbox;
 
 /* A sandbox's host id range (uidrange.h). */

@@ -197,6 +197,7 @@ static const char back_to_schema_2[] =
         "ALTER TABLE commands DROP COLUMN evicted;"
         "DROP TRIGGER layer_totals_add; DROP TABLE layer_totals;"
         "ALTER TABLE layers DROP COLUMN bytes; ALTER TABLE layers DROP COLUMN inodes;"
+        "ALTER TABLE sandboxes DROP COLUMN egress;"
         "PRAGMA user_version = 2;";
 
 static void exec_db(const Fixture *f, const char *sql) {
@@ -293,6 +294,39 @@ static void test_transcripts(void **state) {
         store_close(s);
 }
 
+static int note_egress(const StoreSandbox *sb, void *userdata) {
+        char *out = userdata;
+
+        strcat(out, sb->name);
+        strcat(out, "=");
+        strcat(out, sb->egress);
+        strcat(out, " ");
+        return 0;
+}
+
+/* A sandbox's egress policy is kept; schema 3's sandboxes get none. */
+static void test_egress(void **state) {
+        Fixture *f = *state;
+        StoreSandbox a = { .id = "sb-a", .name = "a", .source_dir = (char *) "/a", .egress = "open" };
+        StoreSandbox b = { .id = "sb-b", .name = "b", .source_dir = (char *) "/b" };
+        char seen[64] = "";
+        Store *s = NULL;
+
+        assert_int_equal(store_open(f->dirfd, &s), 0);
+        assert_int_equal(store_sandbox_insert(s, &a, "original"), 0);
+        assert_int_equal(store_sandbox_insert(s, &b, "original"), 0);
+        assert_int_equal(store_sandbox_foreach(s, note_egress, seen), 0);
+        assert_string_equal(seen, "a=open b=none ");
+        s = store_close(s);
+        exec_db(f, "ALTER TABLE sandboxes DROP COLUMN egress; PRAGMA user_version = 3;");
+        assert_int_equal(store_open(f->dirfd, &s), 0);
+        assert_int_equal(store_migrated_from(s), 3);
+        seen[0] = '\0';
+        assert_int_equal(store_sandbox_foreach(s, note_egress, seen), 0);
+        assert_string_equal(seen, "a=none b=none ");
+        store_close(s);
+}
+
 /* Layer sizes: schema 2 gets them as 0; the sums by sandbox, owner and all
  * leave out each sandbox's imported layer 0. */
 static void test_layer_sizes(void **state) {
@@ -339,6 +373,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_transcripts, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reused_name, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_layer_sizes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_egress, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
