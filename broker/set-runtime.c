@@ -16,6 +16,7 @@
 _Static_assert(SBX_YIELD_DEFAULT_MS == 10000, "exec_command description");
 _Static_assert(SBX_STDIN_YIELD_DEFAULT_MS == 1000, "write_command_stdin description");
 _Static_assert(SBX_YIELD_MAX_MS == 30000, "tool descriptions");
+_Static_assert(SBX_EGRESS_AUDIT_MAX == 64, "exec_command output schema (egress)");
 _Static_assert(SBX_TIMEOUT_DEFAULT_MS == 600000, "exec_command description");
 _Static_assert(SBX_TIMEOUT_MAX_MS == 86400000, "exec_command description");
 _Static_assert(SBX_WINDOW_MAX_LINES == 200 && SBX_RESULT_TEXT_BUDGET == 52 * 1024, "tool descriptions");

@@ -15,11 +15,17 @@ const MsgJsonMap tool_publication_map = MSG_JSON_MAP_INIT(sbx__publication__desc
         MSG_JSON_FIELD("error", "error", .flags = MSG_JSON_OMIT_EMPTY),
         MSG_JSON_FIELD("conflicts", "conflicts", .flags = MSG_JSON_OMIT_EMPTY));
 
+/* What a command of a sandbox with an egress policy other than none reached (docs/egress.md). */
+const MsgJsonMap tool_egress_audit_map = MSG_JSON_MAP_INIT(sbx__egress_audit__descriptor,
+        MSG_JSON_NAMES("policy contacted refused"),
+        MSG_JSON_FIELD("truncated", "truncated", .flags = MSG_JSON_OMIT_EMPTY));
+
 static const MsgJsonMap command_output_map = MSG_JSON_MAP_INIT(sbx__command_output__descriptor,
         TOOL_COMMAND_FIELDS,
         MSG_JSON_NAMES("wall_time_seconds command_total_time_seconds start_offset end_offset total_lines "
                        "original_token_count output"),
-        MSG_JSON_FIELD("publication", "publication", .sub = &tool_publication_map));
+        MSG_JSON_FIELD("publication", "publication", .sub = &tool_publication_map),
+        MSG_JSON_FIELD("egress", "egress", .flags = MSG_JSON_OMIT_EMPTY, .sub = &tool_egress_audit_map));
 
 int tool_render_object(const MsgJsonMap *map, const void *body, json_t **ret) {
         *ret = msg_json_object(map, body, TOOL_TEXT);

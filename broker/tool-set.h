@@ -113,6 +113,7 @@ int tool_prepare_strings(json_t *args, ToolRequest *req, char **ret_error, const
 
 /* A Publication as the tools show it: error and conflicts only when set. */
 extern const MsgJsonMap tool_publication_map;
+extern const MsgJsonMap tool_egress_audit_map;
 
 /* The keys a command's record starts with, in CommandOutput (the command
  * tools) and CommandInfo (list_command_sessions) alike. */

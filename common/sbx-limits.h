@@ -244,3 +244,17 @@
 #define SBX_EGRESS_HOST_MAX 253u                /* bytes of one host name */
 #define SBX_EGRESS_CONFIG_FILE_MAX (256u << 10) /* bytes read of one apt/npm/pip configuration file */
 #define SBX_EGRESS_CONFIG_FILES_MAX 128u        /* files read of sources.list.d */
+/* sbx-egress (sbx-egress(8)): its connections and their clocks. A client
+ * that has not sent its whole request head within the handshake time is
+ * dropped (one byte a second never keeps a connection), as is a relay with
+ * no byte either way for the idle time. */
+#define SBX_EGRESS_PORT 3128                    /* 127.0.0.1:PORT in each session with a policy other than none */
+#define SBX_EGRESS_HEADER_MAX 8192u             /* bytes of a request head */
+#define SBX_EGRESS_HEADERS_MAX 100u             /* header lines of a request head */
+#define SBX_EGRESS_CONNS_PER_SANDBOX 64u        /* open connections of one sandbox's sessions */
+#define SBX_EGRESS_CONNS_MAX 1024u              /* open connections of all sandboxes */
+#define SBX_EGRESS_HANDSHAKE_S 10u              /* seconds from accept to a connected upstream */
+#define SBX_EGRESS_IDLE_S 300u                  /* seconds a relay may carry nothing */
+#define SBX_EGRESS_PIPE_BYTES (1u << 20)        /* each direction's splice pipe (F_SETPIPE_SZ, if allowed) */
+#define SBX_EGRESS_AUDIT_MAX 64u                /* host:port entries of each list of a command's egress audit */
+#define SBX_EGRESS_RESTART_MAX_S 30u            /* sbxd restarts a failed sbx-egress after 1, 2, 4 ... up to this */

@@ -3,9 +3,11 @@
 #include "fd-util.h"
 #include "setup.h"
 
-int setup_report_spawned(int sync, pid_t pid, int pidfd) {
+int setup_report_spawned(int sync, pid_t pid, int pidfd, int egress_fd) {
         SetupReport rep = { .tag = SETUP_SPAWNED, .pid = pid };
-        return send_with_fds(sync, &rep, sizeof(rep), &pidfd, 1);
+        int fds[2] = { pidfd, egress_fd };
+
+        return send_with_fds(sync, &rep, sizeof(rep), fds, egress_fd >= 0 ? 2 : 1);
 }
 
 int setup_report_error(int sync, int err, const char *step) {

@@ -5,6 +5,7 @@
  * told apart by its length:
  *
  *   spawner -> sbxd  SetupReport (tag SETUP_SPAWNED) with the pidfd attached
+ *                    (and the session's egress listening socket, if asked)
  *   sbxd -> init     SETUP_GO: the init is in the session's cgroup
  *   init -> sbxd     SETUP_USERNS with three O_PATH fds: the workspace upper
  *                    directory, the merged /workspace and the merged /; the init has
@@ -32,7 +33,9 @@ typedef struct SetupReport {
         pid_t pid;
 } SetupReport;
 
-/* The spawner's report of the process it started, with its pidfd. */
-int setup_report_spawned(int sync, pid_t pid, int pidfd);
+/* The spawner's report of the process it started, with its pidfd and, for
+ * a session with an egress policy, the socket listening inside it (else
+ * egress_fd is -EBADF). */
+int setup_report_spawned(int sync, pid_t pid, int pidfd, int egress_fd);
 /* A failed step; err may be given with either sign. */
 int setup_report_error(int sync, int err, const char *step);

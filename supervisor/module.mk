@@ -16,6 +16,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/egress.c
+SUPERVISOR_CORE_SRCS += supervisor/core/egress-proxy.c
 SUPERVISOR_CORE_SRCS += supervisor/core/server.c
 SUPERVISOR_CORE_SRCS += supervisor/core/client.c
 SUPERVISOR_CORE_SRCS += supervisor/core/snapshot.c

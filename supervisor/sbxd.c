@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "core/egress-proxy.h"
 #include "core/client.h"
 #include "core/config.h"
 #include "core/kept.h"
@@ -387,6 +388,8 @@ static int server_open(Server *s) {
                 r = server_open_resources(s);
         if (r >= 0)
                 r = server_open_events(s);
+        if (r >= 0)
+                egress_proxy_start(s);
         return r;
 }
 
@@ -414,6 +417,7 @@ static void server_done(Server *s) {
         sessions_reap(s);
         /* A last try; what still fails is marked supervisor_lost at the next start. */
         commands_store_unrecorded(s, true);
+        egress_proxy_stop(s);
         claims_free(s);
         imports_free(s);
         images_free(s);
@@ -434,7 +438,7 @@ static void server_done(Server *s) {
 static int server_timeout(Server *s) {
         unsigned long long deadline = MIN(MIN(commands_next_deadline(s), spares_next_deadline(s)),
                                           MIN(MIN(failed_sessions_next_deadline(s), clients_next_deadline(s)),
-                                              claims_next_deadline(s)));
+                                              MIN(claims_next_deadline(s), egress_proxy_next_deadline(s))));
         unsigned long long now = now_usec();
 
         if (deadline == ~0ull)
@@ -450,6 +454,7 @@ static void server_tick(Server *s) {
         failed_sessions_run_deadlines(s);
         claims_run_deadlines(s);
         clients_run_deadlines(s);
+        egress_proxy_run_deadlines(s);
         sessions_reap(s);
         clients_reap(s, false);
 }

@@ -60,6 +60,8 @@ void config_done(Config *cfg) {
         free(cfg->images_dir);
         free(cfg->image_cache_dir);
         egress_hosts_done(&cfg->egress_package_hosts);
+        free(cfg->egress_user);
+        cfg->egress_user = NULL;
         cfg->state_dir = cfg->run_dir = cfg->worker_path = cfg->images_dir = cfg->image_cache_dir = NULL;
 }
 
@@ -211,6 +213,13 @@ static int config_set_word(Config *cfg, const char *key, const char *value, char
                 }
                 *(key[0] == 'a' ? &cfg->allow_io_uring : &cfg->egress_allow_private) = yes;
                 return 0;
+        }
+        if (strcmp(key, "egress_user") == 0) {
+                if (value[0] && strlen(value) <= 32 && value[0] != '-' &&
+                    strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789-_") == strlen(value))
+                        return set_path(&cfg->egress_user, value);
+                snprintf(err, CONFIG_ERROR_MAX, "egress_user: '%.40s' is not a user name", value);
+                return -EINVAL;
         }
         if (strcmp(key, "egress_package_hosts") == 0) {
                 char why[EGRESS_ERROR_MAX];

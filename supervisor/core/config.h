@@ -36,6 +36,7 @@ typedef struct Template {
 } Template;
 
 #define TEMPLATE_DEFAULT "default"
+#define CONFIG_EGRESS_USER_DEFAULT "sbx-egress" /* dist/sbx.sysusers.conf makes it */
 #define CONFIG_IMAGES_DIR_DEFAULT SBX_SYSCONFDIR "/sbx/images.d" /* images_dir unless set */
 
 typedef struct Config {
@@ -90,6 +91,7 @@ typedef struct Config {
          * addresses (egress_allow_private, for tests). */
         EgressHosts egress_package_hosts;
         bool egress_allow_private;
+        char *egress_user;              /* sbx-egress runs as this user; NULL: CONFIG_EGRESS_USER_DEFAULT */
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */

@@ -1,48 +1,13 @@
-/* Egress policies of sandboxes (docs/egress.md, issue 18): none (loopback
- * only), package-managers (the hosts of egress_package_hosts) and open; and
- * the package hosts, as sbxd.conf lists them and as "auto" finds them in the
- * host's own apt, npm and pip configuration. Non-logging, Server-free. */
+/* The package hosts of sbxd.conf's egress_package_hosts = auto: what the
+ * host's own apt, npm and pip configuration names (docs/egress.md). The
+ * policies themselves are common/egress-policy.h, shared with sbx-egress.
+ * Non-logging, Server-free. */
 #pragma once
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "egress-policy.h"
+#include "macro.h"
+#include "sbx.pb-c.h"
 
-#include "sbx-limits.h"
-
-typedef enum EgressPolicy {
-        EGRESS_NONE,                    /* no network but the sandbox's loopback */
-        EGRESS_PACKAGE_MANAGERS,        /* the package hosts only */
-        EGRESS_OPEN,                    /* any public host */
-        _EGRESS_POLICY_MAX,
-} EgressPolicy;
-
-#define EGRESS_POLICY_NAMES "none, package-managers, open"
-#define EGRESS_ERROR_MAX 160            /* bytes of egress_policy_error's message */
-
-/* The policy's name ("none", "package-managers", "open"). */
-const char *egress_policy_to_string(EgressPolicy p);
-/* The policy called name; -EINVAL if there is none. */
-int egress_policy_from_string(const char *name, EgressPolicy *ret);
-/* What a request naming an unknown policy is told (the seed's wording):
- * egress mode "<mode>" is not in the allowlist (none, package-managers, open). */
-void egress_policy_error(const char *mode, char ret_message[static EGRESS_ERROR_MAX]);
-
-/* One allowed host: port 0 allows 80 and 443. */
-typedef struct EgressHost {
-        char name[SBX_EGRESS_HOST_MAX + 1];     /* lower case; an IPv6 literal without brackets */
-        uint16_t port;
-} EgressHost;
-
-typedef struct EgressHosts {
-        EgressHost *hosts;
-        size_t n;
-        bool discover;                  /* "auto" was listed */
-} EgressHosts;
-
-/* Parse egress_package_hosts (space-separated host, host:port, [v6]:port
- * and the word auto) into a new list; on -EINVAL ret_error says which word. */
-int egress_hosts_parse(const char *value, EgressHosts *ret, char ret_error[static EGRESS_ERROR_MAX]);
 /* Add the registries of the apt (etc/apt/sources.list, sources.list.d *.list
  * and deb822 *.sources), npm (etc/npmrc, usr/etc/npmrc: registry and
  * @scope:registry) and pip (etc/pip.conf, etc/xdg/pip/pip.conf: index-url,
@@ -50,6 +15,28 @@ int egress_hosts_parse(const char *value, EgressHosts *ret, char ret_error[stati
  * host; fixtures in tests). Files that are missing or unreadable add
  * nothing; -E2BIG when the list would pass SBX_EGRESS_HOSTS_MAX. */
 int egress_hosts_discover(EgressHosts *hosts, int rootfd);
-/* Whether host:port is on the list (host compared without case). */
-bool egress_hosts_allow(const EgressHosts *hosts, const char *host, uint16_t port);
-void egress_hosts_done(EgressHosts *hosts);
+
+/* ---- a command's audit ------------------------------------------------------ */
+
+/* What a command's sandbox reached (contacted) and was refused through
+ * sbx-egress while it ran: "host:port" entries, each list deduplicated and
+ * at most SBX_EGRESS_AUDIT_MAX long (then truncated). */
+typedef struct EgressAudit {
+        char *contacted[SBX_EGRESS_AUDIT_MAX];
+        char *refused[SBX_EGRESS_AUDIT_MAX];
+        size_t n_contacted, n_refused;
+        bool truncated;
+} EgressAudit;
+
+int egress_audit_add(EgressAudit *a, const char *target, bool allowed);
+void egress_audit_done(EgressAudit *a);
+/* The audit as replies carry it (CommandOutput.egress; the script set's
+ * results too), borrowing a's strings: for a command whose sandbox's policy
+ * is not none. */
+void egress_audit_view(const EgressAudit *a, EgressPolicy policy, Sbx__EgressAudit *ret);
+
+/* The proxy variables of a sandbox with a policy other than none (sbx-egress
+ * listens at 127.0.0.1:SBX_EGRESS_PORT in each of its sessions). */
+#define EGRESS_PROXY_URL "http://127.0.0.1:" STRINGIFY(SBX_EGRESS_PORT)
+#define EGRESS_PROXY_ENV_N 9
+extern const char *const egress_proxy_env[EGRESS_PROXY_ENV_N];

@@ -14,6 +14,7 @@
 #include "core/owner.h"
 #include "array.h"
 #include "core/session.h"
+#include "core/egress-proxy.h"
 #include "core/transcripts.h"
 #include "core/snapshot.h"
 #include "data/layer.h"
@@ -122,6 +123,15 @@ static int session_check_limits(Server *s, const Sandbox *sb, char *err, size_t 
                          sb->name, (unsigned long long) procs, sb->pids_max);
                 return -EAGAIN;
         }
+        if (sb->egress != EGRESS_NONE) {
+                char why[200];
+
+                if (!egress_proxy_available(s, why, sizeof(why))) {
+                        snprintf(err, size, "sandbox '%s' has egress policy %s, but %s", sb->name,
+                                 egress_policy_to_string(sb->egress), why);
+                        return -EHOSTUNREACH;
+                }
+        }
         return owner_quota_check(s, "owner_sessions_max", sb->owner_uid, 1, err, size);
 }
 
@@ -139,6 +149,7 @@ static int session_spawn_params(Server *s, const WorkspaceSession *ws, SpawnPara
                 .uid_count = sb->uid_count,
                 .disk_bytes = sb->disk_bytes ?: s->cfg.session_disk_bytes,
                 .own_system = ws->image.root_dir != NULL,
+                .egress_listen = sb->egress != EGRESS_NONE,
         };
         if (strlcpy(p->session_id, ws->id, sizeof(p->session_id)) >= sizeof(p->session_id) ||
             strlcpy(p->run_dir, s->cfg.run_dir, sizeof(p->run_dir)) >= sizeof(p->run_dir) ||
@@ -181,7 +192,8 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
         ws->created_unix = time(NULL);
         ws->upper_fd = ws->workspace_fd = ws->kept_fd = ws->root_fd = -EBADF;
         ws->spawn = (SpawnState) { .pidfd = -EBADF, .sync = -EBADF, .sock = -EBADF, .upper_fd = -EBADF,
-                                   .workspace_fd = -EBADF };
+                                   .workspace_fd = -EBADF, .egress_fd = -EBADF };
+        ws->egress_fd = -EBADF;
         ws->sock_src.fd = ws->pidfd_src.fd = ws->setup_src.fd = -EBADF;
         ws->sock_src.dispatch = session_dispatch_worker;
         ws->pidfd_src.dispatch = session_dispatch_pidfd;
@@ -387,6 +399,7 @@ static void session_stop(Server *s, WorkspaceSession *ws, bool keep_worker) {
                              "it stopped before it was ready");
         if (!keep_worker)
                 session_kill_worker(s, ws);
+        egress_proxy_detach(s, ws);
         server_unwatch(s, &ws->sock_src);
         server_unwatch(s, &ws->setup_src);
         ws->spawn.sync = ws->spawn.pidfd = ws->spawn.sock = -EBADF; /* watched, now closed */
@@ -432,6 +445,7 @@ static void command_free(Server *s, Command *c) {
                 free(c->capture);
         }
         transcript_free(c->transcript);
+        egress_audit_done(&c->egress);
         free(c->cmd);
         free(c);
 }
@@ -741,13 +755,16 @@ static size_t command_env_of(const WorkspaceSession *ws, char **env) {
                 if (!over)
                         env[n++] = (char *) command_env[i];
         }
+        if (ws->sandbox && ws->sandbox->egress != EGRESS_NONE)
+                for (size_t i = 0; i < EGRESS_PROXY_ENV_N; i++)
+                        env[n++] = (char *) egress_proxy_env[i];
         return n;
 }
 
 static int command_send_exec(WorkspaceSession *ws, Command *c) {
         Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
 
-        char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX];
+        char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX + EGRESS_PROXY_ENV_N];
 
         e.command = c->number;
         e.cmd = c->cmd;
@@ -1177,6 +1194,10 @@ static void view_of_live(CommandView *v, Command *c, unsigned long long now) {
                 v->o.end_reason = (char *) "";
         }
         v->o.original_token_count = token_count(c->transcript ? transcript_raw_bytes(c->transcript) : c->rec.raw_bytes);
+        if (c->session && c->session->sandbox && c->session->sandbox->egress != EGRESS_NONE) {
+                egress_audit_view(&c->egress, c->session->sandbox->egress, &v->egress);
+                v->o.egress = &v->egress;
+        }
         if (!c->has_publication)
                 return;
         c->publication.owner = c->publication_owner;
@@ -1438,6 +1459,8 @@ restart:
 
 /* The session's set-up channel: maps to write, then EOF once the init runs as the worker. */
 static void session_setup_done(Server *s, WorkspaceSession *ws) {
+        ws->egress_fd = TAKE_FD(ws->spawn.egress_fd);
+        egress_proxy_attach(s, ws);
         ws->upper_fd = TAKE_FD(ws->spawn.upper_fd);
         ws->workspace_fd = TAKE_FD(ws->spawn.workspace_fd);
         ws->root_fd = TAKE_FD(ws->spawn.root_fd);
@@ -1495,6 +1518,8 @@ static void on_output(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Ms
 }
 
 static void on_exited(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {
+        /* The verdicts sbx-egress sent while it ran come first (they may wait in this batch). */
+        egress_proxy_drain(s);
         if (m->worker_exited->signal)
                 command_record_end(s, c, false, 0, m->worker_exited->signal);
         else

@@ -18,6 +18,7 @@
 #include <sys/queue.h>
 
 #include "core/client.h"
+#include "core/egress.h"
 #include "core/imagebuild.h"
 #include "core/publish.h"
 #include "core/sandbox.h"
@@ -70,6 +71,8 @@ struct WorkspaceSession {
                                        directory, removed once it is finalized; else -EBADF */
         int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */
         int root_fd;                /* O_PATH, the merged /: resolve with openat2 only (data/claimfs.h) */
+        int egress_fd;              /* listening at 127.0.0.1:SBX_EGRESS_PORT inside it, served by
+                                       sbx-egress (core/egress-proxy.h); -EBADF: none */
         CgroupSession *cgroup;
         SnapshotHold base;          /* the layers its overlay is built on */
         uint32_t next_command;
@@ -100,6 +103,7 @@ struct Command {
         char publication_error[1024];   /* why nothing was published, and what became of the changes */
         TAILQ_HEAD(, Waiter) waiters;
         OutputCapture *capture;             /* [stdout, stderr] of an execute_command, or NULL */
+        EgressAudit egress;                 /* what it reached through sbx-egress (core/egress.h) */
 };
 
 /* A new session of sb (spare.h: spare_make_room first, for one someone asked
@@ -184,6 +188,7 @@ int command_add_progress_waiter(Server *s, Command *c, Client *client, uint32_t 
 typedef struct CommandView {
         Sbx__CommandOutput o;
         Sbx__Publication publication;
+        Sbx__EgressAudit egress;
         StoreCommand rec;               /* of a command no session runs any more */
         char owner[64];
         char *text;

@@ -114,6 +114,7 @@ void spawn_state_done(SpawnState *st) {
         st->upper_fd = safe_close(st->upper_fd);
         st->workspace_fd = safe_close(st->workspace_fd);
         st->root_fd = safe_close(st->root_fd);
+        st->egress_fd = safe_close(st->egress_fd);
 }
 
 int session_spawn_begin(Spawner *sp, const SpawnParams *p, CgroupSession *cgroup, SpawnState *ret,
@@ -134,6 +135,7 @@ int session_spawn_begin(Spawner *sp, const SpawnParams *p, CgroupSession *cgroup
         safe_close(wsock[1]);
         *ret = (SpawnState) {
                 .pidfd = -EBADF, .sync = sync[0], .sock = wsock[0], .upper_fd = -EBADF, .workspace_fd = -EBADF, .root_fd = -EBADF,
+                .egress_fd = -EBADF,
                 .cgroup = cgroup, .uid_base = p->uid_base, .uid_count = p->uid_count,
         };
         return 0;
@@ -157,16 +159,18 @@ int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size)
 
         if (st->pid == 0) {
                 step = "spawn";
-                r = recv_child(st->sync, &c, &rep, fds, 1, &cerr);
+                r = recv_child(st->sync, &c, &rep, fds, 2, &cerr);
                 if (r == -EAGAIN)
                         return 1;
                 if (r < 0 || rep.tag != SETUP_SPAWNED || rep.pid <= 0 || fds[0] < 0) {
                         safe_close(fds[0]);
+                        safe_close(fds[1]);
                         r = r < 0 ? r : -EPROTO;
                         goto fail;
                 }
                 st->pid = rep.pid;
                 st->pidfd = fds[0];
+                st->egress_fd = fds[1];
                 if (st->cgroup) {
                         step = "attach to cgroup";
                         r = cgroup_session_attach(st->cgroup, st->pid);

@@ -33,6 +33,7 @@ typedef struct SpawnParams {
         uint32_t uid_count;
         uint64_t disk_bytes;            /* size of the session tmpfs */
         bool own_system;                /* a built image: its own /usr, no host system directories */
+        bool egress_listen;             /* a TCP socket listening at 127.0.0.1:SBX_EGRESS_PORT inside (docs/egress.md) */
 } SpawnParams;
 
 /* A session child being set up; sbxd serves others meanwhile. */
@@ -44,6 +45,7 @@ typedef struct SpawnState {
         int upper_fd;                   /* the workspace overlay's upper directory (once mapped) */
         int workspace_fd;               /* O_PATH: the session's merged /workspace (once mapped) */
         int root_fd;                    /* O_PATH: the session's merged / (once mapped) */
+        int egress_fd;                  /* egress_listen's socket, with the spawner's report; else -EBADF */
         CgroupSession *cgroup;          /* the child joins it before it starts */
         uid_t uid_base;
         uint32_t uid_count;

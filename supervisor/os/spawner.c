@@ -212,7 +212,7 @@ static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp)
         for (;;) {
                 SpawnParams p;
                 ExecArgs args = { .setup = -EBADF, .netns = -EBADF };
-                int fds[2], pidfd = -EBADF, r;
+                int fds[2], pidfd = -EBADF, egress = -EBADF, r;
                 const char *step;
                 pid_t pid = 0;
 
@@ -229,6 +229,10 @@ static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp)
                         step = "network namespace";
                         r = netns_pool_take(&pool, &args.netns);
                 }
+                if (r >= 0 && p.egress_listen) {
+                        step = "egress listening socket";
+                        r = netns_listen_loopback(args.netns, pool.home_fd, SBX_EGRESS_PORT, &egress);
+                }
                 if (r >= 0) {
                         step = "session parameters";
                         r = setup_pipe(&p, seccomp, &args.setup);
@@ -241,7 +245,7 @@ static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp)
                         r = pid < 0 ? (int) pid : args.err;
                         if (pid > 0 && r >= 0)
                                 /* The init waits for sbxd's go, so this comes first. */
-                                (void) setup_report_spawned(args.sync, pid, pidfd);
+                                (void) setup_report_spawned(args.sync, pid, pidfd, egress);
                         if (pid > 0)
                                 safe_close(pidfd);
                 }
@@ -249,6 +253,7 @@ static _noreturn_ void spawner_main(pid_t parent, const SeccompProgram *seccomp)
                 if (r < 0 && args.err == 0 && fds[0] >= 0)
                         (void) setup_report_error(fds[0], r, step);
                 safe_close(args.netns);
+                safe_close(egress);
                 safe_close(args.setup);
                 safe_close(fds[0]);
                 safe_close(fds[1]);

@@ -54,6 +54,7 @@ int __wrap_session_spawn_begin(Spawner *sp, const SpawnParams *p, CgroupSession 
                 .sock = wsock[0],
                 .sync = sync[0],
                 .pidfd = -EBADF,
+                .egress_fd = -EBADF,
                 .upper_fd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
                 .workspace_fd = open(upper, O_PATH | O_DIRECTORY | O_CLOEXEC),
                 .cgroup = cgroup,
