@@ -5,14 +5,14 @@
 #                             once through each target (part of make check);
 #                             prints TAP and "N passed, N failed"
 # Targets: tests/fuzz/fuzz-<name>.c (frames, config, JSON-RPC lines, edit
-# payloads, stored attribution). fuzz-config links sbxd's configuration
+# payloads, stored attribution, sbx-egress's request heads and verdicts). fuzz-config links sbxd's configuration
 # parser (supervisor/core/config.c) alone, the very code sbxd runs.
 # FUZZ_SECONDS=N sets the time per target.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
 FUZZ         := $(BUILD)/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1
-FUZZ_NAMES   := wire config jsonrpc edits attribution
+FUZZ_NAMES   := wire config jsonrpc edits attribution egress-request egress-verdict
 FUZZ_BINS    := $(patsubst %,$(FUZZ)/bin/fuzz-%,$(FUZZ_NAMES))
 
 fuzzobj = $(patsubst %.c,$(FUZZ)/obj/%.o,$(1))
@@ -51,6 +51,15 @@ $(FUZZ)/bin/fuzz-edits: $(call fuzzobj,tests/fuzz/fuzz-edits.c supervisor/data/f
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 
 $(FUZZ)/bin/fuzz-attribution: $(call fuzzobj,tests/fuzz/fuzz-attribution.c supervisor/data/attribution.c) $$(FUZZ_LIB_OBJS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
+
+# sbx-egress's request heads (egress/request.c), and sbxd's decoder of its verdicts.
+$(FUZZ)/bin/fuzz-egress-request: $(call fuzzobj,tests/fuzz/fuzz-egress-request.c egress/request.c) $$(FUZZ_LIB_OBJS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
+
+$(FUZZ)/bin/fuzz-egress-verdict: $(call fuzzobj,tests/fuzz/fuzz-egress-verdict.c supervisor/core/egress.c) $$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 

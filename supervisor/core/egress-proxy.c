@@ -211,14 +211,6 @@ static void on_egress_exit(Server *s, EventSource *src, uint32_t events) {
         egress_lost(s, "exited");
 }
 
-bool egress_verdict_check(const Sbx__EgressVerdict *v) {
-        size_t key = strlen(v->key), target = strlen(v->target);
-
-        return key > 0 && key < 48 && strspn(v->key, "abcdefghijklmnopqrstuvwxyz0123456789-") == key && target > 2 &&
-               target <= SBX_EGRESS_HOST_MAX + 8 && strchr(v->target, ':') &&
-               strspn(v->target, "abcdefghijklmnopqrstuvwxyz0123456789-._:[]") == target && strlen(v->reason) < 200;
-}
-
 /* A verdict goes to the audit of every command running in its session. */
 static void verdict_take(Server *s, const Sbx__EgressVerdict *v) {
         WorkspaceSession *ws;

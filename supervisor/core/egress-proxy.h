@@ -5,7 +5,7 @@
  * (made inside the session's network namespace by the spawner), and takes
  * its verdicts into the audits of the commands that run in those sessions.
  * sbx-egress is less privileged than sbxd: each of its messages is checked
- * (egress_verdict_check, fuzzed), and a bad one ends it. */
+ * (core/egress.h: egress_verdict_check, fuzzed), and a bad one ends it. */
 #pragma once
 
 #include <stdbool.h>
@@ -30,6 +30,3 @@ void egress_proxy_drain(Server *s);
 /* The restart due after a backoff; the earliest such deadline (~0: none). */
 void egress_proxy_run_deadlines(Server *s);
 unsigned long long egress_proxy_next_deadline(Server *s);
-/* Whether a verdict from sbx-egress is well formed: a session id, a
- * host:port target and a bounded reason. */
-bool egress_verdict_check(const Sbx__EgressVerdict *v);

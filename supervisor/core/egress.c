@@ -234,6 +234,14 @@ void egress_audit_view(const EgressAudit *a, EgressPolicy policy, Sbx__EgressAud
         ret->truncated = a->truncated;
 }
 
+bool egress_verdict_check(const Sbx__EgressVerdict *v) {
+        size_t key = strlen(v->key), target = strlen(v->target);
+
+        return key > 0 && key < 48 && strspn(v->key, "abcdefghijklmnopqrstuvwxyz0123456789-") == key && target > 2 &&
+               target <= SBX_EGRESS_HOST_MAX + 8 && strchr(v->target, ':') &&
+               strspn(v->target, "abcdefghijklmnopqrstuvwxyz0123456789-._:[]") == target && strlen(v->reason) < 200;
+}
+
 const char *const egress_proxy_env[EGRESS_PROXY_ENV_N] = {
         "http_proxy=" EGRESS_PROXY_URL,    "https_proxy=" EGRESS_PROXY_URL,
         "HTTP_PROXY=" EGRESS_PROXY_URL,    "HTTPS_PROXY=" EGRESS_PROXY_URL,

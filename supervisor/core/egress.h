@@ -35,6 +35,11 @@ void egress_audit_done(EgressAudit *a);
  * is not none. */
 void egress_audit_view(const EgressAudit *a, EgressPolicy policy, Sbx__EgressAudit *ret);
 
+/* Whether a verdict from sbx-egress (less privileged than sbxd) is well
+ * formed: a session id, a host:port target and a bounded reason.
+ * tests/fuzz/fuzz-egress-verdict.c decodes frames with it. */
+bool egress_verdict_check(const Sbx__EgressVerdict *v);
+
 /* The proxy variables of a sandbox with a policy other than none (sbx-egress
  * listens at 127.0.0.1:SBX_EGRESS_PORT in each of its sessions). */
 #define EGRESS_PROXY_URL "http://127.0.0.1:" STRINGIFY(SBX_EGRESS_PORT)
