@@ -45,6 +45,7 @@ install: all
 	$(INSTALL) -m 0755 $(BIN)/sbxctl $(BIN)/sandbox-mcp $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 0755 $(BIN)/sbx-worker $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-worker
 	$(INSTALL) -m 0755 $(BIN)/sbx-image-build $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-image-build
+	$(INSTALL) -m 0755 $(BIN)/sbx-egress $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-egress
 	$(INSTALL) -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/sbx/images.d
 	@set -e; for f in dist/images.d/*.conf; do \
 		t=$(DESTDIR)$(SYSCONFDIR)/sbx/images.d/$${f##*/}; \
@@ -73,6 +74,7 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/sbxd $(DESTDIR)$(BINDIR)/sbxctl $(DESTDIR)$(BINDIR)/sandbox-mcp \
 	      $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-worker $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-image-build \
+	      $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-egress \
 	      $(foreach m,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
 	      $(DESTDIR)$(UNITDIR)/sbxd.service $(DESTDIR)$(SYSUSERSDIR)/sbx.conf \
 	      $(DESTDIR)$(TMPFILESDIR)/sbx.conf $(DESTDIR)$(BASHCOMPDIR)/sbxctl

@@ -52,7 +52,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for b in sbxd sbxctl sandbox-mcp sbx-worker; do
+for b in sbxd sbxctl sandbox-mcp sbx-worker sbx-egress; do
   [[ -x $BIN/$b ]] || { echo "Bail out! $BIN/$b missing: make all"; exit 1; }
 done
 [[ -f build/gen/sbxctl.bash-completion ]] || { echo "Bail out! build/gen/sbxctl.bash-completion missing: make all"; exit 1; }
@@ -142,6 +142,7 @@ cat >"$TMP/expect-default" <<'EOF'
 755 usr/local/bin/sandbox-mcp
 755 usr/local/libexec/sbx/sbx-worker
 755 usr/local/libexec/sbx/sbx-image-build
+755 usr/local/libexec/sbx/sbx-egress
 644 usr/local/share/bash-completion/completions/sbxctl
 644 lib/systemd/system/sbxd.service
 644 usr/lib/sysusers.d/sbx.conf
@@ -199,6 +200,16 @@ else
   [[ -n $out ]] && echo "# systemd-analyze security: $out"
 fi
 
+# sbx-egress holds no privilege: as root it refuses to run (sbxd starts it as egress_user).
+out=$("$BIN/sbx-egress" 2>&1 3</dev/null); rc=$?
+if [[ $(id -u) -eq 0 && $rc -eq 1 && $out == *"must not run as root"* ]]; then
+  ok "sbx-egress refuses to run as root"
+elif [[ $(id -u) -ne 0 ]]; then
+  skip "sbx-egress refuses to run as root" "not root"
+else
+  notok "sbx-egress refuses to run as root" "exit $rc: $out"
+fi
+
 # sysusers.d and tmpfiles.d entries, applied to a scratch root as systemd would.
 if command -v systemd-sysusers >/dev/null && command -v systemd-tmpfiles >/dev/null; then
   R=$TMP/sysroot
@@ -210,6 +221,13 @@ if command -v systemd-sysusers >/dev/null && command -v systemd-tmpfiles >/dev/n
     ok "systemd-sysusers creates the group sbx from sbx.sysusers.conf"
   else
     notok "systemd-sysusers creates the group sbx from sbx.sysusers.conf" "$out"
+  fi
+  # sbx-egress's own system user (sbx-egress(8)): not root, no login shell, no home of its own
+  if grep -Eq '^sbx-egress:x:[1-9][0-9]*:[1-9][0-9]*:[^:]*:/:(/usr/sbin/nologin|/sbin/nologin|/bin/false)$' \
+      "$R/etc/passwd" 2>/dev/null; then
+    ok "systemd-sysusers creates the system user sbx-egress (not root, no login)"
+  else
+    notok "systemd-sysusers creates the system user sbx-egress" "$(grep sbx-egress "$R/etc/passwd" 2>&1)" "$out"
   fi
   out=$(systemd-tmpfiles --create --root="$R" sbx.conf 2>&1)
   got=$(stat -c '%a %U:%G' "$R/var/lib/sbx" "$R/run/sbx" 2>&1 | tr '\n' ' ')
