@@ -349,6 +349,18 @@ for img in ("python", "anaconda"):
         ".deb cache as left by make check / check-images)" % img, "s", {"median": bd["build_ms"] / 1000.0, "n": 1},
         note="size %s bytes, %s" % (info.get("size_bytes"), info.get("versions")))
 
+# 15. egress (issue 18): MiB/s of a download through sbx-egress
+d = load("egress")
+if d:
+    mib = d.get("vars", {}).get("mib", 100)
+    p_, b_ = d["samples"]["proxy"], d["samples"]["direct"]
+    dp = dist([mib * 1e6 / x for x in p_], 1.0)
+    db = dist([mib * 1e6 / x for x in b_], 1.0)
+    row("egress proxy throughput", "a %d MiB download from a local HTTP server with curl in a sandbox of policy open, "
+        "through sbx-egress (exec_command round trip included)" % mib, "MiB/s", dp,
+        "the same curl on the host without the proxy, interleaved", db, dp["median"] / db["median"],
+        ">= 300 MiB/s", dp["median"] >= 300)
+
 # ---- print and write --------------------------------------------------------------
 
 

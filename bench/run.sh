@@ -12,7 +12,7 @@
 # BENCH_KEEP=1 keeps the temporary directory; BENCH_STALL_FILES sets the stall
 # row's file count alone; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
-# layers memory lifecycle peers neighbour stall images). BENCH_IMAGE_CACHE: the .deb cache of
+# layers memory lifecycle peers neighbour stall images egress). BENCH_IMAGE_CACHE: the .deb cache of
 # the images row (default /var/cache/sbx-ci/images/archives).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,7 +76,7 @@ trap 'exit 130' INT TERM
 # A private copy of the four programs: others may rebuild build/bin during the run
 # (sbxd finds sbx-worker next to itself).
 mkdir -p "$D/bin"
-cp "$BIN/sbxd" "$BIN/sbx-worker" "$BIN/sandbox-mcp" "$BIN/sbxctl" "$BIN/sbx-image-build" "$D/bin/"
+cp "$BIN/sbxd" "$BIN/sbx-worker" "$BIN/sandbox-mcp" "$BIN/sbxctl" "$BIN/sbx-image-build" "$BIN/sbx-egress" "$D/bin/"
 BIN=$D/bin
 # The transcript row keeps four 1 GiB transcripts in one sandbox: budgets that hold them all,
 # so that no row's timing includes evicting another's (core/transcripts.h). The lifecycle
@@ -87,8 +87,11 @@ mkdir -m 0755 "$D/images.d"
 install -m 0644 dist/images.d/python.conf "$D/images.d/python.conf"
 IMAGE_CACHE=${BENCH_IMAGE_CACHE:-/var/cache/sbx-ci/images/archives}
 mkdir -p "$IMAGE_CACHE"
-printf '[sbxd]\ntranscript_cap_bytes = 2G\nsandbox_transcripts_max_bytes = 16G\nowner_transcripts_max_bytes = 16G\ntranscripts_max_bytes = 16G\nsession_disk_bytes = 3G\nclaims_per_user = 64\nimages_dir = %s\nimage_cache_dir = %s\n[template bench-warm]\nwarm = 4\n[template bench-cold]\nwarm = 0\n' \
-  "$D/images.d" "$IMAGE_CACHE" >"$D/sbxd.conf"
+# The egress row's sandbox reaches a server on the host's loopback: egress_allow_private;
+# sbx-egress runs as nobody where the sbx-egress user is not installed.
+EGRESS_USER=$(getent passwd sbx-egress >/dev/null && echo sbx-egress || echo nobody)
+printf '[sbxd]\negress_user = %s\negress_allow_private = yes\ntranscript_cap_bytes = 2G\nsandbox_transcripts_max_bytes = 16G\nowner_transcripts_max_bytes = 16G\ntranscripts_max_bytes = 16G\nsession_disk_bytes = 3G\nclaims_per_user = 64\nimages_dir = %s\nimage_cache_dir = %s\n[template bench-warm]\nwarm = 4\n[template bench-cold]\nwarm = 0\n' \
+  "$EGRESS_USER" "$D/images.d" "$IMAGE_CACHE" >"$D/sbxd.conf"
 "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
   >"$D/sbxd.log" 2>&1 &
 SBXD_PID=$!
@@ -489,6 +492,31 @@ EOF
   log "neighbour: the CPU job $N times alone, then $N times beside $SPIN spinning commands"
   drive neighbour_alone
   drive neighbour
+fi
+
+# ---- 15. egress: proxy throughput of a download from a local server (issue 18) -----
+# A file of MB MiB served by python's http.server on 127.0.0.2 (no_proxy names
+# 127.0.0.1 only), fetched with curl inside a sandbox of policy open through
+# sbx-egress, against the same curl on the host without the proxy, interleaved.
+if want egress; then
+  MB=$(sc 100 10)
+  N=$(sc 5 2)
+  mkdir -p "$D/www"
+  head -c $(( MB << 20 )) /dev/urandom >"$D/www/blob"
+  EPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.2", 0)); print(s.getsockname()[1])')
+  python3 -m http.server --bind 127.0.0.2 --directory "$D/www" "$EPORT" >/dev/null 2>&1 &
+  WWW_PID=$!
+  for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.2:$EPORT/" && break; sleep 0.1; done
+  "$BIN/sbxctl" --socket "$SOCK" sandbox create egress --source "$D/src/tiny" --egress open >/dev/null
+  cat >"$D/scripts/egress.json" <<EOF
+{"warmup":1, "n":$N, "vars":{"mib":$MB},
+ "loop":[{"tag":"proxy","tool":"exec_command","args":{"sandbox_id":"egress","yield_time_ms":30000,"timeout_ms":600000,
+           "cmd":"curl -sSf -o /dev/null http://127.0.0.2:$EPORT/blob"},"until_done":true,"expect":"ok"},
+         {"tag":"direct","exec":["/usr/bin/curl","-sSf","--noproxy","*","-o","/dev/null","http://127.0.0.2:$EPORT/blob"]}]}
+EOF
+  log "egress: $N downloads of $MB MiB through sbx-egress, and without it"
+  drive egress
+  kill "$WWW_PID"; wait "$WWW_PID" 2>/dev/null || true
 fi
 
 # ---- 13. stall: exec_command echo in another sandbox during each attack (issue 15) -----

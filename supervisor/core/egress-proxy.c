@@ -35,7 +35,7 @@ struct EgressProxy {
 #define EGRESS_PROXY_FD 3               /* sbx-egress finds its socket there */
 
 typedef struct EgressExec {
-        const char *path;
+        int exe;                        /* opened by root: the egress user need not reach its directory */
         int sock;
         uid_t uid;
         gid_t gid;
@@ -50,7 +50,7 @@ static int exec_egress(void *userdata) {
         char *const argv[] = { (char *) "sbx-egress", NULL };
         char *const envp[] = { NULL };
         sigset_t none;
-        int null, sock;
+        int null, sock, exe;
 
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
                 goto fail;
@@ -59,11 +59,12 @@ static int exec_egress(void *userdata) {
         (void) signal(SIGPIPE, SIG_DFL);
         /* Above 10 first, so that no target clobbers a source (and dup2 clears close-on-exec). */
         sock = fcntl(a->sock, F_DUPFD_CLOEXEC, 10);
+        exe = fcntl(a->exe, F_DUPFD_CLOEXEC, 10);
         null = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (sock < 0 || null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0 ||
-            dup2(sock, EGRESS_PROXY_FD) < 0)
+        if (sock < 0 || exe < 0 || null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0 ||
+            dup2(sock, EGRESS_PROXY_FD) < 0 || dup3(exe, EGRESS_PROXY_FD + 1, O_CLOEXEC) < 0)
                 goto fail;
-        if (syscall(SYS_close_range, EGRESS_PROXY_FD + 1, ~0U, 0) < 0)
+        if (syscall(SYS_close_range, EGRESS_PROXY_FD + 2, ~0U, 0) < 0)
                 goto fail;
         if (setgroups(0, NULL) < 0 || setresgid(a->gid, a->gid, a->gid) < 0 || setresuid(a->uid, a->uid, a->uid) < 0)
                 goto fail;
@@ -73,14 +74,15 @@ static int exec_egress(void *userdata) {
         }
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 goto fail;
-        execve(a->path, argv, envp);
+        syscall(SYS_execveat, EGRESS_PROXY_FD + 1, "", argv, envp, AT_EMPTY_PATH);
 fail:
         a->err = errno > 0 ? -errno : -EIO;
         _exit(127);
 }
 
-/* sbx-egress beside sbxd (a build tree), else in LIBEXECDIR/sbx; root's alone. */
-static int egress_binary(char *path, size_t size, char *why, size_t why_size) {
+/* sbx-egress beside sbxd (a build tree), else in LIBEXECDIR/sbx; root's
+ * alone. Its fd (close-on-exec) into *ret_fd. */
+static int egress_binary(char *path, size_t size, int *ret_fd, char *why, size_t why_size) {
         char self[PATH_MAX], beside[PATH_MAX + 16];
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
         _cleanup_close_ int fd = -EBADF;
@@ -97,9 +99,12 @@ static int egress_binary(char *path, size_t size, char *why, size_t why_size) {
         }
         fd = open(path, O_RDONLY | O_CLOEXEC);
         r = fd < 0 ? -errno : fd_trusted(fd, trust, sizeof(trust));
-        if (r < 0)
+        if (r < 0) {
                 snprintf(why, why_size, "sbx-egress %.100s is refused: %.60s", path, trust[0] ? trust : strerror(-r));
-        return r;
+                return r;
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
 }
 
 static void on_egress_message(Server *s, EventSource *src, uint32_t events);
@@ -131,7 +136,8 @@ static int egress_spawn(Server *s) {
         EgressProxy *e = s->egress;
         const char *user = s->cfg.egress_user ?: CONFIG_EGRESS_USER_DEFAULT;
         char path[PATH_MAX];
-        EgressExec a = { .path = path };
+        EgressExec a = { .exe = -EBADF };
+        _cleanup_close_ int exe = -EBADF;
         const struct passwd *pw;
         int pair[2], pidfd = -EBADF, r;
         WorkspaceSession *ws;
@@ -146,9 +152,10 @@ static int egress_spawn(Server *s) {
         }
         a.uid = pw->pw_uid;
         a.gid = pw->pw_gid;
-        r = egress_binary(path, sizeof(path), e->why, sizeof(e->why));
+        r = egress_binary(path, sizeof(path), &exe, e->why, sizeof(e->why));
         if (r < 0)
                 return r;
+        a.exe = exe;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 return -errno;
         a.sock = pair[1];
