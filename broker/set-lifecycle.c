@@ -102,7 +102,8 @@ static const char execute_output[] = OUT(
         O_BOOL("timed_out", "The command ran out of time and its process group was killed.") ", "
         O_STRING("command_session_id", "Its transcript, which read_command_lines (runtime set) pages in full.") ", "
         O_STRING("sandbox_id", "The claim's sandbox, for read_command_lines.") ", "
-        "\"signal\": {\"type\": [\"integer\", \"null\"], \"description\": \"The signal that ended it, or null.\"}",
+        "\"signal\": {\"type\": [\"integer\", \"null\"], \"description\": \"The signal that ended it, or null.\"}, "
+        EGRESS_AUDIT_PROPERTY,
         "\"exit_code\", \"stdout\", \"stderr\", \"stdout_total_chars\", \"stderr_total_chars\", \"stdout_truncated\", "
         "\"stderr_truncated\", \"timed_out\", \"command_session_id\"");
 static const char upload_output[] = OUT(O_STRING("path", "Absolute path written in the sandbox.") ", "
@@ -419,6 +420,11 @@ static int render_execute(const Sbx__Reply *reply, const json_t *args, json_t **
                          "timed_out", e->timed_out, "command_session_id", e->command_session,
                          "sandbox_id", e->sandbox,
                          "signal", e->signal ? json_integer(e->signal) : json_null());
+        if (*ret && e->egress &&
+            json_object_set_new(*ret, "egress", msg_json_object(&tool_egress_audit_map, e->egress, TOOL_TEXT)) < 0) {
+                json_decref(*ret);
+                *ret = NULL;
+        }
         return *ret ? 0 : -ENOMEM;
 }
 

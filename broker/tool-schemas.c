@@ -20,19 +20,6 @@
 #define SANDBOX_ID_PROPERTY STRING_ARG("sandbox_id", "Target sandbox id (selects the daemon to query).")
 #define COMMAND_SESSION_ID_PROPERTY STRING_ARG("command_session_id", "Command session id returned by exec_command.")
 
-/* A command's egress audit (docs/egress.md): only for a sandbox whose policy is not none. */
-#define EGRESS_AUDIT_PROPERTY \
-        "    \"egress\": {\"type\": \"object\"," \
-        "      \"description\": \"Present when the sandbox's egress policy is not none: the policy, and the host:port targets the command reached (contacted) and was refused through the sandbox's proxy, each list without repeats and at most 64 long (truncated: more were left out).\"," \
-        "      \"properties\": {" \
-        "        \"policy\": {\"type\": \"string\", \"enum\": [\"package-managers\", \"open\"]}," \
-        "        \"contacted\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}}," \
-        "        \"refused\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}}," \
-        "        \"truncated\": {\"type\": \"boolean\"}" \
-        "      }," \
-        "      \"required\": [\"policy\", \"contacted\", \"refused\"]" \
-        "    }"
-
 const char exec_command_input[] = INPUT_SCHEMA(
                 SANDBOX_ID_PROPERTY ", "
                 STRING_ARG("workspace_session_id", "Existing workspace session id to run inside. Omit to create a session with finalize policy publish_then_destroy.") ", "

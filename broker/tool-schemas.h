@@ -35,3 +35,16 @@ extern const char finalize_workspace_session_output[];
 extern const char list_workspace_sessions_output[];
 extern const char diff_workspace_session_output[];
 extern const char list_command_sessions_output[];
+
+/* A command's egress audit (docs/egress.md): only for a sandbox whose policy is not none. */
+#define EGRESS_AUDIT_PROPERTY \
+        "    \"egress\": {\"type\": \"object\"," \
+        "      \"description\": \"Present when the sandbox's egress policy is not none: the policy, and the host:port targets the command reached (contacted) and was refused through the sandbox's proxy, each list without repeats and at most 64 long (truncated: more were left out).\"," \
+        "      \"properties\": {" \
+        "        \"policy\": {\"type\": \"string\", \"enum\": [\"package-managers\", \"open\"]}," \
+        "        \"contacted\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}}," \
+        "        \"refused\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}}," \
+        "        \"truncated\": {\"type\": \"boolean\"}" \
+        "      }," \
+        "      \"required\": [\"policy\", \"contacted\", \"refused\"]" \
+        "    }"

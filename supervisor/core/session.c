@@ -1245,6 +1245,7 @@ static void waiter_answer_capture(Server *s, Waiter *w) {
         Command *c = w->command;
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__ClaimExecReply o = SBX__CLAIM_EXEC_REPLY__INIT;
+        Sbx__EgressAudit audit;
         _cleanup_free_ char *out = NULL, *err = NULL;
         size_t out_len = 0, err_len = 0;
         bool out_cut = false, err_cut = false;
@@ -1275,6 +1276,10 @@ static void waiter_answer_capture(Server *s, Waiter *w) {
         o.sandbox = c->session && c->session->sandbox ? c->session->sandbox->name : (char *) "";
         o.status = c->rec.status;
         o.end_reason = c->rec.end_reason;
+        if (c->session && c->session->sandbox && c->session->sandbox->egress != EGRESS_NONE) {
+                egress_audit_view(&c->egress, c->session->sandbox->egress, &audit);
+                o.egress = &audit;
+        }
         msg_reply_set(&reply, SBX__REPLY__BODY_CLAIM_EXEC, &o);
         pending_answer(s, &w->pending, &reply);
         waiter_free(w);

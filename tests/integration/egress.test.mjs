@@ -33,7 +33,8 @@ const OTHER = `127.0.0.3:${other.port}`;
 
 const h = useSbx({
   sandboxes: [],
-  config: `[sbxd]\negress_user = nobody\negress_allow_private = yes\negress_package_hosts = ${REG}\n`,
+  config: `[sbxd]\negress_user = nobody\negress_allow_private = yes\negress_package_hosts = ${REG}\n` +
+    '[template pm]\negress = package-managers\n',
 });
 
 async function createSandbox(hh, name, egress) {
@@ -97,6 +98,19 @@ h.test('open: both hosts; the audit lists exactly what was contacted', async () 
   assert.match(sc.output, /registry-ok \/r\nrc=0/);
   assert.match(sc.output, /other-ok \/o\nrc=0/);
   assert.deepEqual(sc.egress, { policy: 'open', contacted: [REG, OTHER], refused: [] });
+});
+
+h.test('lifecycle set: a template\'s egress policy, and execute_command\'s audit; sbxctl template show', async () => {
+  const lc = await h.connect({ argv: ['--set', 'lifecycle', '--socket', h.socket] });
+  const t = await sbxctl(h.socket, ['template', 'show', 'pm', '--json']);
+  assert.equal(JSON.parse(t.stdout).egress, 'package-managers');
+  const c = await lc.sc('create_sandbox', { warmpool: 'pm' });
+  const r = await lc.sc('execute_command', { sandbox_claim_name: c.sandbox_claim_name,
+    command: `${curl(`http://${REG}/lc`)}; ${curl(`http://${OTHER}/lc`, '-f')}` });
+  assert.match(r.stdout, /registry-ok \/lc\nrc=0/);
+  assert.match(r.stdout, /rc=22/);
+  assert.deepEqual(r.egress, { policy: 'package-managers', contacted: [REG], refused: [OTHER] });
+  await lc.sc('delete_sandbox', { sandbox_claim_name: c.sandbox_claim_name });
 });
 
 h.test('default settings: the host\'s loopback services, link-local and private addresses are refused', async () => {
