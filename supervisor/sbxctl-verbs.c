@@ -262,6 +262,13 @@ static const MsgJsonMap command_map = MSG_JSON_MAP_INIT(sbx__command_info__descr
         MSG_JSON_NAMES("command_session workspace_session status exit_code signal end_reason started_unix_usec "
                        "ended_unix_usec cmd transcript_evicted"));
 
+/* command show: its end and, for a sandbox with an egress policy, its egress audit (docs/egress.md). */
+static const MsgJsonMap egress_audit_map = MSG_JSON_MAP_INIT(sbx__egress_audit__descriptor,
+        MSG_JSON_NAMES("policy contacted refused truncated"));
+static const MsgJsonMap command_show_map = MSG_JSON_MAP_INIT(sbx__command_output__descriptor,
+        MSG_JSON_NAMES("command_session workspace_session status exit_code signal end_reason total_lines"),
+        MSG_JSON_FIELD("egress", "egress", .flags = MSG_JSON_OMIT_EMPTY, .sub = &egress_audit_map));
+
 static const MsgJsonMap layer_map = MSG_JSON_MAP_INIT(sbx__layer_info__descriptor,
         MSG_JSON_NAMES("layer owner changed_paths created_unix"));
 
@@ -875,6 +882,57 @@ static int print_command_cancel(const Args *a, const Sbx__Reply *reply) {
         return EXIT_OK;
 }
 
+/* No lines: the record alone (read_command_lines of sandbox-mcp pages the transcript). */
+static int build_command_show(Args *a, CtlRequest *req) {
+        Sbx__ReadLines *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_READ_LINES, &sbx__read_lines__descriptor);
+
+        m->sandbox = (char *) a->name;
+        m->command_session = (char *) a->id;
+        m->has_limit = true;
+        m->limit = 0;
+        req->expect = SBX__REPLY__BODY_COMMAND;
+        return EXIT_OK;
+}
+
+static void print_targets(const char *label, char **targets, size_t n) {
+        printf("%s:", label);
+        for (size_t i = 0; i < n; i++) {
+                putchar(' ');
+                fputs_safe(targets[i], stdout);
+        }
+        putchar('\n');
+}
+
+static int print_command_show(const Args *a, const Sbx__Reply *reply) {
+        const Sbx__CommandOutput *o = reply->command;
+
+        if (a->json)
+                return print_object(&command_show_map, o);
+        fputs("command: ", stdout);
+        fputs_safe(o->command_session, stdout);
+        fputs("\nworkspace session: ", stdout);
+        fputs_safe(o->workspace_session, stdout);
+        fputs("\nstatus: ", stdout);
+        fputs_safe(o->status, stdout);
+        if (o->has_exit_code)
+                printf("\nexit code: %d", o->exit_code);
+        if (o->end_reason[0]) {
+                fputs("\nend reason: ", stdout);
+                fputs_safe(o->end_reason, stdout);
+        }
+        printf("\nlines: %" PRIu64 "\n", o->total_lines);
+        if (!o->egress)
+                return EXIT_OK;
+        fputs("egress: ", stdout);
+        fputs_safe(o->egress->policy, stdout);
+        putchar('\n');
+        print_targets("  contacted", o->egress->contacted, o->egress->n_contacted);
+        print_targets("  refused", o->egress->refused, o->egress->n_refused);
+        if (o->egress->truncated)
+                printf("  (more than %u of either: the rest left out)\n", SBX_EGRESS_AUDIT_MAX);
+        return EXIT_OK;
+}
+
 static int build_layer_list(Args *a, CtlRequest *req) {
         Sbx__LayerList *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_LAYER_LIST, &sbx__layer_list__descriptor);
 
@@ -1147,6 +1205,8 @@ const CtlVerb ctl_verbs[] = {
           build_command_list, print_command_list, NULL },
         { "command cancel",   2, "SANDBOX and command ID", "command ID", 0, SANDBOX,
           build_command_cancel, print_command_cancel, NULL },
+        { "command show",     2, "SANDBOX and command ID", "command ID", 0, SANDBOX,
+          build_command_show, print_command_show, NULL },
         { "layer list",       1, "SANDBOX", NULL, 0, SANDBOX, build_layer_list, print_layer_list, run_layer_list },
         { "owner list",       0, NULL, NULL, 0, 0, build_owner_list, print_owner_list, NULL },
         { "owner show",       1, "owner UID", NULL, 0, CTL_OWNER_ARG, build_owner_show, print_owner_show, NULL },

@@ -42,6 +42,7 @@ static void help(void) {
                "  command list SANDBOX [--session ID]\n"
                "                                 list commands and how they ended\n"
                "  command cancel SANDBOX ID      cancel a running command\n"
+               "  command show SANDBOX ID        show how a command ended and its egress audit\n"
                "  layer list SANDBOX             list a sandbox's published layers\n"
                "  owner list                     list owners' use of the per-owner quotas\n"
                "  owner show UID                 show one owner's use of each quota\n"

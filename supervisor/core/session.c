@@ -953,6 +953,21 @@ void commands_store_unrecorded(Server *s, bool now) {
                 log_notice("Recorded the ends of %zu commands held in memory; %zu still wait", n - kept, kept);
 }
 
+/* Its egress audit, kept with its record (sbxctl command show reads it after its session). */
+static void command_record_egress(Server *s, const Command *c, EgressPolicy policy) {
+        Sbx__EgressAudit a;
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t len;
+        int r;
+
+        egress_audit_view(&c->egress, policy, &a);
+        len = sbx__egress_audit__get_packed_size(&a);
+        buf = malloc(len ?: 1);
+        r = buf ? store_command_egress_set(s->store, c->rec.id, buf, sbx__egress_audit__pack(&a, buf)) : -ENOMEM;
+        if (r < 0)
+                log_warning_errno_ratelimited(r, "Failed to record the egress audit of %s, ignoring: %m", c->rec.id);
+}
+
 /* Record how the command ended, durably. */
 static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig) {
         WorkspaceSession *ws = c->session;
@@ -985,6 +1000,8 @@ static void command_record_end(Server *s, Command *c, bool exited, int exit_code
                                             c->rec.id);
                 unrecorded_add(s, &c->rec);
         }
+        if (ws && ws->sandbox && ws->sandbox->egress != EGRESS_NONE)
+                command_record_egress(s, c, ws->sandbox->egress);
         log_info("Command %s ended: %s (%s %d)", c->rec.id, c->rec.status, c->rec.end_reason,
                  exited ? exit_code : sig);
         if (ws)
@@ -1229,6 +1246,9 @@ static int view_window(CommandView *v, Transcript *t, TranscriptStream stream, u
 void command_view_done(CommandView *v) {
         free(v->text);
         v->text = NULL;
+        if (v->stored_egress)
+                sbx__egress_audit__free_unpacked(v->stored_egress, NULL);
+        v->stored_egress = NULL;
 }
 
 int command_capture(Command *c, uint32_t max_chars) {
@@ -1362,6 +1382,23 @@ static int view_stored_publication(Server *s, const Sandbox *sb, const StoreComm
         return 0;
 }
 
+/* The egress audit kept with an ended command's record, if it has one. */
+static int view_stored_egress(Server *s, const StoreCommand *rec, CommandView *v) {
+        _cleanup_free_ void *buf = NULL;
+        size_t len;
+        int r = store_command_egress_get(s->store, rec->id, &buf, &len);
+
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        v->stored_egress = sbx__egress_audit__unpack(NULL, len, buf);
+        if (!v->stored_egress)
+                return -EBADMSG;
+        v->o.egress = v->stored_egress;
+        return 0;
+}
+
 /* A command of an earlier session (or sbxd): its record and its transcript on disk. */
 static int command_view_recorded(Server *s, const Sandbox *sb, const char *id, TranscriptStream stream,
                                  uint64_t start, uint64_t limit, CommandView *v) {
@@ -1384,7 +1421,9 @@ static int command_view_recorded(Server *s, const Sandbox *sb, const char *id, T
                                        ? (double) (rec->ended_unix_usec - rec->started_unix_usec) / 1e6
                                        : 0.0);
         v->o.original_token_count = token_count(rec->raw_bytes);
-        r = view_stored_publication(s, sb, rec, v);
+        r = view_stored_egress(s, rec, v);
+        if (r >= 0)
+                r = view_stored_publication(s, sb, rec, v);
         if (r < 0)
                 return r;
         return view_window(v, t, stream, start, limit);

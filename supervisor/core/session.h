@@ -189,6 +189,7 @@ typedef struct CommandView {
         Sbx__CommandOutput o;
         Sbx__Publication publication;
         Sbx__EgressAudit egress;
+        Sbx__EgressAudit *stored_egress; /* a recorded command's, unpacked */
         StoreCommand rec;               /* of a command no session runs any more */
         char owner[64];
         char *text;

@@ -20,7 +20,8 @@ struct Store {
  * Schema 3: a command's transcript size (bytes, files; -1 files: not known
  * yet) and, once it was evicted, the budget it was evicted for; each
  * layer's allocated bytes and inodes (layer quotas).
- * Schema 4: a sandbox's egress policy (docs/egress.md; before: none). */
+ * Schema 4: a sandbox's egress policy (docs/egress.md; before: none), and
+ * each ended command's egress audit (table command_egress). */
 #define SCHEMA_VERSION 4
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS sandboxes ("
@@ -83,6 +84,9 @@ static const char schema[] =
         "  sandbox TEXT PRIMARY KEY REFERENCES sandboxes(id) ON DELETE CASCADE,"
         "  namespace TEXT NOT NULL, name TEXT NOT NULL, uid INTEGER NOT NULL,"
         "  last_used_unix INTEGER NOT NULL, info BLOB NOT NULL, UNIQUE (namespace, name));"
+        /* A command's egress audit (docs/egress.md), a packed sbx.EgressAudit, once it ended. */
+        "CREATE TABLE IF NOT EXISTS command_egress ("
+        "  command TEXT PRIMARY KEY REFERENCES commands(id) ON DELETE CASCADE, audit BLOB NOT NULL);"
         /* Claims that went (expired, deleted): get_sandbox_status says why. */
         "CREATE TABLE IF NOT EXISTS claim_tombstones ("
         "  namespace TEXT NOT NULL, name TEXT NOT NULL, uid INTEGER NOT NULL, mcp_session TEXT NOT NULL,"
@@ -513,6 +517,44 @@ int store_command_finish(Store *s, const StoreCommand *c) {
         sqlite3_bind_int(st, 8, c->transcript_files);
         sqlite3_bind_text(st, 9, c->id, -1, SQLITE_STATIC);
         return step_done(st);
+}
+
+int store_command_egress_set(Store *s, const char *id, const void *audit, size_t len) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT OR REPLACE INTO command_egress VALUES (?, ?)", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 2, audit, (int) len, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_command_egress_get(Store *s, const char *id, void **ret, size_t *ret_len) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        const void *blob;
+        void *copy;
+        int r, rc, n;
+
+        r = prepare(s, "SELECT audit FROM command_egress WHERE command = ?", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        blob = sqlite3_column_blob(st, 0);
+        n = sqlite3_column_bytes(st, 0);
+        copy = malloc(n > 0 ? (size_t) n : 1);
+        if (!copy)
+                return -ENOMEM;
+        if (n > 0)
+                memcpy(copy, blob, (size_t) n);
+        *ret = copy;
+        *ret_len = (size_t) n;
+        return 0;
 }
 
 int store_id_list_add(const char *id, void *userdata) {

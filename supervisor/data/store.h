@@ -93,6 +93,10 @@ int store_sandbox_layers_size(Store *s, const char *sandbox, StoreLayerSize *ret
 
 int store_command_insert(Store *s, const StoreCommand *c, const char *cmd);
 int store_command_finish(Store *s, const StoreCommand *c);
+/* An ended command's egress audit (core/egress.h), as bytes the caller packs;
+ * get gives a copy (malloc'ed), or -ENOENT if it has none. */
+int store_command_egress_set(Store *s, const char *id, const void *audit, size_t len);
+int store_command_egress_get(Store *s, const char *id, void **ret, size_t *ret_len);
 int store_command_get(Store *s, const char *id, StoreCommand *ret);
 /* Commands of a sandbox (or of one workspace session when ws is non-NULL), oldest first. */
 int store_command_foreach(Store *s, const char *sandbox, const char *ws,

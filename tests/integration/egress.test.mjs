@@ -98,6 +98,15 @@ h.test('open: both hosts; the audit lists exactly what was contacted', async () 
   assert.match(sc.output, /registry-ok \/r\nrc=0/);
   assert.match(sc.output, /other-ok \/o\nrc=0/);
   assert.deepEqual(sc.egress, { policy: 'open', contacted: [REG, OTHER], refused: [] });
+  // Kept with the command's record once its (automatic) session is gone: sbxctl command show.
+  const show = await sbxctl(h.socket, ['--json', 'command', 'show', 'eg-open', sc.command_session_id]);
+  assert.equal(show.code, 0, show.stderr);
+  assert.deepEqual(JSON.parse(show.stdout).egress, { policy: 'open', contacted: [REG, OTHER], refused: [], truncated: false });
+  const text = await sbxctl(h.socket, ['command', 'show', 'eg-open', sc.command_session_id]);
+  assert.match(text.stdout, new RegExp(`^egress: open\n  contacted: ${REG} ${OTHER}\n  refused:$`, 'm'));
+  const none = await exec('eg-none', 'true');
+  const ns = await sbxctl(h.socket, ['--json', 'command', 'show', 'eg-none', none.command_session_id]);
+  assert.equal(JSON.parse(ns.stdout).egress, undefined);
 });
 
 h.test('lifecycle set: a template\'s egress policy, and execute_command\'s audit; sbxctl template show', async () => {
