@@ -63,7 +63,7 @@ int handle_sandbox_list(Request *rq) {
                 sbx__sandbox_info__init(&infos[i]);
                 sandbox_info(sb, &infos[i]);
                 sandbox_transcripts(s, sb, rq->client->uid == 0, &infos[i]);
-                r = layer_quota_info(s->store, sb, &infos[i]);
+                r = layer_quota_info(s->store, &s->layer_limits, sb, &infos[i]);
                 if (r < 0)
                         return request_error(rq, r, "cannot read the layer sizes of '%s': %s", sb->name, strerror(-r));
                 ptrs[i] = &infos[i];

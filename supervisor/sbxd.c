@@ -549,11 +549,7 @@ int main(int argc, char **argv) {
         }
         log_set_level(s.cfg.log_level);
         setproctitle("[priv]");
-        layer_limits_set(&(LayerLimits) {
-                .sandbox_max_bytes = s.cfg.sandbox_layers_max_bytes, .owner_max_bytes = s.cfg.owner_layers_max_bytes,
-                .max_inodes = s.cfg.layers_max_inodes, .state_reserve = s.cfg.state_reserve,
-                .state_dir = s.cfg.state_dir,
-        });
+        layer_limits_from_config(&s.cfg, &s.layer_limits);
 
         r = server_open(&s);
         if (r >= 0) {

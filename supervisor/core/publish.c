@@ -497,6 +497,7 @@ struct Publication {
         /* copied by publish_begin */
         char sandbox_id[SBX_SANDBOX_ID_SIZE];
         uid_t owner_uid;                /* the sandbox's: owner_layers_max_bytes */
+        const LayerLimits *limits;      /* borrowed (the server's) */
         char owner[64];
         uint32_t base_layer, top, seq;
         bool overwrite;
@@ -566,7 +567,7 @@ static void publication_free(Publication *p) {
         free(p);
 }
 
-int publish_begin(Store *store, Sandbox *sb, int state_fd, int src_dirfd, const char *owner, uint32_t base_layer,
+int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, int state_fd, int src_dirfd, const char *owner, uint32_t base_layer,
                   bool overwrite, int force_uid, const PublishOperation *op, Publication **ret) {
         Publication *p = calloc(1, sizeof(*p));
         int view, r;
@@ -576,6 +577,7 @@ int publish_begin(Store *store, Sandbox *sb, int state_fd, int src_dirfd, const 
         p->src_fd = p->layers_fd = p->state_fd = p->view_fd = -EBADF;
         strlcpy(p->sandbox_id, sb->id, sizeof(p->sandbox_id));
         p->owner_uid = sb->owner_uid;
+        p->limits = limits;
         strlcpy(p->owner, owner, sizeof(p->owner));
         p->base_layer = base_layer;
         p->top = sb->top_layer;
@@ -642,7 +644,8 @@ int publish_run(Publication *p, const atomic_bool *cancelled) {
                 return -ECANCELED;
         /* The quotas read the sizes the loop committed, with the same connection. */
         r = layer_create_within_quota(reader, &(LayerTarget) {
-                        .sandbox_id = p->sandbox_id, .owner_uid = p->owner_uid, .layers_fd = p->layers_fd,
+                        .limits = p->limits, .sandbox_id = p->sandbox_id, .owner_uid = p->owner_uid,
+                        .layers_fd = p->layers_fd,
                 }, p->seq, p->src_fd, p->force_uid, p->link_files ? LAYER_LINK_FILES : 0, &p->size, p->res.error,
                 sizeof(p->res.error));
         if (r < 0)
@@ -697,7 +700,8 @@ int publish_finish(Store *store, Sandbox *sb, Publication *p, int r, PublishResu
         if (r >= 0 && p->built && sb->top_layer != p->top)
                 r = -ESTALE;
         if (r >= 0 && p->built)
-                r = layer_quota_recheck(store, &(LayerTarget) { .sandbox_id = sb->id, .owner_uid = sb->owner_uid },
+                r = layer_quota_recheck(store, &(LayerTarget) { .limits = p->limits, .sandbox_id = sb->id,
+                                                             .owner_uid = sb->owner_uid },
                                         &p->size, res.error, sizeof(res.error));
         if (r >= 0 && p->built)
                 r = record(store, sb->id, p->seq, p->owner, &p->m, &p->ops, &p->size);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/layerquota.h"
 #include "data/attribution.h"
 #include "data/store.h"
 #include "sbx.pb-c.h"
@@ -52,12 +53,12 @@ typedef struct PublishOperation {
  *   compaction; or, on failure, the unrecorded layer's directory removed.
  *   publish_abandon instead when the sandbox is gone or sbxd stops.
  * Nothing else may publish in sb between begin and finish (one lane per
- * sandbox: common/workpool.h). force_uid >= 0 gives every entry that owner. With
+ * sandbox: common/workpool.h). limits stay valid until finish. force_uid >= 0 gives every entry that owner. With
  * op, src_dirfd is op's staged tree: its files become the layer's (hard
  * links, not copies), and the texts of op->path are not read again. On
  * failure ret->error may say why. */
 typedef struct Publication Publication;
-int publish_begin(Store *store, Sandbox *sb, int state_fd, int src_dirfd, const char *owner, uint32_t base_layer,
+int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, int state_fd, int src_dirfd, const char *owner, uint32_t base_layer,
                   bool overwrite, int force_uid, const PublishOperation *op, Publication **ret);
 int publish_run(Publication *p, const atomic_bool *cancelled);
 /* Takes p (freed, also on failure). */

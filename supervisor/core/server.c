@@ -17,6 +17,7 @@ void server_init(Server *s) {
                 .started_usec = now_usec(),
         };
         config_init(&s->cfg);
+        layer_limits_from_config(&s->cfg, &s->layer_limits); /* again once sbxd.conf was read */
         s->transcripts_max_bytes = SBX_TRANSCRIPTS_DEFAULT;    /* transcripts_load fixes it from the configuration */
         TAILQ_INIT(&s->clients);
         TAILQ_INIT(&s->sandboxes);

@@ -13,6 +13,7 @@
 #include <sys/queue.h>
 
 #include "core/config.h"
+#include "core/layerquota.h"
 #include "data/indexcache.h"
 #include "data/store.h"
 #include "os/cgroup.h"
@@ -38,6 +39,7 @@ TAILQ_HEAD(SessionList, WorkspaceSession);
 
 struct Server {
         Config cfg;
+        LayerLimits layer_limits;       /* cfg's layer quotas and reserve (core/layerquota.h) */
         int epoll_fd;
         EventSource listen_src;
         EventSource signal_src;
