@@ -60,6 +60,21 @@ static const char schema[] =
         "  FOREIGN KEY (sandbox, seq) REFERENCES layers(sandbox, seq) ON DELETE CASCADE);"
         "CREATE INDEX IF NOT EXISTS layer_paths_by_seq ON layer_paths(sandbox, seq);"
         "CREATE INDEX IF NOT EXISTS layer_paths_by_path ON layer_paths(sandbox, path);"
+        /* A layer whose record is being written, in steps, off the loop (store_layer_begin):
+         * nothing reads its rows until store_layer_commit; a start removes what one left. */
+        "CREATE TABLE IF NOT EXISTS layers_pending ("
+        "  sandbox TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (sandbox, seq),"
+        "  FOREIGN KEY (sandbox, seq) REFERENCES layers(sandbox, seq) ON DELETE CASCADE);"
+        "CREATE TRIGGER IF NOT EXISTS layer_totals_sub AFTER DELETE ON layers WHEN OLD.seq > 0 BEGIN"
+        "  UPDATE layer_totals SET bytes = bytes - OLD.bytes, inodes = inodes - OLD.inodes"
+        "  WHERE sandbox = OLD.sandbox; END;"
+        /* Attribution changes of recorded layers not folded into blame yet, in
+         * order (seq, i): they count before blame's rows (store_blame_get). */
+        "CREATE TABLE IF NOT EXISTS blame_pending ("
+        "  sandbox TEXT NOT NULL, seq INTEGER NOT NULL, i INTEGER NOT NULL, path TEXT NOT NULL, ranges TEXT,"
+        "  tree INTEGER NOT NULL, PRIMARY KEY (sandbox, seq, i),"
+        "  FOREIGN KEY (sandbox, seq) REFERENCES layers(sandbox, seq) ON DELETE CASCADE);"
+        "CREATE INDEX IF NOT EXISTS blame_pending_by_path ON blame_pending(sandbox, path);"
         /* Current line attribution of each published text file. */
         "CREATE TABLE IF NOT EXISTS blame ("
         "  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
@@ -223,6 +238,34 @@ int store_open(int state_dirfd, Store **ret) {
                 r = schema_update(s);
         if (r >= 0)
                 r = exec_sql(s, "PRAGMA foreign_keys=ON");
+        /* Records an earlier sbxd was writing when it ended: their layers were never published. */
+        if (r >= 0)
+                r = exec_sql(s, "DELETE FROM layers WHERE (sandbox, seq) IN (SELECT sandbox, seq FROM layers_pending)");
+        if (r < 0) {
+                store_close(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+int store_open_writer(int state_dirfd, Store **ret) {
+        char path[64];
+        Store *s;
+        int rc, r;
+
+        snprintf(path, sizeof(path), "/proc/self/fd/%d/sbx.db", state_dirfd);
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+        if (rc != SQLITE_OK) {
+                store_close(s);
+                return sql_err(rc) ?: -EIO;
+        }
+        sqlite3_busy_timeout(s->db, 2000);
+        r = exec_sql(s, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-"
+                        STRINGIFY(SBX_STORE_CACHE_KIB) ";");
         if (r < 0) {
                 store_close(s);
                 return r;
@@ -417,6 +460,53 @@ int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *
         sqlite3_bind_int64(st, 6, size ? (int64_t) size->bytes : 0);
         sqlite3_bind_int64(st, 7, size ? (int64_t) size->inodes : 0);
         return step_done(st);
+}
+
+/* The rows of table (sandbox ?1) whose layer's record is whole. */
+#define LAYER_COMMITTED(table) \
+        "NOT EXISTS (SELECT 1 FROM layers_pending p WHERE p.sandbox = ?1 AND p.seq = " table ".seq)"
+
+/* One statement on the (sandbox, seq) of a layer. */
+static int layer_statement(Store *s, const char *sql, const char *sandbox, uint32_t seq) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, sql, &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, seq);
+        return step_done(st);
+}
+
+int store_layer_begin(Store *s, const char *sandbox, uint32_t seq, const char *owner, uint32_t changed_paths,
+                      int64_t created_unix, const StoreLayerSize *size) {
+        int r = store_layer_insert(s, sandbox, seq, owner, changed_paths, created_unix, size);
+
+        if (r < 0)
+                return r;
+        return layer_statement(s, "INSERT INTO layers_pending VALUES (?,?)", sandbox, seq);
+}
+
+int store_layer_commit(Store *s, const char *sandbox, uint32_t seq) {
+        return layer_statement(s, "DELETE FROM layers_pending WHERE sandbox = ? AND seq = ?", sandbox, seq);
+}
+
+int store_layer_discard(Store *s, const char *sandbox, uint32_t seq) {
+        return layer_statement(s, "DELETE FROM layers WHERE sandbox = ? AND seq = ?", sandbox, seq);
+}
+
+int store_layer_top(Store *s, const char *sandbox, uint32_t *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT COALESCE(MAX(seq), 0) FROM layers WHERE sandbox = ?", &st), rc;
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        *ret = (uint32_t) sqlite3_column_int64(st, 0);
+        return 0;
 }
 
 int store_sandbox_layers_size(Store *s, const char *sandbox, StoreLayerSize *ret) {
@@ -636,6 +726,10 @@ int store_commands_mark_lost(Store *s, int64_t now_unix_usec, unsigned *ret_coun
         return 0;
 }
 
+int store_begin(Store *s) {
+        return exec_sql(s, "BEGIN IMMEDIATE");
+}
+
 /* A publication's transaction reaches the disk before COMMIT returns. */
 int store_begin_durable(Store *s) {
         int r = exec_sql(s, "PRAGMA synchronous=FULL");
@@ -680,7 +774,8 @@ int store_paths_changed_after(Store *s, const char *sandbox, uint32_t seq,
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        r = prepare(s, "SELECT DISTINCT path FROM layer_paths WHERE sandbox = ? AND seq > ?", &st);
+        r = prepare(s, "SELECT DISTINCT path FROM layer_paths WHERE sandbox = ?1 AND seq > ?2 AND " LAYER_COMMITTED("layer_paths"),
+                    &st);
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
@@ -695,7 +790,8 @@ int store_path_changed_since_import(Store *s, const char *sandbox, const char *p
         /* The path itself, or a directory above it replaced or deleted as a whole. */
         r = prepare(s,
                     "SELECT 1 FROM layer_paths WHERE sandbox = ?1 AND seq > 0 AND"
-                    " (path = ?2 OR substr(?2, 1, length(path) + 1) = path || '/') LIMIT 1",
+                    " (path = ?2 OR substr(?2, 1, length(path) + 1) = path || '/') AND " LAYER_COMMITTED("layer_paths")
+                    " LIMIT 1",
                     &st);
         if (r < 0)
                 return r;
@@ -713,7 +809,9 @@ int store_layer_foreach(Store *s, const char *sandbox,
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r, rc;
 
-        r = prepare(s, "SELECT seq, owner, changed_paths, created_unix FROM layers WHERE sandbox = ? ORDER BY seq",
+        r = prepare(s,
+                    "SELECT seq, owner, changed_paths, created_unix FROM layers WHERE sandbox = ?1 AND "
+                    LAYER_COMMITTED("layers") " ORDER BY seq",
                     &st);
         if (r < 0)
                 return r;
@@ -727,11 +825,81 @@ int store_layer_foreach(Store *s, const char *sandbox,
         return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
 }
 
-int store_blame_get(Store *s, const char *sandbox, const char *path, char **ret_ranges) {
+/* The newest pending change of a recorded layer to path's record: 1 and
+ * *ret_ranges (NULL: the record went), or 0 if none. */
+static int blame_pending_get(Store *s, const char *sandbox, const char *path, char **ret_ranges) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        char *copy;
+        char buf[SBX_PATH_MAX + 1];
+        int64_t best_seq = -1, best_i = -1;
+        bool best_set = false;
+        size_t len = strlen(path);
         int r, rc;
 
+        if (len > SBX_PATH_MAX)
+                return 0;
+        /* At path itself any change; at an ancestor, one that took its tree. */
+        r = prepare(s,
+                    "SELECT seq, i, ranges IS NOT NULL FROM blame_pending WHERE sandbox = ?1 AND path = ?2 AND"
+                    " (tree OR ?3) AND " LAYER_COMMITTED("blame_pending") " ORDER BY seq DESC, i DESC LIMIT 1",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        memcpy(buf, path, len + 1);
+        for (bool self = true;; self = false) {
+                char *slash;
+
+                sqlite3_bind_text(st, 2, buf, -1, SQLITE_STATIC);
+                sqlite3_bind_int(st, 3, self);
+                rc = sqlite3_step(st);
+                if (rc == SQLITE_ROW) {
+                        int64_t seq = sqlite3_column_int64(st, 0), i = sqlite3_column_int64(st, 1);
+                        if (seq > best_seq || (seq == best_seq && i > best_i)) {
+                                best_seq = seq;
+                                best_i = i;
+                                best_set = self && sqlite3_column_int(st, 2);
+                        }
+                } else if (rc != SQLITE_DONE)
+                        return sql_err(rc) ?: -EIO;
+                sqlite3_reset(st);
+                slash = strrchr(buf, '/');
+                if (!slash)
+                        break;
+                *slash = '\0';
+        }
+        if (best_seq < 0)
+                return 0;
+        *ret_ranges = NULL;
+        if (!best_set)
+                return 1;
+        sqlite3_finalize(TAKE_PTR(st));
+        r = prepare(s, "SELECT ranges FROM blame_pending WHERE sandbox = ? AND seq = ? AND i = ?", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, best_seq);
+        sqlite3_bind_int64(st, 3, best_i);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        *ret_ranges = strdup((const char *) sqlite3_column_text(st, 0));
+        return *ret_ranges ? 1 : -ENOMEM;
+}
+
+int store_blame_get(Store *s, const char *sandbox, const char *path, char **ret_ranges) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        char *copy = NULL;
+        int r, rc;
+
+        r = blame_pending_get(s, sandbox, path, &copy);
+        if (r != 0) {
+                if (r < 0)
+                        return r;
+                if (!copy)
+                        return -ENOENT;
+                *ret_ranges = copy;
+                return 0;
+        }
         r = prepare(s, "SELECT ranges FROM blame WHERE sandbox = ? AND path = ?", &st);
         if (r < 0)
                 return r;
@@ -778,6 +946,85 @@ int store_blame_apply(Store *s, const char *sandbox, const StoreBlameOp *ops, si
         for (size_t k = 0; k < ELEMENTSOF(sql); k++)
                 sqlite3_finalize(st[k]);
         return r;
+}
+
+int store_blame_pending_insert(Store *s, const char *sandbox, uint32_t seq, size_t first, const StoreBlameOp *ops,
+                               size_t n) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT INTO blame_pending VALUES (?,?,?,?,?,?)", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, seq);
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                sqlite3_bind_int64(st, 3, (sqlite3_int64) (first + i));
+                sqlite3_bind_text(st, 4, ops[i].path, -1, SQLITE_STATIC);
+                if (ops[i].ranges)
+                        sqlite3_bind_text(st, 5, ops[i].ranges, -1, SQLITE_STATIC);
+                else
+                        sqlite3_bind_null(st, 5);
+                sqlite3_bind_int(st, 6, ops[i].tree);
+                r = step_done(st);
+                sqlite3_reset(st);
+        }
+        return r;
+}
+
+static void blame_ops_free(StoreBlameOp *ops, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(ops[i].path);
+                free(ops[i].ranges);
+        }
+        free(ops);
+}
+
+int store_blame_fold(Store *s, const char *sandbox, size_t max, size_t *ret_folded) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL, *del = NULL;
+        StoreBlameOp *ops = calloc(max ?: 1, sizeof(*ops));
+        int64_t last_seq = 0, last_i = 0;
+        size_t n = 0;
+        int r, rc;
+
+        if (!ops)
+                return -ENOMEM;
+        r = prepare(s,
+                    "SELECT seq, i, path, ranges, tree FROM blame_pending WHERE sandbox = ?1 AND "
+                    LAYER_COMMITTED("blame_pending") " ORDER BY seq, i LIMIT ?2",
+                    &st);
+        if (r >= 0) {
+                sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 2, (sqlite3_int64) max);
+        }
+        while (r >= 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+                const char *ranges = (const char *) sqlite3_column_text(st, 3);
+                last_seq = sqlite3_column_int64(st, 0);
+                last_i = sqlite3_column_int64(st, 1);
+                ops[n].path = strdup((const char *) sqlite3_column_text(st, 2));
+                ops[n].ranges = ranges ? strdup(ranges) : NULL;
+                ops[n].tree = sqlite3_column_int(st, 4);
+                if (!ops[n].path || (ranges && !ops[n].ranges))
+                        r = -ENOMEM;
+                n++;
+        }
+        if (r >= 0 && rc != SQLITE_DONE)
+                r = sql_err(rc) ?: -EIO;
+        /* Applied in their order, then gone: a crash between leaves them both, and folding again is the same. */
+        if (r >= 0 && n > 0)
+                r = store_blame_apply(s, sandbox, ops, n);
+        if (r >= 0 && n > 0)
+                r = prepare(s, "DELETE FROM blame_pending WHERE sandbox = ? AND (seq, i) <= (?, ?)", &del);
+        if (r >= 0 && n > 0) {
+                sqlite3_bind_text(del, 1, sandbox, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(del, 2, last_seq);
+                sqlite3_bind_int64(del, 3, last_i);
+                r = step_done(del);
+        }
+        blame_ops_free(ops, n);
+        if (r < 0)
+                return r;
+        *ret_folded = n;
+        return 0;
 }
 
 int store_squash_get(Store *s, const char *sandbox, uint32_t *ret) {
