@@ -619,6 +619,17 @@ int store_command_set_transcript(Store *s, const char *id, uint64_t bytes, int f
         return step_done(st);
 }
 
+int store_command_set_session(Store *s, const char *id, const char *workspace_session) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "UPDATE commands SET workspace_session = ? WHERE id = ?", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, workspace_session, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
 int store_command_evict(Store *s, const char *id, const char *reason) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;

@@ -111,6 +111,8 @@ int store_id_list_add(const char *id, void *userdata);
  * (its size then 0). */
 int store_command_set_transcript(Store *s, const char *id, uint64_t bytes, int files);
 int store_command_evict(Store *s, const char *id, const char *reason);
+/* A command that never ran moved to another session (core/session.h). */
+int store_command_set_session(Store *s, const char *id, const char *workspace_session);
 /* The oldest ended command whose transcript is kept: of sandbox if not NULL,
  * else of the sandboxes of owner if owner >= 0, else of all; -ENOENT if none. */
 int store_transcript_oldest(Store *s, const char *sandbox, int64_t owner, StoreCommand *ret);
