@@ -707,6 +707,9 @@ static int record(Store *w, Publication *p, const atomic_bool *cancelled) {
                 record_test_hold(cancelled);
         if (r >= 0 && atomic_load(cancelled))
                 r = -ECANCELED;
+        /* The rows reach the disk first: the commit's own sync, which holds the lock, is short. */
+        if (r >= 0)
+                r = store_sync(w);
         if (r >= 0)
                 r = record_step(w, p, RECORD_COMMIT, 0, 0, NULL);
         if (r < 0) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "array.h"
 #include "macro.h"
@@ -13,6 +14,9 @@
 struct Store {
         sqlite3 *db;
         unsigned migrated_from;         /* the schema version store_open migrated from, or 0 */
+        unsigned checkpoint_pages;      /* store_checkpoint_elsewhere */
+        void (*checkpoint)(void *userdata);
+        void *checkpoint_userdata;
 };
 
 /* Schema 2: every record of a sandbox is keyed by its immutable id (a name
@@ -213,6 +217,31 @@ static int schema_update(Store *s) {
         return 0;
 }
 
+/* While another connection writes: looked at again every SBX_STORE_BUSY_POLL_US
+ * (SQLite's own wait backs off to 100 ms between looks), SBX_STORE_BUSY_MS in all. */
+static int busy_wait(void *userdata, int tries) {
+        if ((unsigned) tries >= SBX_STORE_BUSY_MS * 1000u / SBX_STORE_BUSY_POLL_US)
+                return 0;
+        (void) usleep(SBX_STORE_BUSY_POLL_US);
+        return 1;
+}
+
+static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages) {
+        Store *s = userdata;
+
+        if ((unsigned) pages >= s->checkpoint_pages)
+                s->checkpoint(s->checkpoint_userdata);
+        return SQLITE_OK;
+}
+
+void store_checkpoint_elsewhere(Store *s, unsigned pages, void (*checkpoint)(void *userdata), void *userdata) {
+        s->checkpoint_pages = pages;
+        s->checkpoint = checkpoint;
+        s->checkpoint_userdata = userdata;
+        /* Replaces SQLite's checkpoint at commit, which would run on this connection's thread. */
+        sqlite3_wal_hook(s->db, wal_hook, s);
+}
+
 int store_open(int state_dirfd, Store **ret) {
         char path[64];
         Store *s;
@@ -229,7 +258,7 @@ int store_open(int state_dirfd, Store **ret) {
                 store_close(s);
                 return sql_err(rc) ?: -EIO;
         }
-        sqlite3_busy_timeout(s->db, 2000);
+        sqlite3_busy_handler(s->db, busy_wait, NULL);
         /* Command records need not survive a power loss; publications do (store_begin_durable).
          * A publication's transaction may hold 1,000,000 paths: a page cache of
          * SBX_STORE_CACHE_KIB keeps it from spilling to the WAL page by page. */
@@ -263,7 +292,7 @@ int store_open_writer(int state_dirfd, Store **ret) {
                 store_close(s);
                 return sql_err(rc) ?: -EIO;
         }
-        sqlite3_busy_timeout(s->db, 2000);
+        sqlite3_busy_handler(s->db, busy_wait, NULL);
         r = exec_sql(s, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-"
                         STRINGIFY(SBX_STORE_CACHE_KIB) ";");
         if (r < 0) {
@@ -288,7 +317,7 @@ int store_open_reader(int state_dirfd, Store **ret) {
                 store_close(s);
                 return sql_err(rc) ?: -EIO;
         }
-        sqlite3_busy_timeout(s->db, 2000);
+        sqlite3_busy_handler(s->db, busy_wait, NULL);
         *ret = s;
         return 0;
 }
@@ -735,6 +764,10 @@ int store_commands_mark_lost(Store *s, int64_t now_unix_usec, unsigned *ret_coun
                 return r;
         *ret_count = (unsigned) sqlite3_changes(s->db);
         return 0;
+}
+
+int store_sync(Store *s) {
+        return exec_sql(s, "PRAGMA wal_checkpoint(PASSIVE)");
 }
 
 int store_begin(Store *s) {

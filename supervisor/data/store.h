@@ -134,6 +134,14 @@ int store_sandbox_known(Store *s, const char *id_or_name);
  * or store_rollback. */
 int store_begin(Store *s);
 int store_begin_durable(Store *s);
+/* Outside a transaction: what was committed reaches the disk (a passive WAL
+ * checkpoint), without holding the write lock, so that a durable commit
+ * after it syncs little while it holds it. */
+int store_sync(Store *s);
+/* Once a commit of s left pages or more in the WAL, checkpoint(userdata) is
+ * called (from that commit) instead of s checkpointing there itself: the
+ * caller has another connection do it (store_sync) on another thread. */
+void store_checkpoint_elsewhere(Store *s, unsigned pages, void (*checkpoint)(void *userdata), void *userdata);
 int store_commit(Store *s);
 void store_rollback(Store *s);
 /* A layer's record in steps: store_layer_begin writes its row, pending, and
