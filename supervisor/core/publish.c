@@ -512,6 +512,8 @@ struct Publication {
         PublishResult res;
         bool built;                     /* layers/SEQ exists */
         bool recorded;                  /* and its record is committed (publish_run) */
+        uint32_t squashed;              /* the sandbox's base when begin ran */
+        int compacted;                  /* 0: the merged base of 0..seq was built; 1: none was due; < 0: failed */
         StoreLayerSize size;            /* what layers/SEQ took (core/layerquota.h) */
 };
 
@@ -583,6 +585,8 @@ int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, int stat
         p->base_layer = base_layer;
         p->top = sb->top_layer;
         p->seq = sb->top_layer + 1;
+        p->squashed = sb->squashed;
+        p->compacted = 1;
         p->overwrite = overwrite;
         p->force_uid = force_uid;
         p->link_files = op != NULL;
@@ -785,7 +789,13 @@ int publish_run(Publication *p, const atomic_bool *cancelled) {
                 r = record_fold(writer, p, cancelled);
         if (r >= 0)
                 r = record(writer, p, cancelled);
-        return r;
+        if (r < 0)
+                return r;
+        /* What compaction removed before; and the merge, if the stack is too deep now (finish makes it the base). */
+        (void) snapshot_trash_empty(p->layers_fd);
+        if (snapshot_compact_due(p->squashed, p->seq))
+                p->compacted = snapshot_compact_build(p->layers_fd, p->squashed, p->seq);
+        return 0;
 }
 
 /* The layer it built, if any, goes, unless it is recorded. */
@@ -818,7 +828,8 @@ int publish_finish(Store *store, Sandbox *sb, Publication *p, int r, PublishResu
                 res.published = true;
                 res.layer = p->seq;
                 res.changed_paths = (uint32_t) p->m.n;
-                r = snapshot_compact(store, sb);
+                /* The lane ran nothing else of sb: its base is the one the merge was built on. */
+                r = p->compacted == 0 ? snapshot_compact_adopt(store, sb, p->seq) : MIN(p->compacted, 0);
                 if (r < 0)
                         log_warning_errno(r, "Failed to compact the layers of '%s', ignoring: %m", sb->name);
         }

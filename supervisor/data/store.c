@@ -242,29 +242,56 @@ void store_checkpoint_elsewhere(Store *s, unsigned pages, void (*checkpoint)(voi
         sqlite3_wal_hook(s->db, wal_hook, s);
 }
 
-int store_open(int state_dirfd, Store **ret) {
+/* A connection to sbx.db below state_dirfd (SQLite wants a path: /proc/self/fd
+ * keeps it anchored to the directory fd), waiting for others' writes. */
+static int store_connect(int state_dirfd, int flags, Store **ret) {
         char path[64];
         Store *s;
-        int rc, r;
+        int rc;
 
-        /* SQLite wants a path; /proc/self/fd keeps us anchored to the dir fd. */
         snprintf(path, sizeof(path), "/proc/self/fd/%d/sbx.db", state_dirfd);
         s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
-        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                           SQLITE_OPEN_NOMUTEX, NULL);
+        rc = sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
         if (rc != SQLITE_OK) {
                 store_close(s);
                 return sql_err(rc) ?: -EIO;
         }
         sqlite3_busy_handler(s->db, busy_wait, NULL);
+        *ret = s;
+        return 0;
+}
+
+/* A connection, then sql; closed if sql fails. */
+static int store_connect_with(int state_dirfd, int flags, const char *sql, Store **ret) {
+        Store *s;
+        int r = store_connect(state_dirfd, flags, &s);
+
+        if (r < 0)
+                return r;
+        r = exec_sql(s, sql);
+        if (r < 0) {
+                store_close(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+int store_open(int state_dirfd, Store **ret) {
+        Store *s;
+        int r;
+
         /* Command records need not survive a power loss; publications do (store_begin_durable).
          * A publication's transaction may hold 1,000,000 paths: a page cache of
          * SBX_STORE_CACHE_KIB keeps it from spilling to the WAL page by page. */
-        r = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-" STRINGIFY(SBX_STORE_CACHE_KIB) ";");
-        if (r >= 0)
-                r = schema_update(s);
+        r = store_connect_with(state_dirfd, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                               "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-"
+                               STRINGIFY(SBX_STORE_CACHE_KIB) ";", &s);
+        if (r < 0)
+                return r;
+        r = schema_update(s);
         if (r >= 0)
                 r = exec_sql(s, "PRAGMA foreign_keys=ON");
         /* Records an earlier sbxd was writing when it ended: their layers were never published. */
@@ -279,47 +306,13 @@ int store_open(int state_dirfd, Store **ret) {
 }
 
 int store_open_writer(int state_dirfd, Store **ret) {
-        char path[64];
-        Store *s;
-        int rc, r;
-
-        snprintf(path, sizeof(path), "/proc/self/fd/%d/sbx.db", state_dirfd);
-        s = calloc(1, sizeof(*s));
-        if (!s)
-                return -ENOMEM;
-        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
-        if (rc != SQLITE_OK) {
-                store_close(s);
-                return sql_err(rc) ?: -EIO;
-        }
-        sqlite3_busy_handler(s->db, busy_wait, NULL);
-        r = exec_sql(s, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-"
-                        STRINGIFY(SBX_STORE_CACHE_KIB) ";");
-        if (r < 0) {
-                store_close(s);
-                return r;
-        }
-        *ret = s;
-        return 0;
+        return store_connect_with(state_dirfd, SQLITE_OPEN_READWRITE,
+                                  "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-"
+                                  STRINGIFY(SBX_STORE_CACHE_KIB) ";", ret);
 }
 
 int store_open_reader(int state_dirfd, Store **ret) {
-        char path[64];
-        Store *s;
-        int rc;
-
-        snprintf(path, sizeof(path), "/proc/self/fd/%d/sbx.db", state_dirfd);
-        s = calloc(1, sizeof(*s));
-        if (!s)
-                return -ENOMEM;
-        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
-        if (rc != SQLITE_OK) {
-                store_close(s);
-                return sql_err(rc) ?: -EIO;
-        }
-        sqlite3_busy_handler(s->db, busy_wait, NULL);
-        *ret = s;
-        return 0;
+        return store_connect(state_dirfd, SQLITE_OPEN_READONLY, ret);
 }
 
 unsigned store_migrated_from(const Store *s) {
@@ -495,16 +488,23 @@ int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *
 #define LAYER_COMMITTED(table) \
         "NOT EXISTS (SELECT 1 FROM layers_pending p WHERE p.sandbox = ?1 AND p.seq = " table ".seq)"
 
-/* One statement on the (sandbox, seq) of a layer. */
-static int layer_statement(Store *s, const char *sql, const char *sandbox, uint32_t seq) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, sql, &st);
+/* sql, its first two parameters the (sandbox, seq) of a layer. */
+static int prepare_for_layer(Store *s, const char *sql, const char *sandbox, uint32_t seq, sqlite3_stmt **ret) {
+        int r = prepare(s, sql, ret);
 
         if (r < 0)
                 return r;
-        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, seq);
-        return step_done(st);
+        sqlite3_bind_text(*ret, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(*ret, 2, seq);
+        return 0;
+}
+
+/* One statement on the (sandbox, seq) of a layer. */
+static int layer_statement(Store *s, const char *sql, const char *sandbox, uint32_t seq) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare_for_layer(s, sql, sandbox, seq, &st);
+
+        return r < 0 ? r : step_done(st);
 }
 
 int store_layer_begin(Store *s, const char *sandbox, uint32_t seq, const char *owner, uint32_t changed_paths,
@@ -524,32 +524,36 @@ int store_layer_discard(Store *s, const char *sandbox, uint32_t seq) {
         return layer_statement(s, "DELETE FROM layers WHERE sandbox = ? AND seq = ?", sandbox, seq);
 }
 
-int store_layer_top(Store *s, const char *sandbox, uint32_t *ret) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "SELECT COALESCE(MAX(seq), 0) FROM layers WHERE sandbox = ?", &st), rc;
+/* The one row sql (its parameter the sandbox) yields, in *st. */
+static int row_of_sandbox(Store *s, const char *sql, const char *sandbox, sqlite3_stmt **st) {
+        int r = prepare(s, sql, st), rc;
 
         if (r < 0)
                 return r;
-        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW)
-                return sql_err(rc) ?: -EIO;
+        sqlite3_bind_text(*st, 1, sandbox, -1, SQLITE_STATIC);
+        rc = sqlite3_step(*st);
+        return rc == SQLITE_ROW ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+int store_layer_top(Store *s, const char *sandbox, uint32_t *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = row_of_sandbox(s, "SELECT COALESCE(MAX(seq), 0) FROM layers WHERE sandbox = ?", sandbox, &st);
+
+        if (r < 0)
+                return r;
         *ret = (uint32_t) sqlite3_column_int64(st, 0);
         return 0;
 }
 
 int store_sandbox_layers_size(Store *s, const char *sandbox, StoreLayerSize *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r, rc;
+        int r = row_of_sandbox(s,
+                               "SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(inodes), 0) FROM layer_totals"
+                               " WHERE sandbox = ?",
+                               sandbox, &st);
 
-        r = prepare(s, "SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(inodes), 0) FROM layer_totals WHERE sandbox = ?",
-                    &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW)
-                return sql_err(rc) ?: -EIO;
         *ret = (StoreLayerSize) { .bytes = (uint64_t) sqlite3_column_int64(st, 0),
                                   .inodes = (uint64_t) sqlite3_column_int64(st, 1) };
         return 0;
@@ -798,12 +802,10 @@ void store_rollback(Store *s) {
 
 int store_layer_paths_insert(Store *s, const char *sandbox, uint32_t seq, const char *const *paths, size_t n) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "INSERT INTO layer_paths VALUES (?,?,?)", &st);
+        int r = prepare_for_layer(s, "INSERT INTO layer_paths VALUES (?,?,?)", sandbox, seq, &st);
 
         if (r < 0)
                 return r;
-        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, seq);
         /* One statement for all: a publication may record 1,000,000 paths. */
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 sqlite3_bind_text(st, 3, paths[i], -1, SQLITE_STATIC);
@@ -995,12 +997,10 @@ int store_blame_apply(Store *s, const char *sandbox, const StoreBlameOp *ops, si
 int store_blame_pending_insert(Store *s, const char *sandbox, uint32_t seq, size_t first, const StoreBlameOp *ops,
                                size_t n) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "INSERT INTO blame_pending VALUES (?,?,?,?,?,?)", &st);
+        int r = prepare_for_layer(s, "INSERT INTO blame_pending VALUES (?,?,?,?,?,?)", sandbox, seq, &st);
 
         if (r < 0)
                 return r;
-        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, seq);
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 sqlite3_bind_int64(st, 3, (sqlite3_int64) (first + i));
                 sqlite3_bind_text(st, 4, ops[i].path, -1, SQLITE_STATIC);
