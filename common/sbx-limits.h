@@ -190,6 +190,7 @@
 #define SBX_STORE_WRITE_ROWS 2000u
 #define SBX_STORE_BUSY_POLL_US 1000u            /* a connection waiting for another's write looks this often */
 #define SBX_STORE_BUSY_MS 2000u                 /* and gives up (-EBUSY) after this long */
+#define SBX_STORE_WRITE_GAP_US 2000u            /* a publication's record leaves this between its transactions */
 /* WAL pages after which sbxd's loop connection has the WAL checkpointed off
  * the loop (SQLite's own checkpoint at that size would run in the commit). */
 #define SBX_STORE_CHECKPOINT_PAGES 1000u

@@ -645,10 +645,15 @@ static int record_paths(Store *w, Publication *p, size_t from, size_t n) {
         return store_layer_paths_insert(w, p->sandbox_id, p->seq, paths, n);
 }
 
-/* One step in one transaction; *ret_n (RECORD_FOLD): how many it folded. */
+/* One step in one transaction; *ret_n (RECORD_FOLD): how many it folded.
+ * Steps of rows leave a gap before the next: a connection waiting to write
+ * (the loop's, looking every SBX_STORE_BUSY_POLL_US) gets its turn. */
 static int record_step(Store *w, Publication *p, RecordStep step, size_t from, size_t n, size_t *ret_n) {
-        int r = (step == RECORD_COMMIT ? store_begin_durable : store_begin)(w);
+        int r;
 
+        if (step == RECORD_PATHS || step == RECORD_BLAME || step == RECORD_FOLD)
+                (void) usleep(SBX_STORE_WRITE_GAP_US);
+        r = (step == RECORD_COMMIT ? store_begin_durable : store_begin)(w);
         if (r < 0)
                 return r;
         switch (step) {
@@ -711,9 +716,6 @@ static int record(Store *w, Publication *p, const atomic_bool *cancelled) {
                 record_test_hold(cancelled);
         if (r >= 0 && atomic_load(cancelled))
                 r = -ECANCELED;
-        /* The rows reach the disk first: the commit's own sync, which holds the lock, is short. */
-        if (r >= 0)
-                r = store_sync(w);
         if (r >= 0)
                 r = record_step(w, p, RECORD_COMMIT, 0, 0, NULL);
         if (r < 0) {

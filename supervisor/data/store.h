@@ -134,9 +134,8 @@ int store_sandbox_known(Store *s, const char *id_or_name);
  * or store_rollback. */
 int store_begin(Store *s);
 int store_begin_durable(Store *s);
-/* Outside a transaction: what was committed reaches the disk (a passive WAL
- * checkpoint), without holding the write lock, so that a durable commit
- * after it syncs little while it holds it. */
+/* Outside a transaction: what was committed is copied from the WAL into the
+ * database (a passive checkpoint), without holding the write lock. */
 int store_sync(Store *s);
 /* Once a commit of s left pages or more in the WAL, checkpoint(userdata) is
  * called (from that commit) instead of s checkpointing there itself: the
