@@ -62,7 +62,8 @@ void state_full_message(const LayerLimits *l, char *why, size_t why_size) {
 }
 
 /* Whether a tree that writes want keeps within the quotas, or a refusal. */
-static int quota_check(const LayerLimits *l, const StoreLayersSize *used, const TreeUsage *want, char *why, size_t size) {
+static int quota_check(const LayerLimits *l, const StoreLayersSize *used, const TreeUsage *want, char *why,
+                       size_t size) {
         if (want->bytes > room(l->sandbox_max_bytes, used->sandbox.bytes))
                 return refuse(-EDQUOT, why, size, "the sandbox's layers", "sandbox_layers_max_bytes",
                               l->sandbox_max_bytes, used->sandbox.bytes, want->bytes, "bytes");
@@ -94,8 +95,8 @@ static int budget_for(const LayerLimits *l, const StoreLayersSize *used, const T
 }
 
 /* Why a copy that failed within budget did. */
-static void stopped_message(const LayerLimits *l, int r, const TreeReport *rep, const TreeBudget *b, const StoreLayersSize *used,
-                            const TreeUsage *want, char *why, size_t size) {
+static void stopped_message(const LayerLimits *l, int r, const TreeReport *rep, const TreeBudget *b,
+                            const StoreLayersSize *used, const TreeUsage *want, char *why, size_t size) {
         switch (rep->stopped) {
         case TREE_STOP_BYTES:
                 snprintf(why, size, "the layer passed its quota while it was copied: sandbox_layers_max_bytes %" PRIu64
@@ -153,5 +154,6 @@ int layer_quota_recheck(Store *store, const LayerTarget *t, const StoreLayerSize
 
         if (r < 0)
                 return r;
-        return quota_check(t->limits, &used, &(TreeUsage) { .bytes = size->bytes, .inodes = size->inodes }, why, why_size);
+        return quota_check(t->limits, &used, &(TreeUsage) { .bytes = size->bytes, .inodes = size->inodes }, why,
+                           why_size);
 }

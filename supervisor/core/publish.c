@@ -570,8 +570,8 @@ static void publication_free(Publication *p) {
         free(p);
 }
 
-int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, int state_fd, int src_dirfd, const char *owner, uint32_t base_layer,
-                  bool overwrite, int force_uid, const PublishOperation *op, Publication **ret) {
+int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, int state_fd, int src_dirfd, const char *owner,
+                  uint32_t base_layer, bool overwrite, int force_uid, const PublishOperation *op, Publication **ret) {
         Publication *p = calloc(1, sizeof(*p));
         int view, r;
 

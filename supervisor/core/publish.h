@@ -65,8 +65,8 @@ typedef struct PublishOperation {
  * links, not copies), and the texts of op->path are not read again. On
  * failure ret->error may say why. */
 typedef struct Publication Publication;
-int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, int state_fd, int src_dirfd, const char *owner, uint32_t base_layer,
-                  bool overwrite, int force_uid, const PublishOperation *op, Publication **ret);
+int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, int state_fd, int src_dirfd, const char *owner,
+                  uint32_t base_layer, bool overwrite, int force_uid, const PublishOperation *op, Publication **ret);
 int publish_run(Publication *p, const atomic_bool *cancelled);
 /* Takes p (freed, also on failure). */
 int publish_finish(Store *store, Sandbox *sb, Publication *p, int run_result, PublishResult *ret);

@@ -820,7 +820,9 @@ int store_paths_changed_after(Store *s, const char *sandbox, uint32_t seq,
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        r = prepare(s, "SELECT DISTINCT path FROM layer_paths WHERE sandbox = ?1 AND seq > ?2 AND " LAYER_COMMITTED("layer_paths"),
+        r = prepare(s,
+                    "SELECT DISTINCT path FROM layer_paths WHERE sandbox = ?1 AND seq > ?2 AND "
+                    LAYER_COMMITTED("layer_paths"),
                     &st);
         if (r < 0)
                 return r;
