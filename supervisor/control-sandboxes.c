@@ -144,6 +144,8 @@ int handle_gc(Request *rq) {
                 unsigned removed = 0;
                 if (snapshot_collect(sb, &removed) >= 0)
                         layers += removed;
+                /* Removed now, as gc says (a publication would remove them later, off the loop). */
+                (void) snapshot_trash_empty(sb->layers_fd);
         }
         ranges = sandbox_ranges_collect(s);
         o->images_removed = images_collect(s, &image_bytes);
