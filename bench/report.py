@@ -310,7 +310,7 @@ def probes_during(name, windows):
 
 
 SIZES = load("stall_sizes") or {}
-for name, what in (("stall_pub", "publishing %s small files"), ("stall_ren", "%s published files deleted, as many created"),
+for name, what in (("stall_pub", "publishing %s small files"), ("stall_pub50", "publishing %s small files"), ("stall_ren", "%s published files deleted, as many created"),
                    ("stall_shuf", "a %s MiB file with shuffled lines: diff_workspace_session, then its publication"),
                    ("stall_read", "40 parallel file_read limit=1 of a %s MiB file in a live session")):
     a = load(name)
@@ -324,7 +324,7 @@ for name, what in (("stall_pub", "publishing %s small files"), ("stall_ren", "%s
                 windows.append((r["t0"], r["t1"]))
     inside = probes_during(name, windows)
     attack_s = max(b for _, b in windows) - min(x for x, _ in windows)
-    size = {"stall_pub": "NPUB", "stall_ren": "NREN", "stall_shuf": "SHUF_MB", "stall_read": "BIG_MB"}[name]
+    size = {"stall_pub": "NPUB", "stall_pub50": "NPUB50", "stall_ren": "NREN", "stall_shuf": "SHUF_MB", "stall_read": "BIG_MB"}[name]
     d = dist(inside) if inside else None
     if d:
         d["max"] = max(inside) / 1000.0

@@ -10,7 +10,9 @@
 # sizes; BENCH_BIN (build/bin), BENCH_DRIVE (build/bench/mcpdrive),
 # BENCH_MINSESS (build/bench/minsess);
 # BENCH_KEEP=1 keeps the temporary directory; BENCH_STALL_FILES sets the stall
-# row's file count alone; BENCH_ONLY="row row" runs only
+# row's file count alone (BENCH_STALL_FILES_50K the pub_50k row's);
+# BENCH_STALL_ATTACKS="pub pub_50k ren shuf read" (the default) the stall
+# row's attacks that run; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
 # layers memory lifecycle peers neighbour stall images egress). BENCH_IMAGE_CACHE: the .deb cache of
 # the images row (default /var/cache/sbx-ci/images/archives).
@@ -531,11 +533,14 @@ if want stall; then
   # BENCH_STALL_FILES: the first attack's file count on its own (at full
   # scale its publication takes minutes while fsync is per file)
   NPUB=${BENCH_STALL_FILES:-$(sc 200000 2000)}
+  NPUB50=${BENCH_STALL_FILES_50K:-$(sc 50000 500)}
+  ATTACKS=" ${BENCH_STALL_ATTACKS:-pub pub_50k ren shuf read} "
+  attack() { [[ $ATTACKS == *" $1 "* ]]; }
   NREN=$(sc 3000 300)
   SHUF_MB=$(sc 16 2)
   BIG_MB=$(sc 1024 64)
   NPROBE=5
-  echo "{\"NPUB\": $NPUB, \"NREN\": $NREN, \"SHUF_MB\": $SHUF_MB, \"BIG_MB\": $BIG_MB}" >"$OUT/stall_sizes.json"
+  echo "{\"NPUB\": $NPUB, \"NPUB50\": $NPUB50, \"NREN\": $NREN, \"SHUF_MB\": $SHUF_MB, \"BIG_MB\": $BIG_MB}" >"$OUT/stall_sizes.json"
   mkdir -p "$D/src/ren/old" "$D/src/shuf"
   python3 -c '
 import sys
@@ -551,7 +556,7 @@ with open(sys.argv[1], "w") as f:
         f.write(line); n += len(line); i += 1
         line = "line %08d of the file that is shuffled\n" % i
 ' "$D/src/shuf/big.txt" "$SHUF_MB"
-  for sbn in probe atk_pub; do sandbox "$sbn" "$D/src/tiny"; done
+  for sbn in probe atk_pub atk_pub50; do sandbox "$sbn" "$D/src/tiny"; done
   # the live 1 GiB file is tmpfs memory of its session
   "$BIN/sbxctl" --socket "$SOCK" sandbox create atk_read --source "$D/src/tiny" --memory $(( BIG_MB * 3 + 512 ))M >/dev/null
   sandbox atk_ren "$D/src/ren"
@@ -589,22 +594,32 @@ with open(sys.argv[1], "w") as f:
   printf '{"warmup":0,"n":%s,"loop":[{"tag":"probe","tool":"exec_command","args":{"sandbox_id":"probe","workspace_session_id":"%s","cmd":"echo hi","yield_time_ms":600000}},{"sleep_ms":50}]}\n' \
     "$NPROBE" "$(ws_of stall_probe)" >"$D/scripts/stall_probe.json"
 
-  log "stall: publishing $NPUB small files"
-  stall_setup stall_pub atk_pub "python3 -c 'import os
+  # stall_many NAME SANDBOX N: the publication of N new small files
+  stall_many() {
+    log "stall: publishing $3 small files"
+    stall_setup "$1" "$2" "python3 -c 'import os
 os.makedirs(\"many\")
-for i in range($NPUB): open(\"many/f%d\" % i, \"w\").write(str(i))'"
-  stall_attack stall_pub "$(finalize_step atk_pub "$(ws_of stall_pub)")"
+for i in range($3): open(\"many/f%d\" % i, \"w\").write(str(i))'"
+    stall_attack "$1" "$(finalize_step "$2" "$(ws_of "$1")")"
+  }
+  if attack pub; then stall_many stall_pub atk_pub "$NPUB"; fi
+  if attack pub_50k; then stall_many stall_pub50 atk_pub50 "$NPUB50"; fi
 
+  if attack ren; then
   log "stall: $NREN published files deleted and $NREN others created"
   # each file deleted on its own (a whiteout each), the directory kept
   stall_setup stall_ren atk_ren "rm old/* && mkdir new && python3 -c 'for i in range($NREN): open(\"new/g%05d\" % i, \"w\").write(\"new content of file %07d\\n\" % i)'"
   stall_attack stall_ren "$(finalize_step atk_ren "$(ws_of stall_ren)")"
+  fi
 
+  if attack shuf; then
   log "stall: a $SHUF_MB MiB file with its lines shuffled: diff_workspace_session, then its publication"
   stall_setup stall_shuf atk_shuf "shuf --random-source=big.txt big.txt > big.new && mv big.new big.txt"
   SWS=$(ws_of stall_shuf)
   stall_attack stall_shuf "{\"tag\":\"attack\",\"tool\":\"diff_workspace_session\",\"args\":{\"sandbox_id\":\"atk_shuf\",\"workspace_session_id\":\"$SWS\"}},$(finalize_step atk_shuf "$SWS" | sed 's/"attack"/"attack2"/')"
+  fi
 
+  if attack read; then
   log "stall: 40 parallel file_read limit=1 of a $BIG_MB MiB file in a live session"
   stall_setup stall_read atk_read "yes 'a line of the big file, in a live session' | head -c $((BIG_MB * 1048576)) > big.txt"
   READ_STEP="{\"tag\":\"attack\",\"tool\":\"file_read\",\"args\":{\"sandbox_id\":\"atk_read\",\"workspace_session_id\":\"$(ws_of stall_read)\",\"path\":\"big.txt\",\"limit\":1}}"
@@ -618,6 +633,7 @@ for i in range($NPUB): open(\"many/f%d\" % i, \"w\").write(str(i))'"
   drive stall_read
   for p in "${pids[@]}"; do wait "$p"; done
   probes_stop
+  fi
 fi
 
 # ---- 14. images: the lazy build of python, then a session on it vs the default image

@@ -184,6 +184,17 @@
 /* sbx.db's page cache (PRAGMA cache_size, KiB): a 20,000-path publication
  * records in 0.19 s with it, 0.25 s with SQLite's default 2 MiB. */
 #define SBX_STORE_CACHE_KIB 65536
+/* Rows of a publication's record (its paths, its attribution changes, their
+ * folding into the records) written per transaction, off the loop: the
+ * loop's own writes wait for at most one such transaction (core/publish.h). */
+#define SBX_STORE_WRITE_ROWS 2000u
+#define SBX_STORE_BUSY_POLL_US 1000u            /* a connection waiting for another's write looks this often */
+#define SBX_STORE_BUSY_MS 2000u                 /* and gives up (-EBUSY) after this long */
+#define SBX_STORE_WRITE_GAP_US 2000u            /* a publication's record leaves this between its transactions */
+/* WAL pages after which sbxd's loop connection has the WAL checkpointed off
+ * the loop (SQLite's own checkpoint at that size would run in the commit). */
+#define SBX_STORE_CHECKPOINT_PAGES 1000u
+#define SBX_TEST_HOLD_POLL_US 10000u         /* SBX_TEST_HOLD_RECORD (sbxd(8)) is looked at this often */
 
 /* Claims: the lifecycle set's sandboxes (issue 16) */
 #define SBX_CLAIM_NAME_MAX 63u                  /* namespace and claim names: [a-z0-9-], as Kubernetes names */

@@ -79,7 +79,7 @@ int handle_exec(Request *rq) {
                 if (ws->automatic && TAILQ_EMPTY(&ws->commands))
                         session_destroy(rq->server, ws);
                 /* Its record and transcript live on the state filesystem. */
-                state_full_message(full, sizeof(full));
+                state_full_message(&rq->server->layer_limits, full, sizeof(full));
                 return request_error(rq, r, "cannot start the command: %s",
                                      r == -EAGAIN   ? "too many running commands in this session"
                                      : r == -ENOSPC ? full

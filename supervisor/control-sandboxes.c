@@ -63,7 +63,7 @@ int handle_sandbox_list(Request *rq) {
                 sbx__sandbox_info__init(&infos[i]);
                 sandbox_info(sb, &infos[i]);
                 sandbox_transcripts(s, sb, rq->client->uid == 0, &infos[i]);
-                r = layer_quota_info(s->store, sb, &infos[i]);
+                r = layer_quota_info(s->store, &s->layer_limits, sb, &infos[i]);
                 if (r < 0)
                         return request_error(rq, r, "cannot read the layer sizes of '%s': %s", sb->name, strerror(-r));
                 ptrs[i] = &infos[i];
@@ -144,6 +144,8 @@ int handle_gc(Request *rq) {
                 unsigned removed = 0;
                 if (snapshot_collect(sb, &removed) >= 0)
                         layers += removed;
+                /* Removed now, as gc says (a publication would remove them later, off the loop). */
+                (void) snapshot_trash_empty(sb->layers_fd);
         }
         ranges = sandbox_ranges_collect(s);
         o->images_removed = images_collect(s, &image_bytes);

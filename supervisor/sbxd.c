@@ -221,6 +221,7 @@ static int server_open_state(Server *s) {
                 return log_error_errno(r, "Cannot open %s/sbx.db: it was written by a newer sbxd", s->cfg.state_dir);
         if (r < 0)
                 return log_error_errno(r, "Cannot open %s/sbx.db: %m", s->cfg.state_dir);
+        server_checkpoint_off_loop(s);
         if (store_migrated_from(s->store))
                 log_notice("Migrated %s/sbx.db from schema %u: records are kept by sandbox id", s->cfg.state_dir,
                            store_migrated_from(s->store));
@@ -554,11 +555,7 @@ int main(int argc, char **argv) {
         }
         log_set_level(s.cfg.log_level);
         setproctitle("[priv]");
-        layer_limits_set(&(LayerLimits) {
-                .sandbox_max_bytes = s.cfg.sandbox_layers_max_bytes, .owner_max_bytes = s.cfg.owner_layers_max_bytes,
-                .max_inodes = s.cfg.layers_max_inodes, .state_reserve = s.cfg.state_reserve,
-                .state_dir = s.cfg.state_dir,
-        });
+        layer_limits_from_config(&s.cfg, &s.layer_limits);
 
         r = server_open(&s);
         if (r >= 0) {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/config.h"
 #include "data/layer.h"
 #include "data/store.h"
 #include "sbx.pb-c.h"
@@ -26,22 +27,23 @@ typedef struct LayerLimits {
         const char *state_dir;          /* named in messages; borrowed */
 } LayerLimits;
 
-/* The limits every later publication is held to (sbxd.conf's, at start). */
-void layer_limits_set(const LayerLimits *l);
-const LayerLimits *layer_limits(void);
+/* The limits of cfg (sbxd.conf's); l borrows cfg's state_dir. The server
+ * keeps them (Server.layer_limits) and passes them to each function below. */
+void layer_limits_from_config(const Config *cfg, LayerLimits *l);
 
 /* The use of sb's published layers against its quota, into its info. */
-int layer_quota_info(Store *store, const Sandbox *sb, Sbx__SandboxInfo *ret);
+int layer_quota_info(Store *store, const LayerLimits *l, const Sandbox *sb, Sbx__SandboxInfo *ret);
 
-/* Whether the state filesystem (fd's) keeps state_reserve free after want
+/* Whether the state filesystem (fd's) keeps l's state_reserve free after want
  * bytes more; -ENOSPC with why naming it if not. */
-int state_room_check(int fd, uint64_t want, char *why, size_t why_size);
+int state_room_check(const LayerLimits *l, int fd, uint64_t want, char *why, size_t why_size);
 /* why for a write that failed with -ENOSPC on the state filesystem. */
-void state_full_message(char *why, size_t why_size);
+void state_full_message(const LayerLimits *l, char *why, size_t why_size);
 
 /* The sandbox a layer is built for: copies of its fields, so that any thread
  * may build it (core/publish.h's publish_run, with its own store connection). */
 typedef struct LayerTarget {
+        const LayerLimits *limits;      /* borrowed; read-only once sbxd runs */
         const char *sandbox_id;
         uid_t owner_uid;
         int layers_fd;

@@ -497,6 +497,7 @@ struct Publication {
         /* copied by publish_begin */
         char sandbox_id[SBX_SANDBOX_ID_SIZE];
         uid_t owner_uid;                /* the sandbox's: owner_layers_max_bytes */
+        const LayerLimits *limits;      /* borrowed (the server's) */
         char owner[64];
         uint32_t base_layer, top, seq;
         bool overwrite;
@@ -509,7 +510,10 @@ struct Publication {
         Manifest m;
         BlameOps ops;
         PublishResult res;
-        bool built;                     /* layers/SEQ exists, not recorded yet */
+        bool built;                     /* layers/SEQ exists */
+        bool recorded;                  /* and its record is committed (publish_run) */
+        uint32_t squashed;              /* the sandbox's base when begin ran */
+        int compacted;                  /* 0: the merged base of 0..seq was built; 1: none was due; < 0: failed */
         StoreLayerSize size;            /* what layers/SEQ took (core/layerquota.h) */
 };
 
@@ -566,8 +570,8 @@ static void publication_free(Publication *p) {
         free(p);
 }
 
-int publish_begin(Store *store, Sandbox *sb, int state_fd, int src_dirfd, const char *owner, uint32_t base_layer,
-                  bool overwrite, int force_uid, const PublishOperation *op, Publication **ret) {
+int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, int state_fd, int src_dirfd, const char *owner,
+                  uint32_t base_layer, bool overwrite, int force_uid, const PublishOperation *op, Publication **ret) {
         Publication *p = calloc(1, sizeof(*p));
         int view, r;
 
@@ -576,10 +580,13 @@ int publish_begin(Store *store, Sandbox *sb, int state_fd, int src_dirfd, const 
         p->src_fd = p->layers_fd = p->state_fd = p->view_fd = -EBADF;
         strlcpy(p->sandbox_id, sb->id, sizeof(p->sandbox_id));
         p->owner_uid = sb->owner_uid;
+        p->limits = limits;
         strlcpy(p->owner, owner, sizeof(p->owner));
         p->base_layer = base_layer;
         p->top = sb->top_layer;
         p->seq = sb->top_layer + 1;
+        p->squashed = sb->squashed;
+        p->compacted = 1;
         p->overwrite = overwrite;
         p->force_uid = force_uid;
         p->link_files = op != NULL;
@@ -603,8 +610,136 @@ int publish_begin(Store *store, Sandbox *sb, int state_fd, int src_dirfd, const 
         return 0;
 }
 
+/* ---- the record, off the loop ------------------------------------------------------- */
+
+typedef enum RecordStep {
+        RECORD_BEGIN,   /* the layer's row, pending, if the sandbox's top and the quotas allow it now */
+        RECORD_PATHS,   /* its changed paths from..from+n */
+        RECORD_BLAME,   /* its attribution changes from..from+n */
+        RECORD_COMMIT,  /* durably: the layer counts */
+        RECORD_DISCARD, /* the pending layer and all its rows go */
+        RECORD_FOLD,    /* earlier layers' attribution changes into the records (n at most) */
+} RecordStep;
+
+static int record_begin(Store *w, Publication *p) {
+        uint32_t top;
+        int r = store_layer_top(w, p->sandbox_id, &top);
+
+        if (r >= 0 && top != p->top)
+                return -ESTALE;
+        /* Publications in other sandboxes of the owner may have been recorded while this one was built. */
+        if (r >= 0)
+                r = layer_quota_recheck(w, &(LayerTarget) { .limits = p->limits, .sandbox_id = p->sandbox_id,
+                                                            .owner_uid = p->owner_uid },
+                                        &p->size, p->res.error, sizeof(p->res.error));
+        if (r >= 0)
+                r = store_layer_begin(w, p->sandbox_id, p->seq, p->owner, (uint32_t) p->m.n, time(NULL), &p->size);
+        return r;
+}
+
+static int record_paths(Store *w, Publication *p, size_t from, size_t n) {
+        const char *paths[SBX_STORE_WRITE_ROWS];
+
+        for (size_t i = 0; i < n; i++)
+                paths[i] = p->m.changes[from + i].path;
+        return store_layer_paths_insert(w, p->sandbox_id, p->seq, paths, n);
+}
+
+/* One step in one transaction; *ret_n (RECORD_FOLD): how many it folded.
+ * Steps of rows leave a gap before the next: a connection waiting to write
+ * (the loop's, looking every SBX_STORE_BUSY_POLL_US) gets its turn. */
+static int record_step(Store *w, Publication *p, RecordStep step, size_t from, size_t n, size_t *ret_n) {
+        int r;
+
+        if (step == RECORD_PATHS || step == RECORD_BLAME || step == RECORD_FOLD)
+                (void) usleep(SBX_STORE_WRITE_GAP_US);
+        r = (step == RECORD_COMMIT ? store_begin_durable : store_begin)(w);
+        if (r < 0)
+                return r;
+        switch (step) {
+        case RECORD_BEGIN:
+                r = record_begin(w, p);
+                break;
+        case RECORD_PATHS:
+                r = record_paths(w, p, from, n);
+                break;
+        case RECORD_BLAME:
+                r = store_blame_pending_insert(w, p->sandbox_id, p->seq, from, p->ops.ops + from, n);
+                break;
+        case RECORD_COMMIT:
+                r = store_layer_commit(w, p->sandbox_id, p->seq);
+                break;
+        case RECORD_DISCARD:
+                r = store_layer_discard(w, p->sandbox_id, p->seq);
+                break;
+        case RECORD_FOLD:
+                r = store_blame_fold(w, p->sandbox_id, n, ret_n);
+                break;
+        }
+        if (r < 0) {
+                store_rollback(w);
+                return r;
+        }
+        return store_commit(w);
+}
+
+/* Steps of rows from..total of one kind, SBX_STORE_WRITE_ROWS at a time. */
+static int record_rows(Store *w, Publication *p, RecordStep step, size_t total, const atomic_bool *cancelled) {
+        int r = 0;
+
+        for (size_t i = 0; r >= 0 && i < total; i += SBX_STORE_WRITE_ROWS)
+                r = atomic_load(cancelled) ? -ECANCELED
+                                           : record_step(w, p, step, i, MIN(SBX_STORE_WRITE_ROWS, total - i), NULL);
+        return r;
+}
+
+/* For tests (stall.test.mjs): while the file SBX_TEST_HOLD_RECORD names
+ * exists, a record waits before its commit, its rows written. */
+static void record_test_hold(const atomic_bool *cancelled) {
+        const char *hold = getenv("SBX_TEST_HOLD_RECORD");
+
+        while (hold && access(hold, F_OK) == 0 && !atomic_load(cancelled))
+                (void) usleep(SBX_TEST_HOLD_POLL_US);
+}
+
+/* The layer's record, in steps short enough that the loop's writes never
+ * wait long for the database: nothing of it counts before the last. */
+static int record(Store *w, Publication *p, const atomic_bool *cancelled) {
+        int r = record_step(w, p, RECORD_BEGIN, 0, 0, NULL);
+
+        if (r < 0)
+                return r;
+        r = record_rows(w, p, RECORD_PATHS, p->m.n, cancelled);
+        if (r >= 0)
+                r = record_rows(w, p, RECORD_BLAME, p->ops.n, cancelled);
+        if (r >= 0)
+                record_test_hold(cancelled);
+        if (r >= 0 && atomic_load(cancelled))
+                r = -ECANCELED;
+        if (r >= 0)
+                r = record_step(w, p, RECORD_COMMIT, 0, 0, NULL);
+        if (r < 0) {
+                (void) record_step(w, p, RECORD_DISCARD, 0, 0, NULL);
+                return r;
+        }
+        p->recorded = true;
+        return 0;
+}
+
+/* What earlier publications of the sandbox left to fold, folded in steps. */
+static int record_fold(Store *w, Publication *p, const atomic_bool *cancelled) {
+        size_t n = 0;
+        int r;
+
+        do
+                r = atomic_load(cancelled) ? -ECANCELED
+                                           : record_step(w, p, RECORD_FOLD, 0, SBX_STORE_WRITE_ROWS, &n);
+        while (r >= 0 && n > 0);
+        return r;
+}
+
 int publish_run(Publication *p, const atomic_bool *cancelled) {
-        _cleanup_(store_closep) Store *reader = NULL;
+        _cleanup_(store_closep) Store *reader = NULL, *writer = NULL;
         char too_deep[SBX_PATH_MAX + 1];
         AttributeContext ctx;
         int r;
@@ -642,7 +777,8 @@ int publish_run(Publication *p, const atomic_bool *cancelled) {
                 return -ECANCELED;
         /* The quotas read the sizes the loop committed, with the same connection. */
         r = layer_create_within_quota(reader, &(LayerTarget) {
-                        .sandbox_id = p->sandbox_id, .owner_uid = p->owner_uid, .layers_fd = p->layers_fd,
+                        .limits = p->limits, .sandbox_id = p->sandbox_id, .owner_uid = p->owner_uid,
+                        .layers_fd = p->layers_fd,
                 }, p->seq, p->src_fd, p->force_uid, p->link_files ? LAYER_LINK_FILES : 0, &p->size, p->res.error,
                 sizeof(p->res.error));
         if (r < 0)
@@ -650,38 +786,25 @@ int publish_run(Publication *p, const atomic_bool *cancelled) {
         p->built = true;
         /* Here, not on the loop: it may be the last reference to the session's tmpfs. */
         p->src_fd = safe_close(p->src_fd);
+        r = store_open_writer(p->state_fd, &writer);
+        if (r >= 0)
+                r = record_fold(writer, p, cancelled);
+        if (r >= 0)
+                r = record(writer, p, cancelled);
+        if (r < 0)
+                return r;
+        /* What compaction removed before; and the merge, if the stack is too deep now (finish makes it the base). */
+        (void) snapshot_trash_empty(p->layers_fd);
+        if (snapshot_compact_due(p->squashed, p->seq))
+                p->compacted = snapshot_compact_build(p->layers_fd, p->squashed, p->seq);
         return 0;
 }
 
-static int record(Store *store, const char *sandbox_id, uint32_t seq, const char *owner, const Manifest *m,
-                  const BlameOps *ops, const StoreLayerSize *size) {
-        _cleanup_free_ const char **paths = calloc(m->n + 1, sizeof(*paths));
-        int r;
-
-        if (!paths)
-                return -ENOMEM;
-        for (size_t i = 0; i < m->n; i++)
-                paths[i] = m->changes[i].path;
-        r = store_begin_durable(store);
-        if (r < 0)
-                return r;
-        r = store_layer_insert(store, sandbox_id, seq, owner, (uint32_t) m->n, time(NULL), size);
-        if (r >= 0)
-                r = store_layer_paths_insert(store, sandbox_id, seq, paths, m->n);
-        if (r >= 0)
-                r = store_blame_apply(store, sandbox_id, ops->ops, ops->n);
-        if (r < 0) {
-                store_rollback(store);
-                return r;
-        }
-        return store_commit(store);
-}
-
-/* The layer it built, if any, goes: it was never recorded. */
+/* The layer it built, if any, goes, unless it is recorded. */
 static void publication_unbuild(Publication *p) {
         char name[16];
 
-        if (!p->built)
+        if (!p->built || p->recorded)
                 return;
         snprintf(name, sizeof(name), "%u", p->seq);
         (void) tree_remove_at(p->layers_fd, name);
@@ -693,14 +816,6 @@ int publish_finish(Store *store, Sandbox *sb, Publication *p, int r, PublishResu
 
         p->res = (PublishResult) {};
         res.layer = sb->top_layer;
-        /* The lane ran nothing else of sb meanwhile: its top is the one begin saw. */
-        if (r >= 0 && p->built && sb->top_layer != p->top)
-                r = -ESTALE;
-        if (r >= 0 && p->built)
-                r = layer_quota_recheck(store, &(LayerTarget) { .sandbox_id = sb->id, .owner_uid = sb->owner_uid },
-                                        &p->size, res.error, sizeof(res.error));
-        if (r >= 0 && p->built)
-                r = record(store, sb->id, p->seq, p->owner, &p->m, &p->ops, &p->size);
         if (r < 0) {
                 publication_unbuild(p);
                 *ret = (PublishResult) { .layer = sb->top_layer };
@@ -709,13 +824,14 @@ int publish_finish(Store *store, Sandbox *sb, Publication *p, int r, PublishResu
                 publication_free(p);
                 return r;
         }
-        if (p->built) {
+        if (p->recorded) {
                 /* Spares built on the layer below are stale now; the loop's tick drops them (core/spare.h). */
                 sb->top_layer = p->seq;
                 res.published = true;
                 res.layer = p->seq;
                 res.changed_paths = (uint32_t) p->m.n;
-                r = snapshot_compact(store, sb);
+                /* The lane ran nothing else of sb: its base is the one the merge was built on. */
+                r = p->compacted == 0 ? snapshot_compact_adopt(store, sb, p->seq) : MIN(p->compacted, 0);
                 if (r < 0)
                         log_warning_errno(r, "Failed to compact the layers of '%s', ignoring: %m", sb->name);
         }
@@ -725,8 +841,14 @@ int publish_finish(Store *store, Sandbox *sb, Publication *p, int r, PublishResu
 }
 
 void publish_abandon(Publication *p) {
+        _cleanup_(store_closep) Store *writer = NULL;
+
         if (!p)
                 return;
+        /* Recorded after all, but never the sandbox's top: its record goes first (the loop waits). */
+        if (p->recorded && store_open_writer(p->state_fd, &writer) >= 0 &&
+            record_step(writer, p, RECORD_DISCARD, 0, 0, NULL) >= 0)
+                p->recorded = false;
         publication_unbuild(p);
         publication_free(p);
 }

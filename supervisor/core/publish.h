@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/layerquota.h"
 #include "data/attribution.h"
 #include "data/store.h"
 #include "sbx.pb-c.h"
@@ -45,20 +46,27 @@ typedef struct PublishOperation {
  *   the snapshot's view, op's texts); touches nothing of sb afterwards.
  * - publish_run, on any thread (common/workpool.h): the manifest, the
  *   conflict check and the attribution (read with a store connection of its
- *   own), and the layer's directory (data/layer.h), all in the Publication
- *   alone; once *cancelled is set it stops at its next check (-ECANCELED).
- * - publish_finish, on the loop, with run's result: the layer's record and the
- *   attribution in one SQLite transaction, the sandbox's new top layer, and
- *   compaction; or, on failure, the unrecorded layer's directory removed.
- *   publish_abandon instead when the sandbox is gone or sbxd stops.
+ *   own), the layer's directory (data/layer.h), then its record, with a
+ *   writable connection of its own, in transactions of at most
+ *   SBX_STORE_WRITE_ROWS rows (data/store.h: store_layer_begin): the row,
+ *   pending, if the sandbox's top is still the one begin saw and the quotas
+ *   still allow it; the paths; the attribution changes; then durably the
+ *   commit, after which the layer counts. It first folds into the records
+ *   what the sandbox's earlier publications left (store_blame_fold). Once
+ *   *cancelled is set it stops at its next check (-ECANCELED) and removes
+ *   what it recorded.
+ * - publish_finish, on the loop, with run's result: the sandbox's new top
+ *   layer, and compaction; or, on failure, the layer's directory removed.
+ *   publish_abandon instead when the sandbox is gone or sbxd stops (a layer
+ *   recorded meanwhile is removed with its record).
  * Nothing else may publish in sb between begin and finish (one lane per
- * sandbox: common/workpool.h). force_uid >= 0 gives every entry that owner. With
+ * sandbox: common/workpool.h). limits stay valid until finish. force_uid >= 0 gives every entry that owner. With
  * op, src_dirfd is op's staged tree: its files become the layer's (hard
  * links, not copies), and the texts of op->path are not read again. On
  * failure ret->error may say why. */
 typedef struct Publication Publication;
-int publish_begin(Store *store, Sandbox *sb, int state_fd, int src_dirfd, const char *owner, uint32_t base_layer,
-                  bool overwrite, int force_uid, const PublishOperation *op, Publication **ret);
+int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, int state_fd, int src_dirfd, const char *owner,
+                  uint32_t base_layer, bool overwrite, int force_uid, const PublishOperation *op, Publication **ret);
 int publish_run(Publication *p, const atomic_bool *cancelled);
 /* Takes p (freed, also on failure). */
 int publish_finish(Store *store, Sandbox *sb, Publication *p, int run_result, PublishResult *ret);

@@ -6,6 +6,7 @@
 #include "core/server.h"
 #include "data/layer.h"
 #include "fd-util.h"
+#include "log.h"
 #include "macro.h"
 #include "sbx-limits.h"
 
@@ -17,6 +18,7 @@ void server_init(Server *s) {
                 .started_usec = now_usec(),
         };
         config_init(&s->cfg);
+        layer_limits_from_config(&s->cfg, &s->layer_limits); /* again once sbxd.conf was read */
         s->transcripts_max_bytes = SBX_TRANSCRIPTS_DEFAULT;    /* transcripts_load fixes it from the configuration */
         TAILQ_INIT(&s->clients);
         TAILQ_INIT(&s->sandboxes);
@@ -112,6 +114,57 @@ void server_close_later(Server *s, int fd) {
         }
         *c = (CloseWork) { .work = { .run = close_run, .done = close_done }, .fd = fd };
         work_submit(s->work, &s->close_lane, &c->work);
+}
+
+/* The loop's connection left a long WAL: another connection checkpoints it
+ * on the close lane (one at a time). */
+typedef struct CheckpointWork {
+        Work work;
+        Server *server;
+        int state_fd;
+} CheckpointWork;
+
+static int checkpoint_run(Work *w) {
+        CheckpointWork *c = container_of(w, CheckpointWork, work);
+        _cleanup_(store_closep) Store *writer = NULL;
+        int r = store_open_writer(c->state_fd, &writer);
+
+        return r < 0 ? r : store_sync(writer);
+}
+
+static void checkpoint_done(Work *w, int r, void *userdata) {
+        CheckpointWork *c = container_of(w, CheckpointWork, work);
+
+        if (!work_cancelled(w)) {
+                c->server->checkpointing = false;
+                if (r < 0)
+                        log_warning_errno_ratelimited(r, "Failed to checkpoint sbx.db, ignoring: %m");
+        }
+        safe_close(c->state_fd);
+        free(c);
+}
+
+static void checkpoint_later(void *userdata) {
+        Server *s = userdata;
+        CheckpointWork *c;
+
+        if (s->checkpointing || !s->work)
+                return;
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return; /* the next commit asks again */
+        *c = (CheckpointWork) { .work = { .run = checkpoint_run, .done = checkpoint_done }, .server = s,
+                                .state_fd = fcntl(s->state_fd, F_DUPFD_CLOEXEC, 3) };
+        if (c->state_fd < 0) {
+                free(c);
+                return;
+        }
+        s->checkpointing = true;
+        work_submit(s->work, &s->close_lane, &c->work);
+}
+
+void server_checkpoint_off_loop(Server *s) {
+        store_checkpoint_elsewhere(s->store, SBX_STORE_CHECKPOINT_PAGES, checkpoint_later, s);
 }
 
 void server_stop_work(Server *s) {

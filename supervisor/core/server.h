@@ -13,6 +13,7 @@
 #include <sys/queue.h>
 
 #include "core/config.h"
+#include "core/layerquota.h"
 #include "data/indexcache.h"
 #include "data/store.h"
 #include "os/cgroup.h"
@@ -39,6 +40,7 @@ TAILQ_HEAD(SessionList, WorkspaceSession);
 
 struct Server {
         Config cfg;
+        LayerLimits layer_limits;       /* cfg's layer quotas and reserve (core/layerquota.h) */
         int epoll_fd;
         EventSource listen_src;
         EventSource signal_src;
@@ -53,7 +55,8 @@ struct Server {
         IndexCache *file_indexes;       /* line indexes of snapshot and live files (file_read) */
         WorkPool *work;                 /* publications, diffs and file indexes, off the loop (one lane per sandbox) */
         EventSource work_src;           /* readable when works wait for their done */
-        WorkLane close_lane;            /* fds closed off the loop (server_close_later) */
+        WorkLane close_lane;            /* fds closed off the loop (server_close_later), WAL checkpoints */
+        bool checkpointing;             /* one is queued or running (server_checkpoint_off_loop) */
         unsigned long long started_usec;
         bool quit;
         unsigned n_clients;
@@ -96,6 +99,8 @@ void server_stop_work(Server *s);
  * session's upper directory frees its tmpfs with every file in it, which
  * takes the closer 130 ms for 20,000 files. At once if that cannot be. */
 void server_close_later(Server *s, int fd);
+/* The store's WAL is checkpointed off the loop, by another connection (data/store.h). */
+void server_checkpoint_off_loop(Server *s);
 
 /* Watch fd (src takes it) for events; src->dispatch runs when it is ready. */
 int server_watch(Server *s, EventSource *src, int fd, uint32_t events);

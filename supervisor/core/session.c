@@ -614,8 +614,8 @@ static int publish_start(Work *w) {
         if (upper < 0)
                 return -errno;
         snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
-        return publish_begin(j->server->store, ws->sandbox, j->server->state_fd, upper, owner, ws->base.top,
-                             j->overwrite, -1, NULL, &j->pub);
+        return publish_begin(j->server->store, &j->server->layer_limits, ws->sandbox, j->server->state_fd, upper, owner,
+                             ws->base.top, j->overwrite, -1, NULL, &j->pub);
 }
 
 static int publish_work_run(Work *w) {
@@ -763,6 +763,7 @@ static size_t command_env_of(const WorkspaceSession *ws, char **env) {
 
 static int command_send_exec(WorkspaceSession *ws, Command *c) {
         Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
+        int r;
 
         char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX + EGRESS_PROXY_ENV_N];
 
@@ -772,9 +773,10 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         e.env = env;
         e.cwd = (char *) "/workspace";
         e.separate_streams = transcript_has_streams(c->transcript);
-        c->sent = true;
         c->start_usec = now_usec();
-        return session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
+        r = session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
+        c->sent = r >= 0;
+        return r;
 }
 
 static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, bool separate_streams, Command **ret) {
@@ -804,6 +806,38 @@ static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, bool se
         return 0;
 }
 
+/* c, the first command of a spare that turned out dead before c reached its
+ * worker, moves once to a new automatic session of the sandbox (made as an
+ * exec would make one); true if it did. The dead spare is left to its end. */
+static bool command_move_fresh(Server *s, Command *c) {
+        WorkspaceSession *old = c->session, *ws;
+        char why[256] = "";
+        int r;
+
+        if (!c->retry_fresh || c->sent || c->finished)
+                return false;
+        c->retry_fresh = false;
+        r = session_new(s, old->sandbox, true, true, &ws, why, sizeof(why));
+        if (r < 0) {
+                log_warning_errno(r, "Cannot retry command %s in a new session: %s", c->rec.id,
+                                  why[0] ? why : strerror(-r));
+                return false;
+        }
+        TAILQ_REMOVE(&old->commands, c, session_link);
+        old->running--;
+        c->session = ws;
+        c->number = ++ws->next_command;
+        strlcpy(c->rec.workspace_session, ws->id, sizeof(c->rec.workspace_session));
+        r = store_command_set_session(s->store, c->rec.id, ws->id);
+        if (r < 0)
+                log_warning_errno(r, "Failed to record the new session of command %s, ignoring: %m", c->rec.id);
+        TAILQ_INSERT_TAIL(&ws->commands, c, session_link);
+        ws->running++;
+        log_info("Command %s: spare session %s was dead before it ran; it runs in new session %s", c->rec.id,
+                 old->id, ws->id);
+        return true;
+}
+
 int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
                   Command **ret) {
         Command *c;
@@ -815,6 +849,7 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
         if (r < 0)
                 return r;
         c->session = ws;
+        c->retry_fresh = ws->was_spare && ws->next_command == 0;
         c->number = ++ws->next_command;
         c->start_usec = now_usec();
         c->deadline_usec = c->start_usec + timeout_ms * 1000ull;
@@ -832,7 +867,7 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
         ws->running++;
         if (ws->state == SESSION_READY) {
                 r = command_send_exec(ws, c);
-                if (r < 0) {
+                if (r < 0 && !command_move_fresh(s, c)) {
                         log_error_errno(r, "Failed to send command %s to worker of %s: %m", c->rec.id, ws->id);
                         command_record_end(s, c, false, 0, SIGKILL);
                 }
@@ -1119,13 +1154,26 @@ static void command_settle(Server *s, Command *c) {
         }
 }
 
+/* A spare handed out and dead before its command reached it: the command
+ * moves to a new session (command_move_fresh); true if that left ws, an
+ * automatic session, without commands (nothing of it is needed). */
+static bool session_move_commands(Server *s, WorkspaceSession *ws) {
+        Command *c, *next;
+
+        if (!ws->was_spare)
+                return false;
+        TAILQ_FOREACH_SAFE(c, &ws->commands, session_link, next)
+                (void) command_move_fresh(s, c);
+        return ws->automatic && TAILQ_EMPTY(&ws->commands);
+}
+
 /* The worker is gone or misbehaved: an automatic session publishes what it has
  * and ends; a managed one keeps its changes until it is finalized. */
 static void session_worker_lost(Server *s, WorkspaceSession *ws, const char *why) {
         Command *c;
 
         log_warning("Lost worker of %s: %s", ws->id, why);
-        if (ws->spare) {
+        if (ws->spare || session_move_commands(s, ws)) {
                 session_destroy(s, ws);
                 return;
         }
@@ -1677,6 +1725,7 @@ static void session_setup_failed(Server *s, WorkspaceSession *ws, int r, const c
         log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id, ws->sandbox->name,
                         why);
         pending_answer_error(s, &ws->creator, r, "cannot start a workspace session: %s", why);
+        (void) session_move_commands(s, ws);
         TAILQ_FOREACH(c, &ws->commands, session_link) {
                 char line[300];
                 int n;

@@ -52,6 +52,7 @@ struct WorkspaceSession {
         bool conflicted;            /* its last publication was refused */
         SessionPublish *publishing; /* its publication, running off the loop (stopped meanwhile) */
         bool spare;                 /* set up ahead, not handed out yet (core/spare.h) */
+        bool was_spare;             /* handed out by spare_take: its first command may move (retry_fresh) */
         /* An automatic session whose publication failed (not a conflict):
          * kept stopped for inspection until then, and discarded (0: none). */
         unsigned long long discard_usec;
@@ -89,7 +90,9 @@ struct Command {
         StoreCommand rec;                   /* id, status, exit, end reason, as stored */
         WorkspaceSession *session;
         uint32_t number;                    /* the worker's command number */
-        bool sent;
+        bool sent;                          /* to the worker (sent to none if the send failed) */
+        bool retry_fresh;                   /* the first of a spare: moves once to a new session if
+                                             * that one dies before the command reached its worker */
         char *cmd;
         Transcript *transcript;             /* NULL once evicted (rec.evicted says why) */
         uint64_t charged_bytes;             /* of it, counted in the budgets (core/transcripts.h) */

@@ -1,6 +1,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,24 +301,23 @@ static bool stack_too_deep(uint32_t squashed, uint32_t top) {
         return strlen(lowers) > SBX_OVERLAY_LOWERS_STRING_MAX;
 }
 
-int snapshot_compact(Store *store, Sandbox *sb) {
+bool snapshot_compact_due(uint32_t squashed, uint32_t top) {
+        return stack_too_deep(squashed, top);
+}
+
+int snapshot_compact_build(int layers_fd, uint32_t squashed, uint32_t target) {
         char old_base[32], new_base[32], tmp[40], name[16];
         _cleanup_close_ int dst = -EBADF, src = -EBADF;
-        uint32_t target = sb->top_layer;
-        unsigned long long t0 = now_usec();
-        unsigned removed = 0;
         int r;
 
-        if (!stack_too_deep(sb->squashed, target))
-                return 0;
-        base_name(sb->squashed, old_base, sizeof(old_base));
+        base_name(squashed, old_base, sizeof(old_base));
         base_name(target, new_base, sizeof(new_base));
         snprintf(tmp, sizeof(tmp), ".tmp-%s", new_base);
-        (void) tree_remove_at(sb->layers_fd, tmp);
-        if (mkdirat(sb->layers_fd, tmp, 0755) < 0)
+        (void) tree_remove_at(layers_fd, tmp);
+        if (mkdirat(layers_fd, tmp, 0755) < 0)
                 return -errno;
-        dst = openat(sb->layers_fd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        src = openat(sb->layers_fd, old_base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        dst = openat(layers_fd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        src = openat(layers_fd, old_base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dst < 0 || src < 0) {
                 r = -errno;
                 goto fail;
@@ -326,10 +326,10 @@ int snapshot_compact(Store *store, Sandbox *sb) {
                       NULL);
         if (r >= 0)
                 r = copy_dir_attributes(src, dst);
-        for (uint32_t i = sb->squashed + 1; r >= 0 && i <= target; i++) {
+        for (uint32_t i = squashed + 1; r >= 0 && i <= target; i++) {
                 _cleanup_close_ int layer = -EBADF;
                 snprintf(name, sizeof(name), "%u", i);
-                layer = openat(sb->layers_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                layer = openat(layers_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (layer < 0) {
                         r = -errno;
                         break;
@@ -340,26 +340,45 @@ int snapshot_compact(Store *store, Sandbox *sb) {
         }
         if (r >= 0 && syncfs(dst) < 0)
                 r = -errno;
-        if (r >= 0 && renameat(sb->layers_fd, tmp, sb->layers_fd, new_base) < 0)
+        if (r >= 0 && renameat(layers_fd, tmp, layers_fd, new_base) < 0)
                 r = -errno;
         if (r < 0)
                 goto fail;
-        (void) fsync(sb->layers_fd);
+        (void) fsync(layers_fd);
+        return 0;
+fail:
+        (void) tree_remove_at(layers_fd, tmp);
+        return r;
+}
+
+int snapshot_compact_adopt(Store *store, Sandbox *sb, uint32_t target) {
+        char new_base[32];
+        unsigned removed = 0;
+        int r;
+
         /* The record makes it the base; before it, startup removes it as unrecorded. */
         r = store_squash_set(store, sb->id, target);
         if (r < 0) {
+                base_name(target, new_base, sizeof(new_base));
                 (void) tree_remove_at(sb->layers_fd, new_base);
                 return r;
         }
         sb->squashed = target;
         snapshot_forget(sb);
         (void) snapshot_collect(sb, &removed);
-        log_info("Compacted sandbox '%s': layers 0..%u merged in %llu ms, %u old directories removed", sb->name,
-                 target, (now_usec() - t0) / 1000, removed);
+        log_info("Compacted sandbox '%s': layers 0..%u merged, %u old directories removed", sb->name, target,
+                 removed);
         return 0;
-fail:
-        (void) tree_remove_at(sb->layers_fd, tmp);
-        return r;
+}
+
+int snapshot_compact(Store *store, Sandbox *sb) {
+        uint32_t target = sb->top_layer;
+        int r;
+
+        if (!stack_too_deep(sb->squashed, target))
+                return 0;
+        r = snapshot_compact_build(sb->layers_fd, sb->squashed, target);
+        return r < 0 ? r : snapshot_compact_adopt(store, sb, target);
 }
 
 void snapshot_hold(Sandbox *sb, SnapshotHold *h) {
@@ -380,6 +399,39 @@ static bool layer_held(const Sandbox *sb, uint32_t layer, bool base_only) {
                 if (base_only ? h->squashed == layer : h->squashed < layer && layer <= h->top)
                         return true;
         return false;
+}
+
+#define TRASH_PREFIX ".trash-"
+
+/* name out of the stack at once (renamed), its tree removed later, off the
+ * loop (snapshot_trash_empty); removed here if that name is taken. */
+static int trash_move(int dirfd, const char *name) {
+        char trash[sizeof(TRASH_PREFIX) + NAME_MAX];
+
+        snprintf(trash, sizeof(trash), TRASH_PREFIX "%s", name);
+        if (renameat(dirfd, name, dirfd, trash) == 0)
+                return 0;
+        return tree_remove_at(dirfd, name);
+}
+
+int snapshot_trash_empty(int layers_fd) {
+        _cleanup_close_ int fd = openat(layers_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d;
+        int r = 0;
+
+        if (fd < 0)
+                return -errno;
+        d = opendir_at(fd);
+        if (!d)
+                return -errno;
+        for (struct dirent *de; (de = readdir(d));)
+                if (strncmp(de->d_name, TRASH_PREFIX, strlen(TRASH_PREFIX)) == 0) {
+                        int k = tree_remove_at(dirfd(d), de->d_name);
+                        if (k < 0 && r == 0)
+                                r = k;
+                }
+        closedir(d);
+        return r;
 }
 
 int snapshot_collect(Sandbox *sb, unsigned *ret_removed) {
@@ -411,7 +463,7 @@ int snapshot_collect(Sandbox *sb, unsigned *ret_removed) {
                 }
                 if (!drop)
                         continue;
-                int k = tree_remove_at(dirfd(d), de->d_name);
+                int k = trash_move(dirfd(d), de->d_name);
                 if (k < 0 && r == 0)
                         r = k;
                 if (k >= 0)

@@ -7,6 +7,7 @@
  * layer goes once no session holds it. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
@@ -37,10 +38,21 @@ int snapshot_current(Store *store, Sandbox *sb, int *ret_fd);
  * cannot name its files so. */
 int snapshot_file_key(const Sandbox *sb, const struct stat *st, FileKey *ret);
 void snapshot_forget(Sandbox *sb);
-/* Merge layers into the squashed base if the stack is too deep. */
+/* Merge layers into the squashed base if the stack is too deep (on the loop). */
 int snapshot_compact(Store *store, Sandbox *sb);
-/* Remove layer directories below the squashed base that nothing holds. */
+/* The same in two steps, so that the merge runs off the loop (core/publish.h):
+ * whether a stack squashed..top is too deep; the merged base of the layers
+ * squashed..target built in layers_fd (any thread; the layers only read);
+ * then, on the loop, recorded and made sb's base (sb->squashed must still
+ * be the squashed it was built from). */
+bool snapshot_compact_due(uint32_t squashed, uint32_t top);
+int snapshot_compact_build(int layers_fd, uint32_t squashed, uint32_t target);
+int snapshot_compact_adopt(Store *store, Sandbox *sb, uint32_t target);
+/* Remove layer directories below the squashed base that nothing holds: out
+ * of sight at once, their trees by snapshot_trash_empty (any thread; the
+ * sandbox's next publication runs it) or at sbxd's next start. */
 int snapshot_collect(Sandbox *sb, unsigned *ret_removed);
+int snapshot_trash_empty(int layers_fd);
 /* h holds sb's current snapshot until snapshot_release. */
 void snapshot_hold(Sandbox *sb, SnapshotHold *h);
 void snapshot_release(Sandbox *sb, SnapshotHold *h);

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <time.h>
 
@@ -13,12 +14,20 @@ static bool spare_current(const WorkspaceSession *ws) {
                (ws->state == SESSION_SETUP || ws->state == SESSION_SPAWNING || ws->state == SESSION_READY);
 }
 
+/* Its worker exited, and the loop has not handled that yet. */
+static bool spare_dead(const WorkspaceSession *ws) {
+        struct pollfd p = { .fd = ws->pidfd_src.fd, .events = POLLIN };
+
+        return ws->pidfd_src.fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
 WorkspaceSession *spare_take(Server *s, Sandbox *sb) {
         WorkspaceSession *ws;
 
         TAILQ_FOREACH(ws, &s->sessions, link)
-                if (ws->spare && ws->sandbox == sb && spare_current(ws)) {
+                if (ws->spare && ws->sandbox == sb && spare_current(ws) && !spare_dead(ws)) {
                         ws->spare = false;
+                        ws->was_spare = true;
                         sb->spares--;
                         ws->created_unix = time(NULL);
                         return ws;

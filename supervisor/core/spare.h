@@ -20,7 +20,10 @@
 #include "core/server.h"
 #include "core/session.h"
 
-/* A current spare of sb, now an ordinary automatic session, or NULL. */
+/* A current spare of sb, now an ordinary automatic session, or NULL. One
+ * whose worker is seen gone is passed over (the loop ends it); if it dies
+ * before its first command reached it, that command moves to a new session
+ * (core/session.c: command_move_fresh). */
 WorkspaceSession *spare_take(Server *s, Sandbox *sb);
 /* Before a session someone asked for: destroy spares that would make a limit refuse it. */
 void spare_make_room(Server *s, Sandbox *sb);

@@ -420,7 +420,7 @@ static int operation_stage(OperationWork *o, int view) {
         snprintf(ch->owner, sizeof(ch->owner), "operation:op-%s", hex);
         snprintf(o->stage, sizeof(o->stage), "op-%s", hex);
         /* Staged on the state filesystem: refused there first when it is (nearly) full. */
-        r = state_room_check(s->staging_fd, ch->len, o->error, sizeof(o->error));
+        r = state_room_check(&s->layer_limits, s->staging_fd, ch->len, o->error, sizeof(o->error));
         if (r < 0)
                 return r;
         if (mkdirat(s->staging_fd, o->stage, 0755) < 0)
@@ -437,8 +437,8 @@ static int operation_stage(OperationWork *o, int view) {
                 r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, o->error,
                              sizeof(o->error));
         if (r >= 0)
-                r = publish_begin(s->store, sb, s->state_fd, stage_fd, ch->owner, sb->top_layer, true, -1, &op,
-                                  &o->pub);
+                r = publish_begin(s->store, &s->layer_limits, sb, s->state_fd, stage_fd, ch->owner, sb->top_layer, true,
+                                  -1, &op, &o->pub);
         return r;
 }
 
@@ -480,7 +480,7 @@ static void operation_done(Work *w, int r, void *userdata) {
                         strlcpy(o->error, o->ch->pub.error, sizeof(o->error));
         }
         if (r == -ENOSPC && !o->error[0])
-                state_full_message(o->error, sizeof(o->error));
+                state_full_message(&s->layer_limits, o->error, sizeof(o->error));
         if (o->stage[0])
                 (void) tree_remove_at(s->staging_fd, o->stage);
         o->done(s, o->ch, r, o->error, o->userdata);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "array.h"
 #include "macro.h"
@@ -13,6 +14,9 @@
 struct Store {
         sqlite3 *db;
         unsigned migrated_from;         /* the schema version store_open migrated from, or 0 */
+        unsigned checkpoint_pages;      /* store_checkpoint_elsewhere */
+        void (*checkpoint)(void *userdata);
+        void *checkpoint_userdata;
 };
 
 /* Schema 2: every record of a sandbox is keyed by its immutable id (a name
@@ -63,6 +67,21 @@ static const char schema[] =
         "  FOREIGN KEY (sandbox, seq) REFERENCES layers(sandbox, seq) ON DELETE CASCADE);"
         "CREATE INDEX IF NOT EXISTS layer_paths_by_seq ON layer_paths(sandbox, seq);"
         "CREATE INDEX IF NOT EXISTS layer_paths_by_path ON layer_paths(sandbox, path);"
+        /* A layer whose record is being written, in steps, off the loop (store_layer_begin):
+         * nothing reads its rows until store_layer_commit; a start removes what one left. */
+        "CREATE TABLE IF NOT EXISTS layers_pending ("
+        "  sandbox TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (sandbox, seq),"
+        "  FOREIGN KEY (sandbox, seq) REFERENCES layers(sandbox, seq) ON DELETE CASCADE);"
+        "CREATE TRIGGER IF NOT EXISTS layer_totals_sub AFTER DELETE ON layers WHEN OLD.seq > 0 BEGIN"
+        "  UPDATE layer_totals SET bytes = bytes - OLD.bytes, inodes = inodes - OLD.inodes"
+        "  WHERE sandbox = OLD.sandbox; END;"
+        /* Attribution changes of recorded layers not folded into blame yet, in
+         * order (seq, i): they count before blame's rows (store_blame_get). */
+        "CREATE TABLE IF NOT EXISTS blame_pending ("
+        "  sandbox TEXT NOT NULL, seq INTEGER NOT NULL, i INTEGER NOT NULL, path TEXT NOT NULL, ranges TEXT,"
+        "  tree INTEGER NOT NULL, PRIMARY KEY (sandbox, seq, i),"
+        "  FOREIGN KEY (sandbox, seq) REFERENCES layers(sandbox, seq) ON DELETE CASCADE);"
+        "CREATE INDEX IF NOT EXISTS blame_pending_by_path ON blame_pending(sandbox, path);"
         /* Current line attribution of each published text file. */
         "CREATE TABLE IF NOT EXISTS blame ("
         "  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
@@ -209,40 +228,34 @@ static int schema_update(Store *s) {
         return 0;
 }
 
-int store_open(int state_dirfd, Store **ret) {
-        char path[64];
-        Store *s;
-        int rc, r;
-
-        /* SQLite wants a path; /proc/self/fd keeps us anchored to the dir fd. */
-        snprintf(path, sizeof(path), "/proc/self/fd/%d/sbx.db", state_dirfd);
-        s = calloc(1, sizeof(*s));
-        if (!s)
-                return -ENOMEM;
-        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                           SQLITE_OPEN_NOMUTEX, NULL);
-        if (rc != SQLITE_OK) {
-                store_close(s);
-                return sql_err(rc) ?: -EIO;
-        }
-        sqlite3_busy_timeout(s->db, 2000);
-        /* Command records need not survive a power loss; publications do (store_begin_durable).
-         * A publication's transaction may hold 1,000,000 paths: a page cache of
-         * SBX_STORE_CACHE_KIB keeps it from spilling to the WAL page by page. */
-        r = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-" STRINGIFY(SBX_STORE_CACHE_KIB) ";");
-        if (r >= 0)
-                r = schema_update(s);
-        if (r >= 0)
-                r = exec_sql(s, "PRAGMA foreign_keys=ON");
-        if (r < 0) {
-                store_close(s);
-                return r;
-        }
-        *ret = s;
-        return 0;
+/* While another connection writes: looked at again every SBX_STORE_BUSY_POLL_US
+ * (SQLite's own wait backs off to 100 ms between looks), SBX_STORE_BUSY_MS in all. */
+static int busy_wait(void *userdata, int tries) {
+        if ((unsigned) tries >= SBX_STORE_BUSY_MS * 1000u / SBX_STORE_BUSY_POLL_US)
+                return 0;
+        (void) usleep(SBX_STORE_BUSY_POLL_US);
+        return 1;
 }
 
-int store_open_reader(int state_dirfd, Store **ret) {
+static int wal_hook(void *userdata, sqlite3 *db, const char *name, int pages) {
+        Store *s = userdata;
+
+        if ((unsigned) pages >= s->checkpoint_pages)
+                s->checkpoint(s->checkpoint_userdata);
+        return SQLITE_OK;
+}
+
+void store_checkpoint_elsewhere(Store *s, unsigned pages, void (*checkpoint)(void *userdata), void *userdata) {
+        s->checkpoint_pages = pages;
+        s->checkpoint = checkpoint;
+        s->checkpoint_userdata = userdata;
+        /* Replaces SQLite's checkpoint at commit, which would run on this connection's thread. */
+        sqlite3_wal_hook(s->db, wal_hook, s);
+}
+
+/* A connection to sbx.db below state_dirfd (SQLite wants a path: /proc/self/fd
+ * keeps it anchored to the directory fd), waiting for others' writes. */
+static int store_connect(int state_dirfd, int flags, Store **ret) {
         char path[64];
         Store *s;
         int rc;
@@ -251,14 +264,66 @@ int store_open_reader(int state_dirfd, Store **ret) {
         s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
-        rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+        rc = sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
         if (rc != SQLITE_OK) {
                 store_close(s);
                 return sql_err(rc) ?: -EIO;
         }
-        sqlite3_busy_timeout(s->db, 2000);
+        sqlite3_busy_handler(s->db, busy_wait, NULL);
         *ret = s;
         return 0;
+}
+
+/* A connection, then sql; closed if sql fails. */
+static int store_connect_with(int state_dirfd, int flags, const char *sql, Store **ret) {
+        Store *s;
+        int r = store_connect(state_dirfd, flags, &s);
+
+        if (r < 0)
+                return r;
+        r = exec_sql(s, sql);
+        if (r < 0) {
+                store_close(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+int store_open(int state_dirfd, Store **ret) {
+        Store *s;
+        int r;
+
+        /* Command records need not survive a power loss; publications do (store_begin_durable).
+         * A publication's transaction may hold 1,000,000 paths: a page cache of
+         * SBX_STORE_CACHE_KIB keeps it from spilling to the WAL page by page. */
+        r = store_connect_with(state_dirfd, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                               "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-"
+                               STRINGIFY(SBX_STORE_CACHE_KIB) ";", &s);
+        if (r < 0)
+                return r;
+        r = schema_update(s);
+        if (r >= 0)
+                r = exec_sql(s, "PRAGMA foreign_keys=ON");
+        /* Records an earlier sbxd was writing when it ended: their layers were never published. */
+        if (r >= 0)
+                r = exec_sql(s, "DELETE FROM layers WHERE (sandbox, seq) IN (SELECT sandbox, seq FROM layers_pending)");
+        if (r < 0) {
+                store_close(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+int store_open_writer(int state_dirfd, Store **ret) {
+        return store_connect_with(state_dirfd, SQLITE_OPEN_READWRITE,
+                                  "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-"
+                                  STRINGIFY(SBX_STORE_CACHE_KIB) ";", ret);
+}
+
+int store_open_reader(int state_dirfd, Store **ret) {
+        return store_connect(state_dirfd, SQLITE_OPEN_READONLY, ret);
 }
 
 unsigned store_migrated_from(const Store *s) {
@@ -432,18 +497,76 @@ int store_layer_insert(Store *s, const char *sandbox, uint32_t seq, const char *
         return step_done(st);
 }
 
-int store_sandbox_layers_size(Store *s, const char *sandbox, StoreLayerSize *ret) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r, rc;
+/* The rows of table (sandbox ?1) whose layer's record is whole. */
+#define LAYER_COMMITTED(table) \
+        "NOT EXISTS (SELECT 1 FROM layers_pending p WHERE p.sandbox = ?1 AND p.seq = " table ".seq)"
 
-        r = prepare(s, "SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(inodes), 0) FROM layer_totals WHERE sandbox = ?",
-                    &st);
+/* sql, its first two parameters the (sandbox, seq) of a layer. */
+static int prepare_for_layer(Store *s, const char *sql, const char *sandbox, uint32_t seq, sqlite3_stmt **ret) {
+        int r = prepare(s, sql, ret);
+
         if (r < 0)
                 return r;
-        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW)
-                return sql_err(rc) ?: -EIO;
+        sqlite3_bind_text(*ret, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(*ret, 2, seq);
+        return 0;
+}
+
+/* One statement on the (sandbox, seq) of a layer. */
+static int layer_statement(Store *s, const char *sql, const char *sandbox, uint32_t seq) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare_for_layer(s, sql, sandbox, seq, &st);
+
+        return r < 0 ? r : step_done(st);
+}
+
+int store_layer_begin(Store *s, const char *sandbox, uint32_t seq, const char *owner, uint32_t changed_paths,
+                      int64_t created_unix, const StoreLayerSize *size) {
+        int r = store_layer_insert(s, sandbox, seq, owner, changed_paths, created_unix, size);
+
+        if (r < 0)
+                return r;
+        return layer_statement(s, "INSERT INTO layers_pending VALUES (?,?)", sandbox, seq);
+}
+
+int store_layer_commit(Store *s, const char *sandbox, uint32_t seq) {
+        return layer_statement(s, "DELETE FROM layers_pending WHERE sandbox = ? AND seq = ?", sandbox, seq);
+}
+
+int store_layer_discard(Store *s, const char *sandbox, uint32_t seq) {
+        return layer_statement(s, "DELETE FROM layers WHERE sandbox = ? AND seq = ?", sandbox, seq);
+}
+
+/* The one row sql (its parameter the sandbox) yields, in *st. */
+static int row_of_sandbox(Store *s, const char *sql, const char *sandbox, sqlite3_stmt **st) {
+        int r = prepare(s, sql, st), rc;
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(*st, 1, sandbox, -1, SQLITE_STATIC);
+        rc = sqlite3_step(*st);
+        return rc == SQLITE_ROW ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+int store_layer_top(Store *s, const char *sandbox, uint32_t *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = row_of_sandbox(s, "SELECT COALESCE(MAX(seq), 0) FROM layers WHERE sandbox = ?", sandbox, &st);
+
+        if (r < 0)
+                return r;
+        *ret = (uint32_t) sqlite3_column_int64(st, 0);
+        return 0;
+}
+
+int store_sandbox_layers_size(Store *s, const char *sandbox, StoreLayerSize *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = row_of_sandbox(s,
+                               "SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(inodes), 0) FROM layer_totals"
+                               " WHERE sandbox = ?",
+                               sandbox, &st);
+
+        if (r < 0)
+                return r;
         *ret = (StoreLayerSize) { .bytes = (uint64_t) sqlite3_column_int64(st, 0),
                                   .inodes = (uint64_t) sqlite3_column_int64(st, 1) };
         return 0;
@@ -580,6 +703,17 @@ int store_command_set_transcript(Store *s, const char *id, uint64_t bytes, int f
         return step_done(st);
 }
 
+int store_command_set_session(Store *s, const char *id, const char *workspace_session) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "UPDATE commands SET workspace_session = ? WHERE id = ?", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, workspace_session, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
 int store_command_evict(Store *s, const char *id, const char *reason) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
@@ -687,6 +821,14 @@ int store_commands_mark_lost(Store *s, int64_t now_unix_usec, unsigned *ret_coun
         return 0;
 }
 
+int store_sync(Store *s) {
+        return exec_sql(s, "PRAGMA wal_checkpoint(PASSIVE)");
+}
+
+int store_begin(Store *s) {
+        return exec_sql(s, "BEGIN IMMEDIATE");
+}
+
 /* A publication's transaction reaches the disk before COMMIT returns. */
 int store_begin_durable(Store *s) {
         int r = exec_sql(s, "PRAGMA synchronous=FULL");
@@ -711,12 +853,10 @@ void store_rollback(Store *s) {
 
 int store_layer_paths_insert(Store *s, const char *sandbox, uint32_t seq, const char *const *paths, size_t n) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "INSERT INTO layer_paths VALUES (?,?,?)", &st);
+        int r = prepare_for_layer(s, "INSERT INTO layer_paths VALUES (?,?,?)", sandbox, seq, &st);
 
         if (r < 0)
                 return r;
-        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, seq);
         /* One statement for all: a publication may record 1,000,000 paths. */
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 sqlite3_bind_text(st, 3, paths[i], -1, SQLITE_STATIC);
@@ -731,7 +871,10 @@ int store_paths_changed_after(Store *s, const char *sandbox, uint32_t seq,
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;
 
-        r = prepare(s, "SELECT DISTINCT path FROM layer_paths WHERE sandbox = ? AND seq > ?", &st);
+        r = prepare(s,
+                    "SELECT DISTINCT path FROM layer_paths WHERE sandbox = ?1 AND seq > ?2 AND "
+                    LAYER_COMMITTED("layer_paths"),
+                    &st);
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
@@ -746,7 +889,8 @@ int store_path_changed_since_import(Store *s, const char *sandbox, const char *p
         /* The path itself, or a directory above it replaced or deleted as a whole. */
         r = prepare(s,
                     "SELECT 1 FROM layer_paths WHERE sandbox = ?1 AND seq > 0 AND"
-                    " (path = ?2 OR substr(?2, 1, length(path) + 1) = path || '/') LIMIT 1",
+                    " (path = ?2 OR substr(?2, 1, length(path) + 1) = path || '/') AND " LAYER_COMMITTED("layer_paths")
+                    " LIMIT 1",
                     &st);
         if (r < 0)
                 return r;
@@ -764,7 +908,9 @@ int store_layer_foreach(Store *s, const char *sandbox,
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r, rc;
 
-        r = prepare(s, "SELECT seq, owner, changed_paths, created_unix FROM layers WHERE sandbox = ? ORDER BY seq",
+        r = prepare(s,
+                    "SELECT seq, owner, changed_paths, created_unix FROM layers WHERE sandbox = ?1 AND "
+                    LAYER_COMMITTED("layers") " ORDER BY seq",
                     &st);
         if (r < 0)
                 return r;
@@ -778,11 +924,81 @@ int store_layer_foreach(Store *s, const char *sandbox,
         return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
 }
 
-int store_blame_get(Store *s, const char *sandbox, const char *path, char **ret_ranges) {
+/* The newest pending change of a recorded layer to path's record: 1 and
+ * *ret_ranges (NULL: the record went), or 0 if none. */
+static int blame_pending_get(Store *s, const char *sandbox, const char *path, char **ret_ranges) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        char *copy;
+        char buf[SBX_PATH_MAX + 1];
+        int64_t best_seq = -1, best_i = -1;
+        bool best_set = false;
+        size_t len = strlen(path);
         int r, rc;
 
+        if (len > SBX_PATH_MAX)
+                return 0;
+        /* At path itself any change; at an ancestor, one that took its tree. */
+        r = prepare(s,
+                    "SELECT seq, i, ranges IS NOT NULL FROM blame_pending WHERE sandbox = ?1 AND path = ?2 AND"
+                    " (tree OR ?3) AND " LAYER_COMMITTED("blame_pending") " ORDER BY seq DESC, i DESC LIMIT 1",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        memcpy(buf, path, len + 1);
+        for (bool self = true;; self = false) {
+                char *slash;
+
+                sqlite3_bind_text(st, 2, buf, -1, SQLITE_STATIC);
+                sqlite3_bind_int(st, 3, self);
+                rc = sqlite3_step(st);
+                if (rc == SQLITE_ROW) {
+                        int64_t seq = sqlite3_column_int64(st, 0), i = sqlite3_column_int64(st, 1);
+                        if (seq > best_seq || (seq == best_seq && i > best_i)) {
+                                best_seq = seq;
+                                best_i = i;
+                                best_set = self && sqlite3_column_int(st, 2);
+                        }
+                } else if (rc != SQLITE_DONE)
+                        return sql_err(rc) ?: -EIO;
+                sqlite3_reset(st);
+                slash = strrchr(buf, '/');
+                if (!slash)
+                        break;
+                *slash = '\0';
+        }
+        if (best_seq < 0)
+                return 0;
+        *ret_ranges = NULL;
+        if (!best_set)
+                return 1;
+        sqlite3_finalize(TAKE_PTR(st));
+        r = prepare(s, "SELECT ranges FROM blame_pending WHERE sandbox = ? AND seq = ? AND i = ?", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, best_seq);
+        sqlite3_bind_int64(st, 3, best_i);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        *ret_ranges = strdup((const char *) sqlite3_column_text(st, 0));
+        return *ret_ranges ? 1 : -ENOMEM;
+}
+
+int store_blame_get(Store *s, const char *sandbox, const char *path, char **ret_ranges) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        char *copy = NULL;
+        int r, rc;
+
+        r = blame_pending_get(s, sandbox, path, &copy);
+        if (r != 0) {
+                if (r < 0)
+                        return r;
+                if (!copy)
+                        return -ENOENT;
+                *ret_ranges = copy;
+                return 0;
+        }
         r = prepare(s, "SELECT ranges FROM blame WHERE sandbox = ? AND path = ?", &st);
         if (r < 0)
                 return r;
@@ -829,6 +1045,83 @@ int store_blame_apply(Store *s, const char *sandbox, const StoreBlameOp *ops, si
         for (size_t k = 0; k < ELEMENTSOF(sql); k++)
                 sqlite3_finalize(st[k]);
         return r;
+}
+
+int store_blame_pending_insert(Store *s, const char *sandbox, uint32_t seq, size_t first, const StoreBlameOp *ops,
+                               size_t n) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare_for_layer(s, "INSERT INTO blame_pending VALUES (?,?,?,?,?,?)", sandbox, seq, &st);
+
+        if (r < 0)
+                return r;
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                sqlite3_bind_int64(st, 3, (sqlite3_int64) (first + i));
+                sqlite3_bind_text(st, 4, ops[i].path, -1, SQLITE_STATIC);
+                if (ops[i].ranges)
+                        sqlite3_bind_text(st, 5, ops[i].ranges, -1, SQLITE_STATIC);
+                else
+                        sqlite3_bind_null(st, 5);
+                sqlite3_bind_int(st, 6, ops[i].tree);
+                r = step_done(st);
+                sqlite3_reset(st);
+        }
+        return r;
+}
+
+static void blame_ops_free(StoreBlameOp *ops, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(ops[i].path);
+                free(ops[i].ranges);
+        }
+        free(ops);
+}
+
+int store_blame_fold(Store *s, const char *sandbox, size_t max, size_t *ret_folded) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL, *del = NULL;
+        StoreBlameOp *ops = calloc(max ?: 1, sizeof(*ops));
+        int64_t last_seq = 0, last_i = 0;
+        size_t n = 0;
+        int r, rc;
+
+        if (!ops)
+                return -ENOMEM;
+        r = prepare(s,
+                    "SELECT seq, i, path, ranges, tree FROM blame_pending WHERE sandbox = ?1 AND "
+                    LAYER_COMMITTED("blame_pending") " ORDER BY seq, i LIMIT ?2",
+                    &st);
+        if (r >= 0) {
+                sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 2, (sqlite3_int64) max);
+        }
+        while (r >= 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+                const char *ranges = (const char *) sqlite3_column_text(st, 3);
+                last_seq = sqlite3_column_int64(st, 0);
+                last_i = sqlite3_column_int64(st, 1);
+                ops[n].path = strdup((const char *) sqlite3_column_text(st, 2));
+                ops[n].ranges = ranges ? strdup(ranges) : NULL;
+                ops[n].tree = sqlite3_column_int(st, 4);
+                if (!ops[n].path || (ranges && !ops[n].ranges))
+                        r = -ENOMEM;
+                n++;
+        }
+        if (r >= 0 && rc != SQLITE_DONE)
+                r = sql_err(rc) ?: -EIO;
+        /* Applied in their order, then gone: a crash between leaves them both, and folding again is the same. */
+        if (r >= 0 && n > 0)
+                r = store_blame_apply(s, sandbox, ops, n);
+        if (r >= 0 && n > 0)
+                r = prepare(s, "DELETE FROM blame_pending WHERE sandbox = ? AND (seq, i) <= (?, ?)", &del);
+        if (r >= 0 && n > 0) {
+                sqlite3_bind_text(del, 1, sandbox, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(del, 2, last_seq);
+                sqlite3_bind_int64(del, 3, last_i);
+                r = step_done(del);
+        }
+        blame_ops_free(ops, n);
+        if (r < 0)
+                return r;
+        *ret_folded = n;
+        return 0;
 }
 
 int store_squash_get(Store *s, const char *sandbox, uint32_t *ret) {

@@ -61,6 +61,10 @@ Store *store_close(Store *s);
  * off the loop (SQLite connections are one per thread here): it sees what the
  * loop's connection committed. */
 int store_open_reader(int state_dirfd, Store **ret);
+/* A writable connection for one thread of work off the loop: the publication's
+ * record (core/publish.h), in transactions short enough that the loop's own
+ * writes wait at most one of them. */
+int store_open_writer(int state_dirfd, Store **ret);
 static inline void store_closep(Store **s) {
         *s = store_close(*s);
 }
@@ -112,6 +116,8 @@ int store_id_list_add(const char *id, void *userdata);
  * (its size then 0). */
 int store_command_set_transcript(Store *s, const char *id, uint64_t bytes, int files);
 int store_command_evict(Store *s, const char *id, const char *reason);
+/* A command that never ran moved to another session (core/session.h). */
+int store_command_set_session(Store *s, const char *id, const char *workspace_session);
 /* The oldest ended command whose transcript is kept: of sandbox if not NULL,
  * else of the sandboxes of owner if owner >= 0, else of all; -ENOENT if none. */
 int store_transcript_oldest(Store *s, const char *sandbox, int64_t owner, StoreCommand *ret);
@@ -128,10 +134,32 @@ int store_transcript_kept(Store *s, const char *id);
 /* 1 if a sandbox of that id, or of that name, is recorded, else 0. */
 int store_sandbox_known(Store *s, const char *id_or_name);
 
-/* One transaction around a publication: the layer, its paths and attribution. */
+/* A write transaction; _durable: one that reaches the disk before its commit
+ * returns (what makes a publication's layer count). Both end in store_commit
+ * or store_rollback. */
+int store_begin(Store *s);
 int store_begin_durable(Store *s);
+/* Outside a transaction: what was committed is copied from the WAL into the
+ * database (a passive checkpoint), without holding the write lock. */
+int store_sync(Store *s);
+/* Once a commit of s left pages or more in the WAL, checkpoint(userdata) is
+ * called (from that commit) instead of s checkpointing there itself: the
+ * caller has another connection do it (store_sync) on another thread. */
+void store_checkpoint_elsewhere(Store *s, unsigned pages, void (*checkpoint)(void *userdata), void *userdata);
 int store_commit(Store *s);
 void store_rollback(Store *s);
+/* A layer's record in steps: store_layer_begin writes its row, pending, and
+ * everything else of it (paths, store_blame_pending_insert) may follow in
+ * later transactions; no reader sees any of it (its paths, its attribution,
+ * in store_layer_foreach) until store_layer_commit. store_layer_discard
+ * removes a layer above 0 (pending or not) and all its rows; store_open,
+ * the pending ones an earlier sbxd left. Its size counts in the quotas from store_layer_begin on. */
+int store_layer_begin(Store *s, const char *sandbox, uint32_t seq, const char *owner, uint32_t changed_paths,
+                      int64_t created_unix, const StoreLayerSize *size);
+int store_layer_commit(Store *s, const char *sandbox, uint32_t seq);
+int store_layer_discard(Store *s, const char *sandbox, uint32_t seq);
+/* The sandbox's highest layer recorded, pending ones included. */
+int store_layer_top(Store *s, const char *sandbox, uint32_t *ret);
 /* The n paths layer seq changed (one prepared statement for all of them). */
 int store_layer_paths_insert(Store *s, const char *sandbox, uint32_t seq, const char *const *paths, size_t n);
 /* Paths changed by layers above seq, each once. */
@@ -154,6 +182,13 @@ typedef struct StoreBlameOp {
         bool tree;
 } StoreBlameOp;
 int store_blame_apply(Store *s, const char *sandbox, const StoreBlameOp *ops, size_t n);
+/* A pending layer's changes to them, ops[0] being its change number first:
+ * once the layer is committed, store_blame_get reads them before the
+ * records, until store_blame_fold applied them (at most max, the oldest
+ * first; *ret_folded: how many; 0: none left). */
+int store_blame_pending_insert(Store *s, const char *sandbox, uint32_t seq, size_t first, const StoreBlameOp *ops,
+                               size_t n);
+int store_blame_fold(Store *s, const char *sandbox, size_t max, size_t *ret_folded);
 
 int store_squash_get(Store *s, const char *sandbox, uint32_t *ret);
 int store_squash_set(Store *s, const char *sandbox, uint32_t squashed);

@@ -120,7 +120,9 @@ export async function writeFixture(dir) {
 /* ---- sbxd ------------------------------------------------------------------ */
 
 export class Sbxd {
-  constructor({ stateDir, runDir, logPath, extraArgs = [] }) {
+  /* env: variables sbxd gets besides PATH (such as a test hook's, sbxd(8)). */
+  constructor({ stateDir, runDir, logPath, extraArgs = [], env = {} }) {
+    this.env = env;
     this.stateDir = stateDir;
     this.runDir = runDir;
     this.logPath = logPath;
@@ -138,7 +140,7 @@ export class Sbxd {
     const args = ['--state-dir', this.stateDir, '--run-dir', this.runDir, '--log-level', 'debug', ...this.extraArgs];
     this.proc = spawn(SBXD, args, {
       stdio: ['ignore', log, log],
-      env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', [LEAK_MARKER]: 'sbxd-env' },
+      env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', [LEAK_MARKER]: 'sbxd-env', ...this.env },
     });
     fs.closeSync(log);
     this.exit = null;
@@ -351,9 +353,10 @@ export class Harness {
 
   /* sets: the tool sets for sandbox-mcp --set (default "runtime"), e.g. 'runtime,sessions'.
    * stateFsMiB: the state directory is a fresh ext4 filesystem of that many MiB
-   * on a loop device (disk-filling tests never fill the machine's own disk). */
+   * on a loop device (disk-filling tests never fill the machine's own disk).
+   * sbxdEnv: sbxd's environment besides PATH (Sbxd). */
   static async create({ sandboxes = [{ name: 'test' }], connect = true, world = false, config = null, sets = null,
-    stateFsMiB = 0 } = {}) {
+    stateFsMiB = 0, sbxdEnv = {} } = {}) {
     const h = new Harness();
     h.sets = sets;
     h.dir = await fsp.mkdtemp(TMP_PREFIX);
@@ -378,7 +381,7 @@ export class Harness {
       await fsp.writeFile(h.configPath, config);
       extraArgs.push('--config', h.configPath);
     }
-    h.sbxd = new Sbxd({ stateDir: h.stateDir, runDir: h.runDir, logPath: h.sbxdLog, extraArgs });
+    h.sbxd = new Sbxd({ stateDir: h.stateDir, runDir: h.runDir, logPath: h.sbxdLog, extraArgs, env: sbxdEnv });
     h.socket = h.sbxd.socket;
     try {
       await h.sbxd.start();

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { useSbx, sandboxDir, sleep } from './helpers.mjs';
+import { useSbx, Harness, sandboxDir, sleep, run, waitFor } from './helpers.mjs';
 
 const h = useSbx({ sandboxes: [{ name: 'slow' }, { name: 'other' }], sets: 'runtime,sessions' });
 const sc = (sandbox_id, name, args) => h.mcp.sc(name, { sandbox_id, ...args });
@@ -100,4 +100,57 @@ h.test('past the attribution diff budget a shuffled region is the publisher\'s a
     { start_line: 2, line_count: N, owner: `workspace_session:${r.workspace_session_id}` },
     { start_line: N + 2, line_count: 1, owner: writer },
   ]);
+});
+
+/* Layers whose record is being written (sbx.db's layers_pending), read as another process would. */
+async function pendingRecords(stateDir) {
+  const r = await run('python3', ['-c', `import sqlite3, sys
+db = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
+print(db.execute("SELECT count(*) FROM layers_pending").fetchone()[0])`, path.join(stateDir, 'sbx.db')]);
+  return r.code === 0 ? Number(r.stdout.trim()) : 0;
+}
+
+// The record of a publication (a row per path, its attribution) is written
+// off the loop in short transactions: while the test holds it before its
+// commit (SBX_TEST_HOLD_RECORD, sbxd(8)), another sandbox's exec_command,
+// which writes its own command records, is answered; the publication then
+// completes, whole. Before, the record was one transaction on the loop.
+h.test('the loop serves another sandbox while a publication\'s record is being written', async () => {
+  const holdDir = fs.mkdtempSync('/tmp/sbx-test-hold-');
+  const hold = path.join(holdDir, 'hold');
+  fs.writeFileSync(hold, '');
+  const x = await Harness.create({ sandboxes: [{ name: 'pub' }, { name: 'probe' }], sets: 'runtime,sessions',
+    sbxdEnv: { SBX_TEST_HOLD_RECORD: hold } });
+  try {
+    const xs = (sandbox_id, name, args) => x.mcp.sc(name, { sandbox_id, ...args });
+    const s = await xs('pub', 'create_workspace_session', {});
+    const ws = s.workspace_session_id;
+    const w = await xs('pub', 'exec_command', {
+      workspace_session_id: ws, yield_time_ms: 120000,
+      cmd: `python3 -c 'import os\nos.makedirs("held")\nfor i in range(5000): open("held/f%d" % i, "w").write("%d\\n" % i)'`,
+    });
+    assert.equal(w.status, 'ok', w.output);
+    const order = [];
+    const pub = xs('pub', 'finalize_workspace_session', { workspace_session_id: ws, action: 'publish' })
+      .then((r) => { order.push('publication'); return r; });
+    await waitFor(async () => (await pendingRecords(x.stateDir)) === 1,
+      { timeout: 60000, what: 'the publication\'s record to be written, held before its commit' });
+    const e = await xs('probe', 'exec_command', { cmd: 'echo hi' });
+    order.push('exec');
+    assert.equal(e.output, 'hi\n');
+    assert.equal(await pendingRecords(x.stateDir), 1, 'the record was still held');
+    fs.unlinkSync(hold);
+    const p = await pub;
+    assert.equal(p.action, 'published');
+    assert.equal(p.publication.changed_paths, 5000);
+    assert.deepEqual(order, ['exec', 'publication']);
+    assert.equal(await pendingRecords(x.stateDir), 0);
+    const f = await xs('pub', 'file_read', { path: 'held/f4999' });
+    assert.equal(f.content, '4999\n');
+    const b = await xs('pub', 'file_blame', { path: 'held/f4999' });
+    assert.deepEqual(b.ranges, [{ start_line: 1, line_count: 1, owner: `workspace_session:${ws}` }]);
+  } finally {
+    fs.rmSync(holdDir, { recursive: true, force: true });
+    await x.teardown();
+  }
 });

@@ -105,6 +105,7 @@ void fake_server_init(Server *s) {
         n_fakes = 0;
         server_init(s);
         assert_true(asprintf(&s->cfg.state_dir, "%s/state", root) > 0);
+        layer_limits_from_config(&s->cfg, &s->layer_limits);
         assert_true(asprintf(&s->cfg.run_dir, "%s/run", root) > 0);
         assert_true(asprintf(&s->image_dir, "%s/image", root) > 0);
         assert_int_equal(mkdir(s->cfg.state_dir, 0700), 0);

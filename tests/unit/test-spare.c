@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -198,12 +199,91 @@ static void test_owner_quota(void **state) {
                 assert_int_equal(session_new(&f->s, roots, false, true, &ws, err, sizeof(err)), 0);
 }
 
+/* A spare handed out whose set-up then fails (its spawner died, say): its
+ * first command, which never reached a worker, moves to a new session and
+ * runs there; once: if that one fails too, the command ends with why. */
+static void test_dead_spare_retried(void **state) {
+        Fixture *f = *state;
+        char id[sizeof(((StoreCommand *) NULL)->id)], old_id[40], new_id[40];
+        WorkspaceSession *ws;
+        StoreCommand rec;
+        Command *c;
+        Sbx__Msg *m;
+
+        end_read_only_session(f);
+        ws = spare_take(&f->s, f->sb);
+        assert_non_null(ws);
+        assert_int_equal(ws->state, SESSION_SETUP);
+        strlcpy(old_id, ws->id, sizeof(old_id));
+        assert_int_equal(command_start(&f->s, ws, "echo hi", 10000, false, &c), 0);
+        strlcpy(id, c->rec.id, sizeof(id));
+        fake_setup(&f->s, old_id, "f");
+        assert_null(fake_find(&f->s, old_id));
+        c = command_find_live(&f->s, id);
+        assert_non_null(c);
+        assert_false(c->finished);
+        assert_non_null(c->session);
+        assert_string_not_equal(c->session->id, old_id);
+        assert_string_equal(c->rec.workspace_session, c->session->id);
+        assert_int_equal(store_command_get(f->s.store, id, &rec), 0);
+        assert_string_equal(rec.workspace_session, c->session->id);
+        /* It runs there once that one is ready. */
+        ws = c->session;
+        strlcpy(new_id, ws->id, sizeof(new_id));
+        fake_ready(&f->s, ws);
+        m = fake_worker_recv(new_id);
+        assert_non_null(m);
+        assert_int_equal(m->type, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC);
+        assert_string_equal(m->supervisor_exec->cmd, "echo hi");
+        sbx__msg__free_unpacked(m, NULL);
+
+        /* Once only: the next spare's command, moved, fails with its new session. */
+        ws = spare_take(&f->s, f->sb);
+        assert_non_null(ws);
+        strlcpy(old_id, ws->id, sizeof(old_id));
+        assert_int_equal(command_start(&f->s, ws, "echo again", 10000, false, &c), 0);
+        strlcpy(id, c->rec.id, sizeof(id));
+        fake_setup(&f->s, old_id, "f");
+        c = command_find_live(&f->s, id);
+        assert_non_null(c);
+        strlcpy(new_id, c->session->id, sizeof(new_id));
+        fake_setup(&f->s, new_id, "f");
+        assert_null(command_find_live(&f->s, id));
+        assert_int_equal(store_command_get(f->s.store, id, &rec), 0);
+        assert_string_not_equal(rec.status, "running");
+        assert_true(rec.has_exit_code);
+        assert_int_equal(rec.exit_code, 127);
+}
+
+/* A ready spare whose worker is gone, before the loop saw it, is not handed out. */
+static void test_dead_spare_passed_over(void **state) {
+        Fixture *f = *state;
+        WorkspaceSession *ws, *first = NULL, *taken;
+        struct pollfd p;
+
+        end_read_only_session(f);
+        TAILQ_FOREACH(ws, &f->s.sessions, link)
+                if (ws->spare) {
+                        fake_ready(&f->s, ws);
+                        first = first ?: ws;
+                }
+        assert_non_null(first);
+        assert_int_equal(kill(fake_session(first->id)->child, SIGKILL), 0);
+        p = (struct pollfd) { .fd = first->pidfd_src.fd, .events = POLLIN };
+        assert_int_equal(poll(&p, 1, 2000), 1);
+        taken = spare_take(&f->s, f->sb);
+        assert_non_null(taken);
+        assert_ptr_not_equal(taken, first);
+        assert_true(first->spare);
+}
+
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
 
 int main(void) {
         const struct CMUnitTest tests[] = {
                 T(test_refilled_by_the_tick), T(test_take_current), T(test_stale_after_a_publication),
                 T(test_idle_spares_go), T(test_room_for_a_real_session), T(test_owner_quota),
+                T(test_dead_spare_retried), T(test_dead_spare_passed_over),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,13 +189,13 @@ static void test_reused_name(void **state) {
         store_close(s);
 }
 
-/* What schema 3 added to schema 2 (transcript sizes and evictions, layer sizes), taken away. */
+/* What schema 3 added to schema 2 (transcript sizes and evictions, layer sizes and their totals), taken away. */
 static const char back_to_schema_2[] =
         "DROP INDEX commands_kept; DROP INDEX commands_kept_by_sandbox;"
         "ALTER TABLE commands DROP COLUMN transcript_bytes;"
         "ALTER TABLE commands DROP COLUMN transcript_files;"
         "ALTER TABLE commands DROP COLUMN evicted;"
-        "DROP TRIGGER layer_totals_add; DROP TABLE layer_totals;"
+        "DROP TRIGGER layer_totals_add; DROP TRIGGER layer_totals_sub; DROP TABLE layer_totals;"
         "ALTER TABLE layers DROP COLUMN bytes; ALTER TABLE layers DROP COLUMN inodes;"
         "ALTER TABLE sandboxes DROP COLUMN egress;"
         "PRAGMA user_version = 2;";
@@ -367,8 +367,115 @@ static void test_layer_sizes(void **state) {
         store_close(s);
 }
 
+static int count_layer(uint32_t seq, const char *owner, uint32_t changed, int64_t created, void *userdata) {
+        (*(unsigned *) userdata)++;
+        return 0;
+}
+
+static unsigned layers_listed(Store *s, const char *sandbox) {
+        unsigned n = 0;
+
+        assert_int_equal(store_layer_foreach(s, sandbox, count_layer, &n), 0);
+        return n;
+}
+
+static void assert_blame(Store *s, const char *sandbox, const char *path, const char *want) {
+        char *got = NULL;
+        int r = store_blame_get(s, sandbox, path, &got);
+
+        if (!want) {
+                assert_int_equal(r, -ENOENT);
+                return;
+        }
+        assert_int_equal(r, 0);
+        assert_string_equal(got, want);
+        free(got);
+}
+
+static void record_layer(Store *s, const char *sandbox, uint32_t seq, const StoreBlameOp *ops, size_t n,
+                         bool commit) {
+        const char *paths[8];
+        StoreLayerSize size = { .bytes = 8192, .inodes = 3 };
+
+        for (size_t i = 0; i < n; i++)
+                paths[i] = ops[i].path;
+        /* Each step a transaction of its own, as publish_run writes them. */
+        assert_int_equal(store_begin(s), 0);
+        assert_int_equal(store_layer_begin(s, sandbox, seq, "w", (uint32_t) n, 0, &size), 0);
+        assert_int_equal(store_commit(s), 0);
+        assert_int_equal(store_begin(s), 0);
+        assert_int_equal(store_layer_paths_insert(s, sandbox, seq, paths, n), 0);
+        assert_int_equal(store_commit(s), 0);
+        assert_int_equal(store_begin(s), 0);
+        assert_int_equal(store_blame_pending_insert(s, sandbox, seq, 0, ops, n), 0);
+        assert_int_equal(store_commit(s), 0);
+        if (commit) {
+                assert_int_equal(store_begin_durable(s), 0);
+                assert_int_equal(store_layer_commit(s, sandbox, seq), 0);
+                assert_int_equal(store_commit(s), 0);
+        }
+}
+
+/* A layer recorded in steps counts for nobody until its commit (its size
+ * counts in the quotas at once); its attribution changes count before the
+ * records until folded into them; one left pending is gone at the next open. */
+static void test_pending_layer(void **state) {
+        Fixture *f = *state;
+        StoreSandbox a = { .id = "sb-000000000000000a", .name = "a", .owner_uid = 1000, .source_dir = (char *) "/a" };
+        StoreBlameOp first[] = { { .path = (char *) "d/x", .ranges = (char *) "1:1:w1" },
+                                 { .path = (char *) "d/y", .ranges = (char *) "1:1:w1" },
+                                 { .path = (char *) "z", .ranges = (char *) "1:2:w1" } };
+        StoreBlameOp second[] = { { .path = (char *) "d", .tree = true },
+                                  { .path = (char *) "z", .ranges = (char *) "1:3:w2" } };
+        StoreLayerSize own;
+        uint32_t top;
+        size_t n;
+        Store *s = NULL;
+
+        assert_int_equal(store_open(f->dirfd, &s), 0);
+        assert_int_equal(store_sandbox_insert(s, &a, "original"), 0);
+        record_layer(s, a.id, 1, first, ELEMENTSOF(first), false);
+        assert_int_equal(layers_listed(s, a.id), 1);
+        assert_int_equal(store_path_changed_since_import(s, a.id, "d/x"), 0);
+        assert_blame(s, a.id, "d/x", NULL);
+        assert_int_equal(store_layer_top(s, a.id, &top), 0);
+        assert_int_equal(top, 1);
+        assert_int_equal(store_sandbox_layers_size(s, a.id, &own), 0);
+        assert_int_equal(own.bytes, 8192);
+        assert_int_equal(store_begin_durable(s), 0);
+        assert_int_equal(store_layer_commit(s, a.id, 1), 0);
+        assert_int_equal(store_commit(s), 0);
+        assert_int_equal(layers_listed(s, a.id), 2);
+        assert_int_equal(store_path_changed_since_import(s, a.id, "d/x"), 1);
+        assert_blame(s, a.id, "d/x", "1:1:w1");
+        /* The next layer takes d's tree and rewrites z, still pending in the records. */
+        record_layer(s, a.id, 2, second, ELEMENTSOF(second), true);
+        assert_blame(s, a.id, "d/x", NULL);
+        assert_blame(s, a.id, "d/y", NULL);
+        assert_blame(s, a.id, "z", "1:3:w2");
+        /* Folded two at a time: the same answers all along, then nothing is left. */
+        do {
+                assert_int_equal(store_begin(s), 0);
+                assert_int_equal(store_blame_fold(s, a.id, 2, &n), 0);
+                assert_int_equal(store_commit(s), 0);
+                assert_blame(s, a.id, "d/x", NULL);
+                assert_blame(s, a.id, "z", "1:3:w2");
+        } while (n > 0);
+        /* A layer pending when the store closed is gone, with its size, at the next open. */
+        record_layer(s, a.id, 3, first, 1, false);
+        s = store_close(s);
+        assert_int_equal(store_open(f->dirfd, &s), 0);
+        assert_int_equal(store_layer_top(s, a.id, &top), 0);
+        assert_int_equal(top, 2);
+        assert_int_equal(store_sandbox_layers_size(s, a.id, &own), 0);
+        assert_int_equal(own.bytes, 2 * 8192);
+        assert_blame(s, a.id, "d/x", NULL);
+        store_close(s);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_pending_layer, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_migrate_from_schema_1, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_transcripts, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reused_name, setup, teardown),
