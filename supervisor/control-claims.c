@@ -433,6 +433,7 @@ int handle_template_list(Request *rq) {
         for (size_t i = 0; i < cfg->n_templates; i++) {
                 const Template *t = &cfg->templates[i];
                 Sbx__TemplateInfo *info = &infos[i];
+                const WarmBackoff *b;
                 unsigned warm, claimed;
 
                 sbx__template_info__init(info);
@@ -451,6 +452,12 @@ int handle_template_list(Request *rq) {
                 info->shutdown_after_seconds = t->shutdown_after_seconds;
                 /* Counts of others' claims are root's to see. */
                 info->claims = rq->client->uid == 0 ? claimed : 0;
+                b = claim_warm_backoff(rq->server, t->name);
+                if (b && b->failures > 0) {
+                        info->warm_failures = b->failures;
+                        info->warm_error = (char *) b->error;
+                        info->warm_retry_unix = b->retry_unix;
+                }
                 ptrs[i] = info;
         }
         o->n_templates = cfg->n_templates;

@@ -13,6 +13,7 @@
 
 #include "core/owner.h"
 #include "array.h"
+#include "core/kept.h"
 #include "core/session.h"
 #include "core/transcripts.h"
 #include "core/snapshot.h"
@@ -190,6 +191,12 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
         return ws;
 }
 
+static int session_prepare(void *userdata, int upper_fd, int root_fd) {
+        WorkspaceSession *ws = userdata;
+
+        return ws->seed ? kept_session_seed(ws->seed, upper_fd, root_fd) : 0;
+}
+
 /* The spawner makes ws's child; it sets itself up while sbxd serves others
  * (commands wait for READY). On failure ret_error says why. */
 static int session_spawn(Server *s, WorkspaceSession *ws, char *ret_error, size_t error_size) {
@@ -209,6 +216,8 @@ static int session_spawn(Server *s, WorkspaceSession *ws, char *ret_error, size_
                 return r;
         }
         ws->start_usec = now_usec();
+        st.prepare = session_prepare;
+        st.prepare_userdata = ws;
         (void) fd_nonblock(st.sock, true);
         r = server_watch(s, &ws->sock_src, TAKE_FD(st.sock), EPOLLIN);
         if (r >= 0)
@@ -442,12 +451,16 @@ static void command_free(Server *s, Command *c) {
  * the session waits in s->ending until its pidfd says PID 1 is gone.
  * refill_spares: the sandbox's spares are made at the next tick (core/spare.h). */
 static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
+        WorkspaceSession *other;
         Command *c;
 
         pending_answer_error(s, &ws->creator, -ECANCELED, "cannot start a workspace session: %s",
                              "it ended before it was ready");
         image_waiter_cancel(&ws->image_wait);
         ws->state = SESSION_DEAD;
+        TAILQ_FOREACH(other, &s->sessions, link)
+                if (other->seed == ws)
+                        other->seed = NULL;
         if (ws->publishing) {
                 /* Its publication is abandoned when its work is done. */
                 ws->publishing->ws = NULL;
