@@ -1,7 +1,9 @@
-// Claims across an sbxd restart and failing warm pools (issue 16): a claim's
-// files (/workspace with deletions of its source's files, the root's writes
-// in /root and /run, /tmp) are there after a restart, its processes are not
-// and get_sandbox_status says so; a template whose warm claims fail backs
+// Claims across an sbxd restart, file tools' timeouts and failing warm pools
+// (issue 16): a claim's files (/workspace with deletions of its source's
+// files, the root's writes in /root and /run, /tmp) are there after a
+// restart, its processes are not and get_sandbox_status says so; the file
+// tools give up at their timeout when sbxd does not answer and an upload
+// never leaves a half-written file; a template whose warm claims fail backs
 // off and shows why.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -18,7 +20,8 @@ fs.writeFileSync(`${SRC}/sub/x`, 'x\n');
 process.on('exit', () => fs.rmSync(SRC, { recursive: true, force: true }));
 
 const h = useSbx({ sandboxes: [], sets: 'lifecycle',
-  config: `[sbxd]\n[template default]\nwarm = 0\n[template quick]\nsource = ${SRC}\nwarm = 0\n` });
+  config: `[sbxd]\n[template default]\nwarm = 0\n[template quick]\nsource = ${SRC}\nwarm = 0\n` +
+    '[template tiny]\ndisk = 8M\nwarm = 0\n' });
 
 const exec = (n, command) => h.mcp.sc('execute_command', { sandbox_claim_name: n, command });
 
@@ -59,6 +62,53 @@ h.test('a claim keeps its files across an sbxd restart; its background processes
     { timeout: 30000, what: 'the claim to run again after the second restart' });
   const r2 = await exec(n, 'cat /tmp/t.txt /tmp/second /workspace/w.txt');
   assert.equal(r2.stdout, 'tmp\ntwo\nws\n');
+  await h.mcp.sc('delete_sandbox', { sandbox_claim_name: n });
+});
+
+h.test('the file tools give up at their timeout when sbxd does not answer, and change nothing', async () => {
+  const { sandbox_claim_name: n } = await h.mcp.sc('create_sandbox', { warmpool: 'quick' });
+  await h.mcp.sc('upload_file', { sandbox_claim_name: n, path: 'old.txt', content: 'old\n' });
+  const big = Buffer.alloc(8 << 20, 7).toString('base64');
+  // sbxd stopped (SIGSTOP) for longer than the timeouts: each call ends at its own.
+  process.kill(h.sbxd.pid, 'SIGSTOP');
+  let calls;
+  const t0 = Date.now();
+  try {
+    calls = await Promise.all([
+      h.mcp.err('upload_file', { sandbox_claim_name: n, path: 'old.txt', content: big, binary: true, timeout: 1 }),
+      h.mcp.err('upload_file', { sandbox_claim_name: n, path: 'new/n.txt', content: 'n', timeout: 1 }),
+      h.mcp.err('download_file', { sandbox_claim_name: n, path: 'old.txt', timeout: 2 }),
+      h.mcp.err('list_files', { sandbox_claim_name: n, path: '.', timeout: 1 }),
+      h.mcp.err('file_exists', { sandbox_claim_name: n, path: 'old.txt', timeout: 1 }),
+    ]);
+  } finally {
+    await new Promise((res) => setTimeout(res, Math.max(0, 3500 - (Date.now() - t0))));
+    process.kill(h.sbxd.pid, 'SIGCONT');
+  }
+  assert.ok(Date.now() - t0 < 5000);
+  const tools = ['upload_file', 'upload_file', 'download_file', 'list_files', 'file_exists'];
+  calls.forEach((text, i) => assert.match(text, new RegExp(`^${tools[i]}: sbxd did not answer within timeout \\(${i === 2 ? 2 : 1} s\\); ` +
+    'the request was abandoned and nothing was changed'), text));
+  // sbxd, going on, finds their deadlines passed (the requests came before the cancellations):
+  // nothing was written, no temporary file is left.
+  const d = await h.mcp.sc('download_file', { sandbox_claim_name: n, path: 'old.txt' });
+  assert.equal(d.content, 'old\n');
+  assert.equal((await h.mcp.sc('file_exists', { sandbox_claim_name: n, path: 'new' })).exists, false);
+  const l = await h.mcp.sc('list_files', { sandbox_claim_name: n, path: '.' });
+  assert.deepEqual(l.entries.map((e) => e.name), ['gone.txt', 'keep.txt', 'old.txt', 'sub']);
+  await h.mcp.sc('delete_sandbox', { sandbox_claim_name: n });
+});
+
+h.test('an upload that does not fit leaves the file it would replace as it was, and no temporary file', async () => {
+  const { sandbox_claim_name: n } = await h.mcp.sc('create_sandbox', { warmpool: 'tiny' });
+  await exec(n, 'printf old > f; chmod 600 f');
+  const e = await h.mcp.err('upload_file', { sandbox_claim_name: n, path: 'f', content: Buffer.alloc(12 << 20, 1).toString('base64'), binary: true });
+  assert.match(e, /cannot write '\/workspace\/f': the sandbox's disk is full/);
+  const r = await exec(n, 'cat f; echo; stat -c %a f; ls -A');
+  assert.equal(r.stdout, 'old\n600\nf\n');
+  // A replacement keeps the file's mode.
+  await h.mcp.sc('upload_file', { sandbox_claim_name: n, path: 'f', content: 'new' });
+  assert.equal((await exec(n, 'cat f; echo; stat -c %a f; ls -A')).stdout, 'new\n600\nf\n');
   await h.mcp.sc('delete_sandbox', { sandbox_claim_name: n });
 });
 
