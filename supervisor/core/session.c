@@ -181,8 +181,9 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
         ws->publish_policy = publish_policy;
         ws->created_unix = time(NULL);
         ws->upper_fd = ws->workspace_fd = ws->kept_fd = ws->root_fd = -EBADF;
+        /* Every fd -EBADF: a session that never spawned (restored) closes its spawn state too. */
         ws->spawn = (SpawnState) { .pidfd = -EBADF, .sync = -EBADF, .sock = -EBADF, .upper_fd = -EBADF,
-                                   .workspace_fd = -EBADF };
+                                   .workspace_fd = -EBADF, .root_fd = -EBADF };
         ws->sock_src.fd = ws->pidfd_src.fd = ws->setup_src.fd = -EBADF;
         ws->sock_src.dispatch = session_dispatch_worker;
         ws->pidfd_src.dispatch = session_dispatch_pidfd;
