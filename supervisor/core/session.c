@@ -59,6 +59,7 @@ static void session_dispatch_worker(Server *s, EventSource *src, uint32_t events
 static void session_dispatch_pidfd(Server *s, EventSource *src, uint32_t events);
 static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events);
 static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig);
+static void command_settle(Server *s, Command *c);
 static void waiter_answer(Server *s, Waiter *w);
 static void session_setup_failed(Server *s, WorkspaceSession *ws, int r, const char *why);
 
@@ -950,14 +951,12 @@ void commands_store_unrecorded(Server *s, bool now) {
                 log_notice("Recorded the ends of %zu commands held in memory; %zu still wait", n - kept, kept);
 }
 
-/* Record how the command ended, durably. */
-static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig) {
+/* c ended: its status, exit and end reason, its transcript flushed and charged (in memory). */
+static void command_end(Server *s, Command *c, bool exited, int exit_code, int sig) {
         WorkspaceSession *ws = c->session;
         uint64_t oom = 0, pids = 0;
         int r;
 
-        if (c->finished)
-                return;
         c->finished = true;
         c->end_usec = now_usec();
         r = transcript_finish(c->transcript);
@@ -976,16 +975,45 @@ static void command_record_end(Server *s, Command *c, bool exited, int exit_code
         command_end_reason(c, exited, exit_code, oom, pids);
         c->rec.ended_unix_usec = now_unix_usec();
         c->rec.raw_bytes = transcript_raw_bytes(c->transcript);
-        r = store_command_finish(s->store, &c->rec);
+        log_info("Command %s ended: %s (%s %d)", c->rec.id, c->rec.status, c->rec.end_reason,
+                 exited ? exit_code : sig);
+        if (ws)
+                ws->running--;
+}
+
+/* The end of c, as command_end set it, into the store. */
+static void command_end_store(Server *s, Command *c) {
+        int r = store_command_finish(s->store, &c->rec);
+
         if (r < 0) {
                 log_error_errno_ratelimited(r, "Failed to record the end of command %s, keeping it in memory to retry: %m",
                                             c->rec.id);
                 unrecorded_add(s, &c->rec);
         }
-        log_info("Command %s ended: %s (%s %d)", c->rec.id, c->rec.status, c->rec.end_reason,
-                 exited ? exit_code : sig);
-        if (ws)
-                ws->running--;
+}
+
+/* Record how the command ended, durably. */
+static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig) {
+        if (c->finished)
+                return;
+        command_end(s, c, exited, exit_code, sig);
+        command_end_store(s, c);
+}
+
+/* c ended (as the worker said): a managed session's callers are answered
+ * before the end is stored, which they do not wait for (an automatic one
+ * publishes first, and its end may free c). */
+static void command_ended(Server *s, Command *c, bool exited, int exit_code, int sig) {
+        WorkspaceSession *ws = c->session;
+
+        if (!ws || ws->automatic || c->finished) {
+                command_record_end(s, c, exited, exit_code, sig);
+                command_settle(s, c);
+                return;
+        }
+        command_end(s, c, exited, exit_code, sig);
+        command_settle(s, c);
+        command_end_store(s, c);
 }
 
 static void command_answer_waiters(Server *s, Command *c) {
@@ -1366,6 +1394,9 @@ static int command_view_recorded(Server *s, const Sandbox *sb, const char *id, T
         if (rec->evicted[0])
                 return -ESTALE;
         r = transcript_open(s->transcripts_fd, id, &t);
+        if (r == -ENOENT && rec->raw_bytes == 0)
+                /* It printed nothing: no files were made (data/transcript.h). */
+                r = transcript_empty(rec->transcript_files == (int) transcript_files_new(true), &t);
         if (r < 0)
                 return r;
         view_of_record(v, rec, rec->ended_unix_usec > rec->started_unix_usec
@@ -1510,10 +1541,9 @@ static void on_output(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Ms
 
 static void on_exited(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {
         if (m->worker_exited->signal)
-                command_record_end(s, c, false, 0, m->worker_exited->signal);
+                command_ended(s, c, false, 0, m->worker_exited->signal);
         else
-                command_record_end(s, c, true, m->worker_exited->exit_code, 0);
-        command_settle(s, c);
+                command_ended(s, c, true, m->worker_exited->exit_code, 0);
 }
 
 static void on_exec_failed(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {
@@ -1521,8 +1551,7 @@ static void on_exec_failed(Server *s, WorkspaceSession *ws, Command *c, const Sb
         int n = snprintf(line, sizeof(line), "[sbx: cannot start the command: %s]\n", m->worker_exec_failed->errmsg);
 
         (void) command_feed(s, c, TRANSCRIPT_STDERR, line, (size_t) MIN(n, (int) sizeof(line) - 1));
-        command_record_end(s, c, true, 127, 0);
-        command_settle(s, c);
+        command_ended(s, c, true, 127, 0);
 }
 
 #define IN(state) (1u << (state))
