@@ -568,8 +568,9 @@ unsigned long long claims_next_deadline(Server *s) {
                 if (cl->state == CLAIM_READY && cl->sandbox && !claim_session_any(s, cl))
                         next = MIN(next, MAX(cl->restart_usec, now_usec() + 100000ull));
         }
+        /* A back-off still running (past it, the next try is being made or waits for room). */
         for (size_t i = 0; i < ELEMENTSOF(s->warm_backoff); i++)
-                if (s->warm_backoff[i].failures > 0)
+                if (s->warm_backoff[i].failures > 0 && s->warm_backoff[i].retry_usec > now_usec())
                         next = MIN(next, s->warm_backoff[i].retry_usec);
         return next;
 }
