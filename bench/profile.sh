@@ -2,7 +2,7 @@
 # Profile one benchmark step against a private sbxd: syscall counts and time
 # (strace -c -f on sbxd and its workers) and a perf profile of sbxd.
 #
-#   bench/profile.sh exec_live|exec_auto|file_read|file_edit|transcript|paging [N]
+#   bench/profile.sh exec_live|exec_auto|claim_exec|file_read|file_edit|transcript|paging [N]
 #
 # Output under /tmp/sbx-prof-<what>/ (kept): strace.txt, perf.txt, sbxd.log.
 # Not part of make bench; used to find the causes written in docs/benchmarks.md.
@@ -35,6 +35,8 @@ case $WHAT in
   exec_live) STEP='{"tag":"x","tool":"exec_command","args":{"sandbox_id":"p","cmd":"true","workspace_session_id":"${ws}"}}'
              SETUP='{"tool":"create_workspace_session","args":{"sandbox_id":"p"},"allow_error":true},{"sleep_ms":200},{"tool":"list_workspace_sessions","args":{"sandbox_id":"p"},"save":{"ws":"sessions.-1.workspace_session_id"}}' ;;
   exec_auto) STEP='{"tag":"x","tool":"exec_command","args":{"sandbox_id":"p","cmd":"true"}}' ;;
+  claim_exec) STEP='{"tag":"x","tool":"execute_command","args":{"sandbox_claim_name":"${c}","command":"true"}}'
+              SETUP='{"tool":"create_sandbox","args":{},"save":{"c":"sandbox_claim_name"}}' ;;
   file_read) STEP='{"tag":"x","tool":"file_read","args":{"sandbox_id":"p","path":"big.txt","offset":131072,"limit":2000}}' ;;
   file_edit) STEP='{"tag":"x","tool":"file_edit","args":{"sandbox_id":"p","path":"edit.txt","edits":[{"old_string":"|row ${i}|","new_string":"|row ${i}|e"}]}}' ;;
   transcript) STEP='{"tag":"x","tool":"exec_command","args":{"sandbox_id":"p","cmd":"yes 0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789 | head -c 268435456","yield_time_ms":30000},"until_done":true}' ;;
@@ -45,7 +47,7 @@ esac
 cat >"$P/script.json" <<EOF
 {"setup":[${SETUP:-}], "warmup":3, "n":$N, "loop":[$STEP]}
 EOF
-MCP=("$BIN/sandbox-mcp" --set runtime,sessions --socket "$P/run/sbxd.sock")
+MCP=("$BIN/sandbox-mcp" --set runtime,sessions,lifecycle --socket "$P/run/sbxd.sock")
 # 1. plain timing
 "$DRIVE" "$P/script.json" -- "${MCP[@]}" | python3 -c 'import json,sys,statistics as s; d=json.load(sys.stdin); v=d["samples"]["x"]; print("median %.3f ms over %d" % (s.median(v)/1000, len(v)))' | tee "$P/timing.txt"
 # 2. syscalls of sbxd and everything it starts

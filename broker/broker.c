@@ -6,6 +6,7 @@
  * Holds no privilege and no sandbox state. Logs go to stderr only. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -40,6 +41,8 @@ typedef struct Pending {
         json_t *args;                   /* the validated arguments, for rendering the reply */
         const Tool *tool;
         json_t *progress_token;         /* params._meta.progressToken of the call, or NULL */
+        uint64_t timeout_s;             /* the call's timeout argument (0: none) */
+        unsigned long long deadline_usec; /* it is given up then, if sbxd has not answered */
 } Pending;
 
 /* A packed frame waiting for room in the socket, with the fd (or -EBADF)
@@ -551,6 +554,8 @@ static int broker_send(Broker *b, const json_t *id, ToolRequest *req, json_t *ar
                 .args = json_incref(args),
                 .tool = tool,
                 .progress_token = json_incref(token),
+                .timeout_s = req->timeout_s,
+                .deadline_usec = req->timeout_s ? now_usec() + req->timeout_s * 1000000ull : 0,
         };
         log_debug("%s: sent as seq %u", tool ? tool_name(tool) : "resources/read", seq);
         return broker_flush(b);
@@ -626,23 +631,17 @@ static int handle_resource_read(Broker *b, const JsonRpcMessage *m) {
         return send_error(m->id, JSONRPC_INTERNAL_ERROR, error);
 }
 
-static int handle_cancelled(Broker *b, const JsonRpcMessage *m) {
+/* p is never answered: sbxd is told to drop it. */
+static int pending_cancel(Broker *b, Pending *p) {
         Sbx__Cancel cancel = SBX__CANCEL__INIT;
         Sbx__Msg msg = SBX__MSG__INIT;
-        json_t *request_id = json_is_object(m->params) ? json_object_get(m->params, "requestId") : NULL;
-        Pending *p;
         int r;
 
-        p = request_id ? pending_find_id(b, request_id) : NULL;
-        if (!p) {
-                log_debug("Cancellation of a request not in flight, ignoring");
-                return 0;
-        }
         cancel.request_seq = p->seq;
         msg.type = SBX__MSG_TYPE__MSG_CLIENT_CANCEL;
         msg.body_case = SBX__MSG__BODY_CANCEL;
         msg.cancel = &cancel;
-        json_decref(pending_remove(b, p));      /* never answered */
+        json_decref(pending_remove(b, p));
         r = broker_queue(b, &msg, broker_next_seq(b), -EBADF);
         if (r == -ENOBUFS) {
                 log_warning("sbxd at %s is not reading requests, not sending a cancellation", b->socket_path);
@@ -651,6 +650,61 @@ static int handle_cancelled(Broker *b, const JsonRpcMessage *m) {
         if (r < 0)
                 return r;
         return broker_flush(b);
+}
+
+static int handle_cancelled(Broker *b, const JsonRpcMessage *m) {
+        json_t *request_id = json_is_object(m->params) ? json_object_get(m->params, "requestId") : NULL;
+        Pending *p;
+
+        p = request_id ? pending_find_id(b, request_id) : NULL;
+        if (!p) {
+                log_debug("Cancellation of a request not in flight, ignoring");
+                return 0;
+        }
+        return pending_cancel(b, p);
+}
+
+/* Milliseconds until the first call's timeout, for poll(): -1 if none has one. */
+static int pending_next_timeout_ms(const Broker *b) {
+        unsigned long long next = 0, now = now_usec();
+
+        for (size_t i = 0; i < b->n_pending; i++)
+                if (b->pending[i].deadline_usec && (!next || b->pending[i].deadline_usec < next))
+                        next = b->pending[i].deadline_usec;
+        if (!next)
+                return -1;
+        return next <= now ? 0 : (int) MIN((next - now + 999) / 1000, (unsigned long long) INT_MAX);
+}
+
+/* Calls whose timeout passed: an error result naming it, and a cancellation to sbxd. */
+static int pending_expire(Broker *b) {
+        unsigned long long now = now_usec();
+
+        for (size_t i = 0; i < b->n_pending;) {
+                Pending *p = &b->pending[i];
+                _cleanup_json_ json_t *id = NULL;
+                _cleanup_free_ char *text = NULL;
+                int r;
+
+                if (!p->deadline_usec || p->deadline_usec > now) {
+                        i++;
+                        continue;
+                }
+                if (asprintf(&text, "%s: sbxd did not answer within timeout (%llu s); the request was abandoned and "
+                             "nothing was changed (a file is written under a temporary name and renamed when whole); "
+                             "raise timeout or try again", p->tool ? tool_name(p->tool) : "request",
+                             (unsigned long long) p->timeout_s) < 0)
+                        return -ENOMEM;
+                log_debug("%s", text);
+                id = json_incref(p->id);
+                r = pending_cancel(b, p);       /* p is gone, another call is at i */
+                if (r < 0)
+                        return r;
+                r = send_tool_error(id, text);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
 }
 
 /* The MCP session identity: random, made at initialize (or at the first
@@ -754,11 +808,14 @@ static int broker_run(Broker *b) {
                 ssize_t n;
 
                 /* A negative fd (no connection) is skipped by poll(). */
-                if (poll(p, ELEMENTSOF(p), -1) < 0) {
+                if (poll(p, ELEMENTSOF(p), pending_next_timeout_ms(b)) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return log_error_errno(-errno, "poll() failed: %m");
                 }
+                r = pending_expire(b);
+                if (r < 0)
+                        return r;
                 if (p[1].revents) {
                         struct signalfd_siginfo si;
 

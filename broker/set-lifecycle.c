@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base64.h"
@@ -152,6 +153,17 @@ static void *claim_body(ToolRequest *req, Sbx__MsgType type, const ProtobufCMess
         ref->name = (char *) tool_arg_str(args, "sandbox_claim_name");
         *ret_ref = ref;
         return m;
+}
+
+/* The file tools' timeout: the broker's wait for sbxd (broker.c), and the
+ * deadline sbxd keeps to (it does not start, or stops, past it). */
+static uint64_t file_timeout(json_t *args, ToolRequest *req) {
+        struct timespec ts;
+
+        req->timeout_s = SBX_CLAIM_FILE_TIMEOUT_DEFAULT_S;
+        (void) tool_arg_int(args, "timeout", &req->timeout_s);
+        (void) clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u + req->timeout_s * 1000u;
 }
 
 /* Names and paths: what sbxd checks too, said here with the fix. */
@@ -316,6 +328,7 @@ static int prepare_upload(json_t *args, ToolRequest *req, char **ret_error) {
 
         m->claim = ref;
         m->path = (char *) tool_arg_str(args, "path");
+        m->deadline_unix_ms = file_timeout(args, req);
         r = check_claim_args(args, ret_error);
         if (r < 0)
                 return r;
@@ -339,6 +352,7 @@ static int prepare_path(json_t *args, ToolRequest *req, Sbx__MsgType type, char 
 
         m->claim = ref;
         m->path = (char *) tool_arg_str(args, "path");
+        m->deadline_unix_ms = file_timeout(args, req);
         if (type == SBX__MSG_TYPE__MSG_CLIENT_CLAIM_LIST_FILES) {
                 (void) tool_arg_int(args, "max_entries", &max);
                 m->max_entries = (uint32_t) max;
@@ -622,6 +636,10 @@ int lifecycle_resource_render(const Sbx__Reply *reply, const char *uri, json_t *
         " Claims are this MCP session's own: another session, of this user or another, is told \\\"Sandbox claim " \
         "'<name>' is not found in namespace '<ns>'\\\"."
 
+#define FILE_TIMEOUT_NOTE                                                                                  \
+        "timeout (seconds, default 60, at most 600) bounds the wait: past it the call is an error naming it and " \
+        "nothing is changed."
+
 static const ToolDef lifecycle_tools[] = {
         {
                 .name = "create_sandbox",
@@ -675,8 +693,8 @@ static const ToolDef lifecycle_tools[] = {
                 .description =
                         "Write content to path in the claim (missing parent directories are created; an existing "
                         "file is replaced). content is text, or base64 when binary is true; at most 64 MiB decoded "
-                        "(SBX_CLAIM_FILE_MAX). Binary content round-trips byte for byte. timeout is accepted; the "
-                        "write does not wait on the sandbox.",
+                        "(SBX_CLAIM_FILE_MAX). Binary content round-trips byte for byte. The file is written under a "
+                        "temporary name and renamed when whole, so it is never seen half written. " FILE_TIMEOUT_NOTE,
                 .input_schema = upload_input,
                 .output_schema = upload_output,
                 .annotations = annotations_write,
@@ -688,7 +706,8 @@ static const ToolDef lifecycle_tools[] = {
                 .title = "Read a file from a sandbox",
                 .description =
                         "Return the file at path in the claim: as text (it must be UTF-8), or base64 when binary is "
-                        "true; at most 64 MiB (SBX_CLAIM_FILE_MAX). A directory is an error: list it with list_files.",
+                        "true; at most 64 MiB (SBX_CLAIM_FILE_MAX). A directory is an error: list it with list_files. "
+                        FILE_TIMEOUT_NOTE,
                 .input_schema = download_input,
                 .output_schema = download_output,
                 .annotations = annotations_read_only,
@@ -703,7 +722,7 @@ static const ToolDef lifecycle_tools[] = {
                 .description =
                         "List the directory at path: entries sorted by name (name, size, type file, directory, "
                         "symlink or other, mod_time in seconds since the epoch), at most max_entries (default 1000, "
-                        "at most 10,000; the first by name), total_entries and truncated.",
+                        "at most 10,000; the first by name), total_entries and truncated. " FILE_TIMEOUT_NOTE,
                 .input_schema = list_input,
                 .output_schema = list_output,
                 .annotations = annotations_read_only,
@@ -714,7 +733,8 @@ static const ToolDef lifecycle_tools[] = {
         {
                 .name = "file_exists",
                 .title = "Check a path in a sandbox",
-                .description = "Whether path exists in the claim, and its type; a missing path is not an error.",
+                .description = "Whether path exists in the claim, and its type; a missing path is not an error. "
+                               FILE_TIMEOUT_NOTE,
                 .input_schema = exists_input,
                 .output_schema = exists_output,
                 .annotations = annotations_read_only,

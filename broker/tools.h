@@ -60,6 +60,7 @@ typedef struct ToolRequest {
         } body;                 /* the message msg carries */
         int fd;
         void *heap;             /* what the message points to beyond body (labels), freed with it */
+        uint64_t timeout_s;     /* the call gives up if sbxd has not answered within this (0: it waits) */
 } ToolRequest;
 
 void tool_request_done(ToolRequest *req);

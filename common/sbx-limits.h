@@ -221,6 +221,8 @@
 #define SBX_CLAIM_TOMBSTONES_MAX 4096u          /* expired or deleted claims get_sandbox_status remembers */
 #define SBX_TEMPLATES_MAX 64u                   /* [template NAME] sections of sbxd.conf */
 #define SBX_TEMPLATE_WARM_MAX 32u               /* warm claims kept ready per template */
+#define SBX_WARM_RETRY_MIN_S 5u                 /* a template's warm claim failed: next try after this, */
+#define SBX_WARM_RETRY_MAX_S 600u               /* doubled at each failure in a row, at most this */
 #define SBX_REPLY_IN_FD_MAX (16u << 20)         /* a reply packed into a memfd (Reply.in_fd) */
 
 /* Commands' own limits, set by the worker in the command child (issue 4) */

@@ -281,14 +281,18 @@ int handle_claim_exec(Request *rq) {
         return REPLY_DEFERRED;
 }
 
-/* The claim's root and its host uid, for a file request naming ref and path. */
-static int claim_file(Request *rq, const Sbx__ClaimRef *ref, const char *path, char *rel, int *ret_root,
-                      uid_t *ret_uid) {
+/* The claim's root and its host uid, for a file request naming ref and
+ * path; a request whose caller's deadline passed (it waited for sbxd) is
+ * not started. */
+static int claim_file(Request *rq, const Sbx__ClaimRef *ref, const char *path, uint64_t deadline_unix_ms, char *rel,
+                      int *ret_root, uid_t *ret_uid) {
         char err[300];
         WorkspaceSession *ws = NULL;
         Claim *cl;
         int r;
 
+        if (claimfs_deadline_passed(deadline_unix_ms))
+                return request_error(rq, -ETIMEDOUT, "its timeout passed before sbxd got to it; nothing was done");
         r = find_claim(rq, ref, &cl);
         if (r >= 0)
                 r = claim_ready(rq, cl, &ws);
@@ -329,7 +333,7 @@ int handle_claim_put(Request *rq) {
         struct stat st;
         uid_t uid;
 
-        r = claim_file(rq, req->claim, req->path, rel, &root, &uid);
+        r = claim_file(rq, req->claim, req->path, req->deadline_unix_ms, rel, &root, &uid);
         if (r < 0)
                 return r;
         seals = rq->fd >= 0 ? fcntl(rq->fd, F_GET_SEALS) : -1;
@@ -340,7 +344,7 @@ int handle_claim_put(Request *rq) {
                 return request_error(rq, -EFBIG, "invalid arguments: content: %llu bytes is more than %llu "
                                      "(SBX_CLAIM_FILE_MAX); upload it in parts and join them with cat",
                                      (unsigned long long) req->content_size, (unsigned long long) SBX_CLAIM_FILE_MAX);
-        r = claimfs_put(root, uid, rel, rq->fd, req->content_size, err, sizeof(err));
+        r = claimfs_put(root, uid, rel, rq->fd, req->content_size, req->deadline_unix_ms, err, sizeof(err));
         if (r < 0)
                 return request_error(rq, r, "%s", err[0] ? err : strerror(-r));
         return reply_file(rq, rel, req->content_size, true, "file");
@@ -353,10 +357,11 @@ int handle_claim_get(Request *rq) {
         int root, r;
         uid_t uid;
 
-        r = claim_file(rq, req->claim, req->path, rel, &root, &uid);
+        r = claim_file(rq, req->claim, req->path, req->deadline_unix_ms, rel, &root, &uid);
         if (r < 0)
                 return r;
-        r = claimfs_get(root, uid, rel, SBX_CLAIM_FILE_MAX, &rq->reply_fd, &size, err, sizeof(err));
+        r = claimfs_get(root, uid, rel, SBX_CLAIM_FILE_MAX, req->deadline_unix_ms, &rq->reply_fd, &size, err,
+                        sizeof(err));
         if (r < 0)
                 return request_error(rq, r, "%s", err[0] ? err : strerror(-r));
         return reply_file(rq, rel, size, true, "file");
@@ -380,7 +385,7 @@ int handle_claim_list_files(Request *rq) {
                 request_own(rq, free, l);
         if (!o || !l)
                 return -ENOMEM;
-        r = claim_file(rq, req->claim, req->path, rel, &root, &uid);
+        r = claim_file(rq, req->claim, req->path, req->deadline_unix_ms, rel, &root, &uid);
         if (r < 0)
                 return r;
         r = claimfs_list(root, uid, rel, req->max_entries ?: SBX_CLAIM_LIST_DEFAULT, l, err, sizeof(err));
@@ -413,7 +418,7 @@ int handle_claim_stat(Request *rq) {
         int root, r;
         uid_t uid;
 
-        r = claim_file(rq, req->claim, req->path, rel, &root, &uid);
+        r = claim_file(rq, req->claim, req->path, req->deadline_unix_ms, rel, &root, &uid);
         if (r < 0)
                 return r;
         r = claimfs_stat(root, uid, rel, &type);
@@ -433,6 +438,7 @@ int handle_template_list(Request *rq) {
         for (size_t i = 0; i < cfg->n_templates; i++) {
                 const Template *t = &cfg->templates[i];
                 Sbx__TemplateInfo *info = &infos[i];
+                const WarmBackoff *b;
                 unsigned warm, claimed;
 
                 sbx__template_info__init(info);
@@ -451,6 +457,12 @@ int handle_template_list(Request *rq) {
                 info->shutdown_after_seconds = t->shutdown_after_seconds;
                 /* Counts of others' claims are root's to see. */
                 info->claims = rq->client->uid == 0 ? claimed : 0;
+                b = claim_warm_backoff(rq->server, t->name);
+                if (b && b->failures > 0) {
+                        info->warm_failures = b->failures;
+                        info->warm_error = (char *) b->error;
+                        info->warm_retry_unix = b->retry_unix;
+                }
                 ptrs[i] = info;
         }
         o->n_templates = cfg->n_templates;

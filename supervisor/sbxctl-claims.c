@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "msg-json.h"
 #include "sbx-limits.h"
@@ -15,7 +16,7 @@ static const MsgJsonMap label_map = MSG_JSON_MAP_INIT(sbx__label__descriptor, MS
 
 static const MsgJsonMap template_map = MSG_JSON_MAP_INIT(sbx__template_info__descriptor,
         MSG_JSON_NAMES("name image source memory_bytes pids_max cpu_weight disk_bytes egress warm warm_ready "
-                       "has_shutdown shutdown_after_seconds claims"));
+                       "has_shutdown shutdown_after_seconds claims warm_failures warm_error warm_retry_unix"));
 
 static const MsgJsonMap claim_map = MSG_JSON_MAP_INIT(sbx__claim_info__descriptor,
         MSG_JSON_NAMES("namespace name template sandbox uid mcp_session status ready message started_from "
@@ -95,6 +96,12 @@ int ctl_print_template_show(const Args *a, const Sbx__Reply *reply) {
                 fputs_safe(x->egress, stdout);
                 printf("\nwarm: %" PRIu32 " kept, %" PRIu32 " ready now\nshutdown after: %s\nclaims: %" PRIu32 "\n",
                        x->warm, x->warm_ready, shutdown, x->claims);
+                if (x->warm_failures > 0) {
+                        printf("warm claims failing: %" PRIu32 " in a row, next try in %" PRId64 " s\nlast error: ",
+                               x->warm_failures, MAX(x->warm_retry_unix - (int64_t) time(NULL), (int64_t) 0));
+                        fputs_safe(x->warm_error, stdout);
+                        fputc('\n', stdout);
+                }
                 return EXIT_OK;
         }
         fprintf(stderr, "%s: no template '", program);

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@
                 (dst)->n_pod_annotations = (src)->n_pod_annotations;    \
                 (dst)->pod_annotations = (src)->pod_annotations;        \
         } while (0)
-#define WARM_RETRY_USEC (5ull * 1000000ull)    /* after a warm claim or a claim's session failed */
+#define SESSION_RETRY_USEC (5ull * 1000000ull) /* after a claim's session failed to start */
 
 bool claim_name_is_valid(const char *name) {
         size_t n = strlen(name);
@@ -139,9 +140,15 @@ int claim_info(Server *s, const Claim *cl, Sbx__ClaimInfo *o, Sbx__ClaimInfo **r
         o->mcp_session = (char *) cl->mcp_session;
         o->ready = ws != NULL;
         o->status = (char *) (ws ? "SandboxReady" : "SandboxNotReady");
-        o->message = (char *) (ws                         ? "the sandbox's session runs"
-                               : cl->state == CLAIM_MAKING ? "the sandbox is being made"
-                                                           : "the sandbox's session is being started again");
+        o->message = (char *) (!ws ? (cl->state == CLAIM_MAKING ? "the sandbox is being made"
+                                                                : "the sandbox's session is being started again")
+                               : cl->again == CLAIM_AGAIN_KEPT
+                                       ? "the sandbox's session runs; it was started again after sbxd restarted: "
+                                         "its files were kept, processes started before the restart are gone"
+                               : cl->again == CLAIM_AGAIN_LOST
+                                       ? "the sandbox's session runs; it was started again after the old one was "
+                                         "lost: files it wrote and processes it ran are gone"
+                                       : "the sandbox's session runs");
         o->started_from = (char *) (cl->from_warm ? "warm" : "cold");
         o->ready_seconds = cl->ready_seconds;
         o->created_unix = cl->created_unix;
@@ -263,16 +270,19 @@ static void claim_creator_abandon(Server *s, Pending *p, bool cancelled) {
         /* The claim is made anyway; its owner finds it with the resource or sbxctl. */
 }
 
-static int claim_start_session(Server *s, Claim *cl) {
+/* Its session; seed (if not NULL): a kept one whose files it starts with. */
+static int claim_start_session(Server *s, Claim *cl, WorkspaceSession *seed) {
         WorkspaceSession *ws;
         char err[300] = "";
         int r;
 
         spare_make_room(s, cl->sandbox);
         r = session_new(s, cl->sandbox, false, false, &ws, err, sizeof(err));
-        if (r < 0)
-                log_warning("Cannot start the session of claim %s/%s: %s", cl->namespace_, cl->name,
-                            err[0] ? err : strerror(-r));
+        if (r < 0) {
+                strlcpy(cl->start_error, err[0] ? err : strerror(-r), sizeof(cl->start_error));
+                log_warning("Cannot start the session of claim %s/%s: %s", cl->namespace_, cl->name, cl->start_error);
+        } else
+                ws->seed = seed;
         return r;
 }
 
@@ -296,7 +306,7 @@ static void claim_sandbox_made(Server *s, Sandbox *sb, int err, const char *why,
         if (err < 0)
                 log_warning_errno(err, "Failed to record claim %s/%s: %m", cl->namespace_, cl->name);
         /* Without a session the tick answers the creator and deletes the claim. */
-        (void) claim_start_session(s, cl);
+        (void) claim_start_session(s, cl, NULL);
 }
 
 static Claim *claim_alloc(const Template *t) {
@@ -502,6 +512,47 @@ void claims_free(Server *s) {
 
 /* ---- the tick -------------------------------------------------------------------- */
 
+const WarmBackoff *claim_warm_backoff(Server *s, const char *template_name) {
+        for (size_t i = 0; i < ELEMENTSOF(s->warm_backoff); i++)
+                if (strcmp(s->warm_backoff[i].template_, template_name) == 0)
+                        return &s->warm_backoff[i];
+        return NULL;
+}
+
+/* A warm claim of template_name failed (why): the next waits, twice as long as the last. */
+static void warm_failed(Server *s, const char *template_name, const char *why) {
+        WarmBackoff *b = (WarmBackoff *) claim_warm_backoff(s, template_name);
+        unsigned long long delay_s;
+
+        /* A template's first failure takes a free entry (or one whose template went from sbxd.conf). */
+        for (size_t i = 0; !b && i < ELEMENTSOF(s->warm_backoff); i++)
+                if (!s->warm_backoff[i].template_[0] || !config_template(&s->cfg, s->warm_backoff[i].template_)) {
+                        b = &s->warm_backoff[i];
+                        *b = (WarmBackoff) {};
+                        strlcpy(b->template_, template_name, sizeof(b->template_));
+                }
+        if (!b)
+                return;
+        b->failures++;
+        delay_s = MIN((unsigned long long) SBX_WARM_RETRY_MIN_S << MIN(b->failures - 1, 20u),
+                      (unsigned long long) SBX_WARM_RETRY_MAX_S);
+        b->retry_usec = now_usec() + delay_s * 1000000ull;
+        b->retry_unix = time(NULL) + (int64_t) delay_s;
+        strlcpy(b->error, why, sizeof(b->error));
+        log_warning("A warm claim of template '%s' failed (%" PRIu32 " in a row): %s; trying again in %llu s",
+                    template_name, b->failures, why, delay_s);
+}
+
+static void warm_succeeded(Server *s, const char *template_name) {
+        WarmBackoff *b = (WarmBackoff *) claim_warm_backoff(s, template_name);
+
+        if (b && b->failures > 0)
+                log_info("A warm claim of template '%s' is ready after %" PRIu32 " failures", template_name,
+                         b->failures);
+        if (b)
+                *b = (WarmBackoff) {};
+}
+
 unsigned long long claims_next_deadline(Server *s) {
         unsigned long long next = ~0ull;
         int64_t now = time(NULL);
@@ -518,6 +569,10 @@ unsigned long long claims_next_deadline(Server *s) {
                 if (cl->state == CLAIM_READY && cl->sandbox && !claim_session_any(s, cl))
                         next = MIN(next, MAX(cl->restart_usec, now_usec() + 100000ull));
         }
+        /* A back-off still running (past it, the next try is being made or waits for room). */
+        for (size_t i = 0; i < ELEMENTSOF(s->warm_backoff); i++)
+                if (s->warm_backoff[i].failures > 0 && s->warm_backoff[i].retry_usec > now_usec())
+                        next = MIN(next, s->warm_backoff[i].retry_usec);
         return next;
 }
 
@@ -562,17 +617,19 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
                 if (ws && ws->state == SESSION_READY) {
                         cl->state = CLAIM_READY;
                         cl->ready_seconds = (double) (now_usec() - cl->make_start_usec) / 1e6;
+                        if (cl->warm)
+                                warm_succeeded(s, cl->template_);
                         (void) claim_save(s, cl);
                         claim_answer_creator(s, cl);
                 } else if (!ws || (pending_active(&cl->creator) && now_usec() >= cl->ready_deadline_usec)) {
-                        snprintf(reason, sizeof(reason), "%s",
-                                 ws ? "it was not ready within sandbox_ready_timeout; raise it or try again"
-                                    : "its session did not start (see sbxd's log)");
-                        if (cl->warm) {
-                                log_warning("A warm claim of template '%s' failed: %s; trying again in 5 s",
-                                            cl->template_, reason);
-                                s->warm_retry_usec = now_usec() + WARM_RETRY_USEC;
-                        }
+                        if (ws)
+                                snprintf(reason, sizeof(reason),
+                                         "it was not ready within sandbox_ready_timeout; raise it or try again");
+                        else
+                                snprintf(reason, sizeof(reason), "its session did not start: %s",
+                                         cl->start_error[0] ? cl->start_error : "see sbxd's log");
+                        if (cl->warm)
+                                warm_failed(s, cl->template_, reason);
                         pending_answer_error(s, &cl->creator, -ETIMEDOUT, "Sandbox claim '%s' failed: %s",
                                              cl->name, reason);
                         claim_delete(s, cl, NULL);
@@ -580,31 +637,48 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
                 }
                 return true;
         }
+        if (ws && ws->seed && ws->state == SESSION_READY) {
+                /* It runs with the kept files: their copy goes. */
+                session_destroy(s, TAKE_PTR(ws->seed));
+                cl->again = CLAIM_AGAIN_KEPT;
+                log_info("The session of claim %s/%s runs again with the files it had before sbxd restarted",
+                         cl->namespace_, cl->name);
+        }
         if (!ws && now_usec() >= cl->restart_usec) {
-                WorkspaceSession *old, *next;
+                WorkspaceSession *old, *next, *kept = NULL;
 
-                /* Lost (or sbxd restarted): a stopped session of it goes, a new one starts. */
-                TAILQ_FOREACH_SAFE(old, &s->sessions, link, next)
-                        if (old->sandbox == cl->sandbox && !old->automatic)
+                /* Lost (or sbxd restarted): a stopped session of it goes, unless it is the
+                 * copy kept at sbxd's stop, whose files the new one starts with. */
+                TAILQ_FOREACH_SAFE(old, &s->sessions, link, next) {
+                        if (old->sandbox != cl->sandbox || old->automatic)
+                                continue;
+                        if (!kept && old->state == SESSION_STOPPED && old->kept_fd >= 0)
+                                kept = old;
+                        else
                                 session_destroy(s, old);
-                if (claim_start_session(s, cl) < 0)
-                        cl->restart_usec = now_usec() + WARM_RETRY_USEC;
-                else if (cl->restarts++ > 0)
-                        log_notice("Started the session of claim %s/%s again", cl->namespace_, cl->name);
+                }
+                if (claim_start_session(s, cl, kept) < 0)
+                        cl->restart_usec = now_usec() + SESSION_RETRY_USEC;
+                else {
+                        cl->again = kept ? cl->again : CLAIM_AGAIN_LOST;
+                        if (cl->restarts++ > 0)
+                                log_notice("Started the session of claim %s/%s again", cl->namespace_, cl->name);
+                }
         }
         return true;
 }
 
 static void warm_pools_fill(Server *s) {
-        if (now_usec() < s->warm_retry_usec)
-                return;
         for (size_t i = 0; i < s->cfg.n_templates; i++) {
                 const Template *t = &s->cfg.templates[i];
+                const WarmBackoff *b = claim_warm_backoff(s, t->name);
                 unsigned warm = 0;
                 char err[300] = "";
                 Claim *cl;
                 int r;
 
+                if (b && now_usec() < b->retry_usec)
+                        continue;
                 TAILQ_FOREACH(cl, &s->claims, link)
                         warm += cl->warm && cl->state != CLAIM_GONE && strcmp(cl->template_, t->name) == 0;
                 if (warm >= t->warm)
@@ -614,11 +688,8 @@ static void warm_pools_fill(Server *s) {
                         return;
                 cl->warm = true;
                 r = claim_make(s, t, cl, err, sizeof(err));
-                if (r < 0) {
-                        log_warning("Cannot make a warm claim of template '%s': %s", t->name,
-                                    err[0] ? err : strerror(-r));
-                        s->warm_retry_usec = now_usec() + WARM_RETRY_USEC;
-                }
+                if (r < 0)
+                        warm_failed(s, t->name, err[0] ? err : strerror(-r));
         }
 }
 

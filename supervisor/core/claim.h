@@ -16,10 +16,11 @@
  * Expiry is durable: a claim's row (sbx.db) holds its last use; the tick
  * deletes a claim unused for shutdown_after_seconds or older than
  * claim_max_lifetime, before and after a restart of sbxd, and remembers why
- * (a tombstone) for get_sandbox_status. After a restart a claim's session is
- * made anew on its sandbox: the workspace's published layers stay, what the
- * old session wrote (it lived on the session's tmpfs) is gone, as a pod's
- * container restarts with a fresh filesystem. */
+ * (a tombstone) for get_sandbox_status. A claim's files outlive an sbxd
+ * restart: at stop its session is kept whole (core/kept.h: the workspace,
+ * the root's writes, /tmp), and its next session is filled from that copy
+ * before it starts. Its processes do not: get_sandbox_status says so. A
+ * session lost while sbxd runs (its init died) is made anew without them. */
 #pragma once
 
 #include <stdbool.h>
@@ -37,6 +38,12 @@ typedef enum ClaimState {
         CLAIM_READY,            /* its session runs (or is being made again) */
         CLAIM_GONE,             /* deleted while being made: freed once its sandbox comes */
 } ClaimState;
+
+typedef enum ClaimAgain {
+        CLAIM_FIRST,            /* its session is the first one */
+        CLAIM_AGAIN_KEPT,       /* made again after sbxd restarted, with the files kept */
+        CLAIM_AGAIN_LOST,       /* made again without them (lost, or nothing could be kept) */
+} ClaimAgain;
 
 struct Claim {
         TAILQ_ENTRY(Claim) link;
@@ -57,6 +64,8 @@ struct Claim {
         unsigned long long make_start_usec;
         unsigned long long ready_deadline_usec;
         unsigned restarts;              /* sessions made again after one was lost */
+        ClaimAgain again;               /* how its session last came back, for get_sandbox_status */
+        char start_error[300];          /* why its last session could not be started, or "" */
         unsigned long long restart_usec; /* no new session before this (the last one failed to start) */
         Pending creator;                /* create_sandbox of a cold claim, answered once it runs */
         uint8_t *labels;                /* a packed ClaimInfo with only its three label lists */
@@ -101,6 +110,9 @@ void claim_info_done(Sbx__ClaimInfo *labels);
 int claim_tombstone(Server *s, const Client *c, const char *ns, const char *name, char *ret, size_t size);
 /* Warm claims ready now of template name, and claims made from it. */
 void claims_count(Server *s, const char *template_name, unsigned *ret_warm, unsigned *ret_claimed);
+
+/* The back-off of template name's warm claims (core/server.h), or NULL if none failed. */
+const WarmBackoff *claim_warm_backoff(Server *s, const char *template_name);
 
 unsigned long long claims_next_deadline(Server *s);
 /* Once per loop pass: answer claims that became ready, delete expired ones,

@@ -13,8 +13,14 @@
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
+#include "sbx-limits.h"
 
 #define KEPT_DIR "kept"
+/* A claim's session keeps its root's upper and its /tmp too (core/claim.h). */
+#define KEPT_SYS "sys"
+#define KEPT_TMP "tmp"
+/* The session tmpfs holds ws/upper and sys/upper side by side (worker/session-init.c). */
+#define SYS_UPPER_FROM_WS_UPPER "../../sys/upper"
 
 /* Where kept sessions of sb are: STATE/sandboxes/ID/kept, or (in_run_dir)
  * RUN_DIR/kept/ID; made if create. */
@@ -58,11 +64,22 @@ static int meta_write(int dirfd, const WorkspaceSession *ws) {
         return write_file_atomic_at(dirfd, "meta", buf, (size_t) n, 0600);
 }
 
-/* Copy the upper and the note to kept/.tmp-WS, sync, then name it kept/WS. */
-static int save(Server *s, WorkspaceSession *ws, int upper, bool in_run_dir) {
-        _cleanup_close_ int kept = -EBADF, tmp = -EBADF, dst = -EBADF;
+/* Copy the tree under src into a new directory name below dirfd. */
+static int copy_into(int dirfd, const char *name, int src) {
+        _cleanup_close_ int dst = dir_open(dirfd, name, true);
+
+        if (dst < 0)
+                return dst;
+        return tree_copy(src, dst, -1, 0, NULL, NULL, NULL);
+}
+
+/* Copy the upper (and a claim's sys upper and /tmp, when >= 0) and the note
+ * to kept/.tmp-WS, sync, then name it kept/WS. */
+static int save(Server *s, WorkspaceSession *ws, const int trees[3], bool in_run_dir) {
+        static const char *const names[3] = { "upper", KEPT_SYS, KEPT_TMP };
+        _cleanup_close_ int kept = -EBADF, tmp = -EBADF;
         char tmp_name[48];
-        int r;
+        int r = 0;
 
         r = kept_dir_open(s, ws->sandbox, in_run_dir, true, &kept);
         if (r < 0)
@@ -73,11 +90,9 @@ static int save(Server *s, WorkspaceSession *ws, int upper, bool in_run_dir) {
         if (r < 0)
                 return r;
         tmp = r;
-        r = dir_open(tmp, "upper", true);
-        if (r >= 0) {
-                dst = r;
-                r = tree_copy(upper, dst, -1, 0, NULL, NULL, NULL);
-        }
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(names); i++)
+                if (trees[i] >= 0)
+                        r = copy_into(tmp, names[i], trees[i]);
         if (r >= 0)
                 r = meta_write(tmp, ws);
         if (r >= 0 && syncfs(tmp) < 0)
@@ -92,8 +107,14 @@ static int save(Server *s, WorkspaceSession *ws, int upper, bool in_run_dir) {
         return 0;
 }
 
+static void trees_close(int (*trees)[3]) {
+        for (size_t i = 0; i < 3; i++)
+                safe_close((*trees)[i]);
+}
+
 void kept_session_save(Server *s, WorkspaceSession *ws) {
-        _cleanup_close_ int upper = -EBADF;
+        _cleanup_(trees_close) int trees[3] = { -EBADF, -EBADF, -EBADF };
+        bool claim = ws->sandbox->claim != NULL;
         int r;
 
         if (ws->kept_fd >= 0) {
@@ -101,20 +122,30 @@ void kept_session_save(Server *s, WorkspaceSession *ws) {
                 ws->kept_fd = safe_close(ws->kept_fd);
                 return;
         }
-        if (ws->automatic || ws->spare || ws->upper_fd < 0 || ws->state == SESSION_DEAD)
+        /* Being filled from a kept copy: that copy stays. */
+        if (ws->automatic || ws->spare || ws->upper_fd < 0 || ws->state == SESSION_DEAD ||
+            (ws->seed && ws->state != SESSION_READY))
                 return;
+        /* A claim's /tmp is a mount of the session's namespace: held open before it goes with the worker. */
+        if (claim && ws->root_fd >= 0 &&
+            (trees[2] = openat(ws->root_fd, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                log_warning_errno(-errno, "Cannot read /tmp of claim session %s, it is lost: %m", ws->id);
         session_stop_worker(s, ws);
-        upper = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (upper < 0 || tree_is_empty(upper) != 0) {
-                if (upper < 0)
+        trees[0] = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (trees[0] < 0 || (!claim && tree_is_empty(trees[0]) != 0)) {
+                if (trees[0] < 0)
                         log_error_errno(-errno, "Cannot read the changes of workspace session %s: %m", ws->id);
                 return;
         }
-        r = save(s, ws, upper, false);
+        if (claim && (trees[1] = openat(ws->upper_fd, SYS_UPPER_FROM_WS_UPPER,
+                                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                log_warning_errno(-errno, "Cannot read the root's changes of claim session %s, they are lost: %m",
+                                  ws->id);
+        r = save(s, ws, trees, false);
         if (r < 0) {
                 log_warning_errno(r, "Cannot keep the changes of workspace session %s of sandbox '%s' in %s (%m), "
                                   "keeping them in %s", ws->id, ws->sandbox->name, s->cfg.state_dir, s->cfg.run_dir);
-                r = save(s, ws, upper, true);
+                r = save(s, ws, trees, true);
         }
         if (r < 0)
                 log_error_errno(r, "Cannot keep the changes of workspace session %s of sandbox '%s': %m; they are lost",
@@ -196,6 +227,75 @@ static int load_dir(Server *s, Sandbox *sb, bool in_run_dir) {
                 }
         }
         return errno ? -errno : 0;
+}
+
+/* Copy each entry of from over dst: a directory both have is merged (its
+ * entries copied into the one dst has: set-up may have looked it up, and
+ * overlayfs holds on to what it found), anything else is copied anew. */
+static int seed_merge(int from, int dst, unsigned depth) {
+        _cleanup_(closedirp) DIR *d = NULL;
+
+        if (depth > SBX_TREE_DEPTH_MAX)
+                return -ELOOP;
+        d = opendir_at(from);
+        if (!d)
+                return -errno;
+        for (struct dirent *de; (errno = 0, de = readdir(d));) {
+                _cleanup_close_ int sub_from = -EBADF, sub_dst = -EBADF;
+                struct stat a, b;
+                int r;
+
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (fstatat(from, de->d_name, &a, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                if (fstatat(dst, de->d_name, &b, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno != ENOENT)
+                                return -errno;
+                } else if (S_ISDIR(a.st_mode) && S_ISDIR(b.st_mode)) {
+                        sub_from = openat(from, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        sub_dst = openat(dst, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub_from < 0 || sub_dst < 0)
+                                return -errno;
+                        r = seed_merge(sub_from, sub_dst, depth + 1);
+                        if (r < 0)
+                                return r;
+                        continue;
+                } else if ((r = tree_remove_at(dst, de->d_name)) < 0)
+                        return r;
+                r = tree_copy_entry(from, dst, de->d_name, 0);
+                if (r < 0)
+                        return r;
+        }
+        return errno ? -errno : 0;
+}
+
+/* The kept tree name below src, merged into dst_path below dst_at. */
+static int seed_tree(int src, const char *name, int dst_at, const char *dst_path) {
+        _cleanup_close_ int from = -EBADF, dst = -EBADF;
+
+        from = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (from < 0)
+                return errno == ENOENT ? 0 : -errno;
+        dst = openat(dst_at, dst_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dst < 0)
+                return -errno;
+        return seed_merge(from, dst, 0);
+}
+
+int kept_session_seed(const WorkspaceSession *from, int upper_fd, int root_fd) {
+        _cleanup_close_ int src = -EBADF;
+        int r;
+
+        src = openat(from->kept_fd, from->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (src < 0)
+                return -errno;
+        r = seed_tree(src, "upper", upper_fd, ".");
+        if (r >= 0)
+                r = seed_tree(src, KEPT_SYS, upper_fd, SYS_UPPER_FROM_WS_UPPER);
+        if (r >= 0)
+                r = seed_tree(src, KEPT_TMP, root_fd, "tmp");
+        return r;
 }
 
 int kept_sessions_load(Server *s, Sandbox *sb) {

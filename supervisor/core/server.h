@@ -38,6 +38,17 @@ struct EventSource {
 
 TAILQ_HEAD(SessionList, WorkspaceSession);
 
+/* A template whose warm claims fail (its image does not build, its source is
+ * gone): the next one is made after SBX_WARM_RETRY_MIN_S, doubled at each
+ * failure in a row up to SBX_WARM_RETRY_MAX_S; a warm claim made resets it. */
+typedef struct WarmBackoff {
+        char template_[64];             /* "" for a free entry */
+        uint32_t failures;              /* in a row */
+        unsigned long long retry_usec;  /* no warm claim of it is made before this */
+        int64_t retry_unix;
+        char error[300];                /* why the last one failed */
+} WarmBackoff;
+
 struct Server {
         Config cfg;
         LayerLimits layer_limits;       /* cfg's layer quotas and reserve (core/layerquota.h) */
@@ -74,8 +85,9 @@ struct Server {
         size_t n_unrecorded, unrecorded_cap;
         unsigned long long unrecorded_retry_usec;
         TAILQ_HEAD(, Claim) claims;     /* the lifecycle set's, warm ones included (core/claim.h) */
-        unsigned long long warm_retry_usec; /* no warm claim is made before this (one failed) */
         EgressProxy *egress;            /* sbx-egress (core/egress-proxy.h) */
+        /* Per template whose warm claims failed: when to try again (core/claim.h). */
+        WarmBackoff warm_backoff[SBX_TEMPLATES_MAX];
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */

@@ -13,6 +13,7 @@
 
 #include "core/owner.h"
 #include "array.h"
+#include "core/kept.h"
 #include "core/session.h"
 #include "core/egress-proxy.h"
 #include "core/transcripts.h"
@@ -59,6 +60,7 @@ static void session_dispatch_worker(Server *s, EventSource *src, uint32_t events
 static void session_dispatch_pidfd(Server *s, EventSource *src, uint32_t events);
 static void session_dispatch_setup(Server *s, EventSource *src, uint32_t events);
 static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig);
+static void command_settle(Server *s, Command *c);
 static void waiter_answer(Server *s, Waiter *w);
 static void session_setup_failed(Server *s, WorkspaceSession *ws, int r, const char *why);
 
@@ -191,8 +193,9 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
         ws->publish_policy = publish_policy;
         ws->created_unix = time(NULL);
         ws->upper_fd = ws->workspace_fd = ws->kept_fd = ws->root_fd = -EBADF;
+        /* Every fd -EBADF: a session that never spawned (restored) closes its spawn state too. */
         ws->spawn = (SpawnState) { .pidfd = -EBADF, .sync = -EBADF, .sock = -EBADF, .upper_fd = -EBADF,
-                                   .workspace_fd = -EBADF, .egress_fd = -EBADF };
+                                   .workspace_fd = -EBADF, .egress_fd = -EBADF, .root_fd = -EBADF };
         ws->egress_fd = -EBADF;
         ws->sock_src.fd = ws->pidfd_src.fd = ws->setup_src.fd = -EBADF;
         ws->sock_src.dispatch = session_dispatch_worker;
@@ -200,6 +203,12 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
         ws->setup_src.dispatch = session_dispatch_setup;
         TAILQ_INIT(&ws->commands);
         return ws;
+}
+
+static int session_prepare(void *userdata, int upper_fd, int root_fd) {
+        WorkspaceSession *ws = userdata;
+
+        return ws->seed ? kept_session_seed(ws->seed, upper_fd, root_fd) : 0;
 }
 
 /* The spawner makes ws's child; it sets itself up while sbxd serves others
@@ -221,6 +230,8 @@ static int session_spawn(Server *s, WorkspaceSession *ws, char *ret_error, size_
                 return r;
         }
         ws->start_usec = now_usec();
+        st.prepare = session_prepare;
+        st.prepare_userdata = ws;
         (void) fd_nonblock(st.sock, true);
         r = server_watch(s, &ws->sock_src, TAKE_FD(st.sock), EPOLLIN);
         if (r >= 0)
@@ -456,12 +467,16 @@ static void command_free(Server *s, Command *c) {
  * the session waits in s->ending until its pidfd says PID 1 is gone.
  * refill_spares: the sandbox's spares are made at the next tick (core/spare.h). */
 static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
+        WorkspaceSession *other;
         Command *c;
 
         pending_answer_error(s, &ws->creator, -ECANCELED, "cannot start a workspace session: %s",
                              "it ended before it was ready");
         image_waiter_cancel(&ws->image_wait);
         ws->state = SESSION_DEAD;
+        TAILQ_FOREACH(other, &s->sessions, link)
+                if (other->seed == ws)
+                        other->seed = NULL;
         if (ws->publishing) {
                 /* Its publication is abandoned when its work is done. */
                 ws->publishing->ws = NULL;
@@ -1003,14 +1018,12 @@ static void command_record_egress(Server *s, const Command *c, EgressPolicy poli
                 log_warning_errno_ratelimited(r, "Failed to record the egress audit of %s, ignoring: %m", c->rec.id);
 }
 
-/* Record how the command ended, durably. */
-static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig) {
+/* c ended: its status, exit and end reason, its transcript flushed and charged (in memory). */
+static void command_end(Server *s, Command *c, bool exited, int exit_code, int sig) {
         WorkspaceSession *ws = c->session;
         uint64_t oom = 0, pids = 0;
         int r;
 
-        if (c->finished)
-                return;
         c->finished = true;
         c->end_usec = now_usec();
         r = transcript_finish(c->transcript);
@@ -1029,18 +1042,47 @@ static void command_record_end(Server *s, Command *c, bool exited, int exit_code
         command_end_reason(c, exited, exit_code, oom, pids);
         c->rec.ended_unix_usec = now_unix_usec();
         c->rec.raw_bytes = transcript_raw_bytes(c->transcript);
-        r = store_command_finish(s->store, &c->rec);
+        log_info("Command %s ended: %s (%s %d)", c->rec.id, c->rec.status, c->rec.end_reason,
+                 exited ? exit_code : sig);
+        if (ws)
+                ws->running--;
+}
+
+/* The end of c, as command_end set it, into the store. */
+static void command_end_store(Server *s, Command *c) {
+        int r = store_command_finish(s->store, &c->rec);
+
         if (r < 0) {
                 log_error_errno_ratelimited(r, "Failed to record the end of command %s, keeping it in memory to retry: %m",
                                             c->rec.id);
                 unrecorded_add(s, &c->rec);
         }
-        if (ws && ws->sandbox && ws->sandbox->egress != EGRESS_NONE)
-                command_record_egress(s, c, ws->sandbox->egress);
-        log_info("Command %s ended: %s (%s %d)", c->rec.id, c->rec.status, c->rec.end_reason,
-                 exited ? exit_code : sig);
-        if (ws)
-                ws->running--;
+        if (c->session && c->session->sandbox && c->session->sandbox->egress != EGRESS_NONE)
+                command_record_egress(s, c, c->session->sandbox->egress);
+}
+
+/* Record how the command ended, durably. */
+static void command_record_end(Server *s, Command *c, bool exited, int exit_code, int sig) {
+        if (c->finished)
+                return;
+        command_end(s, c, exited, exit_code, sig);
+        command_end_store(s, c);
+}
+
+/* c ended (as the worker said): a managed session's callers are answered
+ * before the end is stored, which they do not wait for (an automatic one
+ * publishes first, and its end may free c). */
+static void command_ended(Server *s, Command *c, bool exited, int exit_code, int sig) {
+        WorkspaceSession *ws = c->session;
+
+        if (!ws || ws->automatic || c->finished) {
+                command_record_end(s, c, exited, exit_code, sig);
+                command_settle(s, c);
+                return;
+        }
+        command_end(s, c, exited, exit_code, sig);
+        command_settle(s, c);
+        command_end_store(s, c);
 }
 
 static void command_answer_waiters(Server *s, Command *c) {
@@ -1463,6 +1505,9 @@ static int command_view_recorded(Server *s, const Sandbox *sb, const char *id, T
         if (rec->evicted[0])
                 return -ESTALE;
         r = transcript_open(s->transcripts_fd, id, &t);
+        if (r == -ENOENT && rec->raw_bytes == 0)
+                /* It printed nothing: no files were made (data/transcript.h). */
+                r = transcript_empty(rec->transcript_files == (int) transcript_files_new(true), &t);
         if (r < 0)
                 return r;
         view_of_record(v, rec, rec->ended_unix_usec > rec->started_unix_usec
@@ -1613,10 +1658,9 @@ static void on_exited(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Ms
         /* The verdicts sbx-egress sent while it ran come first (they may wait in this batch). */
         egress_proxy_drain(s);
         if (m->worker_exited->signal)
-                command_record_end(s, c, false, 0, m->worker_exited->signal);
+                command_ended(s, c, false, 0, m->worker_exited->signal);
         else
-                command_record_end(s, c, true, m->worker_exited->exit_code, 0);
-        command_settle(s, c);
+                command_ended(s, c, true, m->worker_exited->exit_code, 0);
 }
 
 static void on_exec_failed(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {
@@ -1624,8 +1668,7 @@ static void on_exec_failed(Server *s, WorkspaceSession *ws, Command *c, const Sb
         int n = snprintf(line, sizeof(line), "[sbx: cannot start the command: %s]\n", m->worker_exec_failed->errmsg);
 
         (void) command_feed(s, c, TRANSCRIPT_STDERR, line, (size_t) MIN(n, (int) sizeof(line) - 1));
-        command_record_end(s, c, true, 127, 0);
-        command_settle(s, c);
+        command_ended(s, c, true, 127, 0);
 }
 
 #define IN(state) (1u << (state))

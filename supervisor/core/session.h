@@ -68,6 +68,9 @@ struct WorkspaceSession {
         Pending creator;            /* create_workspace_session, answered once it runs */
         pid_t pid;
         int upper_fd;
+        /* A stopped session with a kept copy (core/kept.h) whose files fill
+         * this one before its worker starts; NULL once it went. */
+        WorkspaceSession *seed;
         int kept_fd;                /* its upper is a kept copy (core/kept.h) named by its id in this
                                        directory, removed once it is finalized; else -EBADF */
         int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */

@@ -10,6 +10,7 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "data/claimfs.h"
@@ -147,11 +148,28 @@ static int open_dir(int root, const char *rel, bool create, int *ret) {
         }
 }
 
-static int copy_fd(int out, int in, uint64_t size) {
+static uint64_t now_unix_ms(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+bool claimfs_deadline_passed(uint64_t deadline_unix_ms) {
+        return deadline_unix_ms > 0 && now_unix_ms() >= deadline_unix_ms;
+}
+
+/* size bytes of in to out, SENDFILE_CHUNK at a time; -ETIMEDOUT once the
+ * deadline (if any) passed between two of them. */
+static int copy_fd(int out, int in, uint64_t size, uint64_t deadline_unix_ms) {
         off_t off = 0;
 
         while ((uint64_t) off < size) {
-                ssize_t n = sendfile(out, in, &off, (size_t) MIN(size - (uint64_t) off, (uint64_t) SENDFILE_CHUNK));
+                ssize_t n;
+
+                if (claimfs_deadline_passed(deadline_unix_ms))
+                        return -ETIMEDOUT;
+                n = sendfile(out, in, &off, (size_t) MIN(size - (uint64_t) off, (uint64_t) SENDFILE_CHUNK));
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -183,10 +201,48 @@ static int open_create(int parent, const char *name) {
         return openat2_fd(parent, name, O_WRONLY | O_TRUNC | O_NOCTTY | O_NONBLOCK, CLAIM_RESOLVE);
 }
 
-static int put_locked(int root, const char *rel, int memfd, uint64_t size, char *err, size_t errsize) {
+static const char *write_error(int r) {
+        return r == -ENOSPC || r == -EDQUOT ? "the sandbox's disk is full"
+               : r == -ETIMEDOUT            ? "its timeout passed (nothing was written)"
+                                            : strerror(-r);
+}
+
+/* The content into a new file beside name (CLAIMFS_TEMP_PREFIX and random
+ * hex, mode mode), renamed over name once whole: a failure, a timeout or a
+ * crash never leaves a half-written name (a crash may leave the temporary
+ * file). */
+static int put_replace(int parent, const char *name, mode_t mode, int memfd, uint64_t size,
+                       uint64_t deadline_unix_ms) {
+        char tmp[sizeof(CLAIMFS_TEMP_PREFIX) + 16];
+        struct open_how how = { .flags = O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY | O_NONBLOCK | O_CLOEXEC,
+                                .mode = mode, .resolve = CLAIM_RESOLVE };
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        r = random_id(CLAIMFS_TEMP_PREFIX, tmp, sizeof(tmp));
+        if (r < 0)
+                return r;
+        fd = (int) syscall(SYS_openat2, parent, tmp, &how, sizeof(how));
+        if (fd < 0)
+                return -errno;
+        r = fchmod(fd, mode) < 0 ? -errno : 0;     /* the mode whatever sbxd's umask */
+        if (r >= 0)
+                r = copy_fd(fd, memfd, size, deadline_unix_ms);
+        if (r >= 0 && claimfs_deadline_passed(deadline_unix_ms))
+                r = -ETIMEDOUT;
+        if (r >= 0 && renameat(parent, tmp, parent, name) < 0)
+                r = -errno;
+        if (r < 0)
+                (void) unlinkat(parent, tmp, 0);
+        return r;
+}
+
+static int put_locked(int root, const char *rel, int memfd, uint64_t size, uint64_t deadline_unix_ms, char *err,
+                      size_t errsize) {
         _cleanup_close_ int parent = -EBADF, fd = -EBADF;
         char dir[SBX_PATH_MAX + 1];
         const char *slash = strrchr(rel, '/'), *name = slash ? slash + 1 : rel;
+        struct stat st;
         int r;
 
         if (!rel[0]) {
@@ -199,39 +255,51 @@ static int put_locked(int root, const char *rel, int memfd, uint64_t size, char 
                 snprintf(err, errsize, "cannot create the directory '/%.200s': %s", dir, open_error(r));
                 return r;
         }
-        fd = open_create(parent, name);
-        if (fd >= 0) {
-                struct stat st;
-                if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                if (errno != ENOENT) {
+                        r = -errno;
+                        snprintf(err, errsize, "cannot write '/%.200s': %s", rel, open_error(r));
+                        return r;
+                }
+                st.st_mode = S_IFREG | 0644;
+        }
+        if (S_ISDIR(st.st_mode)) {
+                snprintf(err, errsize, "cannot write '/%.200s': it is a directory", rel);
+                return -EISDIR;
+        }
+        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+                snprintf(err, errsize, "'/%.200s' is not a regular file", rel);
+                return -EINVAL;
+        }
+        if (S_ISREG(st.st_mode))
+                r = put_replace(parent, name, st.st_mode & 07777, memfd, size, deadline_unix_ms);
+        else {
+                /* Through a symlink (resolved inside the claim): the file it names, rewritten in place. */
+                fd = open_create(parent, name);
+                if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
                         snprintf(err, errsize, "'/%.200s' is not a regular file", rel);
                         return -EINVAL;
                 }
+                r = fd < 0 ? fd : copy_fd(fd, memfd, size, deadline_unix_ms);
         }
-        if (fd < 0) {
+        if (r < 0)
                 snprintf(err, errsize, "cannot write '/%.200s': %s", rel,
-                         fd == -EISDIR ? "it is a directory" : open_error(fd));
-                return fd;
-        }
-        r = copy_fd(fd, memfd, size);
-        if (r < 0) {
-                snprintf(err, errsize, "cannot write '/%.200s': %s", rel,
-                         r == -ENOSPC || r == -EDQUOT ? "the sandbox's disk is full" : strerror(-r));
-                return r;
-        }
-        return 0;
+                         r == -EISDIR ? "it is a directory" : r == -ENOENT ? open_error(r) : write_error(r));
+        return r;
 }
 
-int claimfs_put(int root, uid_t uid, const char *rel, int memfd, uint64_t size, char *err, size_t errsize) {
+int claimfs_put(int root, uid_t uid, const char *rel, int memfd, uint64_t size, uint64_t deadline_unix_ms, char *err,
+                size_t errsize) {
         int r;
 
         fs_ids_to(uid);
-        r = put_locked(root, rel, memfd, size, err, errsize);
+        r = put_locked(root, rel, memfd, size, deadline_unix_ms, err, errsize);
         fs_ids_back();
         return r;
 }
 
-static int get_locked(int root, const char *rel, uint64_t max, int *ret_memfd, uint64_t *ret_size, char *err,
-                      size_t errsize) {
+static int get_locked(int root, const char *rel, uint64_t max, uint64_t deadline_unix_ms, int *ret_memfd,
+                      uint64_t *ret_size, char *err, size_t errsize) {
         _cleanup_close_ int fd = -EBADF, mem = -EBADF;
         struct stat st;
         int r;
@@ -261,9 +329,10 @@ static int get_locked(int root, const char *rel, uint64_t max, int *ret_memfd, u
         mem = memfd_create("sbx-download", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (mem < 0)
                 return -errno;
-        r = copy_fd(mem, fd, (uint64_t) st.st_size);
+        r = copy_fd(mem, fd, (uint64_t) st.st_size, deadline_unix_ms);
         if (r < 0) {
-                snprintf(err, errsize, "cannot read '/%.200s': %s", rel, strerror(-r));
+                snprintf(err, errsize, "cannot read '/%.200s': %s", rel,
+                         r == -ETIMEDOUT ? "its timeout passed" : strerror(-r));
                 return r;
         }
         if (fcntl(mem, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0 ||
@@ -274,12 +343,12 @@ static int get_locked(int root, const char *rel, uint64_t max, int *ret_memfd, u
         return 0;
 }
 
-int claimfs_get(int root, uid_t uid, const char *rel, uint64_t max, int *ret_memfd, uint64_t *ret_size, char *err,
-                size_t errsize) {
+int claimfs_get(int root, uid_t uid, const char *rel, uint64_t max, uint64_t deadline_unix_ms, int *ret_memfd,
+                uint64_t *ret_size, char *err, size_t errsize) {
         int r;
 
         fs_ids_to(uid);
-        r = get_locked(root, rel, max, ret_memfd, ret_size, err, errsize);
+        r = get_locked(root, rel, max, deadline_unix_ms, ret_memfd, ret_size, err, errsize);
         fs_ids_back();
         return r;
 }

@@ -37,12 +37,22 @@ typedef struct ClaimFsListing {
         bool truncated;
 } ClaimFsListing;
 
+/* The temporary names of claimfs_put, beside the file they become. */
+#define CLAIMFS_TEMP_PREFIX ".sbx-upload-"
+
+/* deadline_unix_ms (CLOCK_REALTIME; 0: none) is the caller's timeout:
+ * checked between chunks of a copy, -ETIMEDOUT once it passed. */
+bool claimfs_deadline_passed(uint64_t deadline_unix_ms);
 /* Write the memfd's size bytes to rel, creating missing parent directories
- * (mode 0755) and the file (0644), replacing what the file held. */
-int claimfs_put(int root, uid_t uid, const char *rel, int memfd, uint64_t size, char *err, size_t errsize);
-/* A sealed memfd holding the regular file rel (at most max bytes). */
-int claimfs_get(int root, uid_t uid, const char *rel, uint64_t max, int *ret_memfd, uint64_t *ret_size, char *err,
+ * (mode 0755): into a temporary name beside it, renamed over rel once whole
+ * (an existing file's mode is kept, a new one gets 0644), so a failure or a
+ * timeout leaves rel as it was. Through a symlink, the file it names (inside
+ * the claim) is rewritten in place. */
+int claimfs_put(int root, uid_t uid, const char *rel, int memfd, uint64_t size, uint64_t deadline_unix_ms, char *err,
                 size_t errsize);
+/* A sealed memfd holding the regular file rel (at most max bytes). */
+int claimfs_get(int root, uid_t uid, const char *rel, uint64_t max, uint64_t deadline_unix_ms, int *ret_memfd,
+                uint64_t *ret_size, char *err, size_t errsize);
 /* The first max entries (by name) of the directory rel, and how many it has. */
 int claimfs_list(int root, uid_t uid, const char *rel, size_t max, ClaimFsListing *ret, char *err, size_t errsize);
 void claimfs_listing_done(ClaimFsListing *l);

@@ -134,6 +134,10 @@ typedef struct BitFile {
 
 struct Transcript {
         int log_fd;
+        /* A new one's files are made when its first line is written out
+         * (files_create): a command without output costs no inode. */
+        int dirfd;              /* where they go (dup'ed), until made; else -EBADF */
+        char id[ID_MAX + 1];
         bool writable;
         bool finished;
         bool capped;
@@ -288,12 +292,35 @@ static void bits_append(BitFile *b, bool set) {
         b->bits++;
 }
 
+static int create_file(int dirfd, const char *id, unsigned which);
+
+/* The files of a new transcript, once: .log, .lix and (streams apart) .str;
+ * after a failure the missing ones are tried again at the next flush. */
+static int files_create(Transcript *t) {
+        int *fds[3] = { &t->log_fd, &t->idx.fd, &t->bits.fd };
+
+        if (t->dirfd < 0)
+                return 0;
+        for (unsigned i = FILE_LOG; i <= (t->apart ? FILE_STR : FILE_LIX); i++)
+                if (*fds[i] < 0) {
+                        int fd = create_file(t->dirfd, t->id, i);
+                        if (fd < 0)
+                                return fd;
+                        *fds[i] = fd;
+                }
+        t->dirfd = safe_close(t->dirfd);
+        return 0;
+}
+
 static int flush_log(Transcript *t) {
         size_t done;
         int r;
 
         if (t->logbuf_len == 0)
                 return 0;
+        r = files_create(t);
+        if (r < 0)
+                return r;
         r = pwrite_all(t->log_fd, t->logbuf, t->logbuf_len, t->log_disk, &done);
         t->log_disk += done;
         if (done < t->logbuf_len)
@@ -308,7 +335,10 @@ static int flush_log(Transcript *t) {
 static int flush_all(Transcript *t) {
         int r = 0;
 
-        if (t->apart)
+        if (t->logbuf_len == 0 && t->idx.buf_len == 0 && (!t->apart || bits_used(&t->bits) == 0))
+                return 0;
+        r = files_create(t);
+        if (r >= 0 && t->apart)
                 r = bits_flush(&t->bits);
         if (r >= 0)
                 r = flush_log(t);
@@ -930,7 +960,7 @@ static Transcript *transcript_new(void) {
         Transcript *t = calloc(1, sizeof(Transcript));
         if (!t)
                 return NULL;
-        t->log_fd = t->idx.fd = t->bits.fd = -EBADF;
+        t->log_fd = t->idx.fd = t->bits.fd = t->dirfd = -EBADF;
         t->limit = UINT64_MAX;
         return t;
 }
@@ -955,17 +985,10 @@ static int create_full(int dirfd, const char *id, uint64_t cap_bytes, bool apart
         t = transcript_new();
         if (!t)
                 return -ENOMEM;
-        t->log_fd = create_file(dirfd, id, FILE_LOG);
-        if (t->log_fd < 0)
-                return t->log_fd;
-        t->idx.fd = create_file(dirfd, id, FILE_LIX);
-        if (t->idx.fd < 0)
-                return t->idx.fd;
-        if (apart) {
-                t->bits.fd = create_file(dirfd, id, FILE_STR);
-                if (t->bits.fd < 0)
-                        return t->bits.fd;
-        }
+        t->dirfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+        if (t->dirfd < 0)
+                return -errno;
+        strlcpy(t->id, id, sizeof(t->id));
         t->writable = true;
         t->apart = apart;
         t->cap = cap_bytes;
@@ -1791,11 +1814,23 @@ int transcripts_collect(int dirfd, int (*keep)(const char *id, void *userdata), 
         return 0;
 }
 
+int transcript_empty(bool apart, Transcript **ret) {
+        Transcript *t = transcript_new();
+
+        if (!t)
+                return -ENOMEM;
+        t->apart = apart;
+        t->finished = true;
+        *ret = t;
+        return 0;
+}
+
 Transcript *transcript_free(Transcript *t) {
         if (!t)
                 return NULL;
         if (t->writable && !t->finished)
                 (void) flush_all(t);    /* keep what was committed; the pending line is lost */
+        (void) safe_close(t->dirfd);
         (void) safe_close(t->log_fd);
         (void) safe_close(t->idx.fd);
         (void) safe_close(t->bits.fd);

@@ -21,6 +21,12 @@
  * (".idx" with an entry per line, ".out" and ".err" with each stream's
  * merged line numbers) is converted by transcript_open.
  *
+ * The files of a new transcript are made when its first line is written
+ * out, not at transcript_create: a command that prints nothing (an
+ * execute_command `true`) costs no inode allocation, which on a busy ext4
+ * was most of such a command's time in sbxd; it has no files at all
+ * (transcript_open: -ENOENT, read as transcript_empty).
+ *
  * Stored bytes are counted in whole SBX_TRANSCRIPT_BLOCK blocks per file
  * (as du counts them), index and stream bits included; the cap and the limit
  * bound that count. */
@@ -68,6 +74,10 @@ int transcript_feed(Transcript *t, const void *data, size_t len);
 int transcript_feed_stream(Transcript *t, TranscriptStream s, const void *data, size_t len);
 /* The command ended: commit the pending line, if any, and write everything out (no fsync). */
 int transcript_finish(Transcript *t);
+/* A new transcript's files are made when its first line is written out: a
+ * command that printed nothing has none (transcript_open: -ENOENT), and reads
+ * as this, an empty read-only transcript (apart: of streams kept apart). */
+int transcript_empty(bool apart, Transcript **ret);
 
 uint64_t transcript_total_lines(const Transcript *t);   /* committed + pending, merged view */
 /* Lines of one view (0 for a single stream of a merged transcript). */

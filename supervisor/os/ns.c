@@ -199,6 +199,12 @@ int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size)
                 st->upper_fd = fds[0];
                 st->workspace_fd = fds[1];
                 st->root_fd = fds[2];
+                if (st->prepare) {
+                        step = "fill the session with its kept files";
+                        r = st->prepare(st->prepare_userdata, st->upper_fd, st->root_fd);
+                        if (r < 0)
+                                goto fail;
+                }
                 step = "write user namespace maps";
                 r = write_map(st->pid, "uid_map", st->uid_base, st->uid_count);
                 if (r >= 0)

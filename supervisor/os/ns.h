@@ -50,6 +50,11 @@ typedef struct SpawnState {
         uid_t uid_base;
         uint32_t uid_count;
         bool mapped;                    /* user namespace maps written; waiting for the init to finish */
+        /* If set: called with upper_fd and root_fd once the child mounted them
+         * and before it goes on (nothing in the session looked inside yet);
+         * a negative errno fails the set-up. */
+        int (*prepare)(void *userdata, int upper_fd, int root_fd);
+        void *prepare_userdata;
 } SpawnState;
 
 typedef struct Spawner Spawner;

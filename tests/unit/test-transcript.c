@@ -172,6 +172,7 @@ static void test_names(void **state) {
         assert_int_equal(transcript_remove(f->dirfd, "missing"), -ENOENT);
 
         t = new_transcript(f, "Ok_name-1", 4096);
+        feed_str(t, "x\n");
         assert_int_equal(transcript_finish(t), 0);
         assert_int_equal(transcript_feed(t, "x", 1), -EBADF);
         transcript_free(t);
@@ -190,14 +191,22 @@ static void test_collect(void **state) {
         unsigned removed = 0;
         uint64_t bytes = 0;
 
-        transcript_free(new_transcript(f, "kept", 4096));
+        {
+                Transcript *t = new_transcript(f, "kept", 4096);
+                feed_str(t, "k\n");
+                transcript_free(t);
+        }
         {
                 Transcript *t = new_transcript(f, "gone", 4096);
                 assert_int_equal(transcript_feed(t, "line\n", 5), 0);
                 assert_int_equal(transcript_finish(t), 0);
                 transcript_free(t);
         }
-        transcript_free(new_transcript(f, "half", 4096));
+        {
+                Transcript *t = new_transcript(f, "half", 4096);
+                feed_str(t, "h\n");
+                transcript_free(t);
+        }
         assert_int_equal(unlinkat(f->dirfd, "half.log", 0), 0);
         {
                 _cleanup_close_ int fd = openat(f->dirfd, "other.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -219,6 +228,8 @@ static void test_files_cloexec(void **state) {
         Transcript *t = new_transcript(f, "fds", 4096);
         int n = 0;
 
+        /* Its files are made with its first line. */
+        assert_int_equal(transcript_feed(t, "x\n", 2), 0);
         /* Every fd above 2 that points into our directory must be close-on-exec. */
         for (int fd = 3; fd < 256; fd++) {
                 char link[64], target[256];
@@ -808,11 +819,12 @@ static void test_reopen(void **state) {
         transcript_free(o);
         transcript_free(t);
 
-        /* An empty transcript reopens as empty. */
+        /* An empty transcript has no files; it reads as transcript_empty. */
         t = new_transcript(f, "empty", 4096);
         assert_int_equal(transcript_finish(t), 0);
         transcript_free(t);
-        assert_int_equal(transcript_open(f->dirfd, "empty", &o), 0);
+        assert_int_equal(transcript_open(f->dirfd, "empty", &o), -ENOENT);
+        assert_int_equal(transcript_empty(false, &o), 0);
         assert_int_equal(transcript_total_lines(o), 0);
         a = read_all(o);
         assert_string_equal(a, "");
@@ -959,6 +971,36 @@ static Transcript *new_apart(Fixture *f, const char *id, uint64_t cap) {
 static void feed_on(Transcript *t, TranscriptStream s, const char *text) {
         assert_int_equal(transcript_feed_stream(t, s, text, strlen(text)), 0);
 }
+
+/* A transcript's files come with its first written line; one without output
+ * has none, and reads as transcript_empty. */
+static void test_lazy_files(void **state) {
+        Fixture *f = *state;
+        Transcript *t = new_apart(f, "quiet", 4096);
+        char *text = NULL;
+        size_t len = 9;
+        uint64_t n = 9;
+
+        assert_int_equal(transcript_finish(t), 0);
+        transcript_free(t);
+        assert_int_equal(faccessat(f->dirfd, "quiet.log", F_OK, 0), -1);
+        assert_int_equal(transcript_open(f->dirfd, "quiet", &t), -ENOENT);
+        assert_int_equal(transcript_empty(true, &t), 0);
+        assert_int_equal(transcript_total_lines(t), 0);
+        assert_int_equal(transcript_read_stream(t, OUT, 0, 10, 4096, &text, &len, &n), 0);
+        assert_int_equal(len, 0);
+        assert_int_equal(n, 0);
+        free(text);
+        transcript_free(t);
+
+        t = new_transcript(f, "talks", 4096);
+        assert_int_equal(faccessat(f->dirfd, "talks.log", F_OK, 0), -1);
+        feed_str(t, "one\n");
+        assert_int_equal(faccessat(f->dirfd, "talks.log", F_OK, 0), 0);
+        assert_int_equal(faccessat(f->dirfd, "talks.lix", F_OK, 0), 0);
+        transcript_free(t);
+}
+
 
 /* Lines [start, start + limit) of view s within budget, checked against its total. */
 static char *read_view(Transcript *t, TranscriptStream s, uint64_t start, uint64_t limit, size_t budget,
@@ -1436,17 +1478,21 @@ static void test_streams_remove(void **state) {
                 assert_int_equal(faccessat(f->dirfd, name, F_OK, 0), -1);
         }
 
-        transcript_free(new_apart(f, "kept", 8192));
+        t = new_apart(f, "kept", 8192);
+        feed_on(t, OUT, "k\n");
+        transcript_free(t);
         t = new_apart(f, "gone", 8192);
         feed_on(t, OUT, "line\n");
         assert_int_equal(transcript_finish(t), 0);
         transcript_free(t);
-        transcript_free(new_apart(f, "half", 8192));
+        t = new_apart(f, "half", 8192);
+        feed_on(t, OUT, "h\n");
+        transcript_free(t);
         assert_int_equal(unlinkat(f->dirfd, "half.log", 0), 0);
         assert_int_equal(unlinkat(f->dirfd, "half.lix", 0), 0);
         assert_int_equal(transcripts_collect(f->dirfd, keep_one, (void *) "kept", &removed, &bytes), 0);
         assert_int_equal(removed, 1);
-        assert_int_equal(bytes, 5 + 0 + 1);
+        assert_int_equal(bytes, 5 + 0 + 1 + 1);     /* gone's .log, .lix and .str, half's .str */
         assert_int_equal(faccessat(f->dirfd, "gone.str", F_OK, 0), -1);
         assert_int_equal(faccessat(f->dirfd, "half.str", F_OK, 0), -1);
         assert_int_equal(faccessat(f->dirfd, "kept.str", F_OK, 0), 0);
@@ -1540,6 +1586,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_names, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_collect, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_files_cloexec, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_lazy_files, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_offsets_stable, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pending, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cr_bs, setup, teardown),
