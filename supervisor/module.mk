@@ -12,6 +12,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-commands.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-sessions.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-files.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-claims.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-jobs.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
@@ -28,6 +29,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/sandbox.c
 SUPERVISOR_CORE_SRCS += supervisor/core/owner.c
 SUPERVISOR_CORE_SRCS += supervisor/core/transcripts.c
 SUPERVISOR_CORE_SRCS += supervisor/core/claim.c
+SUPERVISOR_CORE_SRCS += supervisor/core/job.c
 SUPERVISOR_CORE_SRCS += supervisor/core/imagebuild.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c

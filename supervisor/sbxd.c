@@ -29,6 +29,7 @@
 #include "core/server.h"
 #include "core/session.h"
 #include "core/claim.h"
+#include "core/job.h"
 #include "core/spare.h"
 #include "core/transcripts.h"
 #include "data/layer.h"
@@ -245,6 +246,9 @@ static int server_open_state(Server *s) {
         r = claims_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load claims: %m");
+        r = jobs_load(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot load jobs: %m");
         return 0;
 }
 
@@ -414,6 +418,7 @@ static void server_done(Server *s) {
         sessions_reap(s);
         /* A last try; what still fails is marked supervisor_lost at the next start. */
         commands_store_unrecorded(s, true);
+        jobs_free(s);
         claims_free(s);
         imports_free(s);
         images_free(s);
@@ -434,7 +439,7 @@ static void server_done(Server *s) {
 static int server_timeout(Server *s) {
         unsigned long long deadline = MIN(MIN(commands_next_deadline(s), spares_next_deadline(s)),
                                           MIN(MIN(failed_sessions_next_deadline(s), clients_next_deadline(s)),
-                                              claims_next_deadline(s)));
+                                              MIN(claims_next_deadline(s), jobs_next_deadline(s))));
         unsigned long long now = now_usec();
 
         if (deadline == ~0ull)
@@ -449,6 +454,7 @@ static void server_tick(Server *s) {
         spares_run_deadlines(s);
         failed_sessions_run_deadlines(s);
         claims_run_deadlines(s);
+        jobs_run_deadlines(s);
         clients_run_deadlines(s);
         sessions_reap(s);
         clients_reap(s, false);

@@ -28,6 +28,7 @@ typedef struct Import Import;
 typedef struct WorkspaceSession WorkspaceSession;
 typedef struct Command Command;
 typedef struct Claim Claim;
+typedef struct Job Job;
 
 struct EventSource {
         int fd;                 /* -EBADF while not watched */
@@ -71,6 +72,9 @@ struct Server {
         unsigned long long unrecorded_retry_usec;
         TAILQ_HEAD(, Claim) claims;     /* the lifecycle set's, warm ones included (core/claim.h) */
         unsigned long long warm_retry_usec; /* no warm claim is made before this (one failed) */
+        TAILQ_HEAD(, Job) jobs;         /* the script set's, running and kept (core/job.h) */
+        int jobs_fd;                    /* STATE/jobs */
+        unsigned long long jobs_sweep_usec; /* expired outputs are looked for next then */
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */

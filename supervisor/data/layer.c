@@ -645,6 +645,44 @@ int tree_remove_at(int dirfd, const char *name) {
         return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 }
 
+/* Every entry below fd to uid:gid, symlinks themselves (never followed);
+ * setuid and setgid bits go (chown clears them, for all but directories). */
+static int chown_contents(int fd, uid_t uid, gid_t gid, unsigned depth) {
+        _cleanup_(closedirp) DIR *d = NULL;
+
+        if (depth > SBX_TREE_DEPTH_MAX * 4)
+                return -ELOOP;
+        d = opendir_at(fd);
+        if (!d)
+                return -errno;
+        for (struct dirent *de; (errno = 0, de = readdir(d));) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (fchownat(dirfd(d), de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                if (de->d_type == DT_DIR) {
+                        _cleanup_close_ int sub = openat(dirfd(d), de->d_name,
+                                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        int r = sub < 0 ? -errno : chown_contents(sub, uid, gid, depth + 1);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return errno ? -errno : 0;
+}
+
+int tree_chown_at(int dirfd, const char *name, uid_t uid, gid_t gid) {
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        r = chown_contents(fd, uid, gid, 0);
+        if (r >= 0 && (fchown(fd, uid, gid) < 0 || fchmod(fd, 0700) < 0))
+                r = -errno;
+        return r;
+}
+
 int tree_is_empty(int dirfd) {
         _cleanup_(closedirp) DIR *d = NULL;
 
