@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allowlist.h"
 #include "control.h"
 #include "core/job.h"
 #include "log.h"
@@ -54,8 +55,8 @@ int handle_job_start(Request *rq) {
         memcpy(fds + 1, rq->more_fds, rq->n_more_fds * sizeof(int));
         r = job_start(rq->server, rq->client, rq->seq, &(JobSpec) {
                 .command = req->command,
-                .image = req->image[0] ? req->image : "anaconda",
-                .egress = req->egress[0] ? req->egress : "package-managers",
+                .image = req->image[0] ? req->image : SCRIPT_IMAGE_DEFAULT,
+                .egress = req->egress[0] ? req->egress : SCRIPT_EGRESS_DEFAULT,
                 .background = req->background,
                 .inputs = (const Sbx__JobInput *const *) req->inputs,
                 .n_inputs = req->n_inputs,

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "allowlist.h"
 #include "core/job.h"
 #include "core/owner.h"
 #include "core/sandbox.h"
@@ -22,9 +23,6 @@
 _Static_assert(SBX_WIRE_MAX_FDS >= SBX_SCRIPT_INPUTS_MAX, "a JOB_START carries one fd per input");
 _Static_assert(SPAWN_MOUNTS_MAX <= SEND_FDS_MAX, "SETUP_GO carries a job's mounts");
 
-const char *const job_images[8] = { "node", "python", "anaconda", "go", "browser", "media", "twine", "webgamedev" };
-const char *const job_egress_modes[3] = { "none", "package-managers", "open" };
-
 #define JOB_SANDBOX_PREFIX "job-"
 #define CUT_MARKER "\n[... %llu bytes cut ...]\n"
 #define CUT_MARKER_MAX 48u              /* bytes of CUT_MARKER with its number, and its NUL */
@@ -35,28 +33,6 @@ struct JobWaiter {
         Pending pending;
         unsigned long long deadline_usec;
 };
-
-static int check_allowlist(const char *what, const char *value, const char *const *list, size_t n, char *err,
-                           size_t size) {
-        char names[160] = "";
-
-        for (size_t i = 0; i < n; i++) {
-                if (strcmp(value, list[i]) == 0)
-                        return 0;
-                strlcat(names, i ? ", " : "", sizeof(names));
-                strlcat(names, list[i], sizeof(names));
-        }
-        snprintf(err, size, "%s \"%.80s\" is not in the allowlist (%s)", what, value, names);
-        return -EINVAL;
-}
-
-int job_check_image(const char *image, char *err, size_t size) {
-        return check_allowlist("image", image, job_images, ELEMENTSOF(job_images), err, size);
-}
-
-int job_check_egress(const char *egress, char *err, size_t size) {
-        return check_allowlist("egress mode", egress, job_egress_modes, ELEMENTSOF(job_egress_modes), err, size);
-}
 
 unsigned jobs_running(const Server *s, bool any_uid, uid_t uid) {
         const Job *job;
@@ -638,9 +614,9 @@ int job_start(Server *s, Client *c, uint32_t seq, const JobSpec *spec, Job **ret
         Job *job;
         int r;
 
-        r = job_check_image(spec->image, err, size);
+        r = script_check_image(spec->image, err, size);
         if (r >= 0)
-                r = job_check_egress(spec->egress, err, size);
+                r = script_check_egress(spec->egress, err, size);
         if (r < 0)
                 return r;
         if (jobs_running(s, true, 0) >= s->cfg.jobs_max) {

@@ -76,20 +76,13 @@ struct Job {
 /* What a job is made of: the request's fields, checked. */
 typedef struct JobSpec {
         const char *command;
-        const char *image;              /* one of job_images */
-        const char *egress;             /* one of job_egress_modes; for the sandbox policy (see above) */
+        const char *image;              /* one of script_images (common/allowlist.h) */
+        const char *egress;             /* one of script_egress_modes; for the sandbox policy (see above) */
         bool background;
         const Sbx__JobInput *const *inputs;
         size_t n_inputs;
         const int *input_fds;           /* one per input, borrowed */
 } JobSpec;
-
-/* The seed's allowlists, in the order its errors name them. */
-extern const char *const job_images[8];
-extern const char *const job_egress_modes[3];
-/* "image \"x\" is not in the allowlist (node, ...)" and the egress one into err; -EINVAL. */
-int job_check_image(const char *image, char *err, size_t size);
-int job_check_egress(const char *egress, char *err, size_t size);
 
 /* Start a job for c (seq: its request). 0 with *ret answered at once
  * (background: running), JOB_DEFERRED when the end answers it, or -errno
