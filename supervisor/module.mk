@@ -59,5 +59,6 @@ SBXCTL_SRCS += supervisor/sbxctl.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-util.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-verbs.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-claims.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-jobs.c
 # a build tool: the bash completion, written from sbxctl's tables
 SBXCTL_COMPLETION_SRCS += supervisor/sbxctl-completion.c
