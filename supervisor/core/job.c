@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -410,6 +411,23 @@ static int detached_mount(int fd, bool read_only, int *ret) {
         return 0;
 }
 
+/* The file fd is, opened here by its real path (no symlink on it), if it is
+ * the same inode: sbxd under systemd (ProtectSystem=) has a mount namespace
+ * of its own, and open_tree clones no mount of another namespace. */
+static int reopen_here(int fd, const char *real, int *ret) {
+        _cleanup_close_ int own = openat2_fd(AT_FDCWD, real, O_PATH, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        struct stat a, b;
+
+        if (own < 0)
+                return own;
+        if (fstat(fd, &a) < 0 || fstat(own, &b) < 0)
+                return -errno;
+        if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+                return -ESTALE;
+        *ret = TAKE_FD(own);
+        return 0;
+}
+
 /* Input i: its descriptor is what the broker opened as the caller; its type
  * and its real path are checked here again, and it becomes mount i. */
 static int job_input(Server *s, const JobSpec *spec, size_t i, SessionMounts *m, char *err, size_t size) {
@@ -447,6 +465,13 @@ static int job_input(Server *s, const JobSpec *spec, size_t i, SessionMounts *m,
                 return -EACCES;
         }
         r = detached_mount(spec->input_fds[i], true, &m->fds[m->names.n]);
+        if (r == -EINVAL) {
+                _cleanup_close_ int own = -EBADF;
+
+                r = reopen_here(spec->input_fds[i], real, &own);
+                if (r >= 0)
+                        r = detached_mount(own, true, &m->fds[m->names.n]);
+        }
         if (r < 0) {
                 snprintf(err, size, "mount path %.200s: cannot mount it: %s", in->path, strerror(-r));
                 return r;

@@ -78,7 +78,7 @@ h.test('the smallest command on python (built lazily): exit code, output_dir wit
   // the sandbox is gone
   const l = await sbxctl(h.socket, ['sandbox', 'list', '--json']);
   assert.deepEqual(JSON.parse(l.stdout), []);
-});
+}, { timeout: BUILD_MS });
 
 h.test('/in: files and directories read-only at /in/<basename>, mounted from the descriptor (a swapped symlink changes nothing)', async () => {
   fs.writeFileSync(path.join(INPUTS, 'data.csv'), 'a,b\n1,2\n');
