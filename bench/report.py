@@ -349,6 +349,15 @@ for img in ("python", "anaconda"):
         ".deb cache as left by make check / check-images)" % img, "s", {"median": bd["build_ms"] / 1000.0, "n": 1},
         note="size %s bytes, %s" % (info.get("size_bytes"), info.get("versions")))
 
+# 15. script (issue 18): a fresh sandbox, session and /out per call
+d = load("script")
+if d:
+    s, b = d["samples"]["script"], d["samples"]["auto"]
+    r = paired_ratio(s, b)
+    row("sandbox_script", "sandbox_script `true`, egress none, on the built python image (sandbox, session, "
+        "/out and teardown per call)", "ms", dist(s), "exec_command `true` in an automatic session, interleaved",
+        dist(b), r, "<= 2.0x", r <= 2.0)
+
 # ---- print and write --------------------------------------------------------------
 
 
