@@ -35,15 +35,6 @@ struct JobWaiter {
         unsigned long long deadline_usec;
 };
 
-unsigned jobs_running(const Server *s, bool any_uid, uid_t uid) {
-        const Job *job;
-        unsigned n = 0;
-
-        TAILQ_FOREACH(job, &s->jobs, link)
-                n += !job->ended && (any_uid || job->uid == uid);
-        return n;
-}
-
 Job *job_find(Server *s, const Client *c, const char *id) {
         Job *job;
 
