@@ -360,6 +360,14 @@ if d:
         "through sbx-egress (exec_command round trip included)" % mib, "MiB/s", dp,
         "the same curl on the host without the proxy, interleaved", db, dp["median"] / db["median"],
         ">= 300 MiB/s", dp["median"] >= 300)
+# 16. script (issue 18): a fresh sandbox, session and /out per call
+d = load("script")
+if d:
+    s, b = d["samples"]["script"], d["samples"]["auto"]
+    r = paired_ratio(s, b)
+    row("sandbox_script", "sandbox_script `true`, egress none, on the built python image (sandbox, session, "
+        "/out and teardown per call)", "ms", dist(s), "exec_command `true` in an automatic session, interleaved",
+        dist(b), r, "<= 2.0x", r <= 2.0)
 
 # ---- print and write --------------------------------------------------------------
 

@@ -14,7 +14,7 @@
 # BENCH_STALL_ATTACKS="pub pub_50k ren shuf read" (the default) the stall
 # row's attacks that run; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
-# layers memory lifecycle peers neighbour stall images egress). BENCH_IMAGE_CACHE: the .deb cache of
+# layers memory lifecycle peers neighbour stall images egress script). BENCH_IMAGE_CACHE: the .deb cache of
 # the images row (default /var/cache/sbx-ci/images/archives).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -661,6 +661,20 @@ if want images; then
  {"tag":"default","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"true"},"expect":"ok"}]}\n' "$N" \
     >"$D/scripts/images.json"
   log "images: $N pairs, automatic sessions on python vs default"; drive images
+fi
+
+# ---- 15. script: sandbox_script `true` (a fresh sandbox per call) vs the automatic-session row
+if want script; then
+  [[ -f $D/images.d/python.conf ]] || install -m 0644 dist/images.d/python.conf "$D/images.d/python.conf"
+  log "script: building python if needed"
+  "$BIN/sbxctl" --socket "$SOCK" image build python >/dev/null
+  N=$(sc 100 20)
+  printf '{"warmup":3, "n":%s, "loop":[
+ {"tag":"script","tool":"sandbox_script","args":{"command":"true","image":"python","egress":"none"}},
+ {"tag":"auto","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"true"},"expect":"ok"}]}\n' "$N" \
+    >"$D/scripts/script.json"
+  log "script: $N pairs, sandbox_script vs exec_command in an automatic session"
+  drive script "$BIN/sandbox-mcp" --set runtime,script --socket "$SOCK"
 fi
 
 # ---- the report ---------------------------------------------------------------------------

@@ -49,7 +49,8 @@ typedef struct Pending {
  * that goes with it as SCM_RIGHTS. */
 typedef struct Frame {
         struct Frame *next;
-        int fd;
+        int fds[SBX_WIRE_MAX_FDS];
+        size_t n_fds;
         size_t len;
         uint8_t data[];
 } Frame;
@@ -68,6 +69,8 @@ typedef struct Broker {
         size_t n_pending;
         bool stdin_done;                /* end of input: exit once the calls in flight are answered */
         uint32_t probe_seq;             /* the start-up SANDBOX_LIST, until answered */
+        uint32_t roots_seq;             /* the start-up SCRIPT_ROOTS (script set), until answered */
+        bool logging_quiet;             /* logging/setLevel above info: no job notifications */
         char *lost;                     /* why the connection to sbxd was last lost or refused */
         char *status;                   /* for the initialize instructions: what the start-up found */
         char mcp_session[33];           /* the MCP session identity, made at initialize ("" before) */
@@ -158,7 +161,8 @@ static void broker_clear_queue(Broker *b) {
         while (b->out_head) {
                 Frame *f = b->out_head;
                 b->out_head = f->next;
-                (void) safe_close(f->fd);
+                for (size_t i = 0; i < f->n_fds; i++)
+                        (void) safe_close(f->fds[i]);
                 free(f);
         }
         b->out_tail = NULL;
@@ -182,27 +186,26 @@ static int broker_drop(Broker *b, const char *text) {
         return r;
 }
 
-/* Queue msg; fd (>= 0: attached as the frame's one SCM_RIGHTS fd) is
+/* Queue msg with n_fds fds (attached as SCM_RIGHTS, in order), which are
  * taken in every case. */
-static int broker_queue(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd) {
-        _cleanup_close_ int owned = fd;
+static int broker_queue_fds(Broker *b, const Sbx__Msg *msg, uint32_t seq, int *fds, size_t n_fds) {
         size_t body = sbx__msg__get_packed_size(msg);
-        ssize_t len;
-        Frame *f;
+        ssize_t len = -EMSGSIZE;
+        Frame *f = NULL;
 
-        if (body > SBX_FRAME_MAX)
-                return -EMSGSIZE;
-        if (b->n_out >= QUEUE_MAX)
-                return -ENOBUFS;
-        f = malloc(sizeof(Frame) + SBX_WIRE_HEADER_SIZE + body);
-        if (!f)
-                return -ENOMEM;
-        len = wire_pack(msg, seq, owned >= 0 ? 1 : 0, f->data, SBX_WIRE_HEADER_SIZE + body);
+        if (body <= SBX_FRAME_MAX && b->n_out < QUEUE_MAX && n_fds <= SBX_WIRE_MAX_FDS) {
+                f = malloc(sizeof(Frame) + SBX_WIRE_HEADER_SIZE + body);
+                len = f ? wire_pack(msg, seq, n_fds, f->data, SBX_WIRE_HEADER_SIZE + body) : -ENOMEM;
+        } else if (b->n_out >= QUEUE_MAX)
+                len = -ENOBUFS;
         if (len < 0) {
                 free(f);
+                for (size_t i = 0; i < n_fds; i++)
+                        (void) safe_close(fds[i]);
                 return (int) len;
         }
-        f->fd = TAKE_FD(owned);
+        memcpy(f->fds, fds, n_fds * sizeof(int));
+        f->n_fds = n_fds;
         f->len = (size_t) len;
         f->next = NULL;
         if (b->out_tail)
@@ -214,12 +217,17 @@ static int broker_queue(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd) {
         return 0;
 }
 
+/* The same with fd (>= 0: the frame's one SCM_RIGHTS fd), taken in every case. */
+static int broker_queue(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd) {
+        return broker_queue_fds(b, msg, seq, &fd, fd >= 0);
+}
+
 /* Send what the socket takes. A failed socket is dropped (r < 0 only when
  * stdout failed while telling the calls). */
 static int broker_flush(Broker *b) {
         while (b->sock >= 0 && b->out_head) {
                 Frame *f = b->out_head;
-                ssize_t n = sendmsg_with_fds(b->sock, f->data, f->len, &f->fd, f->fd >= 0,
+                ssize_t n = sendmsg_with_fds(b->sock, f->data, f->len, f->fds, f->n_fds,
                                              MSG_NOSIGNAL | MSG_DONTWAIT);
 
                 if (n < 0) {
@@ -234,7 +242,8 @@ static int broker_flush(Broker *b) {
                 if (!b->out_head)
                         b->out_tail = NULL;
                 b->n_out--;
-                (void) safe_close(f->fd);       /* sbxd has its own reference now */
+                for (size_t i = 0; i < f->n_fds; i++)
+                        (void) safe_close(f->fds[i]); /* sbxd has its own reference now */
                 free(f);
         }
         return 0;
@@ -297,6 +306,30 @@ static int broker_on_progress(Broker *b, const Sbx__Progress *pr, uint32_t seq) 
         return n ? send_message(n) : -ENOMEM;
 }
 
+/* A background job ended (the script set): one advisory MCP logging
+ * notification, unless the client asked for warnings and worse only. */
+static int broker_on_job_ended(Broker *b, const Sbx__JobInfo *o) {
+        json_t *n;
+
+        if (b->logging_quiet)
+                return 0;
+        n = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s, s:o}}}", "jsonrpc", "2.0", "method",
+                      "notifications/message", "params", "level", "info", "logger", "sandbox_script", "data",
+                      "job_id", o->job_id, "status", o->status, "exit_code",
+                      o->has_exit_code ? json_integer(o->exit_code) : json_null());
+        return n ? send_message(n) : -ENOMEM;
+}
+
+/* The start-up SCRIPT_ROOTS: the live descriptions of sandbox_script's inputs. */
+static int broker_on_roots(Broker *b, const Sbx__Reply *reply) {
+        const Sbx__ScriptRootsReply *l = reply->body_case == SBX__REPLY__BODY_SCRIPT_ROOTS ? reply->script_roots : NULL;
+
+        b->roots_seq = 0;
+        if (!l)
+                log_warning("sbxd did not tell script_allowed_paths: %s", reply->errmsg ? reply->errmsg : "unexpected reply");
+        return script_set_roots(b->tools, l ? l->roots : NULL, l ? l->n_roots : 0, l != NULL);
+}
+
 /* fd: the one descriptor that came with the frame, or -EBADF. */
 static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd) {
         _cleanup_json_ json_t *id = NULL, *result = NULL;
@@ -307,6 +340,8 @@ static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd)
 
         if (msg->type == SBX__MSG_TYPE__MSG_PROGRESS)
                 return broker_on_progress(b, msg->progress, seq);
+        if (msg->type == SBX__MSG_TYPE__MSG_JOB_ENDED)
+                return broker_on_job_ended(b, msg->job_ended);
         if (msg->type != SBX__MSG_TYPE__MSG_REPLY) {
                 log_warning("sbxd sent unexpected message type %d, dropping the connection", (int) msg->type);
                 return broker_drop(b, "lost connection to sbxd");
@@ -325,6 +360,8 @@ static int broker_on_frame(Broker *b, const Sbx__Msg *msg, uint32_t seq, int fd)
         }
         if (seq == b->probe_seq)
                 return broker_on_probe(b, reply);
+        if (seq == b->roots_seq)
+                return broker_on_roots(b, reply);
         p = pending_find_seq(b, seq);
         if (!p) {
                 log_debug("Reply to seq %u, which is no longer pending, ignoring", seq);
@@ -478,16 +515,23 @@ static int broker_probe(Broker *b) {
         msg.sandbox_list = &list;
         b->probe_seq = broker_next_seq(b);
         r = broker_queue(b, &msg, b->probe_seq, -EBADF);
+        if (r >= 0 && (tools_sets(b->tools) & TOOL_SET_SCRIPT)) {
+                Sbx__ScriptRoots roots = SBX__SCRIPT_ROOTS__INIT;
+
+                wire_msg_set(&msg, SBX__MSG_TYPE__MSG_CLIENT_SCRIPT_ROOTS, &roots);
+                b->roots_seq = broker_next_seq(b);
+                r = broker_queue(b, &msg, b->roots_seq, -EBADF);
+        }
         if (r >= 0)
                 r = broker_flush(b);
-        while (r >= 0 && b->sock >= 0 && b->probe_seq != 0) {
+        while (r >= 0 && b->sock >= 0 && (b->probe_seq != 0 || b->roots_seq != 0)) {
                 struct pollfd p = { .fd = b->sock, .events = POLLIN | (b->out_head ? POLLOUT : 0) };
                 unsigned long long now = now_usec();
 
                 if (now >= deadline) {
                         char why[64];
 
-                        b->probe_seq = 0;
+                        b->probe_seq = b->roots_seq = 0;
                         snprintf(why, sizeof(why), "it did not answer within %u ms", SBX_MCP_PROBE_MS);
                         return broker_unreachable(b, why);
                 }
@@ -539,7 +583,17 @@ static int broker_send(Broker *b, const json_t *id, ToolRequest *req, json_t *ar
                 return 0;
         }
         seq = broker_next_seq(b);
-        r = broker_queue(b, &req->msg, seq, TAKE_FD(req->fd));
+        {
+                int fds[SBX_WIRE_MAX_FDS];
+                size_t n = 0;
+
+                if (req->fd >= 0)
+                        fds[n++] = TAKE_FD(req->fd);
+                for (size_t i = 0; i < req->n_more_fds; i++)
+                        fds[n++] = TAKE_FD(req->more_fds[i]);
+                req->n_more_fds = 0;
+                r = broker_queue_fds(b, &req->msg, seq, fds, n);
+        }
         if (r == -EMSGSIZE || r == -EINVAL)
                 return (*ret_text = strdup("request too large for sbxd")) ? 0 : -ENOMEM;
         if (r == -ENOBUFS) {
@@ -736,10 +790,27 @@ static int handle_request(Broker *b, const JsonRpcMessage *m) {
                 if (r < 0)
                         return r;
         }
-        if (strcmp(m->method, "initialize") == 0)
-                return send_message(jsonrpc_result(m->id, mcp_initialize_result_for(
-                                m->params, SBX_VERSION, b->status, tools_sets(b->tools) == TOOL_SET_LIFECYCLE,
-                                tools_sets(b->tools) & TOOL_SET_LIFECYCLE)));
+        if (strcmp(m->method, "initialize") == 0) {
+                json_t *res = mcp_initialize_result_for(m->params, SBX_VERSION, b->status,
+                                                        tools_sets(b->tools) == TOOL_SET_LIFECYCLE,
+                                                        tools_sets(b->tools) & TOOL_SET_LIFECYCLE);
+                /* The script set's background jobs end with a notifications/message. */
+                if (res && (tools_sets(b->tools) & TOOL_SET_SCRIPT) &&
+                    json_object_set_new(json_object_get(res, "capabilities"), "logging", json_object()) < 0) {
+                        json_decref(res);
+                        res = NULL;
+                }
+                return send_message(jsonrpc_result(m->id, res));
+        }
+        if (strcmp(m->method, "logging/setLevel") == 0 && (tools_sets(b->tools) & TOOL_SET_SCRIPT)) {
+                const char *level = json_string_value(json_object_get(m->params, "level"));
+
+                if (!level)
+                        return send_error(m->id, JSONRPC_INVALID_PARAMS, "Invalid params: level must be a string");
+                /* The notifications are of level info: any higher level asked for silences them. */
+                b->logging_quiet = strcmp(level, "debug") != 0 && strcmp(level, "info") != 0;
+                return send_message(jsonrpc_result(m->id, json_object()));
+        }
         if (strncmp(m->method, "resources/", 10) == 0 && (tools_sets(b->tools) & TOOL_SET_LIFECYCLE)) {
                 if (strcmp(m->method, "resources/templates/list") == 0)
                         return send_message(jsonrpc_result(m->id, lifecycle_resource_templates()));

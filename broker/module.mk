@@ -12,3 +12,4 @@ BROKER_LIB_SRCS += broker/tool-schemas.c
 BROKER_LIB_SRCS += broker/set-runtime.c
 BROKER_LIB_SRCS += broker/set-sessions.c
 BROKER_LIB_SRCS += broker/set-lifecycle.c
+BROKER_LIB_SRCS += broker/set-script.c

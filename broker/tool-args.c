@@ -87,6 +87,8 @@ void tool_request_done(ToolRequest *req) {
         if (!req)
                 return;
         req->fd = safe_close(req->fd);
+        for (; req->n_more_fds > 0; req->n_more_fds--)
+                (void) safe_close(req->more_fds[req->n_more_fds - 1]);
         free(req->heap);
         req->heap = NULL;
 }

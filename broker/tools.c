@@ -150,6 +150,7 @@ int tool_prepare(const Tool *tool, json_t *arguments, ToolRequest *ret_req, char
         int r;
 
         ret_req->fd = -EBADF;
+        ret_req->n_more_fds = 0;
         ret_req->heap = NULL;
         r = schema_validate(tool->input_schema, arguments, &why);
         if (r == -EINVAL)

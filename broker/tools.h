@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "sbx.pb-c.h"
+#include "wire.h"
 
 /* Every tool set, in tools/list order: X(name, NAME). Its tools are in
  * broker/set-NAME.c, which defines tool_set_NAME (tool-set.h); a new set is
@@ -18,7 +19,8 @@
 #define TOOL_SETS(X)                    \
         X(runtime, RUNTIME)             \
         X(sessions, SESSIONS)           \
-        X(lifecycle, LIFECYCLE)
+        X(lifecycle, LIFECYCLE)         \
+        X(script, SCRIPT)
 
 enum {
 #define TOOL_SET_INDEX_(name, NAME) TOOL_SET_INDEX_##NAME,
@@ -59,6 +61,8 @@ typedef struct ToolRequest {
                 unsigned char bytes[TOOL_REQUEST_BODY_SIZE];
         } body;                 /* the message msg carries */
         int fd;
+        int more_fds[SBX_WIRE_MAX_FDS - 1]; /* after fd, in order: sandbox_script's host inputs */
+        size_t n_more_fds;
         void *heap;             /* what the message points to beyond body (labels), freed with it */
         uint64_t timeout_s;     /* the call gives up if sbxd has not answered within this (0: it waits) */
 } ToolRequest;
@@ -96,6 +100,12 @@ unsigned tools_sets(const Tools *t);
 json_t *lifecycle_resource_templates(void);
 int lifecycle_resource_prepare(const char *uri, ToolRequest *req, char **ret_error);
 int lifecycle_resource_render(const Sbx__Reply *reply, const char *uri, json_t **ret);
+
+/* The script set's live input schema (set-script.c): the descriptions of
+ * sandbox_script's files and directories name the n roots of
+ * script_allowed_paths that sbxd told (known), warn that there are none,
+ * or say sbxd did not tell (known false). */
+int script_set_roots(Tools *t, char **roots, size_t n, bool known);
 
 /* The "tools/list" result, {"tools":[...]}, borrowed. */
 const json_t *tools_list_result(const Tools *t);

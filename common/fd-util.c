@@ -262,12 +262,12 @@ DIR *opendir_at(int dirfd) {
 ssize_t sendmsg_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds, int flags) {
         union {
                 struct cmsghdr align;
-                char buf[CMSG_SPACE(3 * sizeof(int))];
+                char buf[CMSG_SPACE(SEND_FDS_MAX * sizeof(int))];
         } control = {};
         struct iovec iov = { .iov_base = (void *) data, .iov_len = len };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-        if (n_fds > 3) {
+        if (n_fds > SEND_FDS_MAX) {
                 errno = EINVAL;
                 return -1;
         }

@@ -6,6 +6,8 @@
 #include <sys/types.h>
 #include <dirent.h>
 
+#include "sbx-limits.h"
+
 int fd_nonblock(int fd, bool nonblock);
 /* Move fd to number target (clearing close-on-exec there); used right before exec. */
 int fd_move_to(int fd, int target);
@@ -23,7 +25,9 @@ int loop_write(int fd, const void *buf, size_t len);
  * if the child is gone and reaped by then. Returns the pid or -errno. */
 pid_t clone_vfork(int (*fn)(void *), int flags, void *arg, int *ret_pidfd);
 
-/* One datagram of len bytes with up to 3 fds attached (SCM_RIGHTS), MSG_NOSIGNAL. */
+/* fds one datagram carries at most: a job's inputs and its /out (core/job.h). */
+#define SEND_FDS_MAX (SBX_SCRIPT_INPUTS_MAX + 1u)
+/* One datagram of len bytes with up to SEND_FDS_MAX fds attached (SCM_RIGHTS), MSG_NOSIGNAL. */
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds);
 /* The same with these sendmsg(2) flags, returning what sendmsg returns (errno set). */
 ssize_t sendmsg_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds, int flags);

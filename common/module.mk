@@ -7,3 +7,4 @@ COMMON_SRCS += common/memfd-util.c
 COMMON_SRCS += common/base64.c
 COMMON_SRCS += common/workpool.c
 COMMON_SRCS += common/egress-policy.c
+COMMON_SRCS += common/allowlist.c

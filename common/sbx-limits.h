@@ -225,6 +225,22 @@
 #define SBX_WARM_RETRY_MAX_S 600u               /* doubled at each failure in a row, at most this */
 #define SBX_REPLY_IN_FD_MAX (16u << 20)         /* a reply packed into a memfd (Reply.in_fd) */
 
+/* Jobs: the script set's sandbox_script and its job tools (issue 18, core/job.h) */
+#define SBX_SCRIPT_INPUTS_MAX 16u               /* files + directories of one call: one fd each in its frame */
+#define SBX_SCRIPT_ROOTS_MAX 32u                /* sbxd.conf script_allowed_paths entries */
+#define SBX_SCRIPT_RUNTIME_MAX_S (48u * 3600u)  /* the seed's explicit 48 h runtime limit: then timed_out */
+#define SBX_SCRIPT_WAIT_DEFAULT_S 1800u         /* sandbox_wait timeout_seconds default and maximum (the seed's) */
+#define SBX_SCRIPT_WAIT_MAX_S 172800u
+#define SBX_SCRIPT_STDERR_TAIL (16u << 10)      /* the result's stderr: the last 16 KiB (the seed's) */
+#define SBX_SCRIPT_STDOUT_MAX_DEFAULT (64u << 10) /* sbxd.conf script_stdout_max: stdout's head and tail */
+#define SBX_SCRIPT_STDOUT_MAX_MAX (4u << 20)    /* ... at most (a result line is at most 10 MiB) */
+#define SBX_SCRIPT_OUTPUT_TTL_DEFAULT_S (7u * 86400u) /* sbxd.conf script_output_ttl: outputs kept this long */
+#define SBX_JOBS_MAX_DEFAULT 64u                /* sbxd.conf jobs_max: running jobs of all owners */
+#define SBX_JOBS_MAX_MAX 1024u
+#define SBX_OWNER_JOBS_MAX_DEFAULT 8u           /* sbxd.conf owner_jobs_max: running jobs of one uid */
+#define SBX_OWNER_JOBS_KEPT_MAX 1000u           /* ended jobs of one uid kept; the oldest goes first */
+#define SBX_JOB_SWEEP_S 60u                     /* how often expired outputs are looked for */
+
 /* Commands' own limits, set by the worker in the command child (issue 4) */
 #define SBX_COMMAND_NOFILE 4096u                /* RLIMIT_NOFILE, soft and hard */
 #define SBX_COMMAND_OOM_SCORE_ADJ 500           /* the OOM killer takes commands before the worker */

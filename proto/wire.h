@@ -12,7 +12,7 @@
 #define SBX_PROTO_VERSION 12u
 #define SBX_WIRE_MAGIC 0x53425800u                 /* "SBX\0" | version */
 #define SBX_WIRE_HEADER_SIZE 16u
-#define SBX_WIRE_MAX_FDS 4u
+#define SBX_WIRE_MAX_FDS 16u               /* = SBX_SCRIPT_INPUTS_MAX: a JOB_START's inputs */
 
 typedef struct WireHeader {
         uint32_t magic_version;

@@ -47,5 +47,7 @@ void request_done(Request *rq) {
                 rq->owned[rq->n_owned].done(rq->owned[rq->n_owned].p);
         }
         rq->fd = safe_close(rq->fd);
+        for (; rq->n_more_fds > 0; rq->n_more_fds--)
+                (void) safe_close(rq->more_fds[rq->n_more_fds - 1]);
         rq->reply_fd = safe_close(rq->reply_fd);
 }

@@ -72,6 +72,20 @@ const RequestType request_types[] = {
                CHECKS(PATH("path"), MSG_CHECK_RANGE("max_entries", NULL, 1, SBX_CLAIM_LIST_MAX))),
         ANYONE(CLAIM_STAT, claim_path, handle_claim_stat, CHECKS(PATH("path"))),
         ANYONE(TEMPLATE_LIST, template_list, handle_template_list, NULL),
+        /* Jobs: the caller's own (core/job.h); JOB_START carries one fd per host input. */
+        { SBX__MSG_TYPE__MSG_CLIENT_JOB_START, &sbx__job_start__descriptor, PERM_ANYONE, NULL, NULL,
+          SBX_SCRIPT_INPUTS_MAX,
+          CHECKS(MSG_CHECK_LENGTH("command", 1, SBX_CMD_MAX, -EINVAL), MSG_CHECK_LENGTH("image", 0, SBX_NAME_MAX, -EINVAL),
+                 MSG_CHECK_LENGTH("egress", 0, 64, -EINVAL)),
+          handle_job_start },
+        ANYONE(JOB_STATUS, job_ref, handle_job_status, CHECKS(MSG_CHECK_LENGTH("job_id", 1, 64, -EINVAL))),
+        ANYONE(JOB_WAIT, job_wait, handle_job_wait,
+               CHECKS(MSG_CHECK_LENGTH("job_id", 1, 64, -EINVAL),
+                      MSG_CHECK_RANGE("timeout_seconds", NULL, 0, SBX_SCRIPT_WAIT_MAX_S))),
+        ANYONE(JOB_CANCEL, job_ref, handle_job_cancel, CHECKS(MSG_CHECK_LENGTH("job_id", 1, 64, -EINVAL))),
+        ANYONE(JOB_RM, job_ref, handle_job_rm, CHECKS(MSG_CHECK_LENGTH("job_id", 1, 64, -EINVAL))),
+        ANYONE(JOB_LIST, job_list, handle_job_list, NULL),
+        ANYONE(SCRIPT_ROOTS, script_roots, handle_script_roots, NULL),
         ANYONE(IMAGE_LIST, image_list, handle_image_list, NULL),
         ROOT(IMAGE_BUILD, image_build, "build images", handle_image_build, CHECKS(NAME("name"))),
         ROOT(IMAGE_RM, image_rm, "remove images", handle_image_rm, CHECKS(NAME("name"))),
@@ -195,10 +209,12 @@ static void request_dispatch(Server *s, Client *c, uint32_t seq, const Sbx__Msg 
         int r;
 
         for (size_t i = 0; i < n_fds; i++)
-                if (refused || i > 0)
+                if (refused)
                         safe_close(fds[i]);
-                else
+                else if (i == 0)
                         rq.fd = fds[0];
+                else
+                        rq.more_fds[rq.n_more_fds++] = fds[i];
         if (refused) {
                 client_drop(s, c, refused);
                 return;

@@ -56,6 +56,8 @@ struct Request {
         const Sbx__Msg *msg;
         Sandbox *sandbox;               /* PERM_OWNER: the sandbox named, which the caller may use */
         int fd;                         /* the descriptor it carried, or -EBADF */
+        int more_fds[SBX_WIRE_MAX_FDS - 1]; /* the ones after it (a JOB_START's inputs); -EBADF once taken */
+        size_t n_more_fds;
         int reply_fd;                   /* a descriptor the reply carries (taken when sent), or -EBADF */
         Sbx__Reply reply;
         char error[REQUEST_ERROR_MAX];
@@ -119,6 +121,14 @@ int handle_file_write(Request *rq);
 int handle_file_edit(Request *rq);
 int handle_file_blame(Request *rq);
 /* control-claims.c: the lifecycle set */
+/* control-jobs.c: the script set's jobs (core/job.h) */
+int handle_job_start(Request *rq);
+int handle_job_status(Request *rq);
+int handle_job_wait(Request *rq);
+int handle_job_cancel(Request *rq);
+int handle_job_list(Request *rq);
+int handle_job_rm(Request *rq);
+int handle_script_roots(Request *rq);
 int handle_claim_create(Request *rq);
 int handle_claim_delete(Request *rq);
 int handle_claim_status(Request *rq);

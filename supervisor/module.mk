@@ -12,6 +12,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-commands.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-sessions.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-files.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-claims.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-jobs.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
@@ -30,6 +31,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/sandbox.c
 SUPERVISOR_CORE_SRCS += supervisor/core/owner.c
 SUPERVISOR_CORE_SRCS += supervisor/core/transcripts.c
 SUPERVISOR_CORE_SRCS += supervisor/core/claim.c
+SUPERVISOR_CORE_SRCS += supervisor/core/job.c
 SUPERVISOR_CORE_SRCS += supervisor/core/imagebuild.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
@@ -59,5 +61,6 @@ SBXCTL_SRCS += supervisor/sbxctl.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-util.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-verbs.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-claims.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-jobs.c
 # a build tool: the bash completion, written from sbxctl's tables
 SBXCTL_COMPLETION_SRCS += supervisor/sbxctl-completion.c

@@ -1217,6 +1217,9 @@ const CtlVerb ctl_verbs[] = {
         { "claim show",       1, "claim [NAMESPACE/]NAME", NULL, 0, 0, ctl_build_claim_show, ctl_print_claim_show, NULL },
         { "claim delete",     1, "claim [NAMESPACE/]NAME", NULL, 0, CTL_NO_JSON, ctl_build_claim_delete,
           ctl_print_claim_delete, NULL },
+        { "job list",         0, NULL, NULL, 0, 0, ctl_build_job_list, ctl_print_job_list, NULL },
+        { "job show",         1, "job ID", NULL, 0, 0, ctl_build_job_show, ctl_print_job_show, NULL },
+        { "job rm",           1, "job ID", NULL, 0, CTL_NO_JSON, ctl_build_job_rm, ctl_print_job_rm, NULL },
         { "gc",               0, NULL, NULL, 0, 0, build_gc, print_gc, NULL },
         { "status",           0, NULL, NULL, 0, 0, build_status, print_status, NULL },
 };

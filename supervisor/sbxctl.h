@@ -134,6 +134,14 @@ int ctl_print_claim_show(const Args *a, const Sbx__Reply *reply);
 int ctl_build_claim_delete(Args *a, CtlRequest *req);
 int ctl_print_claim_delete(const Args *a, const Sbx__Reply *reply);
 
+/* sbxctl-jobs.c: job list|show|rm (the script set's jobs). */
+int ctl_build_job_list(Args *a, CtlRequest *req);
+int ctl_print_job_list(const Args *a, const Sbx__Reply *reply);
+int ctl_build_job_show(Args *a, CtlRequest *req);
+int ctl_print_job_show(const Args *a, const Sbx__Reply *reply);
+int ctl_build_job_rm(Args *a, CtlRequest *req);
+int ctl_print_job_rm(const Args *a, const Sbx__Reply *reply);
+
 extern const CtlOption ctl_options[];
 extern const size_t ctl_n_options;
 extern const CtlVerb ctl_verbs[];

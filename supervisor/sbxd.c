@@ -30,6 +30,7 @@
 #include "core/server.h"
 #include "core/session.h"
 #include "core/claim.h"
+#include "core/job.h"
 #include "core/spare.h"
 #include "core/transcripts.h"
 #include "data/layer.h"
@@ -247,6 +248,9 @@ static int server_open_state(Server *s) {
         r = claims_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load claims: %m");
+        r = jobs_load(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot load jobs: %m");
         return 0;
 }
 
@@ -419,6 +423,7 @@ static void server_done(Server *s) {
         /* A last try; what still fails is marked supervisor_lost at the next start. */
         commands_store_unrecorded(s, true);
         egress_proxy_stop(s);
+        jobs_free(s);
         claims_free(s);
         imports_free(s);
         images_free(s);
@@ -439,7 +444,8 @@ static void server_done(Server *s) {
 static int server_timeout(Server *s) {
         unsigned long long deadline = MIN(MIN(commands_next_deadline(s), spares_next_deadline(s)),
                                           MIN(MIN(failed_sessions_next_deadline(s), clients_next_deadline(s)),
-                                              MIN(claims_next_deadline(s), egress_proxy_next_deadline(s))));
+                                              MIN(claims_next_deadline(s),
+                                                  MIN(egress_proxy_next_deadline(s), jobs_next_deadline(s)))));
         unsigned long long now = now_usec();
 
         if (deadline == ~0ull)
@@ -454,6 +460,7 @@ static void server_tick(Server *s) {
         spares_run_deadlines(s);
         failed_sessions_run_deadlines(s);
         claims_run_deadlines(s);
+        jobs_run_deadlines(s);
         clients_run_deadlines(s);
         egress_proxy_run_deadlines(s);
         sessions_reap(s);

@@ -78,6 +78,59 @@ static void sync_expect(char want) {
                 init_fail(n < 0 ? errno : EPIPE, "waiting for the supervisor");
 }
 
+/* SETUP_GO and the job's detached mounts with it (SessionSetup.mounts, in
+ * order: ret_fds holds n of them, exactly). */
+static void sync_expect_go(int *ret_fds, size_t n) {
+        union {
+                struct cmsghdr align;
+                char b[CMSG_SPACE(SEND_FDS_MAX * sizeof(int))];
+        } control;
+        char c = 0;
+        struct iovec iov = { .iov_base = &c, .iov_len = 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.b,
+                             .msg_controllen = sizeof(control.b) };
+        struct cmsghdr *cm;
+        ssize_t k = recvmsg(INIT_SYNC_FD, &mh, MSG_CMSG_CLOEXEC);
+
+        if (k != 1 || c != SETUP_GO || (mh.msg_flags & MSG_CTRUNC))
+                init_fail(k < 0 ? errno : EPIPE, "waiting for the supervisor");
+        cm = CMSG_FIRSTHDR(&mh);
+        if (n == 0 && !cm)
+                return;
+        if (n > SEND_FDS_MAX || !cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+            cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
+                init_fail(EBADMSG, "receive the job's mounts");
+        memcpy(ret_fds, CMSG_DATA(cm), n * sizeof(int));
+}
+
+/* A job's mounts (supervisor/os/ns.h: SpawnMounts) at their places under
+ * root/, before pivot_root: "d:out", "f:in/NAME", "d:in/NAME". */
+static void attach_job_mounts(const Sbx__SessionSetup *p, const int *fds) {
+        char target[SESSION_PATH_MAX];
+
+        if (p->n_mounts == 0)
+                return;
+        if (mkdir("root/in", 0755) < 0 && errno != EEXIST)
+                init_fail(errno, "create /in");
+        for (size_t i = 0; i < p->n_mounts; i++) {
+                const char *m = p->mounts[i], *name = m + 2;
+                bool dir = m[0] == 'd';
+                int r;
+
+                if ((m[0] != 'd' && m[0] != 'f') || m[1] != ':' ||
+                    (strcmp(name, "out") != 0 && (strncmp(name, "in/", 3) != 0 || !name[3] || strchr(name + 3, '/') ||
+                                                  !strcmp(name + 3, ".") || !strcmp(name + 3, ".."))))
+                        init_fail(EINVAL, "check the job's mounts");
+                snprintf(target, sizeof(target), "root/%s", name);
+                r = dir ? mkdir(target, 0755) : mknod(target, S_IFREG | 0444, 0);
+                if (r < 0 && errno != EEXIST)
+                        init_fail(errno, "create a job mount point");
+                CHECK(move_mount(fds[i], "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH), "attach a job mount");
+                (void) close(fds[i]);
+        }
+        explicit_bzero(target, sizeof(target));
+}
+
 /* The SessionSetup frame, whole, from the pipe the spawner filled. */
 static Sbx__Msg *read_setup(void) {
         uint8_t *buf = setup_frame;
@@ -384,10 +437,12 @@ static void enter_user_namespace(const Sbx__SessionSetup *p, int fds[3]) {
  * host path wipes it before it returns. */
 static void build_session(const Sbx__SessionSetup *p) {
         char T[SESSION_PATH_MAX], opts[128];
-        int fds[3];
+        int fds[3], mount_fds[SEND_FDS_MAX];
 
         CHECK(fd_nonblock(INIT_SYNC_FD, false), "set-up channel");
-        sync_expect(SETUP_GO);
+        if (p->n_mounts > SEND_FDS_MAX)
+                init_fail(EINVAL, "check the job's mounts");
+        sync_expect_go(mount_fds, p->n_mounts);
 
         CHECK(unshare(CLONE_NEWCGROUP), "unshare cgroup namespace");
         CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
@@ -404,6 +459,7 @@ static void build_session(const Sbx__SessionSetup *p) {
          * By path: an fd opened in sbxd's namespace would name the host's mount,
          * which overlayfs refuses to clone into this namespace. */
         mount_overlay("ws", "l/", p->lowerdirs, "root/workspace", "sbx-workspace", "mount workspace overlay");
+        attach_job_mounts(p, mount_fds);
 
         CHECK(mount("proc", "root/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
         harden_proc("root/proc");
@@ -431,7 +487,7 @@ static void build_session(const Sbx__SessionSetup *p) {
         CHECK(chdir("root"), "enter new root");
         CHECK(syscall(SYS_pivot_root, ".", "."), "pivot_root");
         CHECK(umount2(".", MNT_DETACH), "detach old root");
-        CHECK(chdir("/workspace"), "enter /workspace");
+        CHECK(chdir(p->cwd[0] ? p->cwd : "/workspace"), "enter the working directory");
         {
                 /* The worker's stdin and stdout: the session's /dev/null, not the host's. */
                 int null = open("/dev/null", O_RDWR | O_CLOEXEC);

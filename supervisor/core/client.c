@@ -30,6 +30,7 @@ int client_new(Server *s, int fd, const struct ucred *cred, void (*dispatch)(Ser
                 return -ENOMEM;
         }
         c->uid = cred->uid;
+        c->gid = cred->gid;
         c->pid = cred->pid;
         c->active_usec = now_usec();
         c->src.dispatch = dispatch;
@@ -286,14 +287,19 @@ void pending_answer_error(Server *s, Pending *p, int err, const char *fmt, ...) 
         va_end(ap);
 }
 
-void pending_progress(Server *s, Pending *p, const char *message, uint32_t n) {
-        Sbx__Progress body = SBX__PROGRESS__INIT;
+void pending_send(Server *s, Pending *p, Sbx__MsgType type, void *body) {
         Sbx__Msg m;
 
         if (!pending_active(p))
                 return;
+        msg_init(&m, type, body);
+        client_send(s, p->client, &m, p->seq, -EBADF);
+}
+
+void pending_progress(Server *s, Pending *p, const char *message, uint32_t n) {
+        Sbx__Progress body = SBX__PROGRESS__INIT;
+
         body.message = (char *) message;
         body.progress = n;
-        msg_init(&m, SBX__MSG_TYPE__MSG_PROGRESS, &body);
-        client_send(s, p->client, &m, p->seq, -EBADF);
+        pending_send(s, p, SBX__MSG_TYPE__MSG_PROGRESS, &body);
 }

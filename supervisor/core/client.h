@@ -24,6 +24,7 @@ struct Client {
         TAILQ_ENTRY(Client) link;
         EventSource src;
         uid_t uid;
+        gid_t gid;              /* its primary group at connect (SO_PEERCRED) */
         pid_t pid;
         unsigned long long active_usec; /* its last request or answer; idle from then on */
         bool hello;
@@ -74,5 +75,8 @@ void pending_answer(Server *s, Pending *p, Sbx__Reply *reply);
 void pending_answer_error(Server *s, Pending *p, int err, const char *fmt, ...) _printf_(4, 5);
 /* Detach without answering. */
 void pending_stop(Pending *p);
+/* A frame of this type with body to p's client (seq p's), if it still
+ * waits; p stays active. */
+void pending_send(Server *s, Pending *p, Sbx__MsgType type, void *body);
 /* A Progress frame to p's client (seq p's), if it still waits. */
 void pending_progress(Server *s, Pending *p, const char *message, uint32_t n);

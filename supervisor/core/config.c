@@ -45,6 +45,10 @@ void config_init(Config *cfg) {
                 .claim_max_lifetime = SBX_CLAIM_LIFETIME_MAX_DEFAULT_S,
                 .image_disk_max = SBX_IMAGE_DISK_MAX_DEFAULT,
                 .egress_package_hosts = { .discover = true },
+                .script_output_ttl = SBX_SCRIPT_OUTPUT_TTL_DEFAULT_S,
+                .script_stdout_max = SBX_SCRIPT_STDOUT_MAX_DEFAULT,
+                .jobs_max = SBX_JOBS_MAX_DEFAULT,
+                .owner_jobs_max = SBX_OWNER_JOBS_MAX_DEFAULT,
         };
 }
 
@@ -62,6 +66,8 @@ void config_done(Config *cfg) {
         egress_hosts_done(&cfg->egress_package_hosts);
         free(cfg->egress_user);
         cfg->egress_user = NULL;
+        free(cfg->script_allowed_paths);
+        cfg->script_allowed_paths = NULL;
         cfg->state_dir = cfg->run_dir = cfg->worker_path = cfg->images_dir = cfg->image_cache_dir = NULL;
 }
 
@@ -171,6 +177,41 @@ static int parse_share(const char *key, const char *value, uint64_t min, ConfigS
         return -EINVAL;
 }
 
+/* script_allowed_paths: space-separated absolute paths, at most
+ * SBX_SCRIPT_ROOTS_MAX, kept as one string with single spaces and no
+ * trailing slashes ("" when none). */
+static int set_script_roots(Config *cfg, const char *value, char *err) {
+        _cleanup_free_ char *out = malloc(strlen(value) + 1);
+        size_t len = 0, n = 0;
+
+        if (!out)
+                return -ENOMEM;
+        for (const char *p = value + strspn(value, " \t"); *p; p += strspn(p, " \t")) {
+                size_t k = strcspn(p, " \t");
+
+                if (p[0] != '/') {
+                        snprintf(err, CONFIG_ERROR_MAX, "script_allowed_paths: '%.*s' is not an absolute path",
+                                 (int) MIN(k, (size_t) 80), p);
+                        return -EINVAL;
+                }
+                if (++n > SBX_SCRIPT_ROOTS_MAX) {
+                        snprintf(err, CONFIG_ERROR_MAX, "script_allowed_paths: more than %u paths", SBX_SCRIPT_ROOTS_MAX);
+                        return -EINVAL;
+                }
+                if (len)
+                        out[len++] = ' ';
+                memcpy(out + len, p, k);
+                len += k;
+                while (k > 1 && out[len - 1] == '/')
+                        len--, k--;
+                p += strcspn(p, " \t");
+        }
+        out[len] = '\0';
+        free(cfg->script_allowed_paths);
+        cfg->script_allowed_paths = TAKE_PTR(out);
+        return 0;
+}
+
 /* The keys that are no number; 1 if key is none of them. */
 static int config_set_word(Config *cfg, const char *key, const char *value, char *err) {
         /* socket_group: its members may connect to sbxd.sock (group-owned, 0660
@@ -234,6 +275,8 @@ static int config_set_word(Config *cfg, const char *key, const char *value, char
                 cfg->egress_package_hosts = hosts;
                 return 0;
         }
+        if (strcmp(key, "script_allowed_paths") == 0)
+                return set_script_roots(cfg, value, err);
         if (strcmp(key, "sandboxes_memory_max") == 0)
                 return parse_share(key, value, SBX_MEMORY_MIN, &cfg->sandboxes_memory_max, err);
         if (strcmp(key, "sandboxes_pids_max") == 0)
@@ -285,6 +328,11 @@ static const struct {
         NUMERIC("claims_per_user", claims_per_user, 0, SBX_MAX_SANDBOXES),
         NUMERIC("claim_max_lifetime", claim_max_lifetime, 0, 366u * 86400u),
         NUMERIC("image_disk_max", image_disk_max, 1u << 20, UINT64_MAX),
+        /* Jobs (issue 18, core/job.h) */
+        NUMERIC("script_output_ttl", script_output_ttl, 60, 366u * 86400u),
+        NUMERIC("script_stdout_max", script_stdout_max, 1024, SBX_SCRIPT_STDOUT_MAX_MAX),
+        NUMERIC("jobs_max", jobs_max, 1, SBX_JOBS_MAX_MAX),
+        NUMERIC("owner_jobs_max", owner_jobs_max, 1, SBX_JOBS_MAX_MAX),
 };
 
 int config_set(Config *cfg, const char *key, const char *value, char *ret_error) {

@@ -92,6 +92,12 @@ typedef struct Config {
         EgressHosts egress_package_hosts;
         bool egress_allow_private;
         char *egress_user;              /* sbx-egress runs as this user; NULL: CONFIG_EGRESS_USER_DEFAULT */
+        /* jobs: the script set (core/job.h, issue 18) */
+        char *script_allowed_paths;     /* host input roots, space-separated, absolute; NULL or "": none */
+        uint32_t script_output_ttl;     /* seconds an ended job's output_dir is kept */
+        uint32_t script_stdout_max;     /* bytes of stdout a result carries (head and tail) */
+        uint32_t jobs_max;              /* running jobs of all owners */
+        uint32_t owner_jobs_max;        /* running jobs of one uid (core/owner.h) */
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */

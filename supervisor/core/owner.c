@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/claim.h"
+#include "core/job.h"
 #include "core/owner.h"
 #include "core/sandbox.h"
 #include "core/session.h"
@@ -52,6 +53,10 @@ static uint64_t layer_bytes_of(const Server *s, uid_t owner) {
         return sum.owner.bytes;
 }
 
+static uint64_t jobs_of(const Server *s, uid_t owner) {
+        return jobs_running(s, false, owner);
+}
+
 #define QUOTA(k, w, remedy, field, b, fn) \
         { k, w, remedy, offsetof(Config, field), sizeof(((Config *) NULL)->field), b, fn }
 
@@ -65,6 +70,8 @@ const OwnerQuota owner_quotas[] = {
               owner_transcripts_max_bytes, true, transcripts_owner_bytes),
         QUOTA("owner_layers_max_bytes", "published layers", "publish less, or delete sandboxes", owner_layers_max_bytes,
               true, layer_bytes_of),
+        QUOTA("owner_jobs_max", "running jobs (sandbox_script)", "wait for some to end or cancel them",
+              owner_jobs_max, false, jobs_of),
 };
 
 const size_t n_owner_quotas = ELEMENTSOF(owner_quotas);

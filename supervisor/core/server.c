@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 
 #include "core/server.h"
 #include "data/layer.h"
@@ -13,7 +14,7 @@
 void server_init(Server *s) {
         *s = (Server) {
                 .epoll_fd = -EBADF, .state_fd = -EBADF, .sandboxes_fd = -EBADF, .transcripts_fd = -EBADF,
-                .staging_fd = -EBADF, .worker_exe_fd = -EBADF, .listen_src.fd = -EBADF, .signal_src.fd = -EBADF,
+                .staging_fd = -EBADF, .jobs_fd = -EBADF, .worker_exe_fd = -EBADF, .listen_src.fd = -EBADF, .signal_src.fd = -EBADF,
                 .work_src.fd = -EBADF,
                 .started_usec = now_usec(),
         };
@@ -28,6 +29,7 @@ void server_init(Server *s) {
         TAILQ_INIT(&s->dead);
         TAILQ_INIT(&s->commands);
         TAILQ_INIT(&s->claims);
+        TAILQ_INIT(&s->jobs);
 }
 
 int server_open_state_dirs(Server *s) {
@@ -41,6 +43,12 @@ int server_open_state_dirs(Server *s) {
                 (void) tree_remove_at(s->state_fd, "staging");
         if (r >= 0)
                 r = s->staging_fd = dir_make_open_at(s->state_fd, "staging", 0700, NULL);
+        /* Jobs' outputs (core/job.h): each STATE/jobs/ID is its owner's, 0700;
+         * others may pass through jobs/ to their own, never list it. */
+        if (r >= 0)
+                r = s->jobs_fd = dir_make_open_at(s->state_fd, "jobs", 0711, NULL);
+        if (r >= 0 && fchmod(s->jobs_fd, 0711) < 0)
+                r = -errno;
         return r < 0 ? r : 0;
 }
 
@@ -50,6 +58,7 @@ void server_close(Server *s) {
         s->worker_exe_fd = safe_close(s->worker_exe_fd);
         s->transcripts_fd = safe_close(s->transcripts_fd);
         s->staging_fd = safe_close(s->staging_fd);
+        s->jobs_fd = safe_close(s->jobs_fd);
         s->sandboxes_fd = safe_close(s->sandboxes_fd);
         s->state_fd = safe_close(s->state_fd);
         s->epoll_fd = safe_close(s->epoll_fd);

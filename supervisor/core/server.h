@@ -30,6 +30,7 @@ typedef struct WorkspaceSession WorkspaceSession;
 typedef struct Command Command;
 typedef struct Claim Claim;
 typedef struct EgressProxy EgressProxy;
+typedef struct Job Job;
 
 struct EventSource {
         int fd;                 /* -EBADF while not watched */
@@ -88,6 +89,9 @@ struct Server {
         EgressProxy *egress;            /* sbx-egress (core/egress-proxy.h) */
         /* Per template whose warm claims failed: when to try again (core/claim.h). */
         WarmBackoff warm_backoff[SBX_TEMPLATES_MAX];
+        TAILQ_HEAD(, Job) jobs;         /* the script set's, running and kept (core/job.h) */
+        int jobs_fd;                    /* STATE/jobs */
+        unsigned long long jobs_sweep_usec; /* expired outputs are looked for next then */
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */

@@ -153,6 +153,8 @@ static int session_spawn_params(Server *s, const WorkspaceSession *ws, SpawnPara
                 .own_system = ws->image.root_dir != NULL,
                 .egress_listen = sb->egress != EGRESS_NONE,
         };
+        if (ws->mounts)
+                p->mounts = ws->mounts->names;
         if (strlcpy(p->session_id, ws->id, sizeof(p->session_id)) >= sizeof(p->session_id) ||
             strlcpy(p->run_dir, s->cfg.run_dir, sizeof(p->run_dir)) >= sizeof(p->run_dir) ||
             strlcpy(p->image_dir, ws->image.root_dir ?: s->image_dir, sizeof(p->image_dir)) >= sizeof(p->image_dir) ||
@@ -232,6 +234,10 @@ static int session_spawn(Server *s, WorkspaceSession *ws, char *ret_error, size_
         ws->start_usec = now_usec();
         st.prepare = session_prepare;
         st.prepare_userdata = ws;
+        if (ws->mounts) {
+                st.mount_fds = ws->mounts->fds;
+                st.n_mount_fds = ws->mounts->names.n;
+        }
         (void) fd_nonblock(st.sock, true);
         r = server_watch(s, &ws->sock_src, TAKE_FD(st.sock), EPOLLIN);
         if (r >= 0)
@@ -273,8 +279,8 @@ static void session_image_done(Server *s, ImageWaiter *w, int r, const char *why
                 session_setup_failed(s, ws, r, why ? why : err);
 }
 
-int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
-                char *ret_error, size_t error_size) {
+static int session_new_with(Server *s, Sandbox *sb, bool automatic, bool publish_policy,
+                            const SessionMounts *mounts, WorkspaceSession **ret, char *ret_error, size_t error_size) {
         /* The session's own limits, for its end reasons; the sandbox's
          * cgroup above holds them for all its sessions together, and its CPU
          * weight. */
@@ -292,6 +298,7 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         if (!ws)
                 return -ENOMEM;
         ws->base = (SnapshotHold) { .squashed = sb->squashed, .top = sb->top_layer };
+        ws->mounts = mounts;
         r = random_id("ws-", ws->id, sizeof(ws->id));
         if (r >= 0 && s->cgroups) {
                 r = sandbox_cgroup(s, sb, ret_error, error_size);
@@ -328,6 +335,16 @@ int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, Wor
         }
         *ret = ws;
         return 0;
+}
+
+int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
+                char *ret_error, size_t error_size) {
+        return session_new_with(s, sb, automatic, publish_policy, NULL, ret, ret_error, error_size);
+}
+
+int session_new_job(Server *s, Sandbox *sb, const SessionMounts *mounts, WorkspaceSession **ret, char *ret_error,
+                    size_t error_size) {
+        return session_new_with(s, sb, false, false, mounts, ret, ret_error, error_size);
 }
 
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id) {
@@ -786,7 +803,7 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         e.cmd = c->cmd;
         e.n_env = command_env_of(ws, env);
         e.env = env;
-        e.cwd = (char *) "/workspace";
+        e.cwd = (char *) (ws->mounts && ws->mounts->names.cwd[0] ? ws->mounts->names.cwd : "/workspace");
         e.separate_streams = transcript_has_streams(c->transcript);
         c->start_usec = now_usec();
         r = session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
@@ -1046,6 +1063,8 @@ static void command_end(Server *s, Command *c, bool exited, int exit_code, int s
                  exited ? exit_code : sig);
         if (ws)
                 ws->running--;
+        if (c->observer)
+                c->observer->ended(c, c->observer_data);
 }
 
 /* The end of c, as command_end set it, into the store. */
@@ -1636,6 +1655,8 @@ static int command_feed(Server *s, Command *c, TranscriptStream stream, const vo
         transcripts_fit(s, c, n);
         r = transcript_feed_stream(c->transcript, stream, data, n);
         transcripts_charge(s, c);
+        if (c->observer)
+                c->observer->output(c->observer_data, stream, data, n);
         return r;
 }
 

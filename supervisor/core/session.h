@@ -40,6 +40,21 @@ typedef enum SessionState {
 } SessionState;
 
 typedef struct Waiter Waiter;
+
+/* A job's session (core/job.h): its mounts and working directory
+ * (os/ns.h: SpawnMounts) and the detached mounts themselves, in order. */
+typedef struct SessionMounts {
+        SpawnMounts names;
+        int fds[SPAWN_MOUNTS_MAX];
+} SessionMounts;
+
+/* Told of a command's output as it arrives (each stream, setup failures
+ * included) and of its end, once, after its record is stored; neither may
+ * free anything of the session (the job's tick does that). */
+typedef struct CommandObserver {
+        void (*output)(void *userdata, TranscriptStream stream, const void *data, size_t len);
+        void (*ended)(Command *c, void *userdata);
+} CommandObserver;
 typedef struct SessionPublish SessionPublish;
 
 struct WorkspaceSession {
@@ -85,6 +100,7 @@ struct WorkspaceSession {
         /* A built image (not the default): its build is waited for, then held. */
         ImageWaiter image_wait;
         ImageUse image;
+        const SessionMounts *mounts; /* a job's, borrowed until its sandbox goes (core/job.h); else NULL */
 };
 
 struct Command {
@@ -110,6 +126,8 @@ struct Command {
         TAILQ_HEAD(, Waiter) waiters;
         OutputCapture *capture;             /* [stdout, stderr] of an execute_command, or NULL */
         EgressAudit egress;                 /* what it reached through sbx-egress (core/egress.h) */
+        const CommandObserver *observer;    /* a job's (core/job.h), or NULL */
+        void *observer_data;
 };
 
 /* A new session of sb (spare.h: spare_make_room first, for one someone asked
@@ -117,6 +135,10 @@ struct Command {
  * (if not empty) says why. */
 int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
                 char *ret_error, size_t error_size);
+/* A job's session (core/job.h): managed, discarded at its end, with mounts
+ * (borrowed: they outlive the session) and their working directory. */
+int session_new_job(Server *s, Sandbox *sb, const SessionMounts *mounts, WorkspaceSession **ret, char *ret_error,
+                    size_t error_size);
 /* Live sessions, spares included. */
 unsigned sessions_live(Server *s);
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id);

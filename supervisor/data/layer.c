@@ -599,7 +599,17 @@ int tree_usage(int dirfd, uint64_t dir_bytes, TreeUsage *ret) {
         return 0;
 }
 
-static int remove_contents(int fd, unsigned depth) {
+/* What walk_contents does at each entry: pre before it descends into a
+ * directory (sub: the directory, opened without following a symlink;
+ * -EBADF for anything else), post after; either may be NULL. */
+typedef struct TreeVisitor {
+        int (*pre)(int dirfd, const char *name, int sub, void *userdata);
+        int (*post)(int dirfd, const char *name, bool dir, void *userdata);
+        void *userdata;
+} TreeVisitor;
+
+/* Every entry below fd (. and .. skipped), depth first. */
+static int walk_contents(int fd, unsigned depth, const TreeVisitor *v) {
         _cleanup_(closedirp) DIR *d = NULL;
 
         if (depth > SBX_TREE_DEPTH_MAX * 4)
@@ -608,24 +618,37 @@ static int remove_contents(int fd, unsigned depth) {
         if (!d)
                 return -errno;
         for (struct dirent *de; (errno = 0, de = readdir(d));) {
+                _cleanup_close_ int sub = -EBADF;
+                int r = 0;
+
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
                 if (de->d_type == DT_DIR) {
-                        _cleanup_close_ int sub = openat(dirfd(d), de->d_name,
-                                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (sub < 0)
                                 return -errno;
-                        /* Directories may be read-only; we are removing them anyway. */
-                        (void) fchmod(sub, 0700);
-                        int r = remove_contents(sub, depth + 1);
-                        if (r < 0)
-                                return r;
-                        if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0)
-                                return -errno;
-                } else if (unlinkat(dirfd(d), de->d_name, 0) < 0)
-                        return -errno;
+                }
+                if (v->pre)
+                        r = v->pre(dirfd(d), de->d_name, sub, v->userdata);
+                if (r >= 0 && sub >= 0)
+                        r = walk_contents(sub, depth + 1, v);
+                if (r >= 0 && v->post)
+                        r = v->post(dirfd(d), de->d_name, sub >= 0, v->userdata);
+                if (r < 0)
+                        return r;
         }
         return errno ? -errno : 0;
+}
+
+static int remove_pre(int dirfd, const char *name, int sub, void *userdata) {
+        /* Directories may be read-only; we are removing them anyway. */
+        if (sub >= 0)
+                (void) fchmod(sub, 0700);
+        return 0;
+}
+
+static int remove_post(int dirfd, const char *name, bool dir, void *userdata) {
+        return unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0 ? -errno : 0;
 }
 
 int tree_remove_at(int dirfd, const char *name) {
@@ -639,10 +662,30 @@ int tree_remove_at(int dirfd, const char *name) {
                 return -errno;
         }
         (void) fchmod(fd, 0700);
-        r = remove_contents(fd, 0);
+        r = walk_contents(fd, 0, &(TreeVisitor) { .pre = remove_pre, .post = remove_post });
         if (r < 0)
                 return r;
         return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+}
+
+/* An entry to the owner (TreeVisitor.userdata): a symlink itself, never
+ * what it points to; chown clears setuid and setgid bits of files. */
+static int chown_pre(int dirfd, const char *name, int sub, void *userdata) {
+        const uid_t *ids = userdata;
+
+        return fchownat(dirfd, name, ids[0], (gid_t) ids[1], AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+int tree_chown_at(int dirfd, const char *name, uid_t uid, gid_t gid) {
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        r = walk_contents(fd, 0, &(TreeVisitor) { .pre = chown_pre, .userdata = (uid_t[2]) { uid, (uid_t) gid } });
+        if (r >= 0 && (fchown(fd, uid, gid) < 0 || fchmod(fd, 0700) < 0))
+                r = -errno;
+        return r;
 }
 
 int tree_is_empty(int dirfd) {

@@ -90,6 +90,9 @@ int tree_usage(int dirfd, uint64_t dir_bytes, TreeUsage *ret);
 int tree_copy_entry(int src_dirfd, int dst_dirfd, const char *name, unsigned flags);
 /* Remove name below dirfd, recursively. */
 int tree_remove_at(int dirfd, const char *name);
+/* Give name below dirfd (a directory) and everything in it to uid:gid,
+ * without following a symlink anywhere; name itself becomes 0700. */
+int tree_chown_at(int dirfd, const char *name, uid_t uid, gid_t gid);
 /* true if the directory has no entry besides . and .. */
 int tree_is_empty(int dirfd);
 

@@ -109,7 +109,11 @@ static const char schema[] =
         /* Claims that went (expired, deleted): get_sandbox_status says why. */
         "CREATE TABLE IF NOT EXISTS claim_tombstones ("
         "  namespace TEXT NOT NULL, name TEXT NOT NULL, uid INTEGER NOT NULL, mcp_session TEXT NOT NULL,"
-        "  reason TEXT NOT NULL, at_unix INTEGER NOT NULL, PRIMARY KEY (namespace, name));";
+        "  reason TEXT NOT NULL, at_unix INTEGER NOT NULL, PRIMARY KEY (namespace, name));"
+        /* Jobs (issue 18): a sandbox_script call, its owner and the rest of it
+         * as a packed sbx.JobInfo. Created in existing databases too. */
+        "CREATE TABLE IF NOT EXISTS jobs ("
+        "  id TEXT PRIMARY KEY, uid INTEGER NOT NULL, info BLOB NOT NULL);";
 
 /* Schema 1 (user_version 0) keyed everything by the sandbox's name, and a
  * deleted sandbox's commands stayed. Its tables are renamed away, the rows
@@ -1414,4 +1418,44 @@ int store_claim_tombstone_get(Store *s, const char *ns, const char *name, int64_
 
 int store_sandbox_set_owner(Store *s, const char *id, uid_t owner_uid) {
         return update_int(s, "UPDATE sandboxes SET owner_uid = ? WHERE id = ?", owner_uid, id);
+}
+
+/* ---- jobs (issue 18) -------------------------------------------------------------- */
+
+int store_job_put(Store *s, const char *id, int64_t uid, const void *info, size_t info_len) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT OR REPLACE INTO jobs VALUES (?,?,?)", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, uid);
+        sqlite3_bind_blob(st, 3, info, (int) info_len, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_job_delete(Store *s, const char *id) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "DELETE FROM jobs WHERE id = ?", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_job_foreach(Store *s, int (*cb)(const char *id, int64_t uid, const void *info, size_t info_len,
+                                          void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT id, uid, info FROM jobs", &st), rc;
+
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                r = cb((const char *) sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
+                       sqlite3_column_blob(st, 2), (size_t) sqlite3_column_bytes(st, 2), userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
 }

@@ -228,3 +228,11 @@ int store_claim_tombstone_put(Store *s, const char *ns, const char *name, int64_
 int store_claim_tombstone_get(Store *s, const char *ns, const char *name, int64_t uid, const char *mcp_session,
                               char *ret_reason, size_t size);
 int store_sandbox_set_owner(Store *s, const char *id, uid_t owner_uid);
+
+/* ---- jobs (issue 18): the script set's sandbox_script calls ------------------------ */
+
+/* A job's row: info is a packed sbx.JobInfo (the store does not look into it). */
+int store_job_put(Store *s, const char *id, int64_t uid, const void *info, size_t info_len);
+int store_job_delete(Store *s, const char *id);
+int store_job_foreach(Store *s, int (*cb)(const char *id, int64_t uid, const void *info, size_t info_len,
+                                          void *userdata), void *userdata);

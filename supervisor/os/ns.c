@@ -179,7 +179,7 @@ int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size)
                         if (r < 0)
                                 goto fail;
                 }
-                r = send_byte(st->sync, SETUP_GO);
+                r = send_with_fds(st->sync, &(char) { SETUP_GO }, 1, st->mount_fds, st->n_mount_fds);
                 if (r < 0)
                         goto fail;
                 return 1;

@@ -21,6 +21,19 @@
 #include "os/cgroup.h"
 #include "macro.h"
 #include "os/seccomp.h"
+#include "sbx-limits.h"
+
+/* A job's mounts (core/job.h): its host inputs at /in/NAME and its /out,
+ * each a detached mount sbxd made from a descriptor, sent to the init with
+ * SETUP_GO in this order; the init attaches each at its path ("d:out",
+ * "f:in/NAME", "d:in/NAME": a directory or a file) before pivot_root. */
+#define SPAWN_MOUNTS_MAX (SBX_SCRIPT_INPUTS_MAX + 1u)
+#define SPAWN_MOUNT_PATH_MAX 272u       /* "f:in/" and a name of up to NAME_MAX bytes */
+typedef struct SpawnMounts {
+        uint32_t n;
+        char paths[SPAWN_MOUNTS_MAX][SPAWN_MOUNT_PATH_MAX];
+        char cwd[16];                   /* where commands run; "" is /workspace */
+} SpawnMounts;
 
 /* What a session child needs, flat: sbxd sends it to the spawner (spawner.c). */
 typedef struct SpawnParams {
@@ -34,6 +47,7 @@ typedef struct SpawnParams {
         uint64_t disk_bytes;            /* size of the session tmpfs */
         bool own_system;                /* a built image: its own /usr, no host system directories */
         bool egress_listen;             /* a TCP socket listening at 127.0.0.1:SBX_EGRESS_PORT inside (docs/egress.md) */
+        SpawnMounts mounts;             /* a job's; n 0 for every other session */
 } SpawnParams;
 
 /* A session child being set up; sbxd serves others meanwhile. */
@@ -55,6 +69,8 @@ typedef struct SpawnState {
          * a negative errno fails the set-up. */
         int (*prepare)(void *userdata, int upper_fd, int root_fd);
         void *prepare_userdata;
+        const int *mount_fds;           /* SpawnParams.mounts' detached mounts (borrowed), sent with SETUP_GO */
+        size_t n_mount_fds;
 } SpawnState;
 
 typedef struct Spawner Spawner;

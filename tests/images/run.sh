@@ -40,6 +40,15 @@ PID=$!
 for _ in $(seq 100); do [[ -S $D/run/sbxd.sock ]] && break; sleep 0.1; done
 C=(build/bin/sbxctl --socket "$D/run/sbxd.sock")
 passed=0 failed=0
+# sandbox_script `true` on image $1 over stdio JSON-RPC: exit_code 0 in structuredContent
+script_true() {
+  printf '%s\n' \
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"check-images","version":"0"}}}' \
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\",\"arguments\":{\"command\":\"true\",\"image\":\"$1\",\"egress\":\"none\"}}}" |
+    timeout 300 build/bin/sandbox-mcp --set script --socket "$D/run/sbxd.sock" >"$D/$1.script" 2>&1
+  grep -q '"structuredContent":{"exit_code":0,' "$D/$1.script"
+}
 printf 'image\tstate\tbuild_s\tsize_bytes\tversions\n' >"$OUT/results.tsv"
 for img in $IMAGES; do
   t0=$(date +%s)
@@ -56,6 +65,8 @@ print("\t".join([j["name"], j["state"], sys.argv[2], str(j["size_bytes"]),
     if ((rc != 0)) && grep -q "cannot be built: Tweego" "$D/$img.err"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
   elif ((rc == 0)) && grep -q '"state": "built"' "$D/$img.json" && ! grep -q -E 'not found|No such file' "$D/$img.json"; then
     passed=$((passed + 1))
+    # the image's smallest command through sandbox_script (sandbox-mcp --set script, sandbox-mcp(1))
+    if script_true "$img"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "---- $img: sandbox_script true failed"; fi
   else
     failed=$((failed + 1))
     echo "---- $img: $(cat "$D/$img.err")"

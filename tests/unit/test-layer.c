@@ -260,6 +260,30 @@ static void test_tree_is_empty_and_depth(void **state) {
         assert_int_equal(faccessat(f->layers_fd, path, F_OK, 0), -1);
 }
 
+/* tree_chown_at gives everything below to the owner, a symlink itself and
+ * never its target (a file outside, as a job's /out could point to). */
+static void test_chown_tree(void **state) {
+        Fixture *f = *state;
+        struct stat st;
+
+        assert_int_equal(mkdirat(f->src_fd, "d", 0755), 0);
+        assert_int_equal(close(openat(f->src_fd, "d/file", O_WRONLY | O_CREAT | O_CLOEXEC, 0644)), 0);
+        assert_int_equal(close(openat(f->root_fd, "outside", O_WRONLY | O_CREAT | O_CLOEXEC, 0644)), 0);
+        assert_int_equal(symlinkat("../../outside", f->src_fd, "d/link"), 0);
+        assert_int_equal(symlinkat("/tmp", f->src_fd, "dirlink"), 0);
+        assert_int_equal(tree_chown_at(f->root_fd, "src", 4242, 4343), 0);
+        assert_int_equal(fstatat(f->src_fd, "d/file", &st, 0), 0);
+        assert_true(st.st_uid == 4242 && st.st_gid == 4343);
+        assert_int_equal(fstatat(f->src_fd, "d/link", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_true(st.st_uid == 4242 && st.st_gid == 4343);
+        assert_int_equal(fstatat(f->root_fd, "outside", &st, 0), 0);
+        assert_int_equal(st.st_uid, 0);
+        assert_int_equal(stat("/tmp", &st), 0);
+        assert_int_equal(st.st_uid, 0);
+        assert_int_equal(fstatat(f->root_fd, "src", &st, 0), 0);
+        assert_true(st.st_uid == 4242 && (st.st_mode & 07777) == 0700);
+}
+
 /* No file of a layer keeps a setuid or setgid bit, copied or linked;
  * directories keep setgid. */
 static void test_setid_cleared(void **state) {
@@ -561,6 +585,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_remove_unrecorded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tree_is_empty_and_depth, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_setid_cleared, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_chown_tree, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_source_reader, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sparse_copy, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hard_links_kept, setup, teardown),
