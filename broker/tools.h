@@ -18,7 +18,8 @@
 #define TOOL_SETS(X)                    \
         X(runtime, RUNTIME)             \
         X(sessions, SESSIONS)           \
-        X(lifecycle, LIFECYCLE)
+        X(lifecycle, LIFECYCLE)         \
+        X(artifacts, ARTIFACTS)
 
 enum {
 #define TOOL_SET_INDEX_(name, NAME) TOOL_SET_INDEX_##NAME,

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "core/runtime.h"
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
@@ -43,6 +44,14 @@ void config_init(Config *cfg) {
                 .claims_per_user = SBX_CLAIMS_PER_USER_DEFAULT,
                 .claim_max_lifetime = SBX_CLAIM_LIFETIME_MAX_DEFAULT_S,
                 .image_disk_max = SBX_IMAGE_DISK_MAX_DEFAULT,
+                .runtime_allowed = SBX_RUNTIME_ALLOWED_DEFAULT,
+                .runtime_max_duration_ms = SBX_RUNTIME_DURATION_DEFAULT_MS,
+                .runtime_max_concurrent_jobs = SBX_RUNTIME_JOBS_DEFAULT,
+                .runtime_max_stdout_bytes = SBX_RUNTIME_STDOUT_DEFAULT,
+                .runtime_max_stderr_bytes = SBX_RUNTIME_STDERR_DEFAULT,
+                .runtime_max_artifact_bytes = SBX_RUNTIME_ARTIFACT_DEFAULT,
+                .runtime_artifact_ttl_ms = SBX_RUNTIME_TTL_DEFAULT_MS,
+                .runtime_artifacts_max_bytes = SBX_ARTIFACTS_MAX_DEFAULT,
         };
 }
 
@@ -210,7 +219,7 @@ static int config_set_word(Config *cfg, const char *key, const char *value, char
                 cfg->log_level = l;
                 return 0;
         }
-        return 1;
+        return runtime_config_set(cfg, key, value, err);
 }
 
 /* The numeric keys, their ranges (documented in sbxd.conf(5)) and where they go. */
@@ -248,6 +257,13 @@ static const struct {
         NUMERIC("claims_per_user", claims_per_user, 0, SBX_MAX_SANDBOXES),
         NUMERIC("claim_max_lifetime", claim_max_lifetime, 0, 366u * 86400u),
         NUMERIC("image_disk_max", image_disk_max, 1u << 20, UINT64_MAX),
+        /* runtime_execute (issue 19); the lists and the TTL: runtime_config_set */
+        NUMERIC("runtime_max_duration_ms", runtime_max_duration_ms, 1, SBX_TIMEOUT_MAX_MS),
+        NUMERIC("runtime_max_concurrent_jobs", runtime_max_concurrent_jobs, 1, SBX_RUNTIME_JOBS_MAX),
+        NUMERIC("runtime_max_stdout_bytes", runtime_max_stdout_bytes, 1024, SBX_RUNTIME_STREAM_MAX),
+        NUMERIC("runtime_max_stderr_bytes", runtime_max_stderr_bytes, 1024, SBX_RUNTIME_STREAM_MAX),
+        NUMERIC("runtime_max_artifact_bytes", runtime_max_artifact_bytes, 65536, UINT64_MAX),
+        NUMERIC("runtime_artifacts_max_bytes", runtime_artifacts_max_bytes, 1u << 20, UINT64_MAX),
 };
 
 int config_set(Config *cfg, const char *key, const char *value, char *ret_error) {
