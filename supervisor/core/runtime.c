@@ -235,9 +235,22 @@ int runtime_compose(const Config *cfg, const RuntimeCall *call, char **ret_cmd, 
         }
         if (strcmp(exe, d->exe) != 0 && !runtime_list_has(d->alternates, exe) &&
             !runtime_list_has(cfg->runtime_allowed_executables, exe)) {
-                snprintf(err, err_size, "executable: '%s' is not allowed for runtime %s; use %s%s%s or ask an "
-                         "administrator to add it to runtime_allowed_executables in sbxd.conf(5)", exe, d->name, d->exe,
-                         d->alternates[0] ? ", " : "", d->alternates);
+                char own[SBX_RUNTIME_LIST_MAX];
+                size_t n = strlcpy(own, d->exe, sizeof(own));
+
+                /* "python3, python, pytest": the runtime's own, as a list */
+                for (const char *p = d->alternates; *p && n + 3 < sizeof(own); p++) {
+                        if (p == d->alternates || *p == ' ') {
+                                own[n++] = ',';
+                                own[n++] = ' ';
+                                if (*p == ' ')
+                                        continue;
+                        }
+                        own[n++] = *p;
+                }
+                own[n] = '\0';
+                snprintf(err, err_size, "executable: '%s' is not allowed for runtime %s; use %s, or ask an "
+                         "administrator to add it to runtime_allowed_executables in sbxd.conf(5)", exe, d->name, own);
                 return -EPERM;
         }
         r = compose_text(d, call, exe, &cmd);
