@@ -70,6 +70,11 @@ static const char *find(Line l, const char *needle) {
         return memmem(l.p, l.len, needle, strlen(needle));
 }
 
+/* find, from offset off of l on (off <= l.len). */
+static const char *find_from(Line l, size_t off, const char *needle) {
+        return find((Line) { l.p + off, l.len - off }, needle);
+}
+
 static Line skip_space(Line l) {
         while (l.len > 0 && (*l.p == ' ' || *l.p == '\t')) {
                 l.p++;
@@ -104,13 +109,24 @@ static bool count_after(Line l, const char *prefix, unsigned long *ret) {
         return true;
 }
 
+/* The decimal number at p, read no further than end (the text has no NUL at its end). */
+static unsigned long num_at(const char *p, const char *end, const char **ret_end) {
+        unsigned long v = 0;
+
+        for (; p < end && isdigit((unsigned char) *p); p++)
+                v = v < (unsigned long) -1 / 10 - 1 ? v * 10 + (unsigned long) (*p - '0') : v;
+        if (ret_end)
+                *ret_end = p;
+        return v;
+}
+
 /* "file:LINE" or "file:LINE:COL" at the start of s: the file and line. */
 static bool file_line(Line s, char *file, unsigned long *line) {
         for (size_t i = 1; i + 1 < s.len; i++) {
                 if (s.p[i] != ':' || !isdigit((unsigned char) s.p[i + 1]) || memchr(s.p, ' ', i))
                         continue;
                 copy_field(file, s.p, i);
-                *line = strtoul(s.p + i + 1, NULL, 10);
+                *line = num_at(s.p + i + 1, s.p + s.len, NULL);
                 return true;
         }
         return false;
@@ -273,7 +289,7 @@ static bool parse_node_spec(Digest *d) {
                         }
                 }
                 Line m = message_after(d, s, pos, 3);
-                if (m.len > 0 && strstr(m.p, "subtest") && find(m, "failed"))
+                if (m.len > 0 && find(m, "subtest") && find(m, "failed"))
                         continue;       /* a suite, failed by its tests */
                 f = add_failure(d, t.p, t.len, m.p, m.len);
                 if (f && file[0]) {
@@ -475,10 +491,10 @@ static bool parse_cargo(Digest *d) {
                         d->passed += p ? strtoul(p, NULL, 10) : 0;
                         d->failed += q ? strtoul(q, NULL, 10) : 0;
                         d->has_counts = true;
-                } else if (starts(l, "test ") && l.len > 12 && find(l, " ... FAILED")) {
-                        (void) add_failure(d, l.p + 5, (size_t) (find(l, " ... FAILED") - l.p - 5), "", 0);
-                } else if (starts(l, "---- ") && find(l, " stdout ----")) {
-                        Line name = { l.p + 5, (size_t) (find(l, " stdout ----") - l.p - 5) };
+                } else if (starts(l, "test ") && find_from(l, 5, " ... FAILED")) {
+                        (void) add_failure(d, l.p + 5, (size_t) (find_from(l, 5, " ... FAILED") - l.p - 5), "", 0);
+                } else if (starts(l, "---- ") && find_from(l, 5, " stdout ----")) {
+                        Line name = { l.p + 5, (size_t) (find_from(l, 5, " stdout ----") - l.p - 5) };
                         cur = NULL;
                         for (unsigned i = 0; i < d->n; i++)
                                 if (strlen(d->f[i].name) == name.len && memcmp(d->f[i].name, name.p, name.len) == 0)
@@ -565,8 +581,9 @@ static bool parse_vitest(Digest *d) {
         FOREACH_LINE(d, s, pos, l) {
                 Line t = skip_space(l);
 
-                if (starts(t, "FAIL  ") && find(t, " > ")) {
-                        const char *gt = find(t, " > ");
+                const char *gt = starts(t, "FAIL  ") ? find_from(t, 6, " > ") : NULL;
+
+                if (gt) {
                         Line m = message_after(d, s, pos, 2);
                         cur = add_failure(d, gt + 3, (size_t) (t.p + t.len - gt - 3), m.p, m.len);
                         if (cur)
@@ -597,7 +614,7 @@ static bool parse_tsc(Digest *d) {
                         const char *paren = memchr(l.p, '(', (size_t) (e - l.p));
                         if (paren) {
                                 copy_field(f->file, l.p, (size_t) (paren - l.p));
-                                f->line = strtoul(paren + 1, NULL, 10);
+                                f->line = num_at(paren + 1, l.p + l.len, NULL);
                         } else
                                 (void) file_line(l, f->file, &f->line);
                 }
@@ -616,7 +633,7 @@ static bool parse_eslint(Digest *d) {
 
         FOREACH_LINE(d, s, pos, l) {
                 Line t = skip_space(l);
-                char *end;
+                const char *end;
                 unsigned long line;
                 Failure *f;
 
@@ -627,8 +644,8 @@ static bool parse_eslint(Digest *d) {
                 }
                 if (t.p == l.p || t.len == 0 || !isdigit((unsigned char) t.p[0]))
                         continue;
-                line = strtoul(t.p, &end, 10);
-                if (*end != ':')
+                line = num_at(t.p, t.p + t.len, &end);
+                if (end == t.p + t.len || *end != ':')
                         continue;
                 Line rest = skip_space(rest_after(t, memchr(t.p, ' ', t.len) ?: t.p + t.len));
                 bool error = starts(rest, "error");
