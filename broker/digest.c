@@ -132,6 +132,33 @@ static bool file_line(Line s, char *file, unsigned long *line) {
         return false;
 }
 
+/* Whether the head or the tail (SBX_DIGEST_DETECT_BYTES each) of text holds needle. */
+static bool has_in(const char *text, size_t len, const char *needle, size_t n) {
+        size_t w = SBX_DIGEST_DETECT_BYTES;
+
+        if (len <= 2 * w)
+                return memmem(text, len, needle, n) != NULL;
+        return memmem(text, w + n, needle, n) || memmem(text + len - w, w, needle, n);
+}
+
+/* Whether either stream shows needle where tools print their marks (headers
+ * and summaries: the head and the tail), so that a parser whose tool's marks
+ * are absent reads no line, whatever the output's size. */
+static bool has(const Digest *d, const char *needle) {
+        size_t n = strlen(needle);
+
+        return has_in(d->out, d->out_len, needle, n) || has_in(d->err, d->err_len, needle, n);
+}
+
+static bool has_any(const Digest *d, const char *const *needles) {
+        for (; *needles; needles++)
+                if (has(d, *needles))
+                        return true;
+        return false;
+}
+
+#define HAS_ANY(d, ...) has_any((d), (const char *const[]) { __VA_ARGS__, NULL })
+
 static Failure *add_failure(Digest *d, const char *name, size_t nlen, const char *msg, size_t mlen) {
         Failure *f;
 
@@ -164,6 +191,8 @@ static Line message_after(const Digest *d, int s, size_t pos, unsigned max_lines
 /* TAP (node --test's tap reporter and TAP in general): "not ok N - name"
  * with its YAML block's error/message and location. */
 static bool parse_tap(Digest *d) {
+        if (!(HAS_ANY(d, "ok ", "1..")))
+                return false;
         bool tap = false, yaml = false;
         Failure *cur = NULL;
         unsigned long ok = 0, notok = 0;
@@ -241,6 +270,8 @@ static bool parse_tap(Digest *d) {
  * the counts "ℹ pass N", "ℹ fail N". With a "✖ failing tests:" section
  * (node 20 and later) only that is read. */
 static bool parse_node_spec(Digest *d) {
+        if (!(has(d, "\xe2\x84\xb9 pass ")))
+                return false;
         bool section = false, have_section = false;
         Line l;
 
@@ -330,6 +361,8 @@ static void pytest_place(Digest *d, Failure *f) {
 /* pytest: "FAILED path::name - message" of its short summary, the file's
  * line from "path:LINE: Error", and the last line's counts. */
 static bool parse_pytest(Digest *d) {
+        if (!(HAS_ANY(d, " passed", " failed", "short test summary info", "test session starts")))
+                return false;
         bool seen = false;
         Line l;
 
@@ -424,6 +457,8 @@ static void go_line(Digest *d, Line l, GoState *g) {
 }
 
 static bool parse_go(Digest *d) {
+        if (!(HAS_ANY(d, "--- FAIL: ", "--- PASS: ", "=== RUN", "ok  \t", "FAIL\t")))
+                return false;
         GoState g = {};
         bool seen = false;
         Line l;
@@ -442,6 +477,8 @@ static bool parse_go(Digest *d) {
 
 /* go test -json: the "output" events, as go test -v would print them. */
 static bool parse_go_json(Digest *d) {
+        if (!(has(d, "\"Action\":")))
+                return false;
         GoState g = {};
         bool seen = false;
         Line l;
@@ -474,6 +511,8 @@ static bool parse_go_json(Digest *d) {
  * (Rust 1.63's "panicked at 'message', file:line:col" and later Rusts'
  * "panicked at file:line:col:" then the message), "test result:". */
 static bool parse_cargo(Digest *d) {
+        if (!(has(d, "test result: ")))
+                return false;
         Failure *cur = NULL;
         bool seen = false;
         Line l;
@@ -544,6 +583,8 @@ static bool test_counts(Digest *d, Line l, const char *prefix) {
 /* jest: "● name" blocks, their first line the message and
  * "at ... (file:line:col)" the place. */
 static bool parse_jest(Digest *d) {
+        if (!(has(d, "Tests:")))
+                return false;
         Failure *cur = NULL;
         bool seen = false;
         Line l;
@@ -568,6 +609,8 @@ static bool parse_jest(Digest *d) {
 
 /* vitest: " FAIL  file > name", the message after it and " ❯ file:line:col". */
 static bool parse_vitest(Digest *d) {
+        if (!(has(d, "Tests  ")))
+                return false;
         Failure *cur = NULL;
         bool seen = false;
         Line l;
@@ -599,6 +642,8 @@ static bool parse_vitest(Digest *d) {
 
 /* tsc: "a.ts(1,7): error TS2322: message" (and the pretty "a.ts:1:7 - error TS2322: message"). */
 static bool parse_tsc(Digest *d) {
+        if (!(has(d, "error TS") || strstr(d->command, "tsc")))
+                return false;
         Line l;
 
         FOREACH_LINE(d, s, pos, l) {
@@ -627,6 +672,8 @@ static bool parse_tsc(Digest *d) {
 
 /* ESLint's stylish format: a file's path, then "  L:C  error  message  rule". */
 static bool parse_eslint(Digest *d) {
+        if (!(HAS_ANY(d, "  error  ", "  warning  ")))
+                return false;
         char file[SBX_DIGEST_FIELD_MAX] = "";
         bool seen = false;
         Line l;
@@ -702,6 +749,8 @@ static void gcc_lines(Digest *d) {
 }
 
 static bool parse_gcc(Digest *d) {
+        if (!(HAS_ANY(d, ": error: ", ": fatal error: ", ": warning: ", "undefined reference to")))
+                return false;
         gcc_lines(d);
         if (d->total == 0 && d->warnings == 0)
                 return false;
@@ -712,6 +761,8 @@ static bool parse_gcc(Digest *d) {
 /* GNU make: "make: *** [Makefile:4: main.o] Error 1" (and make[N]:), after the
  * compiler's diagnostics, which come first. */
 static bool parse_make(Digest *d) {
+        if (!(HAS_ANY(d, "make: *** ", "]: *** ")))
+                return false;
         bool seen = false;
         Line l;
 
@@ -741,30 +792,52 @@ static bool parse_make(Digest *d) {
         return true;
 }
 
-/* Anything else: the first error-looking lines. */
-static bool error_looking(Line l) {
-        static const char *const words[] = { "error", "Error", "ERROR", "FAIL", "fatal", "Fatal", "panic",
-                                             "Traceback", "Exception", "exception" };
-        for (size_t i = 0; i < ELEMENTSOF(words); i++)
-                if (find(l, words[i]))
-                        return true;
-        return false;
+/* Anything else: the error-looking lines, found by a pass over the whole
+ * text per word (the earliest next hit of any word gives the next line). */
+static const char *const error_words[] = { "error", "Error", "ERROR", "FAIL", "fatal", "Fatal", "panic",
+                                           "Traceback", "Exception", "exception" };
+
+static void generic_stream(Digest *d, int s) {
+        const char *text = s ? d->err : d->out, *counted = text;
+        size_t len = s ? d->err_len : d->out_len, next[ELEMENTSOF(error_words)], pos = 0;
+        unsigned long line = 1;
+
+        for (size_t i = 0; i < ELEMENTSOF(error_words); i++)
+                next[i] = (size_t) -1;         /* not searched yet */
+        while (pos < len) {
+                size_t best = len;
+                const char *start, *end, *p;
+                char where[48];
+                Line l;
+
+                for (size_t i = 0; i < ELEMENTSOF(error_words); i++) {
+                        if (next[i] == (size_t) -1 || next[i] < pos) {
+                                const char *h = memmem(text + pos, len - pos, error_words[i], strlen(error_words[i]));
+                                next[i] = h ? (size_t) (h - text) : len;
+                        }
+                        best = MIN(best, next[i]);
+                }
+                if (best >= len)
+                        return;
+                for (p = counted; (p = memchr(p, '\n', (size_t) (text + best - p))); p++)
+                        line++;
+                start = memrchr(text, '\n', best);
+                start = start ? start + 1 : text;
+                end = memchr(text + best, '\n', len - best);
+                end = end ?: text + len;
+                l = skip_space((Line) { start, (size_t) (end - start) });
+                if (l.len > 0 && l.p[l.len - 1] == '\r')
+                        l.len--;
+                snprintf(where, sizeof(where), "%s line %lu", s ? "stderr" : "stdout", line);
+                (void) add_failure(d, where, strlen(where), l.p, l.len);
+                counted = end;
+                pos = (size_t) (end - text) + 1;
+        }
 }
 
 static void parse_generic(Digest *d) {
-        unsigned long n[2] = { 0, 0 };
-        Line l;
-
-        FOREACH_LINE(d, s, pos, l) {
-                Line t = skip_space(l);
-                char where[48];
-
-                n[s]++;
-                if (t.len == 0 || !error_looking(t))
-                        continue;
-                snprintf(where, sizeof(where), "%s line %lu", s ? "stderr" : "stdout", n[s]);
-                (void) add_failure(d, where, strlen(where), t.p, t.len);
-        }
+        generic_stream(d, 0);
+        generic_stream(d, 1);
         d->kind = d->parser = "generic";
 }
 

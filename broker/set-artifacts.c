@@ -112,7 +112,8 @@ static const char query_output[] =
         "\"totalBytes\": {\"type\": \"integer\", \"minimum\": 0},"
         "\"searchedStreams\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}},"
         "\"matchStatus\": {\"type\": \"string\", \"enum\": [\"matched\", \"noMatchFallback\", \"lineRange\"]},"
-        "\"matchCount\": {\"type\": \"integer\", \"minimum\": 0},"
+        "\"matchCount\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"Matching lines read after the cursor: all of them when matchCountComplete.\"},"
+        "\"matchCountComplete\": {\"type\": \"boolean\", \"description\": \"false when the page filled before the end: more matches may follow nextCursor.\"},"
         "\"nextCursor\": {\"type\": [\"object\", \"null\"], \"properties\": {" CURSOR_PROPS "}}"
         "}, \"required\": [\"artifactHandle\", \"excerpts\", \"totalLines\", \"totalBytes\", \"searchedStreams\","
         " \"matchStatus\", \"matchCount\", \"nextCursor\"]}";
@@ -428,11 +429,13 @@ static int render_query(const Sbx__Reply *reply, const json_t *args, json_t **re
         }
         for (size_t i = 0; streams && i < q->n_searched_streams; i++)
                 json_array_append_new(streams, json_string(q->searched_streams[i]));
-        o = json_pack("{s:s, s:o, s:I, s:I, s:o, s:s, s:I, s:o}", "artifactHandle", q->handle, "excerpts", excerpts,
+        o = json_pack("{s:s, s:o, s:I, s:I, s:o, s:s, s:I, s:b, s:o}", "artifactHandle", q->handle, "excerpts", excerpts,
                       "totalLines", (json_int_t) q->total_lines, "totalBytes", (json_int_t) q->total_bytes,
                       "searchedStreams", streams, "matchStatus", q->match_status, "matchCount",
-                      (json_int_t) q->match_count, "nextCursor",
-                      q->has_next_cursor ? json_pack("{s:s, s:I}", "stream", stream_name(q->next_stream), "afterLine",
+                      (json_int_t) q->match_count, "matchCountComplete", q->match_count_complete, "nextCursor",
+                      /* a merged transcript's cursor names "both", as the argument does */
+                      q->has_next_cursor ? json_pack("{s:s, s:I}", "stream", q->next_stream == SBX__STREAM__STREAM_MERGED
+                                                                              ? "both" : stream_name(q->next_stream), "afterLine",
                                                      (json_int_t) q->next_after_line)
                                          : json_null());
         *ret = o;
@@ -486,8 +489,9 @@ static const ToolDef artifacts_tools[] = {
                         "Search the stdout and stderr kept behind an artifactHandle of runtime_execute, or of any "
                         "command session (command_session_id) of your sandboxes, for queryTerms "
                         "(case-insensitive): excerpts of at most maxExcerpts (default 10) windows with contextLines "
-                        "(default 3) around the matches, numbered lines (1-based), the match count after the "
-                        "cursor and a nextCursor when more remain (pass it back as cursor). With no match the last "
+                        "(default 3) around the matches (adjacent ones join, up to 50 lines), numbered lines (1-based), and a "
+                        "nextCursor when more remain (pass it back as cursor): a page reads only up to the match "
+                        "after it, so matchCount counts every match after the cursor only when matchCountComplete. With no match the last "
                         "lines come back (noMatchFallback). lineRange returns exact lines (inclusive, at most 1000). "
                         "Another user's handle and a made-up one are both not found.",
                 .input_schema = query_input,

@@ -145,6 +145,7 @@
 #define SBX_RUNTIME_SUMMARY_LINES 20u           /* stdoutSummary/stderrSummary: last lines at most (maxResponseLines) */
 #define SBX_RUNTIME_SUMMARY_BYTES 4096u
 #define SBX_DIGEST_MAX_FAILURES 20u             /* a digest lists at most this many failures */
+#define SBX_DIGEST_DETECT_BYTES (1u << 20)      /* a parser is tried if its marks are in a stream's first or last MiB */
 #define SBX_DIGEST_FIELD_MAX 400u               /* bytes of a failure's name or message, of the summary */
 #define SBX_QUERY_TERMS_MAX 32u                 /* runtime_query_output queryTerms */
 #define SBX_QUERY_EXCERPTS_DEFAULT 10u
@@ -154,6 +155,7 @@
 #define SBX_QUERY_RANGE_MAX_LINES 1000u         /* lines one lineRange returns at most */
 #define SBX_QUERY_TEXT_BUDGET (48u * 1024u)     /* bytes of excerpt text in one reply */
 #define SBX_QUERY_CHUNK_LINES 4096u             /* lines read at once while scanning */
+#define SBX_QUERY_WINDOW_MAX_LINES 50u          /* lines of one excerpt at most (adjacent matches join) */
 #define SBX_QUERY_FALLBACK_LINES 20u            /* noMatchFallback: the last lines of each stream searched */
 
 /* Sandbox defaults */

@@ -223,6 +223,7 @@ static int query_reply(Request *rq, QueryAnswer *a, const OutQuery *q, Transcrip
         o->searched_streams = a->streams;
         o->total_bytes = bytes;
         o->match_count = a->res.match_count;
+        o->match_count_complete = a->res.count_complete || a->res.fallback;
         o->has_next_cursor = a->res.has_next;
         o->next_stream = (Sbx__Stream) a->res.next_stream;
         o->next_after_line = a->res.next_after_line;

@@ -47,7 +47,7 @@ static void scan_hit(Scan *sc, TranscriptStream s, uint64_t line, uint64_t total
         sc->count++;
         if (sc->full)
                 return;
-        if (last && last->s == s && lo <= last->end + 1) {
+        if (last && last->s == s && lo <= last->end + 1 && hi - last->start < SBX_QUERY_WINDOW_MAX_LINES) {
                 last->end = MAX(last->end, hi);
                 last->last_hit = line;
                 return;
@@ -90,7 +90,7 @@ static void scan_chunk(Scan *sc, TranscriptStream s, char *text, size_t len, uin
                 size_t hit = earliest(sc, text, pos, len);
                 const char *nl;
 
-                if (hit >= len)
+                if (hit >= len || sc->full)
                         return;
                 for (const char *p = text + pos; (p = memchr(p, '\n', (size_t) (text + hit - p))); p++)
                         line++;
@@ -107,7 +107,7 @@ static void scan_chunk(Scan *sc, TranscriptStream s, char *text, size_t len, uin
 static int scan_stream(Transcript *t, Scan *sc, TranscriptStream s, uint64_t from) {
         uint64_t total = outquery_lines(t, s), off = from - 1;
 
-        while (off < total) {
+        while (off < total && !sc->full) {
                 _cleanup_free_ char *text = NULL;
                 size_t len = 0;
                 uint64_t end = off;
@@ -207,12 +207,13 @@ int outquery_search(Transcript *t, const OutQuery *q, OutResult *ret) {
                 if (q->after_line > outquery_lines(t, q->cursor_stream))
                         return -ERANGE;
         }
-        for (size_t i = first; i < q->n_streams; i++) {
+        for (size_t i = first; i < q->n_streams && !sc.full; i++) {
                 r = scan_stream(t, &sc, q->streams[i], q->has_cursor && i == first ? q->after_line + 1 : 1);
                 if (r < 0)
                         return r;
         }
         res.match_count = sc.count;
+        res.count_complete = !sc.full;
         if (sc.n_w == 0) {
                 /* No match: the last lines of each stream searched, as a preview. */
                 res.fallback = true;

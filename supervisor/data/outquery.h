@@ -5,8 +5,12 @@
  *
  * A search reads the streams after its cursor in chunks of
  * SBX_QUERY_CHUNK_LINES lines, starting at the cursor through the sparse
- * index (no line before it is read again), to their end: the match count is
- * of every matching line after the cursor. Only the excerpts' lines are kept.
+ * index (no line before it is read again), until its page is full (the
+ * match after the last excerpt is found) or the streams end: a page costs
+ * what it reads, wherever the cursor is, and the match count is of every
+ * matching line after the cursor only when the scan reached the end
+ * (count_complete). An excerpt spans at most SBX_QUERY_WINDOW_MAX_LINES lines
+ * (matches next to each other join one). Only the excerpts' lines are kept.
  * Non-logging. */
 #pragma once
 
@@ -39,7 +43,8 @@ typedef struct OutExcerpt {
 typedef struct OutResult {
         OutExcerpt *excerpts;
         size_t n_excerpts;
-        uint64_t match_count;
+        uint64_t match_count;           /* matching lines read after the cursor */
+        bool count_complete;            /* the read reached the end: match_count is all of them */
         bool fallback;                  /* no match: the excerpts are the streams' last lines */
         bool has_next;                  /* more matches: continue after next_after_line of next_stream */
         TranscriptStream next_stream;

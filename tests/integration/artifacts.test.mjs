@@ -199,7 +199,8 @@ h.test('queries by terms: excerpts with context, 1-based lines, both streams, th
   saved.command = r.command_session_id;
   const q = await query({ artifactHandle: r.artifactHandle, queryTerms: ['HIT'], contextLines: 1 });
   assert.equal(q.matchStatus, 'matched');
-  assert.equal(q.matchCount, 11);
+  assert.equal(q.matchCount, 11, 'the page stops at the match after its last excerpt');
+  assert.equal(q.matchCountComplete, false);
   assert.deepEqual(q.searchedStreams, ['stdout', 'stderr']);
   assert.equal(q.totalLines, 1010);
   assert.equal(q.excerpts.length, 10, 'maxExcerpts 10 by default');
@@ -208,6 +209,7 @@ h.test('queries by terms: excerpts with context, 1-based lines, both streams, th
   assert.deepEqual(q.nextCursor, { stream: 'stdout', afterLine: 1000 });
   const next = await query({ artifactHandle: r.artifactHandle, queryTerms: ['HIT'], contextLines: 1, cursor: q.nextCursor });
   assert.equal(next.matchCount, 1);
+  assert.equal(next.matchCountComplete, true);
   assert.deepEqual(next.excerpts, [{ lineStart: 4, lineEnd: 6, source: 'stderr', content: '   4| err 4\n   5| err 5 HIT\n   6| err 6\n' }]);
   assert.equal(next.nextCursor, null);
   const err = await query({ artifactHandle: r.artifactHandle, queryTerms: ['hit'], stream: 'stderr', contextLines: 0 });
