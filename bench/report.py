@@ -153,6 +153,30 @@ if d:
         row("paging (plain seq)", "same with `seq`: the far window holds 2x the bytes", "ms", dist(s),
             "same at offset 0", dist(b), paired_ratio(s, b), None, None, "context")
 
+# 5b. the artifacts set (issue 19)
+for name, what, target in (("artifacts_digest", "digest of a %d MB go test -v log (broker/digest.c, in-process)", True),
+                           ("artifacts_digest_generic", "digest of %d MB no parser knows (all try, generic reads it all)", False)):
+    d = load(name)
+    if d:
+        s = d["samples"]["sbx"]
+        dd = dist(s)
+        row("digest" if target else "digest, generic (context)", what % (d["vars"]["bytes"] // 1000000), "ms", dd,
+            None, None, None, "<= 500 ms" if target else None, dd["median"] <= 500 if target else None,
+            "%d failures found" % d["vars"]["failures"])
+d = load("artifacts_query")
+if d:
+    by = d["vars"]["bytes"]
+    mbs = [by / (x / 1e6) / 1e6 for x in d["samples"]["sbx"]]
+    dd = {"median": statistics.median(mbs), "p10": min(mbs), "p90": max(mbs), "n": len(mbs), "bytes": by}
+    row("query, rare term", "runtime_query_output for a term on the last line of a %d MiB transcript" % (by >> 20),
+        "MB/s", dd, None, None, None, ">= 500 MB/s", dd["median"] >= 500, "MB scanned per second; spread: min..max")
+d = load("artifacts_page")
+if d:
+    s, b = d["samples"]["sbx"], d["samples"]["base"]
+    r = paired_ratio(s, b)
+    row("query, cursor page", "runtime_query_output's next page from a cursor at 0.9N of an N-line transcript",
+        "ms", dist(s), "the page from a cursor at 0", dist(b), r, "<= 1.2x", r <= 1.2)
+
 # 6. publish
 d = load("publish")
 imp = load("publish_import") or {}

@@ -14,7 +14,7 @@
 # BENCH_STALL_ATTACKS="pub pub_50k ren shuf read" (the default) the stall
 # row's attacks that run; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
-# layers memory lifecycle peers neighbour stall images egress script). BENCH_IMAGE_CACHE: the .deb cache of
+# layers memory lifecycle peers neighbour stall images egress script artifacts). BENCH_IMAGE_CACHE: the .deb cache of
 # the images row (default /var/cache/sbx-ci/images/archives).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +24,7 @@ SCALE=${BENCH_SCALE:-1}
 BIN=$(realpath "${BENCH_BIN:-build/bin}")
 DRIVE=$(realpath "${BENCH_DRIVE:-build/bench/mcpdrive}")
 MINSESS=$(realpath "${BENCH_MINSESS:-build/bench/minsess}")
+DIGEST=$(realpath "${BENCH_DIGEST:-build/bench/digestbench}")
 ONLY=${BENCH_ONLY:-}
 T_START=$(date +%s)
 
@@ -214,6 +215,36 @@ if want paging; then
          {"tag":"seq_0","tool":"read_command_lines","args":{"sandbox_id":"tiny","command_session_id":"\${cs2}","start_offset":0,"limit":1000}}]}
 EOF
   log "paging: $LINES lines, offset $OFF, $N rounds"; drive paging
+fi
+
+# ---- 5b. the artifacts set (issue 19): digest, rare-term query, cursor page ----------
+# The digest of a 50 MB go test -v log (and, as context, of 50 MB no parser knows: every
+# parser looks, then the generic one reads it all), in-process (bench/digestbench.c);
+# runtime_query_output for a term on the last line of a 1 GiB transcript (what it scans,
+# per second); the next page of a cursor at 0.9N against one at 0 of an N-line transcript.
+if want artifacts; then
+  log "artifacts: digest of 50 MB, twice"
+  "$DIGEST" $(sc 52428800 5242880) 5 >"$OUT/artifacts_digest.json"
+  "$DIGEST" $(sc 52428800 5242880) 5 generic >"$OUT/artifacts_digest_generic.json"
+  QBYTES=$(sc 1073741824 4194304)
+  QLINES=$(sc 10000000 100000)
+  N=$(sc 5 3)
+  NP=$(sc 100 20)
+  cat >"$D/scripts/artifacts_query.json" <<EOF
+{"vars":{"bytes":$QBYTES},
+ "setup":[{"tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"perl lines.pl $QBYTES; echo rare-needle-q19","yield_time_ms":30000},"until_done":true,"expect":"ok","save":{"cs":"command_session_id"}}],
+ "warmup":1, "n":$N,
+ "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${cs}","queryTerms":["rare-needle-q19"],"contextLines":0}}]}
+EOF
+  cat >"$D/scripts/artifacts_page.json" <<EOF
+{"setup":[{"tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"seq -w 1 $QLINES","yield_time_ms":30000},"until_done":true,"expect":"ok","save":{"cs":"command_session_id"}}],
+ "warmup":5, "n":$NP,
+ "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${cs}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"both","afterLine":$(( QLINES * 9 / 10 ))}}},
+         {"tag":"base","tool":"runtime_query_output","args":{"artifactHandle":"\${cs}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"both","afterLine":0}}}]}
+EOF
+  log "artifacts: query of $QBYTES bytes, $N rounds; cursor pages of $QLINES lines, $NP rounds"
+  drive artifacts_query "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
+  drive artifacts_page "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
 fi
 
 # ---- 6. publish: one changed file, 50,000-file vs 100-file workspace ----------------

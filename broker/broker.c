@@ -644,6 +644,8 @@ static int handle_tools_call(Broker *b, const JsonRpcMessage *m) {
         r = tool_prepare(tool, args, &req, &error);
         if (r >= 0 && req.msg.body_case == SBX__MSG__BODY_EXEC && token)
                 req.msg.exec->progress = true;
+        if (r >= 0 && req.msg.body_case == SBX__MSG__BODY_RUNTIME_EXECUTE && token)
+                req.msg.runtime_execute->progress = true;
         if (r == -EINVAL) {
                 log_debug("%s: %s", tool_name(tool), error);
                 return send_tool_error(m->id, error);

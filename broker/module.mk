@@ -8,8 +8,10 @@ BROKER_LIB_SRCS += broker/tools.c
 BROKER_LIB_SRCS += broker/tool-args.c
 BROKER_LIB_SRCS += broker/tool-render.c
 BROKER_LIB_SRCS += broker/tool-schemas.c
+BROKER_LIB_SRCS += broker/digest.c
 # one line per tool set (broker/tools.h: TOOL_SETS)
 BROKER_LIB_SRCS += broker/set-runtime.c
 BROKER_LIB_SRCS += broker/set-sessions.c
 BROKER_LIB_SRCS += broker/set-lifecycle.c
 BROKER_LIB_SRCS += broker/set-script.c
+BROKER_LIB_SRCS += broker/set-artifacts.c

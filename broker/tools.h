@@ -20,7 +20,8 @@
         X(runtime, RUNTIME)             \
         X(sessions, SESSIONS)           \
         X(lifecycle, LIFECYCLE)         \
-        X(script, SCRIPT)
+        X(script, SCRIPT)               \
+        X(artifacts, ARTIFACTS)
 
 enum {
 #define TOOL_SET_INDEX_(name, NAME) TOOL_SET_INDEX_##NAME,

@@ -8,3 +8,4 @@ COMMON_SRCS += common/base64.c
 COMMON_SRCS += common/workpool.c
 COMMON_SRCS += common/egress-policy.c
 COMMON_SRCS += common/allowlist.c
+COMMON_SRCS += common/sha256.c

@@ -124,6 +124,40 @@
 #define SBX_TRANSCRIPTS_STATE_SHARE 4u           /* automatic global budget: 1/this of the state filesystem */
 #define SBX_TRANSCRIPTS_INODES_DEFAULT 100000u   /* files of all transcripts (2 per command, 3 with streams apart) */
 
+/* The artifacts set (issue 19, docs/artifacts.md): runtime_execute and
+ * runtime_query_output. The runtime_* defaults of sbxd.conf are the seed's. */
+#define SBX_RUNTIME_ALLOWED_DEFAULT "node typescript python shell powershell"
+#define SBX_RUNTIME_LIST_MAX 512u               /* bytes of runtime_allowed, _allowed_executables, _env_allowlist */
+#define SBX_RUNTIME_ENV_MAX 32u                 /* variables runtime_env_allowlist may name */
+#define SBX_RUNTIME_DURATION_DEFAULT_MS 600000u /* runtime_max_duration_ms */
+#define SBX_RUNTIME_JOBS_DEFAULT 2u             /* runtime_max_concurrent_jobs (per owner) */
+#define SBX_RUNTIME_JOBS_MAX 64u
+#define SBX_RUNTIME_STDOUT_DEFAULT (1u << 20)   /* runtime_max_stdout_bytes: what the result and digest see */
+#define SBX_RUNTIME_STDERR_DEFAULT (256u << 10) /* runtime_max_stderr_bytes */
+#define SBX_RUNTIME_STREAM_MAX (16u << 20)      /* the most either may be set to */
+#define SBX_RUNTIME_ARTIFACT_DEFAULT (10u << 20) /* runtime_max_artifact_bytes: a persisted transcript at most */
+#define SBX_RUNTIME_TTL_DEFAULT_MS (24ull * 3600 * 1000) /* runtime_artifact_ttl_hours = 24 */
+#define SBX_RUNTIME_TTL_MAX_MS (366ull * 24 * 3600 * 1000)
+#define SBX_ARTIFACTS_MAX_DEFAULT (1ull << 30)  /* runtime_artifacts_max_bytes: all live artifacts together */
+#define SBX_RUNTIME_STDIN_MAX (512u << 10)      /* bytes of runtime_execute stdin (the seed's 512 KiB) */
+#define SBX_RUNTIME_ARGS_MAX 256u               /* items of runtime_execute args */
+#define SBX_RUNTIME_EXE_MAX 64u                 /* bytes of an executable's name */
+#define SBX_RUNTIME_SUMMARY_LINES 20u           /* stdoutSummary/stderrSummary: last lines at most (maxResponseLines) */
+#define SBX_RUNTIME_SUMMARY_BYTES 4096u
+#define SBX_DIGEST_MAX_FAILURES 20u             /* a digest lists at most this many failures */
+#define SBX_DIGEST_DETECT_BYTES (1u << 20)      /* a parser is tried if its marks are in a stream's first or last MiB */
+#define SBX_DIGEST_FIELD_MAX 400u               /* bytes of a failure's name or message, of the summary */
+#define SBX_QUERY_TERMS_MAX 32u                 /* runtime_query_output queryTerms */
+#define SBX_QUERY_EXCERPTS_DEFAULT 10u
+#define SBX_QUERY_EXCERPTS_MAX 50u
+#define SBX_QUERY_CONTEXT_DEFAULT 3u
+#define SBX_QUERY_CONTEXT_MAX 20u
+#define SBX_QUERY_RANGE_MAX_LINES 1000u         /* lines one lineRange returns at most */
+#define SBX_QUERY_TEXT_BUDGET (48u * 1024u)     /* bytes of excerpt text in one reply */
+#define SBX_QUERY_CHUNK_LINES 4096u             /* lines read at once while scanning */
+#define SBX_QUERY_WINDOW_MAX_LINES 50u          /* lines of one excerpt at most (adjacent matches join) */
+#define SBX_QUERY_FALLBACK_LINES 20u            /* noMatchFallback: the last lines of each stream searched */
+
 /* Sandbox defaults */
 #define SBX_MEMORY_DEFAULT (1ull << 30)
 #define SBX_PIDS_DEFAULT 512u

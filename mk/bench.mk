@@ -7,6 +7,7 @@ BENCH_DIR   := $(BUILD)/bench
 BENCH_DRIVE := $(BENCH_DIR)/mcpdrive
 BENCH_MINSESS := $(BENCH_DIR)/minsess
 BENCH_SCALE ?= 1
+BENCH_DIGEST := $(BENCH_DIR)/digestbench
 
 $(BENCH_DRIVE): bench/mcpdrive.c
 	@mkdir -p $(@D)
@@ -16,8 +17,14 @@ $(BENCH_MINSESS): bench/minsess.c
 	@mkdir -p $(@D)
 	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 -g -Wall -Wextra $< -o $@
 
-.PHONY: bench bench-tools
-bench-tools: $(BENCH_DRIVE) $(BENCH_MINSESS)
+# The digest row (issue 19): the broker's parsers, in-process.
+$(BENCH_DIGEST): bench/digestbench.c $(BUILD)/obj/broker/digest.o $(LIBSBX)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) -std=gnu11 -O2 -g -Wall -Wextra $< $(BUILD)/obj/broker/digest.o $(LIBSBX) $(PKG_LIBS) -o $@
 
-bench: all $(BENCH_DRIVE) $(BENCH_MINSESS)
-	@BENCH_SCALE=$(BENCH_SCALE) BENCH_BIN=$(BIN) BENCH_DRIVE=$(BENCH_DRIVE) BENCH_MINSESS=$(BENCH_MINSESS) bench/run.sh
+.PHONY: bench bench-tools
+bench-tools: $(BENCH_DRIVE) $(BENCH_MINSESS) $(BENCH_DIGEST)
+
+bench: all $(BENCH_DRIVE) $(BENCH_MINSESS) $(BENCH_DIGEST)
+	@BENCH_SCALE=$(BENCH_SCALE) BENCH_BIN=$(BIN) BENCH_DRIVE=$(BENCH_DRIVE) BENCH_MINSESS=$(BENCH_MINSESS) \
+	  BENCH_DIGEST=$(BENCH_DIGEST) bench/run.sh

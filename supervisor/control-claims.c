@@ -268,7 +268,7 @@ int handle_claim_exec(Request *rq) {
         if (r < 0)
                 return request_error(rq, r, "cannot start the command: %s",
                                      r == -EAGAIN ? "too many running commands in this sandbox" : strerror(-r));
-        r = command_capture(cmd, req->max_output_chars);
+        r = command_capture(cmd, req->max_output_chars, req->max_output_chars);
         if (r >= 0)
                 /* Answered when it ends: the timeout kills it, and a group that outlives
                  * SIGKILL costs the session (SBX_KILL_GRACE_MS) and ends it too. */

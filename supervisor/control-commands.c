@@ -14,15 +14,14 @@
 #include "fd-util.h"
 #include "sbx-limits.h"
 
-/* The session an exec runs in: the one it names, a spare, or a new automatic one. */
-static int exec_session(Request *rq, const Sbx__Exec *req, WorkspaceSession **ret) {
+int command_session_for(Request *rq, const char *workspace_session, WorkspaceSession **ret) {
         Server *s = rq->server;
         Sandbox *sb = rq->sandbox;
         WorkspaceSession *ws;
         char errmsg[512] = "";
         int r;
 
-        if (!req->workspace_session[0]) {
+        if (!workspace_session[0]) {
                 *ret = spare_take(s, sb);
                 if (*ret)
                         return 0;
@@ -30,10 +29,10 @@ static int exec_session(Request *rq, const Sbx__Exec *req, WorkspaceSession **re
                 r = session_new(s, sb, true, true, ret, errmsg, sizeof(errmsg));
                 return r < 0 ? request_error(rq, r, "%s", errmsg[0] ? errmsg : strerror(-r)) : 0;
         }
-        ws = session_find(s, sb, req->workspace_session);
+        ws = session_find(s, sb, workspace_session);
         if (!ws)
                 return request_error(rq, -ENOENT, "no live workspace session '%.80s' in sandbox '%s'",
-                                     req->workspace_session, sb->name);
+                                     workspace_session, sb->name);
         if (ws->state == SESSION_STOPPED)
                 return request_error(rq, -ESHUTDOWN,
                                      "workspace session %s is stopped%s; it runs no more commands: finalize it "
@@ -69,7 +68,7 @@ int handle_exec(Request *rq) {
                                       sizeof(why));
         if (r < 0)
                 return request_error(rq, r, "cannot start the command: %s", why);
-        r = exec_session(rq, req, &ws);
+        r = command_session_for(rq, req->workspace_session, &ws);
         if (r < 0)
                 return r;
         r = command_start(rq->server, ws, req->cmd, timeout_ms, req->separate_streams, &cmd);

@@ -91,34 +91,6 @@ int handle_file_read(Request *rq) {
         return REPLY_DEFERRED;
 }
 
-/* The payload of a FILE_WRITE/FILE_EDIT frame: a sealed memfd of exactly size bytes. */
-static int read_payload(int fd, uint64_t size, char **ret) {
-        int seals, need = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
-        struct stat st;
-        char *buf;
-        ssize_t n;
-
-        if (fd < 0)
-                return -EBADMSG;
-        seals = fcntl(fd, F_GET_SEALS);
-        if (seals < 0 || (seals & need) != need)
-                return -EBADMSG; /* it could change under us */
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t) st.st_size != size)
-                return -EBADMSG;
-        if (size > SBX_FILE_MAX)
-                return -EFBIG;
-        buf = malloc(size + 1);
-        if (!buf)
-                return -ENOMEM;
-        n = loop_pread(fd, buf, size, 0);
-        if (n < 0 || (uint64_t) n != size) {
-                free(buf);
-                return n < 0 ? (int) n : -EBADMSG;
-        }
-        buf[size] = '\0';
-        *ret = buf;
-        return 0;
-}
 
 /* What file_write and file_edit answer: the change, the texts it needs, the
  * reply. A write to the published snapshot is answered later (its
@@ -260,7 +232,7 @@ int handle_file_write(Request *rq) {
         r = change_answer_new(rq, req->path, req->workspace_session, &a);
         if (r < 0)
                 return r;
-        r = read_payload(rq->fd, req->content_size, &a->payload);
+        r = request_payload(rq->fd, req->content_size, SBX_FILE_MAX, &a->payload);
         if (r < 0)
                 return request_error(rq, r, "file content: %s",
                                      r == -EFBIG ? "larger than the file size limit" : "malformed payload");
@@ -329,7 +301,7 @@ int handle_file_edit(Request *rq) {
         r = change_answer_new(rq, req->path, req->workspace_session, &a);
         if (r < 0)
                 return r;
-        r = read_payload(rq->fd, req->edits_size, &a->payload);
+        r = request_payload(rq->fd, req->edits_size, SBX_FILE_MAX, &a->payload);
         if (r >= 0)
                 r = file_edit_list_parse(a->payload, req->edits_size, &a->edits);
         if (r < 0)

@@ -1,11 +1,15 @@
 /* What a request's handler uses: its error message, and memory that lives
  * until its reply is sent (control.h). */
 #include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "control.h"
+#include "fd-util.h"
 #include "macro.h"
 
 int request_error(Request *rq, int err, const char *fmt, ...) {
@@ -50,4 +54,32 @@ void request_done(Request *rq) {
         for (; rq->n_more_fds > 0; rq->n_more_fds--)
                 (void) safe_close(rq->more_fds[rq->n_more_fds - 1]);
         rq->reply_fd = safe_close(rq->reply_fd);
+}
+
+int request_payload(int fd, uint64_t size, uint64_t max, char **ret) {
+        int seals, need = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
+        struct stat st;
+        char *buf;
+        ssize_t n;
+
+        if (fd < 0)
+                return -EBADMSG;
+        seals = fcntl(fd, F_GET_SEALS);
+        if (seals < 0 || (seals & need) != need)
+                return -EBADMSG; /* it could change under us */
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t) st.st_size != size)
+                return -EBADMSG;
+        if (size > max)
+                return -EFBIG;
+        buf = malloc(size + 1);
+        if (!buf)
+                return -ENOMEM;
+        n = loop_pread(fd, buf, size, 0);
+        if (n < 0 || (uint64_t) n != size) {
+                free(buf);
+                return n < 0 ? (int) n : -EBADMSG;
+        }
+        buf[size] = '\0';
+        *ret = buf;
+        return 0;
 }

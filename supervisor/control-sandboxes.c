@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "core/artifacts.h"
 #include "core/claim.h"
 #include "core/owner.h"
 #include "core/layerquota.h"
@@ -115,6 +116,9 @@ int handle_status(Request *rq) {
         st->state_dir = (char *) (all ? s->cfg.state_dir : "");
         st->run_dir = (char *) (all ? s->cfg.run_dir : "");
         st->caller_only = !all;
+        artifacts_sweep(s);
+        (void) store_artifacts_usage(s->store, all ? -1 : (int64_t) uid, &st->artifacts, &st->artifact_bytes);
+        st->artifacts_max_bytes = s->cfg.runtime_artifacts_max_bytes;
         return msg_reply_set(&rq->reply, SBX__REPLY__BODY_STATUS, st);
 }
 

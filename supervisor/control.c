@@ -118,6 +118,16 @@ const RequestType request_types[] = {
         OWNER(FILE_EDIT, file_edit, "sandbox", 1, handle_file_edit,
               CHECKS(NAME("sandbox"), NAME("workspace_session"), PATH("path"))),
         OWNER(FILE_BLAME, file_blame, "sandbox", 0, handle_file_blame, CHECKS(NAME("sandbox"), PATH("path"))),
+        /* The artifacts set (issue 19): stdin, when given, in a sealed memfd. */
+        OWNER(RUNTIME_EXECUTE, runtime_execute, "sandbox", 1, handle_runtime_execute,
+              CHECKS(NAME("sandbox"), NAME("workspace_session"), MSG_CHECK_LENGTH("runtime", 1, SBX_NAME_MAX, -EINVAL),
+                     MSG_CHECK_LENGTH("executable", 0, SBX_RUNTIME_EXE_MAX, -EINVAL),
+                     MSG_CHECK_LENGTH("code", 0, SBX_CMD_MAX, -E2BIG))),
+        /* An artifact handle or a command session id: found among the caller's own. */
+        ANYONE(RUNTIME_QUERY, runtime_query, handle_runtime_query,
+               CHECKS(MSG_CHECK_LENGTH("handle", 1, SBX_NAME_MAX, -EINVAL),
+                      MSG_CHECK_RANGE("max_excerpts", NULL, 0, SBX_QUERY_EXCERPTS_MAX),
+                      MSG_CHECK_RANGE("context_lines", NULL, 0, SBX_QUERY_CONTEXT_MAX))),
 };
 
 const size_t n_request_types = ELEMENTSOF(request_types);

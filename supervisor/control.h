@@ -77,6 +77,10 @@ int control_client_new(Server *s, int fd, const struct ucred *cred, Client **ret
 
 /* control-request.c, for handlers: rq->error is the message; returns err, for "return request_error(…)". */
 int request_error(Request *rq, int err, const char *fmt, ...) _printf_(3, 4);
+/* The payload of a request's frame (FILE_WRITE, FILE_EDIT, RUNTIME_EXECUTE's
+ * stdin): a sealed memfd of exactly size bytes, read NUL-terminated into
+ * *ret (malloc'd); -EBADMSG if it is not that, -EFBIG over max. */
+int request_payload(int fd, uint64_t size, uint64_t max, char **ret);
 /* done(p) once the reply is sent (or not sent). */
 void request_own(Request *rq, void (*done)(void *p), void *p);
 /* p outlives the request (an answer that comes later): its owner frees it. */
@@ -115,6 +119,12 @@ int handle_session_finalize(Request *rq);
 int handle_session_list(Request *rq);
 int handle_session_diff(Request *rq);
 int handle_layer_list(Request *rq);
+/* control-runtime.c (the artifacts set) */
+int handle_runtime_execute(Request *rq);
+int handle_runtime_query(Request *rq);
+/* The session a command runs in: the one named (workspace_session), or a
+ * spare or new automatic one if that is empty (control-commands.c). */
+int command_session_for(Request *rq, const char *workspace_session, WorkspaceSession **ret);
 /* control-files.c */
 int handle_file_read(Request *rq);
 int handle_file_write(Request *rq);

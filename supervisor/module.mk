@@ -14,6 +14,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-files.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-claims.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-jobs.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-runtime.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/egress.c
@@ -33,6 +34,8 @@ SUPERVISOR_CORE_SRCS += supervisor/core/transcripts.c
 SUPERVISOR_CORE_SRCS += supervisor/core/claim.c
 SUPERVISOR_CORE_SRCS += supervisor/core/job.c
 SUPERVISOR_CORE_SRCS += supervisor/core/imagebuild.c
+SUPERVISOR_CORE_SRCS += supervisor/core/runtime.c
+SUPERVISOR_CORE_SRCS += supervisor/core/artifacts.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c
@@ -54,6 +57,7 @@ SUPERVISOR_DATA_SRCS += supervisor/data/attribution.c
 SUPERVISOR_DATA_SRCS += supervisor/data/capture.c
 SUPERVISOR_DATA_SRCS += supervisor/data/claimfs.c
 SUPERVISOR_DATA_SRCS += supervisor/data/renames.c
+SUPERVISOR_DATA_SRCS += supervisor/data/outquery.c
 
 SUPERVISOR_LIB_SRCS = $(SUPERVISOR_CONTROL_SRCS) $(SUPERVISOR_CORE_SRCS) $(SUPERVISOR_OS_SRCS) $(SUPERVISOR_DATA_SRCS)
 

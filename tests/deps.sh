@@ -32,6 +32,7 @@ PKGS=(
   iproute2 util-linux procps          # ip, setpriv/mount tools, ps for tests and the demo
   mount e2fsprogs                     # losetup, mkfs.ext4: the small state filesystems of disk-filling tests
   mmdebstrap uidmap                   # image builds (sbx-images(7), --mode=unshare needs newuidmap) and their tests
+  golang-go rustc cargo python3-pytest  # the artifacts set's runtimes (go, rust) and digest fixtures (tests/fixtures/digest)
 )
 FRESH_PKGS=(
   mmdebstrap                          # builds the Debian 12 root of make check-fresh

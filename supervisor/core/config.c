@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "core/runtime.h"
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
@@ -49,6 +50,14 @@ void config_init(Config *cfg) {
                 .script_stdout_max = SBX_SCRIPT_STDOUT_MAX_DEFAULT,
                 .jobs_max = SBX_JOBS_MAX_DEFAULT,
                 .owner_jobs_max = SBX_OWNER_JOBS_MAX_DEFAULT,
+                .runtime_allowed = SBX_RUNTIME_ALLOWED_DEFAULT,
+                .runtime_max_duration_ms = SBX_RUNTIME_DURATION_DEFAULT_MS,
+                .runtime_max_concurrent_jobs = SBX_RUNTIME_JOBS_DEFAULT,
+                .runtime_max_stdout_bytes = SBX_RUNTIME_STDOUT_DEFAULT,
+                .runtime_max_stderr_bytes = SBX_RUNTIME_STDERR_DEFAULT,
+                .runtime_max_artifact_bytes = SBX_RUNTIME_ARTIFACT_DEFAULT,
+                .runtime_artifact_ttl_ms = SBX_RUNTIME_TTL_DEFAULT_MS,
+                .runtime_artifacts_max_bytes = SBX_ARTIFACTS_MAX_DEFAULT,
         };
 }
 
@@ -290,7 +299,7 @@ static int config_set_word(Config *cfg, const char *key, const char *value, char
                 cfg->log_level = l;
                 return 0;
         }
-        return 1;
+        return runtime_config_set(cfg, key, value, err);
 }
 
 /* The numeric keys, their ranges (documented in sbxd.conf(5)) and where they go. */
@@ -333,6 +342,13 @@ static const struct {
         NUMERIC("script_stdout_max", script_stdout_max, 1024, SBX_SCRIPT_STDOUT_MAX_MAX),
         NUMERIC("jobs_max", jobs_max, 1, SBX_JOBS_MAX_MAX),
         NUMERIC("owner_jobs_max", owner_jobs_max, 1, SBX_JOBS_MAX_MAX),
+        /* runtime_execute (issue 19); the lists and the TTL: runtime_config_set */
+        NUMERIC("runtime_max_duration_ms", runtime_max_duration_ms, 1, SBX_TIMEOUT_MAX_MS),
+        NUMERIC("runtime_max_concurrent_jobs", runtime_max_concurrent_jobs, 1, SBX_RUNTIME_JOBS_MAX),
+        NUMERIC("runtime_max_stdout_bytes", runtime_max_stdout_bytes, 1024, SBX_RUNTIME_STREAM_MAX),
+        NUMERIC("runtime_max_stderr_bytes", runtime_max_stderr_bytes, 1024, SBX_RUNTIME_STREAM_MAX),
+        NUMERIC("runtime_max_artifact_bytes", runtime_max_artifact_bytes, 65536, UINT64_MAX),
+        NUMERIC("runtime_artifacts_max_bytes", runtime_artifacts_max_bytes, 1u << 20, UINT64_MAX),
 };
 
 int config_set(Config *cfg, const char *key, const char *value, char *ret_error) {

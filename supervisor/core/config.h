@@ -98,6 +98,17 @@ typedef struct Config {
         uint32_t script_stdout_max;     /* bytes of stdout a result carries (head and tail) */
         uint32_t jobs_max;              /* running jobs of all owners */
         uint32_t owner_jobs_max;        /* running jobs of one uid (core/owner.h) */
+        /* runtime_execute (core/runtime.h, issue 19): lists of words, as given */
+        char runtime_allowed[SBX_RUNTIME_LIST_MAX];
+        char runtime_allowed_executables[SBX_RUNTIME_LIST_MAX];
+        char runtime_env_allowlist[SBX_RUNTIME_LIST_MAX];
+        uint64_t runtime_max_duration_ms;
+        uint32_t runtime_max_concurrent_jobs;   /* running runtime_execute jobs of one owner */
+        uint64_t runtime_max_stdout_bytes;
+        uint64_t runtime_max_stderr_bytes;
+        uint64_t runtime_max_artifact_bytes;
+        uint64_t runtime_artifact_ttl_ms;       /* runtime_artifact_ttl_hours, a decimal */
+        uint64_t runtime_artifacts_max_bytes;   /* all live artifacts together */
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */

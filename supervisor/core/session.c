@@ -16,6 +16,7 @@
 #include "core/kept.h"
 #include "core/session.h"
 #include "core/egress-proxy.h"
+#include "core/artifacts.h"
 #include "core/transcripts.h"
 #include "core/snapshot.h"
 #include "data/layer.h"
@@ -472,6 +473,7 @@ static void command_free(Server *s, Command *c) {
                 output_capture_done(&c->capture[1]);
                 free(c->capture);
         }
+        runtime_job_free(c->job);
         transcript_free(c->transcript);
         egress_audit_done(&c->egress);
         free(c->cmd);
@@ -797,21 +799,25 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
         int r;
 
-        char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX + EGRESS_PROXY_ENV_N];
+        char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX + EGRESS_PROXY_ENV_N + SBX_RUNTIME_ENV_MAX];
 
         e.command = c->number;
         e.cmd = c->cmd;
         e.n_env = command_env_of(ws, env);
+        /* runtime_execute's allowlisted variables last: they win over the fixed ones. */
+        for (size_t i = 0; c->job && i < c->job->n_env; i++)
+                env[e.n_env++] = (char *) c->job->env[i];
         e.env = env;
         e.cwd = (char *) (ws->mounts && ws->mounts->names.cwd[0] ? ws->mounts->names.cwd : "/workspace");
         e.separate_streams = transcript_has_streams(c->transcript);
         c->start_usec = now_usec();
         r = session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
         c->sent = r >= 0;
-        return r;
+        return r < 0 ? r : runtime_job_started(c);
 }
 
-static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, bool separate_streams, Command **ret) {
+static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, bool separate_streams, uint64_t cap_bytes,
+                       Command **ret) {
         Command *c = calloc(1, sizeof(*c));
         int r;
 
@@ -822,9 +828,9 @@ static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, bool se
         c->cmd = strdup(cmd);
         r = c->cmd ? random_id("cmd-", c->rec.id, sizeof(c->rec.id)) : -ENOMEM;
         if (r >= 0 && separate_streams)
-                r = transcript_create_streams(s->transcripts_fd, c->rec.id, s->cfg.transcript_cap_bytes, &c->transcript);
+                r = transcript_create_streams(s->transcripts_fd, c->rec.id, cap_bytes, &c->transcript);
         else if (r >= 0)
-                r = transcript_create(s->transcripts_fd, c->rec.id, s->cfg.transcript_cap_bytes, &c->transcript);
+                r = transcript_create(s->transcripts_fd, c->rec.id, cap_bytes, &c->transcript);
         if (r < 0) {
                 free(c->cmd);
                 free(c);
@@ -870,16 +876,22 @@ static bool command_move_fresh(Server *s, Command *c) {
         return true;
 }
 
-int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
-                  Command **ret) {
+/* job (taken, NULL: none) before the command goes to the worker: its environment and stdin. */
+static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms,
+                              bool separate_streams, uint64_t cap_bytes, RuntimeJob *job, Command **ret) {
         Command *c;
         int r;
 
-        if (ws->running >= SBX_MAX_COMMANDS_PER_SESSION)
+        if (ws->running >= SBX_MAX_COMMANDS_PER_SESSION) {
+                runtime_job_free(job);
                 return -EAGAIN;
-        r = command_new(s, ws, cmd, separate_streams, &c);
-        if (r < 0)
+        }
+        r = command_new(s, ws, cmd, separate_streams, cap_bytes, &c);
+        if (r < 0) {
+                runtime_job_free(job);
                 return r;
+        }
+        c->job = job;
         c->session = ws;
         c->retry_fresh = ws->was_spare && ws->next_command == 0;
         c->number = ++ws->next_command;
@@ -887,6 +899,7 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
         c->deadline_usec = c->start_usec + timeout_ms * 1000ull;
         r = store_command_insert(s->store, &c->rec, cmd);
         if (r < 0) {
+                runtime_job_free(c->job);
                 transcript_free(c->transcript);
                 (void) transcript_remove(s->transcripts_fd, c->rec.id);
                 free(c->cmd);
@@ -907,6 +920,16 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
         log_info("Command %s started in %s of sandbox '%s'", c->rec.id, ws->id, ws->sandbox->name);
         *ret = c;
         return 0;
+}
+
+int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
+                  Command **ret) {
+        return command_start_with(s, ws, cmd, timeout_ms, separate_streams, s->cfg.transcript_cap_bytes, NULL, ret);
+}
+
+int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
+                      RuntimeJob *job, Command **ret) {
+        return command_start_with(s, ws, cmd, timeout_ms, true, MIN(cap_bytes, s->cfg.transcript_cap_bytes), job, ret);
 }
 
 Command *command_find_live(Server *s, const char *id) {
@@ -1360,12 +1383,12 @@ void command_view_done(CommandView *v) {
         v->stored_egress = NULL;
 }
 
-int command_capture(Command *c, uint32_t max_chars) {
+int command_capture(Command *c, uint32_t max_stdout_chars, uint32_t max_stderr_chars) {
         c->capture = calloc(2, sizeof(OutputCapture));
         if (!c->capture)
                 return -ENOMEM;
-        output_capture_init(&c->capture[0], max_chars);
-        output_capture_init(&c->capture[1], max_chars);
+        output_capture_init(&c->capture[0], max_stdout_chars);
+        output_capture_init(&c->capture[1], max_stderr_chars);
         return 0;
 }
 
@@ -1409,8 +1432,12 @@ static void waiter_answer_capture(Server *s, Waiter *w) {
                 egress_audit_view(&c->egress, c->session->sandbox->egress, &audit);
                 o.egress = &audit;
         }
-        msg_reply_set(&reply, SBX__REPLY__BODY_CLAIM_EXEC, &o);
-        pending_answer(s, &w->pending, &reply);
+        if (c->job)
+                runtime_job_answer(s, &w->pending, c, &o);
+        else {
+                msg_reply_set(&reply, SBX__REPLY__BODY_CLAIM_EXEC, &o);
+                pending_answer(s, &w->pending, &reply);
+        }
         waiter_free(w);
 }
 
@@ -1667,6 +1694,8 @@ static void on_output(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Ms
 
         if (r < 0)
                 log_warning_errno_ratelimited(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
+        if (c->job && (o->stream == SBX__STREAM__STREAM_STDOUT || o->stream == SBX__STREAM__STREAM_STDERR))
+                c->job->bytes[o->stream == SBX__STREAM__STREAM_STDERR] += o->data.len;
         if (c->capture && (o->stream == SBX__STREAM__STREAM_STDOUT || o->stream == SBX__STREAM__STREAM_STDERR)) {
                 r = output_capture_feed(&c->capture[o->stream == SBX__STREAM__STREAM_STDERR], o->data.data,
                                         o->data.len);

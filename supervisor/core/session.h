@@ -56,6 +56,7 @@ typedef struct CommandObserver {
         void (*ended)(Command *c, void *userdata);
 } CommandObserver;
 typedef struct SessionPublish SessionPublish;
+typedef struct RuntimeJob RuntimeJob;
 
 struct WorkspaceSession {
         TAILQ_ENTRY(WorkspaceSession) link;
@@ -128,6 +129,7 @@ struct Command {
         EgressAudit egress;                 /* what it reached through sbx-egress (core/egress.h) */
         const CommandObserver *observer;    /* a job's (core/job.h), or NULL */
         void *observer_data;
+        RuntimeJob *job;                    /* runtime_execute's (core/artifacts.h), or NULL; owned */
 };
 
 /* A new session of sb (spare.h: spare_make_room first, for one someone asked
@@ -183,11 +185,16 @@ void failed_sessions_run_deadlines(Server *s);
 
 int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
                   Command **ret);
+/* The same for runtime_execute: stdout and stderr apart, a transcript of at
+ * most cap_bytes, and job (taken, also on failure) attached before the
+ * command goes to the worker. */
+int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
+                      RuntimeJob *job, Command **ret);
 Command *command_find_live(Server *s, const char *id);
 /* Keep c's stdout and stderr (separate streams) cut to max_chars each, head
  * and tail (data/capture.h): its waiters are then answered with a
  * ClaimExecReply once it ends, not with transcript windows. */
-int command_capture(Command *c, uint32_t max_chars);
+int command_capture(Command *c, uint32_t max_stdout_chars, uint32_t max_stderr_chars);
 int command_send_stdin(Command *c, const void *data, size_t len, bool close_stdin);
 void command_cancel(Server *s, Command *c);
 /* Answer client (seq) with c's new output once it ends or yield_ms after

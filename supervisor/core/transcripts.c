@@ -21,15 +21,6 @@ static uint64_t growth_bound(size_t n) {
         return 3 * (uint64_t) n + (uint64_t) n / 2 + 3 * SBX_TRANSCRIPT_BLOCK + 256;
 }
 
-static Sandbox *sandbox_of_id(Server *s, const char *id) {
-        Sandbox *sb;
-
-        TAILQ_FOREACH(sb, &s->sandboxes, link)
-                if (strcmp(sb->id, id) == 0)
-                        return sb;
-        return NULL;
-}
-
 static Command *live_of_id(Server *s, const char *id) {
         Command *c;
 
@@ -85,10 +76,21 @@ static int evict(Server *s, const StoreCommand *rec, const char *reason) {
         r = transcript_remove(s->transcripts_fd, rec->id);
         if (r < 0 && r != -ENOENT)
                 log_warning_errno(r, "Failed to remove the transcript of %s, ignoring: %m", rec->id);
-        transcripts_uncount(s, sandbox_of_id(s, rec->sandbox), bytes, files);
+        transcripts_uncount(s, sandbox_find_id(s, rec->sandbox), bytes, files);
         log_info("Evicted the transcript of %s (%" PRIu64 " bytes, sandbox %s) to stay within %s", rec->id, bytes,
                  rec->sandbox, reason);
         return 0;
+}
+
+int transcripts_evict(Server *s, const char *id, const char *reason) {
+        StoreCommand rec;
+        int r = store_command_get(s->store, id, &rec);
+
+        if (r < 0)
+                return r;
+        if (rec.evicted[0] || strcmp(rec.status, "running") == 0)
+                return 0;
+        return evict(s, &rec, reason);
 }
 
 /* Evict the oldest ended transcript of the scope (sandbox, or owner >= 0, or all); -ENOENT if none. */
@@ -196,7 +198,7 @@ void transcripts_charge(Server *s, Command *c) {
 static int add_usage(const char *sandbox, uint64_t bytes, uint64_t files, void *userdata) {
         Server *s = userdata;
 
-        count(s, sandbox_of_id(s, sandbox), bytes, files);
+        count(s, sandbox_find_id(s, sandbox), bytes, files);
         return 0;
 }
 
@@ -219,7 +221,7 @@ int transcripts_load(Server *s, unsigned *ret_unrecorded) {
                  * (the sum below leaves unknown sizes out) and record it at a later start. */
                 if (store_command_set_transcript(s->store, unknown.ids[i], bytes, (int) files) < 0 &&
                     store_command_get(s->store, unknown.ids[i], &rec) >= 0) {
-                        count(s, sandbox_of_id(s, rec.sandbox), bytes, files);
+                        count(s, sandbox_find_id(s, rec.sandbox), bytes, files);
                         unrecorded++;
                 }
         }

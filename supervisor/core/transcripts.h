@@ -37,5 +37,9 @@ void transcripts_fit(Server *s, Command *c, size_t n);
 void transcripts_charge(Server *s, Command *c);
 /* c is no longer counted live: ended and recorded, or its record gone. */
 void transcripts_uncount(Server *s, Sandbox *sb, uint64_t bytes, uint64_t files);
+/* Evict the transcript of the ended command id (an expired artifact's,
+ * core/artifacts.h), its record naming reason; 0 if it is gone already or
+ * still running, -ENOENT if there is no such record. */
+int transcripts_evict(Server *s, const char *id, const char *reason);
 /* What the transcripts of the sandboxes of owner store. */
 uint64_t transcripts_owner_bytes(const Server *s, uid_t owner);

@@ -113,7 +113,14 @@ static const char schema[] =
         /* Jobs (issue 18): a sandbox_script call, its owner and the rest of it
          * as a packed sbx.JobInfo. Created in existing databases too. */
         "CREATE TABLE IF NOT EXISTS jobs ("
-        "  id TEXT PRIMARY KEY, uid INTEGER NOT NULL, info BLOB NOT NULL);";
+        "  id TEXT PRIMARY KEY, uid INTEGER NOT NULL, info BLOB NOT NULL);"
+        /* Artifacts (issue 19): a persisted runtime_execute's transcript, kept under a handle until
+         * expires_usec; a new table, made at any schema's open. */
+        "CREATE TABLE IF NOT EXISTS artifacts ("
+        "  handle TEXT PRIMARY KEY, owner_uid INTEGER NOT NULL,"
+        "  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE, command TEXT NOT NULL,"
+        "  created_usec INTEGER NOT NULL, expires_usec INTEGER NOT NULL, bytes INTEGER NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS artifacts_by_age ON artifacts(created_usec);";
 
 /* Schema 1 (user_version 0) keyed everything by the sandbox's name, and a
  * deleted sandbox's commands stayed. Its tables are renamed away, the rows
@@ -1458,4 +1465,95 @@ int store_job_foreach(Store *s, int (*cb)(const char *id, int64_t uid, const voi
                         return r;
         }
         return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+/* ---- artifacts ------------------------------------------------------------------ */
+
+#define ARTIFACT_COLUMNS "handle, owner_uid, sandbox, command, created_usec, expires_usec, bytes"
+
+int store_artifact_insert(Store *s, const StoreArtifact *a) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s, "INSERT INTO artifacts (" ARTIFACT_COLUMNS ") VALUES (?,?,?,?,?,?,?)", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, a->handle, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64) a->owner_uid);
+        sqlite3_bind_text(st, 3, a->sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, a->command, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, a->created_usec);
+        sqlite3_bind_int64(st, 6, a->expires_usec);
+        sqlite3_bind_int64(st, 7, (sqlite3_int64) a->bytes);
+        return step_done(st);
+}
+
+/* The one artifact st selects (ARTIFACT_COLUMNS), or -ENOENT. */
+static int step_artifact(sqlite3_stmt *st, StoreArtifact *ret) {
+        int rc = sqlite3_step(st);
+
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        *ret = (StoreArtifact) {
+                .owner_uid = (uid_t) sqlite3_column_int64(st, 1),
+                .created_usec = sqlite3_column_int64(st, 4),
+                .expires_usec = sqlite3_column_int64(st, 5),
+                .bytes = (uint64_t) sqlite3_column_int64(st, 6),
+        };
+        strlcpy(ret->handle, (const char *) sqlite3_column_text(st, 0), sizeof(ret->handle));
+        strlcpy(ret->sandbox, (const char *) sqlite3_column_text(st, 2), sizeof(ret->sandbox));
+        strlcpy(ret->command, (const char *) sqlite3_column_text(st, 3), sizeof(ret->command));
+        return 0;
+}
+
+int store_artifact_get(Store *s, const char *handle, StoreArtifact *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s, "SELECT " ARTIFACT_COLUMNS " FROM artifacts WHERE handle = ?", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, handle, -1, SQLITE_STATIC);
+        return step_artifact(st, ret);
+}
+
+int store_artifact_oldest(Store *s, int64_t expired_before_usec, StoreArtifact *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s, "SELECT " ARTIFACT_COLUMNS " FROM artifacts WHERE expires_usec <= ?"
+                       " ORDER BY created_usec LIMIT 1", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, expired_before_usec);
+        return step_artifact(st, ret);
+}
+
+int store_artifact_delete(Store *s, const char *handle) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s, "DELETE FROM artifacts WHERE handle = ?", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, handle, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_artifacts_usage(Store *s, int64_t owner_uid, unsigned *ret_count, uint64_t *ret_bytes) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(s, "SELECT count(*), coalesce(sum(bytes), 0) FROM artifacts WHERE ?1 < 0 OR owner_uid = ?1", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, owner_uid);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return sql_err(rc) ?: -EIO;
+        *ret_count = (unsigned) sqlite3_column_int64(st, 0);
+        *ret_bytes = (uint64_t) sqlite3_column_int64(st, 1);
+        return 0;
 }

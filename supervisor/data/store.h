@@ -131,6 +131,28 @@ int store_transcript_unknown_foreach(Store *s, int (*cb)(const char *id, void *u
 int store_command_exists(Store *s, const char *id);
 /* 1 if it is recorded and its transcript was not evicted, else 0. */
 int store_transcript_kept(Store *s, const char *id);
+/* Artifacts (issue 19, core/artifacts.h): a persisted runtime_execute's
+ * command, whose transcript is kept under an unguessable handle until
+ * expires_usec (wall clock), bound to its owner's uid. */
+typedef struct StoreArtifact {
+        char handle[48];
+        uid_t owner_uid;
+        char sandbox[SBX_SANDBOX_ID_SIZE];
+        char command[33];
+        int64_t created_usec, expires_usec;
+        uint64_t bytes;                 /* its transcript's stored bytes */
+} StoreArtifact;
+
+int store_artifact_insert(Store *s, const StoreArtifact *a);
+/* -ENOENT if there is none of that handle. */
+int store_artifact_get(Store *s, const char *handle, StoreArtifact *ret);
+/* The oldest artifact that expires at or before expired_before_usec
+ * (INT64_MAX: the oldest of all), or -ENOENT. */
+int store_artifact_oldest(Store *s, int64_t expired_before_usec, StoreArtifact *ret);
+int store_artifact_delete(Store *s, const char *handle);
+/* How many artifacts (of owner_uid, or of all if < 0) and their bytes. */
+int store_artifacts_usage(Store *s, int64_t owner_uid, unsigned *ret_count, uint64_t *ret_bytes);
+
 /* 1 if a sandbox of that id, or of that name, is recorded, else 0. */
 int store_sandbox_known(Store *s, const char *id_or_name);
 

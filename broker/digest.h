@@ -1,0 +1,25 @@
+/* Digests of build and test output (runtime_execute, the artifacts set):
+ * the kind of tool detected from the command and the output, which parser
+ * matched, whether it passed, a one-line summary and the failures (name,
+ * message, and file and line where the tool prints them). The text is the
+ * sandbox's, so it is less-privileged input: every parser reads it within
+ * its length, and the digest is bounded (SBX_DIGEST_MAX_FAILURES failures of
+ * SBX_DIGEST_FIELD_MAX bytes per field) whatever the output's size. It runs
+ * in sandbox-mcp, never in sbxd. Non-logging.
+ *
+ * Parsers: node-test (node --test, spec and TAP reporters), tap, pytest,
+ * go-test (plain and -json), cargo-test, jest, vitest, tsc, eslint, gcc
+ * (gcc and clang diagnostics), make (GNU make failures), generic (the first
+ * error-looking lines and the last lines). */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* {kind, parser, ok, summary, failures: [{name, message, file?, line?}],
+ * failureCount} of the output. command is what ran (runtime, executable,
+ * args), for detection; exited_ok whether it exited with status 0 (the
+ * verdict when a parser cannot tell). NULL if out of memory. */
+json_t *digest_make(const char *command, const char *out, size_t out_len, const char *err, size_t err_len,
+                    bool exited_ok);

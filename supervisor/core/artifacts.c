@@ -1,0 +1,169 @@
+/* runtime_execute's jobs and the artifact store (see artifacts.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/artifacts.h"
+#include "core/sandbox.h"
+#include "core/server.h"
+#include "core/session.h"
+#include "core/transcripts.h"
+#include "fd-util.h"
+#include "log.h"
+#include "macro.h"
+#include "msg.h"
+#include "sbx-limits.h"
+
+unsigned runtime_jobs_running(Server *s, uid_t owner) {
+        const Command *c;
+        unsigned n = 0;
+
+        TAILQ_FOREACH(c, &s->commands, link)
+                n += c->job && !c->finished && c->job->owner == owner;
+        return n;
+}
+
+int runtime_job_started(Command *c) {
+        RuntimeJob *j = c->job;
+        size_t off = 0;
+        int r;
+
+        if (!j || !j->has_stdin)
+                return 0;
+        /* In frames of at most SBX_STDIN_MAX; the last one closes stdin (an empty stdin: at once). */
+        do {
+                size_t n = MIN(j->stdin_len - off, (size_t) SBX_STDIN_MAX);
+
+                r = command_send_stdin(c, j->stdin_data + off, n, off + n == j->stdin_len);
+                if (r < 0)
+                        return r;
+                off += n;
+        } while (off < j->stdin_len);
+        free(j->stdin_data);
+        j->stdin_data = NULL;
+        return 0;
+}
+
+void runtime_job_free(RuntimeJob *j) {
+        if (!j)
+                return;
+        free(j->stdin_data);
+        free(j);
+}
+
+static int artifact_remove(Server *s, const StoreArtifact *a, const char *reason) {
+        int r = store_artifact_delete(s->store, a->handle);
+
+        if (r < 0)
+                return r;
+        r = transcripts_evict(s, a->command, reason);
+        if (r < 0 && r != -ENOENT)
+                log_warning_errno(r, "Failed to remove the transcript of artifact %s, ignoring: %m", a->handle);
+        log_info("Removed artifact %s of %s (%" PRIu64 " bytes): %s", a->handle, a->command, a->bytes, reason);
+        return 0;
+}
+
+void artifacts_sweep(Server *s) {
+        char reason[96];
+        StoreArtifact a;
+        unsigned n;
+        uint64_t bytes;
+
+        while (store_artifact_oldest(s->store, now_unix_usec(), &a) >= 0)
+                if (artifact_remove(s, &a, "runtime_artifact_ttl_hours") < 0)
+                        return;
+        snprintf(reason, sizeof(reason), "runtime_artifacts_max_bytes = %" PRIu64, s->cfg.runtime_artifacts_max_bytes);
+        while (store_artifacts_usage(s->store, -1, &n, &bytes) >= 0 && bytes > s->cfg.runtime_artifacts_max_bytes &&
+               store_artifact_oldest(s->store, INT64_MAX, &a) >= 0)
+                if (artifact_remove(s, &a, reason) < 0)
+                        return;
+}
+
+static int artifact_add(Server *s, const Command *c, char *ret_handle, size_t size) {
+        StoreArtifact a = {
+                .owner_uid = c->job->owner,
+                .created_usec = now_unix_usec(),
+                .bytes = transcript_stored_bytes(c->transcript),
+        };
+        char hex[33];
+        int r;
+
+        r = random_hex(hex, 32);
+        if (r < 0)
+                return r;
+        snprintf(a.handle, sizeof(a.handle), "art-%s", hex);
+        a.expires_usec = a.created_usec + (int64_t) MIN(s->cfg.runtime_artifact_ttl_ms, (uint64_t) SBX_RUNTIME_TTL_MAX_MS) * 1000;
+        strlcpy(a.sandbox, c->rec.sandbox, sizeof(a.sandbox));
+        strlcpy(a.command, c->rec.id, sizeof(a.command));
+        r = store_artifact_insert(s->store, &a);
+        if (r < 0)
+                return r;
+        strlcpy(ret_handle, a.handle, size);
+        /* Over the budget, the oldest go first: this one last. */
+        artifacts_sweep(s);
+        return 0;
+}
+
+/* "sbx-runtime: ..." first on stderr and status 127: the toolchain is not in the image. */
+static bool toolchain_missing(const Sbx__ClaimExecReply *o, size_t *ret_len) {
+        size_t mark = strlen(RUNTIME_MISSING_MARK);
+        const char *nl;
+
+        if (!o->has_exit_code || o->exit_code != 127 || o->stderr.len < mark ||
+            memcmp(o->stderr.data, RUNTIME_MISSING_MARK, mark) != 0)
+                return false;
+        nl = memchr(o->stderr.data, '\n', o->stderr.len);
+        *ret_len = nl ? (size_t) (nl - (const char *) o->stderr.data) : o->stderr.len;
+        return true;
+}
+
+void runtime_job_answer(Server *s, Pending *p, Command *c, Sbx__ClaimExecReply *o) {
+        Sbx__RuntimeExecuteReply x = SBX__RUNTIME_EXECUTE_REPLY__INIT;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        RuntimeJob *j = c->job;
+        char handle[48] = "";
+        size_t len;
+        int r;
+
+        if (toolchain_missing(o, &len)) {
+                pending_answer_error(s, p, -ENOENT, "%.*s", (int) MIN(len, (size_t) 600),
+                                     (const char *) o->stderr.data + strlen(RUNTIME_MISSING_MARK));
+                return;
+        }
+        if (j->persist && c->finished && c->transcript) {
+                r = artifact_add(s, c, handle, sizeof(handle));
+                if (r < 0)
+                        log_warning_errno(r, "Failed to record the artifact of %s, answering without: %m", c->rec.id);
+        }
+        x.run = o;
+        x.artifact = handle;
+        x.duration_ms = c->finished && c->end_usec > c->start_usec ? (c->end_usec - c->start_usec) / 1000 : 0;
+        x.workspace_session = c->rec.workspace_session;
+        x.executable = j->executable;
+        x.stdout_bytes = j->bytes[0];
+        x.stderr_bytes = j->bytes[1];
+        x.cancelled = c->cancelled;
+        msg_reply_set(&reply, SBX__REPLY__BODY_RUNTIME_EXECUTE, &x);
+        pending_answer(s, p, &reply);
+}
+
+int artifacts_lookup(Server *s, const char *handle, uid_t uid, char *ret_command, size_t size, bool *ret_expired) {
+        StoreArtifact a;
+        int r;
+
+        *ret_expired = false;
+        r = store_artifact_get(s->store, handle, &a);
+        if (r < 0)
+                return r;
+        if (uid != 0 && a.owner_uid != uid)
+                return -ENOENT;
+        if (a.expires_usec <= now_unix_usec()) {
+                *ret_expired = true;
+                artifacts_sweep(s);
+                return -ENOENT;
+        }
+        strlcpy(ret_command, a.command, size);
+        return 0;
+}

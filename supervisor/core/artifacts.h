@@ -1,0 +1,59 @@
+/* runtime_execute's jobs and the artifact store (the artifacts set, issue 19,
+ * docs/artifacts.md).
+ *
+ * A job is a command (core/session.h) that runtime_execute started from the
+ * runtime table (core/runtime.h): with stdout and stderr apart, each kept for
+ * the result up to runtime_max_stdout_bytes / _stderr_bytes (data/capture.h),
+ * the allowlisted environment, and the caller's stdin written once it starts
+ * and then closed. At most runtime_max_concurrent_jobs run per owner.
+ *
+ * The artifact of a persisted job IS its transcript (data/transcript.h): it
+ * is on disk already, with a sparse line index per stream, so it is not
+ * copied. The store records it under an unguessable handle ("art-" and 32
+ * hex digits) bound to the owner's uid, with an expiry
+ * (runtime_artifact_ttl_hours) and its size (its transcript is limited to
+ * runtime_max_artifact_bytes). Expired artifacts, and then the oldest, go
+ * once all of them together would pass runtime_artifacts_max_bytes: the
+ * record and the transcript with it. Records are in the SQLite store, so
+ * handles survive a restart; an artifact goes with its sandbox. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/client.h"
+#include "core/runtime.h"
+#include "sbx.pb-c.h"
+
+typedef struct Server Server;
+typedef struct Command Command;
+
+typedef struct RuntimeJob {
+        uid_t owner;
+        bool persist;
+        char executable[SBX_RUNTIME_EXE_MAX + 1];
+        const char *env[SBX_RUNTIME_ENV_MAX];   /* borrowed from environ */
+        size_t n_env;
+        uint8_t *stdin_data;                    /* written once the command starts, then closed */
+        size_t stdin_len;
+        bool has_stdin;
+        uint64_t bytes[2];                      /* raw stdout, stderr */
+} RuntimeJob;
+
+/* Running jobs of owner's sandboxes. */
+unsigned runtime_jobs_running(Server *s, uid_t owner);
+/* c just went to its worker: its stdin, then end of input. */
+int runtime_job_started(Command *c);
+void runtime_job_free(RuntimeJob *j);
+/* Answer p for c's ended job: ClaimExecReply o (its streams) inside a
+ * RuntimeExecuteReply, with its artifact when persisted; or the error of a
+ * missing toolchain. */
+void runtime_job_answer(Server *s, Pending *p, Command *c, Sbx__ClaimExecReply *o);
+
+/* Remove expired artifacts, then the oldest while all of them store more than
+ * runtime_artifacts_max_bytes. */
+void artifacts_sweep(Server *s);
+/* The command of handle for uid: -ENOENT when there is none, it is
+ * another's (root sees all) or has expired (ret_expired then says so). */
+int artifacts_lookup(Server *s, const char *handle, uid_t uid, char *ret_command, size_t size, bool *ret_expired);
