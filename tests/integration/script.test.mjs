@@ -52,6 +52,7 @@ h.test('tools/list: the four tools, the seed annotations, the roots in the live 
   for (const p of ['files', 'directories']) {
     assert.match(s.inputSchema.properties[p].description, new RegExp(`${INPUTS}, /nonexistent-root`));
   }
+  assert.deepEqual(h.mcp.client.getServerCapabilities().logging, {}, 'the logging capability is declared');
   assert.equal(tools[2].inputSchema.properties.timeout_seconds.default, 1800);
   assert.equal(tools[2].inputSchema.properties.timeout_seconds.maximum, 172800);
 });
