@@ -468,8 +468,8 @@ run_ctl "image list --json" 0 image list --json && jcheck "image list --json nam
 run_ctl "an unreachable socket exits 3" 3 --socket "$TMP/nowhere.sock" status
 run_ctl "a usage error exits 2" 2 session finalize ops
 run_ctl "status --json" 0 status --json && jcheck "status --json has the pid of the private sbxd" "d['pid']==$SBXD_PID"
-run_ctl "owner list" 0 owner list && { grep -qE "^0 +root +[0-9]+/- +[0-9]+/- +0/- +[0-9.]+[BKMG]/- +[0-9.]+[BKMG]/-$" <<<"$OUT" && ok "owner list: root's use, no limit (exempt)" || notok "owner list: root's use, no limit (exempt)" "$OUT"; }
-run_ctl "owner show root --json" 0 owner show root --json && jcheck "owner show --json: exempt, a row per quota" "d['uid']==0 and d['exempt'] and [q['name'] for q in d['quotas']]==['owner_sessions_max','owner_sandboxes_max','owner_commands_max','owner_transcripts_max_bytes','owner_layers_max_bytes']"
+run_ctl "owner list" 0 owner list && { grep -qE "^0 +root +[0-9]+/- +[0-9]+/- +0/- +[0-9.]+[BKMG]/- +[0-9.]+[BKMG]/- +0/-$" <<<"$OUT" && ok "owner list: root's use, no limit (exempt)" || notok "owner list: root's use, no limit (exempt)" "$OUT"; }
+run_ctl "owner show root --json" 0 owner show root --json && jcheck "owner show --json: exempt, a row per quota" "d['uid']==0 and d['exempt'] and [q['name'] for q in d['quotas']]==['owner_sessions_max','owner_sandboxes_max','owner_commands_max','owner_transcripts_max_bytes','owner_layers_max_bytes','owner_jobs_max']"
 run_ctl "owner show of a bad user is a usage error" 2 owner show no-such-user-sbx
 
 if run_ctl "layer list ops" 0 layer list ops; then

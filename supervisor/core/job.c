@@ -246,6 +246,18 @@ static void job_answer_all(Server *s, Job *job) {
 
 /* ---- the end ---------------------------------------------------------------------- */
 
+/* "job-" and the id's 32 hex digits. */
+static void job_sandbox_name(const Job *job, char name[static SBX_NAME_MAX + 1]) {
+        size_t k = strlen(JOB_SANDBOX_PREFIX);
+
+        strlcpy(name, JOB_SANDBOX_PREFIX, SBX_NAME_MAX + 1);
+        for (const char *p = job->id; *p && k < SBX_NAME_MAX; p++)
+                if (*p != '-')
+                        name[k++] = *p;
+        name[k] = '\0';
+}
+
+
 static void mounts_free(SessionMounts *m) {
         if (!m)
                 return;
@@ -281,8 +293,16 @@ static void job_end_status(Job *job, const Command *c) {
 /* The sandbox goes with every process of it (its command, if it still ran,
  * ends killed), then the output is handed over and everyone is answered. */
 static void job_finish(Server *s, Job *job) {
-        Sandbox *sb = TAKE_PTR(job->sandbox);
+        char name[SBX_NAME_MAX + 1];
+        Sandbox *sb = NULL;
         int r;
+
+        /* By name: its owner may have deleted it meanwhile (sbxctl sandbox delete). */
+        if (job->has_sandbox) {
+                job_sandbox_name(job, name);
+                sb = sandbox_find(s, name);
+                job->has_sandbox = false;
+        }
 
         if (sb) {
                 r = sandbox_delete(s, sb);
@@ -496,17 +516,6 @@ static int job_dirs(Server *s, Job *job, uid_t sandbox_root, int *ret_out) {
         return 0;
 }
 
-/* "job-" and the id's 32 hex digits. */
-static void job_sandbox_name(const Job *job, char name[static SBX_NAME_MAX + 1]) {
-        size_t k = strlen(JOB_SANDBOX_PREFIX);
-
-        strlcpy(name, JOB_SANDBOX_PREFIX, SBX_NAME_MAX + 1);
-        for (const char *p = job->id; *p && k < SBX_NAME_MAX; p++)
-                if (*p != '-')
-                        name[k++] = *p;
-        name[k] = '\0';
-}
-
 static void sandbox_made_now(Server *s, Sandbox *sb, int err, const char *why, void *userdata) {
         *(Sandbox **) userdata = sb;
 }
@@ -525,7 +534,7 @@ static int job_launch(Server *s, Job *job, const JobSpec *spec, char *err, size_
                                      sandbox_made_now, &sb, err, size);
         if (r < 0 || !sb)
                 return r < 0 ? r : -EIO;
-        job->sandbox = sb;
+        job->has_sandbox = true;
         r = job_dirs(s, job, sb->uid_base, &out);
         if (r >= 0)
                 r = detached_mount(out, false, &job->mounts->fds[job->mounts->names.n]);
@@ -627,6 +636,7 @@ static void jobs_trim(Server *s, uid_t uid) {
 }
 
 int job_start(Server *s, Client *c, uint32_t seq, const JobSpec *spec, Job **ret, char *err, size_t size) {
+        char name[SBX_NAME_MAX + 1];
         Job *job;
         int r;
 
@@ -664,8 +674,9 @@ int job_start(Server *s, Client *c, uint32_t seq, const JobSpec *spec, Job **ret
                 return r;
         }
         job_save(s, job);
+        job_sandbox_name(job, name);
         log_info("Job %s of uid %u started in sandbox '%s' (image %s, egress %s%s)", job->id, (unsigned) c->uid,
-                 job->sandbox->name, job->image, job->egress, spec->background ? ", background" : "");
+                 name, job->image, job->egress, spec->background ? ", background" : "");
         *ret = job;
         if (spec->background) {
                 pending_start(&job->notify, c, seq, notify_abandon);

@@ -60,7 +60,7 @@ struct Job {
         int signal;
         int64_t started_unix, ended_unix;
         char *output_dir;               /* STATE/jobs/ID/out */
-        Sandbox *sandbox;               /* while it runs */
+        bool has_sandbox;               /* its sandbox (job-HEX) exists, or is being made */
         Command *cmd;                   /* while its command runs */
         SessionMounts *mounts;          /* its session's, until the sandbox goes */
         int log_fds[2];                 /* stdout.log, stderr.log while it runs */

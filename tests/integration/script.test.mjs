@@ -52,6 +52,7 @@ h.test('tools/list: the four tools, the seed annotations, the roots in the live 
   for (const p of ['files', 'directories']) {
     assert.match(s.inputSchema.properties[p].description, new RegExp(`${INPUTS}, /nonexistent-root`));
   }
+  assert.deepEqual(h.mcp.client.getServerCapabilities().logging, {}, 'the logging capability is declared');
   assert.equal(tools[2].inputSchema.properties.timeout_seconds.default, 1800);
   assert.equal(tools[2].inputSchema.properties.timeout_seconds.maximum, 172800);
 });
@@ -249,4 +250,18 @@ h.test('after an sbxd restart: a job that ran reads supervisor_lost, its sandbox
   assert.deepEqual(sleeps(T(313)), []);
   const l = await sbxctl(h.socket, ['sandbox', 'list', '--json']);
   assert.deepEqual(JSON.parse(l.stdout), []);
+});
+
+h.test("the owner deleting a job's sandbox ends the job; sbxd stays up", async () => {
+  const tag = T(314);
+  const bg = (await h.mcp.sc('sandbox_script', { command: `sleep ${tag}`, image: 'python', egress: 'none', background: true }));
+  await waitFor(() => sleeps(tag).length === 1, { timeout: 30000, what: 'the sleep' });
+  const name = 'job-' + bg.job_id.replaceAll('-', '');
+  const d = await sbxctl(h.socket, ['sandbox', 'delete', name]);
+  assert.equal(d.code, 0, d.stderr);
+  const w = await h.mcp.sc('sandbox_wait', { job_id: bg.job_id, timeout_seconds: 30 });
+  assert.equal(w.status, 'exited');
+  assert.equal(w.exit_code, 137);
+  assert.deepEqual(sleeps(tag), []);
+  assert.equal((await h.mcp.sc('sandbox_status', { job_id: bg.job_id })).status, 'exited');
 });

@@ -87,7 +87,7 @@ test('owner_sessions_max: one owner with many sandboxes cannot take all sessions
   const list = await sbxctl(h.socket, ['owner', 'list']);
   assert.equal(list.code, 0, list.stderr);
   const rows = list.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/));
-  assert.deepEqual(rows[0], ['OWNER', 'USER', 'SESSIONS', 'SANDBOXES', 'COMMANDS', 'TRANSCRIPTS', 'LAYERS']);
+  assert.deepEqual(rows[0], ['OWNER', 'USER', 'SESSIONS', 'SANDBOXES', 'COMMANDS', 'TRANSCRIPTS', 'LAYERS', 'JOBS']);
   const row = (uid) => rows.find((x) => x[0] === String(uid));
   assert.deepEqual(row(ALICE).slice(2, 5), ['4/4', '3/3', '0/3'], list.stdout);
   assert.deepEqual(row(BOB).slice(2, 5), ['1/4', '1/3', '0/3'], list.stdout);
@@ -99,7 +99,7 @@ test('owner_sessions_max: one owner with many sandboxes cannot take all sessions
   assert.deepEqual(a.quotas.slice(0, 3).map((q) => [q.name, q.used, q.limit]),
     [['owner_sessions_max', 4, 4], ['owner_sandboxes_max', 3, 3], ['owner_commands_max', 0, 3]]);
   // transcripts: bytes stored (whole blocks) against owner_transcripts_max_bytes
-  assert.deepEqual(a.quotas.slice(3).map((q) => q.name), ['owner_transcripts_max_bytes', 'owner_layers_max_bytes']);
+  assert.deepEqual(a.quotas.slice(3).map((q) => q.name), ['owner_transcripts_max_bytes', 'owner_layers_max_bytes', 'owner_jobs_max']);
   assert.ok(a.quotas[3].used % 4096 === 0 && a.quotas[3].used < a.quotas[3].limit, JSON.stringify(a.quotas[3]));
   assert.equal(json.find((o) => o.uid === 0).exempt, true);
   const show = await sbxctl(h.socket, ['owner', 'show', String(ALICE)]);
@@ -107,7 +107,7 @@ test('owner_sessions_max: one owner with many sandboxes cannot take all sessions
   assert.equal(show.stdout, `owner: ${ALICE}\nowner_sessions_max: 4 of 4 live workspace sessions\n`
     + 'owner_sandboxes_max: 3 of 3 sandboxes\nowner_commands_max: 0 of 3 running commands\n'
     + 'owner_transcripts_max_bytes: 0B of 4.0G transcripts\n'
-    + 'owner_layers_max_bytes: 0B of 32.0G published layers\n');
+    + 'owner_layers_max_bytes: 0B of 32.0G published layers\nowner_jobs_max: 0 of 8 running jobs (sandbox_script)\n');
   const root = await sbxctl(h.socket, ['owner', 'show', 'root']);
   assert.match(root.stdout, /^owner: 0 \(root\), exempt from the quotas\nowner_sessions_max: 5 live workspace sessions \(limit 4, not applied\)\n/);
   // finalizing one gives the place back
@@ -146,7 +146,7 @@ test('sbxctl owner list / show as another user: their own use only; another owne
   assert.equal(list.code, 0, list.stderr);
   const rows = list.stdout.trim().split('\n');
   assert.equal(rows.length, 2, list.stdout);
-  assert.match(rows[1], new RegExp(`^${BOB}\\s+\\S+\\s+0/4\\s+1/3\\s+0/3\\s+\\S+/4\\.0G\\s+0B/32\\.0G$`));
+  assert.match(rows[1], new RegExp(`^${BOB}\\s+\\S+\\s+0/4\\s+1/3\\s+0/3\\s+\\S+/4\\.0G\\s+0B/32\\.0G\\s+0/8$`));
   const mine = await sbxctlAs(BOB, ['owner', 'show', String(BOB)]);
   assert.equal(mine.code, 0, mine.stderr);
   const other = await sbxctlAs(BOB, ['owner', 'show', String(ALICE)]);
