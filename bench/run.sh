@@ -55,8 +55,11 @@ D=$(mktemp -d /tmp/sbx-bench-XXXXXX)
 OUT=$D/out
 mkdir -p "$D/state" "$D/run" "$OUT" "$D/scripts"
 SBXD_PID=
+WWW_PID=
 cleanup() {
   local rc=$?
+  # the egress row's HTTP server, if a failed step left it
+  [[ -n $WWW_PID ]] && kill "$WWW_PID" 2>/dev/null && { wait "$WWW_PID" 2>/dev/null || true; }
   if [[ -n $SBXD_PID ]] && kill -0 "$SBXD_PID" 2>/dev/null; then
     kill -TERM "$SBXD_PID"
     for _ in $(seq 200); do kill -0 "$SBXD_PID" 2>/dev/null || break; sleep 0.1; done
@@ -550,6 +553,7 @@ EOF
   log "egress: $N downloads of $MB MiB through sbx-egress, and without it"
   drive egress
   kill "$WWW_PID"; wait "$WWW_PID" 2>/dev/null || true
+  WWW_PID=
 fi
 
 # ---- 13. stall: exec_command echo in another sandbox during each attack (issue 15) -----

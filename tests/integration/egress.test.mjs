@@ -4,7 +4,7 @@
 // no_proxy names 127.0.0.1 only), with egress_allow_private = yes; then a
 // second sbxd with the default settings, which refuses loopback, link-local
 // and private addresses. Clients inside: curl (plain HTTP and CONNECT),
-// python's urllib and npm view, configured by the proxy variables alone.
+// python's urllib, npm view and pip index, configured by the proxy variables alone.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { Harness, useSbx, sbxctl, writeFixture, tail } from './helpers.mjs';
@@ -19,6 +19,11 @@ function server(addr, name) {
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ name: 'demo-pkg', 'dist-tags': { latest: '1.2.3' },
         versions: { '1.2.3': { name: 'demo-pkg', version: '1.2.3' } } }));
+      return;
+    }
+    if (name === 'registry' && req.url === '/simple/demo-pkg/') {
+      res.setHeader('content-type', 'text/html');
+      res.end('<html><body><a href="/files/demo_pkg-1.2.3.tar.gz">demo_pkg-1.2.3.tar.gz</a></body></html>\n');
       return;
     }
     res.end(`${name}-ok ${req.url}\n`);
@@ -73,13 +78,15 @@ h.test('none: no proxy variables, and neither host is reachable', async () => {
   assert.equal(sc.egress ?? null, null);
 });
 
-h.test('package-managers: the registry only, by curl, CONNECT, urllib and npm; the audit lists both', async () => {
+h.test('package-managers: the registry only, by curl, CONNECT, urllib, npm and pip; the audit lists both', async () => {
   const sc = await exec('eg-pm', [
     'echo "proxy=$http_proxy"',
     curl(`http://${REG}/simple/`),
     curl(`http://${REG}/tunnel`, '-p'),
     `python3 -c "import urllib.request; print(urllib.request.urlopen('http://${REG}/py').read().decode().strip())"`,
     `npm view demo-pkg version --registry http://${REG}/ 2>&1 | tail -1`,
+    `pip index versions demo-pkg --index-url http://${REG}/simple/ --trusted-host 127.0.0.2 --no-cache-dir ` +
+      '--disable-pip-version-check 2>&1 | grep -v WARNING | head -1',
     curl(`http://${OTHER}/nope`, '-f'),
   ].join('; '));
   assert.match(sc.output, /^proxy=http:\/\/127\.0\.0\.1:3128$/m);
@@ -87,6 +94,7 @@ h.test('package-managers: the registry only, by curl, CONNECT, urllib and npm; t
   assert.match(sc.output, /registry-ok \/tunnel\nrc=0/);
   assert.match(sc.output, /registry-ok \/py/);
   assert.match(sc.output, /^1\.2\.3$/m);
+  assert.match(sc.output, /^demo-pkg \(1\.2\.3\)$/m);
   assert.match(sc.output, /403/);
   assert.ok(!other.seen.includes('/nope'), 'the other host was reached');
   assert.deepEqual(sc.egress, { policy: 'package-managers', contacted: [REG], refused: [OTHER] });
