@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/claim.h"
+#include "core/kept.h"
 #include "core/owner.h"
 #include "core/spare.h"
 #include "fd-util.h"
@@ -270,6 +271,11 @@ static void claim_creator_abandon(Server *s, Pending *p, bool cancelled) {
         /* The claim is made anyway; its owner finds it with the resource or sbxctl. */
 }
 
+/* A claim's new session starts with the files of its seed, if that is still there. */
+static int claim_session_fill(const WorkspaceSession *ws, int upper_fd, int root_fd) {
+        return ws->seed ? kept_session_seed(ws->seed, upper_fd, root_fd) : 0;
+}
+
 /* Its session; seed (if not NULL): a kept one whose files it starts with. */
 static int claim_start_session(Server *s, Claim *cl, WorkspaceSession *seed) {
         WorkspaceSession *ws;
@@ -281,8 +287,10 @@ static int claim_start_session(Server *s, Claim *cl, WorkspaceSession *seed) {
         if (r < 0) {
                 strlcpy(cl->start_error, err[0] ? err : strerror(-r), sizeof(cl->start_error));
                 log_warning("Cannot start the session of claim %s/%s: %s", cl->namespace_, cl->name, cl->start_error);
-        } else
+        } else if (seed) {
                 ws->seed = seed;
+                ws->fill = claim_session_fill;
+        }
         return r;
 }
 
@@ -640,7 +648,6 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
         if (ws && ws->seed && ws->state == SESSION_READY) {
                 /* It runs with the kept files: their copy goes. */
                 session_destroy(s, TAKE_PTR(ws->seed));
-                cl->again = CLAIM_AGAIN_KEPT;
                 log_info("The session of claim %s/%s runs again with the files it had before sbxd restarted",
                          cl->namespace_, cl->name);
         }
@@ -660,7 +667,8 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
                 if (claim_start_session(s, cl, kept) < 0)
                         cl->restart_usec = now_usec() + SESSION_RETRY_USEC;
                 else {
-                        cl->again = kept ? cl->again : CLAIM_AGAIN_LOST;
+                        /* Its first one here is after sbxd's restart: whatever it wrote was kept (if anything). */
+                        cl->again = kept || cl->restarts == 0 ? CLAIM_AGAIN_KEPT : CLAIM_AGAIN_LOST;
                         if (cl->restarts++ > 0)
                                 log_notice("Started the session of claim %s/%s again", cl->namespace_, cl->name);
                 }

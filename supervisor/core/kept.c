@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/claim.h"
 #include "core/kept.h"
 #include "data/layer.h"
 #include "fd-util.h"
@@ -107,6 +108,33 @@ static int save(Server *s, WorkspaceSession *ws, const int trees[3], bool in_run
         return 0;
 }
 
+/* A claim's root upper as set-up made it: only its own empty /root and /run
+ * (worker/session-init.c), nothing the claim wrote. */
+static bool sys_upper_untouched(int sys) {
+        _cleanup_(closedirp) DIR *d = opendir_at(sys);
+
+        if (!d)
+                return false;
+        for (struct dirent *de; (de = readdir(d));) {
+                _cleanup_close_ int fd = -EBADF;
+
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (strcmp(de->d_name, "root") != 0 && strcmp(de->d_name, "run") != 0)
+                        return false;
+                fd = openat(sys, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0 || tree_is_empty(fd) <= 0)
+                        return false;
+        }
+        return true;
+}
+
+/* Nothing to keep of a claim's session: no file in its workspace, root or /tmp. */
+static bool claim_trees_untouched(const int trees[3]) {
+        return tree_is_empty(trees[0]) > 0 && (trees[1] < 0 || sys_upper_untouched(trees[1])) &&
+               (trees[2] < 0 || tree_is_empty(trees[2]) > 0);
+}
+
 static void trees_close(int (*trees)[3]) {
         for (size_t i = 0; i < 3; i++)
                 safe_close((*trees)[i]);
@@ -116,6 +144,10 @@ void kept_session_save(Server *s, WorkspaceSession *ws) {
         _cleanup_(trees_close) int trees[3] = { -EBADF, -EBADF, -EBADF };
         bool claim = ws->sandbox->claim != NULL;
         int r;
+
+        /* A warm claim is nobody's yet: nothing of it to keep. */
+        if (sandbox_is_warm_claim(ws->sandbox))
+                return;
 
         if (ws->kept_fd >= 0) {
                 /* Already a kept copy, still not finalized: it stays. */
@@ -141,6 +173,9 @@ void kept_session_save(Server *s, WorkspaceSession *ws) {
                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
                 log_warning_errno(-errno, "Cannot read the root's changes of claim session %s, they are lost: %m",
                                   ws->id);
+        /* Not even a sync of the state filesystem for a claim that wrote nothing. */
+        if (claim && claim_trees_untouched(trees))
+                return;
         r = save(s, ws, trees, false);
         if (r < 0) {
                 log_warning_errno(r, "Cannot keep the changes of workspace session %s of sandbox '%s' in %s (%m), "

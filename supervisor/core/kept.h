@@ -12,7 +12,8 @@
  *
  * A claim's session (core/claim.h) is kept whole: besides the workspace's
  * upper, its root's upper (/usr/local, /root, /etc...) as kept/WS/sys and its
- * /tmp as kept/WS/tmp, even without changes. Its claim does not finalize it:
+ * /tmp as kept/WS/tmp (not a warm claim's, nor one that wrote nothing).
+ * Its claim does not finalize it:
  * the claim's next session is filled from it (kept_session_seed) before that
  * session's worker starts, and it goes once the new one runs. Processes do
  * not survive: only files do. */

@@ -13,7 +13,6 @@
 
 #include "core/owner.h"
 #include "array.h"
-#include "core/kept.h"
 #include "core/session.h"
 #include "core/egress-proxy.h"
 #include "core/artifacts.h"
@@ -211,7 +210,7 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
 static int session_prepare(void *userdata, int upper_fd, int root_fd) {
         WorkspaceSession *ws = userdata;
 
-        return ws->seed ? kept_session_seed(ws->seed, upper_fd, root_fd) : 0;
+        return ws->fill ? ws->fill(ws, upper_fd, root_fd) : 0;
 }
 
 /* The spawner makes ws's child; it sets itself up while sbxd serves others

@@ -87,6 +87,10 @@ struct WorkspaceSession {
         /* A stopped session with a kept copy (core/kept.h) whose files fill
          * this one before its worker starts; NULL once it went. */
         WorkspaceSession *seed;
+        /* If set, called while it is set up, its overlays mounted and nothing
+         * in it started yet (upper_fd: its workspace upper, root_fd: its
+         * merged root, both O_PATH); a negative errno fails the set-up. */
+        int (*fill)(const WorkspaceSession *ws, int upper_fd, int root_fd);
         int kept_fd;                /* its upper is a kept copy (core/kept.h) named by its id in this
                                        directory, removed once it is finalized; else -EBADF */
         int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */

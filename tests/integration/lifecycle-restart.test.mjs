@@ -65,6 +65,19 @@ h.test('a claim keeps its files across an sbxd restart; its background processes
   await h.mcp.sc('delete_sandbox', { sandbox_claim_name: n });
 });
 
+h.test('a claim that wrote nothing costs no copy at the stop, and after the restart says its processes are gone', async () => {
+  const { sandbox_claim_name: n } = await h.mcp.sc('create_sandbox', { warmpool: 'quick', shutdown_after_seconds: null });
+  await exec(n, 'sleep 1000 >/dev/null 2>&1 &');
+  await h.restartSbxd();
+  assert.doesNotMatch(fs.readFileSync(h.sbxdLog, 'utf8').split('sbxd start #').pop(), /is back, stopped, with its kept changes/);
+  await waitFor(async () => (await h.mcp.sc('get_sandbox_status', { sandbox_claim_name: n })).ready,
+    { timeout: 30000, what: 'the claim to run again after the restart' });
+  const st = await h.mcp.sc('get_sandbox_status', { sandbox_claim_name: n });
+  assert.match(st.message, /processes started before the restart are gone/);
+  assert.equal((await exec(n, 'pgrep -c sleep || true')).stdout.trim(), '0');
+  await h.mcp.sc('delete_sandbox', { sandbox_claim_name: n });
+});
+
 h.test('the file tools give up at their timeout when sbxd does not answer, and change nothing', async () => {
   const { sandbox_claim_name: n } = await h.mcp.sc('create_sandbox', { warmpool: 'quick' });
   await h.mcp.sc('upload_file', { sandbox_claim_name: n, path: 'old.txt', content: 'old\n' });
