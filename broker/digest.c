@@ -93,22 +93,6 @@ static void copy_field(char *dst, const char *src, size_t len) {
         dst[len] = '\0';
 }
 
-/* The number after prefix in l ("# pass 3", "ℹ fail 1"), if l starts so. */
-static bool count_after(Line l, const char *prefix, unsigned long *ret) {
-        char digits[24];
-        size_t n = strlen(prefix), k = 0;
-
-        if (!starts(l, prefix))
-                return false;
-        while (n + k < l.len && k < sizeof(digits) - 1 && isdigit((unsigned char) l.p[n + k]))
-                digits[k] = l.p[n + k], k++;
-        if (k == 0)
-                return false;
-        digits[k] = '\0';
-        *ret = strtoul(digits, NULL, 10);
-        return true;
-}
-
 /* The decimal number at p, read no further than end (the text has no NUL at its end). */
 static unsigned long num_at(const char *p, const char *end, const char **ret_end) {
         unsigned long v = 0;
@@ -118,6 +102,40 @@ static unsigned long num_at(const char *p, const char *end, const char **ret_end
         if (ret_end)
                 *ret_end = p;
         return v;
+}
+
+/* The number after prefix in l ("# pass 3", "ℹ fail 1"), if l starts so. */
+static bool count_after(Line l, const char *prefix, unsigned long *ret) {
+        size_t n = strlen(prefix);
+        const char *end;
+        unsigned long v;
+
+        if (!starts(l, prefix))
+                return false;
+        v = num_at(l.p + n, l.p + l.len, &end);
+        if (end == l.p + n)
+                return false;
+        *ret = v;
+        return true;
+}
+
+/* The number just before word in l ("2 failed", "1 passed;"), if there is
+ * one (the last such, if word is there more than once). */
+static bool count_before(Line l, const char *word, unsigned long *ret) {
+        size_t n = strlen(word);
+        bool found = false;
+
+        for (const char *p = l.p; p < l.p + l.len && (p = memmem(p, (size_t) (l.p + l.len - p), word, n)); p += n) {
+                const char *q = p;
+
+                while (q > l.p && isdigit((unsigned char) q[-1]))
+                        q--;
+                if (q < p && (q == l.p || q[-1] == ' ')) {
+                        *ret = num_at(q, p, NULL);
+                        found = true;
+                }
+        }
+        return found;
 }
 
 /* "file:LINE" or "file:LINE:COL" at the start of s: the file and line. */
@@ -191,13 +209,13 @@ static Line message_after(const Digest *d, int s, size_t pos, unsigned max_lines
 /* TAP (node --test's tap reporter and TAP in general): "not ok N - name"
  * with its YAML block's error/message and location. */
 static bool parse_tap(Digest *d) {
-        if (!(HAS_ANY(d, "ok ", "1..")))
-                return false;
         bool tap = false, yaml = false;
         Failure *cur = NULL;
         unsigned long ok = 0, notok = 0;
         Line l;
 
+        if (!HAS_ANY(d, "ok ", "1.."))
+                return false;
         FOREACH_LINE(d, s, pos, l) {
                 Line t = skip_space(l);
                 const char *dash;
@@ -270,11 +288,11 @@ static bool parse_tap(Digest *d) {
  * the counts "ℹ pass N", "ℹ fail N". With a "✖ failing tests:" section
  * (node 20 and later) only that is read. */
 static bool parse_node_spec(Digest *d) {
-        if (!(has(d, "\xe2\x84\xb9 pass ")))
-                return false;
         bool section = false, have_section = false;
         Line l;
 
+        if (!has(d, "\xe2\x84\xb9 pass "))
+                return false;
         FOREACH_LINE(d, s, pos, l) {
                 d->has_counts |= count_after(l, "\xe2\x84\xb9 pass ", &d->passed);
                 (void) count_after(l, "\xe2\x84\xb9 fail ", &d->failed);
@@ -361,32 +379,19 @@ static void pytest_place(Digest *d, Failure *f) {
 /* pytest: "FAILED path::name - message" of its short summary, the file's
  * line from "path:LINE: Error", and the last line's counts. */
 static bool parse_pytest(Digest *d) {
-        if (!(HAS_ANY(d, " passed", " failed", "short test summary info", "test session starts")))
-                return false;
         bool seen = false;
         Line l;
 
+        if (!HAS_ANY(d, " passed", " failed", "short test summary info", "test session starts"))
+                return false;
         FOREACH_LINE(d, s, pos, l) {
-                const char *p;
 
                 if (find(l, "short test summary info") || find(l, "test session starts") ||
                     ((find(l, " passed") || find(l, " failed")) && find(l, " in ") && l.len > 0 &&
                      isdigit((unsigned char) skip_space(l).p[0]) && find(l, "s")))
                         seen = true;
-                for (p = l.p; p < l.p + l.len && (p = memmem(p, (size_t) (l.p + l.len - p), " failed", 7)); p += 7) {
-                        const char *q = p;
-                        while (q > l.p && isdigit((unsigned char) q[-1]))
-                                q--;
-                        if (q < p && (q == l.p || q[-1] == ' '))
-                                d->failed = strtoul(q, NULL, 10), d->has_counts = true;
-                }
-                for (p = l.p; p < l.p + l.len && (p = memmem(p, (size_t) (l.p + l.len - p), " passed", 7)); p += 7) {
-                        const char *q = p;
-                        while (q > l.p && isdigit((unsigned char) q[-1]))
-                                q--;
-                        if (q < p && (q == l.p || q[-1] == ' '))
-                                d->passed = strtoul(q, NULL, 10), d->has_counts = true;
-                }
+                d->has_counts |= count_before(l, " failed", &d->failed);
+                d->has_counts |= count_before(l, " passed", &d->passed);
         }
         if (!seen)
                 return false;
@@ -457,12 +462,12 @@ static void go_line(Digest *d, Line l, GoState *g) {
 }
 
 static bool parse_go(Digest *d) {
-        if (!(HAS_ANY(d, "--- FAIL: ", "--- PASS: ", "=== RUN", "ok  \t", "FAIL\t")))
-                return false;
         GoState g = {};
         bool seen = false;
         Line l;
 
+        if (!HAS_ANY(d, "--- FAIL: ", "--- PASS: ", "=== RUN", "ok  \t", "FAIL\t"))
+                return false;
         FOREACH_LINE(d, s, pos, l)
                 seen |= starts(l, "--- FAIL: ") || starts(l, "--- PASS: ") || starts(l, "=== RUN") ||
                         starts(l, "ok  \t") || (starts(l, "FAIL\t") && find(l, "\t"));
@@ -477,12 +482,12 @@ static bool parse_go(Digest *d) {
 
 /* go test -json: the "output" events, as go test -v would print them. */
 static bool parse_go_json(Digest *d) {
-        if (!(has(d, "\"Action\":")))
-                return false;
         GoState g = {};
         bool seen = false;
         Line l;
 
+        if (!has(d, "\"Action\":"))
+                return false;
         FOREACH_LINE(d, s, pos, l) {
                 _cleanup_json_ json_t *ev = NULL;
                 const char *out;
@@ -511,24 +516,23 @@ static bool parse_go_json(Digest *d) {
  * (Rust 1.63's "panicked at 'message', file:line:col" and later Rusts'
  * "panicked at file:line:col:" then the message), "test result:". */
 static bool parse_cargo(Digest *d) {
-        if (!(has(d, "test result: ")))
-                return false;
         Failure *cur = NULL;
         bool seen = false;
         Line l;
 
+        if (!has(d, "test result: "))
+                return false;
         FOREACH_LINE(d, s, pos, l) {
                 const char *at;
 
                 if (starts(l, "test result: ")) {
-                        const char *p = find(l, " passed;"), *q = find(l, " failed;");
+                        unsigned long passed = 0, failed = 0;
+
                         seen = true;
-                        while (p && p > l.p && isdigit((unsigned char) p[-1]))
-                                p--;
-                        while (q && q > l.p && isdigit((unsigned char) q[-1]))
-                                q--;
-                        d->passed += p ? strtoul(p, NULL, 10) : 0;
-                        d->failed += q ? strtoul(q, NULL, 10) : 0;
+                        (void) count_before(l, " passed;", &passed);
+                        (void) count_before(l, " failed;", &failed);
+                        d->passed += passed;
+                        d->failed += failed;
                         d->has_counts = true;
                 } else if (starts(l, "test ") && find_from(l, 5, " ... FAILED")) {
                         (void) add_failure(d, l.p + 5, (size_t) (find_from(l, 5, " ... FAILED") - l.p - 5), "", 0);
@@ -564,31 +568,25 @@ static bool parse_cargo(Digest *d) {
  * "      Tests  1 failed | 1 passed (2)" (vitest): the counts. */
 static bool test_counts(Digest *d, Line l, const char *prefix) {
         Line t = skip_space(l);
-        const char *p;
 
         if (!starts(t, prefix))
                 return false;
         d->has_counts = true;
-        if ((p = find(t, " failed")))
-                while (p > t.p && isdigit((unsigned char) p[-1]))
-                        p--;
-        d->failed = p ? strtoul(p, NULL, 10) : 0;
-        if ((p = find(t, " passed")))
-                while (p > t.p && isdigit((unsigned char) p[-1]))
-                        p--;
-        d->passed = p ? strtoul(p, NULL, 10) : 0;
+        d->failed = d->passed = 0;
+        (void) count_before(t, " failed", &d->failed);
+        (void) count_before(t, " passed", &d->passed);
         return true;
 }
 
 /* jest: "● name" blocks, their first line the message and
  * "at ... (file:line:col)" the place. */
 static bool parse_jest(Digest *d) {
-        if (!(has(d, "Tests:")))
-                return false;
         Failure *cur = NULL;
         bool seen = false;
         Line l;
 
+        if (!has(d, "Tests:"))
+                return false;
         FOREACH_LINE(d, s, pos, l)
                 seen |= test_counts(d, l, "Tests:");
         if (!seen)
@@ -609,12 +607,12 @@ static bool parse_jest(Digest *d) {
 
 /* vitest: " FAIL  file > name", the message after it and " ❯ file:line:col". */
 static bool parse_vitest(Digest *d) {
-        if (!(has(d, "Tests  ")))
-                return false;
         Failure *cur = NULL;
         bool seen = false;
         Line l;
 
+        if (!has(d, "Tests  "))
+                return false;
         FOREACH_LINE(d, s, pos, l)
                 seen |= test_counts(d, l, "Tests  ");
         FOREACH_LINE(d, s, pos, l)
@@ -642,10 +640,10 @@ static bool parse_vitest(Digest *d) {
 
 /* tsc: "a.ts(1,7): error TS2322: message" (and the pretty "a.ts:1:7 - error TS2322: message"). */
 static bool parse_tsc(Digest *d) {
-        if (!(has(d, "error TS") || strstr(d->command, "tsc")))
-                return false;
         Line l;
 
+        if (!has(d, "error TS") && !strstr(d->command, "tsc"))
+                return false;
         FOREACH_LINE(d, s, pos, l) {
                 const char *e = find(l, "error TS");
                 const char *colon;
@@ -672,12 +670,12 @@ static bool parse_tsc(Digest *d) {
 
 /* ESLint's stylish format: a file's path, then "  L:C  error  message  rule". */
 static bool parse_eslint(Digest *d) {
-        if (!(HAS_ANY(d, "  error  ", "  warning  ")))
-                return false;
         char file[SBX_DIGEST_FIELD_MAX] = "";
         bool seen = false;
         Line l;
 
+        if (!HAS_ANY(d, "  error  ", "  warning  "))
+                return false;
         FOREACH_LINE(d, s, pos, l) {
                 Line t = skip_space(l);
                 const char *end;
@@ -749,7 +747,7 @@ static void gcc_lines(Digest *d) {
 }
 
 static bool parse_gcc(Digest *d) {
-        if (!(HAS_ANY(d, ": error: ", ": fatal error: ", ": warning: ", "undefined reference to")))
+        if (!HAS_ANY(d, ": error: ", ": fatal error: ", ": warning: ", "undefined reference to"))
                 return false;
         gcc_lines(d);
         if (d->total == 0 && d->warnings == 0)
@@ -761,11 +759,11 @@ static bool parse_gcc(Digest *d) {
 /* GNU make: "make: *** [Makefile:4: main.o] Error 1" (and make[N]:), after the
  * compiler's diagnostics, which come first. */
 static bool parse_make(Digest *d) {
-        if (!(HAS_ANY(d, "make: *** ", "]: *** ")))
-                return false;
         bool seen = false;
         Line l;
 
+        if (!HAS_ANY(d, "make: *** ", "]: *** "))
+                return false;
         FOREACH_LINE(d, s, pos, l)
                 seen |= (starts(l, "make: *** ") || (starts(l, "make[") && find(l, "]: *** ")));
         if (!seen)

@@ -154,7 +154,8 @@
 #define SBX_QUERY_CONTEXT_MAX 20u
 #define SBX_QUERY_RANGE_MAX_LINES 1000u         /* lines one lineRange returns at most */
 #define SBX_QUERY_TEXT_BUDGET (48u * 1024u)     /* bytes of excerpt text in one reply */
-#define SBX_QUERY_CHUNK_LINES 4096u             /* lines read at once while scanning */
+#define SBX_QUERY_CHUNK_BYTES (1u << 20)        /* bytes of lines read at once while scanning (one line at least) */
+#define SBX_QUERY_CHUNK_LINES 16384u            /* and lines at most */
 #define SBX_QUERY_WINDOW_MAX_LINES 50u          /* lines of one excerpt at most (adjacent matches join) */
 #define SBX_QUERY_FALLBACK_LINES 20u            /* noMatchFallback: the last lines of each stream searched */
 

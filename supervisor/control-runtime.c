@@ -2,6 +2,8 @@
  * runtime_query_output. The policy a hostile broker must not get around
  * (runtimes, executables, durations, concurrency, sizes) is checked here. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,191 +111,295 @@ int handle_runtime_execute(Request *rq) {
 
 /* ---- runtime_query_output ------------------------------------------------------ */
 
-typedef struct QueryAnswer {
-        Sbx__RuntimeQueryReply o;
+/* A query: its arguments (copied: the request goes before a query off the
+ * loop ends), what it read and its reply. */
+typedef struct Query {
+        Work work;
+        Pending pending;
+        Server *server;
+        int dirfd;                      /* the transcripts directory, dup'ed for the pool thread */
+        char command[48];               /* whose transcript is read */
+        char handle[SBX_NAME_MAX + 1];
+        char **terms;
+        size_t n_terms;
+        Sbx__Stream stream, cursor_stream, range_stream;
+        bool has_cursor, has_range;
+        uint64_t after_line, range_start, range_end;
+        unsigned max_excerpts, context;
+        uint64_t bytes;                 /* raw bytes of the command's output */
         Transcript *owned;              /* opened for the query (a command that ended) */
         OutResult res;
+        Sbx__RuntimeQueryReply o;
         Sbx__RuntimeExcerpt *ex;
         Sbx__RuntimeExcerpt **ptrs;
         char *streams[2];
-        char command[48];               /* the command whose transcript is read */
-} QueryAnswer;
+        char error[600];
+} Query;
 
-static void query_answer_free(void *p) {
-        QueryAnswer *a = p;
+static void query_free(void *p) {
+        Query *q = p;
 
-        transcript_free(a->owned);
-        outquery_result_done(&a->res);
-        free(a->ex);
-        free(a->ptrs);
-        free(a);
-}
-
-/* The transcript of handle (an artifact, or a command session of a sandbox of
- * the caller's), borrowed from its live command or opened into a->owned. */
-static int query_transcript(Request *rq, const char *handle, QueryAnswer *a, Transcript **ret) {
-        Server *s = rq->server;
-        char *id = a->command;
-        StoreCommand rec;
-        const Sandbox *sb;
-        Command *c;
-        bool expired = false;
-        int r;
-
-        if (strncmp(handle, "art-", 4) == 0) {
-                r = artifacts_lookup(s, handle, rq->client->uid, id, sizeof(a->command), &expired);
-                if (r == -ENOENT)
-                        return request_error(rq, r, "artifactHandle: '%.80s' not found%s", handle,
-                                             expired ? ": it expired (runtime_artifact_ttl_hours); run the command "
-                                                       "again with persistOutput" : "; use a handle runtime_execute "
-                                                       "returned to you, or a command_session_id of your sandboxes");
-                if (r < 0)
-                        return request_error(rq, r, "cannot look up the artifact: %s", strerror(-r));
-        } else
-                strlcpy(id, handle, sizeof(a->command));
-        r = store_command_get(s->store, id, &rec);
-        sb = r >= 0 ? sandbox_find_id(s, rec.sandbox) : NULL;
-        if (!sb || !sandbox_allows_client(sb, rq->client))
-                return request_error(rq, -ENOENT, "artifactHandle: '%.80s' not found; use a handle runtime_execute "
-                                     "returned to you, or a command_session_id of your sandboxes", handle);
-        if (rec.evicted[0])
-                return request_error(rq, -ESTALE, "artifactHandle: the output of '%.80s' was removed to stay within "
-                                     "%s (sbxd.conf(5)); its record is kept", handle, rec.evicted);
-        c = command_find_live(s, id);
-        if (c && c->transcript) {
-                *ret = c->transcript;
-                return 0;
-        }
-        r = transcript_open(s->transcripts_fd, id, &a->owned);
-        if (r < 0)
-                return request_error(rq, r, "cannot open the output of '%.80s': %s", handle, strerror(-r));
-        *ret = a->owned;
-        return 0;
+        if (!q)
+                return;
+        for (size_t i = 0; i < q->n_terms; i++)
+                free(q->terms[i]);
+        free(q->terms);
+        safe_close(q->dirfd);
+        transcript_free(q->owned);
+        outquery_result_done(&q->res);
+        free(q->ex);
+        free(q->ptrs);
+        free(q);
 }
 
 static const char *stream_name(TranscriptStream s) {
         return s == TRANSCRIPT_STDOUT ? "stdout" : s == TRANSCRIPT_STDERR ? "stderr" : "merged";
 }
 
+static int query_fail(Query *q, int r, const char *fmt, ...) _printf_(3, 4);
+static int query_fail(Query *q, int r, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(q->error, sizeof(q->error), fmt, ap);
+        va_end(ap);
+        return r;
+}
+
 /* The streams a query reads: stdout and stderr (or merged, if the transcript
  * has them together), or one. */
-static int query_streams(Request *rq, Transcript *t, Sbx__Stream want, OutQuery *q) {
+static int query_streams(Query *q, Transcript *t, Sbx__Stream want, OutQuery *oq) {
         if (!transcript_has_streams(t)) {
                 if (want != SBX__STREAM__STREAM_MERGED)
-                        return request_error(rq, -ENODATA, "invalid arguments: stream: this command kept stdout and "
-                                             "stderr together (exec_command); use stream both");
-                q->streams[0] = TRANSCRIPT_MERGED;
-                q->n_streams = 1;
+                        return query_fail(q, -ENODATA, "invalid arguments: stream: this command kept stdout and stderr "
+                                          "together (exec_command); use stream both");
+                oq->streams[0] = TRANSCRIPT_MERGED;
+                oq->n_streams = 1;
         } else if (want == SBX__STREAM__STREAM_MERGED) {
-                q->streams[0] = TRANSCRIPT_STDOUT;
-                q->streams[1] = TRANSCRIPT_STDERR;
-                q->n_streams = 2;
+                oq->streams[0] = TRANSCRIPT_STDOUT;
+                oq->streams[1] = TRANSCRIPT_STDERR;
+                oq->n_streams = 2;
         } else {
-                q->streams[0] = (TranscriptStream) want;
-                q->n_streams = 1;
+                oq->streams[0] = (TranscriptStream) want;
+                oq->n_streams = 1;
         }
         return 0;
 }
 
-static int query_reply(Request *rq, QueryAnswer *a, const OutQuery *q, Transcript *t, uint64_t bytes) {
-        Sbx__RuntimeQueryReply *o = &a->o;
+static int query_range(Query *q, Transcript *t, const OutQuery *oq) {
+        uint64_t n = outquery_lines(t, oq->streams[0]);
+        int r;
 
-        a->ex = calloc(MAX(a->res.n_excerpts, (size_t) 1), sizeof(*a->ex));
-        a->ptrs = calloc(MAX(a->res.n_excerpts, (size_t) 1), sizeof(*a->ptrs));
-        if (!a->ex || !a->ptrs)
-                return -ENOMEM;
-        for (size_t i = 0; i < a->res.n_excerpts; i++) {
-                const OutExcerpt *e = &a->res.excerpts[i];
-
-                sbx__runtime_excerpt__init(&a->ex[i]);
-                a->ex[i].line_start = e->start;
-                a->ex[i].line_end = e->end;
-                a->ex[i].content.data = (uint8_t *) e->content;
-                a->ex[i].content.len = e->len;
-                a->ex[i].source = (Sbx__Stream) e->source;
-                a->ptrs[i] = &a->ex[i];
-        }
-        o->n_excerpts = a->res.n_excerpts;
-        o->excerpts = a->ptrs;
-        for (size_t i = 0; i < q->n_streams; i++) {
-                a->streams[i] = (char *) stream_name(q->streams[i]);
-                o->total_lines += outquery_lines(t, q->streams[i]);
-        }
-        o->n_searched_streams = q->n_streams;
-        o->searched_streams = a->streams;
-        o->total_bytes = bytes;
-        o->match_count = a->res.match_count;
-        o->match_count_complete = a->res.count_complete || a->res.fallback;
-        o->has_next_cursor = a->res.has_next;
-        o->next_stream = (Sbx__Stream) a->res.next_stream;
-        o->next_after_line = a->res.next_after_line;
-        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_RUNTIME_QUERY, o);
+        if (oq->n_streams != 1)
+                return query_fail(q, -EINVAL, "invalid arguments: lineRange.stream: name stdout or stderr");
+        if (q->range_end >= q->range_start && q->range_end - q->range_start >= SBX_QUERY_RANGE_MAX_LINES)
+                return query_fail(q, -E2BIG, "invalid arguments: lineRange: at most %u lines at once; ask for the "
+                                  "rest in another call", SBX_QUERY_RANGE_MAX_LINES);
+        r = outquery_range(t, oq->streams[0], q->range_start, q->range_end, oq->budget, &q->res);
+        if (r == -ERANGE)
+                return query_fail(q, r, "invalid arguments: lineRange: %llu-%llu is outside %s, which has lines 1-%llu",
+                                  (unsigned long long) q->range_start, (unsigned long long) q->range_end,
+                                  stream_name(oq->streams[0]), (unsigned long long) n);
+        q->o.match_status = (char *) "lineRange";
+        return r;
 }
 
-/* Raw bytes of the command's output, both streams (as its record or live transcript counts them). */
-static uint64_t query_bytes(Request *rq, const char *command, Transcript *t) {
-        StoreCommand rec;
+static int query_search(Query *q, Transcript *t, const OutQuery *oq) {
+        int r = outquery_search(t, oq, &q->res);
 
-        if (store_command_get(rq->server->store, command, &rec) >= 0 && rec.raw_bytes > 0)
-                return rec.raw_bytes;
-        return transcript_raw_bytes(t);
+        if (r == -EINVAL && oq->has_cursor)
+                return query_fail(q, r, "invalid arguments: cursor.stream: %s is not searched; pass the nextCursor of "
+                                  "the previous result as it is", stream_name(oq->cursor_stream));
+        if (r == -ERANGE)
+                return query_fail(q, r, "invalid arguments: cursor.afterLine: %llu is past the end of %s (%llu lines); "
+                                  "pass the nextCursor of the previous result as it is",
+                                  (unsigned long long) oq->after_line, stream_name(oq->cursor_stream),
+                                  (unsigned long long) outquery_lines(t, oq->cursor_stream));
+        if (r == -EINVAL)
+                return query_fail(q, r, "invalid arguments: queryTerms: give at least one non-empty term, or a lineRange");
+        q->o.match_status = (char *) (q->res.fallback ? "noMatchFallback" : "matched");
+        return r;
+}
+
+/* The query on t and its reply in q->o. Touches only q and t: it runs on a
+ * pool thread for a command that ended. */
+static int query_execute(Query *q, Transcript *t) {
+        OutQuery oq = {
+                .terms = (const char *const *) q->terms, .n_terms = q->n_terms,
+                .has_cursor = q->has_cursor, .cursor_stream = (TranscriptStream) q->cursor_stream,
+                .after_line = q->after_line, .max_excerpts = q->max_excerpts ?: SBX_QUERY_EXCERPTS_DEFAULT,
+                .context = q->context, .budget = SBX_QUERY_TEXT_BUDGET,
+        };
+        Sbx__RuntimeQueryReply *o = &q->o;
+        int r;
+
+        r = query_streams(q, t, q->has_range ? q->range_stream : q->stream, &oq);
+        if (r >= 0)
+                r = q->has_range ? query_range(q, t, &oq) : query_search(q, t, &oq);
+        if (r < 0)
+                return q->error[0] ? r : query_fail(q, r, "cannot read the output: %s", strerror(-r));
+        q->ex = calloc(MAX(q->res.n_excerpts, (size_t) 1), sizeof(*q->ex));
+        q->ptrs = calloc(MAX(q->res.n_excerpts, (size_t) 1), sizeof(*q->ptrs));
+        if (!q->ex || !q->ptrs)
+                return query_fail(q, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < q->res.n_excerpts; i++) {
+                const OutExcerpt *e = &q->res.excerpts[i];
+
+                sbx__runtime_excerpt__init(&q->ex[i]);
+                q->ex[i].line_start = e->start;
+                q->ex[i].line_end = e->end;
+                q->ex[i].content.data = (uint8_t *) e->content;
+                q->ex[i].content.len = e->len;
+                q->ex[i].source = (Sbx__Stream) e->source;
+                q->ptrs[i] = &q->ex[i];
+        }
+        o->handle = q->handle;
+        o->n_excerpts = q->res.n_excerpts;
+        o->excerpts = q->ptrs;
+        for (size_t i = 0; i < oq.n_streams; i++) {
+                q->streams[i] = (char *) stream_name(oq.streams[i]);
+                o->total_lines += outquery_lines(t, oq.streams[i]);
+        }
+        o->n_searched_streams = oq.n_streams;
+        o->searched_streams = q->streams;
+        o->total_bytes = q->bytes ?: transcript_raw_bytes(t);
+        o->match_count = q->res.match_count;
+        o->match_count_complete = q->res.count_complete || q->res.fallback;
+        o->has_next_cursor = q->res.has_next;
+        o->next_stream = (Sbx__Stream) q->res.next_stream;
+        o->next_after_line = q->res.next_after_line;
+        return 0;
+}
+
+/* ---- off the loop: a command that ended, in its sandbox's lane ---- */
+
+static int query_work_start(Work *w) {
+        Query *q = container_of(w, Query, work);
+
+        q->dirfd = fcntl(q->server->transcripts_fd, F_DUPFD_CLOEXEC, 3);
+        return q->dirfd < 0 ? -errno : 0;
+}
+
+static int query_work_run(Work *w) {
+        Query *q = container_of(w, Query, work);
+        int r = transcript_open(q->dirfd, q->command, &q->owned);
+
+        if (r < 0)
+                return query_fail(q, r, "cannot open the output of '%.80s': %s", q->handle, strerror(-r));
+        return query_execute(q, q->owned);
+}
+
+static void query_work_done(Work *w, int r, void *userdata) {
+        Query *q = container_of(w, Query, work);
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Server *s = userdata;
+
+        if (work_cancelled(w))
+                pending_answer_error(s, &q->pending, -ECANCELED, "the sandbox of '%.80s' went first", q->handle);
+        else if (r < 0)
+                pending_answer_error(s, &q->pending, r, "%s", q->error[0] ? q->error : strerror(-r));
+        else {
+                msg_reply_set(&reply, SBX__REPLY__BODY_RUNTIME_QUERY, &q->o);
+                pending_answer(s, &q->pending, &reply);
+        }
+        pending_stop(&q->pending);
+        query_free(q);
+}
+
+static void query_abandon(Server *s, Pending *p, bool cancelled) {
+        /* Nobody waits any more; the query is dropped when it is done. */
+}
+
+/* ---- the request ---- */
+
+/* The command of handle (an artifact of the caller, or a command session of
+ * one of the caller's sandboxes) into q->command, and its sandbox. */
+static int query_target(Request *rq, Query *q, Sandbox **ret_sandbox) {
+        Server *s = rq->server;
+        StoreCommand rec;
+        Sandbox *sb;
+        bool expired = false;
+        int r;
+
+        if (strncmp(q->handle, "art-", 4) == 0) {
+                r = artifacts_lookup(s, q->handle, rq->client->uid, q->command, sizeof(q->command), &expired);
+                if (r == -ENOENT)
+                        return request_error(rq, r, "artifactHandle: '%.80s' not found%s", q->handle,
+                                             expired ? ": it expired (runtime_artifact_ttl_hours); run the command "
+                                                       "again with persistOutput" : "; use a handle runtime_execute "
+                                                       "returned to you, or a command_session_id of your sandboxes");
+                if (r < 0)
+                        return request_error(rq, r, "cannot look up the artifact: %s", strerror(-r));
+        } else
+                strlcpy(q->command, q->handle, sizeof(q->command));
+        r = store_command_get(s->store, q->command, &rec);
+        sb = r >= 0 ? sandbox_find_id(s, rec.sandbox) : NULL;
+        if (!sb || !sandbox_allows_client(sb, rq->client))
+                return request_error(rq, -ENOENT, "artifactHandle: '%.80s' not found; use a handle runtime_execute "
+                                     "returned to you, or a command_session_id of your sandboxes", q->handle);
+        if (rec.evicted[0])
+                return request_error(rq, -ESTALE, "artifactHandle: the output of '%.80s' was removed to stay within "
+                                     "%s (sbxd.conf(5)); its record is kept", q->handle, rec.evicted);
+        q->bytes = rec.raw_bytes;
+        *ret_sandbox = sb;
+        return 0;
+}
+
+static int query_new(const Sbx__RuntimeQuery *req, Query **ret) {
+        Query *q = calloc(1, sizeof(*q));
+
+        if (!q)
+                return -ENOMEM;
+        *q = (Query) {
+                .work = { .start = query_work_start, .run = query_work_run, .done = query_work_done },
+                .dirfd = -EBADF, .stream = req->stream, .cursor_stream = req->cursor_stream,
+                .range_stream = req->range_stream, .has_cursor = req->has_cursor, .has_range = req->has_range,
+                .after_line = req->cursor_after_line, .range_start = req->range_start, .range_end = req->range_end,
+                .max_excerpts = req->max_excerpts, .context = req->context_lines,
+        };
+        sbx__runtime_query_reply__init(&q->o);
+        strlcpy(q->handle, req->handle, sizeof(q->handle));
+        q->terms = calloc(MAX(req->n_terms, (size_t) 1), sizeof(char *));
+        if (!q->terms) {
+                query_free(q);
+                return -ENOMEM;
+        }
+        for (; q->n_terms < req->n_terms; q->n_terms++) {
+                q->terms[q->n_terms] = strdup(req->terms[q->n_terms]);
+                if (!q->terms[q->n_terms]) {
+                        query_free(q);
+                        return -ENOMEM;
+                }
+        }
+        *ret = q;
+        return 0;
 }
 
 int handle_runtime_query(Request *rq) {
-        const Sbx__RuntimeQuery *req = rq->msg->runtime_query;
-        QueryAnswer *a = calloc(1, sizeof(*a));
-        OutQuery q = {
-                .terms = (const char *const *) req->terms, .n_terms = req->n_terms,
-                .has_cursor = req->has_cursor, .cursor_stream = (TranscriptStream) req->cursor_stream,
-                .after_line = req->cursor_after_line,
-                .max_excerpts = req->max_excerpts ?: SBX_QUERY_EXCERPTS_DEFAULT,
-                .context = req->context_lines, .budget = SBX_QUERY_TEXT_BUDGET,
-        };
-        Transcript *t = NULL;
+        Command *c;
+        Sandbox *sb;
+        Query *q;
         int r;
 
-        if (!a)
-                return -ENOMEM;
-        request_own(rq, query_answer_free, a);
-        sbx__runtime_query_reply__init(&a->o);
-        a->o.handle = req->handle;
-        r = query_transcript(rq, req->handle, a, &t);
+        r = query_new(rq->msg->runtime_query, &q);
         if (r < 0)
                 return r;
-        r = query_streams(rq, t, req->has_range ? req->range_stream : req->stream, &q);
-        if (r < 0)
+        r = query_target(rq, q, &sb);
+        if (r < 0) {
+                query_free(q);
                 return r;
-        if (req->has_range) {
-                uint64_t n = outquery_lines(t, q.streams[0]);
-
-                if (q.n_streams != 1)
-                        return request_error(rq, -EINVAL, "invalid arguments: lineRange.stream: name stdout or stderr");
-                if (req->range_end >= req->range_start && req->range_end - req->range_start >= SBX_QUERY_RANGE_MAX_LINES)
-                        return request_error(rq, -E2BIG, "invalid arguments: lineRange: at most %u lines at once; "
-                                             "ask for the rest in another call", SBX_QUERY_RANGE_MAX_LINES);
-                r = outquery_range(t, q.streams[0], req->range_start, req->range_end, q.budget, &a->res);
-                if (r == -ERANGE)
-                        return request_error(rq, r, "invalid arguments: lineRange: %llu-%llu is outside %s, which has "
-                                             "lines 1-%llu", (unsigned long long) req->range_start,
-                                             (unsigned long long) req->range_end, stream_name(q.streams[0]),
-                                             (unsigned long long) n);
-                a->o.match_status = (char *) "lineRange";
-        } else {
-                r = outquery_search(t, &q, &a->res);
-                if (r == -EINVAL && q.has_cursor)
-                        return request_error(rq, r, "invalid arguments: cursor.stream: %s is not searched; pass the "
-                                             "nextCursor of the previous result as it is", stream_name(q.cursor_stream));
-                if (r == -ERANGE)
-                        return request_error(rq, r, "invalid arguments: cursor.afterLine: %llu is past the end of %s "
-                                             "(%llu lines); pass the nextCursor of the previous result as it is",
-                                             (unsigned long long) q.after_line, stream_name(q.cursor_stream),
-                                             (unsigned long long) outquery_lines(t, q.cursor_stream));
-                if (r == -EINVAL)
-                        return request_error(rq, r, "invalid arguments: queryTerms: give at least one non-empty "
-                                             "term, or a lineRange");
-                a->o.match_status = (char *) (a->res.fallback ? "noMatchFallback" : "matched");
         }
-        if (r < 0)
-                return request_error(rq, r, "cannot read the output: %s", strerror(-r));
-        return query_reply(rq, a, &q, t, query_bytes(rq, a->command, t));
+        c = command_find_live(rq->server, q->command);
+        if (c && c->transcript && !c->finished) {
+                /* Still written to: read here, where its writer is (its lines so far). */
+                request_own(rq, query_free, q);
+                r = query_execute(q, c->transcript);
+                if (r < 0)
+                        return request_error(rq, r, "%s", q->error);
+                return msg_reply_set(&rq->reply, SBX__REPLY__BODY_RUNTIME_QUERY, &q->o);
+        }
+        q->server = rq->server;
+        pending_start(&q->pending, rq->client, rq->seq, query_abandon);
+        work_submit(rq->server->work, &sb->lane, &q->work);
+        return REPLY_DEFERRED;
 }

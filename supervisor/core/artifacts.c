@@ -25,27 +25,6 @@ unsigned runtime_jobs_running(Server *s, uid_t owner) {
         return n;
 }
 
-int runtime_job_started(Command *c) {
-        RuntimeJob *j = c->job;
-        size_t off = 0;
-        int r;
-
-        if (!j || !j->has_stdin)
-                return 0;
-        /* In frames of at most SBX_STDIN_MAX; the last one closes stdin (an empty stdin: at once). */
-        do {
-                size_t n = MIN(j->stdin_len - off, (size_t) SBX_STDIN_MAX);
-
-                r = command_send_stdin(c, j->stdin_data + off, n, off + n == j->stdin_len);
-                if (r < 0)
-                        return r;
-                off += n;
-        } while (off < j->stdin_len);
-        free(j->stdin_data);
-        j->stdin_data = NULL;
-        return 0;
-}
-
 void runtime_job_free(RuntimeJob *j) {
         if (!j)
                 return;

@@ -43,8 +43,6 @@ typedef struct RuntimeJob {
 
 /* Running jobs of owner's sandboxes. */
 unsigned runtime_jobs_running(Server *s, uid_t owner);
-/* c just went to its worker: its stdin, then end of input. */
-int runtime_job_started(Command *c);
 void runtime_job_free(RuntimeJob *j);
 /* Answer p for c's ended job: ClaimExecReply o (its streams) inside a
  * RuntimeExecuteReply, with its artifact when persisted; or the error of a

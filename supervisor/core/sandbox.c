@@ -334,14 +334,6 @@ Sandbox *sandbox_find(Server *s, const char *name) {
         return NULL;
 }
 
-Sandbox *sandbox_find_id(Server *s, const char *id) {
-        Sandbox *sb;
-        TAILQ_FOREACH(sb, &s->sandboxes, link)
-                if (strcmp(sb->id, id) == 0)
-                        return sb;
-        return NULL;
-}
-
 /* A range of its own for a new sandbox, on the disk before any file has its ids. */
 static int range_allocate(Server *s, Sandbox *sb, char *errmsg, size_t errmsg_size) {
         StoreUidRange u = { .count = s->cfg.uid_count };

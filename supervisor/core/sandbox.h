@@ -74,8 +74,6 @@ int sandboxes_load(Server *s);
  * returns how many were freed. */
 unsigned sandbox_ranges_collect(Server *s);
 Sandbox *sandbox_find(Server *s, const char *name);
-/* The sandbox of that id (its record's, as commands name it), or NULL. */
-Sandbox *sandbox_find_id(Server *s, const char *id);
 /* Whether uid may use sb: its owner and root may. */
 static inline bool sandbox_allows(const Sandbox *sb, uid_t uid) {
         return uid == 0 || uid == sb->owner_uid;

@@ -794,11 +794,32 @@ static size_t command_env_of(const WorkspaceSession *ws, char **env) {
         return n;
 }
 
-static int command_send_exec(WorkspaceSession *ws, Command *c) {
-        Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
+/* c (a runtime_execute job) just went to its worker: its stdin, then end of input. */
+static int job_send_stdin(Command *c) {
+        RuntimeJob *j = c->job;
+        size_t off = 0;
         int r;
 
+        if (!j || !j->has_stdin)
+                return 0;
+        /* In frames of at most SBX_STDIN_MAX; the last one closes stdin (an empty stdin: at once). */
+        do {
+                size_t n = MIN(j->stdin_len - off, (size_t) SBX_STDIN_MAX);
+
+                r = command_send_stdin(c, j->stdin_data + off, n, off + n == j->stdin_len);
+                if (r < 0)
+                        return r;
+                off += n;
+        } while (off < j->stdin_len);
+        free(j->stdin_data);
+        j->stdin_data = NULL;
+        return 0;
+}
+
+static int command_send_exec(WorkspaceSession *ws, Command *c) {
+        Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
         char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX + EGRESS_PROXY_ENV_N + SBX_RUNTIME_ENV_MAX];
+        int r;
 
         e.command = c->number;
         e.cmd = c->cmd;
@@ -812,7 +833,7 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         c->start_usec = now_usec();
         r = session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
         c->sent = r >= 0;
-        return r < 0 ? r : runtime_job_started(c);
+        return r < 0 ? r : job_send_stdin(c);
 }
 
 static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, bool separate_streams, uint64_t cap_bytes,

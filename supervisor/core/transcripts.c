@@ -17,6 +17,15 @@
 
 /* The most n raw bytes can add to what a transcript stores: 3 bytes each
  * (U+FFFD), index and stream bits of a line each, a block per file, a marker. */
+Sandbox *sandbox_find_id(Server *s, const char *id) {
+        Sandbox *sb;
+
+        TAILQ_FOREACH(sb, &s->sandboxes, link)
+                if (strcmp(sb->id, id) == 0)
+                        return sb;
+        return NULL;
+}
+
 static uint64_t growth_bound(size_t n) {
         return 3 * (uint64_t) n + (uint64_t) n / 2 + 3 * SBX_TRANSCRIPT_BLOCK + 256;
 }

@@ -41,5 +41,8 @@ void transcripts_uncount(Server *s, Sandbox *sb, uint64_t bytes, uint64_t files)
  * core/artifacts.h), its record naming reason; 0 if it is gone already or
  * still running, -ENOENT if there is no such record. */
 int transcripts_evict(Server *s, const char *id, const char *reason);
+/* The sandbox of that id (as command records name it), or NULL; here, below
+ * sandbox.c, because the budgets look sandboxes up by their records. */
+Sandbox *sandbox_find_id(Server *s, const char *id);
 /* What the transcripts of the sandboxes of owner store. */
 uint64_t transcripts_owner_bytes(const Server *s, uid_t owner);

@@ -111,7 +111,8 @@ static int scan_stream(Transcript *t, Scan *sc, TranscriptStream s, uint64_t fro
                 _cleanup_free_ char *text = NULL;
                 size_t len = 0;
                 uint64_t end = off;
-                int r = transcript_read_stream(t, s, off, SBX_QUERY_CHUNK_LINES, SIZE_MAX, &text, &len, &end);
+                int r = transcript_scan_stream(t, s, off, SBX_QUERY_CHUNK_LINES, SBX_QUERY_CHUNK_BYTES, &text, &len,
+                                               &end);
 
                 if (r < 0)
                         return r;

@@ -4,7 +4,7 @@
  * range. Lines are 1-based and ranges inclusive, as the tool shows them.
  *
  * A search reads the streams after its cursor in chunks of
- * SBX_QUERY_CHUNK_LINES lines, starting at the cursor through the sparse
+ * SBX_QUERY_CHUNK_BYTES (or SBX_QUERY_CHUNK_LINES), starting at the cursor through the sparse
  * index (no line before it is read again), until its page is full (the
  * match after the last excerpt is found) or the streams end: a page costs
  * what it reads, wherever the cursor is, and the match count is of every

@@ -1674,8 +1674,9 @@ static int window_add_stream(Transcript *t, Window *w, unsigned x, uint64_t star
         return 0;
 }
 
-int transcript_read_stream(Transcript *t, TranscriptStream s, uint64_t start, uint64_t limit, size_t budget,
-                           char **ret_text, size_t *ret_len, uint64_t *ret_end) {
+/* transcript_read_stream, with budget counting JSON-escaped bytes (escaped) or raw ones. */
+static int read_view(Transcript *t, TranscriptStream s, uint64_t start, uint64_t limit, size_t budget, bool escaped,
+                     char **ret_text, size_t *ret_len, uint64_t *ret_end) {
         Window w = { .budget = budget };
         _cleanup_free_ char *text = NULL;
         const Renderer *pend;
@@ -1713,8 +1714,10 @@ int transcript_read_stream(Transcript *t, TranscriptStream s, uint64_t start, ui
                 return r;
         }
         k = w.lines;
-        if (w.len > 0)
+        if (w.len > 0 && escaped)
                 w.len = lines_within_budget(w.text, w.len, &k, budget, &text_cost);
+        else
+                text_cost = w.len;      /* window_add_* kept it within the raw budget */
 
         text = realloc(w.text, w.len + (pend ? pend->vis : 0) + 2);
         if (!text) {
@@ -1722,7 +1725,7 @@ int transcript_read_stream(Transcript *t, TranscriptStream s, uint64_t start, ui
                 return -ENOMEM;
         }
         if (pend && start + k == committed && k < want &&
-            (k == 0 || text_cost + json_escaped_size(pend->line, pend->vis) + 2 <= budget)) {
+            (k == 0 || text_cost + (escaped ? json_escaped_size(pend->line, pend->vis) : pend->vis) + 2 <= budget)) {
                 pending = true;
                 pending_len = pend->vis + 1;
                 memcpy(text + w.len, pend->line, pend->vis);
@@ -1736,6 +1739,16 @@ int transcript_read_stream(Transcript *t, TranscriptStream s, uint64_t start, ui
                 *ret_end = start >= total ? total : start + k + pending;
         *ret_text = TAKE_PTR(text);
         return 0;
+}
+
+int transcript_read_stream(Transcript *t, TranscriptStream s, uint64_t start, uint64_t limit, size_t budget,
+                           char **ret_text, size_t *ret_len, uint64_t *ret_end) {
+        return read_view(t, s, start, limit, budget, true, ret_text, ret_len, ret_end);
+}
+
+int transcript_scan_stream(Transcript *t, TranscriptStream s, uint64_t start, uint64_t limit, size_t max_bytes,
+                           char **ret_text, size_t *ret_len, uint64_t *ret_end) {
+        return read_view(t, s, start, limit, max_bytes, false, ret_text, ret_len, ret_end);
 }
 
 int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t budget,

@@ -99,6 +99,12 @@ int transcript_read(Transcript *t, uint64_t start, uint64_t limit, size_t budget
 int transcript_read_stream(Transcript *t, TranscriptStream s, uint64_t start, uint64_t limit, size_t budget,
                            char **ret_text, size_t *ret_len, uint64_t *ret_end);
 
+/* At most limit lines of view s from start that fit in max_bytes of raw
+ * text (at least one), for scanning (runtime_query_output, data/outquery.h):
+ * as transcript_read_stream, without the cost of counting escaped bytes. */
+int transcript_scan_stream(Transcript *t, TranscriptStream s, uint64_t start, uint64_t limit, size_t max_bytes,
+                           char **ret_text, size_t *ret_len, uint64_t *ret_end);
+
 /* Remove the files of a transcript. */
 int transcript_remove(int dirfd, const char *id);
 /* Remove the files of every transcript in dirfd whose id keep() refuses
