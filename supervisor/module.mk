@@ -13,6 +13,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-sessions.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-files.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-claims.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-tokens.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/server.c
@@ -29,6 +30,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/owner.c
 SUPERVISOR_CORE_SRCS += supervisor/core/transcripts.c
 SUPERVISOR_CORE_SRCS += supervisor/core/claim.c
 SUPERVISOR_CORE_SRCS += supervisor/core/imagebuild.c
+SUPERVISOR_CORE_SRCS += supervisor/core/token.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c
@@ -57,5 +59,6 @@ SBXCTL_SRCS += supervisor/sbxctl.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-util.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-verbs.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-claims.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-tokens.c
 # a build tool: the bash completion, written from sbxctl's tables
 SBXCTL_COMPLETION_SRCS += supervisor/sbxctl-completion.c

@@ -29,6 +29,7 @@
 #include "core/server.h"
 #include "core/session.h"
 #include "core/claim.h"
+#include "core/token.h"
 #include "core/spare.h"
 #include "core/transcripts.h"
 #include "data/layer.h"
@@ -245,6 +246,9 @@ static int server_open_state(Server *s) {
         r = claims_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load claims: %m");
+        r = tokens_load(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot load the tokens: %m");
         return 0;
 }
 
@@ -415,6 +419,7 @@ static void server_done(Server *s) {
         /* A last try; what still fails is marked supervisor_lost at the next start. */
         commands_store_unrecorded(s, true);
         claims_free(s);
+        tokens_free(s);
         imports_free(s);
         images_free(s);
         s->spawner = spawner_free(s->spawner);

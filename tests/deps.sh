@@ -24,6 +24,8 @@ PKGS=(
   libgit2-dev                         # line diff (xdiff) for file_blame and file_edit diffs
   libcmocka-dev                       # unit tests
   libinih-dev                         # sbxd.conf parser
+  nettle-dev                          # SHA-256 of sbx-gateway's bearer tokens in sbxd
+  libmicrohttpd-dev                   # sbx-gateway's HTTP server (with GnuTLS for its optional TLS)
   mandoc                              # man page lint
   systemd                             # systemd-analyze verify of dist/sbxd.service (make check-ops); never started here
   clang                               # second compiler, analyzers

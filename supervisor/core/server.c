@@ -26,6 +26,7 @@ void server_init(Server *s) {
         TAILQ_INIT(&s->dead);
         TAILQ_INIT(&s->commands);
         TAILQ_INIT(&s->claims);
+        TAILQ_INIT(&s->tokens);
 }
 
 int server_open_state_dirs(Server *s) {

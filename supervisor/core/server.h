@@ -28,6 +28,7 @@ typedef struct Import Import;
 typedef struct WorkspaceSession WorkspaceSession;
 typedef struct Command Command;
 typedef struct Claim Claim;
+typedef struct Token Token;
 
 struct EventSource {
         int fd;                 /* -EBADF while not watched */
@@ -71,6 +72,9 @@ struct Server {
         unsigned long long unrecorded_retry_usec;
         TAILQ_HEAD(, Claim) claims;     /* the lifecycle set's, warm ones included (core/claim.h) */
         unsigned long long warm_retry_usec; /* no warm claim is made before this (one failed) */
+        TAILQ_HEAD(, Token) tokens;     /* sbx-gateway's bearer tokens (core/token.h) */
+        unsigned n_tokens;
+        unsigned n_gateway_clients;     /* connections of the gateway user (SBX_GATEWAY_CLIENTS_MAX) */
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */

@@ -19,8 +19,9 @@ struct Store {
  * may be reused after a delete) and goes with it (ON DELETE CASCADE).
  * Schema 3: a command's transcript size (bytes, files; -1 files: not known
  * yet) and, once it was evicted, the budget it was evicted for; each
- * layer's allocated bytes and inodes (layer quotas). */
-#define SCHEMA_VERSION 3
+ * layer's allocated bytes and inodes (layer quotas).
+ * Schema 4: the bearer tokens of sbx-gateway (only each token's SHA-256). */
+#define SCHEMA_VERSION 4
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS sandboxes ("
         "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, owner_uid INTEGER NOT NULL, source_dir TEXT NOT NULL,"
@@ -84,7 +85,11 @@ static const char schema[] =
         /* Claims that went (expired, deleted): get_sandbox_status says why. */
         "CREATE TABLE IF NOT EXISTS claim_tombstones ("
         "  namespace TEXT NOT NULL, name TEXT NOT NULL, uid INTEGER NOT NULL, mcp_session TEXT NOT NULL,"
-        "  reason TEXT NOT NULL, at_unix INTEGER NOT NULL, PRIMARY KEY (namespace, name));";
+        "  reason TEXT NOT NULL, at_unix INTEGER NOT NULL, PRIMARY KEY (namespace, name));"
+        /* Bearer tokens (core/token.h): the hash of the secret, never the secret. */
+        "CREATE TABLE IF NOT EXISTS tokens ("
+        "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, owner_uid INTEGER NOT NULL, hash BLOB NOT NULL,"
+        "  sets TEXT NOT NULL, created_unix INTEGER NOT NULL, expires_unix INTEGER NOT NULL);";
 
 /* Schema 1 (user_version 0) keyed everything by the sandbox's name, and a
  * deleted sandbox's commands stayed. Its tables are renamed away, the rows
@@ -179,7 +184,8 @@ static int schema_update(Store *s) {
                 r = exec_sql(s, "BEGIN IMMEDIATE");
         if (r < 0)
                 return r;
-        if (has_tables)
+        /* Schema 3 to 4 adds a table, which schema's CREATE makes. */
+        if (has_tables && version < 3)
                 r = exec_sql(s, version < 2 ? migrate_from_1 : migrate_from_2);
         if (r >= 0)
                 r = exec_sql(s, schema);
@@ -1070,4 +1076,56 @@ int store_claim_tombstone_get(Store *s, const char *ns, const char *name, int64_
 
 int store_sandbox_set_owner(Store *s, const char *id, uid_t owner_uid) {
         return update_int(s, "UPDATE sandboxes SET owner_uid = ? WHERE id = ?", owner_uid, id);
+}
+
+/* ---- bearer tokens (issue 20) ------------------------------------------------------- */
+
+int store_token_insert(Store *s, const StoreToken *t) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT INTO tokens VALUES (?,?,?,?,?,?,?)", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, t->id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, t->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, t->owner_uid);
+        sqlite3_bind_blob(st, 4, t->hash, (int) t->hash_len, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, t->sets, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 6, t->created_unix);
+        sqlite3_bind_int64(st, 7, t->expires_unix);
+        return step_done(st);
+}
+
+int store_token_delete(Store *s, const char *id) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "DELETE FROM tokens WHERE id = ?", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_token_foreach(Store *s, int (*cb)(const StoreToken *t, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT id, name, owner_uid, hash, sets, created_unix, expires_unix FROM tokens", &st), rc;
+
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                StoreToken t = {
+                        .id = (const char *) sqlite3_column_text(st, 0),
+                        .name = (const char *) sqlite3_column_text(st, 1),
+                        .owner_uid = sqlite3_column_int64(st, 2),
+                        .hash = sqlite3_column_blob(st, 3),
+                        .hash_len = (size_t) sqlite3_column_bytes(st, 3),
+                        .sets = (const char *) sqlite3_column_text(st, 4),
+                        .created_unix = sqlite3_column_int64(st, 5),
+                        .expires_unix = sqlite3_column_int64(st, 6),
+                };
+                r = cb(&t, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
 }

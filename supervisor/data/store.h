@@ -188,3 +188,20 @@ int store_claim_tombstone_put(Store *s, const char *ns, const char *name, int64_
 int store_claim_tombstone_get(Store *s, const char *ns, const char *name, int64_t uid, const char *mcp_session,
                               char *ret_reason, size_t size);
 int store_sandbox_set_owner(Store *s, const char *id, uid_t owner_uid);
+
+/* Bearer tokens of sbx-gateway (core/token.h): hash is the SHA-256 of the
+ * secret; expires_unix 0: never. A name is unique (-EEXIST). */
+typedef struct StoreToken {
+        const char *id;
+        const char *name;
+        int64_t owner_uid;
+        const void *hash;
+        size_t hash_len;
+        const char *sets;
+        int64_t created_unix;
+        int64_t expires_unix;
+} StoreToken;
+
+int store_token_insert(Store *s, const StoreToken *t);
+int store_token_delete(Store *s, const char *id);
+int store_token_foreach(Store *s, int (*cb)(const StoreToken *t, void *userdata), void *userdata);
