@@ -1,7 +1,7 @@
 /* Requests about sbx-gateway's bearer tokens (core/token.h): create, list
  * and revoke (sbxctl token), the hello that makes a connection act for a
- * token's owner, and the check the gateway makes for every HTTP request of
- * an open MCP session. A connection that acts for a token is its owner's in
+ * token's owner, and the check the gateway makes for every HTTP request
+ * (on a connection of its own, which acts for nobody). A connection that acts for a token is its owner's in
  * every other check (uid), as a local sandbox-mcp of that user would be; its
  * token is checked again before each of its requests, so a revoked or
  * expired token stops working at once. */
@@ -117,13 +117,11 @@ int handle_token_check(Request *rq) {
         Token *t;
         int r;
 
-        if (!rq->client->token_id[0])
-                return request_error(rq, -EPERM, "only a connection that acts for a token may check one");
+        if (!rq->client->gateway)
+                return request_error(rq, -EPERM, "only sbxd.conf's gateway_user may check tokens");
         r = token_verify(rq->server, rq->msg->token_check->token, &t);
         if (r < 0)
                 return token_refused(rq, r);
-        if (strcmp(t->id, rq->client->token_id) != 0)
-                return request_error(rq, -EACCES, "not the token of this connection");
         r = token_info(rq, t, &i);
         if (r < 0)
                 return r;
