@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "fd-util.h"
@@ -226,23 +225,15 @@ static int broker_flush(McpSession *b) {
 
 static int broker_connect(McpSession *b) {
         _cleanup_close_ int fd = -EBADF;
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
         Sbx__ClientHello hello = SBX__CLIENT_HELLO__INIT;
         Sbx__Msg msg = SBX__MSG__INIT;
         int r;
 
         if (b->sock >= 0)
                 return 0;
-        if (strlen(b->cfg.socket_path) >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        strcpy(sa.sun_path, b->cfg.socket_path);
-
-        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -errno;
-        while (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
-                if (errno != EINTR)
-                        return -errno;
+        r = wire_connect(b->cfg.socket_path, &fd);
+        if (r < 0)
+                return r;
         r = fd_nonblock(fd, true);
         if (r < 0)
                 return r;

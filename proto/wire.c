@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <sys/types.h>
 
@@ -298,5 +299,23 @@ int wire_reply_from_fd(int fd, size_t max, Sbx__Reply **ret) {
         if (!r)
                 return -EBADMSG;
         *ret = r;
+        return 0;
+}
+
+int wire_connect(const char *path, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        size_t len = strlen(path);
+
+        if (len >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, len + 1);
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        while (connect(fd, (const struct sockaddr *) &sa, sizeof(sa)) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        *ret_fd = TAKE_FD(fd);
         return 0;
 }
