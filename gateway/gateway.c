@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -153,7 +154,8 @@ static int listen_on(const char *spec, int *ret_fd) {
         socklen_t len;
         int one = 1;
 
-        if (!colon || (size_t) (colon - spec) >= sizeof(host) || parse_u32(colon + 1, 65535, &port) < 0 || port == 0)
+        /* Port 0: one the kernel picks, which the log line names. */
+        if (!colon || (size_t) (colon - spec) >= sizeof(host) || parse_u32(colon + 1, 65535, &port) < 0)
                 return -EINVAL;
         snprintf(host, sizeof(host), "%.*s", (int) (colon - spec), spec);
         if (host[0] == '[' && host[strlen(host) - 1] == ']') {
@@ -199,6 +201,14 @@ static int listen_fds_passed(void) {
         return (int) n;
 }
 
+static const char *v6_open(const char *addr) {
+        return strchr(addr, ':') ? "[" : "";
+}
+
+static const char *v6_close(const char *addr) {
+        return strchr(addr, ':') ? "]" : "";
+}
+
 static int listeners_open(Main *m) {
         int n = listen_fds_passed(), r;
 
@@ -214,11 +224,26 @@ static int listeners_open(Main *m) {
         for (size_t i = 0; i < m->cfg.n_listen; i++) {
                 Listener *l = &m->listeners[m->n_listeners];
 
+                struct sockaddr_storage sa;
+                socklen_t len = sizeof(sa);
+                char addr[INET6_ADDRSTRLEN] = "?";
+                unsigned port = 0;
+
                 r = listen_on(m->cfg.listen[i], &l->fd);
                 if (r < 0)
                         return log_error_errno(r, "Cannot listen on %s: %m", m->cfg.listen[i]);
                 m->n_listeners++;
-                log_info("Listening on %s%s", m->cfg.listen[i], m->cfg.tls_cert ? " (TLS)" : "");
+                if (getsockname(l->fd, (struct sockaddr *) &sa, &len) == 0) {
+                        bool v6 = sa.ss_family == AF_INET6;
+                        const struct sockaddr_in *s4 = (const struct sockaddr_in *) &sa;
+                        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *) &sa;
+
+                        inet_ntop(sa.ss_family, v6 ? (const void *) &s6->sin6_addr : (const void *) &s4->sin_addr,
+                                  addr, sizeof(addr));
+                        port = ntohs(v6 ? s6->sin6_port : s4->sin_port);
+                }
+                log_info("Listening on %s%s%s:%u%s", v6_open(addr), addr, v6_close(addr), port,
+                         m->cfg.tls_cert ? " (TLS)" : "");
         }
         return 0;
 }
@@ -342,10 +367,26 @@ static int run(Main *m) {
                 }
                 gateway_sessions_expire(m->g);
         }
+        /* Streams and waits end first, so the connections' threads do. */
+        for (size_t i = 0; i < m->n_listeners; i++)
+                MHD_quiesce_daemon(m->listeners[i].daemon);
+        gateway_sessions_end_all(m->g);
         for (size_t i = 0; i < m->n_listeners; i++)
                 MHD_stop_daemon(m->listeners[i].daemon);
         safe_close(sfd);
         return 0;
+}
+
+/* Each session holds its client's socket, its sbxd connection, an eventfd
+ * and, for a moment, the descriptors replies carry: 1024 is too few for
+ * SBX_GATEWAY_SESSIONS_MAX of them. */
+static void raise_fd_limit(void) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &rl);
+        }
 }
 
 /* ---- command line ------------------------------------------------------------------ */
@@ -442,6 +483,7 @@ int main(int argc, char **argv) {
 
         log_open("sbx-gateway");
         parse_argv(argc, argv, &m, &socket_path);
+        raise_fd_limit();
         if (config_load(&m, error, sizeof(error)) < 0) {
                 log_error("Bad configuration: %s", error);
                 return 1;

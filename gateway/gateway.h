@@ -88,7 +88,8 @@ int gateway_stream_next(GwSession *s, unsigned timeout_ms, char **ret_line, size
 void gateway_stream_close(GwSession *s);
 /* End the sessions idle for session_idle_seconds (the reaper thread). */
 void gateway_sessions_expire(Gateway *g);
-size_t gateway_sessions_count(Gateway *g);
+/* Stopping: every session ends (its waits and its stream return). */
+void gateway_sessions_end_all(Gateway *g);
 
 /* ---- http.c ---- */
 /* libmicrohttpd's access handler and completion callback (cls: the Gateway). */

@@ -431,13 +431,17 @@ void gateway_sessions_expire(Gateway *g) {
         }
 }
 
-size_t gateway_sessions_count(Gateway *g) {
-        size_t n;
+void gateway_sessions_end_all(Gateway *g) {
+        for (;;) {
+                GwSession *s;
 
-        pthread_mutex_lock(&g->lock);
-        n = g->n_sessions;
-        pthread_mutex_unlock(&g->lock);
-        return n;
+                pthread_mutex_lock(&g->lock);
+                s = g->sessions;
+                pthread_mutex_unlock(&g->lock);
+                if (!s)
+                        return;
+                gateway_session_end(g, s);
+        }
 }
 
 const char *gateway_session_id(const GwSession *s) {

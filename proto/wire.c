@@ -218,8 +218,10 @@ static void close_fds(int *fds, size_t n) {
 }
 
 int wire_recv(int fd, Sbx__Msg **ret_msg, uint32_t *ret_seq, int *ret_fds, size_t *ret_n_fds) {
-        /* One byte more than the largest valid frame, so oversize shows as MSG_TRUNC. */
-        static uint8_t buf[SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX + 1];
+        /* One byte more than the largest valid frame, so oversize shows as
+         * MSG_TRUNC. One per thread: sbx-gateway reads its sessions' sockets
+         * from several. */
+        static _Thread_local uint8_t buf[SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX + 1];
         union {
                 struct cmsghdr align;
                 char buf[CMSG_SPACE(sizeof(int) * SBX_WIRE_MAX_FDS)];
