@@ -19,7 +19,7 @@ const GW_UID = 65532;
 const OWNER = 65534;
 const OTHER = 65533;
 
-const h = useSbx({ sandboxes: [], world: true,
+const h = useSbx({ sandboxes: [], world: true, connect: false,
   config: `[sbxd]\ngateway_user = ${GW_UID}\n[template default]\nwarm = 0\n` });
 
 /* An sbx-gateway on a port the kernel picks, as GW_UID. */
