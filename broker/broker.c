@@ -15,6 +15,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "fd-util.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -122,12 +123,8 @@ _printf_(1, 2) _noreturn_
 static void usage_error(const char *fmt, ...) {
         va_list ap;
 
-        fputs("sandbox-mcp: ", stderr);
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputs("\nTry 'sandbox-mcp --help'.\n", stderr);
-        exit(2);
+        cli_usage_errorv("sandbox-mcp", fmt, ap);
 }
 
 typedef struct Options {
@@ -182,27 +179,11 @@ static void parse_argv(int argc, char **argv, Options *o) {
                         else
                                 usage_error("--content must be text, json or none, not '%s'", optarg);
                         break;
-                case OPT_LOG_LEVEL: {
-                        int level = log_level_from_string(optarg);
-                        if (level < 0)
-                                usage_error("unknown log level '%s'", optarg);
-                        log_set_level(level);
-                        break;
-                }
-                case 'h':
-                        help();
-                        exit(0);
-                case 'V':
-                        printf("sandbox-mcp %s\n", SBX_VERSION);
-                        exit(0);
-                case ':':
-                        usage_error("option '%s' needs an argument", argv[optind - 1]);
                 default:
-                        usage_error("unknown option '%s'", argv[optind - 1]);
+                        cli_common_option("sandbox-mcp", c, OPT_LOG_LEVEL, help, argv);
                 }
         }
-        if (optind < argc)
-                usage_error("unexpected argument '%s'", argv[optind]);
+        cli_no_arguments("sandbox-mcp", argc, argv);
         if (o->sets == 0)
                 o->sets = TOOL_SET_RUNTIME;
 }

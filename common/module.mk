@@ -6,3 +6,4 @@ COMMON_SRCS += common/utf8.c
 COMMON_SRCS += common/memfd-util.c
 COMMON_SRCS += common/base64.c
 COMMON_SRCS += common/workpool.c
+COMMON_SRCS += common/cli.c

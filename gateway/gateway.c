@@ -21,6 +21,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "fd-util.h"
 #include "gateway.h"
 #include "log.h"
@@ -408,12 +409,8 @@ _printf_(1, 2) _noreturn_
 static void usage_error(const char *fmt, ...) {
         va_list ap;
 
-        fputs("sbx-gateway: ", stderr);
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputs("\nTry 'sbx-gateway --help'.\n", stderr);
-        exit(2);
+        cli_usage_errorv("sbx-gateway", fmt, ap);
 }
 
 static void parse_argv(int argc, char **argv, Main *m, const char **ret_socket) {
@@ -427,7 +424,7 @@ static void parse_argv(int argc, char **argv, Main *m, const char **ret_socket) 
                 { "version", no_argument, NULL, 'V' },
                 {}
         };
-        int c, level;
+        int c;
 
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":hV", options, NULL)) >= 0) {
@@ -445,26 +442,11 @@ static void parse_argv(int argc, char **argv, Main *m, const char **ret_socket) 
                                 usage_error("--socket needs an absolute path");
                         *ret_socket = optarg;
                         break;
-                case OPT_LOG_LEVEL:
-                        level = log_level_from_string(optarg);
-                        if (level < 0)
-                                usage_error("unknown log level '%s'", optarg);
-                        log_set_level(level);
-                        break;
-                case 'h':
-                        help();
-                        exit(0);
-                case 'V':
-                        printf("sbx-gateway %s\n", SBX_VERSION);
-                        exit(0);
-                case ':':
-                        usage_error("option '%s' needs an argument", argv[optind - 1]);
                 default:
-                        usage_error("unknown option '%s'", argv[optind - 1]);
+                        cli_common_option("sbx-gateway", c, OPT_LOG_LEVEL, help, argv);
                 }
         }
-        if (optind < argc)
-                usage_error("unexpected argument '%s'", argv[optind]);
+        cli_no_arguments("sbx-gateway", argc, argv);
 }
 
 int main(int argc, char **argv) {

@@ -257,6 +257,23 @@ static enum MHD_Result handle_post(Gateway *g, struct MHD_Connection *c, Req *q)
         return ret;
 }
 
+/* The session the request's Mcp-Session-Id names, with a reference; NULL
+ * with the refusal queued in *ret (400 without the header, 404 unknown). */
+static GwSession *session_of(Gateway *g, struct MHD_Connection *c, const Req *q, enum MHD_Result *ret) {
+        const char *sid = header(c, "Mcp-Session-Id");
+        GwSession *s;
+
+        if (!sid) {
+                *ret = respond_error(c, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                                     "Bad Request: Mcp-Session-Id header is required");
+                return NULL;
+        }
+        s = gateway_session_get(g, sid, &q->auth);
+        if (!s)
+                *ret = respond_error(c, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+        return s;
+}
+
 /* ---- GET: the session's notifications as SSE --------------------------------------------------- */
 
 typedef struct Stream {
@@ -310,7 +327,7 @@ static void stream_free(void *cls) {
 }
 
 static enum MHD_Result handle_get(Gateway *g, struct MHD_Connection *c, Req *q) {
-        const char *sid = header(c, "Mcp-Session-Id"), *accept = header(c, MHD_HTTP_HEADER_ACCEPT);
+        const char *accept = header(c, MHD_HTTP_HEADER_ACCEPT);
         struct MHD_Response *r;
         enum MHD_Result ret;
         GwSession *s;
@@ -319,12 +336,9 @@ static enum MHD_Result handle_get(Gateway *g, struct MHD_Connection *c, Req *q) 
         if (!accept || !strstr(accept, SSE_TYPE))
                 return respond_error(c, MHD_HTTP_NOT_ACCEPTABLE, JSONRPC_INVALID_REQUEST,
                                      "Not Acceptable: the stream is " SSE_TYPE);
-        if (!sid)
-                return respond_error(c, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                                     "Bad Request: Mcp-Session-Id header is required");
-        s = gateway_session_get(g, sid, &q->auth);
+        s = session_of(g, c, q, &ret);
         if (!s)
-                return respond_error(c, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+                return ret;
         if (gateway_stream_open(s) < 0) {
                 gateway_session_unref(g, s);
                 return respond_error(c, MHD_HTTP_CONFLICT, JSONRPC_INVALID_REQUEST,
@@ -351,15 +365,11 @@ static enum MHD_Result handle_get(Gateway *g, struct MHD_Connection *c, Req *q) 
 }
 
 static enum MHD_Result handle_delete(Gateway *g, struct MHD_Connection *c, Req *q) {
-        const char *sid = header(c, "Mcp-Session-Id");
-        GwSession *s;
+        enum MHD_Result ret;
+        GwSession *s = session_of(g, c, q, &ret);
 
-        if (!sid)
-                return respond_error(c, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                                     "Bad Request: Mcp-Session-Id header is required");
-        s = gateway_session_get(g, sid, &q->auth);
         if (!s)
-                return respond_error(c, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+                return ret;
         gateway_session_end(g, s);
         gateway_session_unref(g, s);
         return respond(c, MHD_HTTP_OK, NULL, NULL, 0, NULL);
