@@ -259,3 +259,4 @@
 #define SBX_GATEWAY_THREADS_MAX 1024u           /* gateway: connections (one thread each) at once */
 #define SBX_GATEWAY_LISTEN_MAX 8u               /* gateway: --listen addresses */
 #define SBX_GATEWAY_ORIGINS_MAX 16u             /* gateway.conf allowed_origin entries */
+#define SBX_GATEWAY_PEM_MAX (1u << 20)          /* bytes of tls_certificate or tls_key */

@@ -251,18 +251,23 @@ static int listeners_open(Main *m) {
 
 /* ---- daemons ------------------------------------------------------------------------- */
 
+/* A PEM file of gateway.conf: the administrator's path, symlinks followed (certbot's live/ links). */
+static int read_pem(const char *key, const char *path, char **ret) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        int r = fd < 0 ? -errno : read_fd_bounded(fd, SBX_GATEWAY_PEM_MAX, ret, NULL);
+
+        if (r < 0)
+                return log_error_errno(r, "Cannot read %s %s: %m", key, path);
+        return 0;
+}
+
 static int tls_load(Main *m) {
         _cleanup_free_ char *cert = NULL, *key = NULL;
-        int r;
 
         if (!m->cfg.tls_cert)
                 return 0;
-        r = read_file_bounded_at(AT_FDCWD, m->cfg.tls_cert, SBX_GATEWAY_BODY_MAX, &cert, NULL);
-        if (r < 0)
-                return log_error_errno(r, "Cannot read tls_certificate %s: %m", m->cfg.tls_cert);
-        r = read_file_bounded_at(AT_FDCWD, m->cfg.tls_key, SBX_GATEWAY_BODY_MAX, &key, NULL);
-        if (r < 0)
-                return log_error_errno(r, "Cannot read tls_key %s: %m", m->cfg.tls_key);
+        if (read_pem("tls_certificate", m->cfg.tls_cert, &cert) < 0 || read_pem("tls_key", m->cfg.tls_key, &key) < 0)
+                return -EINVAL;
         free(m->cert);
         if (m->key)
                 explicit_bzero(m->key, strlen(m->key));
@@ -290,11 +295,11 @@ static struct MHD_Daemon *daemon_start(Main *m, int fd) {
         };
 
         return MHD_start_daemon(flags, 0, NULL, NULL, gateway_http_handler, m->g,
+                                MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                                 MHD_OPTION_LISTEN_SOCKET, fd,
                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned) SBX_GATEWAY_THREADS_MAX,
                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) SBX_GATEWAY_CONNECTION_TIMEOUT_S,
                                 MHD_OPTION_NOTIFY_COMPLETED, gateway_http_completed, m->g,
-                                MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                                 MHD_OPTION_ARRAY, m->cert ? tls : tls + 2,
                                 MHD_OPTION_END);
 }

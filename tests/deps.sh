@@ -31,6 +31,7 @@ PKGS=(
   clang                               # second compiler, analyzers
   nodejs npm                          # the MCP SDK client of the integration tests and the demo
   python3                             # raw-socket client of the robustness tests
+  openssl                             # self-signed certificates of the gateway's TLS test
   iproute2 util-linux procps          # ip, setpriv/mount tools, ps for tests and the demo
   mount e2fsprogs                     # losetup, mkfs.ext4: the small state filesystems of disk-filling tests
   mmdebstrap uidmap                   # image builds (sbx-images(7), --mode=unshare needs newuidmap) and their tests

@@ -8,7 +8,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -42,7 +44,7 @@ class Gateway {
     this.exited = new Promise((r) => this.proc.on('exit', (code, signal) => r({ code, signal })));
     const m = await waitFor(() => /Listening on 127\.0\.0\.1:(\d+)/.exec(fs.readFileSync(this.logPath, 'utf8')),
       { what: `${this.name} listening` });
-    this.url = `http://127.0.0.1:${m[1]}/mcp`;
+    this.url = `${/tls_certificate/.test(this.conf) ? 'https' : 'http'}://127.0.0.1:${m[1]}/mcp`;
     return this;
   }
 
@@ -277,6 +279,65 @@ h.test('sbx-gateway restarted while sbxd keeps the sandboxes', async () => {
   const r = await sc(s2, 'exec_command', { sandbox_id: 'mine', cmd: 'cat kept.txt' });
   assert.equal(r.output, 'kept\n');
   await s2.client.close();
+});
+
+/* A self-signed certificate for 127.0.0.1: [certPath, keyPath, its SHA-256 fingerprint as Node prints it]. */
+function makeCert(name) {
+  const cert = path.join(h.dir, `${name}.crt`);
+  const key = path.join(h.dir, `${name}.key`);
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+    '-subj', `/CN=${name}`, '-days', '1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+  const fp = execFileSync('openssl', ['x509', '-in', cert, '-noout', '-fingerprint', '-sha256']).toString()
+    .trim().replace(/^.*=/, '');
+  return [cert, key, fp];
+}
+
+/* A POST over TLS (any certificate): status, body and the server certificate's fingerprint. */
+function tlsPost(url, body, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = https.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', rejectUnauthorized: false,
+      agent: false, headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers } },
+    (res) => {
+      const fp = res.socket.getPeerCertificate().fingerprint256;
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text, fp }));
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+h.test('TLS in the gateway: served with the configured certificate, reloaded on SIGHUP, sessions kept', async () => {
+  const [certA, keyA, fpA] = makeCert('tls-a');
+  const [certB, keyB, fpB] = makeCert('tls-b');
+  const cert = path.join(h.dir, 'gateway.crt');
+  const key = path.join(h.dir, 'gateway.key');
+  fs.copyFileSync(certA, cert);
+  fs.copyFileSync(keyA, key);
+  fs.chmodSync(cert, 0o644);
+  fs.chmodSync(key, 0o644);
+  const tls = await new Gateway('gateway-tls', `tls_certificate = ${cert}\ntls_key = ${key}\n`).start();
+  try {
+    assert.match(tls.url, /^https:/);
+    const auth = { Authorization: `Bearer ${tokens.all}` };
+    const r = await tlsPost(tls.url, INIT, auth);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.fp, fpA);
+    const sid = r.headers['mcp-session-id'];
+    fs.copyFileSync(certB, cert);
+    fs.copyFileSync(keyB, key);
+    fs.chmodSync(key, 0o644);
+    tls.proc.kill('SIGHUP');
+    await waitFor(() => /SIGHUP: reloaded/.test(fs.readFileSync(tls.logPath, 'utf8')), { what: 'the reload' });
+    const r2 = await tlsPost(tls.url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { ...auth, 'Mcp-Session-Id': sid });
+    assert.equal(r2.status, 200, r2.text);
+    assert.equal(r2.fp, fpB);
+    assert.equal((await tlsPost(tls.url, INIT)).status, 401);
+  } finally {
+    assert.equal((await tls.stop()).code, 0, tail(tls.logPath));
+  }
 });
 
 h.test('teardown: the gateways stop cleanly', async () => {
