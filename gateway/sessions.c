@@ -201,20 +201,23 @@ int gateway_rate_take(Gateway *g, const char *token_id, unsigned *ret_retry_s) {
         for (size_t i = 0; i < g->n_buckets && !b; i++)
                 if (strcmp(g->buckets[i].id, token_id) == 0)
                         b = &g->buckets[i];
-        if (!b && g->n_buckets < ELEMENTSOF(g->buckets)) {
-                b = &g->buckets[g->n_buckets++];
+        if (!b) {
+                /* A token not seen yet takes a free bucket, or the one used longest ago
+                 * (a revoked token's): a full bucket again, the same as after that long. */
+                b = &g->buckets[g->n_buckets < ELEMENTSOF(g->buckets) ? g->n_buckets++ : 0];
+                for (size_t i = 0; g->n_buckets == ELEMENTSOF(g->buckets) && i < g->n_buckets; i++)
+                        if (g->buckets[i].at_usec < b->at_usec)
+                                b = &g->buckets[i];
                 *b = (Bucket) { .tokens = burst, .at_usec = now };
                 strlcpy(b->id, token_id, sizeof(b->id));
         }
-        if (b) {
-                b->tokens = MIN(burst, b->tokens + (double) (now - b->at_usec) / 1e6 * rate);
-                b->at_usec = now;
-                if (b->tokens >= 1.0)
-                        b->tokens -= 1.0;
-                else {
-                        *ret_retry_s = (unsigned) ((1.0 - b->tokens) / rate) + 1;
-                        r = -EAGAIN;
-                }
+        b->tokens = MIN(burst, b->tokens + (double) (now - b->at_usec) / 1e6 * rate);
+        b->at_usec = now;
+        if (b->tokens >= 1.0)
+                b->tokens -= 1.0;
+        else {
+                *ret_retry_s = (unsigned) ((1.0 - b->tokens) / rate) + 1;
+                r = -EAGAIN;
         }
         pthread_mutex_unlock(&g->lock);
         return r;
