@@ -406,6 +406,23 @@ def fmt(x):
     return "%.2f" % x
 
 
+# sbx-gateway (issue 20)
+d = load("gateway")
+if d:
+    http, stdio = d["exec_http"], d["exec_stdio"]
+    ratio = statistics.median(http) / statistics.median(stdio)
+    row("gateway_exec", "exec_command true in a live session over HTTP (sbx-gateway, SDK client)", "ms",
+        dist(http), base_what="the same over stdio (sandbox-mcp, SDK client)", base=dist(stdio), ratio=ratio,
+        target="<= 1.3x", ok=ratio <= 1.3)
+    rps = d["rps100"]["requests"] / d["rps100"]["seconds"]
+    row("gateway_rps_100", "requests/s of 100 concurrent HTTP sessions (file_read)", "req/s", {"median": rps},
+        note="%d requests in %.1f s" % (d["rps100"]["requests"], d["rps100"]["seconds"]))
+    kib = d["idle"]["per_session_kib"]
+    row("gateway_idle_session", "gateway memory (Pss) per idle HTTP session", "KiB", {"median": kib},
+        target="<= 256 KiB", ok=kib <= 256,
+        note="%d sessions: Pss %d -> %d kB" % (d["idle"]["sessions"], d["idle"]["pss_before_kib"],
+                                             d["idle"]["pss_after_kib"]))
+
 hdr = ("row", "median", "p10-p90", "unit", "baseline med", "ratio", "target", "ok")
 lines = []
 for r in rows:

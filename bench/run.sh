@@ -14,7 +14,7 @@
 # BENCH_STALL_ATTACKS="pub pub_50k ren shuf read" (the default) the stall
 # row's attacks that run; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
-# layers memory lifecycle peers neighbour stall images egress script artifacts). BENCH_IMAGE_CACHE: the .deb cache of
+# layers memory lifecycle peers neighbour stall images egress script artifacts gateway). BENCH_IMAGE_CACHE: the .deb cache of
 # the images row (default /var/cache/sbx-ci/images/archives).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,6 +83,9 @@ trap 'exit 130' INT TERM
 # (sbxd finds sbx-worker next to itself).
 mkdir -p "$D/bin"
 cp "$BIN/sbxd" "$BIN/sbx-worker" "$BIN/sandbox-mcp" "$BIN/sbxctl" "$BIN/sbx-image-build" "$BIN/sbx-egress" "$D/bin/"
+cp "$BIN/sbx-gateway" "$D/bin/"
+# the gateway row's sbx-gateway runs as its own uid (gateway_user below) and reaches sbxd.sock
+chmod 0755 "$D" "$D/run"
 BIN=$D/bin
 # The transcript row keeps four 1 GiB transcripts in one sandbox: budgets that hold them all,
 # so that no row's timing includes evicting another's (core/transcripts.h). The lifecycle
@@ -96,7 +99,7 @@ mkdir -p "$IMAGE_CACHE"
 # The egress row's sandbox reaches a server on the host's loopback: egress_allow_private;
 # sbx-egress runs as nobody where the sbx-egress user is not installed.
 EGRESS_USER=$(getent passwd sbx-egress >/dev/null && echo sbx-egress || echo nobody)
-printf '[sbxd]\negress_user = %s\negress_allow_private = yes\ntranscript_cap_bytes = 2G\nsandbox_transcripts_max_bytes = 16G\nowner_transcripts_max_bytes = 16G\ntranscripts_max_bytes = 16G\nsession_disk_bytes = 3G\nclaims_per_user = 64\nimages_dir = %s\nimage_cache_dir = %s\n[template bench-warm]\nwarm = 4\n[template bench-cold]\nwarm = 0\n' \
+printf '[sbxd]\negress_user = %s\negress_allow_private = yes\ngateway_user = 65532\nsocket_mode = 0666\ntranscript_cap_bytes = 2G\nsandbox_transcripts_max_bytes = 16G\nowner_transcripts_max_bytes = 16G\ntranscripts_max_bytes = 16G\nsession_disk_bytes = 3G\nclaims_per_user = 64\nimages_dir = %s\nimage_cache_dir = %s\n[template bench-warm]\nwarm = 4\n[template bench-cold]\nwarm = 0\n' \
   "$EGRESS_USER" "$D/images.d" "$IMAGE_CACHE" >"$D/sbxd.conf"
 "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
   >"$D/sbxd.log" 2>&1 &
@@ -710,6 +713,16 @@ if want script; then
     >"$D/scripts/script.json"
   log "script: $N pairs, sandbox_script vs exec_command in an automatic session"
   drive script "$BIN/sandbox-mcp" --set runtime,script --socket "$SOCK"
+fi
+
+# ---- sbx-gateway (issue 20): HTTP against stdio, 100 sessions, idle sessions' memory -------
+if want gateway; then
+  "$BIN/sbxctl" --socket "$SOCK" sandbox create gwtiny --source "$D/src/tiny" --owner 65534 >/dev/null
+  GW_TOKEN=$("$BIN/sbxctl" --socket "$SOCK" token create --owner 65534 --name bench)
+  N=$(sc 300 30)
+  SECS=$(sc 10 2)
+  log "gateway: $N pairs HTTP/stdio, 100 sessions for $SECS s, 200 idle sessions"
+  node bench/gateway.mjs "$SOCK" "$BIN" gwtiny "$GW_TOKEN" 65532 "$N" "$SECS" "$OUT/gateway.json"
 fi
 
 # ---- the report ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@ BROKER_SRCS += broker/broker.c
 BROKER_LIB_SRCS += broker/jsonrpc.c
 BROKER_LIB_SRCS += broker/jsonwrite.c
 BROKER_LIB_SRCS += broker/mcp.c
+BROKER_LIB_SRCS += broker/session.c
 BROKER_LIB_SRCS += broker/schema.c
 BROKER_LIB_SRCS += broker/tools.c
 BROKER_LIB_SRCS += broker/tool-args.c

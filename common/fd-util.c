@@ -94,14 +94,19 @@ int openat2_fd(int dirfd, const char *path, int flags, uint64_t resolve) {
 
 int read_file_bounded_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len) {
         _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *buf = NULL;
-        size_t size, len = 0;
-        struct stat st;
 
         fd = openat2_fd(dirfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY,
                         RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
         if (fd < 0)
                 return fd;
+        return read_fd_bounded(fd, max, ret, ret_len);
+}
+
+int read_fd_bounded(int fd, size_t max, char **ret, size_t *ret_len) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size, len = 0;
+        struct stat st;
+
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (!S_ISREG(st.st_mode))

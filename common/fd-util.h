@@ -57,6 +57,8 @@ int openat2_fd(int dirfd, const char *path, int flags, uint64_t resolve);
  * (openat2). Reads until EOF, so files whose size the kernel does not report
  * (cgroup and proc files say 0) come whole too. ret_len may be NULL. */
 int read_file_bounded_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+/* The same of the file open on fd (an administrator's path, opened as given). */
+int read_fd_bounded(int fd, size_t max, char **ret, size_t *ret_len);
 /* read_file_bounded_at() of at most SBX_READ_FILE_MAX bytes: a kernel
  * interface or small state file, read as text. */
 int read_file_at(int dirfd, const char *path, char **ret);

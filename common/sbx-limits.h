@@ -322,3 +322,26 @@
 #define SBX_EGRESS_PIPE_BYTES (1u << 20)        /* each direction's splice pipe (F_SETPIPE_SZ, if allowed) */
 #define SBX_EGRESS_AUDIT_MAX 64u                /* host:port entries of each list of a command's egress audit */
 #define SBX_EGRESS_RESTART_MAX_S 30u            /* sbxd restarts a failed sbx-egress after 1, 2, 4 ... up to this */
+/* Bearer tokens and sbx-gateway (issue 20, sbx-gateway(8)). A token is
+ * SBX_TOKEN_PREFIX and SBX_TOKEN_SECRET_HEX random hex digits (256 bits);
+ * sbxd keeps its SHA-256 only. */
+#define SBX_TOKEN_PREFIX "sbx_pat_"
+#define SBX_TOKEN_SECRET_HEX 64u                /* hex digits after the prefix */
+#define SBX_TOKENS_MAX 1024u                    /* tokens sbxd keeps */
+#define SBX_TOKEN_NAME_MAX 64u                  /* bytes of a token's name */
+#define SBX_TOKEN_SETS_MAX 128u                 /* bytes of its tool set list */
+#define SBX_TOKEN_EXPIRES_MAX_S (10ll * 366 * 86400) /* --expires at most about ten years */
+#define SBX_GATEWAY_CLIENTS_MAX 512u            /* sbxd.sock connections of the gateway user, apart from
+                                                   SBX_MAX_CLIENTS: one per open MCP session */
+#define SBX_GATEWAY_BODY_MAX (4u << 20)         /* gateway: bytes of a POST body */
+#define SBX_GATEWAY_SESSIONS_MAX 400u           /* gateway: MCP sessions open at once */
+#define SBX_GATEWAY_SESSIONS_PER_TOKEN_DEFAULT 256u /* gateway.conf sessions_per_token */
+#define SBX_GATEWAY_IDLE_DEFAULT_S 1800u        /* gateway.conf session_idle_seconds: a session with no
+                                                   request this long ends (DELETE's effect) */
+#define SBX_GATEWAY_RATE_DEFAULT 50u            /* gateway.conf requests_per_second per token (burst: 2x) */
+#define SBX_GATEWAY_STREAMS_PER_SESSION 1u      /* GET /mcp streams open per session (409 for more) */
+#define SBX_GATEWAY_CONNECTION_TIMEOUT_S 30u    /* gateway: an idle HTTP connection is closed */
+#define SBX_GATEWAY_THREADS_MAX 1024u           /* gateway: connections (one thread each) at once */
+#define SBX_GATEWAY_LISTEN_MAX 8u               /* gateway: --listen addresses */
+#define SBX_GATEWAY_ORIGINS_MAX 16u             /* gateway.conf allowed_origin entries */
+#define SBX_GATEWAY_PEM_MAX (1u << 20)          /* bytes of tls_certificate or tls_key */

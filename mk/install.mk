@@ -10,7 +10,7 @@
 #                        installed pages, sbxd --check-config, sbxctl against
 #                        a private sbxd (tests/check-ops.sh; TAP output)
 #
-# sbxd goes to SBINDIR, sbxctl and sandbox-mcp to BINDIR, sbx-worker to
+# sbxd goes to SBINDIR, sbxctl, sandbox-mcp and sbx-gateway to BINDIR, sbx-worker to
 # LIBEXECDIR/sbx/ (where sbxd looks for it, SBX_LIBEXECDIR). The unit, the
 # example configuration and the man pages name the configured paths: their
 # sources use the defaults (/usr/local/..., /etc/sbx) and are rewritten here.
@@ -43,6 +43,7 @@ install: all
 	$(INSTALL) -d -m 0755 $(INSTALL_DIRS)
 	$(INSTALL) -m 0755 $(BIN)/sbxd $(DESTDIR)$(SBINDIR)/sbxd
 	$(INSTALL) -m 0755 $(BIN)/sbxctl $(BIN)/sandbox-mcp $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 0755 $(BIN)/sbx-gateway $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 0755 $(BIN)/sbx-worker $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-worker
 	$(INSTALL) -m 0755 $(BIN)/sbx-image-build $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-image-build
 	$(INSTALL) -m 0755 $(BIN)/sbx-egress $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-egress
@@ -60,6 +61,9 @@ install: all
 	done
 	$(INSTALL_SUBST) dist/sbxd.service > $(DESTDIR)$(UNITDIR)/sbxd.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/sbxd.service
+	$(INSTALL_SUBST) dist/sbx-gateway.service > $(DESTDIR)$(UNITDIR)/sbx-gateway.service
+	$(INSTALL) -m 0644 dist/sbx-gateway.socket $(DESTDIR)$(UNITDIR)/sbx-gateway.socket
+	chmod 0644 $(DESTDIR)$(UNITDIR)/sbx-gateway.service
 	$(INSTALL) -m 0644 dist/sbx.sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/sbx.conf
 	$(INSTALL) -m 0644 dist/sbx.tmpfiles.conf $(DESTDIR)$(TMPFILESDIR)/sbx.conf
 	$(INSTALL) -m 0644 $(COMPLETION) $(DESTDIR)$(BASHCOMPDIR)/sbxctl
@@ -70,9 +74,18 @@ install: all
 		$(INSTALL_SUBST) dist/sbxd.conf > $(DESTDIR)$(SYSCONFDIR)/sbx/sbxd.conf && \
 		chmod 0644 $(DESTDIR)$(SYSCONFDIR)/sbx/sbxd.conf; \
 	fi
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/sbx/gateway.conf ]; then \
+		echo "keeping the existing $(DESTDIR)$(SYSCONFDIR)/sbx/gateway.conf"; \
+	else \
+		echo "$(INSTALL_SUBST) dist/gateway.conf > $(DESTDIR)$(SYSCONFDIR)/sbx/gateway.conf"; \
+		$(INSTALL_SUBST) dist/gateway.conf > $(DESTDIR)$(SYSCONFDIR)/sbx/gateway.conf && \
+		chmod 0644 $(DESTDIR)$(SYSCONFDIR)/sbx/gateway.conf; \
+	fi
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/sbxd $(DESTDIR)$(BINDIR)/sbxctl $(DESTDIR)$(BINDIR)/sandbox-mcp \
+	      $(DESTDIR)$(BINDIR)/sbx-gateway $(DESTDIR)$(UNITDIR)/sbx-gateway.service \
+	      $(DESTDIR)$(UNITDIR)/sbx-gateway.socket \
 	      $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-worker $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-image-build \
 	      $(DESTDIR)$(LIBEXECDIR)/sbx/sbx-egress \
 	      $(foreach m,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
@@ -81,6 +94,14 @@ uninstall:
 	@f=$(DESTDIR)$(SYSCONFDIR)/sbx/sbxd.conf; \
 	if [ -e $$f ]; then \
 		if $(INSTALL_SUBST) dist/sbxd.conf | cmp -s - $$f; then \
+			echo "rm -f $$f"; rm -f $$f; \
+		else \
+			echo "keeping $$f: it was changed after installation"; \
+		fi; \
+	fi
+	@f=$(DESTDIR)$(SYSCONFDIR)/sbx/gateway.conf; \
+	if [ -e $$f ]; then \
+		if $(INSTALL_SUBST) dist/gateway.conf | cmp -s - $$f; then \
 			echo "rm -f $$f"; rm -f $$f; \
 		else \
 			echo "keeping $$f: it was changed after installation"; \

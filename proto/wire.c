@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <sys/types.h>
 
@@ -61,6 +62,10 @@ static const struct {
         { SBX__MSG_TYPE__MSG_JOB_ENDED, SBX__MSG__BODY_JOB_ENDED },
         { SBX__MSG_TYPE__MSG_CLIENT_RUNTIME_EXECUTE, SBX__MSG__BODY_RUNTIME_EXECUTE },
         { SBX__MSG_TYPE__MSG_CLIENT_RUNTIME_QUERY, SBX__MSG__BODY_RUNTIME_QUERY },
+        { SBX__MSG_TYPE__MSG_CLIENT_TOKEN_CREATE, SBX__MSG__BODY_TOKEN_CREATE },
+        { SBX__MSG_TYPE__MSG_CLIENT_TOKEN_LIST, SBX__MSG__BODY_TOKEN_LIST },
+        { SBX__MSG_TYPE__MSG_CLIENT_TOKEN_REVOKE, SBX__MSG__BODY_TOKEN_REVOKE },
+        { SBX__MSG_TYPE__MSG_CLIENT_TOKEN_CHECK, SBX__MSG__BODY_TOKEN_CHECK },
         { SBX__MSG_TYPE__MSG_REPLY, SBX__MSG__BODY_REPLY },
         { SBX__MSG_TYPE__MSG_PROGRESS, SBX__MSG__BODY_PROGRESS },
         { SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, SBX__MSG__BODY_SUPERVISOR_EXEC },
@@ -227,8 +232,10 @@ static void close_fds(int *fds, size_t n) {
 }
 
 int wire_recv(int fd, Sbx__Msg **ret_msg, uint32_t *ret_seq, int *ret_fds, size_t *ret_n_fds) {
-        /* One byte more than the largest valid frame, so oversize shows as MSG_TRUNC. */
-        static uint8_t buf[SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX + 1];
+        /* One byte more than the largest valid frame, so oversize shows as
+         * MSG_TRUNC. One per thread: sbx-gateway reads its sessions' sockets
+         * from several. */
+        static _Thread_local uint8_t buf[SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX + 1];
         union {
                 struct cmsghdr align;
                 char buf[CMSG_SPACE(sizeof(int) * SBX_WIRE_MAX_FDS)];
@@ -308,5 +315,23 @@ int wire_reply_from_fd(int fd, size_t max, Sbx__Reply **ret) {
         if (!r)
                 return -EBADMSG;
         *ret = r;
+        return 0;
+}
+
+int wire_connect(const char *path, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        size_t len = strlen(path);
+
+        if (len >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, len + 1);
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        while (connect(fd, (const struct sockaddr *) &sa, sizeof(sa)) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        *ret_fd = TAKE_FD(fd);
         return 0;
 }

@@ -62,3 +62,6 @@ static inline void sbx_msg_freep(Sbx__Msg **m) {
                 sbx__msg__free_unpacked(*m, NULL);
 }
 #define _cleanup_msg_ _cleanup_(sbx_msg_freep)
+
+/* A blocking SOCK_SEQPACKET connection to the unix socket at path. */
+int wire_connect(const char *path, int *ret_fd);

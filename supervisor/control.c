@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "control.h"
+#include "core/token.h"
 #include "fd-util.h"
 #include "log.h"
 #include "sbx-limits.h"
@@ -23,6 +24,13 @@ static int handle_hello(Request *rq) {
         }
         strlcpy(rq->client->mcp_session, id, sizeof(rq->client->mcp_session));
         rq->client->hello = true;
+        if (rq->msg->hello->token[0]) {
+                int r = control_token_hello(rq, rq->msg->hello->token);
+                if (r < 0)
+                        /* Answered, then closed: a refused token gets nothing more. */
+                        rq->client->hello = false;
+                return r;
+        }
         return 0;
 }
 
@@ -89,6 +97,15 @@ const RequestType request_types[] = {
         ANYONE(IMAGE_LIST, image_list, handle_image_list, NULL),
         ROOT(IMAGE_BUILD, image_build, "build images", handle_image_build, CHECKS(NAME("name"))),
         ROOT(IMAGE_RM, image_rm, "remove images", handle_image_rm, CHECKS(NAME("name"))),
+        /* Bearer tokens of sbx-gateway (core/token.h) */
+        ROOT(TOKEN_CREATE, token_create, "create tokens", handle_token_create,
+             CHECKS(MSG_CHECK_LENGTH("name", 0, SBX_TOKEN_NAME_MAX, -EINVAL),
+                    MSG_CHECK_LENGTH("sets", 0, SBX_TOKEN_SETS_MAX, -EINVAL))),
+        ANYONE(TOKEN_LIST, token_list, handle_token_list, NULL),
+        ROOT(TOKEN_REVOKE, token_ref, "revoke tokens", handle_token_revoke,
+             CHECKS(MSG_CHECK_LENGTH("id_or_name", 1, SBX_TOKEN_NAME_MAX, -EINVAL))),
+        ANYONE(TOKEN_CHECK, token_check, handle_token_check,
+               CHECKS(MSG_CHECK_LENGTH("token", 1, TOKEN_SECRET_SIZE, -EACCES))),
         OWNER(EXEC, exec, "sandbox", 0, handle_exec,
               CHECKS(NAME("sandbox"), NAME("workspace_session"), MSG_CHECK_LENGTH("cmd", 1, SBX_CMD_MAX, -EINVAL),
                      MSG_CHECK_RANGE("timeout_ms", "has_timeout", 1, SBX_TIMEOUT_MAX_MS))),
@@ -232,6 +249,8 @@ static void request_dispatch(Server *s, Client *c, uint32_t seq, const Sbx__Msg 
         if (c->n_pending >= SBX_MAX_PENDING_PER_CLIENT)
                 r = request_error(&rq, -EBUSY, "too many unanswered requests on this connection (limit %u)",
                                   SBX_MAX_PENDING_PER_CLIENT);
+        else if (c->token_id[0] && (r = control_token_still_valid(&rq)) < 0)
+                c->hello = false;       /* answered, then closed */
         else {
                 r = request_allowed(&rq, t);
                 if (r >= 0)
@@ -246,6 +265,8 @@ static void request_dispatch(Server *s, Client *c, uint32_t seq, const Sbx__Msg 
         if (r != REPLY_DEFERRED)
                 client_reply_fd(s, c, seq, &rq.reply, r < 0 ? -EBADF : TAKE_FD(rq.reply_fd));
         request_done(&rq);
+        if (!c->hello)
+                client_drop(s, c, "its token was refused, revoked or expired");
 }
 
 static void client_dispatch(Server *s, EventSource *src, uint32_t events) {
@@ -318,7 +339,7 @@ static bool client_slot_free(Server *s, uid_t uid, bool in_group) {
                 if (!in_group && s->cfg.socket_gid != (gid_t) -1)
                         max -= SBX_CLIENTS_RESERVED_GROUP;
                 TAILQ_FOREACH(other, &s->clients, link)
-                        if (other->uid == uid)
+                        if (other->uid == uid && !other->gateway)
                                 same_uid++;
                 if (same_uid >= SBX_MAX_CLIENTS_PER_UID)
                         return false;
@@ -333,6 +354,7 @@ int control_client_new(Server *s, int fd, const struct ucred *cred, Client **ret
 void control_accept(Server *s, EventSource *src, uint32_t events) {
         struct ucred cred;
         socklen_t len = sizeof(cred);
+        bool gateway;
         Client *c;
         int fd;
 
@@ -347,11 +369,20 @@ void control_accept(Server *s, EventSource *src, uint32_t events) {
                 safe_close(fd);
                 return;
         }
-        if (!client_slot_free(s, cred.uid, peer_in_group(fd, cred.gid, s->cfg.socket_gid))) {
+        gateway = s->cfg.gateway_uid != (uid_t) -1 && cred.uid == s->cfg.gateway_uid;
+        /* The gateway's connections, one per MCP session, have their own limit. */
+        if (gateway ? s->n_gateway_clients >= SBX_GATEWAY_CLIENTS_MAX
+                    : !client_slot_free(s, cred.uid, peer_in_group(fd, cred.gid, s->cfg.socket_gid))) {
                 log_warning("Refusing client pid %d uid %u: too many connections", (int) cred.pid, cred.uid);
                 safe_close(fd);
                 return;
         }
-        if (control_client_new(s, fd, &cred, &c) >= 0)
-                log_debug("Client pid %d uid %u connected", (int) c->pid, c->uid);
+        if (control_client_new(s, fd, &cred, &c) < 0)
+                return;
+        c->gateway = gateway;
+        if (gateway) {
+                s->n_clients--;
+                s->n_gateway_clients++;
+        }
+        log_debug("Client pid %d uid %u connected", (int) c->pid, c->uid);
 }

@@ -149,3 +149,12 @@ int handle_claim_get(Request *rq);
 int handle_claim_list_files(Request *rq);
 int handle_claim_stat(Request *rq);
 int handle_template_list(Request *rq);
+/* control-tokens.c: sbx-gateway's bearer tokens */
+int handle_token_create(Request *rq);
+int handle_token_list(Request *rq);
+int handle_token_revoke(Request *rq);
+int handle_token_check(Request *rq);
+/* A HELLO with a token: act for its owner from now on (the gateway user only). */
+int control_token_hello(Request *rq, const char *secret);
+/* A token connection's token is neither revoked nor expired (else the error). */
+int control_token_still_valid(Request *rq);

@@ -15,6 +15,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-claims.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-jobs.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-runtime.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-tokens.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/egress.c
@@ -36,6 +37,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/job.c
 SUPERVISOR_CORE_SRCS += supervisor/core/imagebuild.c
 SUPERVISOR_CORE_SRCS += supervisor/core/runtime.c
 SUPERVISOR_CORE_SRCS += supervisor/core/artifacts.c
+SUPERVISOR_CORE_SRCS += supervisor/core/token.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c
@@ -66,5 +68,6 @@ SBXCTL_LIB_SRCS += supervisor/sbxctl-util.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-verbs.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-claims.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-jobs.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-tokens.c
 # a build tool: the bash completion, written from sbxctl's tables
 SBXCTL_COMPLETION_SRCS += supervisor/sbxctl-completion.c

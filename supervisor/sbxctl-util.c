@@ -187,21 +187,7 @@ int table_print(Table *t) {
 }
 
 int connect_sbxd(const char *path, int *ret_fd) {
-        _cleanup_close_ int fd = -EBADF;
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        size_t len = strlen(path);
-
-        if (len >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        memcpy(sa.sun_path, path, len + 1);
-
-        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -errno;
-        if (connect(fd, (const struct sockaddr *) &sa, sizeof(sa)) < 0)
-                return -errno;
-        *ret_fd = TAKE_FD(fd);
-        return 0;
+        return wire_connect(path, ret_fd);
 }
 
 static int exit_status_for_err(int err) {

@@ -210,13 +210,16 @@ const CtlOption ctl_options[] = {
         { "--memory",     true,  CTL_GROUP_CREATE,   set_memory,     NULL },
         { "--pids",       true,  CTL_GROUP_CREATE,   set_pids,       NULL },
         { "--cpu-weight", true,  CTL_GROUP_CREATE,   set_cpu_weight, NULL },
-        { "--owner",      true,  CTL_GROUP_CREATE,   set_owner,      "@user" },
+        { "--owner",      true,  CTL_GROUP_OWNER,    set_owner,      "@user" },
         { "--session",    true,  CTL_GROUP_SESSION,  set_session,    NULL },
         { "--policy",     true,  CTL_GROUP_POLICY,   set_policy,     POLICIES },
         { "--publish",    false, CTL_GROUP_FINALIZE, set_publish,    NULL },
         { "--discard",    false, CTL_GROUP_FINALIZE, set_discard,    NULL },
         { "--overwrite",  false, CTL_GROUP_FINALIZE, set_overwrite,  NULL },
         { "--label",      true,  CTL_GROUP_LABEL,    ctl_set_label,  NULL },
+        { "--name",       true,  CTL_GROUP_TOKEN,    ctl_set_token_name, NULL },
+        { "--expires",    true,  CTL_GROUP_TOKEN,    ctl_set_expires, NULL },
+        { "--sets",       true,  CTL_GROUP_TOKEN,    ctl_set_sets,   "runtime sessions lifecycle" },
         { "--help",       false, CTL_GROUP_GLOBAL,   set_help,       NULL },
         { "--version",    false, CTL_GROUP_GLOBAL,   set_version,    NULL },
 };
@@ -1188,7 +1191,7 @@ static int print_owner_show(const Args *a, const Sbx__Reply *reply) {
 #define SANDBOX CTL_SANDBOX_ARG
 
 const CtlVerb ctl_verbs[] = {
-        { "sandbox create",   1, "sandbox NAME", NULL, CTL_GROUP(CTL_GROUP_CREATE), 0,
+        { "sandbox create",   1, "sandbox NAME", NULL, CTL_GROUP(CTL_GROUP_CREATE) | CTL_GROUP(CTL_GROUP_OWNER), 0,
           build_sandbox_create, print_sandbox_create, NULL },
         { "sandbox list",     0, NULL, NULL, 0, 0, build_sandbox_list, print_sandbox_list, NULL },
         { "sandbox show",     1, "sandbox NAME", NULL, 0, SANDBOX, build_sandbox_list, print_sandbox_show, NULL },
@@ -1224,6 +1227,11 @@ const CtlVerb ctl_verbs[] = {
         { "job list",         0, NULL, NULL, 0, 0, ctl_build_job_list, ctl_print_job_list, NULL },
         { "job show",         1, "job ID", NULL, 0, 0, ctl_build_job_show, ctl_print_job_show, NULL },
         { "job rm",           1, "job ID", NULL, 0, CTL_NO_JSON, ctl_build_job_rm, ctl_print_job_rm, NULL },
+        { "token create",     0, NULL, NULL, CTL_GROUP(CTL_GROUP_OWNER) | CTL_GROUP(CTL_GROUP_TOKEN), 0,
+          ctl_build_token_create, ctl_print_token_create, NULL },
+        { "token list",       0, NULL, NULL, 0, 0, ctl_build_token_list, ctl_print_token_list, NULL },
+        { "token revoke",     1, "token ID or NAME", NULL, 0, CTL_NO_JSON, ctl_build_token_revoke,
+          ctl_print_token_revoke, NULL },
         { "gc",               0, NULL, NULL, 0, 0, build_gc, print_gc, NULL },
         { "status",           0, NULL, NULL, 0, 0, build_status, print_status, NULL },
 };

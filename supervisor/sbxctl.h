@@ -33,11 +33,13 @@ enum {
  * one command that takes it: "--memory is only valid with 'sandbox create'". */
 typedef enum CtlGroup {
         CTL_GROUP_GLOBAL,       /* --socket, --json, --help, --version */
-        CTL_GROUP_CREATE,       /* --source, --memory, --pids, --cpu-weight, --owner */
+        CTL_GROUP_CREATE,       /* --source, --memory, --pids, --cpu-weight */
         CTL_GROUP_SESSION,      /* --session */
         CTL_GROUP_POLICY,       /* --policy */
         CTL_GROUP_FINALIZE,     /* --publish, --discard, --overwrite */
         CTL_GROUP_LABEL,        /* --label (claim list) */
+        CTL_GROUP_OWNER,        /* --owner (sandbox create, token create) */
+        CTL_GROUP_TOKEN,        /* --name, --expires, --sets (token create) */
         CTL_GROUP_COUNT_,
 } CtlGroup;
 
@@ -70,6 +72,9 @@ typedef struct Args {
         Sbx__Label label_msgs[8];
         Sbx__Label *label_ptrs[8];
         char claim_ns[64];      /* NAMESPACE of a NAMESPACE/NAME claim */
+        const char *token_name; /* token create --name */
+        int64_t expires_seconds; /* token create --expires; 0: never */
+        const char *sets;       /* token create --sets */
         /* per group, the last of its options given, for the usage error */
         const char *group_option[CTL_GROUP_COUNT_];
 } Args;
@@ -141,6 +146,16 @@ int ctl_build_job_show(Args *a, CtlRequest *req);
 int ctl_print_job_show(const Args *a, const Sbx__Reply *reply);
 int ctl_build_job_rm(Args *a, CtlRequest *req);
 int ctl_print_job_rm(const Args *a, const Sbx__Reply *reply);
+/* sbxctl-tokens.c: token create|list|revoke (sbx-gateway's bearer tokens). */
+int ctl_set_token_name(Args *a, const char *arg);
+int ctl_set_expires(Args *a, const char *arg);
+int ctl_set_sets(Args *a, const char *arg);
+int ctl_build_token_create(Args *a, CtlRequest *req);
+int ctl_print_token_create(const Args *a, const Sbx__Reply *reply);
+int ctl_build_token_list(Args *a, CtlRequest *req);
+int ctl_print_token_list(const Args *a, const Sbx__Reply *reply);
+int ctl_build_token_revoke(Args *a, CtlRequest *req);
+int ctl_print_token_revoke(const Args *a, const Sbx__Reply *reply);
 
 extern const CtlOption ctl_options[];
 extern const size_t ctl_n_options;

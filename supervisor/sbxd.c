@@ -31,6 +31,7 @@
 #include "core/session.h"
 #include "core/claim.h"
 #include "core/job.h"
+#include "core/token.h"
 #include "core/spare.h"
 #include "core/transcripts.h"
 #include "data/layer.h"
@@ -251,6 +252,9 @@ static int server_open_state(Server *s) {
         r = jobs_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load jobs: %m");
+        r = tokens_load(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot load the tokens: %m");
         return 0;
 }
 
@@ -425,6 +429,7 @@ static void server_done(Server *s) {
         egress_proxy_stop(s);
         jobs_free(s);
         claims_free(s);
+        tokens_free(s);
         imports_free(s);
         images_free(s);
         s->spawner = spawner_free(s->spawner);

@@ -140,6 +140,10 @@ cat >"$TMP/expect-default" <<'EOF'
 755 usr/local/sbin/sbxd
 755 usr/local/bin/sbxctl
 755 usr/local/bin/sandbox-mcp
+755 usr/local/bin/sbx-gateway
+644 lib/systemd/system/sbx-gateway.service
+644 lib/systemd/system/sbx-gateway.socket
+644 etc/sbx/gateway.conf
 755 usr/local/libexec/sbx/sbx-worker
 755 usr/local/libexec/sbx/sbx-image-build
 755 usr/local/libexec/sbx/sbx-egress
@@ -210,6 +214,23 @@ else
   notok "sbx-egress refuses to run as root" "exit $rc: $out"
 fi
 
+# sbx-gateway's units (issue 20): verify the installed service (pointed at
+# the built binary) and the socket; no error, no warning.
+if command -v systemd-analyze >/dev/null; then
+  sed "s|^ExecStart=/usr/local/bin/sbx-gateway|ExecStart=$ROOT/build/bin/sbx-gateway|" \
+    dist/sbx-gateway.service >"$TMP/sbx-gateway.service"
+  cp dist/sbx-gateway.socket "$TMP/sbx-gateway.socket"
+  out=$(SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no "$TMP/sbx-gateway.service" "$TMP/sbx-gateway.socket" 2>&1)
+  rc=$?
+  if ((rc == 0)) && [[ -z $out ]]; then
+    ok "systemd-analyze verify sbx-gateway.service and .socket: no error, no warning"
+  else
+    notok "systemd-analyze verify sbx-gateway.service and .socket: no error, no warning" "rc=$rc" "$out"
+  fi
+  out=$(systemd-analyze security --offline=yes "$TMP/sbx-gateway.service" 2>&1 | tail -1)
+  [[ -n $out ]] && echo "# systemd-analyze security sbx-gateway.service: $out"
+fi
+
 # sysusers.d and tmpfiles.d entries, applied to a scratch root as systemd would.
 if command -v systemd-sysusers >/dev/null && command -v systemd-tmpfiles >/dev/null; then
   R=$TMP/sysroot
@@ -217,7 +238,7 @@ if command -v systemd-sysusers >/dev/null && command -v systemd-tmpfiles >/dev/n
   cp dist/sbx.sysusers.conf "$R/usr/lib/sysusers.d/sbx.conf"
   cp dist/sbx.tmpfiles.conf "$R/usr/lib/tmpfiles.d/sbx.conf"
   out=$(systemd-sysusers --root="$R" sbx.conf 2>&1)
-  if grep -q '^sbx:x:[0-9]*:$' "$R/etc/group" 2>/dev/null; then
+  if grep -q '^sbx:x:[0-9]*:' "$R/etc/group" 2>/dev/null; then
     ok "systemd-sysusers creates the group sbx from sbx.sysusers.conf"
   else
     notok "systemd-sysusers creates the group sbx from sbx.sysusers.conf" "$out"
@@ -228,6 +249,12 @@ if command -v systemd-sysusers >/dev/null && command -v systemd-tmpfiles >/dev/n
     ok "systemd-sysusers creates the system user sbx-egress (not root, no login)"
   else
     notok "systemd-sysusers creates the system user sbx-egress" "$(grep sbx-egress "$R/etc/passwd" 2>&1)" "$out"
+  fi
+  if grep -q '^sbx-gateway:x:[0-9]*:[0-9]*:' "$R/etc/passwd" 2>/dev/null &&
+     grep -q '^sbx:x:[0-9]*:sbx-gateway$' "$R/etc/group"; then
+    ok "systemd-sysusers creates the system user sbx-gateway, a member of sbx"
+  else
+    notok "systemd-sysusers creates the system user sbx-gateway, a member of sbx" "$out" "$(cat "$R/etc/group")"
   fi
   out=$(systemd-tmpfiles --create --root="$R" sbx.conf 2>&1)
   got=$(stat -c '%a %U:%G' "$R/var/lib/sbx" "$R/run/sbx" 2>&1 | tr '\n' ' ')
@@ -272,7 +299,7 @@ else
   notok "sbxd --check-config accepts the installed sbxd.conf (socket_group = daemon)" "$out"
 fi
 # Every default shown in the file, uncommented, is itself valid.
-sed -e 's/^# \([a-z_]* =.*\)$/\1/' -e '/^socket_group = sbx$/d' "$CONF" >"$TMP/c-defaults.conf"
+sed -e 's/^# \([a-z_]* =.*\)$/\1/' -e '/^socket_group = sbx$/d' -e '/^gateway_user = /d' "$CONF" >"$TMP/c-defaults.conf"
 n_keys=$(grep -c '^[a-z_]* =' "$TMP/c-defaults.conf")
 out=$("$SBXD" --config "$TMP/c-defaults.conf" --check-config --run-dir "$TMP/never" 2>&1)
 if [[ $out == *"configuration OK" && ! -e $TMP/never ]]; then
@@ -309,6 +336,7 @@ broken=(
   $'[sbxd]\nowner_sandboxes_max = 0|2|owner_sandboxes_max: 0 is out of range (1 to 1024)'
   $'[sbxd]\nowner_commands_max = 32769|2|owner_commands_max: 32769 is out of range (1 to 32768)'
   $'[sbxd]\nfailed_session_grace_seconds = 86401|2|failed_session_grace_seconds: 86401 is out of range (0 to 86400)'
+  $'[sbxd]\ngateway_user = root|2|gateway_user: no such user \'root\' (or root, which may not be it)'
 )
 i=0
 for b in "${broken[@]}"; do

@@ -24,11 +24,14 @@ PKGS=(
   libgit2-dev                         # line diff (xdiff) for file_blame and file_edit diffs
   libcmocka-dev                       # unit tests
   libinih-dev                         # sbxd.conf parser
+  nettle-dev                          # SHA-256 of sbx-gateway's bearer tokens in sbxd
+  libmicrohttpd-dev                   # sbx-gateway's HTTP server (with GnuTLS for its optional TLS)
   mandoc                              # man page lint
   systemd                             # systemd-analyze verify of dist/sbxd.service (make check-ops); never started here
   clang                               # second compiler, analyzers
   nodejs npm                          # the MCP SDK client of the integration tests and the demo
   python3                             # raw-socket client of the robustness tests
+  openssl                             # self-signed certificates of the gateway's TLS test
   iproute2 util-linux procps          # ip, setpriv/mount tools, ps for tests and the demo
   mount e2fsprogs                     # losetup, mkfs.ext4: the small state filesystems of disk-filling tests
   mmdebstrap uidmap                   # image builds (sbx-images(7), --mode=unshare needs newuidmap) and their tests

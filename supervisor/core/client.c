@@ -66,7 +66,10 @@ static void client_free(Server *s, Client *c) {
         }
         server_unwatch(s, &c->src);
         TAILQ_REMOVE(&s->clients, c, link);
-        s->n_clients--;
+        if (c->gateway)
+                s->n_gateway_clients--;
+        else
+                s->n_clients--;
         free(c);
 }
 

@@ -29,6 +29,8 @@ struct Client {
         unsigned long long active_usec; /* its last request or answer; idle from then on */
         bool hello;
         char mcp_session[33];   /* ClientHello.mcp_session: "" for sbxctl */
+        bool gateway;           /* connected as sbxd.conf's gateway_user */
+        char token_id[17];      /* acting for this token's owner (ClientHello.token), or "" */
         bool dead;              /* dropped; freed by clients_reap once no handler holds it */
         unsigned queued;
         unsigned n_pending;

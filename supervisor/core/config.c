@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pwd.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@ void config_init(Config *cfg) {
                 .uid_base = SBX_UID_BASE_DEFAULT,
                 .uid_count = SBX_UID_COUNT_DEFAULT,
                 .socket_gid = (gid_t) -1,
+                .gateway_uid = (uid_t) -1,
                 .client_idle_seconds = SBX_CLIENT_IDLE_DEFAULT_S,
                 .owner_sessions_max = SBX_OWNER_SESSIONS_MAX_DEFAULT,
                 .owner_sandboxes_max = SBX_OWNER_SANDBOXES_MAX_DEFAULT,
@@ -92,9 +94,32 @@ static int set_path(char **dst, const char *value) {
 
 static int templates_ensure_default(Config *cfg);
 
+/* A user name or uid; -ESRCH for no such user. */
+static int parse_user(const char *value, uid_t *ret) {
+        const struct passwd *pw;
+        char *end;
+        unsigned long u;
+
+        errno = 0;
+        u = strtoul(value, &end, 10);
+        if (value[0] >= '0' && value[0] <= '9' && !*end && !errno && u < (uid_t) -1) {
+                *ret = (uid_t) u;
+                return 0;
+        }
+        errno = 0;
+        pw = getpwnam(value);
+        if (!pw)
+                return errno > 0 ? -errno : -ESRCH;
+        *ret = pw->pw_uid;
+        return 0;
+}
+
 int config_finish(Config *cfg) {
         int r;
 
+        /* Without gateway_user: the system user dist/sbx-gateway.sysusers.conf makes, if it exists. */
+        if (!cfg->gateway_user_set && parse_user("sbx-gateway", &cfg->gateway_uid) < 0)
+                cfg->gateway_uid = (uid_t) -1;
         if (templates_ensure_default(cfg) < 0)
                 return -ENOMEM;
         if (cfg->egress_package_hosts.discover) {
@@ -235,6 +260,20 @@ static int config_set_word(Config *cfg, const char *key, const char *value, char
                 if (parse_group(value, &cfg->socket_gid) >= 0)
                         return 0;
                 snprintf(err, CONFIG_ERROR_MAX, "socket_group: no such group '%.40s' (create it, e.g. with systemd-sysusers)",
+                         value);
+                return -EINVAL;
+        }
+        /* gateway_user: the one user whose connections may act for a bearer
+         * token (sbx-gateway(8)); "" lets nobody. Never root. */
+        if (strcmp(key, "gateway_user") == 0) {
+                cfg->gateway_user_set = true;
+                cfg->gateway_uid = (uid_t) -1;
+                if (value[0] == '\0')
+                        return 0;
+                if (parse_user(value, &cfg->gateway_uid) >= 0 && cfg->gateway_uid != 0)
+                        return 0;
+                cfg->gateway_uid = (uid_t) -1;
+                snprintf(err, CONFIG_ERROR_MAX, "gateway_user: no such user '%.40s' (or root, which may not be it)",
                          value);
                 return -EINVAL;
         }

@@ -61,6 +61,8 @@ typedef struct Config {
         uint32_t spare_idle_seconds;    /* an unused spare goes after this */
         gid_t socket_gid;               /* socket_group, or (gid_t) -1 */
         mode_t socket_mode;             /* 0: 0660 with socket_group, else 0600 */
+        uid_t gateway_uid;              /* gateway_user: may act for tokens; (uid_t) -1: nobody */
+        bool gateway_user_set;          /* given in sbxd.conf (else the user sbx-gateway, if it exists) */
         uint32_t client_idle_seconds;   /* a client with no request this long is closed */
         /* Issue 15e: per-owner quotas (core/owner.h) and failed publications. */
         uint32_t owner_sessions_max;    /* live workspace sessions of one owner's sandboxes */

@@ -30,6 +30,7 @@ void server_init(Server *s) {
         TAILQ_INIT(&s->commands);
         TAILQ_INIT(&s->claims);
         TAILQ_INIT(&s->jobs);
+        TAILQ_INIT(&s->tokens);
 }
 
 int server_open_state_dirs(Server *s) {

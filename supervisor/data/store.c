@@ -24,8 +24,9 @@ struct Store {
  * Schema 3: a command's transcript size (bytes, files; -1 files: not known
  * yet) and, once it was evicted, the budget it was evicted for; each
  * layer's allocated bytes and inodes (layer quotas).
- * Schema 4: a sandbox's egress policy (docs/egress.md; before: none), and
- * each ended command's egress audit (table command_egress). */
+ * Schema 4: a sandbox's egress policy (docs/egress.md; before: none), each
+ * ended command's egress audit (table command_egress), and the bearer
+ * tokens of sbx-gateway (only each token's SHA-256). */
 #define SCHEMA_VERSION 4
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS sandboxes ("
@@ -120,7 +121,11 @@ static const char schema[] =
         "  handle TEXT PRIMARY KEY, owner_uid INTEGER NOT NULL,"
         "  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE, command TEXT NOT NULL,"
         "  created_usec INTEGER NOT NULL, expires_usec INTEGER NOT NULL, bytes INTEGER NOT NULL);"
-        "CREATE INDEX IF NOT EXISTS artifacts_by_age ON artifacts(created_usec);";
+        "CREATE INDEX IF NOT EXISTS artifacts_by_age ON artifacts(created_usec);"
+        /* Bearer tokens (core/token.h): the hash of the secret, never the secret. */
+        "CREATE TABLE IF NOT EXISTS tokens ("
+        "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, owner_uid INTEGER NOT NULL, hash BLOB NOT NULL,"
+        "  sets TEXT NOT NULL, created_unix INTEGER NOT NULL, expires_unix INTEGER NOT NULL);";
 
 /* Schema 1 (user_version 0) keyed everything by the sandbox's name, and a
  * deleted sandbox's commands stayed. Its tables are renamed away, the rows
@@ -1556,4 +1561,56 @@ int store_artifacts_usage(Store *s, int64_t owner_uid, unsigned *ret_count, uint
         *ret_count = (unsigned) sqlite3_column_int64(st, 0);
         *ret_bytes = (uint64_t) sqlite3_column_int64(st, 1);
         return 0;
+}
+
+/* ---- bearer tokens (issue 20) ------------------------------------------------------- */
+
+int store_token_insert(Store *s, const StoreToken *t) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT INTO tokens VALUES (?,?,?,?,?,?,?)", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, t->id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, t->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, t->owner_uid);
+        sqlite3_bind_blob(st, 4, t->hash, (int) t->hash_len, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, t->sets, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 6, t->created_unix);
+        sqlite3_bind_int64(st, 7, t->expires_unix);
+        return step_done(st);
+}
+
+int store_token_delete(Store *s, const char *id) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "DELETE FROM tokens WHERE id = ?", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_token_foreach(Store *s, int (*cb)(const StoreToken *t, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT id, name, owner_uid, hash, sets, created_unix, expires_unix FROM tokens", &st), rc;
+
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                StoreToken t = {
+                        .id = (const char *) sqlite3_column_text(st, 0),
+                        .name = (const char *) sqlite3_column_text(st, 1),
+                        .owner_uid = sqlite3_column_int64(st, 2),
+                        .hash = sqlite3_column_blob(st, 3),
+                        .hash_len = (size_t) sqlite3_column_bytes(st, 3),
+                        .sets = (const char *) sqlite3_column_text(st, 4),
+                        .created_unix = sqlite3_column_int64(st, 5),
+                        .expires_unix = sqlite3_column_int64(st, 6),
+                };
+                r = cb(&t, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
 }

@@ -258,3 +258,19 @@ int store_job_put(Store *s, const char *id, int64_t uid, const void *info, size_
 int store_job_delete(Store *s, const char *id);
 int store_job_foreach(Store *s, int (*cb)(const char *id, int64_t uid, const void *info, size_t info_len,
                                           void *userdata), void *userdata);
+/* Bearer tokens of sbx-gateway (core/token.h): hash is the SHA-256 of the
+ * secret; expires_unix 0: never. A name is unique (-EEXIST). */
+typedef struct StoreToken {
+        const char *id;
+        const char *name;
+        int64_t owner_uid;
+        const void *hash;
+        size_t hash_len;
+        const char *sets;
+        int64_t created_unix;
+        int64_t expires_unix;
+} StoreToken;
+
+int store_token_insert(Store *s, const StoreToken *t);
+int store_token_delete(Store *s, const char *id);
+int store_token_foreach(Store *s, int (*cb)(const StoreToken *t, void *userdata), void *userdata);

@@ -20,6 +20,7 @@
 
 #include "control.h"
 #include "core/owner.h"
+#include "core/token.h"
 #include "fake-sbxd.h"
 #include "fd-util.h"
 #include "msg.h"
@@ -221,7 +222,7 @@ static void test_permissions(void **state) {
                         owner_rows++;
                 }
         }
-        assert_int_equal(root_rows, 4); /* sandbox create, gc, image build, image rm */
+        assert_int_equal(root_rows, 6); /* sandbox create, gc, image build, image rm, token create, token revoke */
         assert_true(owner_rows >= 15);
 }
 
@@ -357,13 +358,80 @@ static void test_cancel_has_no_reply(void **state) {
         assert_false(f->user_client->dead);
 }
 
+/* Bearer tokens (core/token.h): root makes one, never for root; only the
+ * gateway user may check one or act for one; a revoked token is refused at
+ * once, and a connection acting for it is closed. */
+static Sbx__Msg *check_token(Fixture *f, const char *secret) {
+        Sbx__TokenCheck c = SBX__TOKEN_CHECK__INIT;
+
+        c.token = (char *) secret;
+        return request(f, f->user, SBX__MSG_TYPE__MSG_CLIENT_TOKEN_CHECK, &c);
+}
+
+static void test_tokens(void **state) {
+        Fixture *f = *state;
+        Sbx__TokenCreate tc = SBX__TOKEN_CREATE__INIT;
+        Sbx__TokenRef ref = SBX__TOKEN_REF__INIT;
+        Sbx__ClientHello h = SBX__CLIENT_HELLO__INIT;
+        char secret[TOKEN_SECRET_SIZE], wrong[TOKEN_SECRET_SIZE];
+        Sbx__Msg *m;
+        int peer;
+
+        hello(f, f->user);
+        hello(f, f->root);
+        tc.owner_uid = 0;
+        expect_error(request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_TOKEN_CREATE, &tc), -EINVAL, "may not act for root");
+        tc.owner_uid = 2000;
+        tc.name = (char *) "ci";
+        tc.sets = (char *) "runtime,,x";
+        expect_error(request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_TOKEN_CREATE, &tc), -EINVAL, "--sets");
+        tc.sets = (char *) "runtime";
+        m = request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_TOKEN_CREATE, &tc);
+        assert_int_equal(m->reply->err, 0);
+        assert_int_equal(m->reply->body_case, SBX__REPLY__BODY_TOKEN);
+        assert_int_equal(strlen(m->reply->token->token), TOKEN_SECRET_SIZE - 1);
+        assert_int_equal(strncmp(m->reply->token->token, SBX_TOKEN_PREFIX, strlen(SBX_TOKEN_PREFIX)), 0);
+        strcpy(secret, m->reply->token->token);
+        sbx__msg__free_unpacked(m, NULL);
+        expect_error(request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_TOKEN_CREATE, &tc), -EEXIST, "exists already");
+
+        /* Not the gateway user: no check, no acting. */
+        expect_error(check_token(f, secret), -EPERM, "gateway_user");
+        f->user_client->gateway = true;
+        m = check_token(f, secret);
+        assert_int_equal(m->reply->err, 0);
+        assert_int_equal(m->reply->token->owner_uid, 2000);
+        assert_string_equal(m->reply->token->sets, "runtime");
+        sbx__msg__free_unpacked(m, NULL);
+        strcpy(wrong, secret);
+        wrong[TOKEN_SECRET_SIZE - 2] = wrong[TOKEN_SECRET_SIZE - 2] == '0' ? '1' : '0';
+        expect_error(check_token(f, wrong), -EACCES, "not a valid token");
+        expect_error(check_token(f, "sbx_pat_short"), -EACCES, "not a valid token");
+
+        /* A connection of the gateway user acting for it is uid 2000's, until the revoke closes it. */
+        f->s.cfg.gateway_uid = 1000;
+        fake_client(&f->s, 1000, &peer)->gateway = true;
+        h.token = secret;
+        m = request(f, peer, SBX__MSG_TYPE__MSG_CLIENT_HELLO, &h);
+        assert_int_equal(m->reply->err, 0);
+        assert_int_equal(m->reply->token->owner_uid, 2000);
+        sbx__msg__free_unpacked(m, NULL);
+        ref.id_or_name = (char *) "ci";
+        m = request(f, f->root, SBX__MSG_TYPE__MSG_CLIENT_TOKEN_REVOKE, &ref);
+        assert_int_equal(m->reply->err, 0);
+        sbx__msg__free_unpacked(m, NULL);
+        assert_true(dropped(peer));
+        expect_error(check_token(f, secret), -EACCES, "not a valid token");
+        close(peer);
+}
+
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
 
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_table), T(test_clients_that_go), T(test_descriptors), T(test_permissions),
                 T(test_owner_and_root_may), T(test_anyone_sees_their_own), T(test_field_bounds),
-                T(test_cancel_has_no_reply), T(test_owner_list),
+                T(test_cancel_has_no_reply), T(test_owner_list), T(test_tokens),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

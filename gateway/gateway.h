@@ -1,0 +1,100 @@
+/* sbx-gateway: the broker's MCP sessions (broker/session.h) over MCP
+ * Streamable HTTP (revisions 2025-11-25 and 2025-06-18), for clients
+ * elsewhere, with bearer tokens that sbxd, not the gateway, verifies.
+ *   gateway.c   main: options, gateway.conf, listeners (socket activation),
+ *               the libmicrohttpd daemons, signals, TLS reload, the reaper
+ *   http.c      one HTTP request: Origin and Host, the token (sbxd's
+ *               TOKEN_CHECK), the rate limit, POST/GET/DELETE /mcp
+ *   sessions.c  the table of MCP sessions, each with its own connection to
+ *               sbxd acting for the token's owner, and the waits for replies
+ * libmicrohttpd runs one thread per connection: a call that waits for its
+ * command (or a slow client) holds only its own thread. */
+#pragma once
+
+#include <jansson.h>
+#include <pthread.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sbx-limits.h"
+#include "session.h"
+#include "tools.h"
+
+#define GATEWAY_DEFAULT_LISTEN "127.0.0.1:8765"
+#define GATEWAY_DEFAULT_CONFIG SBX_SYSCONFDIR "/sbx/gateway.conf"
+#define GATEWAY_SESSION_ID_SIZE 33      /* 32 hex digits: also the MCP session identity sbxd keys claims by */
+#define GATEWAY_NOTIFY_QUEUE_MAX 256u   /* notifications kept for a session's GET stream */
+#define GATEWAY_SSE_KEEPALIVE_S 15u     /* a comment line on an idle GET stream */
+
+typedef struct GatewayConfig {
+        char *listen[SBX_GATEWAY_LISTEN_MAX];
+        size_t n_listen;
+        char *socket_path;
+        char *origins[SBX_GATEWAY_ORIGINS_MAX]; /* allowed_origin: besides loopback origins */
+        size_t n_origins;
+        uint32_t sessions_per_token;
+        uint32_t session_idle_seconds;
+        uint32_t requests_per_second;
+        uint64_t body_max;
+        char *tls_cert, *tls_key;       /* both or neither */
+} GatewayConfig;
+
+typedef struct Gateway Gateway;
+
+/* An MCP session (one Mcp-Session-Id): refcounted, its lock guards all of it. */
+typedef struct GwSession GwSession;
+
+/* What sbxd said of a bearer token (TOKEN_CHECK). */
+typedef struct TokenAuth {
+        char id[24];
+        uint32_t owner_uid;
+        unsigned sets;                  /* ToolSet bits */
+} TokenAuth;
+
+/* ---- sessions.c ---- */
+int gateway_state_new(const GatewayConfig *cfg, Gateway **ret);
+void gateway_state_free(Gateway *g);
+const GatewayConfig *gateway_config(const Gateway *g);
+/* TOKEN_CHECK of a bearer token: 0; -EACCES (invalid, revoked, expired);
+ * -ECONNREFUSED etc. when sbxd cannot be asked. */
+int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret);
+/* The rate limit of a token: 0, or -EAGAIN with *ret_retry_s. */
+int gateway_rate_take(Gateway *g, const char *token_id, unsigned *ret_retry_s);
+/* A new session for token: -EUSERS over sessions_per_token, -ENOSPC over
+ * SBX_GATEWAY_SESSIONS_MAX. Returned with a reference. */
+int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, GwSession **ret);
+/* The session with this id whose token is this one, with a reference; NULL if none. */
+GwSession *gateway_session_get(Gateway *g, const char *id, const TokenAuth *auth);
+void gateway_session_unref(Gateway *g, GwSession *s);
+/* DELETE: it leaves the table; calls in flight get their answers or errors. */
+void gateway_session_end(Gateway *g, GwSession *s);
+const char *gateway_session_id(const GwSession *s);
+/* Hand one JSON-RPC message (the POST body) to the session. For a request
+ * (id not NULL), wait for its answer, *ret_line (malloc'd); client_fd is
+ * the HTTP client's socket: its hang-up cancels the call. -ECONNRESET for
+ * a client gone, -ESHUTDOWN for a session ended meanwhile. */
+int gateway_session_post(GwSession *s, const char *body, size_t len, const json_t *id, int client_fd,
+                         char **ret_line, size_t *ret_len);
+/* GET stream: take a stream slot (-EBUSY: SBX_GATEWAY_STREAMS_PER_SESSION),
+ * wait up to timeout_ms for the next notification (-ETIMEDOUT; -ESHUTDOWN
+ * once the session ended), give the slot back. */
+int gateway_stream_open(GwSession *s);
+int gateway_stream_next(GwSession *s, unsigned timeout_ms, char **ret_line, size_t *ret_len);
+void gateway_stream_close(GwSession *s);
+/* End the sessions idle for session_idle_seconds (the reaper thread). */
+void gateway_sessions_expire(Gateway *g);
+/* Stopping: every session ends (its waits and its stream return). */
+void gateway_sessions_end_all(Gateway *g);
+
+/* ---- http.c ---- */
+/* libmicrohttpd's access handler and completion callback (cls: the Gateway). */
+enum MHD_Result gateway_http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                     const char *version, const char *upload_data, size_t *upload_data_size,
+                                     void **con_cls);
+void gateway_http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                            enum MHD_RequestTerminationCode toe);

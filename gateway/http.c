@@ -1,0 +1,413 @@
+/* One HTTP request to sbx-gateway (MCP Streamable HTTP, one endpoint
+ * /mcp): its checks in this order, each with its status and nothing more
+ * than needed to fix it: the path (404) and method (405), Host and Origin
+ * (403, DNS rebinding), the bearer token as sbxd sees it (401 with
+ * "WWW-Authenticate: Bearer" and an empty body), the rate limit of the
+ * token (429 with Retry-After), the body size (413); then POST hands the
+ * message to its MCP session (a new one for initialize), GET opens the
+ * session's stream of notifications (SSE), DELETE ends the session. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gateway.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "macro.h"
+#include "mcp.h"
+
+#define ENDPOINT "/mcp"
+#define JSON_TYPE "application/json"
+#define SSE_TYPE "text/event-stream"
+#define SSE_CHUNK (64u * 1024u)
+
+typedef struct Req {
+        char *body;
+        size_t len;
+        bool too_large;
+        TokenAuth auth;
+        char *token;
+} Req;
+
+static void req_free(Req *q) {
+        if (!q)
+                return;
+        free(q->body);
+        if (q->token)
+                explicit_bzero(q->token, strlen(q->token));
+        free(q->token);
+        free(q);
+}
+
+/* Queue status with body (may be NULL) and up to two extra headers (name, value pairs, NULL-ended). */
+static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type, const char *body,
+                               size_t len, ...) {
+        struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *) (body ?: ""), MHD_RESPMEM_MUST_COPY);
+        enum MHD_Result ret;
+        const char *name;
+        va_list ap;
+
+        if (!r)
+                return MHD_NO;
+        if (type)
+                MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        va_start(ap, len);
+        while ((name = va_arg(ap, const char *)))
+                MHD_add_response_header(r, name, va_arg(ap, const char *));
+        va_end(ap);
+        ret = MHD_queue_response(c, status, r);
+        MHD_destroy_response(r);
+        return ret;
+}
+
+/* A JSON-RPC error as the body of an HTTP error (no id: the request was not
+ * taken); retry_after: the Retry-After header's seconds, or NULL. */
+static enum MHD_Result respond_error_retry(struct MHD_Connection *c, unsigned status, int code, const char *message,
+                                           const char *retry_after) {
+        _cleanup_free_ char *line = NULL;
+        json_t *e = jsonrpc_error(NULL, code, message);
+        size_t len = 0;
+        int r;
+
+        r = e ? jsonrpc_serialize(e, JSONRPC_OUT_MAX, &line, &len) : -ENOMEM;
+        json_decref(e);
+        if (r < 0)
+                return respond(c, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, NULL, 0, NULL);
+        return respond(c, status, JSON_TYPE, line, len, retry_after ? MHD_HTTP_HEADER_RETRY_AFTER : NULL,
+                       retry_after, NULL);
+}
+
+static enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, int code, const char *message) {
+        return respond_error_retry(c, status, code, message, NULL);
+}
+
+static const char *header(struct MHD_Connection *c, const char *name) {
+        return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+/* host of "host", "host:port", "[v6]:port" or "scheme://host[:port]" is a loopback name. */
+static bool is_loopback_host(const char *v) {
+        static const char *const names[] = { "localhost", "127.0.0.1", "[::1]" };
+        const char *h = strstr(v, "://");
+
+        h = h ? h + 3 : v;
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                size_t n = strlen(names[i]);
+                if (strncasecmp(h, names[i], n) == 0 && (h[n] == '\0' || h[n] == ':' || h[n] == '/'))
+                        return true;
+        }
+        return false;
+}
+
+/* Origin (sent by browsers): a loopback origin or one of allowed_origin;
+ * Host: on a loopback listener, a loopback name. A page of another site
+ * that a rebound DNS name leads to 127.0.0.1 fails one or the other. */
+static bool origin_allowed(Gateway *g, struct MHD_Connection *c) {
+        const GatewayConfig *cfg = gateway_config(g);
+        const char *origin = header(c, "Origin"), *host = header(c, MHD_HTTP_HEADER_HOST);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        bool loopback_peer = false;
+
+        if (ci && ci->client_addr->sa_family == AF_INET)
+                loopback_peer = (ntohl(((const struct sockaddr_in *) ci->client_addr)->sin_addr.s_addr) >> 24) == 127;
+        else if (ci && ci->client_addr->sa_family == AF_INET6)
+                loopback_peer = IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *) ci->client_addr)->sin6_addr);
+        if (loopback_peer && host && !is_loopback_host(host)) {
+                bool listed = false;
+                for (size_t i = 0; i < cfg->n_origins && !listed; i++)
+                        listed = strstr(cfg->origins[i], host) != NULL;
+                if (!listed)
+                        return false;
+        }
+        if (!origin)
+                return true;
+        if (is_loopback_host(origin))
+                return true;
+        for (size_t i = 0; i < cfg->n_origins; i++)
+                if (strcasecmp(cfg->origins[i], origin) == 0)
+                        return true;
+        return false;
+}
+
+/* The checks of the first call; MHD_YES with *ret_q to go on, or the response queued. */
+static enum MHD_Result request_start(Gateway *g, struct MHD_Connection *c, const char *url, const char *method,
+                                     Req **ret_q) {
+        const char *auth = header(c, MHD_HTTP_HEADER_AUTHORIZATION), *length;
+        const GatewayConfig *cfg = gateway_config(g);
+        unsigned retry;
+        char retry_s[16];
+        Req *q;
+        int r;
+
+        if (strcmp(url, ENDPOINT) != 0)
+                return respond(c, MHD_HTTP_NOT_FOUND, NULL, NULL, 0, NULL);
+        if (strcmp(method, "POST") && strcmp(method, "GET") && strcmp(method, "DELETE"))
+                return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, NULL, NULL, 0, MHD_HTTP_HEADER_ALLOW, "GET, POST, DELETE",
+                               NULL);
+        if (!origin_allowed(g, c))
+                return respond_error(c, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Forbidden: Origin or Host not allowed");
+        if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
+                return respond(c, MHD_HTTP_UNAUTHORIZED, NULL, NULL, 0, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", NULL);
+        q = calloc(1, sizeof(*q));
+        if (!q || !(q->token = strdup(auth + 7))) {
+                req_free(q);
+                return MHD_NO;
+        }
+        r = gateway_check_token(g, q->token, &q->auth);
+        if (r == -EACCES) {
+                req_free(q);
+                return respond(c, MHD_HTTP_UNAUTHORIZED, NULL, NULL, 0, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", NULL);
+        }
+        if (r < 0) {
+                log_warning_errno(r, "Cannot check a token with sbxd at %s: %m", cfg->socket_path);
+                req_free(q);
+                return respond_error(c, r == -ENOMEDIUM ? MHD_HTTP_FORBIDDEN : MHD_HTTP_SERVICE_UNAVAILABLE,
+                                     JSONRPC_INTERNAL_ERROR, r == -ENOMEDIUM ? "the token names a tool set this gateway "
+                                     "does not know" : r == -EPERM ? "sbxd does not take this gateway's user as its "
+                                     "gateway_user" : "sbxd is not reachable");
+        }
+        if (gateway_rate_take(g, q->auth.id, &retry) < 0) {
+                req_free(q);
+                snprintf(retry_s, sizeof(retry_s), "%u", retry);
+                return respond_error_retry(c, MHD_HTTP_TOO_MANY_REQUESTS, JSONRPC_INTERNAL_ERROR,
+                                           "Too many requests for this token", retry_s);
+        }
+        length = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (length && strtoull(length, NULL, 10) > cfg->body_max) {
+                req_free(q);
+                return respond_error(c, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST, "Request body too large");
+        }
+        *ret_q = q;
+        return MHD_YES;
+}
+
+static int client_fd_of(struct MHD_Connection *c) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+        return ci ? ci->connect_fd : -1;
+}
+
+static enum MHD_Result post_to(struct MHD_Connection *c, GwSession *s, const Req *q, const JsonRpcMessage *m,
+                               bool new_session) {
+        _cleanup_free_ char *line = NULL;
+        bool request = m->kind == JSONRPC_REQUEST;
+        size_t len = 0;
+        int r;
+
+        r = gateway_session_post(s, q->body, q->len, request ? (m->id ?: json_null()) : NULL, client_fd_of(c), &line,
+                                 &len);
+        if (r == -ECONNRESET)
+                return MHD_NO;
+        if (r == -ESHUTDOWN)
+                return respond_error(c, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session ended");
+        if (r < 0) {
+                log_warning_errno(r, "MCP session %s: %m", gateway_session_id(s));
+                return respond_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR, strerror(-r));
+        }
+        if (!request)
+                return respond(c, MHD_HTTP_ACCEPTED, NULL, NULL, 0, NULL);
+        return respond(c, MHD_HTTP_OK, JSON_TYPE, line, len, new_session ? "Mcp-Session-Id" : NULL,
+                       gateway_session_id(s), NULL);
+}
+
+static enum MHD_Result handle_post(Gateway *g, struct MHD_Connection *c, Req *q) {
+        _cleanup_jsonrpc_message_ JsonRpcMessage *m = NULL;
+        const char *sid = header(c, "Mcp-Session-Id"), *version = header(c, "MCP-Protocol-Version");
+        enum MHD_Result ret;
+        GwSession *s;
+        int r;
+
+        if (q->too_large)
+                return respond_error(c, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST, "Request body too large");
+        if (version && strcmp(mcp_negotiate_version(version), version) != 0)
+                return respond_error(c, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                                     "Bad Request: unsupported MCP-Protocol-Version");
+        r = jsonrpc_parse(q->body ?: "", q->len, &m);
+        if (r < 0)
+                return MHD_NO;
+        if (m->kind == JSONRPC_INVALID || m->kind == JSONRPC_EMPTY)
+                return respond_error(c, MHD_HTTP_BAD_REQUEST, m->kind == JSONRPC_EMPTY ? JSONRPC_INVALID_REQUEST
+                                     : m->error_code, m->kind == JSONRPC_EMPTY ? "empty body" : m->error_message);
+        if (!sid) {
+                if (m->kind != JSONRPC_REQUEST || strcmp(m->method, "initialize") != 0)
+                        return respond_error(c, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                                             "Bad Request: Mcp-Session-Id header is required");
+                r = gateway_session_new(g, &q->auth, q->token, &s);
+                if (r == -EUSERS || r == -ENOSPC)
+                        return respond_error_retry(c, MHD_HTTP_TOO_MANY_REQUESTS, JSONRPC_INTERNAL_ERROR,
+                                                   r == -EUSERS ? "Too many sessions for this token"
+                                                                : "Too many sessions", "60");
+                if (r < 0)
+                        return MHD_NO;
+                log_debug("MCP session %s opened for token %s (uid %u)", gateway_session_id(s), q->auth.id,
+                          q->auth.owner_uid);
+                ret = post_to(c, s, q, m, true);
+        } else {
+                s = gateway_session_get(g, sid, &q->auth);
+                if (!s)
+                        return respond_error(c, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+                ret = post_to(c, s, q, m, false);
+        }
+        gateway_session_unref(g, s);
+        return ret;
+}
+
+/* The session the request's Mcp-Session-Id names, with a reference; NULL
+ * with the refusal queued in *ret (400 without the header, 404 unknown). */
+static GwSession *session_of(Gateway *g, struct MHD_Connection *c, const Req *q, enum MHD_Result *ret) {
+        const char *sid = header(c, "Mcp-Session-Id");
+        GwSession *s;
+
+        if (!sid) {
+                *ret = respond_error(c, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                                     "Bad Request: Mcp-Session-Id header is required");
+                return NULL;
+        }
+        s = gateway_session_get(g, sid, &q->auth);
+        if (!s)
+                *ret = respond_error(c, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+        return s;
+}
+
+/* ---- GET: the session's notifications as SSE --------------------------------------------------- */
+
+typedef struct Stream {
+        Gateway *g;
+        GwSession *s;
+        char *line;             /* the event being written */
+        size_t len, off;
+} Stream;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        Stream *st = cls;
+        size_t n;
+
+        while (!st->line) {
+                _cleanup_free_ char *note = NULL;
+                size_t len;
+                int r = gateway_stream_next(st->s, GATEWAY_SSE_KEEPALIVE_S * 1000u, &note, &len);
+
+                if (r == -ETIMEDOUT) {
+                        static const char keepalive[] = ": keepalive\n\n";
+                        memcpy(buf, keepalive, MIN(max, sizeof(keepalive) - 1));
+                        return (ssize_t) MIN(max, sizeof(keepalive) - 1);
+                }
+                if (r < 0)
+                        return MHD_CONTENT_READER_END_OF_STREAM;
+                /* note ends in "\n": "event: message\ndata: <json>\n\n" */
+                if (asprintf(&st->line, "event: message\ndata: %.*s\n\n", (int) (len - 1), note) < 0) {
+                        st->line = NULL;
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                }
+                st->len = strlen(st->line);
+                st->off = 0;
+        }
+        n = MIN(max, st->len - st->off);
+        memcpy(buf, st->line + st->off, n);
+        st->off += n;
+        if (st->off == st->len) {
+                free(st->line);
+                st->line = NULL;
+        }
+        return (ssize_t) n;
+}
+
+static void stream_free(void *cls) {
+        Stream *st = cls;
+
+        gateway_stream_close(st->s);
+        gateway_session_unref(st->g, st->s);
+        free(st->line);
+        free(st);
+}
+
+static enum MHD_Result handle_get(Gateway *g, struct MHD_Connection *c, Req *q) {
+        const char *accept = header(c, MHD_HTTP_HEADER_ACCEPT);
+        struct MHD_Response *r;
+        enum MHD_Result ret;
+        GwSession *s;
+        Stream *st;
+
+        if (!accept || !strstr(accept, SSE_TYPE))
+                return respond_error(c, MHD_HTTP_NOT_ACCEPTABLE, JSONRPC_INVALID_REQUEST,
+                                     "Not Acceptable: the stream is " SSE_TYPE);
+        s = session_of(g, c, q, &ret);
+        if (!s)
+                return ret;
+        if (gateway_stream_open(s) < 0) {
+                gateway_session_unref(g, s);
+                return respond_error(c, MHD_HTTP_CONFLICT, JSONRPC_INVALID_REQUEST,
+                                     "Conflict: this session has its stream open already");
+        }
+        st = calloc(1, sizeof(*st));
+        r = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_CHUNK, stream_read, st, stream_free) : NULL;
+        if (!r) {
+                if (st)
+                        stream_free(st);
+                else {
+                        gateway_stream_close(s);
+                        gateway_session_unref(g, s);
+                }
+                return MHD_NO;
+        }
+        st->g = g;
+        st->s = s;
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, SSE_TYPE);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return ret;
+}
+
+static enum MHD_Result handle_delete(Gateway *g, struct MHD_Connection *c, Req *q) {
+        enum MHD_Result ret;
+        GwSession *s = session_of(g, c, q, &ret);
+
+        if (!s)
+                return ret;
+        gateway_session_end(g, s);
+        gateway_session_unref(g, s);
+        return respond(c, MHD_HTTP_OK, NULL, NULL, 0, NULL);
+}
+
+enum MHD_Result gateway_http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                     const char *version, const char *upload_data, size_t *upload_data_size,
+                                     void **con_cls) {
+        Gateway *g = cls;
+        Req *q = *con_cls;
+
+        if (!q)
+                return request_start(g, c, url, method, (Req **) con_cls);
+        if (*upload_data_size > 0) {
+                size_t n = *upload_data_size;
+
+                *upload_data_size = 0;
+                if (q->too_large || q->len + n > gateway_config(g)->body_max) {
+                        q->too_large = true;
+                        return MHD_YES;
+                }
+                char *b = realloc(q->body, q->len + n + 1);
+                if (!b)
+                        return MHD_NO;
+                memcpy(b + q->len, upload_data, n);
+                q->body = b;
+                q->len += n;
+                q->body[q->len] = '\0';
+                return MHD_YES;
+        }
+        if (strcmp(method, "POST") == 0)
+                return handle_post(g, c, q);
+        if (strcmp(method, "GET") == 0)
+                return handle_get(g, c, q);
+        return handle_delete(g, c, q);
+}
+
+void gateway_http_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+        req_free(*con_cls);
+        *con_cls = NULL;
+}

@@ -1,0 +1,600 @@
+/* The gateway's MCP sessions and its questions to sbxd. Each session is a
+ * broker session (broker/session.h) with its own sbxd connection, made with
+ * the bearer token so that sbxd treats it as the token's owner; the HTTP
+ * threads that wait for answers on it take turns reading that connection
+ * (one reads, the others wait on the condition variable). Tokens are
+ * checked on a connection of the gateway's own (TOKEN_CHECK), one request
+ * at a time. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "gateway.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "macro.h"
+#include "wire.h"
+
+#define POLL_SLICE_MS 1000      /* a waiting thread looks at its client this often */
+
+typedef struct Waiter {
+        struct Waiter *next;
+        const json_t *id;
+        char *line;
+        size_t len;
+        bool done;
+} Waiter;
+
+typedef struct Note {
+        struct Note *next;
+        char *line;
+        size_t len;
+} Note;
+
+struct GwSession {
+        GwSession *next;
+        Gateway *gateway;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        McpSession *mcp;
+        char id[GATEWAY_SESSION_ID_SIZE];
+        char token_id[sizeof(((TokenAuth *) 0)->id)];
+        char *token;                    /* the bearer its sbxd connection acts for */
+        int wake_fd;                    /* eventfd: the reader polls it with the socket */
+        bool reading;                   /* a thread polls the socket */
+        bool ended;
+        unsigned refs;                  /* the table's and each request's */
+        unsigned streams;
+        unsigned long long used_usec;
+        Waiter *waiters;
+        Note *notes, *notes_tail;
+        size_t n_notes;
+};
+
+typedef struct Bucket {
+        char id[sizeof(((TokenAuth *) 0)->id)];
+        double tokens;
+        unsigned long long at_usec;
+} Bucket;
+
+struct Gateway {
+        GatewayConfig cfg;
+        pthread_mutex_t lock;           /* sessions, buckets, tools */
+        GwSession *sessions;
+        size_t n_sessions;
+        Tools *tools[1u << TOOL_SET_COUNT_];
+        Bucket buckets[SBX_TOKENS_MAX];
+        size_t n_buckets;
+        pthread_mutex_t auth_lock;      /* the TOKEN_CHECK connection */
+        int auth_fd;
+        uint32_t auth_seq;
+};
+
+int gateway_state_new(const GatewayConfig *cfg, Gateway **ret) {
+        Gateway *g = calloc(1, sizeof(*g));
+
+        if (!g)
+                return -ENOMEM;
+        g->cfg = *cfg;
+        g->auth_fd = -EBADF;
+        g->auth_seq = 1;
+        pthread_mutex_init(&g->lock, NULL);
+        pthread_mutex_init(&g->auth_lock, NULL);
+        *ret = g;
+        return 0;
+}
+
+static void session_free(GwSession *s);
+
+void gateway_state_free(Gateway *g) {
+        if (!g)
+                return;
+        while (g->sessions) {
+                GwSession *s = g->sessions;
+                g->sessions = s->next;
+                session_free(s);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(g->tools); i++)
+                tools_free(g->tools[i]);
+        safe_close(g->auth_fd);
+        free(g);
+}
+
+const GatewayConfig *gateway_config(const Gateway *g) {
+        return &g->cfg;
+}
+
+/* ---- tokens --------------------------------------------------------------------- */
+
+/* One request on the auth connection, connecting (with its hello) if needed. */
+static int auth_round_trip(Gateway *g, Sbx__Msg *req, Sbx__Msg **ret) {
+        uint32_t seq;
+        int r;
+
+        if (g->auth_fd < 0) {
+                Sbx__ClientHello hello = SBX__CLIENT_HELLO__INIT;
+                Sbx__Msg m = SBX__MSG__INIT;
+
+                r = wire_connect(g->cfg.socket_path, &g->auth_fd);
+                if (r < 0)
+                        return r;
+                hello.client_name = (char *) "sbx-gateway";
+                wire_msg_set(&m, SBX__MSG_TYPE__MSG_CLIENT_HELLO, &hello);
+                r = wire_send(g->auth_fd, &m, 0, NULL, 0);
+                if (r < 0)
+                        return r;
+        }
+        seq = g->auth_seq++ ?: g->auth_seq++;
+        r = wire_send(g->auth_fd, req, seq, NULL, 0);
+        if (r < 0)
+                return r;
+        for (;;) {
+                _cleanup_msg_ Sbx__Msg *m = NULL;
+                int fds[SBX_WIRE_MAX_FDS];
+                size_t n_fds = 0;
+                uint32_t got;
+
+                r = wire_recv(g->auth_fd, &m, &got, fds, &n_fds);
+                for (size_t i = 0; i < n_fds; i++)
+                        safe_close(fds[i]);
+                if (r < 0)
+                        return r;
+                if (m->type != SBX__MSG_TYPE__MSG_REPLY)
+                        continue;
+                if (got == 0 && m->reply->err < 0)
+                        return m->reply->err;   /* the hello refused: not the gateway user */
+                if (got == seq) {
+                        *ret = TAKE_PTR(m);
+                        return 0;
+                }
+        }
+}
+
+int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret) {
+        _cleanup_msg_ Sbx__Msg *reply = NULL;
+        Sbx__TokenCheck check = SBX__TOKEN_CHECK__INIT;
+        Sbx__Msg req = SBX__MSG__INIT;
+        const Sbx__TokenInfo *t;
+        const char *bad = NULL;
+        unsigned sets = 0;
+        int r;
+
+        check.token = (char *) token;
+        wire_msg_set(&req, SBX__MSG_TYPE__MSG_CLIENT_TOKEN_CHECK, &check);
+        pthread_mutex_lock(&g->auth_lock);
+        /* sbxd closes an idle connection (client_idle_seconds): one more try on a new one. */
+        for (int attempt = 0; attempt < 2; attempt++) {
+                r = auth_round_trip(g, &req, &reply);
+                if (r >= 0 || r == -EPERM)
+                        break;
+                g->auth_fd = safe_close(g->auth_fd);
+        }
+        pthread_mutex_unlock(&g->auth_lock);
+        if (r < 0)
+                return r == -EPERM ? -EPERM : r;
+        if (reply->reply->err < 0)
+                return reply->reply->err == -EACCES || reply->reply->err == -EKEYEXPIRED ? -EACCES : reply->reply->err;
+        if (reply->reply->body_case != SBX__REPLY__BODY_TOKEN)
+                return -EBADMSG;
+        t = reply->reply->token;
+        if (t->sets[0] && tool_sets_parse(t->sets, &sets, &bad) < 0)
+                return -ENOMEDIUM;      /* a set this gateway does not know */
+        *ret = (TokenAuth) { .owner_uid = t->owner_uid, .sets = t->sets[0] ? sets : (1u << TOOL_SET_COUNT_) - 1 };
+        strlcpy(ret->id, t->id, sizeof(ret->id));
+        return 0;
+}
+
+int gateway_rate_take(Gateway *g, const char *token_id, unsigned *ret_retry_s) {
+        double rate = g->cfg.requests_per_second, burst = 2.0 * rate;
+        unsigned long long now = now_usec();
+        Bucket *b = NULL;
+        int r = 0;
+
+        if (rate <= 0)
+                return 0;
+        pthread_mutex_lock(&g->lock);
+        for (size_t i = 0; i < g->n_buckets && !b; i++)
+                if (strcmp(g->buckets[i].id, token_id) == 0)
+                        b = &g->buckets[i];
+        if (!b) {
+                /* A token not seen yet takes a free bucket, or the one used longest ago
+                 * (a revoked token's): a full bucket again, the same as after that long. */
+                b = &g->buckets[g->n_buckets < ELEMENTSOF(g->buckets) ? g->n_buckets++ : 0];
+                for (size_t i = 0; g->n_buckets == ELEMENTSOF(g->buckets) && i < g->n_buckets; i++)
+                        if (g->buckets[i].at_usec < b->at_usec)
+                                b = &g->buckets[i];
+                *b = (Bucket) { .tokens = burst, .at_usec = now };
+                strlcpy(b->id, token_id, sizeof(b->id));
+        }
+        b->tokens = MIN(burst, b->tokens + (double) (now - b->at_usec) / 1e6 * rate);
+        b->at_usec = now;
+        if (b->tokens >= 1.0)
+                b->tokens -= 1.0;
+        else {
+                *ret_retry_s = (unsigned) ((1.0 - b->tokens) / rate) + 1;
+                r = -EAGAIN;
+        }
+        pthread_mutex_unlock(&g->lock);
+        return r;
+}
+
+/* ---- sessions -------------------------------------------------------------------- */
+
+static void session_free(GwSession *s) {
+        while (s->notes) {
+                Note *n = s->notes;
+                s->notes = n->next;
+                free(n->line);
+                free(n);
+        }
+        mcp_session_free(s->mcp);
+        safe_close(s->wake_fd);
+        if (s->token)
+                explicit_bzero(s->token, strlen(s->token));
+        free(s->token);
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->cond);
+        free(s);
+}
+
+/* The broker session's output (under s->lock): to the request waiting for
+ * it, or, for a notification, to the GET stream's queue. */
+static int session_send(void *userdata, const char *line, size_t len, const json_t *id, bool response) {
+        GwSession *s = userdata;
+        Note *n;
+
+        if (response) {
+                for (Waiter *w = s->waiters; w; w = w->next)
+                        if (!w->done && id && json_equal((json_t *) w->id, (json_t *) id)) {
+                                w->line = strndup(line, len);
+                                if (!w->line)
+                                        return -ENOMEM;
+                                w->len = len;
+                                w->done = true;
+                                pthread_cond_broadcast(&s->cond);
+                                return 0;
+                        }
+                return 0;       /* its client went away */
+        }
+        if (s->n_notes >= GATEWAY_NOTIFY_QUEUE_MAX || s->streams == 0)
+                return 0;       /* no stream to take it, or one that does not read */
+        n = calloc(1, sizeof(*n));
+        if (!n || !(n->line = strndup(line, len))) {
+                free(n);
+                return -ENOMEM;
+        }
+        n->len = len;
+        if (s->notes_tail)
+                s->notes_tail->next = n;
+        else
+                s->notes = n;
+        s->notes_tail = n;
+        s->n_notes++;
+        pthread_cond_broadcast(&s->cond);
+        return 0;
+}
+
+static const Tools *gateway_tools(Gateway *g, unsigned sets) {
+        Tools *t;
+
+        pthread_mutex_lock(&g->lock);
+        if (!g->tools[sets] && tools_new(sets, &g->tools[sets]) < 0)
+                g->tools[sets] = NULL;
+        t = g->tools[sets];
+        pthread_mutex_unlock(&g->lock);
+        return t;
+}
+
+int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, GwSession **ret) {
+        GwSession *s = calloc(1, sizeof(*s));
+        const Tools *tools = gateway_tools(g, auth->sets);
+        size_t of_token = 0;
+        int r;
+
+        if (!s || !tools) {
+                free(s);
+                return -ENOMEM;
+        }
+        pthread_mutex_init(&s->lock, NULL);
+        pthread_cond_init(&s->cond, NULL);
+        s->gateway = g;
+        s->refs = 2;
+        s->used_usec = now_usec();
+        strlcpy(s->token_id, auth->id, sizeof(s->token_id));
+        s->token = strdup(token);
+        s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        r = random_hex(s->id, 32);
+        if (r >= 0 && (!s->token || s->wake_fd < 0))
+                r = s->token ? -errno : -ENOMEM;
+        if (r >= 0)
+                r = mcp_session_new(&(McpSessionConfig) {
+                                .socket_path = g->cfg.socket_path,
+                                .client_name = "sbx-gateway",
+                                .content = CONTENT_TEXT,
+                                .tools = tools,
+                                .token = s->token,
+                                .identity = s->id,
+                                .send = session_send,
+                                .userdata = s,
+                        }, &s->mcp);
+        if (r < 0) {
+                session_free(s);
+                return r;
+        }
+        pthread_mutex_lock(&g->lock);
+        for (GwSession *o = g->sessions; o; o = o->next)
+                of_token += strcmp(o->token_id, auth->id) == 0;
+        if (g->n_sessions >= SBX_GATEWAY_SESSIONS_MAX)
+                r = -ENOSPC;
+        else if (of_token >= g->cfg.sessions_per_token)
+                r = -EUSERS;
+        else {
+                s->next = g->sessions;
+                g->sessions = s;
+                g->n_sessions++;
+        }
+        pthread_mutex_unlock(&g->lock);
+        if (r < 0) {
+                session_free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+GwSession *gateway_session_get(Gateway *g, const char *id, const TokenAuth *auth) {
+        GwSession *s;
+
+        pthread_mutex_lock(&g->lock);
+        for (s = g->sessions; s; s = s->next)
+                if (strcmp(s->id, id) == 0)
+                        break;
+        /* Another token's session is as unknown as one that never was. */
+        if (s && strcmp(s->token_id, auth->id) != 0)
+                s = NULL;
+        if (s) {
+                pthread_mutex_lock(&s->lock);
+                s->refs++;
+                s->used_usec = now_usec();
+                pthread_mutex_unlock(&s->lock);
+        }
+        pthread_mutex_unlock(&g->lock);
+        return s;
+}
+
+void gateway_session_unref(Gateway *g, GwSession *s) {
+        bool last;
+
+        pthread_mutex_lock(&s->lock);
+        last = --s->refs == 0;
+        s->used_usec = now_usec();
+        pthread_mutex_unlock(&s->lock);
+        if (last)
+                session_free(s);
+}
+
+/* Take s out of the table (g->lock held); the table's reference is the caller's. */
+static bool session_unlink(Gateway *g, GwSession *s) {
+        for (GwSession **p = &g->sessions; *p; p = &(*p)->next)
+                if (*p == s) {
+                        *p = s->next;
+                        g->n_sessions--;
+                        return true;
+                }
+        return false;
+}
+
+static void session_mark_ended(GwSession *s) {
+        uint64_t one = 1;
+
+        pthread_mutex_lock(&s->lock);
+        s->ended = true;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        (void) !write(s->wake_fd, &one, sizeof(one));
+}
+
+void gateway_session_end(Gateway *g, GwSession *s) {
+        bool linked;
+
+        pthread_mutex_lock(&g->lock);
+        linked = session_unlink(g, s);
+        pthread_mutex_unlock(&g->lock);
+        if (!linked)
+                return;
+        log_debug("MCP session %s ended", s->id);
+        session_mark_ended(s);
+        gateway_session_unref(g, s);
+}
+
+void gateway_sessions_expire(Gateway *g) {
+        unsigned long long idle = g->cfg.session_idle_seconds * 1000000ull, now = now_usec();
+
+        for (;;) {
+                GwSession *s, *found = NULL;
+
+                pthread_mutex_lock(&g->lock);
+                for (s = g->sessions; s && !found; s = s->next) {
+                        pthread_mutex_lock(&s->lock);
+                        /* refs 1: only the table holds it, no request is on it. */
+                        if (s->refs == 1 && now > s->used_usec + idle)
+                                found = s;
+                        pthread_mutex_unlock(&s->lock);
+                }
+                pthread_mutex_unlock(&g->lock);
+                if (!found)
+                        return;
+                log_info("MCP session %s idle for %u s, ending it", found->id, g->cfg.session_idle_seconds);
+                gateway_session_end(g, found);
+        }
+}
+
+void gateway_sessions_end_all(Gateway *g) {
+        for (;;) {
+                GwSession *s;
+
+                pthread_mutex_lock(&g->lock);
+                s = g->sessions;
+                pthread_mutex_unlock(&g->lock);
+                if (!s)
+                        return;
+                gateway_session_end(g, s);
+        }
+}
+
+const char *gateway_session_id(const GwSession *s) {
+        return s->id;
+}
+
+/* ---- waiting for answers -------------------------------------------------------------- */
+
+static void wake(GwSession *s) {
+        uint64_t one = 1;
+
+        (void) !write(s->wake_fd, &one, sizeof(one));
+}
+
+static bool client_gone(int fd) {
+        struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+        return fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* Read the session's socket once (s->lock held, dropped while polling). */
+static void session_read_once(GwSession *s, int client_fd) {
+        int fd = mcp_session_fd(s->mcp);
+        struct pollfd p[3] = {
+                { .fd = fd, .events = POLLIN | (mcp_session_wants_write(s->mcp) ? POLLOUT : 0) },
+                { .fd = s->wake_fd, .events = POLLIN },
+                { .fd = client_fd, .events = POLLRDHUP },
+        };
+        uint64_t v;
+
+        s->reading = true;
+        pthread_mutex_unlock(&s->lock);
+        (void) poll(p, ELEMENTSOF(p), POLL_SLICE_MS);
+        (void) !read(s->wake_fd, &v, sizeof(v));
+        pthread_mutex_lock(&s->lock);
+        s->reading = false;
+        if (p[0].revents && fd == mcp_session_fd(s->mcp)) {
+                int r = mcp_session_on_socket(s->mcp, p[0].revents);
+                if (r < 0)
+                        log_warning_errno(r, "MCP session %s: %m", s->id);
+        }
+        /* Calls past their timeout argument (lifecycle file tools): answered here, within a slice. */
+        if (mcp_session_expire(s->mcp) < 0)
+                log_warning("MCP session %s: cannot answer a call past its timeout", s->id);
+        pthread_cond_broadcast(&s->cond);
+}
+
+static int wait_answer(GwSession *s, Waiter *w, int client_fd) {
+        while (!w->done) {
+                if (s->ended)
+                        return -ESHUTDOWN;
+                if (client_gone(client_fd)) {
+                        log_debug("MCP session %s: the client of a call went away, cancelling it", s->id);
+                        (void) mcp_session_cancel(s->mcp, w->id);
+                        return -ECONNRESET;
+                }
+                if (mcp_session_fd(s->mcp) < 0)
+                        return -ENOTCONN;       /* answered with an error by the drop, or never sent */
+                if (!s->reading)
+                        session_read_once(s, client_fd);
+                else {
+                        struct timespec ts;
+
+                        clock_gettime(CLOCK_REALTIME, &ts);
+                        ts.tv_sec += POLL_SLICE_MS / 1000;
+                        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+                }
+        }
+        return 0;
+}
+
+int gateway_session_post(GwSession *s, const char *body, size_t len, const json_t *id, int client_fd,
+                         char **ret_line, size_t *ret_len) {
+        Waiter w = { .id = id };
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        if (s->ended) {
+                pthread_mutex_unlock(&s->lock);
+                return -ESHUTDOWN;
+        }
+        if (id) {
+                w.next = s->waiters;
+                s->waiters = &w;
+        }
+        r = mcp_session_handle_line(body, len, false, s->mcp);
+        if (r >= 0)
+                wake(s);        /* a reader polls for writing too now */
+        if (r >= 0 && id)
+                r = wait_answer(s, &w, client_fd);
+        for (Waiter **p = &s->waiters; *p; p = &(*p)->next)
+                if (*p == &w) {
+                        *p = w.next;
+                        break;
+                }
+        s->used_usec = now_usec();
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0 || !id) {
+                free(w.line);
+                return r;
+        }
+        *ret_line = w.line;
+        *ret_len = w.len;
+        return 0;
+}
+
+/* ---- the GET stream ------------------------------------------------------------------------ */
+
+int gateway_stream_open(GwSession *s) {
+        int r = 0;
+
+        pthread_mutex_lock(&s->lock);
+        if (s->streams >= SBX_GATEWAY_STREAMS_PER_SESSION)
+                r = -EBUSY;
+        else
+                s->streams++;
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+void gateway_stream_close(GwSession *s) {
+        pthread_mutex_lock(&s->lock);
+        s->streams--;
+        pthread_mutex_unlock(&s->lock);
+}
+
+int gateway_stream_next(GwSession *s, unsigned timeout_ms, char **ret_line, size_t *ret_len) {
+        struct timespec ts;
+        int r = 0;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += timeout_ms / 1000;
+        pthread_mutex_lock(&s->lock);
+        while (!s->notes && !s->ended && r == 0)
+                r = -pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+        if (s->notes) {
+                Note *n = s->notes;
+
+                s->notes = n->next;
+                if (!s->notes)
+                        s->notes_tail = NULL;
+                s->n_notes--;
+                *ret_line = n->line;
+                *ret_len = n->len;
+                free(n);
+                r = 0;
+        } else if (s->ended)
+                r = -ESHUTDOWN;
+        s->used_usec = now_usec();
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}

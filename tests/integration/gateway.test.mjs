@@ -1,0 +1,348 @@
+// sbx-gateway (issue 20): the broker's tools over MCP Streamable HTTP, with
+// the official SDK client's StreamableHTTPClientTransport. Tokens (valid,
+// wrong, revoked during a session, expired, another owner's sandbox), every
+// tool set and a token's sets, Origin and Host, the body and rate limits,
+// 200 concurrent sessions, a client that goes away during a call, and the
+// gateway restarted while sbxd keeps the sandboxes. The gateway runs as its
+// own unprivileged uid, which sbxd.conf names as gateway_user.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import http from 'node:http';
+import https from 'node:https';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { BIN, useSbx, sbxctl, sleep, tail, waitFor, writeFixture } from './helpers.mjs';
+
+const GATEWAY = path.join(BIN, 'sbx-gateway');
+const GW_UID = 65532;
+const OWNER = 65534;
+const OTHER = 65533;
+
+const h = useSbx({ sandboxes: [], world: true, connect: false,
+  config: `[sbxd]\ngateway_user = ${GW_UID}\n[template default]\nwarm = 0\n` });
+
+/* An sbx-gateway on a port the kernel picks, as GW_UID. */
+class Gateway {
+  constructor(name, conf) {
+    this.name = name;
+    this.conf = conf;
+  }
+
+  async start() {
+    const dir = h.dir;
+    this.confPath = path.join(dir, `${this.name}.conf`);
+    fs.writeFileSync(this.confPath, `[gateway]\n${this.conf}`);
+    fs.chmodSync(this.confPath, 0o644);
+    this.logPath = path.join(h.logDir, `${this.name}.log`);
+    const log = fs.openSync(this.logPath, 'a');
+    this.proc = spawn(GATEWAY, ['--config', this.confPath, '--listen', '127.0.0.1:0', '--socket', h.socket,
+      '--log-level', 'debug'], { uid: GW_UID, gid: GW_UID, stdio: ['ignore', log, log] });
+    fs.closeSync(log);
+    this.exited = new Promise((r) => this.proc.on('exit', (code, signal) => r({ code, signal })));
+    const m = await waitFor(() => /Listening on 127\.0\.0\.1:(\d+)/.exec(fs.readFileSync(this.logPath, 'utf8')),
+      { what: `${this.name} listening` });
+    this.url = `${/tls_certificate/.test(this.conf) ? 'https' : 'http'}://127.0.0.1:${m[1]}/mcp`;
+    return this;
+  }
+
+  async stop() {
+    if (!this.proc) return null;
+    this.proc.kill('SIGTERM');
+    const r = await this.exited;
+    this.proc = null;
+    fs.writeFileSync(this.logPath, fs.readFileSync(this.logPath, 'utf8').replace(/Listening on/g, 'Listened on'));
+    return r;
+  }
+}
+
+let gw;
+let rateGw;
+const tokens = {};
+
+async function token(args) {
+  const r = await sbxctl(h.socket, ['token', 'create', ...args]);
+  assert.equal(r.code, 0, r.stderr);
+  return r.stdout.trim();
+}
+
+async function connect(tok, { url = gw.url } = {}) {
+  const transport = new StreamableHTTPClientTransport(new URL(url),
+    { requestInit: { headers: { Authorization: `Bearer ${tok}` } } });
+  const client = new Client({ name: 'gateway-test', version: '0.0.1' }, { capabilities: {} });
+  await client.connect(transport);
+  const listed = await client.listTools();
+  return { client, transport, tools: listed.tools.map((t) => t.name) };
+}
+
+async function call(s, name, args) {
+  return s.client.callTool({ name, arguments: args }, undefined, { timeout: 90000 });
+}
+
+async function sc(s, name, args) {
+  const r = await call(s, name, args);
+  assert.ok(!r.isError, `${name}: ${JSON.stringify(r.content)}`);
+  return r.structuredContent;
+}
+
+/* A raw POST: the status, headers and text of the answer. */
+async function post(body, { tok, sid, headers = {}, url = gw.url } = {}) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
+      ...(tok ? { Authorization: `Bearer ${tok}` } : {}), ...(sid ? { 'Mcp-Session-Id': sid } : {}), ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: res.status, headers: res.headers, text: await res.text() };
+}
+
+const INIT = { jsonrpc: '2.0', id: 1, method: 'initialize',
+  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+
+async function rawSession(tok) {
+  const r = await post(INIT, { tok });
+  assert.equal(r.status, 200, r.text);
+  return r.headers.get('mcp-session-id');
+}
+
+h.test('setup: sandboxes of two owners, tokens, a gateway', async () => {
+  for (const [name, owner] of [['mine', OWNER], ['theirs', OTHER]]) {
+    const src = path.join(h.dir, `src-${name}`);
+    await writeFixture(src);
+    const r = await sbxctl(h.socket, ['sandbox', 'create', name, '--source', src, '--owner', String(owner)]);
+    assert.equal(r.code, 0, r.stderr);
+  }
+  tokens.all = await token(['--owner', String(OWNER), '--name', 'all']);
+  tokens.runtime = await token(['--owner', String(OWNER), '--name', 'runtime-only', '--sets', 'runtime']);
+  assert.match(tokens.all, /^sbx_pat_[0-9a-f]{64}$/);
+  const j = await sbxctl(h.socket, ['--json', 'token', 'create', '--owner', String(OWNER), '--name', 'json']);
+  assert.deepEqual(Object.keys(JSON.parse(j.stdout)).sort(), ['id', 'name', 'token']);
+  // sbx.db keeps the hash, never the secret.
+  assert.ok(!fs.readFileSync(path.join(h.stateDir, 'sbx.db')).includes(Buffer.from(tokens.all)));
+  gw = await new Gateway('gateway', 'requests_per_second = 2000\nmax_body_bytes = 65536\n').start();
+  rateGw = await new Gateway('gateway-rate', 'requests_per_second = 2\n').start();
+});
+
+h.test('a valid token: every tool set, a command in the owner\'s sandbox as root inside', async () => {
+  const s = await connect(tokens.all);
+  for (const t of ['exec_command', 'file_read', 'list_sandboxes', 'create_workspace_session', 'create_sandbox',
+    'execute_command']) assert.ok(s.tools.includes(t), `${t} listed`);
+  const r = await sc(s, 'exec_command', { sandbox_id: 'mine', cmd: 'echo over-http; id -u' });
+  assert.equal(r.output, 'over-http\n0\n');
+  const l = await sc(s, 'list_sandboxes', {});
+  assert.deepEqual(l.sandboxes.map((x) => x.sandbox_id ?? x.name).sort(), ['mine']);
+  const ws = await sc(s, 'create_workspace_session', { sandbox_id: 'mine' });
+  assert.ok(ws.workspace_session_id);
+  const c = await sc(s, 'create_sandbox', {});
+  const e = await sc(s, 'execute_command', { sandbox_claim_name: c.sandbox_claim_name, command: 'echo claimed' });
+  assert.equal(e.stdout, 'claimed\n');
+  await sc(s, 'delete_sandbox', { sandbox_claim_name: c.sandbox_claim_name });
+  await s.transport.terminateSession();
+  await s.client.close();
+});
+
+h.test('a token\'s sets: only those tools', async () => {
+  const s = await connect(tokens.runtime);
+  assert.ok(s.tools.includes('exec_command'));
+  assert.ok(!s.tools.includes('list_sandboxes') && !s.tools.includes('create_sandbox'));
+  await s.client.close();
+});
+
+h.test('another owner\'s sandbox is refused', async () => {
+  const s = await connect(tokens.all);
+  const r = await call(s, 'exec_command', { sandbox_id: 'theirs', cmd: 'true' });
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /belongs to another user/);
+  await s.client.close();
+});
+
+h.test('no token, a wrong token: 401 with WWW-Authenticate: Bearer and nothing else', async () => {
+  for (const tok of [null, 'sbx_pat_' + '0'.repeat(64), 'nonsense']) {
+    const r = await post(INIT, { tok });
+    assert.equal(r.status, 401);
+    assert.equal(r.headers.get('www-authenticate'), 'Bearer');
+    assert.equal(r.text, '');
+  }
+  await assert.rejects(connect('sbx_pat_' + '1'.repeat(64)));
+});
+
+h.test('a token revoked during a session: its next request gets 401', async () => {
+  const tok = await token(['--owner', String(OWNER), '--name', 'revoked']);
+  const s = await connect(tok);
+  await sc(s, 'exec_command', { sandbox_id: 'mine', cmd: 'true' });
+  const sid = s.transport.sessionId;
+  assert.equal((await sbxctl(h.socket, ['token', 'revoke', 'revoked'])).code, 0);
+  const r = await post({ jsonrpc: '2.0', id: 9, method: 'ping' }, { tok, sid });
+  assert.equal(r.status, 401);
+  await assert.rejects(call(s, 'exec_command', { sandbox_id: 'mine', cmd: 'true' }));
+  await s.client.close().catch(() => {});
+});
+
+h.test('an expired token: 401', async () => {
+  const tok = await token(['--owner', String(OWNER), '--expires', '2s']);
+  const sid = await rawSession(tok);
+  await sleep(2500);
+  assert.equal((await post({ jsonrpc: '2.0', id: 2, method: 'ping' }, { tok, sid })).status, 401);
+  assert.equal((await post(INIT, { tok })).status, 401);
+  const list = await sbxctl(h.socket, ['token', 'list']);
+  assert.match(list.stdout, /\(expired\)/);
+});
+
+h.test('a session is its token\'s: another token gets 404 for it', async () => {
+  const sid = await rawSession(tokens.all);
+  const r = await post({ jsonrpc: '2.0', id: 2, method: 'ping' }, { tok: tokens.runtime, sid });
+  assert.equal(r.status, 404);
+  assert.equal((await post({ jsonrpc: '2.0', id: 2, method: 'ping' }, { tok: tokens.all, sid })).status, 200);
+  const del = await fetch(gw.url, { method: 'DELETE', headers: { Authorization: `Bearer ${tokens.all}`, 'Mcp-Session-Id': sid } });
+  assert.equal(del.status, 200);
+  assert.equal((await post({ jsonrpc: '2.0', id: 3, method: 'ping' }, { tok: tokens.all, sid })).status, 404);
+});
+
+h.test('Origin and Host: another site is refused (403), a loopback origin is not', async () => {
+  assert.equal((await post(INIT, { tok: tokens.all, headers: { Origin: 'http://evil.example' } })).status, 403);
+  // fetch() sets Host itself: node:http sends the one a rebound DNS name would bring.
+  const hostStatus = await new Promise((resolve, reject) => {
+    const u = new URL(gw.url);
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST',
+      headers: { Host: `evil.example:${u.port}`, Authorization: `Bearer ${tokens.all}`, 'Content-Type': 'application/json' } },
+    (res) => { res.resume(); resolve(res.statusCode); });
+    req.on('error', reject);
+    req.end(JSON.stringify(INIT));
+  });
+  assert.equal(hostStatus, 403);
+  assert.equal((await post(INIT, { tok: tokens.all, headers: { Origin: 'http://localhost:3000' } })).status, 200);
+});
+
+h.test('the body limit (413) and a bad MCP-Protocol-Version (400)', async () => {
+  const sid = await rawSession(tokens.all);
+  const big = JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'ping', params: { pad: 'x'.repeat(70000) } });
+  assert.equal((await post(big, { tok: tokens.all, sid })).status, 413);
+  const r = await post({ jsonrpc: '2.0', id: 6, method: 'ping' },
+    { tok: tokens.all, sid, headers: { 'MCP-Protocol-Version': '1999-01-01' } });
+  assert.equal(r.status, 400);
+  assert.equal((await post({ jsonrpc: '2.0', id: 7, method: 'ping' }, { tok: tokens.all })).status, 400);
+});
+
+h.test('the rate limit: 429 with Retry-After', async () => {
+  const statuses = [];
+  let retry = null;
+  for (let i = 0; i < 12; i++) {
+    const r = await post(INIT, { tok: tokens.all, url: rateGw.url });
+    statuses.push(r.status);
+    if (r.status === 429) retry = r.headers.get('retry-after');
+  }
+  assert.ok(statuses.includes(200) && statuses.includes(429), statuses.join(' '));
+  assert.match(retry, /^\d+$/);
+});
+
+h.test('200 concurrent sessions', async () => {
+  const sessions = await Promise.all(Array.from({ length: 200 }, () => connect(tokens.all)));
+  const reads = await Promise.all(sessions.map((s) => sc(s, 'file_read', { sandbox_id: 'mine', path: 'README.md' })));
+  assert.equal(new Set(sessions.map((s) => s.transport.sessionId)).size, 200);
+  assert.ok(reads.every((r) => r.content === reads[0].content));
+  await Promise.all(sessions.map(async (s) => {
+    await s.transport.terminateSession();
+    await s.client.close();
+  }));
+}, { timeout: 300000 });
+
+h.test('a client that goes away during a call: the call is cancelled, the gateway serves on', async () => {
+  const sid = await rawSession(tokens.all);
+  const ac = new AbortController();
+  const p = fetch(gw.url, {
+    method: 'POST', signal: ac.signal,
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${tokens.all}`, 'Mcp-Session-Id': sid },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 11, method: 'tools/call',
+      params: { name: 'exec_command', arguments: { sandbox_id: 'mine', cmd: 'sleep 20', yield_time_ms: 30000 } } }),
+  });
+  await sleep(700);
+  ac.abort();
+  await assert.rejects(p);
+  await waitFor(() => /the client of a call went away/.test(fs.readFileSync(gw.logPath, 'utf8')),
+    { timeout: 5000, what: 'the cancellation' });
+  const r = await post({ jsonrpc: '2.0', id: 12, method: 'ping' }, { tok: tokens.all, sid });
+  assert.equal(r.status, 200);
+});
+
+h.test('sbx-gateway restarted while sbxd keeps the sandboxes', async () => {
+  const s = await connect(tokens.all);
+  await sc(s, 'exec_command', { sandbox_id: 'mine', cmd: 'echo kept > kept.txt' });
+  const oldSid = s.transport.sessionId;
+  await s.client.close();
+  const stopped = await gw.stop();
+  assert.equal(stopped.code, 0, tail(gw.logPath));
+  await gw.start();
+  assert.equal((await post({ jsonrpc: '2.0', id: 2, method: 'ping' }, { tok: tokens.all, sid: oldSid })).status, 404);
+  const s2 = await connect(tokens.all);
+  const r = await sc(s2, 'exec_command', { sandbox_id: 'mine', cmd: 'cat kept.txt' });
+  assert.equal(r.output, 'kept\n');
+  await s2.client.close();
+});
+
+/* A self-signed certificate for 127.0.0.1: [certPath, keyPath, its SHA-256 fingerprint as Node prints it]. */
+function makeCert(name) {
+  const cert = path.join(h.dir, `${name}.crt`);
+  const key = path.join(h.dir, `${name}.key`);
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+    '-subj', `/CN=${name}`, '-days', '1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+  const fp = execFileSync('openssl', ['x509', '-in', cert, '-noout', '-fingerprint', '-sha256']).toString()
+    .trim().replace(/^.*=/, '');
+  return [cert, key, fp];
+}
+
+/* A POST over TLS (any certificate): status, body and the server certificate's fingerprint. */
+function tlsPost(url, body, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = https.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', rejectUnauthorized: false,
+      agent: false, headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers } },
+    (res) => {
+      const fp = res.socket.getPeerCertificate().fingerprint256;
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text, fp }));
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+h.test('TLS in the gateway: served with the configured certificate, reloaded on SIGHUP, sessions kept', async () => {
+  const [certA, keyA, fpA] = makeCert('tls-a');
+  const [certB, keyB, fpB] = makeCert('tls-b');
+  const cert = path.join(h.dir, 'gateway.crt');
+  const key = path.join(h.dir, 'gateway.key');
+  fs.copyFileSync(certA, cert);
+  fs.copyFileSync(keyA, key);
+  fs.chmodSync(cert, 0o644);
+  fs.chmodSync(key, 0o644);
+  const tls = await new Gateway('gateway-tls', `tls_certificate = ${cert}\ntls_key = ${key}\n`).start();
+  try {
+    assert.match(tls.url, /^https:/);
+    const auth = { Authorization: `Bearer ${tokens.all}` };
+    const r = await tlsPost(tls.url, INIT, auth);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.fp, fpA);
+    const sid = r.headers['mcp-session-id'];
+    fs.copyFileSync(certB, cert);
+    fs.copyFileSync(keyB, key);
+    fs.chmodSync(key, 0o644);
+    tls.proc.kill('SIGHUP');
+    await waitFor(() => /SIGHUP: reloaded/.test(fs.readFileSync(tls.logPath, 'utf8')), { what: 'the reload' });
+    const r2 = await tlsPost(tls.url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { ...auth, 'Mcp-Session-Id': sid });
+    assert.equal(r2.status, 200, r2.text);
+    assert.equal(r2.fp, fpB);
+    assert.equal((await tlsPost(tls.url, INIT)).status, 401);
+  } finally {
+    assert.equal((await tls.stop()).code, 0, tail(tls.logPath));
+  }
+});
+
+h.test('teardown: the gateways stop cleanly', async () => {
+  for (const g of [gw, rateGw]) {
+    const r = await g.stop();
+    assert.equal(r.code, 0, tail(g.logPath));
+  }
+});
