@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after } from 'node:test';
 import http from 'node:http';
+import { spawnSync } from 'node:child_process';
 import { useSbx, sbxctl, waitFor, hostProcsMatching, sleep, T, TMP_PREFIX, ROOT } from './helpers.mjs';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
@@ -181,6 +182,18 @@ h.test("/out is the caller's: owner and mode 0700, files the command wrote inclu
   }
   assert.equal(fs.statSync(sc.output_dir).mode & 0o777, 0o700);
   assert.equal(fs.statSync(path.dirname(sc.output_dir)).mode & 0o777, 0o700);
+  // the owner reaches it through the state directory (0711); nothing else of that is reachable
+  const asUser = (cmd) => spawnSync('/bin/sh', ['-c', cmd], { uid: USER, gid: USER, encoding: 'utf8' });
+  assert.equal(fs.statSync(h.stateDir).mode & 0o777, 0o711);
+  assert.equal(asUser(`cat ${sc.output_dir}/made.txt && ls ${sc.output_dir}`).stdout, 'hi\nd\nmade.txt\nstderr.log\nstdout.log\n');
+  for (const p of ['', 'jobs', 'sandboxes', 'transcripts', 'staging', 'images', 'image-default']) {
+    assert.notEqual(asUser(`ls ${path.join(h.stateDir, p)}`).status, 0, `${p || 'the state directory'} is listable`);
+  }
+  for (const p of ['sbx.db', 'image-default.stamp']) {
+    assert.notEqual(asUser(`cat ${path.join(h.stateDir, p)}`).status, 0, `${p} is readable`);
+  }
+  assert.equal(fs.readdirSync(h.stateDir).filter((n) => n !== 'jobs' &&
+    (fs.lstatSync(path.join(h.stateDir, n)).mode & 0o077)).length, 0, 'an entry with group or other bits');
   // another user (and root's own jobs) stay out of reach: not found
   const t = await user.call('sandbox_status', { job_id: first.job_id });
   assert.equal(t.isError, true);
