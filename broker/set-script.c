@@ -23,6 +23,7 @@
 
 #include "allowlist.h"
 #include "sbx-limits.h"
+#include "tool-schemas.h"
 #include "tool-set.h"
 
 _Static_assert(SBX_SCRIPT_WAIT_DEFAULT_S == 1800 && SBX_SCRIPT_WAIT_MAX_S == 172800, "sandbox_wait schema");
@@ -74,13 +75,13 @@ static const char script_output[] = OUT(
         O_STRING("output_dir", "Host directory of /out, kept after the sandbox is gone.") ", "
         O_STRING("job_id", "The job (a UUID).") ", "
         O_STRING("stdout", "stdout, bounded: its head and tail around a cut marker when longer.") ", "
-        O_STRING("stderr", "The last 16 KiB of stderr.") ", " O_STATUS,
+        O_STRING("stderr", "The last 16 KiB of stderr.") ", " O_STATUS ", " EGRESS_AUDIT_PROPERTY,
         "\"job_id\"");
 static const char job_output[] = OUT(
         O_STRING("job_id", "The job.") ", " O_STATUS ", " O_EXIT ", "
         O_STRING("output_dir", "Host directory of /out.") ", "
         O_STRING("stdout", "Once ended: stdout, bounded as sandbox_script's.") ", "
-        O_STRING("stderr", "Once ended: the last 16 KiB of stderr."),
+        O_STRING("stderr", "Once ended: the last 16 KiB of stderr.") ", " EGRESS_AUDIT_PROPERTY,
         "\"job_id\", \"status\", \"exit_code\", \"output_dir\"");
 
 static const char annotations_script[] =
@@ -200,7 +201,7 @@ static int prepare_script(json_t *args, ToolRequest *req, char **ret_error) {
         r = tool_arg_string(args, "command", 1, SBX_CMD_MAX, (const char **) &m->command, NULL, ret_error);
         if (r < 0)
                 return r;
-        if (script_check_image(image, err, sizeof(err)) < 0 || script_check_egress(egress, err, sizeof(err)) < 0)
+        if (script_check_args(image, egress, err, sizeof(err)) < 0)
                 return (*ret_error = strdup(err)) ? -EINVAL : -ENOMEM;
         m->image = (char *) image;
         m->egress = (char *) egress;
@@ -229,6 +230,16 @@ static json_t *bytes_text(ProtobufCBinaryData b) {
         return msg_json_string((const char *) b.data, b.len, TOOL_TEXT);
 }
 
+/* The job's egress audit into *ret (its policy is not none), or *ret freed. */
+static int add_audit(const Sbx__JobInfo *o, json_t **ret) {
+        if (*ret && o->audit &&
+            json_object_set_new(*ret, "egress", msg_json_object(&tool_egress_audit_map, o->audit, TOOL_TEXT)) < 0) {
+                json_decref(*ret);
+                *ret = NULL;
+        }
+        return *ret ? 0 : -ENOMEM;
+}
+
 static int render_script(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
         const Sbx__JobInfo *o = reply->job;
 
@@ -240,7 +251,7 @@ static int render_script(const Sbx__Reply *reply, const json_t *args, json_t **r
                 *ret = json_pack("{s:I, s:s, s:s, s:o, s:o}", "exit_code", (json_int_t) o->exit_code, "output_dir",
                                  o->output_dir, "job_id", o->job_id, "stdout", bytes_text(o->stdout), "stderr",
                                  bytes_text(o->stderr));
-        return *ret ? 0 : -ENOMEM;
+        return o->ended ? add_audit(o, ret) : *ret ? 0 : -ENOMEM;
 }
 
 static int render_job(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
@@ -256,7 +267,7 @@ static int render_job(const Sbx__Reply *reply, const json_t *args, json_t **ret)
                 json_decref(*ret);
                 *ret = NULL;
         }
-        return *ret ? 0 : -ENOMEM;
+        return add_audit(o, ret);
 }
 
 /* The seed's payload (format.go): a newline after stdout only when it has none. */

@@ -3,11 +3,11 @@
 #include <string.h>
 
 #include "allowlist.h"
+#include "egress-policy.h"
 #include "macro.h"
 
 /* In the order the seed's errors name them. */
 const char *const script_images[8] = { "node", "python", "anaconda", "go", "browser", "media", "twine", "webgamedev" };
-const char *const script_egress_modes[3] = { "none", "package-managers", "open" };
 
 int allowlist_check(const char *what, const char *value, const char *const *list, size_t n, char *err, size_t size) {
         char names[160] = "";
@@ -22,10 +22,13 @@ int allowlist_check(const char *what, const char *value, const char *const *list
         return -EINVAL;
 }
 
-int script_check_image(const char *image, char *err, size_t size) {
-        return allowlist_check("image", image, script_images, ELEMENTSOF(script_images), err, size);
-}
+int script_check_args(const char *image, const char *egress, char *err, size_t size) {
+        char why[EGRESS_ERROR_MAX];
+        int r = allowlist_check("image", image, script_images, ELEMENTSOF(script_images), err, size);
 
-int script_check_egress(const char *egress, char *err, size_t size) {
-        return allowlist_check("egress mode", egress, script_egress_modes, ELEMENTSOF(script_egress_modes), err, size);
+        if (r < 0 || egress_policy_from_string(egress, &(EgressPolicy) { 0 }) >= 0)
+                return r;
+        egress_policy_error(egress, why);
+        snprintf(err, size, "%s", why);
+        return -EINVAL;
 }

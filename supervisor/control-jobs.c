@@ -19,7 +19,7 @@ static void job_info_free(void *p) {
 }
 
 /* The job as the reply body, its tails owned by the request. */
-static int reply_job(Request *rq, const Job *job) {
+static int reply_job(Request *rq, Job *job) {
         Sbx__JobInfo *o = request_alloc(rq, sizeof(Sbx__JobInfo));
         int r;
 
@@ -112,7 +112,7 @@ int handle_job_rm(Request *rq) {
 
 int handle_job_list(Request *rq) {
         Sbx__JobListReply *l = request_alloc(rq, sizeof(Sbx__JobListReply));
-        const Job *job;
+        Job *job;
         size_t n = 0;
 
         if (!l)

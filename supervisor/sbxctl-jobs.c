@@ -14,6 +14,7 @@ static const MsgJsonMap job_map = MSG_JSON_MAP_INIT(sbx__job_info__descriptor,
                        "started_unix ended_unix"));
 static const MsgJsonMap job_detail_map = MSG_JSON_MAP_INIT(sbx__job_info__descriptor,
         MSG_JSON_NAMES("stdout_bytes stderr_bytes"),
+        MSG_JSON_FIELD("egress_audit", "audit", .flags = MSG_JSON_OMIT_EMPTY, .sub = &ctl_egress_audit_map),
         MSG_JSON_FIELD("stdout", "stdout"),
         MSG_JSON_FIELD("stderr", "stderr"));
 
@@ -82,7 +83,10 @@ int ctl_print_job_show(const Args *a, const Sbx__Reply *reply) {
         fputs_safe(j->image, stdout);
         fputs("\negress: ", stdout);
         fputs_safe(j->egress, stdout);
-        fputs("\ncommand: ", stdout);
+        putchar('\n');
+        if (j->audit)
+                ctl_print_egress_audit(j->audit);
+        fputs("command: ", stdout);
         fputs_safe(j->command, stdout);
         fputs("\noutput dir: ", stdout);
         fputs_safe(j->output_dir, stdout);

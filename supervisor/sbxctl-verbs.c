@@ -266,11 +266,11 @@ static const MsgJsonMap command_map = MSG_JSON_MAP_INIT(sbx__command_info__descr
                        "ended_unix_usec cmd transcript_evicted"));
 
 /* command show: its end and, for a sandbox with an egress policy, its egress audit (docs/egress.md). */
-static const MsgJsonMap egress_audit_map = MSG_JSON_MAP_INIT(sbx__egress_audit__descriptor,
+const MsgJsonMap ctl_egress_audit_map = MSG_JSON_MAP_INIT(sbx__egress_audit__descriptor,
         MSG_JSON_NAMES("policy contacted refused truncated"));
 static const MsgJsonMap command_show_map = MSG_JSON_MAP_INIT(sbx__command_output__descriptor,
         MSG_JSON_NAMES("command_session workspace_session status exit_code signal end_reason total_lines"),
-        MSG_JSON_FIELD("egress", "egress", .flags = MSG_JSON_OMIT_EMPTY, .sub = &egress_audit_map));
+        MSG_JSON_FIELD("egress", "egress", .flags = MSG_JSON_OMIT_EMPTY, .sub = &ctl_egress_audit_map));
 
 static const MsgJsonMap layer_map = MSG_JSON_MAP_INIT(sbx__layer_info__descriptor,
         MSG_JSON_NAMES("layer owner changed_paths created_unix"));
@@ -907,6 +907,13 @@ static void print_targets(const char *label, char **targets, size_t n) {
         putchar('\n');
 }
 
+void ctl_print_egress_audit(const Sbx__EgressAudit *audit) {
+        print_targets("  contacted", audit->contacted, audit->n_contacted);
+        print_targets("  refused", audit->refused, audit->n_refused);
+        if (audit->truncated)
+                printf("  (more than %u of either: the rest left out)\n", SBX_EGRESS_AUDIT_MAX);
+}
+
 static int print_command_show(const Args *a, const Sbx__Reply *reply) {
         const Sbx__CommandOutput *o = reply->command;
 
@@ -930,10 +937,7 @@ static int print_command_show(const Args *a, const Sbx__Reply *reply) {
         fputs("egress: ", stdout);
         fputs_safe(o->egress->policy, stdout);
         putchar('\n');
-        print_targets("  contacted", o->egress->contacted, o->egress->n_contacted);
-        print_targets("  refused", o->egress->refused, o->egress->n_refused);
-        if (o->egress->truncated)
-                printf("  (more than %u of either: the rest left out)\n", SBX_EGRESS_AUDIT_MAX);
+        ctl_print_egress_audit(o->egress);
         return EXIT_OK;
 }
 

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "macro.h"
+#include "msg-json.h"
 #include "sbx.pb-c.h"
 
 #define SBX_SOCKET_DEFAULT "/run/sbx/sbxd.sock"
@@ -140,6 +141,10 @@ int ctl_build_claim_delete(Args *a, CtlRequest *req);
 int ctl_print_claim_delete(const Args *a, const Sbx__Reply *reply);
 
 /* sbxctl-jobs.c: job list|show|rm (the script set's jobs). */
+/* sbxctl-verbs.c: a command's or a job's egress audit (docs/egress.md),
+ * for --json, and its target lines under an "egress: POLICY" line. */
+extern const MsgJsonMap ctl_egress_audit_map;
+void ctl_print_egress_audit(const Sbx__EgressAudit *audit);
 int ctl_build_job_list(Args *a, CtlRequest *req);
 int ctl_print_job_list(const Args *a, const Sbx__Reply *reply);
 int ctl_build_job_show(Args *a, CtlRequest *req);

@@ -332,6 +332,9 @@ static int server_open_resources(Server *s) {
         r = images_init(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot open %s/images: %m", s->cfg.state_dir);
+        r = server_seal_state_dir(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot restrict the modes in %s: %m", s->cfg.state_dir);
         r = index_cache_new(SBX_FILE_INDEX_CACHE_ENTRIES, SBX_FILE_INDEX_CACHE_BYTES, &s->file_indexes);
         if (r < 0)
                 return log_error_errno(r, "Cannot allocate the file index cache: %m");

@@ -258,10 +258,10 @@ if command -v systemd-sysusers >/dev/null && command -v systemd-tmpfiles >/dev/n
   fi
   out=$(systemd-tmpfiles --create --root="$R" sbx.conf 2>&1)
   got=$(stat -c '%a %U:%G' "$R/var/lib/sbx" "$R/run/sbx" 2>&1 | tr '\n' ' ')
-  if [[ $got == "700 root:root 755 root:root " ]]; then
-    ok "systemd-tmpfiles creates /var/lib/sbx 0700 and /run/sbx 0755 from sbx.tmpfiles.conf"
+  if [[ $got == "711 root:root 755 root:root " ]]; then
+    ok "systemd-tmpfiles creates /var/lib/sbx 0711 and /run/sbx 0755 from sbx.tmpfiles.conf"
   else
-    notok "systemd-tmpfiles creates /var/lib/sbx 0700 and /run/sbx 0755" "$got" "$out"
+    notok "systemd-tmpfiles creates /var/lib/sbx 0711 and /run/sbx 0755" "$got" "$out"
   fi
 else
   skip "sysusers.d and tmpfiles.d entries" "systemd-sysusers or systemd-tmpfiles not installed"

@@ -1168,7 +1168,7 @@ int images_init(Server *s) {
         TAILQ_INIT(&set->images);
         TAILQ_INIT(&set->removals);
         set->dirfd = -EBADF;
-        if (mkdirat(s->state_fd, "images", 0755) < 0 && errno != EEXIST)
+        if (mkdirat(s->state_fd, "images", 0700) < 0 && errno != EEXIST)
                 return -errno;
         set->dirfd = openat(s->state_fd, "images", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (set->dirfd < 0)

@@ -46,8 +46,14 @@ Job *job_find(Server *s, const Client *c, const char *id) {
 
 /* ---- the record ------------------------------------------------------------------ */
 
-void job_record_of(const Job *job, Sbx__JobInfo *o) {
+void job_record_of(Job *job, Sbx__JobInfo *o) {
+        EgressPolicy policy;
+
         sbx__job_info__init(o);
+        if (egress_policy_from_string(job->egress, &policy) >= 0 && policy != EGRESS_NONE) {
+                egress_audit_view(job->cmd ? &job->cmd->egress : &job->audit, policy, &job->audit_view);
+                o->audit = &job->audit_view;
+        }
         o->job_id = (char *) job->id;
         o->status = (char *) job->status;
         o->has_exit_code = job->has_exit_code;
@@ -64,7 +70,7 @@ void job_record_of(const Job *job, Sbx__JobInfo *o) {
         o->ended_unix = job->ended_unix;
 }
 
-static void job_save(Server *s, const Job *job) {
+static void job_save(Server *s, Job *job) {
         _cleanup_free_ uint8_t *buf = NULL;
         Sbx__JobInfo o;
         size_t len;
@@ -163,7 +169,7 @@ static int log_tail(const Job *job, const char *name, size_t max, bool head, Pro
         return 0;
 }
 
-int job_info(Server *s, const Job *job, Sbx__JobInfo *o) {
+int job_info(Server *s, Job *job, Sbx__JobInfo *o) {
         int r;
 
         job_record_of(job, o);
@@ -345,8 +351,28 @@ static void job_on_output(void *userdata, TranscriptStream stream, const void *d
                 log_warning_errno_ratelimited(r, "Failed to write the output of job %s, ignoring: %m", job->id);
 }
 
+/* A copy of the audit src (a command's, or a record's) into the empty dst. */
+static int audit_copy(EgressAudit *dst, char *const *contacted, size_t n_contacted, char *const *refused,
+                      size_t n_refused, bool truncated) {
+        int r = 0;
+
+        for (size_t i = 0; i < n_contacted && r >= 0; i++)
+                r = egress_audit_add(dst, contacted[i], true);
+        for (size_t i = 0; i < n_refused && r >= 0; i++)
+                r = egress_audit_add(dst, refused[i], false);
+        dst->truncated = dst->truncated || truncated;
+        return r;
+}
+
 static void job_on_ended(Command *c, void *userdata) {
         Job *job = userdata;
+        int r;
+
+        egress_audit_done(&job->audit);
+        r = audit_copy(&job->audit, c->egress.contacted, c->egress.n_contacted, c->egress.refused,
+                       c->egress.n_refused, c->egress.truncated);
+        if (r < 0)
+                log_warning_errno(r, "Failed to keep the egress audit of job %s, ignoring: %m", job->id);
 
         job->start_failed = !c->sent && !job->cancelling;
         if (job->start_failed) {
@@ -530,7 +556,8 @@ static int job_launch(Server *s, Job *job, const JobSpec *spec, char *err, size_
         int r;
 
         job_sandbox_name(job, name);
-        r = sandbox_create_for_claim(s, &(SandboxSpec) { .name = name, .image = job->image, .owner_uid = job->uid },
+        r = sandbox_create_for_claim(s, &(SandboxSpec) { .name = name, .image = job->image, .owner_uid = job->uid,
+                                                         .egress = job->egress },
                                      sandbox_made_now, &sb, err, size);
         if (r < 0 || !sb)
                 return r < 0 ? r : -EIO;
@@ -544,7 +571,6 @@ static int job_launch(Server *s, Job *job, const JobSpec *spec, char *err, size_
         }
         strlcpy(job->mounts->names.paths[job->mounts->names.n++], "d:out", SPAWN_MOUNT_PATH_MAX);
         strlcpy(job->mounts->names.cwd, "/out", sizeof(job->mounts->names.cwd));
-        /* spec->egress goes to the sandbox's network policy here once it has one (job.h). */
         spare_make_room(s, sb);
         r = session_new_job(s, sb, job->mounts, &ws, err, size);
         if (r < 0)
@@ -599,6 +625,7 @@ static void job_free(Job *job) {
         pending_stop(&job->answer);
         pending_stop(&job->notify);
         mounts_free(job->mounts);
+        egress_audit_done(&job->audit);
         safe_close(job->log_fds[0]);
         safe_close(job->log_fds[1]);
         free(job->command);
@@ -640,9 +667,7 @@ int job_start(Server *s, Client *c, uint32_t seq, const JobSpec *spec, Job **ret
         Job *job;
         int r;
 
-        r = script_check_image(spec->image, err, size);
-        if (r >= 0)
-                r = script_check_egress(spec->egress, err, size);
+        r = script_check_args(spec->image, spec->egress, err, size);
         if (r < 0)
                 return r;
         if (jobs_running(s, true, 0) >= s->cfg.jobs_max) {
@@ -735,6 +760,9 @@ static int load_one(const char *id, int64_t uid, const void *info, size_t len, v
                 job->ended_unix = o->ended_unix;
                 job->command = strdup(o->command);
                 job->output_dir = strdup(o->output_dir);
+                if (o->audit && audit_copy(&job->audit, o->audit->contacted, o->audit->n_contacted,
+                                           o->audit->refused, o->audit->n_refused, o->audit->truncated) < 0)
+                        log_warning("Job record %s: its egress audit does not fit, keeping part of it", id);
         }
         sbx__job_info__free_unpacked(o, NULL);
         if (!job || !job->command || !job->output_dir) {

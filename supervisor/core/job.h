@@ -27,9 +27,11 @@
  * connected) and sbxd: a job that ran when sbxd stopped reads
  * supervisor_lost after the restart and its sandbox is deleted.
  *
- * Egress: the job carries its policy (JobStart.egress, allowlist below)
- * into JobSpec.egress; until the sandbox policy lands (issue 18 part B)
- * every job runs with no network but loopback, as policy none does. */
+ * Egress: the job's policy (JobStart.egress) is its sandbox's (core/
+ * sandbox.h: SandboxSpec.egress), which sbx-egress applies to its session;
+ * for a policy other than none, its command's audit (core/egress.h) is kept
+ * with the job when it ends (JobInfo.audit, in sbx.db too) and every answer
+ * carries it, the running command's so far while it runs. */
 #pragma once
 
 #include <stdbool.h>
@@ -52,6 +54,8 @@ struct Job {
         gid_t gid;
         char image[SBX_NAME_MAX + 1];
         char egress[24];
+        EgressAudit audit;              /* its ended command's (see Egress above) */
+        Sbx__EgressAudit audit_view;    /* what job_record_of lends the record */
         char *command;
         char status[24];                /* running exited cancelled timed_out supervisor_lost */
         bool ended;
@@ -77,7 +81,7 @@ struct Job {
 typedef struct JobSpec {
         const char *command;
         const char *image;              /* one of script_images (common/allowlist.h) */
-        const char *egress;             /* one of script_egress_modes; for the sandbox policy (see above) */
+        const char *egress;             /* a policy's name (common/egress-policy.h): the sandbox's */
         bool background;
         const Sbx__JobInput *const *inputs;
         size_t n_inputs;
@@ -98,11 +102,12 @@ int job_add_waiter(Server *s, Job *job, Client *c, uint32_t seq, uint32_t timeou
 /* Cancel it if it runs, then remove its record and output_dir. */
 int job_remove(Server *s, Job *job);
 
-/* Its record without the tails (listings, sbx.db; strings borrowed). */
-void job_record_of(const Job *job, Sbx__JobInfo *ret);
+/* Its record without the tails (listings, sbx.db; strings and the egress
+ * audit borrowed from job, valid until it changes). */
+void job_record_of(Job *job, Sbx__JobInfo *ret);
 /* The job as replies carry it, its tails read from its logs once it ended
  * (strings borrowed from job, tails malloc'd: job_info_done). */
-int job_info(Server *s, const Job *job, Sbx__JobInfo *ret);
+int job_info(Server *s, Job *job, Sbx__JobInfo *ret);
 void job_info_done(Sbx__JobInfo *info);
 
 /* Running jobs, of all owners or of one uid (inline: owner.c, which job.c

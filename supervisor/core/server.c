@@ -1,6 +1,8 @@
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
 
@@ -51,6 +53,26 @@ int server_open_state_dirs(Server *s) {
         if (r >= 0 && fchmod(s->jobs_fd, 0711) < 0)
                 r = -errno;
         return r < 0 ? r : 0;
+}
+
+int server_seal_state_dir(Server *s) {
+        _cleanup_(closedirp) DIR *d = opendir_at(s->state_fd);
+        struct dirent *de;
+
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                struct stat st;
+
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !strcmp(de->d_name, "jobs"))
+                        continue;
+                if (fstatat(s->state_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                if (!S_ISLNK(st.st_mode) && (st.st_mode & 077) &&
+                    fchmodat(s->state_fd, de->d_name, st.st_mode & 0700, 0) < 0)
+                        return -errno;
+        }
+        return fchmod(s->state_fd, 0711) < 0 ? -errno : 0;
 }
 
 void server_close(Server *s) {

@@ -102,6 +102,11 @@ struct Server {
 void server_init(Server *s);
 /* sandboxes/, transcripts/ and a fresh staging/ below the open state directory. */
 int server_open_state_dirs(Server *s);
+/* STATE becomes 0711 so that a job's owner reaches STATE/jobs/ID/out (core/
+ * job.h); every other entry in it (the database, sandboxes, transcripts,
+ * images...) loses its group and other bits, so nothing else is reachable.
+ * After everything sbxd makes there at start-up. */
+int server_seal_state_dir(Server *s);
 /* Close what server_init's fields hold (the objects of core/ are gone by then). */
 void server_close(Server *s);
 /* Wait up to timeout_ms (-1: no limit) and dispatch every ready source of

@@ -11,6 +11,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after } from 'node:test';
+import http from 'node:http';
+import { spawnSync } from 'node:child_process';
 import { useSbx, sbxctl, waitFor, hostProcsMatching, sleep, T, TMP_PREFIX, ROOT } from './helpers.mjs';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
@@ -25,6 +27,23 @@ const OUTSIDE = fs.mkdtempSync(TMP_PREFIX + 'script-out-');
 after(() => {
   for (const d of [IMAGES, INPUTS, OUTSIDE]) fs.rmSync(d, { recursive: true, force: true });
 });
+// Egress (issue 18 part C): a fake registry and a fake other host on the
+// host's loopback (127.0.0.2, 127.0.0.3: the sandboxes' no_proxy names
+// 127.0.0.1 only), reached through sbx-egress with egress_allow_private =
+// yes, as egress.test.mjs does; each remembers the paths it was asked.
+function server(addr, name) {
+  const seen = [];
+  const srv = http.createServer((req, res) => {
+    seen.push(req.url);
+    res.end(`${name}-ok ${req.url}\n`);
+  });
+  return new Promise((resolve) => srv.listen(0, addr, () => resolve({ srv, seen, port: srv.address().port })));
+}
+const registry = await server('127.0.0.2', 'registry');
+const other = await server('127.0.0.3', 'other');
+after(() => { registry.srv.close(); other.srv.close(); });
+const REG = `127.0.0.2:${registry.port}`;
+const OTHER = `127.0.0.3:${other.port}`;
 const BUILD_MS = 600000;
 const USER = 4242; // the unprivileged caller of the ownership and foreign-job tests
 
@@ -33,7 +52,8 @@ const h = useSbx({
   sets: 'script',
   world: true,
   config: `[sbxd]\nimages_dir = ${IMAGES}\nimage_cache_dir = ${CACHE}\nscript_allowed_paths = ${INPUTS} /nonexistent-root\n` +
-    'script_stdout_max = 4096\nowner_sandboxes_max = 64\nowner_sessions_max = 64\n',
+    'script_stdout_max = 4096\nowner_sandboxes_max = 64\nowner_sessions_max = 64\n' +
+    `egress_user = nobody\negress_allow_private = yes\negress_package_hosts = ${REG}\n`,
 });
 
 /* The processes that are exactly `sleep TAG` (not the shell that started them). */
@@ -162,6 +182,18 @@ h.test("/out is the caller's: owner and mode 0700, files the command wrote inclu
   }
   assert.equal(fs.statSync(sc.output_dir).mode & 0o777, 0o700);
   assert.equal(fs.statSync(path.dirname(sc.output_dir)).mode & 0o777, 0o700);
+  // the owner reaches it through the state directory (0711); nothing else of that is reachable
+  const asUser = (cmd) => spawnSync('/bin/sh', ['-c', cmd], { uid: USER, gid: USER, encoding: 'utf8' });
+  assert.equal(fs.statSync(h.stateDir).mode & 0o777, 0o711);
+  assert.equal(asUser(`cat ${sc.output_dir}/made.txt && ls ${sc.output_dir}`).stdout, 'hi\nd\nmade.txt\nstderr.log\nstdout.log\n');
+  for (const p of ['', 'jobs', 'sandboxes', 'transcripts', 'staging', 'images', 'image-default']) {
+    assert.notEqual(asUser(`ls ${path.join(h.stateDir, p)}`).status, 0, `${p || 'the state directory'} is listable`);
+  }
+  for (const p of ['sbx.db', 'image-default.stamp']) {
+    assert.notEqual(asUser(`cat ${path.join(h.stateDir, p)}`).status, 0, `${p} is readable`);
+  }
+  assert.equal(fs.readdirSync(h.stateDir).filter((n) => n !== 'jobs' &&
+    (fs.lstatSync(path.join(h.stateDir, n)).mode & 0o077)).length, 0, 'an entry with group or other bits');
   // another user (and root's own jobs) stay out of reach: not found
   const t = await user.call('sandbox_status', { job_id: first.job_id });
   assert.equal(t.isError, true);
@@ -218,6 +250,57 @@ h.test('a synchronous call cancelled with notifications/cancelled kills its proc
   assert.equal(l.find((j) => j.command.includes(tag)).status, 'cancelled');
 });
 
+// python's urllib, configured by the proxy variables alone: one line per URL, "ok BODY" or "fail WHY".
+const fetchAll = (...urls) => 'for u in ' + urls.join(' ') + '; do python3 -c "import sys, urllib.request as u\n' +
+  'try: print(\'ok\', u.urlopen(sys.argv[1], timeout=10).read().decode().strip())\n' +
+  'except Exception as e: print(\'fail\', e)" "$u"; done';
+
+h.test('egress none: neither host is reached, no proxy variables, no audit', async () => {
+  const before = registry.seen.length + other.seen.length;
+  const r = await script({ command: `env | grep -ci proxy; ${fetchAll(`http://${REG}/n1`, `http://${OTHER}/n2`)}` });
+  const sc = r.structuredContent;
+  assert.equal(sc.exit_code, 0, sc.stderr);
+  assert.match(sc.stdout, /^0\nfail .*\nfail .*\n$/, sc.stdout);
+  assert.equal(registry.seen.length + other.seen.length, before);
+  assert.equal(sc.egress, undefined);
+});
+
+let egressJob;
+h.test('egress package-managers: the registry only; the audit in the result, not in the text payload', async () => {
+  const r = await script({ command: fetchAll(`http://${REG}/p1`, `http://${OTHER}/p2`), egress: 'package-managers' });
+  const sc = r.structuredContent;
+  assert.equal(sc.exit_code, 0, sc.stderr);
+  assert.match(sc.stdout, /^ok registry-ok \/p1\nfail .*403.*\n$/, sc.stdout);
+  assert.ok(registry.seen.includes('/p1'));
+  assert.ok(!other.seen.includes('/p2'), 'the other host was reached');
+  assert.deepEqual(sc.egress, { policy: 'package-managers', contacted: [REG], refused: [OTHER] });
+  assert.equal(r.content[0].text,
+    `exit_code: 0\noutput_dir: ${sc.output_dir}\njob_id: ${sc.job_id}\n---\n${sc.stdout}---stderr---\n${sc.stderr}\n`);
+  const show = await sbxctl(h.socket, ['job', 'show', sc.job_id]);
+  assert.match(show.stdout, new RegExp(`^egress: package-managers\n  contacted: ${REG}\n  refused: ${OTHER}\ncommand: `, 'm'));
+  const json = JSON.parse((await sbxctl(h.socket, ['--json', 'job', 'show', sc.job_id])).stdout);
+  assert.deepEqual(json.egress_audit, { policy: 'package-managers', contacted: [REG], refused: [OTHER], truncated: false });
+});
+
+h.test('egress open: both hosts, the audit lists exactly what was contacted', async () => {
+  const sc = (await script({ command: fetchAll(`http://${REG}/o1`, `http://${OTHER}/o2`, `http://${OTHER}/o3`),
+    egress: 'open' })).structuredContent;
+  assert.match(sc.stdout, /^ok registry-ok \/o1\nok other-ok \/o2\nok other-ok \/o3\n$/, sc.stdout);
+  assert.deepEqual(sc.egress, { policy: 'open', contacted: [REG, OTHER], refused: [] });
+});
+
+h.test('egress of a background job: sandbox_status and sandbox_wait show its audit', async () => {
+  const bg = await h.mcp.sc('sandbox_script', { command: `${fetchAll(`http://${OTHER}/b1`, `http://${REG}/b2`)}; sleep 1`,
+    image: 'python', egress: 'package-managers', background: true });
+  assert.equal(bg.egress, undefined);
+  const w = await h.mcp.sc('sandbox_wait', { job_id: bg.job_id, timeout_seconds: 60 });
+  assert.equal(w.status, 'exited');
+  const audit = { policy: 'package-managers', contacted: [REG], refused: [OTHER] };
+  assert.deepEqual(w.egress, audit);
+  assert.deepEqual((await h.mcp.sc('sandbox_status', { job_id: bg.job_id })).egress, audit);
+  egressJob = { id: bg.job_id, audit };
+});
+
 let lost;
 h.test('jobs survive a broker disconnect; sbxctl job list|show|rm', async () => {
   const other = await h.connect({ argv: ['--set', 'script', '--socket', h.socket] });
@@ -247,6 +330,9 @@ h.test('after an sbxd restart: a job that ran reads supervisor_lost, its sandbox
   const f = await mcp.sc('sandbox_status', { job_id: first.job_id });
   assert.equal(f.status, 'exited');
   assert.equal(f.stdout, first.stdout);
+  assert.equal(f.egress, undefined);
+  assert.deepEqual((await mcp.sc('sandbox_status', { job_id: egressJob.id })).egress, egressJob.audit,
+    'the audit is kept with the job record');
   assert.deepEqual(sleeps(T(313)), []);
   const l = await sbxctl(h.socket, ['sandbox', 'list', '--json']);
   assert.deepEqual(JSON.parse(l.stdout), []);

@@ -60,8 +60,8 @@ check "the copied build is up to date (make -q all)" make -q all
 check "make install" make install
 check "systemd-sysusers sbx.conf creates the group sbx" \
   bash -c 'systemd-sysusers sbx.conf && getent group sbx'
-check_sh "systemd-tmpfiles --create sbx.conf: /var/lib/sbx 0700, /run/sbx 0755" \
-  'systemd-tmpfiles --create sbx.conf && [ "$(stat -c %a /var/lib/sbx)" = 700 ] && [ "$(stat -c %a /run/sbx)" = 755 ]'
+check_sh "systemd-tmpfiles --create sbx.conf: /var/lib/sbx 0711, /run/sbx 0755" \
+  'systemd-tmpfiles --create sbx.conf && [ "$(stat -c %a /var/lib/sbx)" = 711 ] && [ "$(stat -c %a /run/sbx)" = 755 ]'
 check "sbxd --config /etc/sbx/sbxd.conf --check-config" sbxd --config /etc/sbx/sbxd.conf --check-config
 check "systemctl daemon-reload" systemctl daemon-reload
 check "systemctl enable --now sbxd" systemctl enable --now sbxd
