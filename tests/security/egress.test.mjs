@@ -118,6 +118,8 @@ def client(i):
                 dropped.append(n); return
         except socket.timeout:
             pass
+        except OSError:  # reset by the proxy: dropped too
+            dropped.append(n); return
     dropped.append(None)
 ts = [threading.Thread(target=client, args=(i,)) for i in range(32)]
 [t.start() for t in ts]
