@@ -68,10 +68,11 @@ check "systemctl enable --now sbxd" systemctl enable --now sbxd
 check_sh "systemctl status sbxd says active (running)" 'systemctl status sbxd --no-pager | tee /dev/stderr | grep -q "active (running)"'
 
 # ---- what the unit and sbxd made of it
-check_sh "sbxd and its spawner live in the supervisor/ leaf of the delegated cgroup" \
-  'main=$(systemctl show -p MainPID --value sbxd); cat '"$UNIT_CG"'/supervisor/cgroup.procs;
-   [ -z "$(cat '"$UNIT_CG"'/cgroup.procs)" ] && grep -qx "$main" '"$UNIT_CG"'/supervisor/cgroup.procs &&
-   [ "$(wc -l <'"$UNIT_CG"'/supervisor/cgroup.procs)" -eq 2 ]'
+# sbx-egress runs as its own user (sysusers made it) and is sbxd's child: a third process there.
+check_sh "sbxd, its spawner and sbx-egress live in the supervisor/ leaf of the delegated cgroup" \
+  'main=$(systemctl show -p MainPID --value sbxd); procs='"$UNIT_CG"'/supervisor/cgroup.procs; cat $procs;
+   [ -z "$(cat '"$UNIT_CG"'/cgroup.procs)" ] && grep -qx "$main" $procs && [ "$(wc -l <$procs)" -eq 3 ] &&
+   for p in $(cat $procs); do readlink /proc/$p/exe; done | grep -q "/sbx-egress$"'
 check_sh "memory and pids are enabled for the sandboxes' and their sessions' cgroups" \
   'for f in '"$UNIT_CG"'/cgroup.subtree_control '"$UNIT_CG"'/sandboxes/cgroup.subtree_control; do
      echo "$f: $(cat $f)"; grep -qw memory $f && grep -qw pids $f || exit 1; done'
