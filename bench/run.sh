@@ -417,6 +417,8 @@ EOF
   read -r pss1 rss1 w1 < <(pss_sum)
   echo "{\"sessions\": $((PER * NSB)), \"workers_before\": $w0, \"workers_after\": $w1, \"pss_kb_before\": $pss0, \"pss_kb_after\": $pss1, \"rss_kb_before\": $rss0, \"rss_kb_after\": $rss1}" >"$OUT/memory_rss.json"
   log "memory: workers $w0 -> $w1, Pss $pss0 -> $pss1 kB"
+  # Its 500 live sessions would hold the live-session cap (512) for the rows after it.
+  for ((k = 0; k < NSB; k++)); do "$BIN/sbxctl" --socket "$SOCK" sandbox delete "mem$k" >/dev/null; done
 fi
 
 # ---- 10. the lifecycle set: create_sandbox warm and cold, execute_command, 64 MiB files
