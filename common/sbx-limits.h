@@ -321,6 +321,7 @@
 #define SBX_EGRESS_IDLE_S 300u                  /* seconds a relay may carry nothing */
 #define SBX_EGRESS_PIPE_BYTES (1u << 20)        /* each direction's splice pipe (F_SETPIPE_SZ, if allowed) */
 #define SBX_EGRESS_AUDIT_MAX 64u                /* host:port entries of each list of a command's egress audit */
+#define SBX_EGRESS_MESSAGES_PER_WAKE 64u        /* sbx-egress messages sbxd reads before it serves others */
 #define SBX_EGRESS_RESTART_MAX_S 30u            /* sbxd restarts a failed sbx-egress after 1, 2, 4 ... up to this */
 /* Bearer tokens and sbx-gateway (issue 20, sbx-gateway(8)). A token is
  * SBX_TOKEN_PREFIX and SBX_TOKEN_SECRET_HEX random hex digits (256 bits);

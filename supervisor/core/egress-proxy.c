@@ -236,7 +236,7 @@ static void verdict_take(Server *s, const Sbx__EgressVerdict *v) {
 }
 
 static void on_egress_message(Server *s, EventSource *src, uint32_t events) {
-        for (unsigned i = 0; i < 64; i++) {
+        for (unsigned i = 0; i < SBX_EGRESS_MESSAGES_PER_WAKE; i++) {
                 _cleanup_msg_ Sbx__Msg *m = NULL;
                 int fds[SBX_WIRE_MAX_FDS], r;
                 size_t n_fds = 0;
