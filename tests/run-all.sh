@@ -195,6 +195,17 @@ if wanted ops && [[ -f tests/check-ops.sh ]]; then
   add ops "$p" "$f"
 fi
 
+# The failed tests by name, so a log that keeps only the end of this output
+# (CI's) still says what failed: TAP "not ok" lines at any depth, cmocka's
+# "[  FAILED  ] name" lines.
+if ((FAILED > 0)); then
+  section "failed tests"
+  for f in "$RES"/*.log "$RES"/*.tap; do
+    [[ -f $f ]] || continue
+    grep -hE '^[[:space:]]*not ok |^\[  FAILED  \] [^0-9]' "$f" | sed "s|^[[:space:]]*|$(basename "$f"): |"
+  done | head -n 40
+fi
+
 section "summary"
 printf '%s\n' "${SUMMARY[@]}"
 echo "logs: $RES"
