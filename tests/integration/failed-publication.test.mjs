@@ -74,6 +74,9 @@ async function failedPublication(cmd, reason) {
   assert.equal(l.status, 'ok');
   const ls = await sc('exec_command', { cmd: 'ls big.bin 2>&1; true' });
   assert.match(ls.output, /No such file/);
+  // that command's session closes its tmpfs off the loop, after the answer:
+  // the next caller's count starts once it has
+  await waitFor(() => tmpfsFds() <= before, { timeout: 5000, what: 'the last session\'s tmpfs released' });
 }
 
 h.test('a tree deeper than the depth limit: kept for the grace time, then discarded with its tmpfs', async () => {
