@@ -139,6 +139,7 @@ int layer_create_within_quota(Store *store, const LayerTarget *t, uint32_t seq, 
                 r = budget_for(t->limits, &used, &want, (uint64_t) sv.f_bavail * sv.f_frsize, &budget, why, why_size);
         if (r < 0)
                 return r;
+        budget.cancelled = t->cancelled;
         r = layer_create(t->layers_fd, seq, src_dirfd, force_uid, flags, NULL, &budget, &rep);
         if (r < 0) {
                 stopped_message(t->limits, r, &rep, &budget, &used, &want, why, why_size);

@@ -47,6 +47,7 @@ typedef struct LayerTarget {
         const char *sandbox_id;
         uid_t owner_uid;
         int layers_fd;
+        const atomic_bool *cancelled;   /* NULL: never; set (sbxd stops): the copy ends at its next entry */
 } LayerTarget;
 
 /* Build layer seq of t from the tree under src_dirfd (layer_create's

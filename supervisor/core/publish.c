@@ -778,7 +778,7 @@ int publish_run(Publication *p, const atomic_bool *cancelled) {
         /* The quotas read the sizes the loop committed, with the same connection. */
         r = layer_create_within_quota(reader, &(LayerTarget) {
                         .limits = p->limits, .sandbox_id = p->sandbox_id, .owner_uid = p->owner_uid,
-                        .layers_fd = p->layers_fd,
+                        .layers_fd = p->layers_fd, .cancelled = cancelled,
                 }, p->seq, p->src_fd, p->force_uid, p->link_files ? LAYER_LINK_FILES : 0, &p->size, p->res.error,
                 sizeof(p->res.error));
         if (r < 0)

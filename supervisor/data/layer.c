@@ -138,6 +138,8 @@ static int budget_take(CopyContext *ctx, int fd, uint64_t bytes, uint64_t inodes
 
         if (!b)
                 return 0;
+        if (b->cancelled && atomic_load(b->cancelled))
+                return -ECANCELED;
         if (bytes > b->max_bytes || w->bytes > b->max_bytes - bytes) {
                 ctx->report->stopped = TREE_STOP_BYTES;
                 return -EDQUOT;

@@ -5,6 +5,7 @@
  * present or absent. Non-logging. */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -28,6 +29,7 @@ typedef struct TreeBudget {
         uint64_t max_bytes;             /* UINT64_MAX: any */
         uint64_t max_inodes;
         uint64_t reserve_bytes;         /* 0: no reserve */
+        const atomic_bool *cancelled;   /* NULL: never; once set, the copy stops (-ECANCELED) at its next entry */
 } TreeBudget;
 
 /* Why a copy stopped before its end (TreeReport.stopped). */
