@@ -449,6 +449,14 @@ static void test_budget_stops(void **state) {
         assert_true(rep.free_bytes < UINT64_MAX / 2);
         assert_int_equal(fstatat(f->layers_fd, ".tmp-1", &st, 0), -1);
 
+        /* sbxd stopping: the copy ends at its next entry, and leaves nothing either */
+        atomic_bool stopping = true;
+        TreeBudget cancelled = { .max_bytes = UINT64_MAX, .max_inodes = UINT64_MAX, .cancelled = &stopping };
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, &cancelled, &rep), -ECANCELED);
+        assert_int_equal(rep.written.inodes, 0);
+        assert_int_equal(fstatat(f->layers_fd, ".tmp-1", &st, 0), -1);
+        assert_int_equal(fstatat(f->layers_fd, "1", &st, 0), -1);
+
         TreeBudget enough = { .max_bytes = 1 << 20, .max_inodes = 3, .reserve_bytes = 1 };
         assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, &enough, &rep), 0);
         assert_int_equal(rep.stopped, TREE_STOP_NONE);
