@@ -454,7 +454,7 @@ static void server_done(Server *s) {
 static int server_timeout(Server *s) {
         unsigned long long deadline = MIN(MIN(commands_next_deadline(s), spares_next_deadline(s)),
                                           MIN(MIN(failed_sessions_next_deadline(s), clients_next_deadline(s)),
-                                              MIN(claims_next_deadline(s),
+                                              MIN(MIN(claims_next_deadline(s), boxes_next_deadline(s)),
                                                   MIN(egress_proxy_next_deadline(s), jobs_next_deadline(s)))));
         unsigned long long now = now_usec();
 
@@ -470,6 +470,7 @@ static void server_tick(Server *s) {
         spares_run_deadlines(s);
         failed_sessions_run_deadlines(s);
         claims_run_deadlines(s);
+        boxes_run_deadlines(s);
         jobs_run_deadlines(s);
         clients_run_deadlines(s);
         egress_proxy_run_deadlines(s);

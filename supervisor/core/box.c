@@ -238,17 +238,43 @@ int box_start(Server *s, Client *c, uint32_t seq, const Sbx__BoxStart *req, Box 
         return 0;
 }
 
+/* Freeze or thaw the cgroup of the box's session. */
+static int box_set_frozen(Server *s, Box *box, bool frozen) {
+        WorkspaceSession *ws = box->claim ? claim_session(s, box->claim) : NULL;
+        int r;
+
+        if (!ws || !ws->cgroup)
+                return -ESRCH;
+        r = cgroup_session_freeze(ws->cgroup, frozen);
+        if (r < 0)
+                return r;
+        box->frozen = frozen;
+        return 0;
+}
+
 int box_use(Server *s, Box *box) {
-        box->last_call_usec = now_usec();
+        unsigned long long start = now_usec();
+        int r;
+
+        box->last_call_usec = start;
         box->last_used_unix = time(NULL);
         if (box->claim)
                 claim_touch(s, box->claim);
+        if (!box->frozen)
+                return 0;
+        r = box_set_frozen(s, box, false);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot thaw box %s: %m", box->id);
+                return r;
+        }
+        log_info("Box %s thawed in %llu us", box->id, now_usec() - start);
         return 0;
 }
 
 void box_stop(Server *s, Box *box, const char *why) {
         Claim *cl = box->claim;
 
+        /* Killing its processes thaws them first (os/cgroup.h). */
         log_info("Box %s: stopping (%s)", box->id, why);
         box->state = BOX_STOPPING;
         pending_answer_error(s, &box->starter, -ECANCELED, "the box was stopped before it was ready");
@@ -378,4 +404,56 @@ void box_info(Server *s, const Box *box, Sbx__BoxInfo *o) {
         o->image = (char *) s->cfg.box_image;
         o->display = (char *) (box->has_display ? SBX_BOX_DISPLAY : "");
         o->ready_seconds = box->ready_seconds;
+}
+
+/* ---- idle freeze ----------------------------------------------------------------- */
+
+/* A foreground call waits for one of its commands: the box is in use. */
+static bool box_busy(Server *s, const Box *box) {
+        WorkspaceSession *ws = box_session(s, box);
+        Command *c;
+
+        if (!ws)
+                return false;
+        TAILQ_FOREACH(c, &ws->commands, session_link)
+                if (!c->finished && !TAILQ_EMPTY(&c->waiters))
+                        return true;
+        return false;
+}
+
+static unsigned long long box_freeze_at(const Box *box) {
+        if (box->frozen || box->idle_timeout_ms == 0 || (box->state != BOX_READY && box->state != BOX_TAKEOVER))
+                return ~0ull;
+        return box->last_call_usec + box->idle_timeout_ms * 1000ull;
+}
+
+unsigned long long boxes_next_deadline(Server *s) {
+        unsigned long long next = ~0ull;
+        Box *box;
+
+        TAILQ_FOREACH(box, &s->boxes, link)
+                next = MIN(next, box_freeze_at(box));
+        return next;
+}
+
+void boxes_run_deadlines(Server *s) {
+        unsigned long long now = now_usec();
+        Box *box;
+        int r;
+
+        TAILQ_FOREACH(box, &s->boxes, link) {
+                if (now < box_freeze_at(box))
+                        continue;
+                if (box_busy(s, box)) {
+                        box->last_call_usec = now;      /* looked at again one idle time later */
+                        continue;
+                }
+                r = box_set_frozen(s, box, true);
+                if (r < 0) {
+                        log_warning_errno(r, "Cannot freeze idle box %s, leaving it running: %m", box->id);
+                        box->idle_timeout_ms = 0;
+                        continue;
+                }
+                log_info("Box %s frozen: no tool call for %.3f min", box->id, (double) box->idle_timeout_ms / 60e3);
+        }
 }

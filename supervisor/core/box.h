@@ -101,3 +101,7 @@ int box_path(const char *cwd_rel, char *out, char *err, size_t errsize);
 void box_info(Server *s, const Box *box, Sbx__BoxInfo *ret);
 
 void boxes_free(Server *s);
+unsigned long long boxes_next_deadline(Server *s);
+/* Once per loop pass: freeze boxes idle for their idle timeout (not while a
+ * foreground call waits for one of their commands). */
+void boxes_run_deadlines(Server *s);
