@@ -250,6 +250,9 @@ static int server_open_state(Server *s) {
         r = claims_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load claims: %m");
+        r = boxes_load(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot load boxes: %m");
         r = jobs_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load jobs: %m");

@@ -6,11 +6,14 @@
 
 #include "core/box.h"
 #include "data/claimfs.h"
+#include "data/store.h"
 #include "fd-util.h"
 #include "log.h"
 #include "msg.h"
 #include "sbx-limits.h"
 
+#define BOX_SUPERVISOR_LOST "supervisor_lost: sbxd restarted; the box's processes are gone, its files are kept"
+#define BOX_SESSION_LOST "session_lost: the box's session ended; it runs again without its processes and files"
 #define BOX_NAMESPACE "box"             /* its claim's namespace (claims of the box template are no one else's) */
 #define BOXES_GONE_MAX 256u             /* terminated boxes remembered for sandbox_status */
 
@@ -107,6 +110,28 @@ static void box_terminated(Server *s, Box *box, const char *why) {
         boxes_forget_gone(s);
 }
 
+/* Its row in sbx.db (BoxInfo, with its sandbox's id), once it runs. */
+static void box_save(Server *s, Box *box) {
+        Sbx__BoxInfo info = SBX__BOX_INFO__INIT;
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t n;
+        int r;
+
+        if (!box->claim || !box->claim->sandbox)
+                return;
+        box_info(s, box, &info);
+        info.sandbox = box->claim->sandbox->id;
+        n = sbx__box_info__get_packed_size(&info);
+        buf = malloc(n ?: 1);
+        r = buf ? 0 : -ENOMEM;
+        if (buf) {
+                sbx__box_info__pack(&info, buf);
+                r = store_box_put(s->store, box->id, box->uid, box->claim->sandbox->id, buf, n);
+        }
+        if (r < 0)
+                log_warning_errno(r, "Failed to record box %s (it will not outlive sbxd), ignoring: %m", box->id);
+}
+
 /* Its working directory, made when it is claimed (the image has none). */
 static int box_make_workdir(Server *s, Box *box) {
         WorkspaceSession *ws = box_session(s, box);
@@ -129,7 +154,9 @@ static void box_claim_ready(Server *s, Claim *cl, void *data) {
         box->state = BOX_READY;
         box->ready_seconds = cl->ready_seconds;
         box->last_call_usec = now_usec();
+        box->restarts_seen = cl->restarts;
         (void) box_make_workdir(s, box);
+        box_save(s, box);
         log_info("Box %s (claim %s, sandbox '%s') is ready, cold, in %.3f s", box->id, cl->name,
                  cl->sandbox ? cl->sandbox->name : "?", box->ready_seconds);
         box_info(s, box, &info);
@@ -177,8 +204,8 @@ static int box_set_options(Box *box, const Sbx__BoxStart *req, const Config *cfg
         for (; box->n_secrets < req->n_secrets; box->n_secrets++)
                 if (!(box->secrets[box->n_secrets] = strdup(req->secrets[box->n_secrets])))
                         return -ENOMEM;
-        box->idle_timeout_ms = req->has_idle_timeout ? (uint64_t) (req->idle_timeout_min * 60e3)
-                                                     : cfg->box_idle_timeout_ms;
+        box->idle_timeout_ms = req->has_idle_timeout || !cfg ? (uint64_t) (req->idle_timeout_min * 60e3)
+                                                             : cfg->box_idle_timeout_ms;
         return 0;
 }
 
@@ -231,7 +258,9 @@ int box_start(Server *s, Client *c, uint32_t seq, const Sbx__BoxStart *req, Box 
         }
         box->state = BOX_READY;
         box->ready_seconds = cl->ready_seconds;
+        box->restarts_seen = cl->restarts;
         (void) box_make_workdir(s, box);
+        box_save(s, box);
         log_info("Box %s (claim %s, sandbox '%s') for uid %u from a spare", box->id, cl->name, cl->sandbox->name,
                  c->uid);
         *ret = box;
@@ -283,6 +312,68 @@ void box_stop(Server *s, Box *box, const char *why) {
                 claim_delete(s, cl, NULL);
         }
         box_terminated(s, box, why);
+}
+
+static int box_restore(Box *box, const Sbx__BoxInfo *info) {
+        Sbx__BoxStart req = SBX__BOX_START__INIT;
+
+        req.n_services = info->n_services;
+        req.services = info->services;
+        req.external_base_url = info->external_base_url;
+        req.n_secrets = info->n_secrets;
+        req.secrets = info->secrets;
+        req.has_idle_timeout = true;
+        req.idle_timeout_min = info->idle_timeout_min;
+        return box_set_options(box, &req, NULL);
+}
+
+static int load_one(const char *id, int64_t uid, const void *data, size_t len, void *userdata) {
+        Server *s = userdata;
+        Sbx__BoxInfo *info = sbx__box_info__unpack(NULL, len, data);
+        Claim *cl = NULL;
+        Box *box;
+        int r;
+
+        if (info)
+                TAILQ_FOREACH(cl, &s->claims, link)
+                        if (cl->sandbox && strcmp(cl->sandbox->id, info->sandbox) == 0)
+                                break;
+        if (!info || !cl || !box_id_is_valid(id)) {
+                log_warning("Box %s has no usable claim or record, skipping it", id);
+                if (info)
+                        sbx__box_info__free_unpacked(info, NULL);
+                return 0;
+        }
+        box = calloc(1, sizeof(*box));
+        r = box ? box_restore(box, info) : -ENOMEM;
+        if (r >= 0) {
+                strlcpy(box->id, id, sizeof(box->id));
+                snprintf(box->takeover_url, sizeof(box->takeover_url), "sbxctl takeover attach %s", box->id);
+                strlcpy(box->mcp_session, info->mcp_session, sizeof(box->mcp_session));
+                box->uid = (uid_t) uid;
+                box->from_spare = strcmp(info->started_from, "spare") == 0;
+                box->created_unix = info->created_unix;
+                box->last_used_unix = info->last_used_unix;
+                box->ready_seconds = info->ready_seconds;
+                box->last_call_usec = now_usec();
+                box->claim = cl;
+                /* The tick starts its session again (with the files kept): one restart it knows of. */
+                box->restarts_seen = cl->restarts + 1;
+                box->state = BOX_INTERRUPTED;
+                strlcpy(box->interrupted, BOX_SUPERVISOR_LOST, sizeof(box->interrupted));
+                cl->observer = &box_claim_observer;
+                cl->observer_data = box;
+                TAILQ_INSERT_TAIL(&s->boxes, box, link);
+                s->n_boxes++;
+                s->boxes_wanted = true;
+        } else if (box)
+                box_free(box);
+        sbx__box_info__free_unpacked(info, NULL);
+        return r;
+}
+
+int boxes_load(Server *s) {
+        return store_box_foreach(s->store, load_one, s);
 }
 
 void boxes_free(Server *s) {
@@ -442,6 +533,14 @@ void boxes_run_deadlines(Server *s) {
         int r;
 
         TAILQ_FOREACH(box, &s->boxes, link) {
+                if (box->claim && box->state == BOX_READY && box->claim->restarts > box->restarts_seen) {
+                        /* Lost while sbxd ran: the claim made its session again. */
+                        box->restarts_seen = box->claim->restarts;
+                        box->state = BOX_INTERRUPTED;
+                        box->frozen = false;
+                        strlcpy(box->interrupted, BOX_SESSION_LOST, sizeof(box->interrupted));
+                        log_notice("Box %s interrupted: %s", box->id, box->interrupted);
+                }
                 if (now < box_freeze_at(box))
                         continue;
                 if (box_busy(s, box)) {

@@ -140,6 +140,28 @@ h.test('idle freeze: a busy loop stops using CPU; status says frozen without tha
   assert.equal((await status(b.id)).status, 'terminated');
 });
 
+h.test('an sbxd restart interrupts a box (supervisor_lost): said once, then it runs with its files, without its processes', async () => {
+  const b = await start({ idleTimeoutMin: 0, services: [{ name: 'api', port: 3000 }] });
+  await exec(b.id, 'echo kept > /work/f; mkdir -p /work/d');
+  await exec(b.id, 'sleep 1000', { background: true });
+  await h.restartSbxd();
+  const st = await status(b.id);
+  assert.equal(st.status, 'interrupted');
+  assert.match(st.interruptedReason, /^supervisor_lost: /);
+  assert.deepEqual(st.services, [{ name: 'api', port: 3000 }]);
+  const once = await h.mcp.call('sandbox_exec', { id: b.id, cmd: 'true' });
+  assert.equal(once.isError, true);
+  assert.match(once.content[0].text, /was interrupted: supervisor_lost/);
+  let r;
+  await waitFor(async () => {
+    r = await h.mcp.call('sandbox_exec', { id: b.id, cmd: 'cat f; pgrep -c sleep || true', cwd: 'd/..' });
+    return !r.isError;
+  }, { timeout: 30000, what: 'the box to run again' });
+  assert.equal(r.structuredContent.stdout, 'kept\n0\n');
+  assert.equal((await status(b.id)).status, 'ready');
+  await stop(b.id);
+});
+
 h.test('another MCP session does not find the box; a bad id is refused', async () => {
   const b = await start();
   const other = await h.connect();
