@@ -16,6 +16,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-jobs.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-runtime.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-tokens.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-boxes.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/egress.c
@@ -38,6 +39,8 @@ SUPERVISOR_CORE_SRCS += supervisor/core/imagebuild.c
 SUPERVISOR_CORE_SRCS += supervisor/core/runtime.c
 SUPERVISOR_CORE_SRCS += supervisor/core/artifacts.c
 SUPERVISOR_CORE_SRCS += supervisor/core/token.c
+SUPERVISOR_CORE_SRCS += supervisor/core/box-config.c
+SUPERVISOR_CORE_SRCS += supervisor/core/box.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c
@@ -67,6 +70,7 @@ SBXCTL_SRCS += supervisor/sbxctl.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-util.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-verbs.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-claims.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-boxes.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-jobs.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-tokens.c
 # a build tool: the bash completion, written from sbxctl's tables
