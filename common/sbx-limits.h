@@ -357,3 +357,4 @@
 #define SBX_BOX_FILE_CMD_S 300u                 /* the tar (or picture) command in the box at most */
 #define SBX_BOX_SHOT_WIDTH 1280u                /* sandbox_shot target url: Chromium's window */
 #define SBX_BOX_SHOT_HEIGHT 800u
+#define SBX_BOX_SHOT_IMAGE_MAX (6u << 20)       /* sandbox_shot: a PNG this large is also image content */

@@ -96,6 +96,7 @@ struct Server {
         TAILQ_HEAD(, Token) tokens;     /* sbx-gateway's bearer tokens (core/token.h) */
         unsigned n_tokens;
         unsigned n_gateway_clients;     /* connections of the gateway user (SBX_GATEWAY_CLIENTS_MAX) */
+        unsigned long long box_files_sweep_usec; /* expired placed files are looked for next then (core/boxfiles.h) */
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */
@@ -103,7 +104,8 @@ void server_init(Server *s);
 /* sandboxes/, transcripts/ and a fresh staging/ below the open state directory. */
 int server_open_state_dirs(Server *s);
 /* STATE becomes 0711 so that a job's owner reaches STATE/jobs/ID/out (core/
- * job.h); every other entry in it (the database, sandboxes, transcripts,
+ * job.h) and the caller of a box tool its STATE/box-files/UID (core/
+ * boxfiles.h); every other entry in it (the database, sandboxes, transcripts,
  * images...) loses its group and other bits, so nothing else is reachable.
  * After everything sbxd makes there at start-up. */
 int server_seal_state_dir(Server *s);

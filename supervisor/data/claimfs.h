@@ -58,3 +58,5 @@ int claimfs_list(int root, uid_t uid, const char *rel, size_t max, ClaimFsListin
 void claimfs_listing_done(ClaimFsListing *l);
 /* 1 and the type if rel exists, 0 if it (or a directory on the way) does not. */
 int claimfs_stat(int root, uid_t uid, const char *rel, const char **ret_type);
+/* Remove the file (not a directory) rel. */
+int claimfs_remove(int root, uid_t uid, const char *rel);
