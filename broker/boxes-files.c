@@ -60,6 +60,13 @@ const char box_shot_output[] = S_OBJ(
         "\"recording\": {\"type\": \"boolean\", \"description\": \"record start: a recording runs.\"}",
         "\"kind\"");
 
+const char box_annotations_sync[] =
+        "{\"readOnlyHint\": false, \"destructiveHint\": true, \"idempotentHint\": true, \"openWorldHint\": false}";
+const char box_annotations_get[] =
+        "{\"readOnlyHint\": true, \"destructiveHint\": false, \"idempotentHint\": false, \"openWorldHint\": false}";
+const char box_annotations_shot[] =
+        "{\"readOnlyHint\": false, \"destructiveHint\": false, \"idempotentHint\": false, \"openWorldHint\": true}";
+
 static const char *arg_or(const json_t *args, const char *key, const char *dflt) {
         const char *v = tool_arg_str(args, key);
         return v[0] ? v : dflt;

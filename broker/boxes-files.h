@@ -11,6 +11,9 @@ extern const char box_get_input[];
 extern const char box_get_output[];
 extern const char box_shot_input[];
 extern const char box_shot_output[];
+extern const char box_annotations_sync[];
+extern const char box_annotations_get[];
+extern const char box_annotations_shot[];
 
 int box_prepare_sync(json_t *args, ToolRequest *req, char **ret_error);
 int box_render_sync(const Sbx__Reply *reply, const json_t *args, json_t **ret);

@@ -116,6 +116,13 @@ const RequestType request_types[] = {
              CHECKS(MSG_CHECK_LENGTH("id_or_name", 1, SBX_TOKEN_NAME_MAX, -EINVAL))),
         ANYONE(TOKEN_CHECK, token_check, handle_token_check,
                CHECKS(MSG_CHECK_LENGTH("token", 1, TOKEN_SECRET_SIZE, -EACCES))),
+        /* The boxes set's files and pictures (control-boxfiles.c); sandbox_sync's tar in a sealed memfd. */
+        { SBX__MSG_TYPE__MSG_CLIENT_BOX_SYNC, &sbx__box_sync__descriptor, PERM_ANYONE, NULL, NULL, 1,
+          CHECKS(NAME("box"), PATH("dest")), handle_box_sync },
+        ANYONE(BOX_GET, box_get, handle_box_get, CHECKS(NAME("box"), MSG_CHECK_LENGTH("path", 1, SBX_PATH_MAX, -EINVAL))),
+        ANYONE(BOX_SHOT, box_shot, handle_box_shot,
+               CHECKS(NAME("box"), MSG_CHECK_LENGTH("target", 0, 16, -EINVAL), MSG_CHECK_LENGTH("url", 0, SBX_PATH_MAX, -EINVAL),
+                      MSG_CHECK_LENGTH("record", 0, 16, -EINVAL))),
         OWNER(EXEC, exec, "sandbox", 0, handle_exec,
               CHECKS(NAME("sandbox"), NAME("workspace_session"), MSG_CHECK_LENGTH("cmd", 1, SBX_CMD_MAX, -EINVAL),
                      MSG_CHECK_RANGE("timeout_ms", "has_timeout", 1, SBX_TIMEOUT_MAX_MS))),

@@ -12,6 +12,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-commands.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-sessions.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-files.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-claims.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-boxfiles.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-jobs.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-runtime.c

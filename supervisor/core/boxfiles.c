@@ -200,7 +200,7 @@ static const CommandObserver box_run_observer = {
         .ended = run_ended,
 };
 
-int box_run(Server *s, WorkspaceSession *ws, const char *cmd, BoxRunDone done, void *userdata) {
+int box_run(Server *s, Box *box, const char *cmd, BoxRunDone done, void *userdata, char *err, size_t errsize) {
         BoxRun *run = calloc(1, sizeof(*run));
         Command *c;
         int r;
@@ -208,7 +208,7 @@ int box_run(Server *s, WorkspaceSession *ws, const char *cmd, BoxRunDone done, v
         if (!run)
                 return -ENOMEM;
         *run = (BoxRun) { .server = s, .done = done, .userdata = userdata };
-        r = command_start(s, ws, cmd, SBX_BOX_FILE_CMD_S * 1000ull, false, &c);
+        r = box_command_start(s, box, cmd, "", SBX_BOX_FILE_CMD_S * 1000ull, &c, err, errsize);
         if (r < 0) {
                 free(run);
                 return r;

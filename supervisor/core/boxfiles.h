@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/box.h"
 #include "core/server.h"
 #include "data/store.h"
 
@@ -34,7 +35,7 @@ void box_files_run_deadlines(Server *s);
  * (rec: its record; tail: the last bytes of its output, NUL-terminated) or
  * could not start (rec NULL), with the session ws if it still runs. */
 typedef void (*BoxRunDone)(Server *s, WorkspaceSession *ws, const StoreCommand *rec, const char *tail, void *userdata);
-int box_run(Server *s, WorkspaceSession *ws, const char *cmd, BoxRunDone done, void *userdata);
+int box_run(Server *s, Box *box, const char *cmd, BoxRunDone done, void *userdata, char *err, size_t errsize);
 
 /* s as one shell word ('...'), into buf; -ENAMETOOLONG if it does not fit. */
 int box_shell_quote(const char *s, char *buf, size_t size);
