@@ -41,7 +41,8 @@ typedef struct BoxOp {
         uid_t caller_uid;
         gid_t caller_gid;
         uid_t box_uid;                  /* the box's root's host uid */
-        uint64_t bytes;                 /* sandbox_sync: of the tar */
+        uint64_t bytes;                 /* sandbox_sync: of the tar, and what sandbox-mcp counted */
+        uint32_t entries, excluded, special;
         char tmp[SBX_PATH_MAX + 1];     /* relative to the box's root: what the command leaves, or "" */
         char box_path[SBX_PATH_MAX + 2]; /* what the caller named, as "/work/..." */
         char name[NAME_MAX + 1];        /* the placed file's name */
@@ -107,7 +108,7 @@ static int op_new(Request *rq, BoxOpKind kind, uid_t box_uid, BoxOp **ret) {
         return 0;
 }
 
-static void reply_placed(Server *s, Pending *p, const BoxPlaced *placed, const char *kind, const char *box_path,
+static void reply_placed(Server *s, const BoxOp *op, Pending *p, const BoxPlaced *placed, const char *kind,
                          bool recording) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__BoxFileReply o = SBX__BOX_FILE_REPLY__INIT;
@@ -119,8 +120,14 @@ static void reply_placed(Server *s, Pending *p, const BoxPlaced *placed, const c
         o.bytes = placed ? placed->bytes : 0;
         o.expires_unix = placed ? placed->expires_unix : 0;
         o.kind = (char *) kind;
-        o.box_path = (char *) box_path;
+        o.box_path = (char *) op->box_path;
         o.recording = recording;
+        if (op->kind == BOX_OP_SYNC) {
+                o.bytes = op->bytes;
+                o.entries = op->entries;
+                o.excluded = op->excluded;
+                o.special = op->special;
+        }
         msg_reply_set(&reply, SBX__REPLY__BODY_BOX_FILE, &o);
         pending_answer(s, p, &reply);
 }
@@ -173,8 +180,7 @@ static void op_done(Server *s, WorkspaceSession *ws, const StoreCommand *rec, co
         else if (r < 0)
                 pending_answer_error(s, &op->pending, r, "%s", err);
         else
-                reply_placed(s, &op->pending, keeps ? &placed : NULL, op_kind(op), op->box_path,
-                             op->kind == BOX_OP_RECORD_START);
+                reply_placed(s, op, &op->pending, keeps ? &placed : NULL, op_kind(op), op->kind == BOX_OP_RECORD_START);
 }
 
 /* Run cmd in the box for op (taken); answered by op_done. */
@@ -251,6 +257,9 @@ int handle_box_sync(Request *rq) {
         if (!dest || !tar)
                 return -ENOMEM;
         op->bytes = req->tar_size;
+        op->entries = req->entries;
+        op->excluded = req->excluded;
+        op->special = req->special;
         r = claimfs_put(ws->root_fd, uid, op->tmp, rq->fd, req->tar_size, 0, err, sizeof(err));
         if (r < 0)
                 return request_error(rq, r, "cannot copy the tar into the box: %s", err);
@@ -270,7 +279,7 @@ static int get_file(Request *rq, WorkspaceSession *ws, BoxOp *op, const char *re
         if (r < 0)
                 return request_error(rq, r, "%s", err);
         pending_start(&op->pending, rq->client, rq->seq, op_abandon);
-        reply_placed(rq->server, &op->pending, &placed, "file", op->box_path, false);
+        reply_placed(rq->server, op, &op->pending, &placed, "file", false);
         return REPLY_DEFERRED;
 }
 
