@@ -67,6 +67,22 @@ const char box_annotations_get[] =
 const char box_annotations_shot[] =
         "{\"readOnlyHint\": false, \"destructiveHint\": false, \"idempotentHint\": false, \"openWorldHint\": true}";
 
+const char box_wire_input[] = S_IN(
+        S_ID ", " S_STR("service", "A service named in sandbox_start's services.") ", "
+        "\"mode\": {\"type\": \"string\", \"enum\": [\"box\", \"external\"], \"description\": "
+        "\"box: the name resolves inside the box to the box itself (127.0.0.1, on the service's port); external: to "
+        "externalBaseUrl.\"}",
+        "\"id\", \"service\", \"mode\"");
+const char box_wire_output[] = S_OBJ(
+        "\"wiring\": {\"type\": \"array\", \"description\": \"Every service of the box.\", \"items\": "
+        "{\"type\": \"object\", \"properties\": {" S_STR("service", "Its name.") ", " S_INT("port", "Its port.") ", "
+        "\"mode\": {\"type\": [\"string\", \"null\"], \"enum\": [\"box\", \"external\", null]}, "
+        "\"target\": {\"type\": [\"string\", \"null\"], \"description\": \"host:port the name reaches; null: not wired.\"}}, "
+        "\"required\": [\"service\", \"port\", \"mode\", \"target\"]}}",
+        "\"wiring\"");
+const char box_annotations_wire[] =
+        "{\"readOnlyHint\": false, \"destructiveHint\": false, \"idempotentHint\": true, \"openWorldHint\": false}";
+
 static const char *arg_or(const json_t *args, const char *key, const char *dflt) {
         const char *v = tool_arg_str(args, key);
         return v[0] ? v : dflt;
@@ -201,4 +217,40 @@ int box_shot_content(const json_t *sc, json_t *content) {
                 return -ENOMEM;
         return json_array_append_new(content, json_pack("{s:s, s:s%, s:s}", "type", "image", "data", b64, n,
                                                         "mimeType", "image/png")) < 0 ? -ENOMEM : 0;
+}
+
+int box_prepare_wire(json_t *args, ToolRequest *req, char **ret_error) {
+        Sbx__BoxWire *m = tool_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_BOX_WIRE, &sbx__box_wire__descriptor);
+        const char *id, *service;
+        int r = tool_arg_id(args, "id", &id, ret_error);
+
+        if (r >= 0)
+                r = tool_arg_id(args, "service", &service, ret_error);
+        if (r < 0)
+                return r;
+        m->box = (char *) id;
+        m->service = (char *) service;
+        m->mode = (char *) tool_arg_str(args, "mode");
+        return 0;
+}
+
+int box_render_wire(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        const Sbx__BoxWireReply *o = reply->body_case == SBX__REPLY__BODY_BOX_WIRE ? reply->box_wire : NULL;
+        _cleanup_json_ json_t *rows = json_array();
+
+        if (!o)
+                return -EBADMSG;
+        if (!rows)
+                return -ENOMEM;
+        for (size_t i = 0; i < o->n_wiring; i++) {
+                const Sbx__BoxWiring *w = o->wiring[i];
+
+                if (json_array_append_new(rows, json_pack("{s:s, s:I, s:o, s:o}", "service", w->service, "port",
+                                                          (json_int_t) w->port, "mode",
+                                                          w->mode[0] ? json_string(w->mode) : json_null(), "target",
+                                                          w->target[0] ? json_string(w->target) : json_null())) < 0)
+                        return -ENOMEM;
+        }
+        *ret = json_pack("{s:O}", "wiring", rows);
+        return *ret ? 0 : -ENOMEM;
 }

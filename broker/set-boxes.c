@@ -339,6 +339,20 @@ static const ToolDef boxes_tools[] = {
                 .render = box_render_placed,
         },
         {
+                .name = "sandbox_wire",
+                .title = "Wire a service name inside a box",
+                .description =
+                        "Make service (one of sandbox_start's services) resolve inside the box: mode box to the box "
+                        "itself (127.0.0.1, the box's /etc/hosts), so clients in it reach the service on its "
+                        "declared port. Returns the whole wiring table. mode external (externalBaseUrl) is refused "
+                        "here for now (docs/boxes.md)." BOX_NOTE,
+                .input_schema = box_wire_input,
+                .output_schema = box_wire_output,
+                .annotations = box_annotations_wire,
+                .prepare = box_prepare_wire,
+                .render = box_render_wire,
+        },
+        {
                 .name = "sandbox_shot",
                 .title = "Screenshot or record a box",
                 .description =

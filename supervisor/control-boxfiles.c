@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "core/session.h"
 #include "data/claimfs.h"
 #include "fd-util.h"
+#include "memfd-util.h"
 #include "sbx-limits.h"
 
 #define BOX_WORK "work"
@@ -394,4 +396,119 @@ int handle_box_shot(Request *rq) {
         return run_formatted(rq, box, TAKE_PTR(op), SHOT_DISPLAY_CHECK
                              "mkdir -p /work/.sbx && ffmpeg -nostdin -loglevel error -y -f x11grab -i :99 "
                              "-frames:v 1 %s", tmp);
+}
+
+/* ---- sandbox_wire ------------------------------------------------------------------- */
+
+/* A wired name is a line of the box's /etc/hosts ending in this and its mode. */
+#define WIRE_TAG "# sbx-wire "
+#define HOSTS_MAX (256u * 1024u)
+
+/* "\t<service>\t# sbx-wire ": the end of service's wired line, into buf. */
+static const char *wire_needle(const char *service, char *buf, size_t size) {
+        snprintf(buf, size, "\t%s\t" WIRE_TAG, service);
+        return buf;
+}
+
+/* The mode service has in the box's /etc/hosts, "" if it is not wired. */
+static const char *wired_mode(const char *hosts, const char *service) {
+        char buf[SBX_NAME_MAX + 32];
+        const char *needle = wire_needle(service, buf, sizeof(buf)), *at = strstr(hosts, needle);
+
+        if (!at)
+                return "";
+        return strncmp(at + strlen(needle), "box", 3) == 0 ? "box" : "external";
+}
+
+/* hosts without service's wired line, and with one for 127.0.0.1 (box mode). */
+static char *hosts_wired(const char *hosts, const char *service) {
+        _cleanup_free_ char *out = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&out, &len);
+
+        if (!f)
+                return NULL;
+        for (const char *line = hosts; *line;) {
+                size_t n = strcspn(line, "\n");
+                char buf[SBX_NAME_MAX + 32];
+                const char *needle = wire_needle(service, buf, sizeof(buf));
+
+                if (!memmem(line, n, needle, strlen(needle)))
+                        fprintf(f, "%.*s\n", (int) n, line);
+                line += n + (line[n] == '\n');
+        }
+        fprintf(f, "127.0.0.1\t%s\t" WIRE_TAG "box\n", service);
+        if (fclose(f) != 0)
+                return NULL;
+        return TAKE_PTR(out);
+}
+
+static int wire_reply(Request *rq, const Box *box, const char *hosts) {
+        Sbx__BoxWireReply *o = REQUEST_NEW(rq, Sbx__BoxWireReply, SBX__BOX_WIRE_REPLY__INIT);
+        Sbx__BoxWiring *rows = request_alloc(rq, (box->n_services ?: 1) * sizeof(*rows));
+        Sbx__BoxWiring **ptrs = request_alloc(rq, (box->n_services ?: 1) * sizeof(*ptrs));
+
+        if (!o || !rows || !ptrs)
+                return -ENOMEM;
+        for (size_t i = 0; i < box->n_services; i++) {
+                const Sbx__BoxService *sv = box->services[i];
+                char *target = request_alloc(rq, 32);
+
+                if (!target)
+                        return -ENOMEM;
+                sbx__box_wiring__init(&rows[i]);
+                rows[i].service = sv->name;
+                rows[i].port = sv->port;
+                rows[i].mode = (char *) wired_mode(hosts, sv->name);
+                snprintf(target, 32, "127.0.0.1:%u", (unsigned) sv->port);
+                rows[i].target = rows[i].mode[0] ? target : (char *) "";
+                ptrs[i] = &rows[i];
+        }
+        o->n_wiring = box->n_services;
+        o->wiring = ptrs;
+        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_BOX_WIRE, o);
+}
+
+int handle_box_wire(Request *rq) {
+        const Sbx__BoxWire *req = rq->msg->box_wire;
+        _cleanup_free_ char *hosts = NULL, *wired = NULL;
+        _cleanup_close_ int fd = -EBADF, mem = -EBADF;
+        char err[400] = "";
+        const Sbx__BoxService *sv = NULL;
+        WorkspaceSession *ws;
+        size_t len = 0;
+        Box *box;
+        uid_t uid;
+        int r;
+
+        r = box_target(rq, req->box, &box, &ws, &uid);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < box->n_services && !sv; i++)
+                if (strcmp(box->services[i]->name, req->service) == 0)
+                        sv = box->services[i];
+        if (!sv)
+                return request_error(rq, -ENOENT, "invalid arguments: service: '%.80s' is not one of the box's "
+                                     "services (sandbox_start's services[])", req->service);
+        if (strcmp(req->mode, "box") != 0 && strcmp(req->mode, "external") != 0)
+                return request_error(rq, -EINVAL, "invalid arguments: mode: box or external");
+        if (strcmp(req->mode, "external") == 0)
+                return request_error(rq, -EOPNOTSUPP, "mode external is not available here yet: a box reaches "
+                                     "outside hosts only through its egress proxy, which cannot alias a "
+                                     "service name to externalBaseUrl's host (docs/boxes.md)");
+        fd = openat2_fd(ws->root_fd, "etc/hosts", O_RDONLY | O_NOFOLLOW, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        r = fd < 0 ? fd : read_fd_bounded(fd, HOSTS_MAX, &hosts, &len);
+        if (r < 0)
+                return request_error(rq, r, "cannot read the box's /etc/hosts: %s", strerror(-r));
+        wired = hosts_wired(hosts, sv->name);
+        if (!wired)
+                return -ENOMEM;
+        r = sealed_memfd_new("sbx-hosts", wired, strlen(wired), &mem);
+        if (r < 0)
+                return r;
+        /* As root: the default image's /etc is the host root's (the box's root may not write it). */
+        r = claimfs_put(ws->root_fd, 0, "etc/hosts", mem, strlen(wired), 0, err, sizeof(err));
+        if (r < 0)
+                return request_error(rq, r, "cannot write the box's /etc/hosts: %s", err);
+        return wire_reply(rq, box, wired);
 }

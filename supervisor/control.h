@@ -172,3 +172,4 @@ int box_runnable(Request *rq, Box *box);
 int handle_box_sync(Request *rq);
 int handle_box_get(Request *rq);
 int handle_box_shot(Request *rq);
+int handle_box_wire(Request *rq);

@@ -43,9 +43,9 @@ fs.symlinkSync('../../' + path.basename(OUTSIDE), path.join(LOCAL, 'src', 'evil-
 
 const exec = (mcp, id, cmd, extra = {}) => mcp.sc('sandbox_exec', { id, cmd, ...extra });
 
-h.test('tools/list: sandbox_sync, sandbox_get, sandbox_shot after the core tools', async () => {
+h.test('tools/list: sandbox_sync, sandbox_get, sandbox_wire, sandbox_shot after the core tools', async () => {
   const by = Object.fromEntries(h.mcp.tools.map((t) => [t.name, t]));
-  for (const n of ['sandbox_sync', 'sandbox_get', 'sandbox_shot']) assert.ok(by[n]?.outputSchema, n);
+  for (const n of ['sandbox_sync', 'sandbox_get', 'sandbox_wire', 'sandbox_shot']) assert.ok(by[n]?.outputSchema, n);
   assert.deepEqual(by.sandbox_sync.inputSchema.required, ['id', 'localPath']);
   assert.deepEqual(by.sandbox_get.inputSchema.required, ['id', 'path']);
   assert.deepEqual(by.sandbox_shot.inputSchema.properties.target.enum, ['screen', 'url']);
@@ -132,6 +132,30 @@ h.test('sandbox_get: a file and a directory (tar.gz), placed for the caller only
   assert.doesNotMatch(names, /\.sbx-[0-9a-f]+\.tar\.gz/);
   assert.match(await h.mcp.err('sandbox_get', { id: b.id, path: 'out/none' }), /no such file or directory/);
   assert.match(await h.mcp.err('sandbox_get', { id: b.id, path: '../etc/passwd' }), /climbs out of \/work/);
+  await h.mcp.sc('sandbox_stop', { id: b.id });
+});
+
+h.test('sandbox_wire box: the service name resolves to the box itself, to a local HTTP service on its port', async () => {
+  const b = await h.mcp.sc('sandbox_start', { idleTimeoutMin: 0, services: [{ name: 'api', port: 8081 }, { name: 'web', port: 8082 }],
+    externalBaseUrl: 'http://127.0.0.2:9/' });
+  await exec(h.mcp, b.id, 'mkdir -p srv && echo api-in-box > srv/index.html && cd srv && ' +
+    'exec python3 -m http.server 8081 --bind 127.0.0.1', { background: true });
+  const w = await h.mcp.sc('sandbox_wire', { id: b.id, service: 'api', mode: 'box' });
+  assert.deepEqual(w.wiring, [
+    { service: 'api', port: 8081, mode: 'box', target: '127.0.0.1:8081' },
+    { service: 'web', port: 8082, mode: null, target: null },
+  ]);
+  const fetch = 'python3 -c "import socket,urllib.request as u; print(socket.gethostbyname(\'api\')); ' +
+    'print(u.urlopen(\'http://api:8081/index.html\', timeout=5).read().decode().strip())"';
+  await waitFor(async () => (await exec(h.mcp, b.id, fetch)).exitCode === 0, { timeout: 20000, what: 'http://api:8081 in the box' });
+  assert.equal((await exec(h.mcp, b.id, fetch)).stdout, '127.0.0.1\napi-in-box\n');
+  // Wiring again keeps one line; the other service joins the table.
+  await h.mcp.sc('sandbox_wire', { id: b.id, service: 'api', mode: 'box' });
+  const both = await h.mcp.sc('sandbox_wire', { id: b.id, service: 'web', mode: 'box' });
+  assert.deepEqual(both.wiring.map((r) => r.mode), ['box', 'box']);
+  assert.equal((await exec(h.mcp, b.id, 'grep -c "sbx-wire" /etc/hosts')).stdout, '2\n');
+  assert.match(await h.mcp.err('sandbox_wire', { id: b.id, service: 'nope', mode: 'box' }), /not one of the box's services/);
+  assert.match(await h.mcp.err('sandbox_wire', { id: b.id, service: 'api', mode: 'external' }), /mode external is not available/);
   await h.mcp.sc('sandbox_stop', { id: b.id });
 });
 
