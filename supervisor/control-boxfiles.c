@@ -341,7 +341,7 @@ static int shot_record(Request *rq, Box *box, BoxOp *op, bool start) {
                         "then echo 'a recording already runs: stop it first (record stop)' >&2; exit 1; fi; "
                         "rm -f " REC ".mp4; setsid -f sh -c 'echo $$ >" REC ".pid; exec ffmpeg -nostdin -loglevel "
                         "error -y -f x11grab -framerate 15 -i :99 -c:v libx264 -preset ultrafast -pix_fmt yuv420p "
-                        "-vf pad=ceil(iw/2)*2:ceil(ih/2)*2 " REC ".mp4 </dev/null >" REC ".log 2>&1'; sleep 1; "
+                        "-vf \"pad=ceil(iw/2)*2:ceil(ih/2)*2\" " REC ".mp4 </dev/null >" REC ".log 2>&1'; sleep 1; "
                         "[ -s " REC ".pid ] && kill -0 \"$(cat " REC ".pid)\" 2>/dev/null || "
                         "{ cat " REC ".log >&2; exit 1; }");
         return run_formatted(rq, box, op,
