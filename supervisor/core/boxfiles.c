@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "core/boxfiles.h"
 #include "core/session.h"
 #include "fd-util.h"
@@ -170,18 +171,8 @@ typedef struct BoxRun {
 
 static void run_output(void *userdata, TranscriptStream stream, const void *data, size_t len) {
         BoxRun *run = userdata;
-        size_t room = TAIL_MAX - 1;
 
-        if (len >= room) {
-                memcpy(run->tail, (const char *) data + len - room, room);
-                run->n = room;
-        } else {
-                size_t keep = MIN(run->n, room - len);
-
-                memmove(run->tail, run->tail + run->n - keep, keep);
-                memcpy(run->tail + keep, data, len);
-                run->n = keep + len;
-        }
+        tail_keep(run->tail, &run->n, TAIL_MAX - 1, data, len);
         run->tail[run->n] = '\0';
 }
 
