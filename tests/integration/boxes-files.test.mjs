@@ -14,9 +14,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { after } from 'node:test';
-import { useSbx, sbxctl, waitFor, TMP_PREFIX, ROOT } from './helpers.mjs';
+import { useSbx, sbxctl, waitFor, run, TMP_PREFIX, ROOT } from './helpers.mjs';
 
-const h = useSbx({ sandboxes: [], sets: 'boxes', config: '[sbxd]\nbox_image = default\nbox_spares = 0\n' });
+const h = useSbx({ sandboxes: [], sets: 'boxes', world: true, config: '[sbxd]\nbox_image = default\nbox_spares = 0\n' });
 
 const LOCAL = fs.mkdtempSync(TMP_PREFIX + 'boxsync-');
 const OUTSIDE = fs.mkdtempSync(TMP_PREFIX + 'boxsync-outside-');
@@ -133,6 +133,25 @@ h.test('sandbox_get: a file and a directory (tar.gz), placed for the caller only
   assert.match(await h.mcp.err('sandbox_get', { id: b.id, path: 'out/none' }), /no such file or directory/);
   assert.match(await h.mcp.err('sandbox_get', { id: b.id, path: '../etc/passwd' }), /climbs out of \/work/);
   await h.mcp.sc('sandbox_stop', { id: b.id });
+});
+
+h.test('sandbox_get as an unprivileged caller: its own 0700 directory, unreadable by another user', async () => {
+  const a = await h.connect({ uid: 65534 });
+  try {
+    const b = await a.sc('sandbox_start', { idleTimeoutMin: 0 });
+    await exec(a, b.id, 'echo mine > note.txt');
+    const f = await a.sc('sandbox_get', { id: b.id, path: 'note.txt' });
+    assert.match(f.path, /\/box-files\/65534\/[0-9a-f]{12}-note\.txt$/);
+    const d = fs.statSync(path.dirname(f.path));
+    assert.equal(d.uid, 65534);
+    assert.equal(d.mode & 0o777, 0o700);
+    const as = (uid) => run('/usr/bin/setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', 'cat', f.path]);
+    assert.equal((await as(65534)).stdout, 'mine\n');
+    assert.notEqual((await as(65533)).code, 0);
+    await a.sc('sandbox_stop', { id: b.id });
+  } finally {
+    await a.close();
+  }
 });
 
 h.test('sandbox_wire box: the service name resolves to the box itself, to a local HTTP service on its port', async () => {
