@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fd-util.h"
+#include "array.h"
 #include "jsonrpc.h"
 #include "jsonwrite.h"
 #include "macro.h"
@@ -467,15 +468,7 @@ int line_reader_feed(LineReader *lr, const char *data, size_t n, line_handler_t 
 
                 if (lr->discarding) {
                         /* Keep the last bytes: they name the request. */
-                        if (seg >= LINE_TAIL_MAX) {
-                                memcpy(lr->tail, data + seg - LINE_TAIL_MAX, LINE_TAIL_MAX);
-                                lr->tail_len = LINE_TAIL_MAX;
-                        } else {
-                                size_t keep = MIN(lr->tail_len, LINE_TAIL_MAX - seg);
-                                memmove(lr->tail, lr->tail + lr->tail_len - keep, keep);
-                                memcpy(lr->tail + keep, data, seg);
-                                lr->tail_len = keep + seg;
-                        }
+                        tail_keep(lr->tail, &lr->tail_len, LINE_TAIL_MAX, data, seg);
                         if (nl) {
                                 lr->discarding = false;
                                 r = handler(lr->tail, lr->tail_len, true, userdata);

@@ -10,6 +10,8 @@ BROKER_LIB_SRCS += broker/tool-args.c
 BROKER_LIB_SRCS += broker/tool-render.c
 BROKER_LIB_SRCS += broker/tool-schemas.c
 BROKER_LIB_SRCS += broker/digest.c
+BROKER_LIB_SRCS += broker/boxsync.c
+BROKER_LIB_SRCS += broker/boxes-files.c
 # one line per tool set (broker/tools.h: TOOL_SETS)
 BROKER_LIB_SRCS += broker/set-runtime.c
 BROKER_LIB_SRCS += broker/set-sessions.c

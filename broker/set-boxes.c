@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "boxes-files.h"
 #include "sbx-limits.h"
 #include "tool-set.h"
 
@@ -308,6 +309,64 @@ static const ToolDef boxes_tools[] = {
                 .annotations = annotations_stop,
                 .prepare = prepare_stop,
                 .render = render_stop,
+        },
+        /* Part D: files and pictures (broker/boxes-files.c) */
+        {
+                .name = "sandbox_sync",
+                .title = "Copy a local directory into a box",
+                .description =
+                        "Tar localPath (a directory or a file on your side, relative to the agent's working "
+                        "directory) and unpack it in the box at /work/<dest>. node_modules, .git, dist, build and "
+                        "similar are left out; symlinks are copied as symlinks and never followed, so nothing "
+                        "outside localPath is read. Use it for uncommitted work; use git clone in sandbox_exec "
+                        "for committed work. At most 256 MiB of tar." BOX_NOTE,
+                .input_schema = box_sync_input,
+                .output_schema = box_sync_output,
+                .annotations = box_annotations_sync,
+                .prepare = box_prepare_sync,
+                .render = box_render_sync,
+        },
+        {
+                .name = "sandbox_get",
+                .title = "Fetch a file or directory from a box",
+                .description =
+                        "A file under /work, or a directory as a tar.gz, copied to this host where only you can "
+                        "read it; returns its file:// URL and path, valid one hour (then it is removed)." BOX_NOTE,
+                .input_schema = box_get_input,
+                .output_schema = box_get_output,
+                .annotations = box_annotations_get,
+                .prepare = box_prepare_get,
+                .render = box_render_placed,
+        },
+        {
+                .name = "sandbox_wire",
+                .title = "Wire a service name inside a box",
+                .description =
+                        "Make service (one of sandbox_start's services) resolve inside the box: mode box to the box "
+                        "itself (127.0.0.1, the box's /etc/hosts), so clients in it reach the service on its "
+                        "declared port. Returns the whole wiring table. mode external (externalBaseUrl) is refused "
+                        "here for now (docs/boxes.md)." BOX_NOTE,
+                .input_schema = box_wire_input,
+                .output_schema = box_wire_output,
+                .annotations = box_annotations_wire,
+                .prepare = box_prepare_wire,
+                .render = box_render_wire,
+        },
+        {
+                .name = "sandbox_shot",
+                .title = "Screenshot or record a box",
+                .description =
+                        "Without record: a PNG of the box's display :99 (target screen, the default), or of url "
+                        "opened in a fresh headless Chromium in the box (target url), returned as image content "
+                        "and as a file (file:// URL, valid one hour). record start begins an mp4 recording of "
+                        "the display (ffmpeg); record stop ends it and returns the mp4. Needs an image with Xvfb, "
+                        "ffmpeg and chromium (the browser image)." BOX_NOTE,
+                .input_schema = box_shot_input,
+                .output_schema = box_shot_output,
+                .annotations = box_annotations_shot,
+                .prepare = box_prepare_shot,
+                .render = box_render_placed,
+                .content = box_shot_content,
         },
 };
 

@@ -30,6 +30,10 @@ typedef void (*tool_text_t)(FILE *f, const Sbx__Reply *reply, const json_t *args
  * (download_file); -EILSEQ: the content is not UTF-8 text. */
 typedef int (*tool_render_fd_t)(const Sbx__Reply *reply, const json_t *args, int fd, json_t **ret);
 
+/* Blocks appended to the result's content after its text (every --content
+ * mode): sandbox_shot's image. sc is the validated structuredContent. */
+typedef int (*tool_content_t)(const json_t *sc, json_t *content);
+
 /* One tool: a row of its set's table, in tools/list order. */
 struct ToolDef {
         const char *name;
@@ -43,6 +47,7 @@ struct ToolDef {
         tool_text_t text;
         tool_render_fd_t render_fd;     /* instead of render, for a reply with a descriptor */
         size_t result_max;              /* bytes of its result line at most; 0: JSONRPC_OUT_MAX */
+        tool_content_t content;         /* more content blocks, or NULL */
 };
 
 typedef struct ToolSetDef {

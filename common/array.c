@@ -66,3 +66,17 @@ void listing_free(void *l) {
         listing_done(l);
         free(l);
 }
+
+void tail_keep(char *buf, size_t *len, size_t max, const void *data, size_t n) {
+        size_t keep;
+
+        if (n >= max) {
+                memcpy(buf, (const char *) data + n - max, max);
+                *len = max;
+                return;
+        }
+        keep = MIN(*len, max - n);
+        memmove(buf, buf + *len - keep, keep);
+        memcpy(buf + keep, data, n);
+        *len = keep + n;
+}

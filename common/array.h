@@ -11,6 +11,10 @@
 int array_reserve(void **array, size_t *cap, size_t need, size_t size);
 #define ARRAY_RESERVE(array, cap, need) array_reserve((void **) &(array), &(cap), (need), sizeof(*(array)))
 
+/* The last bytes of a stream: buf (room for max, holding *len) keeps the
+ * last max bytes of what it held followed by data. */
+void tail_keep(char *buf, size_t *len, size_t max, const void *data, size_t n);
+
 /* Records of item_size bytes, each with a copy of a string. */
 typedef struct Listing {
         size_t item_size;

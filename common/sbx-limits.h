@@ -366,3 +366,15 @@
 #define SBX_GATEWAY_LISTEN_MAX 8u               /* gateway: --listen addresses */
 #define SBX_GATEWAY_ORIGINS_MAX 16u             /* gateway.conf allowed_origin entries */
 #define SBX_GATEWAY_PEM_MAX (1u << 20)          /* bytes of tls_certificate or tls_key */
+/* The boxes set's files and pictures (issue 21 part D, docs/boxes.md). */
+#define SBX_BOX_SYNC_MAX (256ull << 20)         /* sandbox_sync: bytes of the tar the broker sends */
+#define SBX_BOX_SYNC_ENTRIES_MAX 100000u        /* sandbox_sync: files, directories and symlinks in it */
+#define SBX_BOX_SYNC_DEPTH_MAX 64u              /* sandbox_sync: directory levels below localPath */
+#define SBX_BOX_FILE_MAX (256ull << 20)         /* sandbox_get, sandbox_shot: bytes of a file placed */
+#define SBX_BOX_FILE_TTL_S 3600u                /* a placed file is removed this long after it was made */
+#define SBX_BOX_FILES_SWEEP_S 60u               /* how often expired placed files are looked for */
+#define SBX_BOX_FILES_PER_UID 256u              /* placed files one uid holds; the oldest goes first */
+#define SBX_BOX_FILE_CMD_S 300u                 /* the tar (or picture) command in the box at most */
+#define SBX_BOX_SHOT_WIDTH 1280u                /* sandbox_shot target url: Chromium's window */
+#define SBX_BOX_SHOT_HEIGHT 800u
+#define SBX_BOX_SHOT_IMAGE_MAX (6u << 20)       /* sandbox_shot: a PNG this large is also image content */

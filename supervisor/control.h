@@ -164,3 +164,12 @@ int handle_token_check(Request *rq);
 int control_token_hello(Request *rq, const char *secret);
 /* A token connection's token is neither revoked nor expired (else the error). */
 int control_token_still_valid(Request *rq);
+/* control-boxes.c, for the other box requests: the caller's box id names
+ * (used, so thawed, if use), and whether it can run a command now. */
+int find_box(Request *rq, const char *id, bool use, Box **ret);
+int box_runnable(Request *rq, Box *box);
+/* control-boxfiles.c: the boxes set's sandbox_sync, sandbox_get, sandbox_shot */
+int handle_box_sync(Request *rq);
+int handle_box_get(Request *rq);
+int handle_box_shot(Request *rq);
+int handle_box_wire(Request *rq);

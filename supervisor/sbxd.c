@@ -21,6 +21,7 @@
 
 #include "control.h"
 #include "core/egress-proxy.h"
+#include "core/boxfiles.h"
 #include "core/client.h"
 #include "core/config.h"
 #include "core/kept.h"
@@ -459,6 +460,7 @@ static int server_timeout(Server *s) {
                                           MIN(MIN(failed_sessions_next_deadline(s), clients_next_deadline(s)),
                                               MIN(MIN(claims_next_deadline(s), boxes_next_deadline(s)),
                                                   MIN(egress_proxy_next_deadline(s), jobs_next_deadline(s)))));
+        deadline = MIN(deadline, box_files_next_deadline(s));
         unsigned long long now = now_usec();
 
         if (deadline == ~0ull)
@@ -477,6 +479,7 @@ static void server_tick(Server *s) {
         jobs_run_deadlines(s);
         clients_run_deadlines(s);
         egress_proxy_run_deadlines(s);
+        box_files_run_deadlines(s);
         sessions_reap(s);
         clients_reap(s, false);
 }

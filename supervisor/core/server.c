@@ -65,7 +65,8 @@ int server_seal_state_dir(Server *s) {
         while ((de = readdir(d))) {
                 struct stat st;
 
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !strcmp(de->d_name, "jobs"))
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !strcmp(de->d_name, "jobs") ||
+                    !strcmp(de->d_name, "box-files"))
                         continue;
                 if (fstatat(s->state_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         return -errno;

@@ -100,6 +100,7 @@ struct Server {
         TAILQ_HEAD(, Box) boxes;        /* the boxes set's (core/box.h), terminated ones remembered */
         unsigned n_boxes;
         bool boxes_wanted;              /* a box was asked for: box spares are kept (core/box.h) */
+        unsigned long long box_files_sweep_usec; /* expired placed files are looked for next then (core/boxfiles.h) */
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */
@@ -107,7 +108,8 @@ void server_init(Server *s);
 /* sandboxes/, transcripts/ and a fresh staging/ below the open state directory. */
 int server_open_state_dirs(Server *s);
 /* STATE becomes 0711 so that a job's owner reaches STATE/jobs/ID/out (core/
- * job.h); every other entry in it (the database, sandboxes, transcripts,
+ * job.h) and the caller of a box tool its STATE/box-files/UID (core/
+ * boxfiles.h); every other entry in it (the database, sandboxes, transcripts,
  * images...) loses its group and other bits, so nothing else is reachable.
  * After everything sbxd makes there at start-up. */
 int server_seal_state_dir(Server *s);

@@ -469,3 +469,20 @@ int claimfs_stat(int root, uid_t uid, const char *rel, const char **ret_type) {
         *ret_type = mode_type(st.st_mode);
         return 1;
 }
+
+int claimfs_remove(int root, uid_t uid, const char *rel) {
+        _cleanup_close_ int parent = -EBADF;
+        char dir[SBX_PATH_MAX + 1];
+        const char *slash = strrchr(rel, '/');
+        int r;
+
+        if (!rel[0])
+                return -EISDIR;
+        snprintf(dir, sizeof(dir), "%.*s", slash ? (int) (slash - rel) : 0, rel);
+        fs_ids_to(uid);
+        r = open_dir(root, dir, false, &parent);
+        if (r >= 0 && unlinkat(parent, slash ? slash + 1 : rel, 0) < 0)
+                r = -errno;
+        fs_ids_back();
+        return r;
+}

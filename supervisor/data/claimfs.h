@@ -60,3 +60,5 @@ void claimfs_listing_done(ClaimFsListing *l);
 int claimfs_mkdir(int root, uid_t uid, const char *rel, char *err, size_t errsize);
 /* 1 and the type if rel exists, 0 if it (or a directory on the way) does not. */
 int claimfs_stat(int root, uid_t uid, const char *rel, const char **ret_type);
+/* Remove the file (not a directory) rel. */
+int claimfs_remove(int root, uid_t uid, const char *rel);

@@ -1,0 +1,30 @@
+/* The boxes set's sandbox_sync, sandbox_get and sandbox_shot (issue 21 part
+ * D, docs/boxes.md): their schemas and how their calls become requests and
+ * their replies results. Rows of set-boxes.c name them. Non-logging. */
+#pragma once
+
+#include "tool-set.h"
+
+extern const char box_sync_input[];
+extern const char box_sync_output[];
+extern const char box_get_input[];
+extern const char box_get_output[];
+extern const char box_shot_input[];
+extern const char box_shot_output[];
+extern const char box_annotations_sync[];
+extern const char box_annotations_get[];
+extern const char box_annotations_shot[];
+extern const char box_wire_input[];
+extern const char box_wire_output[];
+extern const char box_annotations_wire[];
+
+int box_prepare_sync(json_t *args, ToolRequest *req, char **ret_error);
+int box_render_sync(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+int box_prepare_get(json_t *args, ToolRequest *req, char **ret_error);
+int box_prepare_shot(json_t *args, ToolRequest *req, char **ret_error);
+/* sandbox_get's and sandbox_shot's result: the placed file. */
+int box_render_placed(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+int box_prepare_wire(json_t *args, ToolRequest *req, char **ret_error);
+int box_render_wire(const Sbx__Reply *reply, const json_t *args, json_t **ret);
+/* sandbox_shot's PNG as MCP image content, read from the placed file. */
+int box_shot_content(const json_t *sc, json_t *content);
