@@ -83,6 +83,11 @@ static int send_message_max(McpSession *b, json_t *msg, const json_t *id, bool r
         if (!m)
                 return -ENOMEM;
         r = jsonrpc_serialize_parts(m, splice, max, splice ? b->cfg.send_part : NULL, b->cfg.userdata, &line, &len);
+        if (r == -EPIPE) {
+                /* Part of the line is out: nothing can follow it on this stream. */
+                log_error("A download_file result broke off after its first parts, exiting");
+                return r;
+        }
         if (r == -EMSGSIZE) {
                 _cleanup_json_ json_t *e = NULL;
                 char text[96];
