@@ -42,6 +42,10 @@ static int send_stdout(void *userdata, const char *line, size_t len, const json_
         return loop_write(STDOUT_FILENO, line, len);
 }
 
+static int send_stdout_part(void *userdata, const char *data, size_t len) {
+        return loop_write(STDOUT_FILENO, data, len);
+}
+
 /* ---- main loop ----------------------------------------------------------------- */
 
 static int broker_run(Broker *b) {
@@ -240,6 +244,7 @@ int main(int argc, char **argv) {
                                 .content = o.content,
                                 .tools = tools,
                                 .send = send_stdout,
+                                .send_part = send_stdout_part,
                         }, &b.session);
         if (r >= 0)
                 r = mcp_session_probe(b.session);

@@ -369,11 +369,16 @@ json_t *jsonrpc_error(const json_t *id, int code, const char *message) {
 }
 
 int jsonrpc_serialize(const json_t *msg, size_t max, char **ret_line, size_t *ret_len) {
+        return jsonrpc_serialize_parts(msg, NULL, max, NULL, NULL, ret_line, ret_len);
+}
+
+int jsonrpc_serialize_parts(const json_t *msg, const JsonSplice *splice, size_t max, json_part_t part, void *userdata,
+                            char **ret_line, size_t *ret_len) {
         char *line;
         size_t len;
         int r;
 
-        r = json_write(msg, max, &line, &len);
+        r = json_write_parts(msg, splice, max, part, userdata, &line, &len);
         if (r < 0)
                 return r;
         line[len] = '\n';

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "jsonwrite.h"
+
 #define JSONRPC_PARSE_ERROR (-32700)
 #define JSONRPC_INVALID_REQUEST (-32600)
 #define JSONRPC_METHOD_NOT_FOUND (-32601)
@@ -53,6 +55,10 @@ json_t *jsonrpc_error(const json_t *id, int code, const char *message);
 /* Serialize msg as one compact line ending in "\n". -EMSGSIZE if the line
  * would reach max bytes, -ENOMEM. */
 int jsonrpc_serialize(const json_t *msg, size_t max, char **ret_line, size_t *ret_len);
+/* The same with json_write_parts' splice and parts: ret_line is the line's
+ * last part, with its "\n". */
+int jsonrpc_serialize_parts(const json_t *msg, const JsonSplice *splice, size_t max, json_part_t part, void *userdata,
+                            char **ret_line, size_t *ret_len);
 /* The id of a request from the end of its text ("...,"id":7}"), or NULL. */
 json_t *jsonrpc_id_from_tail(const char *tail, size_t len);
 

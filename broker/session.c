@@ -70,8 +70,11 @@ struct McpSession {
  * id: the request a message answers (response) or belongs to (a progress
  * notification), or NULL. */
 
-/* A message of at most max bytes (JSONRPC_OUT_MAX, or a tool's larger result_max). */
-static int send_message_max(McpSession *b, json_t *msg, const json_t *id, bool response, size_t max) {
+/* A message of at most max bytes (JSONRPC_OUT_MAX, or a tool's larger
+ * result_max); splice: its string written from a descriptor, in parts (NULL:
+ * none, the message goes whole). */
+static int send_message_max(McpSession *b, json_t *msg, const json_t *id, bool response, size_t max,
+                            const JsonSplice *splice) {
         _cleanup_json_ json_t *m = msg;
         _cleanup_free_ char *line = NULL;
         size_t len;
@@ -79,7 +82,12 @@ static int send_message_max(McpSession *b, json_t *msg, const json_t *id, bool r
 
         if (!m)
                 return -ENOMEM;
-        r = jsonrpc_serialize(m, max, &line, &len);
+        r = jsonrpc_serialize_parts(m, splice, max, splice ? b->cfg.send_part : NULL, b->cfg.userdata, &line, &len);
+        if (r == -EPIPE) {
+                /* Part of the line is out: nothing can follow it on this stream. */
+                log_error("A download_file result broke off after its first parts, exiting");
+                return r;
+        }
         if (r == -EMSGSIZE) {
                 _cleanup_json_ json_t *e = NULL;
                 char text[96];
@@ -97,7 +105,7 @@ static int send_message_max(McpSession *b, json_t *msg, const json_t *id, bool r
 }
 
 static int send_message(McpSession *b, json_t *msg, const json_t *id) {
-        return send_message_max(b, msg, id, true, JSONRPC_OUT_MAX);
+        return send_message_max(b, msg, id, true, JSONRPC_OUT_MAX, NULL);
 }
 
 static int send_error(McpSession *b, const json_t *id, int code, const char *message) {
@@ -282,7 +290,7 @@ static int broker_on_progress(McpSession *b, const Sbx__Progress *pr, uint32_t s
         n = json_pack("{s:s, s:s, s:{s:O, s:i, s:s}}", "jsonrpc", "2.0", "method", "notifications/progress",
                       "params", "progressToken", p->progress_token, "progress", (json_int_t) pr->progress,
                       "message", pr->message);
-        return n ? send_message_max(b, n, p->id, false, JSONRPC_OUT_MAX) : -ENOMEM;
+        return n ? send_message_max(b, n, p->id, false, JSONRPC_OUT_MAX, NULL) : -ENOMEM;
 }
 
 /* A background job ended (the script set): one advisory MCP logging
@@ -312,6 +320,7 @@ static int broker_on_roots(McpSession *b, const Sbx__Reply *reply) {
 /* fd: the one descriptor that came with the frame, or -EBADF. */
 static int broker_on_frame(McpSession *b, const Sbx__Msg *msg, uint32_t seq, int fd) {
         _cleanup_json_ json_t *id = NULL, *result = NULL;
+        JsonSplice splice = { .fd = -EBADF };
         _cleanup_(reply_freep) Sbx__Reply *unpacked = NULL;
         const Sbx__Reply *reply = msg->reply;
         Pending *p;
@@ -374,11 +383,13 @@ static int broker_on_frame(McpSession *b, const Sbx__Msg *msg, uint32_t seq, int
                         msg_out = jsonrpc_result(id, TAKE_PTR(result));
                 return send_message(b, msg_out, id);
         }
-        r = tool_result_from_reply(p->tool, p->args, reply, fd, b->cfg.content, &result);
+        r = tool_result_from_reply(p->tool, p->args, reply, fd, b->cfg.content, b->cfg.send_part ? &splice : NULL,
+                                   &result);
         if (r < 0)
                 return r;
         id = pending_remove(b, p);
-        return send_message_max(b, jsonrpc_result(id, TAKE_PTR(result)), id, true, tool_result_max(p->tool));
+        return send_message_max(b, jsonrpc_result(id, TAKE_PTR(result)), id, true, tool_result_max(p->tool),
+                                splice.at ? &splice : NULL);
 }
 
 int mcp_session_on_socket(McpSession *b, short revents) {

@@ -21,6 +21,10 @@ typedef struct McpSession McpSession;
  * answers (response) or belongs to (a progress notification), or NULL.
  * A negative return ends the front end's loop (stdout gone). */
 typedef int (*mcp_send_t)(void *userdata, const char *line, size_t len, const json_t *id, bool response);
+/* A front end that can take a long response in parts gets its first parts
+ * this way, as they are written (a binary download_file's), then the last
+ * one through send. NULL: every message comes whole through send. */
+typedef int (*mcp_send_part_t)(void *userdata, const char *data, size_t len);
 
 typedef struct McpSessionConfig {
         const char *socket_path;        /* sbxd.sock */
@@ -30,6 +34,7 @@ typedef struct McpSessionConfig {
         const char *token;              /* NULL: the peer's own uid; else the bearer token to act for (gateway) */
         const char *identity;           /* NULL: made at initialize; else the MCP session identity (32 hex) */
         mcp_send_t send;
+        mcp_send_part_t send_part;
         void *userdata;
 } McpSessionConfig;
 

@@ -472,19 +472,37 @@ static int render_upload(const Sbx__Reply *reply, const json_t *args, json_t **r
         return *ret ? 0 : -ENOMEM;
 }
 
-/* The memfd's bytes as text (valid UTF-8) or base64, read a chunk at a time. */
-static int render_download(const Sbx__Reply *reply, const json_t *args, int fd, json_t **ret) {
+static int download_object(const Sbx__ClaimFileReply *o, json_t *content, bool binary, json_t **ret) {
+        *ret = json_pack("{s:s, s:o, s:b, s:I}", "path", o->path, "content", content, "binary", binary, "bytes_read",
+                         (json_int_t) o->bytes);
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* The memfd's bytes as text (valid UTF-8) or base64. Binary content with a
+ * splice stays in the memfd: it is encoded as the result is written. */
+static int render_download(const Sbx__Reply *reply, const json_t *args, int fd, JsonSplice *splice, json_t **ret) {
         const Sbx__ClaimFileReply *o = reply->claim_file;
         bool binary = json_is_true(json_object_get(args, "binary"));
         _cleanup_free_ char *out = NULL;
         uint8_t *map;
         struct stat st;
         size_t n;
+        int r;
 
         if (reply->body_case != SBX__REPLY__BODY_CLAIM_FILE || !o)
                 return -EBADMSG;
         if (fstat(fd, &st) < 0 || (uint64_t) st.st_size != o->bytes || o->bytes > SBX_CLAIM_FILE_MAX)
                 return -EBADMSG;
+        if (binary && splice) {
+                json_t *at = json_string("");
+
+                if (!at)
+                        return -ENOMEM;
+                r = download_object(o, at, binary, ret);
+                if (r >= 0)
+                        *splice = (JsonSplice) { .at = at, .fd = fd, .size = o->bytes };
+                return r;
+        }
         map = o->bytes ? mmap(NULL, o->bytes, PROT_READ, MAP_PRIVATE, fd, 0) : (uint8_t *) "";
         if (map == MAP_FAILED)
                 return -errno;
@@ -505,9 +523,7 @@ static int render_download(const Sbx__Reply *reply, const json_t *args, int fd, 
                 munmap(map, o->bytes);
         if (!out)
                 return -ENOMEM;
-        *ret = json_pack("{s:s, s:o, s:b, s:I}", "path", o->path, "content", json_stringn_nocheck(out, n), "binary",
-                         binary, "bytes_read", (json_int_t) o->bytes);
-        return *ret ? 0 : -ENOMEM;
+        return download_object(o, json_stringn_nocheck(out, n), binary, ret);
 }
 
 /* Text as it is, up to SBX_CLAIM_TEXT_BLOCK_MAX bytes; base64 only in structuredContent. */

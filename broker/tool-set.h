@@ -27,8 +27,9 @@ typedef int (*tool_render_t)(const Sbx__Reply *reply, const json_t *args, json_t
  * sc is the validated structuredContent. NULL: tool_text_generic. */
 typedef void (*tool_text_t)(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc);
 /* structuredContent for a successful reply that carries its content in fd
- * (download_file); -EILSEQ: the content is not UTF-8 text. */
-typedef int (*tool_render_fd_t)(const Sbx__Reply *reply, const json_t *args, int fd, json_t **ret);
+ * (download_file); -EILSEQ: the content is not UTF-8 text. splice: as for
+ * tool_result_from_reply (NULL: put all of the content in *ret). */
+typedef int (*tool_render_fd_t)(const Sbx__Reply *reply, const json_t *args, int fd, JsonSplice *splice, json_t **ret);
 
 /* Blocks appended to the result's content after its text (every --content
  * mode): sandbox_shot's image. sc is the validated structuredContent. */

@@ -243,7 +243,7 @@ static int error_result(const char *text, json_t **ret_result) {
 }
 
 int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, int fd, ContentMode mode,
-                           json_t **ret_result) {
+                           JsonSplice *splice, json_t **ret_result) {
         _cleanup_json_ json_t *sc = NULL, *content = NULL;
         _cleanup_free_ char *why = NULL;
         int r;
@@ -260,7 +260,9 @@ int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Repl
                 return error_result(msg, ret_result);
         }
         if (tool->def->render_fd)
-                r = fd >= 0 ? tool->def->render_fd(reply, args, fd, &sc) : -EBADMSG;
+                /* The JSON text block holds the content too: not from a splice. */
+                r = fd >= 0 ? tool->def->render_fd(reply, args, fd, mode == CONTENT_JSON ? NULL : splice, &sc)
+                            : -EBADMSG;
         else
                 r = tool->def->render(reply, args, &sc);
         if (r == -EBADMSG)

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "jsonwrite.h"
 #include "sbx.pb-c.h"
 #include "wire.h"
 
@@ -147,6 +148,10 @@ json_t *tool_error_result(const char *text);
  * result for err < 0 or a malformed reply, else structuredContent plus the
  * content that mode asks for. args are the validated call arguments (may be
  * NULL), for result fields sbxd does not echo; fd the descriptor that came
- * with the reply (download_file's content), or -EBADF. Returns 0 or -ENOMEM. */
+ * with the reply (download_file's content), or -EBADF. splice: NULL if the
+ * result must hold all of its text; else a binary download_file's content may
+ * be left in fd, with splice set to write it from there (splice->at stays
+ * NULL otherwise; fd must stay open until the result is written). Returns 0
+ * or -ENOMEM. */
 int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Reply *reply, int fd, ContentMode mode,
-                           json_t **ret_result);
+                           JsonSplice *splice, json_t **ret_result);

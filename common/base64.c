@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <string.h>
 
 #include "base64.h"
 
@@ -80,15 +81,31 @@ int64_t base64_decode(const char *s, size_t len, uint8_t *out, size_t *ret_at) {
         return (int64_t) n;
 }
 
+/* Two characters for each 12 bits: a 3-byte group is two lookups, not four. */
+#define PAIR_ROW(x)                                                                                     \
+        x "A" x "B" x "C" x "D" x "E" x "F" x "G" x "H" x "I" x "J" x "K" x "L" x "M" x "N" x "O" x "P" \
+        x "Q" x "R" x "S" x "T" x "U" x "V" x "W" x "X" x "Y" x "Z" x "a" x "b" x "c" x "d" x "e" x "f" \
+        x "g" x "h" x "i" x "j" x "k" x "l" x "m" x "n" x "o" x "p" x "q" x "r" x "s" x "t" x "u" x "v" \
+        x "w" x "x" x "y" x "z" x "0" x "1" x "2" x "3" x "4" x "5" x "6" x "7" x "8" x "9" x "+" x "/"
+static const char pairs[] = PAIR_ROW("A") PAIR_ROW("B") PAIR_ROW("C") PAIR_ROW("D") PAIR_ROW("E") PAIR_ROW("F")
+        PAIR_ROW("G") PAIR_ROW("H") PAIR_ROW("I") PAIR_ROW("J") PAIR_ROW("K") PAIR_ROW("L") PAIR_ROW("M") PAIR_ROW("N")
+        PAIR_ROW("O") PAIR_ROW("P") PAIR_ROW("Q") PAIR_ROW("R") PAIR_ROW("S") PAIR_ROW("T") PAIR_ROW("U") PAIR_ROW("V")
+        PAIR_ROW("W") PAIR_ROW("X") PAIR_ROW("Y") PAIR_ROW("Z") PAIR_ROW("a") PAIR_ROW("b") PAIR_ROW("c") PAIR_ROW("d")
+        PAIR_ROW("e") PAIR_ROW("f") PAIR_ROW("g") PAIR_ROW("h") PAIR_ROW("i") PAIR_ROW("j") PAIR_ROW("k") PAIR_ROW("l")
+        PAIR_ROW("m") PAIR_ROW("n") PAIR_ROW("o") PAIR_ROW("p") PAIR_ROW("q") PAIR_ROW("r") PAIR_ROW("s") PAIR_ROW("t")
+        PAIR_ROW("u") PAIR_ROW("v") PAIR_ROW("w") PAIR_ROW("x") PAIR_ROW("y") PAIR_ROW("z") PAIR_ROW("0") PAIR_ROW("1")
+        PAIR_ROW("2") PAIR_ROW("3") PAIR_ROW("4") PAIR_ROW("5") PAIR_ROW("6") PAIR_ROW("7") PAIR_ROW("8") PAIR_ROW("9")
+        PAIR_ROW("+") PAIR_ROW("/");
+_Static_assert(sizeof(pairs) == 2 * 4096 + 1, "one pair of characters for each 12-bit value");
+
 size_t base64_encode(const uint8_t *in, size_t len, char *out) {
         size_t n = 0, i = 0;
 
         for (; i + 2 < len; i += 3) {
                 uint32_t v = (uint32_t) in[i] << 16 | (uint32_t) in[i + 1] << 8 | in[i + 2];
-                out[n++] = alphabet[v >> 18];
-                out[n++] = alphabet[(v >> 12) & 63];
-                out[n++] = alphabet[(v >> 6) & 63];
-                out[n++] = alphabet[v & 63];
+                memcpy(out + n, pairs + 2 * (v >> 12), 2);
+                memcpy(out + n + 2, pairs + 2 * (v & 4095), 2);
+                n += 4;
         }
         if (i < len) {
                 uint32_t v = (uint32_t) in[i] << 16 | (i + 1 < len ? (uint32_t) in[i + 1] << 8 : 0);

@@ -67,6 +67,12 @@
 #define SBX_HEAP_KEEP_BYTES (32u << 20)         /* freed heap memory sbxd keeps for reuse */
 #define SBX_BROKER_HEAP_KEEP_BYTES (4u << 20)   /* the same for each sandbox-mcp (one per agent) */
 #define SBX_JSON_DEPTH_MAX 64u                  /* nesting of a JSON value sandbox-mcp writes */
+/* sandbox-mcp writes a download_file result to stdout in parts of about
+ * this size as it encodes them (its memory stays bounded, and the client reads
+ * while the rest is encoded), reading the file's memfd this much at a time
+ * (a multiple of 3: whole base64 groups). */
+#define SBX_JSON_WRITE_PART (1u << 20)
+#define SBX_JSON_SPLICE_READ (768u << 10)
 /* Bytes of the lowerdir string of a snapshot overlay ("N:N-1:…", layer
  * names) on kernels whose overlayfs lacks "lowerdir+" (before 6.8):
  * fsconfig() copies at most 256 bytes with the NUL. A longer stack is

@@ -151,7 +151,8 @@ int claim_info(Server *s, const Claim *cl, Sbx__ClaimInfo *o, Sbx__ClaimInfo **r
                                : cl->again == CLAIM_AGAIN_LOST
                                        ? "the sandbox's session runs; it was started again after the old one was "
                                          "lost: files it wrote and processes it ran are gone"
-                                       : "the sandbox's session runs");
+                               : cl->again == CLAIM_AGAIN_UNKEPT ? cl->again_message
+                                                                 : "the sandbox's session runs");
         o->started_from = (char *) (cl->from_warm ? "warm" : "cold");
         o->ready_seconds = cl->ready_seconds;
         o->created_unix = cl->created_unix;
@@ -275,9 +276,20 @@ static void claim_creator_abandon(Server *s, Pending *p, bool cancelled) {
         /* The claim is made anyway; its owner finds it with the resource or sbxctl. */
 }
 
-/* A claim's new session starts with the files of its seed, if that is still there. */
+/* A claim's new session starts with the files of its seed, if that is still
+ * there. If they cannot be put back (the session's disk is smaller now than
+ * they are, the state filesystem fails), the claim's next session starts
+ * without them rather than trying again forever (claim_tick). */
 static int claim_session_fill(const WorkspaceSession *ws, int upper_fd, int root_fd) {
-        return ws->seed ? kept_session_seed(ws->seed, upper_fd, root_fd) : 0;
+        Claim *cl = ws->sandbox->claim;
+        int r;
+
+        if (!ws->seed)
+                return 0;
+        r = kept_session_seed(ws->seed, upper_fd, root_fd);
+        if (r < 0 && cl)
+                strlcpy(cl->fill_error, strerror(-r), sizeof(cl->fill_error));
+        return r;
 }
 
 /* Its session; seed (if not NULL): a kept one whose files it starts with. */
@@ -684,7 +696,7 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
                 TAILQ_FOREACH_SAFE(old, &s->sessions, link, next) {
                         if (old->sandbox != cl->sandbox || old->automatic)
                                 continue;
-                        if (!kept && old->state == SESSION_STOPPED && old->kept_fd >= 0)
+                        if (!kept && old->state == SESSION_STOPPED && old->kept_fd >= 0 && !cl->fill_error[0])
                                 kept = old;
                         else
                                 session_destroy(s, old);
@@ -694,6 +706,17 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
                 else {
                         /* Its first one here is after sbxd's restart: whatever it wrote was kept (if anything). */
                         cl->again = kept || cl->restarts == 0 ? CLAIM_AGAIN_KEPT : CLAIM_AGAIN_LOST;
+                        if (cl->fill_error[0]) {
+                                cl->again = CLAIM_AGAIN_UNKEPT;
+                                snprintf(cl->again_message, sizeof(cl->again_message),
+                                         "the sandbox's session runs; it was started again after sbxd restarted, "
+                                         "without its files: the copy kept at the stop could not be put back (%s) "
+                                         "and was removed; processes started before the restart are gone",
+                                         cl->fill_error);
+                                log_warning("Claim %s/%s starts without its kept files: they could not be put "
+                                            "back: %s", cl->namespace_, cl->name, cl->fill_error);
+                                cl->fill_error[0] = '\0';
+                        }
                         if (cl->restarts++ > 0)
                                 log_notice("Started the session of claim %s/%s again", cl->namespace_, cl->name);
                 }

@@ -45,6 +45,7 @@ typedef enum ClaimAgain {
         CLAIM_FIRST,            /* its session is the first one */
         CLAIM_AGAIN_KEPT,       /* made again after sbxd restarted, with the files kept */
         CLAIM_AGAIN_LOST,       /* made again without them (lost, or nothing could be kept) */
+        CLAIM_AGAIN_UNKEPT,     /* made again after sbxd restarted, empty: the kept files could not be put back */
 } ClaimAgain;
 
 /* Told of a claim's life by whoever made it with claim_create_observed
@@ -76,6 +77,9 @@ struct Claim {
         unsigned restarts;              /* sessions made again after one was lost */
         ClaimAgain again;               /* how its session last came back, for get_sandbox_status */
         char start_error[300];          /* why its last session could not be started, or "" */
+        char fill_error[128];           /* why its kept files could not be put back, until a session goes
+                                         * without them, or "" */
+        char again_message[400];        /* get_sandbox_status's message for CLAIM_AGAIN_UNKEPT */
         unsigned long long restart_usec; /* no new session before this (the last one failed to start) */
         Pending creator;                /* create_sandbox of a cold claim, answered once it runs */
         uint8_t *labels;                /* a packed ClaimInfo with only its three label lists */

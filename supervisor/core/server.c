@@ -30,6 +30,7 @@ void server_init(Server *s) {
         TAILQ_INIT(&s->ending);
         TAILQ_INIT(&s->dead);
         TAILQ_INIT(&s->commands);
+        TAILQ_INIT(&s->ended_commands);
         TAILQ_INIT(&s->claims);
         TAILQ_INIT(&s->boxes);
         TAILQ_INIT(&s->jobs);

@@ -81,6 +81,10 @@ struct Server {
         struct SessionList ending;      /* killed; their PID 1 is not gone yet */
         struct SessionList dead;        /* nothing left but memory: freed by sessions_reap */
         TAILQ_HEAD(, Command) commands; /* of every live session */
+        /* Of them, the ended ones nobody waits on (core/session.c: command_file), kept
+         * for their transcripts' readers: the loop's deadline scans skip them, so a
+         * long-lived claim's thousands of commands do not slow every wake-up. */
+        TAILQ_HEAD(, Command) ended_commands;
         uint64_t transcript_bytes;      /* what all transcripts kept store (core/transcripts.h) */
         uint64_t transcript_files;
         uint64_t transcripts_max_bytes; /* the global budget in force */

@@ -494,8 +494,28 @@ static int command_place_set(Command *c, const CommandPlace *p) {
         return 0;
 }
 
+/* c in the server's list it belongs to now: ended and waited on by nobody,
+ * or not (core/server.h). */
+static void command_file(Server *s, Command *c) {
+        bool ended = c->finished && TAILQ_EMPTY(&c->waiters);
+
+        if (ended == c->in_ended)
+                return;
+        if (ended) {
+                TAILQ_REMOVE(&s->commands, c, link);
+                TAILQ_INSERT_TAIL(&s->ended_commands, c, link);
+        } else {
+                TAILQ_REMOVE(&s->ended_commands, c, link);
+                TAILQ_INSERT_TAIL(&s->commands, c, link);
+        }
+        c->in_ended = ended;
+}
+
 static void command_free(Server *s, Command *c) {
-        TAILQ_REMOVE(&s->commands, c, link);
+        if (c->in_ended)
+                TAILQ_REMOVE(&s->ended_commands, c, link);
+        else
+                TAILQ_REMOVE(&s->commands, c, link);
         if (c->capture) {
                 output_capture_done(&c->capture[0]);
                 output_capture_done(&c->capture[1]);
@@ -1015,6 +1035,9 @@ Command *command_find_live(Server *s, const char *id) {
         TAILQ_FOREACH(c, &s->commands, link)
                 if (strcmp(c->rec.id, id) == 0)
                         return c;
+        TAILQ_FOREACH(c, &s->ended_commands, link)
+                if (strcmp(c->rec.id, id) == 0)
+                        return c;
         return NULL;
 }
 
@@ -1166,6 +1189,7 @@ static void command_end(Server *s, Command *c, bool exited, int exit_code, int s
                 ws->running--;
         if (c->observer)
                 c->observer->ended(c, c->observer_data);
+        command_file(s, c);
 }
 
 /* The end of c, as command_end set it, into the store. */
@@ -1357,17 +1381,20 @@ static bool command_awaits_publication(const Command *c) {
         return c->finished && c->session && c->session->publishing;
 }
 
-static void waiter_free(Waiter *w) {
+static void waiter_free(Server *s, Waiter *w) {
+        Command *c = w->command;
+
         pending_stop(&w->pending);
-        TAILQ_REMOVE(&w->command->waiters, w, command_link);
+        TAILQ_REMOVE(&c->waiters, w, command_link);
         free(w);
+        command_file(s, c);
 }
 
 static void waiter_abandon(Server *s, Pending *p, bool cancelled) {
         Waiter *w = container_of(p, Waiter, pending);
         Command *c = w->command;
 
-        waiter_free(w);
+        waiter_free(s, w);
         /* A caller that gave up before learning the command's id leaves nobody who can reach it. */
         if (cancelled)
                 command_cancel(s, c);
@@ -1385,6 +1412,7 @@ static int waiter_add(Server *s, Command *c, Client *client, uint32_t seq, unsig
         w->deadline_usec = call_start + yield_ms * 1000ull;
         pending_start(&w->pending, client, seq, waiter_abandon);
         TAILQ_INSERT_TAIL(&c->waiters, w, command_link);
+        command_file(s, c);
         if (c->finished && !command_awaits_publication(c))
                 waiter_answer(s, w);
         return 0;
@@ -1487,7 +1515,7 @@ static void waiter_answer_capture(Server *s, Waiter *w) {
         if (r < 0) {
                 pending_answer_error(s, &w->pending, r, "cannot assemble the output of %s: %s", c->rec.id,
                                      strerror(-r));
-                waiter_free(w);
+                waiter_free(s, w);
                 return;
         }
         o.stdout_truncated = out_cut;
@@ -1516,7 +1544,7 @@ static void waiter_answer_capture(Server *s, Waiter *w) {
                 msg_reply_set(&reply, SBX__REPLY__BODY_CLAIM_EXEC, &o);
                 pending_answer(s, &w->pending, &reply);
         }
-        waiter_free(w);
+        waiter_free(s, w);
 }
 
 /* A yield: the lines this caller has not been given, at most SBX_WINDOW_MAX_LINES, the newest. */
@@ -1535,7 +1563,7 @@ static void waiter_answer(Server *s, Waiter *w) {
         if (!c->transcript) {   /* not while it runs: evicted once it ended and was answered */
                 pending_answer_error(s, &w->pending, -ESTALE, "the transcript of %s was evicted to stay within %s",
                                      c->rec.id, c->rec.evicted);
-                waiter_free(w);
+                waiter_free(s, w);
                 return;
         }
         total = transcript_total_lines(c->transcript);
@@ -1555,7 +1583,7 @@ static void waiter_answer(Server *s, Waiter *w) {
                 pending_answer(s, &w->pending, &reply);
         }
         command_view_done(&v);
-        waiter_free(w);
+        waiter_free(s, w);
 }
 
 typedef struct OwnedLayer {
@@ -1827,7 +1855,8 @@ static Command *message_command(WorkspaceSession *ws, const Sbx__Msg *m) {
 
         if (!msg_uint32(msg_body(m), "command", &number))
                 return NULL;
-        TAILQ_FOREACH(c, &ws->commands, session_link)
+        /* From the newest: a claim's session keeps every command it ran. */
+        TAILQ_FOREACH_REVERSE(c, &ws->commands, CommandList, session_link)
                 if (c->number == number)
                         return c->finished ? NULL : c;
         return NULL;

@@ -123,6 +123,7 @@ struct Command {
         uint64_t charged_files;
         unsigned long long start_usec, end_usec, deadline_usec, kill_deadline_usec;
         bool finished, timed_out, cancelled, supervisor_lost;
+        bool in_ended;                      /* in s->ended_commands, not s->commands */
         uint64_t delivered;                 /* lines already given to a yielding caller */
         bool has_publication;
         Sbx__Publication publication;

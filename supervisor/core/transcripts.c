@@ -30,10 +30,14 @@ static uint64_t growth_bound(size_t n) {
         return 3 * (uint64_t) n + (uint64_t) n / 2 + 3 * SBX_TRANSCRIPT_BLOCK + 256;
 }
 
+/* (Not command_find_live: core/session.c calls this file.) */
 static Command *live_of_id(Server *s, const char *id) {
         Command *c;
 
         TAILQ_FOREACH(c, &s->commands, link)
+                if (strcmp(c->rec.id, id) == 0)
+                        return c;
+        TAILQ_FOREACH(c, &s->ended_commands, link)
                 if (strcmp(c->rec.id, id) == 0)
                         return c;
         return NULL;

@@ -183,8 +183,19 @@ static ssize_t copy_plain(int in, int out, off_t off, size_t want) {
 
         if (n <= 0)
                 return n;
-        if (pwrite(out, buf, (size_t) n, off) != n)
-                return errno ? -errno : -EIO;
+        /* A short write (the target filling up) is written on: the next one says why
+         * (errno here would still be copy_file_range's EXDEV). */
+        for (ssize_t done = 0; done < n;) {
+                ssize_t w = pwrite(out, buf + done, (size_t) (n - done), off + done);
+
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w < 0)
+                        return -errno;
+                if (w == 0)
+                        return -EIO;
+                done += w;
+        }
         return n;
 }
 

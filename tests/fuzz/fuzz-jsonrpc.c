@@ -48,7 +48,7 @@ static void fuzz_reply(const uint8_t *data, size_t size) {
                         const Tool *tool = tools_find(tools, name, strlen(name));
                         json_t *result = NULL;
 
-                        if (tool_result_from_reply(tool, args, reply, -EBADF, true, &result) == 0) {
+                        if (tool_result_from_reply(tool, args, reply, -EBADF, true, NULL, &result) == 0) {
                                 char *line = NULL;
                                 size_t len;
 

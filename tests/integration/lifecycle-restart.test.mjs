@@ -4,7 +4,8 @@
 // restart, its processes are not and get_sandbox_status says so; the file
 // tools give up at their timeout when sbxd does not answer and an upload
 // never leaves a half-written file; a template whose warm claims fail backs
-// off and shows why.
+// off and shows why; a claim whose kept files cannot be put back starts
+// without them and says why.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -123,6 +124,34 @@ h.test('an upload that does not fit leaves the file it would replace as it was, 
   await h.mcp.sc('upload_file', { sandbox_claim_name: n, path: 'f', content: 'new' });
   assert.equal((await exec(n, 'cat f; echo; stat -c %a f; ls -A')).stdout, 'new\n600\nf\n');
   await h.mcp.sc('delete_sandbox', { sandbox_claim_name: n });
+});
+
+h.test('a claim whose kept files cannot be put back (a smaller session disk now) starts empty and says why', async () => {
+  const { sandbox_claim_name: n } = await h.mcp.sc('create_sandbox', { shutdown_after_seconds: null });
+  const made = await exec(n, 'head -c 24M /dev/urandom > /workspace/big && echo small > /workspace/s.txt && echo ok');
+  assert.equal(made.stdout, 'ok\n', made.stderr);
+  const saved = fs.readFileSync(h.configPath, 'utf8');
+  // The claim's sessions now get an 8 MiB tmpfs: its 24 MiB kept copy cannot go back in.
+  fs.writeFileSync(h.configPath, saved.replace('[sbxd]\n', '[sbxd]\nsession_disk_bytes = 8M\n'));
+  try {
+    await h.restartSbxd();
+    await waitFor(async () => (await h.mcp.sc('get_sandbox_status', { sandbox_claim_name: n })).ready,
+      { timeout: 60000, what: 'the claim to run again, without its files' });
+    const st = await h.mcp.sc('get_sandbox_status', { sandbox_claim_name: n });
+    assert.equal(st.status, 'SandboxReady');
+    assert.match(st.message, /started again after sbxd restarted, without its files: the copy kept at the stop could not be put back \(No space left on device\) and was removed/);
+    assert.equal((await exec(n, 'ls -A /workspace; echo end')).stdout, 'end\n');
+    assert.match(fs.readFileSync(h.sbxdLog, 'utf8'), /Claim default\/[a-z0-9-]+ starts without its kept files: they could not be put back: No space left on device/);
+    // Tried once: the copy is gone, and the claim works.
+    await waitFor(() => fs.readdirSync(`${h.stateDir}/sandboxes`).every((id) =>
+      !fs.existsSync(`${h.stateDir}/sandboxes/${id}/kept`) || fs.readdirSync(`${h.stateDir}/sandboxes/${id}/kept`).length === 0),
+    { what: 'the kept copy to go' });
+    assert.equal((await exec(n, 'echo again > a && cat a')).stdout, 'again\n');
+  } finally {
+    fs.writeFileSync(h.configPath, saved);
+  }
+  await h.mcp.sc('delete_sandbox', { sandbox_claim_name: n });
+  await h.restartSbxd();
 });
 
 h.test('a template whose warm claims fail backs off (doubling from 5 s) and sbxctl template show says why', async () => {

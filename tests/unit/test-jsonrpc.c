@@ -10,9 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "../../broker/jsonrpc.h"
 #include "../../broker/jsonwrite.h"
+#include "base64.h"
 #include "macro.h"
 #include "../../broker/mcp.h"
 #include "sbx-limits.h"
@@ -361,6 +364,102 @@ static void test_write_limit_and_depth(void **state) {
         json_decref(deep);
 }
 
+/* ---- parts and a splice (download_file) --------------------------------------------- */
+
+typedef struct Parts {
+        char *data;
+        size_t len, n, biggest;
+        size_t fail_at;         /* return -EIO for this part (0: never) */
+} Parts;
+
+static int take_part(void *userdata, const char *data, size_t len) {
+        Parts *p = userdata;
+
+        if (++p->n == p->fail_at)
+                return -EIO;
+        p->data = realloc(p->data, p->len + len);
+        assert_non_null(p->data);
+        memcpy(p->data + p->len, data, len);
+        p->len += len;
+        p->biggest = MAX(p->biggest, len);
+        return 0;
+}
+
+/* size random bytes in a memfd, and their base64 in ret_b64. */
+static int random_memfd(size_t size, char **ret_b64) {
+        uint8_t *bytes = malloc(size ?: 1);
+        int fd = memfd_create("test", MFD_CLOEXEC);
+
+        assert_non_null(bytes);
+        assert_true(fd >= 0);
+        for (size_t i = 0; i < size; i++)
+                bytes[i] = (uint8_t) (rand() >> 7);
+        assert_int_equal(write(fd, bytes, size), (ssize_t) size);
+        *ret_b64 = malloc(4 * ((size + 2) / 3) + 1);
+        assert_non_null(*ret_b64);
+        (*ret_b64)[base64_encode(bytes, size, *ret_b64)] = '\0';
+        free(bytes);
+        return fd;
+}
+
+/* The parts and the tail make the same text as json_write of the tree with
+ * the content in it, and no part is far over SBX_JSON_WRITE_PART. */
+static void test_write_parts_splice(void **state) {
+        static const size_t sizes[] = { 0, 1, 2, 3, 4, SBX_JSON_SPLICE_READ - 1, SBX_JSON_SPLICE_READ,
+                                        SBX_JSON_SPLICE_READ + 1, 3 * SBX_JSON_SPLICE_READ + 2 };
+
+        for (size_t i = 0; i < ELEMENTSOF(sizes); i++) {
+                _cleanup_free_ char *b64 = NULL, *whole = NULL, *tail = NULL;
+                _cleanup_close_ int fd = random_memfd(sizes[i], &b64);
+                json_t *at = json_string(""), *v, *w;
+                Parts p = {};
+                size_t whole_len, tail_len;
+
+                v = json_pack("{s:s, s:O, s:i}", "path", "/tmp/f", "content", at, "bytes", (int) sizes[i]);
+                w = json_pack("{s:s, s:s, s:i}", "path", "/tmp/f", "content", b64, "bytes", (int) sizes[i]);
+                assert_non_null(v);
+                assert_non_null(w);
+                assert_int_equal(json_write(w, SBX_CLAIM_RESULT_MAX, &whole, &whole_len), 0);
+                assert_int_equal(json_write_parts(v, &(JsonSplice) { .at = at, .fd = fd, .size = sizes[i] },
+                                                  SBX_CLAIM_RESULT_MAX, take_part, &p, &tail, &tail_len), 0);
+                assert_int_equal(p.len + tail_len, whole_len);
+                assert_memory_equal(p.data ?: "", whole, p.len);
+                assert_memory_equal(tail, whole + p.len, tail_len);
+                /* Handed on once full: at most one read's base64 over a part. */
+                assert_true(p.biggest < SBX_JSON_WRITE_PART + 4 * SBX_JSON_SPLICE_READ / 3 + 64);
+                assert_true(sizes[i] < SBX_JSON_WRITE_PART || p.n > 0);
+                free(p.data);
+                json_decref(at);
+                json_decref(v);
+                json_decref(w);
+        }
+}
+
+/* Too large: -EMSGSIZE before any part; a part refused after others went
+ * out: -EPIPE (nothing else may be sent in its place). */
+static void test_write_parts_failures(void **state) {
+        _cleanup_free_ char *b64 = NULL;
+        _cleanup_close_ int fd = random_memfd(3 * SBX_JSON_SPLICE_READ, &b64);
+        json_t *at = json_string(""), *v = json_pack("{s:O}", "content", at);
+        JsonSplice sp = { .at = at, .fd = fd, .size = 3 * SBX_JSON_SPLICE_READ };
+        char *tail = NULL;
+        size_t len;
+        Parts p = {};
+
+        assert_int_equal(json_write_parts(v, &sp, 4 * SBX_JSON_SPLICE_READ, take_part, &p, &tail, &len), -EMSGSIZE);
+        assert_int_equal(p.n, 0);
+        p = (Parts) { .fail_at = 2 };
+        assert_int_equal(json_write_parts(v, &sp, SBX_CLAIM_RESULT_MAX, take_part, &p, &tail, &len), -EPIPE);
+        assert_null(tail);
+        free(p.data);
+        /* A memfd shorter than the splice says: the text would lie. */
+        sp.size++;
+        p = (Parts) {};
+        assert_int_equal(json_write_parts(v, &sp, SBX_CLAIM_RESULT_MAX, NULL, NULL, &tail, &len), -EBADMSG);
+        json_decref(at);
+        json_decref(v);
+}
+
 /* ---- line reader ------------------------------------------------------------------ */
 
 typedef struct Collected {
@@ -671,6 +770,8 @@ int main(void) {
                 cmocka_unit_test(test_write_matches_jansson),
                 cmocka_unit_test(test_write_random_matches_jansson),
                 cmocka_unit_test(test_write_limit_and_depth),
+                cmocka_unit_test(test_write_parts_splice),
+                cmocka_unit_test(test_write_parts_failures),
                 cmocka_unit_test(test_negotiate_version),
                 cmocka_unit_test(test_initialize),
         };

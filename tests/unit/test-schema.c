@@ -638,7 +638,7 @@ static void test_read_lines_rejects(void **state) {
 static json_t *result_for(const char *name, const Sbx__Reply *reply, ContentMode mode) {
         json_t *r = NULL;
 
-        assert_int_equal(tool_result_from_reply(tool(name), NULL, reply, -EBADF, mode, &r), 0);
+        assert_int_equal(tool_result_from_reply(tool(name), NULL, reply, -EBADF, mode, NULL, &r), 0);
         assert_non_null(r);
         return r;
 }
@@ -836,7 +836,7 @@ static char *text_for(const char *name, const char *args_text, const Sbx__Reply 
         json_t *args = args_text ? load(args_text) : NULL, *r = NULL, *content;
         char *text;
 
-        assert_int_equal(tool_result_from_reply(tool(name), args, reply, -EBADF, CONTENT_TEXT, &r), 0);
+        assert_int_equal(tool_result_from_reply(tool(name), args, reply, -EBADF, CONTENT_TEXT, NULL, &r), 0);
         assert_true(json_is_false(json_object_get(r, "isError")));
         assert_non_null(json_object_get(r, "structuredContent"));
         content = json_object_get(r, "content");
@@ -1460,7 +1460,7 @@ static json_t *ok_result(const char *name, const char *args_text, const Sbx__Rep
         json_t *args = args_text ? load(args_text) : NULL, *r = NULL, *sc;
         _cleanup_free_ char *error = NULL;
 
-        assert_int_equal(tool_result_from_reply(tool(name), args, reply, -EBADF, CONTENT_NONE, &r), 0);
+        assert_int_equal(tool_result_from_reply(tool(name), args, reply, -EBADF, CONTENT_NONE, NULL, &r), 0);
         json_decref(args);
         if (!json_is_false(json_object_get(r, "isError")))
                 fail_msg("%s: error result: %s", name,
