@@ -816,14 +816,31 @@ static int job_send_stdin(Command *c) {
         return 0;
 }
 
+/* A terminal's environment: a TERM that programs can draw with, and no NO_COLOR. */
+static void command_env_pty(char **env, size_t *n) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < *n; i++)
+                if (strncmp(env[i], "TERM=", 5) != 0 && strncmp(env[i], "NO_COLOR=", 9) != 0)
+                        env[k++] = env[i];
+        env[k++] = (char *) "TERM=" TERMINAL_TERM;
+        *n = k;
+}
+
 static int command_send_exec(WorkspaceSession *ws, Command *c) {
         Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
-        char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX + EGRESS_PROXY_ENV_N + SBX_RUNTIME_ENV_MAX];
+        char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX + EGRESS_PROXY_ENV_N + SBX_RUNTIME_ENV_MAX + 1];
         int r;
 
         e.command = c->number;
         e.cmd = c->cmd;
         e.n_env = command_env_of(ws, env);
+        if (c->pty.rows) {
+                command_env_pty(env, &e.n_env);
+                e.pty = true;
+                e.rows = c->pty.rows;
+                e.cols = c->pty.cols;
+        }
         /* runtime_execute's allowlisted variables last: they win over the fixed ones. */
         for (size_t i = 0; c->job && i < c->job->n_env; i++)
                 env[e.n_env++] = (char *) c->job->env[i];
@@ -898,7 +915,8 @@ static bool command_move_fresh(Server *s, Command *c) {
 
 /* job (taken, NULL: none) before the command goes to the worker: its environment and stdin. */
 static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms,
-                              bool separate_streams, uint64_t cap_bytes, RuntimeJob *job, Command **ret) {
+                              bool separate_streams, uint64_t cap_bytes, RuntimeJob *job, TerminalSize pty,
+                              Command **ret) {
         Command *c;
         int r;
 
@@ -912,6 +930,7 @@ static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, 
                 return r;
         }
         c->job = job;
+        c->pty = pty;
         c->session = ws;
         c->retry_fresh = ws->was_spare && ws->next_command == 0;
         c->number = ++ws->next_command;
@@ -944,12 +963,21 @@ static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, 
 
 int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
                   Command **ret) {
-        return command_start_with(s, ws, cmd, timeout_ms, separate_streams, s->cfg.transcript_cap_bytes, NULL, ret);
+        return command_start_with(s, ws, cmd, timeout_ms, separate_streams, s->cfg.transcript_cap_bytes, NULL,
+                                  (TerminalSize) {}, ret);
+}
+
+int command_start_pty(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, TerminalSize pty,
+                      Command **ret) {
+        if (pty.rows == 0 || pty.cols == 0 || pty.rows > SBX_TERMINAL_SIZE_MAX || pty.cols > SBX_TERMINAL_SIZE_MAX)
+                return -EINVAL;
+        return command_start_with(s, ws, cmd, timeout_ms, false, s->cfg.transcript_cap_bytes, NULL, pty, ret);
 }
 
 int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
                       RuntimeJob *job, Command **ret) {
-        return command_start_with(s, ws, cmd, timeout_ms, true, MIN(cap_bytes, s->cfg.transcript_cap_bytes), job, ret);
+        return command_start_with(s, ws, cmd, timeout_ms, true, MIN(cap_bytes, s->cfg.transcript_cap_bytes), job,
+                                  (TerminalSize) {}, ret);
 }
 
 Command *command_find_live(Server *s, const char *id) {
@@ -981,6 +1009,24 @@ int command_send_stdin(Command *c, const void *data, size_t len, bool close_stdi
         in.data.data = (uint8_t *) data;
         in.data.len = len;
         in.close = close_stdin;
+        return session_send(c->session, SBX__MSG_TYPE__MSG_SUPERVISOR_STDIN, &in);
+}
+
+int command_resize(Command *c, TerminalSize size) {
+        Sbx__SupervisorStdin in = SBX__SUPERVISOR_STDIN__INIT;
+
+        if (!c->pty.rows)
+                return -ENOTTY;
+        if (size.rows == 0 || size.cols == 0 || size.rows > SBX_TERMINAL_SIZE_MAX || size.cols > SBX_TERMINAL_SIZE_MAX)
+                return -EINVAL;
+        c->pty = size;          /* an exec not sent yet starts with it */
+        if (c->finished)
+                return -EPIPE;
+        if (!c->session || c->session->state != SESSION_READY || !c->sent)
+                return 0;
+        in.command = c->number;
+        in.rows = size.rows;
+        in.cols = size.cols;
         return session_send(c->session, SBX__MSG_TYPE__MSG_SUPERVISOR_STDIN, &in);
 }
 
