@@ -31,6 +31,7 @@
 #include "core/session.h"
 #include "core/claim.h"
 #include "core/job.h"
+#include "core/takeover.h"
 #include "core/token.h"
 #include "core/spare.h"
 #include "core/transcripts.h"
@@ -430,6 +431,7 @@ static void server_done(Server *s) {
         /* A last try; what still fails is marked supervisor_lost at the next start. */
         commands_store_unrecorded(s, true);
         egress_proxy_stop(s);
+        takeovers_free(s);
         jobs_free(s);
         claims_free(s);
         tokens_free(s);
@@ -454,6 +456,7 @@ static int server_timeout(Server *s) {
                                           MIN(MIN(failed_sessions_next_deadline(s), clients_next_deadline(s)),
                                               MIN(claims_next_deadline(s),
                                                   MIN(egress_proxy_next_deadline(s), jobs_next_deadline(s)))));
+        deadline = MIN(deadline, takeovers_next_deadline(s));
         unsigned long long now = now_usec();
 
         if (deadline == ~0ull)
@@ -469,6 +472,7 @@ static void server_tick(Server *s) {
         failed_sessions_run_deadlines(s);
         claims_run_deadlines(s);
         jobs_run_deadlines(s);
+        takeovers_run_deadlines(s);
         clients_run_deadlines(s);
         egress_proxy_run_deadlines(s);
         sessions_reap(s);

@@ -32,6 +32,7 @@ typedef struct Claim Claim;
 typedef struct EgressProxy EgressProxy;
 typedef struct Job Job;
 typedef struct Token Token;
+typedef struct Takeover Takeover;
 
 struct EventSource {
         int fd;                 /* -EBADF while not watched */
@@ -96,6 +97,7 @@ struct Server {
         TAILQ_HEAD(, Token) tokens;     /* sbx-gateway's bearer tokens (core/token.h) */
         unsigned n_tokens;
         unsigned n_gateway_clients;     /* connections of the gateway user (SBX_GATEWAY_CLIENTS_MAX) */
+        TAILQ_HEAD(, Takeover) takeovers; /* boxes a person holds now (core/takeover.h) */
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */
