@@ -145,7 +145,7 @@ static int terminal_frame(Attach *at, const void *data, size_t len, uint32_t row
         t.data.len = len;
         t.rows = rows;
         t.cols = cols;
-        wire_msg_set(&m, SBX__MSG_TYPE__MSG_TERMINAL, &t);
+        wire_msg_set(&m, SBX__MSG_TYPE__MSG_CLIENT_TERMINAL, &t);
         return wire_send(at->sock, &m, 1, NULL, 0);
 }
 
@@ -179,7 +179,7 @@ static int attach_frame(Attach *at) {
                 return r;
         if (seq != 1)
                 return 0;
-        if (msg->type == SBX__MSG_TYPE__MSG_TERMINAL) {
+        if (msg->type == SBX__MSG_TYPE__MSG_CLIENT_TERMINAL) {
                 if (!at->raw->set && !msg->terminal->ended)
                         raw_enter(at->raw);
                 if (msg->terminal->data.len > 0)

@@ -31,7 +31,7 @@ bool takeover_permitted(const Takeover *t, uid_t uid) {
 }
 
 static void terminal_send(Server *s, Takeover *t, Sbx__Terminal *frame) {
-        pending_send(s, &t->terminal, SBX__MSG_TYPE__MSG_TERMINAL, frame);
+        pending_send(s, &t->terminal, SBX__MSG_TYPE__MSG_CLIENT_TERMINAL, frame);
 }
 
 /* The terminal's last frame (why it ended: reason, or the shell's exit), then its answer. */
