@@ -260,6 +260,25 @@
 #define SBX_WARM_RETRY_MAX_S 600u               /* doubled at each failure in a row, at most this */
 #define SBX_REPLY_IN_FD_MAX (16u << 20)         /* a reply packed into a memfd (Reply.in_fd) */
 
+/* Boxes: the boxes set (issue 21, supervisor/core/box.h) */
+#define SBX_BOX_IMAGE_DEFAULT "browser"         /* sbxd.conf box_image */
+#define SBX_BOX_SPARES_DEFAULT 1u               /* sbxd.conf box_spares: warm boxes kept ready */
+#define SBX_BOX_SPARES_MAX 32u
+#define SBX_BOXES_PER_USER_DEFAULT 3u           /* sbxd.conf boxes_per_user (root exempt; the seed's free plan) */
+#define SBX_BOX_IDLE_TIMEOUT_DEFAULT_MS (30u * 60000u) /* sbxd.conf box_idle_timeout_min: 30 */
+#define SBX_BOX_IDLE_TIMEOUT_MAX_MS (30u * 86400000u)  /* idleTimeoutMin at most 30 days */
+#define SBX_BOX_ID_PREFIX "box-"                /* a box's id: the prefix and 12 hex digits */
+#define SBX_BOX_ID_HEX 12u
+#define SBX_BOX_SERVICES_MAX 32u                /* sandbox_start services */
+#define SBX_BOX_SECRETS_MAX 64u                 /* sandbox_start secrets (names) */
+#define SBX_BOX_SECRET_NAME_MAX 64u
+#define SBX_BOX_URL_MAX 2048u                   /* externalBaseUrl */
+#define SBX_BOX_ENV_MAX 80u                     /* variables a box adds to its commands' environment */
+#define SBX_BOX_EXEC_TIMEOUT_DEFAULT_S 60u      /* sandbox_exec timeoutSec default */
+#define SBX_BOX_LAUNCH_TIMEOUT_S 30u            /* a background command's launcher, at most */
+#define SBX_BOX_WORKDIR "/work"                 /* a box's working directory */
+#define SBX_BOX_DISPLAY ":99"                   /* Xvfb's display in a box whose image has /usr/bin/Xvfb */
+
 /* Jobs: the script set's sandbox_script and its job tools (issue 18, core/job.h) */
 #define SBX_SCRIPT_INPUTS_MAX 16u               /* files + directories of one call: one fd each in its frame */
 #define SBX_SCRIPT_ROOTS_MAX 32u                /* sbxd.conf script_allowed_paths entries */

@@ -26,22 +26,21 @@ static int find_takeover(Request *rq, const char *id, Takeover **ret) {
 
 int handle_takeover(Request *rq) {
         const Sbx__TakeoverRequest *req = rq->msg->takeover;
-        Box *box = box_find(rq->server, rq->client, req->box);
-        int r;
+        Box *box;
+        int r = control_box_find(rq, req->box, true, &box);
 
-        if (!box)
-                return request_error(rq, -ENOENT, "no box '%.80s' of yours", req->box);
-        r = box_use(rq->server, box);
         if (r < 0)
-                return request_error(rq, r, "box %s cannot be taken over: %s", box->id, strerror(-r));
-        if (box->state != BOX_READY && box->state != BOX_TAKEOVER)
+                return r;
+        if (box->state == BOX_TAKEOVER)
+                return request_error(rq, -EBUSY, "box %s is taken over already; wait for it to be handed back",
+                                     box->id);
+        if (box->state != BOX_READY)
                 return request_error(rq, -EAGAIN, "box %s is %s: only a ready box can be taken over", box->id,
                                      box_state_name(box));
         r = takeover_begin(rq->server, rq->client, rq->seq, box->id, box->uid, req->note, req->progress);
-        if (r == -EBUSY)
-                return request_error(rq, r, "box %s is taken over already; wait for it to be handed back", box->id);
         if (r < 0)
                 return request_error(rq, r, "cannot take box %s over: %s", box->id, strerror(-r));
+        box->state = BOX_TAKEOVER;
         return REPLY_DEFERRED;
 }
 
@@ -80,22 +79,28 @@ int handle_takeover_list(Request *rq) {
 int handle_takeover_attach(Request *rq) {
         const Sbx__TakeoverAttach *req = rq->msg->takeover_attach;
         TerminalSize size = { req->rows ?: SBX_TERMINAL_DEFAULT_ROWS, req->cols ?: SBX_TERMINAL_DEFAULT_COLS };
-        WorkspaceSession *ws;
+        char err[300] = "";
+        Command *shell;
         Takeover *t;
         Box *box;
         int r = find_takeover(rq, req->box, &t);
 
         if (r < 0)
                 return r;
-        box = box_lookup(rq->server, t->box);
-        ws = box ? box_session(rq->server, box) : NULL;
-        if (!ws)
-                return request_error(rq, -EAGAIN, "box %s has no running session now", t->box);
-        r = takeover_attach(rq->server, t, ws, rq->client, rq->seq, size);
-        if (r == -EBUSY)
-                return request_error(rq, r, "a terminal is attached to box %s already", t->box);
+        if (takeover_attached(t))
+                return request_error(rq, -EBUSY, "a terminal is attached to box %s already", t->box);
+        box = box_by_id(rq->server, t->box);
+        r = box ? box_use(rq->server, box) : -ENOENT;
+        if (r >= 0)
+                r = box_terminal_start(rq->server, box, TAKEOVER_SHELL, takeover_left_ms(t), size, &shell, err,
+                                       sizeof(err));
         if (r < 0)
-                return request_error(rq, r, "cannot start a terminal in box %s: %s", t->box, strerror(-r));
+                return request_error(rq, r, "cannot start a terminal in box %s: %s", t->box, err[0] ? err : strerror(-r));
+        r = takeover_attach(rq->server, t, shell, rq->client, rq->seq);
+        if (r < 0) {
+                command_cancel(rq->server, shell);
+                return request_error(rq, r, "cannot attach to box %s: %s", t->box, strerror(-r));
+        }
         return REPLY_DEFERRED;
 }
 

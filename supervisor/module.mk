@@ -16,6 +16,8 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-jobs.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-runtime.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-tokens.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-boxes.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-takeover.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/egress.c
@@ -39,6 +41,8 @@ SUPERVISOR_CORE_SRCS += supervisor/core/runtime.c
 SUPERVISOR_CORE_SRCS += supervisor/core/artifacts.c
 SUPERVISOR_CORE_SRCS += supervisor/core/token.c
 SUPERVISOR_CORE_SRCS += supervisor/core/takeover.c
+SUPERVISOR_CORE_SRCS += supervisor/core/box-config.c
+SUPERVISOR_CORE_SRCS += supervisor/core/box.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c

@@ -30,6 +30,7 @@
 #include "core/server.h"
 #include "core/session.h"
 #include "core/claim.h"
+#include "core/box.h"
 #include "core/job.h"
 #include "core/takeover.h"
 #include "core/token.h"
@@ -433,6 +434,7 @@ static void server_done(Server *s) {
         egress_proxy_stop(s);
         takeovers_free(s);
         jobs_free(s);
+        boxes_free(s);
         claims_free(s);
         tokens_free(s);
         imports_free(s);

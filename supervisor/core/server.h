@@ -29,6 +29,7 @@ typedef struct Import Import;
 typedef struct WorkspaceSession WorkspaceSession;
 typedef struct Command Command;
 typedef struct Claim Claim;
+typedef struct Box Box;
 typedef struct EgressProxy EgressProxy;
 typedef struct Job Job;
 typedef struct Token Token;
@@ -98,6 +99,9 @@ struct Server {
         unsigned n_tokens;
         unsigned n_gateway_clients;     /* connections of the gateway user (SBX_GATEWAY_CLIENTS_MAX) */
         TAILQ_HEAD(, Takeover) takeovers; /* boxes a person holds now (core/takeover.h) */
+        TAILQ_HEAD(, Box) boxes;        /* the boxes set's (core/box.h), terminated ones remembered */
+        unsigned n_boxes;
+        bool boxes_wanted;              /* a box was asked for: box spares are kept (core/box.h) */
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */

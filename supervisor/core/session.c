@@ -465,6 +465,38 @@ static void session_release(Server *s, WorkspaceSession *ws) {
         TAILQ_INSERT_TAIL(&s->dead, ws, link);
 }
 
+/* A box's directory and variables (command_start_at), and its terminal
+ * (command_start_pty; 0x0: none). */
+typedef struct CommandPlace {
+        const char *cwd;
+        char *const *env;
+        size_t n_env;
+        TerminalSize pty;
+} CommandPlace;
+
+static void command_place_free(Command *c) {
+        for (size_t i = 0; i < c->n_env; i++)
+                free(c->env[i]);
+        free(c->env);
+        free(c->cwd);
+}
+
+static int command_place_set(Command *c, const CommandPlace *p) {
+        if (!p)
+                return 0;
+        if (p->n_env > SBX_BOX_ENV_MAX)
+                return -E2BIG;
+        c->pty = p->pty;
+        c->cwd = strdup(p->cwd);
+        c->env = calloc(p->n_env ?: 1, sizeof(char *));
+        if (!c->cwd || !c->env)
+                return -ENOMEM;
+        for (; c->n_env < p->n_env; c->n_env++)
+                if (!(c->env[c->n_env] = strdup(p->env[c->n_env])))
+                        return -ENOMEM;
+        return 0;
+}
+
 static void command_free(Server *s, Command *c) {
         TAILQ_REMOVE(&s->commands, c, link);
         if (c->capture) {
@@ -475,6 +507,7 @@ static void command_free(Server *s, Command *c) {
         runtime_job_free(c->job);
         transcript_free(c->transcript);
         egress_audit_done(&c->egress);
+        command_place_free(c);
         free(c->cmd);
         free(c);
 }
@@ -829,7 +862,8 @@ static void command_env_pty(char **env, size_t *n) {
 
 static int command_send_exec(WorkspaceSession *ws, Command *c) {
         Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
-        char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX + EGRESS_PROXY_ENV_N + SBX_RUNTIME_ENV_MAX + 1];
+        char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX + EGRESS_PROXY_ENV_N + SBX_RUNTIME_ENV_MAX +
+                  SBX_BOX_ENV_MAX + 1];
         int r;
 
         e.command = c->number;
@@ -844,8 +878,11 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         /* runtime_execute's allowlisted variables last: they win over the fixed ones. */
         for (size_t i = 0; c->job && i < c->job->n_env; i++)
                 env[e.n_env++] = (char *) c->job->env[i];
+        /* A box's last, likewise. */
+        for (size_t i = 0; i < c->n_env; i++)
+                env[e.n_env++] = c->env[i];
         e.env = env;
-        e.cwd = (char *) (ws->mounts && ws->mounts->names.cwd[0] ? ws->mounts->names.cwd : "/workspace");
+        e.cwd = c->cwd ?: (char *) (ws->mounts && ws->mounts->names.cwd[0] ? ws->mounts->names.cwd : "/workspace");
         e.separate_streams = transcript_has_streams(c->transcript);
         c->start_usec = now_usec();
         r = session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
@@ -913,9 +950,20 @@ static bool command_move_fresh(Server *s, Command *c) {
         return true;
 }
 
-/* job (taken, NULL: none) before the command goes to the worker: its environment and stdin. */
+/* A command that never started: everything of it goes. */
+static void command_discard(Server *s, Command *c) {
+        command_place_free(c);
+        runtime_job_free(c->job);
+        transcript_free(c->transcript);
+        (void) transcript_remove(s->transcripts_fd, c->rec.id);
+        free(c->cmd);
+        free(c);
+}
+
+/* job (taken, NULL: none) before the command goes to the worker: its environment and stdin;
+ * place (NULL: none), a box's directory and variables. */
 static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms,
-                              bool separate_streams, uint64_t cap_bytes, RuntimeJob *job, TerminalSize pty,
+                              bool separate_streams, uint64_t cap_bytes, RuntimeJob *job, const CommandPlace *place,
                               Command **ret) {
         Command *c;
         int r;
@@ -930,7 +978,11 @@ static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, 
                 return r;
         }
         c->job = job;
-        c->pty = pty;
+        r = command_place_set(c, place);
+        if (r < 0) {
+                command_discard(s, c);
+                return r;
+        }
         c->session = ws;
         c->retry_fresh = ws->was_spare && ws->next_command == 0;
         c->number = ++ws->next_command;
@@ -938,11 +990,7 @@ static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, 
         c->deadline_usec = c->start_usec + timeout_ms * 1000ull;
         r = store_command_insert(s->store, &c->rec, cmd);
         if (r < 0) {
-                runtime_job_free(c->job);
-                transcript_free(c->transcript);
-                (void) transcript_remove(s->transcripts_fd, c->rec.id);
-                free(c->cmd);
-                free(c);
+                command_discard(s, c);
                 return r;
         }
         transcripts_started(s, c);
@@ -963,21 +1011,28 @@ static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, 
 
 int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
                   Command **ret) {
-        return command_start_with(s, ws, cmd, timeout_ms, separate_streams, s->cfg.transcript_cap_bytes, NULL,
-                                  (TerminalSize) {}, ret);
+        return command_start_with(s, ws, cmd, timeout_ms, separate_streams, s->cfg.transcript_cap_bytes, NULL, NULL,
+                                  ret);
 }
 
-int command_start_pty(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, TerminalSize pty,
-                      Command **ret) {
+int command_start_at(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, const char *cwd,
+                     char *const *env, size_t n_env, Command **ret) {
+        return command_start_with(s, ws, cmd, timeout_ms, true, s->cfg.transcript_cap_bytes, NULL,
+                                  &(CommandPlace) { .cwd = cwd, .env = env, .n_env = n_env }, ret);
+}
+
+int command_start_pty(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, const char *cwd,
+                      char *const *env, size_t n_env, TerminalSize pty, Command **ret) {
         if (pty.rows == 0 || pty.cols == 0 || pty.rows > SBX_TERMINAL_SIZE_MAX || pty.cols > SBX_TERMINAL_SIZE_MAX)
                 return -EINVAL;
-        return command_start_with(s, ws, cmd, timeout_ms, false, s->cfg.transcript_cap_bytes, NULL, pty, ret);
+        return command_start_with(s, ws, cmd, timeout_ms, false, s->cfg.transcript_cap_bytes, NULL,
+                                  &(CommandPlace) { .cwd = cwd, .env = env, .n_env = n_env, .pty = pty }, ret);
 }
 
 int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
                       RuntimeJob *job, Command **ret) {
-        return command_start_with(s, ws, cmd, timeout_ms, true, MIN(cap_bytes, s->cfg.transcript_cap_bytes), job,
-                                  (TerminalSize) {}, ret);
+        return command_start_with(s, ws, cmd, timeout_ms, true, MIN(cap_bytes, s->cfg.transcript_cap_bytes), job, NULL,
+                                  ret);
 }
 
 Command *command_find_live(Server *s, const char *id) {

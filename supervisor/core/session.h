@@ -140,6 +140,9 @@ struct Command {
         const CommandObserver *observer;    /* a job's (core/job.h), or NULL */
         void *observer_data;
         RuntimeJob *job;                    /* runtime_execute's (core/artifacts.h), or NULL; owned */
+        char *cwd;                          /* a box's (command_start_at), or NULL: the session's */
+        char **env;                         /* a box's variables, over the fixed ones; owned */
+        size_t n_env;
         TerminalSize pty;                   /* a takeover terminal's size (core/takeover.h); 0x0: no pty */
 };
 
@@ -201,11 +204,17 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
  * command goes to the worker. */
 int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
                       RuntimeJob *job, Command **ret);
+/* The same in directory cwd (absolute, inside the session's root) with the
+ * n_env KEY=VALUE variables of env (copied; at most SBX_BOX_ENV_MAX) over the
+ * fixed ones: a box's command (core/box.h). */
+int command_start_at(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, const char *cwd,
+                     char *const *env, size_t n_env, Command **ret);
 /* The same on a pty of the session's devpts, of size pty (rows and cols
  * between 1 and SBX_TERMINAL_SIZE_MAX), with TERM=TERMINAL_TERM: the
- * command's controlling terminal (a takeover's shell, core/takeover.h). */
-int command_start_pty(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, TerminalSize pty,
-                      Command **ret);
+ * command's controlling terminal, its output one stream (a takeover's
+ * shell, core/takeover.h). */
+int command_start_pty(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, const char *cwd,
+                      char *const *env, size_t n_env, TerminalSize pty, Command **ret);
 /* A new size for c's pty: the kernel tells its foreground process group (SIGWINCH). */
 int command_resize(Command *c, TerminalSize size);
 Command *command_find_live(Server *s, const char *id);

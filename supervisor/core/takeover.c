@@ -4,14 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/box.h"
 #include "core/takeover.h"
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
 #include "msg.h"
-
-/* The person's shell: a login shell in the box's working directory. */
-#define TAKEOVER_SHELL "cd /work 2>/dev/null; [ -x /bin/bash ] && exec /bin/bash -l; exec /bin/sh -l"
 
 Takeover *takeover_find(Server *s, const char *box) {
         Takeover *t;
@@ -107,6 +105,10 @@ static void terminal_abandon(Server *s, Pending *p, bool cancelled) {
 }
 
 static void takeover_free(Server *s, Takeover *t) {
+        Box *box = box_by_id(s, t->box);
+
+        if (box && box->state == BOX_TAKEOVER)
+                box->state = BOX_READY;
         TAILQ_REMOVE(&s->takeovers, t, link);
         pending_stop(&t->agent);
         free(t->note);
@@ -159,17 +161,19 @@ int takeover_begin(Server *s, Client *c, uint32_t seq, const char *box, uid_t ow
         return 0;
 }
 
-int takeover_attach(Server *s, Takeover *t, WorkspaceSession *ws, Client *c, uint32_t seq, TerminalSize size) {
-        unsigned long long now = now_usec();
-        uint64_t left_ms = t->deadline_usec > now ? (t->deadline_usec - now) / 1000 + 1 : 1;
-        Command *shell;
-        int r;
+bool takeover_attached(const Takeover *t) {
+        return t->shell || pending_active(&t->terminal);
+}
 
-        if (pending_active(&t->terminal) || t->shell)
+uint64_t takeover_left_ms(const Takeover *t) {
+        unsigned long long now = now_usec();
+
+        return t->deadline_usec > now ? (t->deadline_usec - now) / 1000 + 1 : 1;
+}
+
+int takeover_attach(Server *s, Takeover *t, Command *shell, Client *c, uint32_t seq) {
+        if (takeover_attached(t))
                 return -EBUSY;
-        r = command_start_pty(s, ws, TAKEOVER_SHELL, left_ms, size, &shell);
-        if (r < 0)
-                return r;
         shell->observer = &shell_observer;
         shell->observer_data = t;
         t->shell = shell;

@@ -4,7 +4,8 @@
  * waits, a Pending of the agent's request, until a person hands it back
  * (sbxctl takeover return: MSG_CLIENT_TAKEOVER_RETURN, whose note is the
  * answer) or takeover_max_seconds pass (sbxd.conf; the answer says expired).
- * Meanwhile the box's commands are refused (takeover_locked) and the person
+ * Meanwhile the box is in state BOX_TAKEOVER (its commands are refused: the
+ * seed's locked error, control-boxes.c), back to BOX_READY at the end, and the person
  * may attach a terminal (sbxctl takeover attach): a login shell on a pty of
  * the box's session (core/session.h: command_start_pty), relayed both ways
  * as TERMINAL frames with the seq of the attach request: keys and sizes in,
@@ -53,9 +54,16 @@ Takeover *takeover_find(Server *s, const char *box);
 bool takeover_locked(Server *s, const char *box);
 /* Whether uid may attach to or return t: root and the box's owner. */
 bool takeover_permitted(const Takeover *t, uid_t uid);
-/* A terminal for (c, seq) on a login shell in ws, of size; -EBUSY if one is
- * attached already. */
-int takeover_attach(Server *s, Takeover *t, WorkspaceSession *ws, Client *c, uint32_t seq, TerminalSize size);
+/* The person's shell: a login shell (bash if the image has it). */
+#define TAKEOVER_SHELL "[ -x /bin/bash ] && exec /bin/bash -l; exec /bin/sh -l"
+/* Whether a terminal is attached to t. */
+bool takeover_attached(const Takeover *t);
+/* Milliseconds until t expires (at least 1): the shell's timeout. */
+uint64_t takeover_left_ms(const Takeover *t);
+/* shell (a pty command of the box, just started: core/box.h
+ * box_terminal_start) is the terminal of (c, seq) from now on; -EBUSY if
+ * one is attached already (shell is then left alone). */
+int takeover_attach(Server *s, Takeover *t, Command *shell, Client *c, uint32_t seq);
 /* A TERMINAL frame from c: keys and/or a new size for its terminal (seq of
  * its attach); -ENOENT if c has no such terminal. */
 int takeover_input(Server *s, Client *c, uint32_t seq, const void *data, size_t len, TerminalSize size);

@@ -69,6 +69,13 @@ static bool env_has_key(const Sbx__SupervisorExec *e, const char *key) {
         return false;
 }
 
+static Command *shell(Fixture *f, TerminalSize size) {
+        Command *c = NULL;
+
+        assert_int_equal(command_start_pty(&f->s, f->ws, TAKEOVER_SHELL, 60000, "/work", NULL, 0, size, &c), 0);
+        return c;
+}
+
 /* Take box-1 over and attach a terminal of 30x100 (seq 9): the shell's command number. */
 static uint32_t take_and_attach(Fixture *f) {
         TerminalSize size = { 30, 100 };
@@ -82,17 +89,22 @@ static uint32_t take_and_attach(Fixture *f) {
         assert_false(takeover_locked(&f->s, "box-2"));
         t = takeover_find(&f->s, "box-1");
         assert_non_null(t);
-        assert_int_equal(takeover_attach(&f->s, t, f->ws, f->person, 9, size), 0);
-        assert_int_equal(takeover_attach(&f->s, t, f->ws, f->person, 10, size), -EBUSY);
+        assert_false(takeover_attached(t));
+        assert_true(takeover_left_ms(t) > 1000);
+        assert_int_equal(takeover_attach(&f->s, t, shell(f, size), f->person, 9), 0);
+        assert_true(takeover_attached(t));
+        assert_int_equal(takeover_attach(&f->s, t, t->shell, f->person, 10), -EBUSY);
         fake_pump(&f->s, 10);
         m = fake_worker_recv(f->ws->id);
         assert_int_equal(m->type, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC);
         assert_true(m->supervisor_exec->pty);
         assert_int_equal(m->supervisor_exec->rows, 30);
         assert_int_equal(m->supervisor_exec->cols, 100);
+        assert_string_equal(m->supervisor_exec->cwd, "/work");
         assert_true(env_has(m->supervisor_exec, "TERM=" TERMINAL_TERM));
         assert_false(env_has(m->supervisor_exec, "TERM=dumb"));
         assert_false(env_has_key(m->supervisor_exec, "NO_COLOR="));
+        assert_false(m->supervisor_exec->separate_streams);
         number = m->supervisor_exec->command;
         sbx__msg__free_unpacked(m, NULL);
         return number;
@@ -207,8 +219,8 @@ static void test_shell_exit(void **state) {
         assert_null(takeover_find(&f->s, "box-1")->shell);
         assert_true(fake_nothing_to_read(f->agent_peer));
         /* A new terminal may be attached. */
-        assert_int_equal(takeover_attach(&f->s, takeover_find(&f->s, "box-1"), f->ws, f->person, 11,
-                                         (TerminalSize) { 24, 80 }), 0);
+        assert_int_equal(takeover_attach(&f->s, takeover_find(&f->s, "box-1"), shell(f, (TerminalSize) { 24, 80 }),
+                                         f->person, 11), 0);
 }
 
 /* Nobody hands it back: after takeover_max_seconds the agent's answer says expired. */
