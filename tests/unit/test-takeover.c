@@ -19,6 +19,7 @@
 #include "core/session.h"
 #include "core/takeover.h"
 #include "fake-sbxd.h"
+#include "fd-util.h"
 #include "msg.h"
 #include "sbx-limits.h"
 
@@ -277,6 +278,30 @@ static void test_box_gone(void **state) {
         assert_null(takeover_find(&f->s, "box-1"));
 }
 
+/* A call with a progressToken hears every SBX_TAKEOVER_PROGRESS_S that it waits; one without, nothing. */
+static void test_progress(void **state) {
+        Fixture *f = *state;
+        uint32_t seq = 0;
+        Sbx__Msg *m = NULL;
+
+        assert_int_equal(takeover_begin(&f->s, f->agent, 5, "box-1", 1000, "n", true), 0);
+        assert_int_equal(takeover_begin(&f->s, f->person, 6, "box-2", 1000, "n", false), 0);
+        assert_true(takeovers_next_deadline(&f->s) <= takeover_find(&f->s, "box-1")->progress_usec);
+        takeover_find(&f->s, "box-1")->progress_usec = 0;     /* as if SBX_TAKEOVER_PROGRESS_S passed */
+        takeover_find(&f->s, "box-2")->progress_usec = ~0ull;
+        takeovers_run_deadlines(&f->s);
+        fake_pump(&f->s, 10);
+        assert_int_equal(wire_recv(f->agent_peer, &m, &seq, NULL, NULL), 0);
+        assert_int_equal(seq, 5);
+        assert_int_equal(m->type, SBX__MSG_TYPE__MSG_PROGRESS);
+        assert_int_equal(m->progress->progress, 1);
+        assert_non_null(strstr(m->progress->message, "waiting for a person"));
+        sbx__msg__free_unpacked(m, NULL);
+        assert_true(takeover_find(&f->s, "box-1")->progress_usec > now_usec());
+        assert_true(fake_nothing_to_read(f->agent_peer));
+        assert_true(fake_nothing_to_read(f->person_peer));
+}
+
 static void test_permitted(void **state) {
         Fixture *f = *state;
         Takeover *t;
@@ -292,7 +317,7 @@ int main(void) {
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
         const struct CMUnitTest tests[] = {
                 T(test_terminal_relay_and_return), T(test_shell_exit), T(test_expiry), T(test_agent_cancels),
-                T(test_box_gone), T(test_permitted),
+                T(test_box_gone), T(test_progress), T(test_permitted),
         };
 #undef T
         return cmocka_run_group_tests(tests, NULL, NULL);
