@@ -37,10 +37,10 @@ int handle_takeover(Request *rq) {
         if (box->state != BOX_READY)
                 return request_error(rq, -EAGAIN, "box %s is %s: only a ready box can be taken over", box->id,
                                      box_state_name(box));
-        r = takeover_begin(rq->server, rq->client, rq->seq, box->id, box->uid, req->note, req->progress);
+        r = takeover_begin(rq->server, rq->client, rq->seq, box->id, &box->state, box->uid, req->note,
+                           req->progress);
         if (r < 0)
                 return request_error(rq, r, "cannot take box %s over: %s", box->id, strerror(-r));
-        box->state = BOX_TAKEOVER;
         return REPLY_DEFERRED;
 }
 

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/box.h"
 #include "core/takeover.h"
 #include "fd-util.h"
 #include "log.h"
@@ -105,10 +104,8 @@ static void terminal_abandon(Server *s, Pending *p, bool cancelled) {
 }
 
 static void takeover_free(Server *s, Takeover *t) {
-        Box *box = box_by_id(s, t->box);
-
-        if (box && box->state == BOX_TAKEOVER)
-                box->state = BOX_READY;
+        if (t->state && *t->state == BOX_TAKEOVER)
+                *t->state = BOX_READY;
         TAILQ_REMOVE(&s->takeovers, t, link);
         pending_stop(&t->agent);
         free(t->note);
@@ -132,8 +129,8 @@ static void agent_abandon(Server *s, Pending *p, bool cancelled) {
         takeover_end(s, t, NULL, "the agent stopped waiting");
 }
 
-int takeover_begin(Server *s, Client *c, uint32_t seq, const char *box, uid_t owner, const char *note,
-                   bool progress) {
+int takeover_begin(Server *s, Client *c, uint32_t seq, const char *box, BoxState *state, uid_t owner,
+                   const char *note, bool progress) {
         Takeover *t;
 
         if (strlen(box) > SBX_NAME_MAX || strlen(note) > SBX_TAKEOVER_NOTE_MAX)
@@ -150,6 +147,9 @@ int takeover_begin(Server *s, Client *c, uint32_t seq, const char *box, uid_t ow
         }
         strlcpy(t->box, box, sizeof(t->box));
         t->server = s;
+        t->state = state;
+        if (state)
+                *state = BOX_TAKEOVER;
         t->owner = owner;
         t->since_unix = now_unix_usec() / 1000000;
         t->since_usec = now_usec();

@@ -23,6 +23,7 @@
 #include <sys/queue.h>
 #include <sys/types.h>
 
+#include "core/box.h"
 #include "core/client.h"
 #include "core/server.h"
 #include "core/session.h"
@@ -32,6 +33,8 @@ struct Takeover {
         TAILQ_ENTRY(Takeover) link;
         Server *server;                 /* for the shell's observer */
         char box[SBX_NAME_MAX + 1];
+        BoxState *state;                /* the box's state (BOX_TAKEOVER meanwhile), or NULL; valid
+                                           until takeover_box_gone */
         uid_t owner;
         char *note;                     /* the agent's */
         int64_t since_unix;
@@ -46,9 +49,11 @@ struct Takeover {
 
 /* Box box (owned by owner) is taken over until handed back; the agent's
  * request (c, seq) is answered then, and meanwhile told every
- * SBX_TAKEOVER_PROGRESS_S that it waits if progress. -EBUSY if it is already. */
-int takeover_begin(Server *s, Client *c, uint32_t seq, const char *box, uid_t owner, const char *note,
-                   bool progress);
+ * SBX_TAKEOVER_PROGRESS_S that it waits if progress. *state (NULL: none) is
+ * BOX_TAKEOVER meanwhile, BOX_READY after (if nothing else changed it); the
+ * box calls takeover_box_gone before it goes. -EBUSY if it is already. */
+int takeover_begin(Server *s, Client *c, uint32_t seq, const char *box, BoxState *state, uid_t owner,
+                   const char *note, bool progress);
 Takeover *takeover_find(Server *s, const char *box);
 /* Whether box's commands are refused now (sandbox_exec's locked error). */
 bool takeover_locked(Server *s, const char *box);
