@@ -199,6 +199,55 @@ static void test_terminal_relay_and_return(void **state) {
         sbx__msg__free_unpacked(m, NULL);
 }
 
+static void person_sends(Fixture *f, Sbx__MsgType type, void *body, uint32_t seq) {
+        Sbx__Msg m;
+
+        msg_init(&m, type, body);
+        assert_int_equal(wire_send(f->person_peer, &m, seq, NULL, 0), 0);
+        fake_pump(&f->s, 10);
+}
+
+/* TERMINAL frames through the request table: keys and sizes have no answer;
+ * frames over the bounds are refused by the table before any handler. */
+static void test_terminal_frames(void **state) {
+        Fixture *f = *state;
+        Sbx__ClientHello hello = SBX__CLIENT_HELLO__INIT;
+        Sbx__Terminal keys = SBX__TERMINAL__INIT, big = SBX__TERMINAL__INIT, wide = SBX__TERMINAL__INIT,
+                      half = SBX__TERMINAL__INIT;
+        uint8_t buf[SBX_TERMINAL_INPUT_MAX + 1] = { 'x' };
+        uint32_t number;
+        Sbx__Msg *m;
+
+        person_sends(f, SBX__MSG_TYPE__MSG_CLIENT_HELLO, &hello, 1);
+        expect_reply(f->person_peer, 1, 0);
+        number = take_and_attach(f);
+        keys.data.data = (uint8_t *) "ls\r";
+        keys.data.len = 3;
+        person_sends(f, SBX__MSG_TYPE__MSG_CLIENT_TERMINAL, &keys, 9);
+        assert_true(fake_nothing_to_read(f->person_peer));
+        m = fake_worker_recv(f->ws->id);
+        assert_int_equal(m->type, SBX__MSG_TYPE__MSG_SUPERVISOR_STDIN);
+        assert_int_equal(m->supervisor_stdin->command, number);
+        assert_memory_equal(m->supervisor_stdin->data.data, "ls\r", 3);
+        sbx__msg__free_unpacked(m, NULL);
+
+        big.data.data = buf;
+        big.data.len = sizeof(buf);
+        person_sends(f, SBX__MSG_TYPE__MSG_CLIENT_TERMINAL, &big, 9);
+        expect_reply(f->person_peer, 9, -E2BIG);
+        wide.rows = 24;
+        wide.cols = SBX_TERMINAL_SIZE_MAX + 1;
+        person_sends(f, SBX__MSG_TYPE__MSG_CLIENT_TERMINAL, &wide, 9);
+        expect_reply(f->person_peer, 9, -EINVAL);
+        half.rows = 24;
+        person_sends(f, SBX__MSG_TYPE__MSG_CLIENT_TERMINAL, &half, 9);
+        expect_reply(f->person_peer, 9, -EINVAL);
+        /* Keys for no terminal of this client: dropped, no answer. */
+        person_sends(f, SBX__MSG_TYPE__MSG_CLIENT_TERMINAL, &keys, 77);
+        assert_true(fake_nothing_to_read(f->person_peer));
+        assert_true(fake_nothing_to_read(fake_session(f->ws->id)->worker));
+}
+
 /* The shell's exit ends the terminal, not the takeover. */
 static void test_shell_exit(void **state) {
         Fixture *f = *state;
@@ -321,7 +370,7 @@ static void test_permitted(void **state) {
 int main(void) {
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
         const struct CMUnitTest tests[] = {
-                T(test_terminal_relay_and_return), T(test_shell_exit), T(test_expiry), T(test_agent_cancels),
+                T(test_terminal_relay_and_return), T(test_terminal_frames), T(test_shell_exit), T(test_expiry), T(test_agent_cancels),
                 T(test_box_gone), T(test_progress), T(test_permitted),
         };
 #undef T
