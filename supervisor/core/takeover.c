@@ -19,10 +19,6 @@ Takeover *takeover_find(Server *s, const char *box) {
         return NULL;
 }
 
-bool takeover_locked(Server *s, const char *box) {
-        return takeover_find(s, box) != NULL;
-}
-
 bool takeover_permitted(const Takeover *t, uid_t uid) {
         return uid == 0 || uid == t->owner;
 }

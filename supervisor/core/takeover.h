@@ -55,8 +55,6 @@ struct Takeover {
 int takeover_begin(Server *s, Client *c, uint32_t seq, const char *box, BoxState *state, uid_t owner,
                    const char *note, bool progress);
 Takeover *takeover_find(Server *s, const char *box);
-/* Whether box's commands are refused now (sandbox_exec's locked error). */
-bool takeover_locked(Server *s, const char *box);
 /* Whether uid may attach to or return t: root and the box's owner. */
 bool takeover_permitted(const Takeover *t, uid_t uid);
 /* The person's shell: a login shell (bash if the image has it). */

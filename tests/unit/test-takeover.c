@@ -86,8 +86,8 @@ static uint32_t take_and_attach(Fixture *f) {
 
         assert_int_equal(takeover_begin(&f->s, f->agent, 5, "box-1", NULL, 1000, "log in, please", false), 0);
         assert_int_equal(takeover_begin(&f->s, f->agent, 6, "box-1", NULL, 1000, "again", false), -EBUSY);
-        assert_true(takeover_locked(&f->s, "box-1"));
-        assert_false(takeover_locked(&f->s, "box-2"));
+        assert_non_null(takeover_find(&f->s, "box-1"));
+        assert_null(takeover_find(&f->s, "box-2"));
         t = takeover_find(&f->s, "box-1");
         assert_non_null(t);
         assert_false(takeover_attached(t));
@@ -180,7 +180,7 @@ static void test_terminal_relay_and_return(void **state) {
         takeover_return(&f->s, takeover_find(&f->s, "box-1"), "done, logged in");
         fake_pump(&f->s, 10);
         assert_null(takeover_find(&f->s, "box-1"));
-        assert_false(takeover_locked(&f->s, "box-1"));
+        assert_null(takeover_find(&f->s, "box-1"));
         m = fake_reply(f->agent_peer, &seq);
         assert_int_equal(seq, 5);
         assert_int_equal(m->reply->err, 0);
@@ -265,7 +265,7 @@ static void test_shell_exit(void **state) {
         assert_int_equal(t->exit_code, 7);
         sbx__msg__free_unpacked(m, NULL);
         expect_reply(f->person_peer, 9, 0);
-        assert_true(takeover_locked(&f->s, "box-1"));
+        assert_non_null(takeover_find(&f->s, "box-1"));
         assert_null(takeover_find(&f->s, "box-1")->shell);
         assert_true(fake_nothing_to_read(f->agent_peer));
         /* A new terminal may be attached. */
@@ -294,7 +294,7 @@ static void test_expiry(void **state) {
         assert_string_equal(m->reply->takeover->note, "");
         assert_true(m->reply->takeover->seconds >= 1.0);
         sbx__msg__free_unpacked(m, NULL);
-        assert_false(takeover_locked(&f->s, "box-1"));
+        assert_null(takeover_find(&f->s, "box-1"));
         assert_true(takeovers_next_deadline(&f->s) == ~0ull);
 }
 
@@ -307,7 +307,7 @@ static void test_agent_cancels(void **state) {
         (void) take_and_attach(f);
         client_cancel(&f->s, f->agent, 5);
         fake_pump(&f->s, 10);
-        assert_false(takeover_locked(&f->s, "box-1"));
+        assert_null(takeover_find(&f->s, "box-1"));
         t = terminal_frame(f, &m);
         assert_true(t->ended);
         assert_string_equal(t->reason, "the agent stopped waiting");
