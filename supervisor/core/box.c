@@ -535,8 +535,9 @@ static bool box_busy(Server *s, const Box *box) {
         return false;
 }
 
+/* Never while a person holds it (takeover): they make no tool calls, but it is not idle. */
 static unsigned long long box_freeze_at(const Box *box) {
-        if (box->frozen || box->idle_timeout_ms == 0 || (box->state != BOX_READY && box->state != BOX_TAKEOVER))
+        if (box->frozen || box->idle_timeout_ms == 0 || box->state != BOX_READY)
                 return ~0ull;
         return box->last_call_usec + box->idle_timeout_ms * 1000ull;
 }

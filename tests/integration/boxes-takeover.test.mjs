@@ -6,7 +6,7 @@
 // resize seen by `stty size`, then `return --note`, whose note is the tool's
 // result. box_image is the default image (no browser needed).
 import assert from 'node:assert/strict';
-import { Harness, useSbx, sbxctl, run, SBXCTL, waitFor } from './helpers.mjs';
+import { Harness, useSbx, sbxctl, run, sleep, SBXCTL, waitFor } from './helpers.mjs';
 
 const NOBODY = 65534;
 const CONFIG = '[sbxd]\nsocket_mode = 0666\nbox_image = default\nbox_spares = 0\nboxes_per_user = 4\n';
@@ -218,6 +218,23 @@ h.test('the agent cancels: the takeover ends, the box is unlocked; a stopped box
   assert.equal(res.isError, true);
   assert.match(res.content[0].text, /ended/);
   assert.deepEqual((await listed(h.socket)).filter((x) => x.box === b.id), []);
+});
+
+h.test('a box held by a person is not frozen for idleness, however long they take', async () => {
+  const b = await h.mcp.sc('sandbox_start', { idleTimeoutMin: 0.02 });      // 1.2 s
+  const pending = h.mcp.call('sandbox_takeover', { id: b.id }, { timeout: 170000 });
+  await waitTakenOver(h.socket, b.id);
+  await sleep(3000);
+  assert.equal((await h.mcp.sc('sandbox_status', { id: b.id })).status, 'takeover');
+  const r = await underPty(h.socket, ['takeover', 'attach', b.id], [
+    { send: 'echo wa""rm\r' },
+    { expect: 'warm' },
+    { run: [SBXCTL, '--socket', h.socket, 'takeover', 'return', b.id, '--note', 'thanks'] },
+    { expect: 'closed: returned' },
+  ]);
+  assert.equal(r.error, null, `${r.error}\n${r.out}`);
+  assert.equal((await pending).structuredContent.note, 'thanks');
+  await h.mcp.sc('sandbox_stop', { id: b.id });
 });
 
 h.test('nobody hands it back: after takeover_max_seconds (2 here) the result says expired', async () => {
