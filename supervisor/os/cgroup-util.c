@@ -413,6 +413,12 @@ static int remove_tree_depth(int parent_fd, const char *name, unsigned depth) {
         if (fd < 0)
                 return fd;
 
+        /* A frozen cgroup (a box's, left by an sbxd that died) takes SIGKILL
+         * only once thawed: v1 freezer.state, v2 cgroup.freeze. */
+        if (cg_file_exists_at(fd, "freezer.state"))
+                (void) cg_write_at(fd, "freezer.state", "THAWED");
+        if (cg_file_exists_at(fd, "cgroup.freeze"))
+                (void) cg_write_at(fd, "cgroup.freeze", "0");
         r = cg_kill_and_wait(&fd, 1, cg_file_exists_at(fd, "cgroup.kill"), true);
         if (r < 0)
                 ret = r;
