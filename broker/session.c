@@ -638,6 +638,8 @@ static int handle_tools_call(McpSession *b, const JsonRpcMessage *m) {
                 req.msg.exec->progress = true;
         if (r >= 0 && req.msg.body_case == SBX__MSG__BODY_RUNTIME_EXECUTE && token)
                 req.msg.runtime_execute->progress = true;
+        if (r >= 0 && req.msg.body_case == SBX__MSG__BODY_TAKEOVER && token)
+                req.msg.takeover->progress = true;
         if (r == -EINVAL) {
                 log_debug("%s: %s", tool_name(tool), error);
                 return send_tool_error(b, m->id, error);

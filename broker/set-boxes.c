@@ -248,6 +248,59 @@ static void text_exec(FILE *f, const Sbx__Reply *reply, const json_t *args, cons
         fprintf(f, "--- stdout ---\n%s\n--- stderr ---\n%s\n", tool_sc_str(sc, "stdout"), tool_sc_str(sc, "stderr"));
 }
 
+/* ---- sandbox_takeover (a person's takeover, supervisor/core/takeover.h) ---------- */
+
+_Static_assert(SBX_TAKEOVER_NOTE_MAX == 4096 && SBX_TAKEOVER_MAX_DEFAULT_S == 1800 && SBX_TAKEOVER_PROGRESS_S == 15,
+               "sandbox_takeover schema");
+
+static const char takeover_input[] = OBJ(
+        P_ID ", "
+        "\"note\": {\"type\": \"string\", \"maxLength\": 4096, \"description\": \"For the person: what to do (log "
+        "in, solve the CAPTCHA, confirm the payment). sbxctl takeover list shows it.\"}",
+        "\"id\"");
+static const char takeover_output[] = OUT(
+        P_STRING("note", "The person's note from sbxctl takeover return --note (empty if none, or expired).") ", "
+        "\"expired\": {\"type\": \"boolean\", \"description\": \"Nobody handed the box back within "
+        "takeover_max_seconds (30 minutes by default); the box is yours again.\"}, "
+        "\"seconds\": {\"type\": \"number\", \"description\": \"How long the box was taken over.\"}",
+        "\"note\", \"expired\"");
+static const char annotations_takeover[] =
+        "{\"readOnlyHint\": false, \"destructiveHint\": false, \"idempotentHint\": false, \"openWorldHint\": true}";
+
+static int prepare_takeover(json_t *args, ToolRequest *req, char **ret_error) {
+        Sbx__TakeoverRequest *m = tool_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_TAKEOVER,
+                                                    &sbx__takeover_request__descriptor);
+        const char *id, *note;
+        int r;
+
+        r = tool_arg_id(args, "id", &id, ret_error);
+        if (r >= 0)
+                r = tool_arg_string(args, "note", 0, SBX_TAKEOVER_NOTE_MAX, &note, NULL, ret_error);
+        if (r < 0)
+                return r;
+        m->box = (char *) id;
+        m->note = (char *) (note ?: "");
+        return 0;
+}
+
+static int render_takeover(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
+        const Sbx__TakeoverReply *t = reply->takeover;
+
+        if (reply->body_case != SBX__REPLY__BODY_TAKEOVER || !t)
+                return -EBADMSG;
+        *ret = json_pack("{s:o, s:b, s:f}", "note", msg_json_string(t->note, strlen(t->note), TOOL_TEXT), "expired",
+                         t->expired, "seconds", t->seconds);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static void text_takeover(FILE *f, const Sbx__Reply *reply, const json_t *args, const json_t *sc) {
+        if (json_is_true(json_object_get(sc, "expired")))
+                fprintf(f, "nobody handed the box back in time: the takeover expired, the box is yours again\n");
+        else
+                fprintf(f, "handed back after %.0f s; the person's note:\n%s\n",
+                        json_real_value(json_object_get(sc, "seconds")), tool_sc_str(sc, "note"));
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 #define BOX_NOTE " A box is its MCP session's own: another session's id is not found."
@@ -367,6 +420,23 @@ static const ToolDef boxes_tools[] = {
                 .prepare = box_prepare_shot,
                 .render = box_render_placed,
                 .content = box_shot_content,
+        },
+        {
+                .name = "sandbox_takeover",
+                .title = "Hand a box to a person",
+                .description =
+                        "Ask a person to take the box over, for what you must not do alone (logins, CAPTCHAs, "
+                        "payment confirmations), and wait until they hand it back (sbxctl takeover return ID --note "
+                        "...: the note is the result) or 30 minutes pass (takeover_max_seconds of sbxd.conf; then "
+                        "expired is true). Meanwhile sandbox_exec in the box returns a locked error, and the person "
+                        "can open a terminal in it (sbxctl takeover attach ID, the box's takeoverUrl); send a "
+                        "progressToken to get a progress notification every 15 s while it waits." BOX_NOTE,
+                .input_schema = takeover_input,
+                .output_schema = takeover_output,
+                .annotations = annotations_takeover,
+                .prepare = prepare_takeover,
+                .render = render_takeover,
+                .text = text_takeover,
         },
 };
 

@@ -384,3 +384,17 @@
 #define SBX_BOX_SHOT_WIDTH 1280u                /* sandbox_shot target url: Chromium's window */
 #define SBX_BOX_SHOT_HEIGHT 800u
 #define SBX_BOX_SHOT_IMAGE_MAX (6u << 20)       /* sandbox_shot: a PNG this large is also image content */
+/* A person's takeover of a box (issue 21, docs/boxes.md "Takeover"). */
+#define SBX_TAKEOVER_MAX_DEFAULT_S 1800u        /* sbxd.conf takeover_max_seconds: sandbox_takeover waits this
+                                                   long for a person to hand the box back (the seed's 30 minutes) */
+#define SBX_TAKEOVER_MAX_S 86400u               /* the most takeover_max_seconds may be */
+#define SBX_TAKEOVER_PROGRESS_S 15u             /* a waiting sandbox_takeover with a progressToken is told
+                                                   this often that it still waits (MCP clients time out
+                                                   requests without progress, often after 60 s) */
+#define SBX_TAKEOVER_NOTE_MAX 4096u             /* bytes of the agent's note and of the person's */
+#define SBX_TERMINAL_SIZE_MAX 4096u             /* rows and columns of a takeover terminal */
+#define SBX_TERMINAL_INPUT_MAX 4096u            /* bytes of keys per TERMINAL frame from sbxctl */
+#define SBX_TERMINAL_BACKLOG 16u                /* output frames queued for a slow terminal client; more
+                                                   output is dropped (and said so) rather than dropping it */
+#define SBX_TERMINAL_DEFAULT_ROWS 24u           /* a TAKEOVER_ATTACH without a size */
+#define SBX_TERMINAL_DEFAULT_COLS 80u

@@ -49,6 +49,10 @@ int find_box(Request *rq, const char *id, bool use, Box **ret) {
         return 0;
 }
 
+int control_box_find(Request *rq, const char *id, bool use, Box **ret) {
+        return find_box(rq, id, use, ret);
+}
+
 /* The box can run a command now, or the error that says why not. */
 int box_runnable(Request *rq, Box *box) {
         switch (box->state) {

@@ -155,6 +155,15 @@ int handle_box_exec(Request *rq);
 int handle_box_status(Request *rq);
 int handle_box_stop(Request *rq);
 int handle_box_list(Request *rq);
+/* control-boxes.c, for the other box requests: the caller's box id (its
+ * checks and errors), used (thawed) if use; -errno with rq->error set. */
+int control_box_find(Request *rq, const char *id, bool use, Box **ret);
+/* control-takeover.c: a person's takeover of a box (core/takeover.h). */
+int handle_takeover(Request *rq);
+int handle_takeover_list(Request *rq);
+int handle_takeover_attach(Request *rq);
+int handle_takeover_return(Request *rq);
+int handle_terminal(Request *rq);
 /* control-tokens.c: sbx-gateway's bearer tokens */
 int handle_token_create(Request *rq);
 int handle_token_list(Request *rq);

@@ -18,6 +18,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-runtime.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-tokens.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-boxes.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-takeover.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/egress.c
@@ -41,6 +42,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/imagebuild.c
 SUPERVISOR_CORE_SRCS += supervisor/core/runtime.c
 SUPERVISOR_CORE_SRCS += supervisor/core/artifacts.c
 SUPERVISOR_CORE_SRCS += supervisor/core/token.c
+SUPERVISOR_CORE_SRCS += supervisor/core/takeover.c
 SUPERVISOR_CORE_SRCS += supervisor/core/box-config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/box.c
 
@@ -75,5 +77,6 @@ SBXCTL_LIB_SRCS += supervisor/sbxctl-claims.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-boxes.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-jobs.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-tokens.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-takeover.c
 # a build tool: the bash completion, written from sbxctl's tables
 SBXCTL_COMPLETION_SRCS += supervisor/sbxctl-completion.c

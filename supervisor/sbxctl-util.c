@@ -202,10 +202,32 @@ static int exit_status_for_err(int err) {
         }
 }
 
+int ctl_reply_check(const char *what, const Sbx__Reply *reply, Sbx__Reply__BodyCase expect, bool map_err) {
+        if (reply->err > 0) {
+                fprintf(stderr, "%s: malformed reply from sbxd to the %s request: positive err %" PRId32 "\n",
+                        program, what, reply->err);
+                return EXIT_FAILED;
+        }
+        if (reply->err < 0) {
+                fprintf(stderr, "%s: ", program);
+                if (reply->errmsg && *reply->errmsg)
+                        fputs_safe(reply->errmsg, stderr);
+                else
+                        fprintf(stderr, "%s request failed: %s", what, strerror(-reply->err));
+                fputc('\n', stderr);
+                return map_err ? exit_status_for_err(reply->err) : EXIT_FAILED;
+        }
+        if (expect != SBX__REPLY__BODY__NOT_SET && reply->body_case != expect) {
+                fprintf(stderr, "%s: malformed reply from sbxd to the %s request: missing or wrong body\n",
+                        program, what);
+                return EXIT_FAILED;
+        }
+        return EXIT_OK;
+}
+
 int transact(int fd, const char *what, const Sbx__Msg *req, uint32_t seq,
                     Sbx__Reply__BodyCase expect, bool map_err, Sbx__Msg **ret_msg) {
         _cleanup_msg_ Sbx__Msg *msg = NULL;
-        const Sbx__Reply *reply;
         uint32_t rseq;
         int r;
 
@@ -258,26 +280,9 @@ int transact(int fd, const char *what, const Sbx__Msg *req, uint32_t seq,
                 sbx__msg__free_unpacked(TAKE_PTR(msg), NULL);
         }
 
-        reply = msg->reply;
-        if (reply->err > 0) {
-                fprintf(stderr, "%s: malformed reply from sbxd to the %s request: positive err %" PRId32 "\n",
-                        program, what, reply->err);
-                return EXIT_FAILED;
-        }
-        if (reply->err < 0) {
-                fprintf(stderr, "%s: ", program);
-                if (reply->errmsg && *reply->errmsg)
-                        fputs_safe(reply->errmsg, stderr);
-                else
-                        fprintf(stderr, "%s request failed: %s", what, strerror(-reply->err));
-                fputc('\n', stderr);
-                return map_err ? exit_status_for_err(reply->err) : EXIT_FAILED;
-        }
-        if (expect != SBX__REPLY__BODY__NOT_SET && reply->body_case != expect) {
-                fprintf(stderr, "%s: malformed reply from sbxd to the %s request: missing or wrong body\n",
-                        program, what);
-                return EXIT_FAILED;
-        }
+        r = ctl_reply_check(what, msg->reply, expect, map_err);
+        if (r != EXIT_OK)
+                return r;
         *ret_msg = TAKE_PTR(msg);
         return EXIT_OK;
 }

@@ -220,6 +220,7 @@ const CtlOption ctl_options[] = {
         { "--name",       true,  CTL_GROUP_TOKEN,    ctl_set_token_name, NULL },
         { "--expires",    true,  CTL_GROUP_TOKEN,    ctl_set_expires, NULL },
         { "--sets",       true,  CTL_GROUP_TOKEN,    ctl_set_sets,   "runtime sessions lifecycle" },
+        { "--note",       true,  CTL_GROUP_TAKEOVER, ctl_set_note,   NULL },
         { "--help",       false, CTL_GROUP_GLOBAL,   set_help,       NULL },
         { "--version",    false, CTL_GROUP_GLOBAL,   set_version,    NULL },
 };
@@ -1239,6 +1240,11 @@ const CtlVerb ctl_verbs[] = {
         { "token list",       0, NULL, NULL, 0, 0, ctl_build_token_list, ctl_print_token_list, NULL },
         { "token revoke",     1, "token ID or NAME", NULL, 0, CTL_NO_JSON, ctl_build_token_revoke,
           ctl_print_token_revoke, NULL },
+        { "takeover list",    0, NULL, NULL, 0, 0, ctl_build_takeover_list, ctl_print_takeover_list, NULL },
+        { "takeover attach",  1, "box ID", NULL, 0, CTL_NO_JSON, ctl_build_takeover_attach, ctl_print_takeover_attach,
+          ctl_run_takeover_attach },
+        { "takeover return",  1, "box ID", NULL, CTL_GROUP(CTL_GROUP_TAKEOVER), CTL_NO_JSON, ctl_build_takeover_return,
+          ctl_print_takeover_return, NULL },
         { "gc",               0, NULL, NULL, 0, 0, build_gc, print_gc, NULL },
         { "status",           0, NULL, NULL, 0, 0, build_status, print_status, NULL },
 };

@@ -41,6 +41,7 @@ typedef enum CtlGroup {
         CTL_GROUP_LABEL,        /* --label (claim list) */
         CTL_GROUP_OWNER,        /* --owner (sandbox create, token create) */
         CTL_GROUP_TOKEN,        /* --name, --expires, --sets (token create) */
+        CTL_GROUP_TAKEOVER,     /* --note (takeover return) */
         CTL_GROUP_COUNT_,
 } CtlGroup;
 
@@ -76,6 +77,7 @@ typedef struct Args {
         const char *token_name; /* token create --name */
         int64_t expires_seconds; /* token create --expires; 0: never */
         const char *sets;       /* token create --sets */
+        const char *note;       /* takeover return --note */
         /* per group, the last of its options given, for the usage error */
         const char *group_option[CTL_GROUP_COUNT_];
 } Args;
@@ -168,6 +170,15 @@ int ctl_build_token_list(Args *a, CtlRequest *req);
 int ctl_print_token_list(const Args *a, const Sbx__Reply *reply);
 int ctl_build_token_revoke(Args *a, CtlRequest *req);
 int ctl_print_token_revoke(const Args *a, const Sbx__Reply *reply);
+/* sbxctl-takeover.c: takeover list|attach|return (a person's takeover of a box). */
+int ctl_set_note(Args *a, const char *arg);
+int ctl_build_takeover_list(Args *a, CtlRequest *req);
+int ctl_print_takeover_list(const Args *a, const Sbx__Reply *reply);
+int ctl_build_takeover_attach(Args *a, CtlRequest *req);
+int ctl_print_takeover_attach(const Args *a, const Sbx__Reply *reply);
+int ctl_run_takeover_attach(int fd, const Args *a, CtlRequest *req);
+int ctl_build_takeover_return(Args *a, CtlRequest *req);
+int ctl_print_takeover_return(const Args *a, const Sbx__Reply *reply);
 
 extern const CtlOption ctl_options[];
 extern const size_t ctl_n_options;
@@ -234,5 +245,8 @@ int connect_sbxd(const char *path, int *ret_fd);
  * map_err is set, otherwise exits EXIT_FAILED. On success the reply carries
  * the body `expect` (unless BODY__NOT_SET) and *ret_msg owns it.
  * Returns EXIT_OK or the exit status, having said why on stderr. */
+/* transact's checks of a reply to the request what: EXIT_OK, or the exit
+ * status having said why on stderr. */
+int ctl_reply_check(const char *what, const Sbx__Reply *reply, Sbx__Reply__BodyCase expect, bool map_err);
 int transact(int fd, const char *what, const Sbx__Msg *req, uint32_t seq, Sbx__Reply__BodyCase expect,
              bool map_err, Sbx__Msg **ret_msg);

@@ -33,6 +33,7 @@
 #include "core/claim.h"
 #include "core/box.h"
 #include "core/job.h"
+#include "core/takeover.h"
 #include "core/token.h"
 #include "core/spare.h"
 #include "core/transcripts.h"
@@ -435,6 +436,7 @@ static void server_done(Server *s) {
         /* A last try; what still fails is marked supervisor_lost at the next start. */
         commands_store_unrecorded(s, true);
         egress_proxy_stop(s);
+        takeovers_free(s);
         jobs_free(s);
         boxes_free(s);
         claims_free(s);
@@ -461,6 +463,7 @@ static int server_timeout(Server *s) {
                                               MIN(MIN(claims_next_deadline(s), boxes_next_deadline(s)),
                                                   MIN(egress_proxy_next_deadline(s), jobs_next_deadline(s)))));
         deadline = MIN(deadline, box_files_next_deadline(s));
+        deadline = MIN(deadline, takeovers_next_deadline(s));
         unsigned long long now = now_usec();
 
         if (deadline == ~0ull)
@@ -477,6 +480,7 @@ static void server_tick(Server *s) {
         claims_run_deadlines(s);
         boxes_run_deadlines(s);
         jobs_run_deadlines(s);
+        takeovers_run_deadlines(s);
         clients_run_deadlines(s);
         egress_proxy_run_deadlines(s);
         box_files_run_deadlines(s);

@@ -56,3 +56,6 @@ test-spare_LDFLAGS := $(FAKE_SBXD_LDFLAGS)
 UNIT_TESTS += tests/unit/test-control.c
 test-control_DEPS = $(FAKE_SBXD_DEPS)
 test-control_LDFLAGS := $(FAKE_SBXD_LDFLAGS)
+UNIT_TESTS += tests/unit/test-takeover.c
+test-takeover_DEPS = $(FAKE_SBXD_DEPS)
+test-takeover_LDFLAGS := $(FAKE_SBXD_LDFLAGS)

@@ -15,8 +15,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "fd-util.h"
@@ -30,6 +32,7 @@ typedef struct ChildArgs {
         const char *cwd;
         pid_t parent;
         int stdin_fd, output_fd, error_fd;      /* error_fd == output_fd: one pipe for both */
+        bool ctty;                              /* all three are a pty's terminal: make it ours */
         SpawnError *error;      /* the worker's: written only on failure */
 } ChildArgs;
 
@@ -98,6 +101,8 @@ static int command_child(void *userdata) {
                 child_fail(a->error, -ESRCH, "Worker exited before the command started");
         if (setsid() < 0)
                 child_fail(a->error, -errno, "Failed to start a new session");
+        if (a->ctty && ioctl(a->stdin_fd, TIOCSCTTY, 0) < 0)
+                child_fail(a->error, -errno, "Failed to make the pty the controlling terminal");
         /* The pipe ends are >= 4 (0-3 are taken), so these never clobber each other. */
         r = fd_move_to(a->stdin_fd, STDIN_FILENO);
         if (r >= 0)
@@ -140,8 +145,82 @@ static int write_oom_score_adj(int fd, int value) {
         return pwrite(fd, buf, (size_t) n, 0) == n ? 0 : -errno;
 }
 
+/* A new pty of the session's devpts (/dev/ptmx -> pts/ptmx, session-init.c)
+ * of size ws: its master (non-blocking) and its terminal, opened through
+ * the master (TIOCGPTPEER), never by a path under /dev/pts. */
+static int pty_open(const struct winsize *ws, int *ret_master, int *ret_terminal) {
+        _cleanup_close_ int master = -EBADF, terminal = -EBADF;
+        int unlock = 0;
+
+        master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+        if (master < 0)
+                return -errno;
+        if (ioctl(master, TIOCSPTLCK, &unlock) < 0 || ioctl(master, TIOCSWINSZ, ws) < 0)
+                return -errno;
+        terminal = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (terminal < 0)
+                return -errno;
+        *ret_master = TAKE_FD(master);
+        *ret_terminal = TAKE_FD(terminal);
+        return 0;
+}
+
+/* The fds of a command on a pty: the child gets the terminal as 0, 1 and 2;
+ * the worker writes its input to one dup of the master and reads its output
+ * from another (so that closing "stdin" leaves the output open). */
+static int pty_fds(const struct winsize *ws, ChildArgs *args, int *ret_in_w, int *ret_out_r, int *ret_terminal) {
+        _cleanup_close_ int master = -EBADF, terminal = -EBADF, in_w = -EBADF;
+        int r;
+
+        r = pty_open(ws, &master, &terminal);
+        if (r < 0)
+                return r;
+        in_w = fcntl(master, F_DUPFD_CLOEXEC, 3);
+        if (in_w < 0)
+                return -errno;
+        args->stdin_fd = args->output_fd = args->error_fd = terminal;
+        args->ctty = true;
+        *ret_in_w = TAKE_FD(in_w);
+        *ret_out_r = TAKE_FD(master);
+        *ret_terminal = TAKE_FD(terminal);
+        return 0;
+}
+
+/* The pipes of a command: the child's ends go in args; ours (in_w, out_r,
+ * err_r) are non-blocking. The child's ends are closed by the caller after
+ * the spawn (in_r, out_w, err_w). */
+static int pipe_fds(bool separate_streams, ChildArgs *args, int *in_w, int *out_r, int *err_r, int *in_r, int *out_w,
+                    int *err_w) {
+        int r;
+
+        r = pipe_cloexec(in_r, in_w);
+        if (r >= 0)
+                r = pipe_cloexec(out_r, out_w);
+        if (r >= 0 && separate_streams)
+                r = pipe_cloexec(err_r, err_w);
+        if (r >= 0)
+                r = fd_nonblock(*in_w, true);
+        if (r >= 0)
+                r = fd_nonblock(*out_r, true);
+        if (r >= 0 && separate_streams)
+                r = fd_nonblock(*err_r, true);
+        if (r < 0)
+                return r;
+        /* A bigger pipe lets a chatty command write on while the worker relays
+         * (bounded by the system's pipe-max-size; failing is harmless). A
+         * separate stderr keeps the default size: it rarely carries the bulk,
+         * and every pipe counts against the sandbox user's pipe-user-pages. */
+        (void) fcntl(*out_r, F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
+
+        args->stdin_fd = *in_r;
+        args->output_fd = *out_w;
+        args->error_fd = separate_streams ? *err_w : *out_w;
+        return 0;
+}
+
 int command_spawn(const char *cmd, char *const env[], const char *cwd, const OomScore *oom, bool separate_streams,
-                  SpawnError *error, pid_t *ret_pid, int *ret_stdin_fd, int *ret_output_fd, int *ret_error_fd) {
+                  const struct winsize *pty, SpawnError *error, pid_t *ret_pid, int *ret_stdin_fd, int *ret_output_fd,
+                  int *ret_error_fd) {
         _cleanup_close_ int in_r = -EBADF, in_w = -EBADF, out_r = -EBADF, out_w = -EBADF,
                             err_r = -EBADF, err_w = -EBADF;
         ChildArgs args = { .cmd = cmd, .env = env, .cwd = cwd, .parent = getpid(), .error = error };
@@ -150,28 +229,10 @@ int command_spawn(const char *cmd, char *const env[], const char *cwd, const Oom
 
         error->err = 0;
         error->msg[0] = '\0';
-        r = pipe_cloexec(&in_r, &in_w);
-        if (r >= 0)
-                r = pipe_cloexec(&out_r, &out_w);
-        if (r >= 0 && separate_streams)
-                r = pipe_cloexec(&err_r, &err_w);
-        if (r >= 0)
-                r = fd_nonblock(in_w, true);
-        if (r >= 0)
-                r = fd_nonblock(out_r, true);
-        if (r >= 0 && separate_streams)
-                r = fd_nonblock(err_r, true);
+        r = pty ? pty_fds(pty, &args, &in_w, &out_r, &in_r) :
+                  pipe_fds(separate_streams, &args, &in_w, &out_r, &err_r, &in_r, &out_w, &err_w);
         if (r < 0)
                 return r;
-        /* A bigger pipe lets a chatty command write on while the worker relays
-         * (bounded by the system's pipe-max-size; failing is harmless). A
-         * separate stderr keeps the default size: it rarely carries the bulk,
-         * and every pipe counts against the sandbox user's pipe-user-pages. */
-        (void) fcntl(out_r, F_SETPIPE_SZ, OUTPUT_PIPE_SIZE);
-
-        args.stdin_fd = in_r;
-        args.output_fd = out_w;
-        args.error_fd = separate_streams ? err_w : out_w;
         /* An OOM in the session's cgroup must take a command before the worker
          * (PID 1 of the session). Without CAP_SYS_RESOURCE the worker cannot
          * lower its own score below where it started, but it may raise it and

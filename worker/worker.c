@@ -57,6 +57,7 @@ typedef struct Command {
         size_t stdin_len;
         bool stdin_close;               /* close stdin once stdin_buf is written */
         bool exited;                    /* the sh was reaped: drain, then report */
+        bool pty;                       /* on a pty: out[0].fd is its master */
         int status;                     /* its wait status */
 } Command;
 
@@ -284,7 +285,8 @@ static int output_pump(Worker *w, Command *c, Output *o) {
                         break;
                 got += (size_t) n;
         }
-        if (n < 0 && errno != EAGAIN)
+        /* EIO: a pty whose terminal nobody holds any more, its end of output. */
+        if (n < 0 && errno != EAGAIN && !(c->pty && errno == EIO))
                 log_warning_errno(-errno, "Failed to read output of command %u, closing it: %m", c->id);
         if (got > 0) {
                 if (c->exited)
@@ -390,7 +392,14 @@ static int worker_reap(Worker *w) {
 
 /* ---- requests from the supervisor ------------------------------------------ */
 
+static bool terminal_size_valid(uint32_t rows, uint32_t cols) {
+        return rows > 0 && cols > 0 && rows <= SBX_TERMINAL_SIZE_MAX && cols <= SBX_TERMINAL_SIZE_MAX;
+}
+
 static int validate_exec(const Sbx__SupervisorExec *m) {
+        if (m->pty && !terminal_size_valid(m->rows, m->cols))
+                return log_error_errno(-EBADMSG, "Malformed exec from supervisor: terminal size %ux%u",
+                                       m->rows, m->cols);
         if (m->cwd[0] != '/')
                 return log_error_errno(-EBADMSG, "Malformed exec from supervisor: cwd '%s' is not absolute",
                                        m->cwd);
@@ -407,6 +416,7 @@ static int on_exec(Worker *w, const Sbx__Msg *msg, uint32_t seq) {
         const Sbx__SupervisorExec *m = msg->supervisor_exec;
         _cleanup_free_ char **env = NULL;
         _cleanup_free_ Command *c = NULL;
+        struct winsize ws = { .ws_row = (unsigned short) m->rows, .ws_col = (unsigned short) m->cols };
         char errmsg[512];
         SpawnError error;
         int r;
@@ -427,8 +437,11 @@ static int on_exec(Worker *w, const Sbx__Msg *msg, uint32_t seq) {
         c->id = m->command;
         c->out[0].stream = m->separate_streams ? SBX__STREAM__STREAM_STDOUT : SBX__STREAM__STREAM_MERGED;
         c->out[1].stream = SBX__STREAM__STREAM_STDERR;
-        r = command_spawn(m->cmd, env, m->cwd, &w->oom, m->separate_streams, &error, &c->pid, &c->stdin_fd,
-                          &c->out[0].fd, &c->out[1].fd);
+        c->pty = m->pty;
+        if (c->pty)
+                c->out[0].stream = SBX__STREAM__STREAM_MERGED;
+        r = command_spawn(m->cmd, env, m->cwd, &w->oom, m->separate_streams, m->pty ? &ws : NULL, &error, &c->pid,
+                          &c->stdin_fd, &c->out[0].fd, &c->out[1].fd);
         if (r < 0) {
                 if (error.msg[0])
                         snprintf(errmsg, sizeof(errmsg), "%s: %s", error.msg, strerror(-r));
@@ -444,6 +457,16 @@ static int on_exec(Worker *w, const Sbx__Msg *msg, uint32_t seq) {
         return 0;
 }
 
+/* The kernel sends SIGWINCH to the terminal's foreground process group. */
+static void command_resize(Command *c, uint32_t rows, uint32_t cols) {
+        struct winsize ws = { .ws_row = (unsigned short) rows, .ws_col = (unsigned short) cols };
+
+        if (!c->pty || c->out[0].fd < 0)
+                log_debug("Ignoring a terminal size for command %u: not on a pty, or ended", c->id);
+        else if (ioctl(c->out[0].fd, TIOCSWINSZ, &ws) < 0)
+                log_debug_errno(-errno, "Failed to resize the terminal of command %u, ignoring: %m", c->id);
+}
+
 static int on_stdin(Worker *w, const Sbx__Msg *msg, uint32_t seq) {
         const Sbx__SupervisorStdin *m = msg->supervisor_stdin;
         Command *c;
@@ -451,7 +474,12 @@ static int on_stdin(Worker *w, const Sbx__Msg *msg, uint32_t seq) {
 
         if (m->data.len > SBX_STDIN_MAX)
                 return log_error_errno(-EBADMSG, "Malformed stdin from supervisor: %zu bytes", m->data.len);
+        if ((m->rows || m->cols) && !terminal_size_valid(m->rows, m->cols))
+                return log_error_errno(-EBADMSG, "Malformed stdin from supervisor: terminal size %ux%u",
+                                       m->rows, m->cols);
         c = worker_find(w, m->command);
+        if (c && m->rows)
+                command_resize(c, m->rows, m->cols);
         if (!c || c->stdin_fd < 0 || c->stdin_close) {
                 log_debug("Ignoring stdin for command %u: not running or stdin closed", m->command);
                 return 0;

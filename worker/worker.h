@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <sys/ioctl.h>
 #include <sys/types.h>
 
 #include "macro.h"
@@ -29,9 +30,13 @@ typedef struct OomScore {
  * and of its stderr (-EBADF without separate_streams); all non-blocking,
  * close-on-exec. On failure returns -errno; if the child itself failed,
  * error->msg says which step (else it is empty). A child that failed exits
- * 127 and is left for the caller's reaper. */
+ * 127 and is left for the caller's reaper. With pty (its window size;
+ * separate_streams is then ignored), stdin, stdout and stderr are a new pty
+ * of the session's devpts, the command's controlling terminal: the stdin and
+ * output fds returned are two descriptors of its master. */
 int command_spawn(const char *cmd, char *const env[], const char *cwd, const OomScore *oom, bool separate_streams,
-                  SpawnError *error, pid_t *ret_pid, int *ret_stdin_fd, int *ret_output_fd, int *ret_error_fd);
+                  const struct winsize *pty, SpawnError *error, pid_t *ret_pid, int *ret_stdin_fd,
+                  int *ret_output_fd, int *ret_error_fd);
 
 /* --session-init: build the session from the spawner's SessionSetup and give
  * up every privilege on the host (session-init.c). Returns 0 with the session

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "core/box.h"
+#include "core/takeover.h"
 #include "data/claimfs.h"
 #include "data/store.h"
 #include "fd-util.h"
@@ -37,6 +38,15 @@ static bool box_owned_by(const Box *box, const Client *c) {
         if (c->uid == 0 && !c->mcp_session[0])
                 return true;
         return box->uid == c->uid && c->mcp_session[0] && strcmp(box->mcp_session, c->mcp_session) == 0;
+}
+
+Box *box_by_id(Server *s, const char *id) {
+        Box *box;
+
+        TAILQ_FOREACH(box, &s->boxes, link)
+                if (strcmp(box->id, id) == 0)
+                        return box;
+        return NULL;
 }
 
 Box *box_find(Server *s, const Client *c, const char *id) {
@@ -103,6 +113,7 @@ static void boxes_forget_gone(Server *s) {
 }
 
 static void box_terminated(Server *s, Box *box, const char *why) {
+        takeover_box_gone(s, box->id, why ?: "the box stopped");
         box->state = BOX_TERMINATED;
         box->frozen = false;
         box->claim = NULL;
@@ -441,8 +452,9 @@ static size_t box_env(const Box *box, char **env) {
         return n;
 }
 
-int box_command_start(Server *s, Box *box, const char *cmd, const char *cwd_rel, uint64_t timeout_ms,
-                      Command **ret, char *err, size_t errsize) {
+/* cmd in the box's session, in /work/<cwd_rel>, with its variables; on a pty of size pty if given. */
+static int box_command_start_with(Server *s, Box *box, const char *cmd, const char *cwd_rel, uint64_t timeout_ms,
+                                  const TerminalSize *pty, Command **ret, char *err, size_t errsize) {
         WorkspaceSession *ws = box_session(s, box);
         char rel[SBX_PATH_MAX + 1], cwd[SBX_PATH_MAX + 2];
         char *env[SBX_BOX_ENV_MAX];
@@ -462,11 +474,22 @@ int box_command_start(Server *s, Box *box, const char *cmd, const char *cwd_rel,
                 return r < 0 ? r : -ENOTDIR;
         }
         snprintf(cwd, sizeof(cwd), "/%s", rel);
-        r = command_start_at(s, ws, cmd, timeout_ms, cwd, env, box_env(box, env), ret);
+        r = pty ? command_start_pty(s, ws, cmd, timeout_ms, cwd, env, box_env(box, env), *pty, ret)
+                : command_start_at(s, ws, cmd, timeout_ms, cwd, env, box_env(box, env), ret);
         if (r < 0)
                 snprintf(err, errsize, "cannot start the command: %s",
                          r == -EAGAIN ? "too many running commands in this box" : strerror(-r));
         return r;
+}
+
+int box_command_start(Server *s, Box *box, const char *cmd, const char *cwd_rel, uint64_t timeout_ms,
+                      Command **ret, char *err, size_t errsize) {
+        return box_command_start_with(s, box, cmd, cwd_rel, timeout_ms, NULL, ret, err, errsize);
+}
+
+int box_terminal_start(Server *s, Box *box, const char *cmd, uint64_t timeout_ms, TerminalSize size, Command **ret,
+                       char *err, size_t errsize) {
+        return box_command_start_with(s, box, cmd, "", timeout_ms, &size, ret, err, errsize);
 }
 
 /* ---- what a reply shows ---------------------------------------------------------- */
@@ -533,8 +556,9 @@ static void box_start_display(Server *s, Box *box) {
                 log_warning("Box %s: cannot start Xvfb: %s", box->id, err);
 }
 
+/* Never while a person holds it (takeover): they make no tool calls, but it is not idle. */
 static unsigned long long box_freeze_at(const Box *box) {
-        if (box->frozen || box->idle_timeout_ms == 0 || (box->state != BOX_READY && box->state != BOX_TAKEOVER))
+        if (box->frozen || box->idle_timeout_ms == 0 || box->state != BOX_READY)
                 return ~0ull;
         return box->last_call_usec + box->idle_timeout_ms * 1000ull;
 }

@@ -69,6 +69,8 @@ struct Box {
 bool box_id_is_valid(const char *id);
 /* The box id names that c may use (ownership as claims'), or NULL. */
 Box *box_find(Server *s, const Client *c, const char *id);
+/* The box id, whoever owns it (a takeover's, core/takeover.h), or NULL. */
+Box *box_by_id(Server *s, const char *id);
 /* Live (not terminated) boxes of uid. */
 unsigned boxes_of_uid(Server *s, uid_t uid);
 /* The box's running session, or NULL (not ready, frozen or not, or gone). */
@@ -94,6 +96,9 @@ void box_stop(Server *s, Box *box, const char *why);
  * it (c->observer). -errno with err saying why. */
 int box_command_start(Server *s, Box *box, const char *cmd, const char *cwd_rel, uint64_t timeout_ms,
                       Command **ret, char *err, size_t errsize);
+/* The same in /work on a pty of size (a takeover's terminal, core/takeover.h). */
+int box_terminal_start(Server *s, Box *box, const char *cmd, uint64_t timeout_ms, TerminalSize size, Command **ret,
+                       char *err, size_t errsize);
 /* The path below the session's root of cwd_rel (relative to /work) into
  * out (SBX_PATH_MAX + 1): "work" or "work/<normalized>"; -EINVAL with err
  * for one that climbs out of /work. */

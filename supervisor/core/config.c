@@ -47,6 +47,7 @@ void config_init(Config *cfg) {
                 .sandboxes_pids_max = { SBX_SANDBOXES_PIDS_PERCENT_DEFAULT, true },
                 .claims_per_user = SBX_CLAIMS_PER_USER_DEFAULT,
                 .claim_max_lifetime = SBX_CLAIM_LIFETIME_MAX_DEFAULT_S,
+                .takeover_max_seconds = SBX_TAKEOVER_MAX_DEFAULT_S,
                 .image_disk_max = SBX_IMAGE_DISK_MAX_DEFAULT,
                 .egress_package_hosts = { .discover = true },
                 .script_output_ttl = SBX_SCRIPT_OUTPUT_TTL_DEFAULT_S,
@@ -381,6 +382,8 @@ static const struct {
         NUMERIC("sandboxes_cpu_weight", sandboxes_cpu_weight, 1, SBX_CPU_WEIGHT_MAX),
         NUMERIC("claims_per_user", claims_per_user, 0, SBX_MAX_SANDBOXES),
         NUMERIC("claim_max_lifetime", claim_max_lifetime, 0, 366u * 86400u),
+        /* A person's takeover of a box (issue 21, core/takeover.h) */
+        NUMERIC("takeover_max_seconds", takeover_max_seconds, 1, SBX_TAKEOVER_MAX_S),
         NUMERIC("image_disk_max", image_disk_max, 1u << 20, UINT64_MAX),
         /* Jobs (issue 18, core/job.h) */
         NUMERIC("script_output_ttl", script_output_ttl, 60, 366u * 86400u),

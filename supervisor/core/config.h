@@ -82,6 +82,7 @@ typedef struct Config {
         ConfigShare sandboxes_pids_max;
         uint32_t claims_per_user;       /* live claims of one uid (root exempt) */
         uint32_t claim_max_lifetime;    /* seconds a claim may live unused at most; 0: no cap */
+        uint32_t takeover_max_seconds;  /* sandbox_takeover waits this long for the box back (core/takeover.h) */
         Template *templates;            /* "default" first: built in, or as [template default] says */
         size_t n_templates;
         /* images (core/imagebuild.h, sbx-images(7)) */

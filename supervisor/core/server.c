@@ -35,6 +35,7 @@ void server_init(Server *s) {
         TAILQ_INIT(&s->boxes);
         TAILQ_INIT(&s->jobs);
         TAILQ_INIT(&s->tokens);
+        TAILQ_INIT(&s->takeovers);
 }
 
 int server_open_state_dirs(Server *s) {

@@ -33,6 +33,7 @@ typedef struct Box Box;
 typedef struct EgressProxy EgressProxy;
 typedef struct Job Job;
 typedef struct Token Token;
+typedef struct Takeover Takeover;
 
 struct EventSource {
         int fd;                 /* -EBADF while not watched */
@@ -101,6 +102,7 @@ struct Server {
         TAILQ_HEAD(, Token) tokens;     /* sbx-gateway's bearer tokens (core/token.h) */
         unsigned n_tokens;
         unsigned n_gateway_clients;     /* connections of the gateway user (SBX_GATEWAY_CLIENTS_MAX) */
+        TAILQ_HEAD(, Takeover) takeovers; /* boxes a person holds now (core/takeover.h) */
         TAILQ_HEAD(, Box) boxes;        /* the boxes set's (core/box.h), terminated ones remembered */
         unsigned n_boxes;
         bool boxes_wanted;              /* a box was asked for: box spares are kept (core/box.h) */

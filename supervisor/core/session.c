@@ -465,11 +465,13 @@ static void session_release(Server *s, WorkspaceSession *ws) {
         TAILQ_INSERT_TAIL(&s->dead, ws, link);
 }
 
-/* A box's directory and variables (command_start_at). */
+/* A box's directory and variables (command_start_at), and its terminal
+ * (command_start_pty; 0x0: none). */
 typedef struct CommandPlace {
         const char *cwd;
         char *const *env;
         size_t n_env;
+        TerminalSize pty;
 } CommandPlace;
 
 static void command_place_free(Command *c) {
@@ -484,6 +486,7 @@ static int command_place_set(Command *c, const CommandPlace *p) {
                 return 0;
         if (p->n_env > SBX_BOX_ENV_MAX)
                 return -E2BIG;
+        c->pty = p->pty;
         c->cwd = strdup(p->cwd);
         c->env = calloc(p->n_env ?: 1, sizeof(char *));
         if (!c->cwd || !c->env)
@@ -869,15 +872,32 @@ static int job_send_stdin(Command *c) {
         return 0;
 }
 
+/* A terminal's environment: a TERM that programs can draw with, and no NO_COLOR. */
+static void command_env_pty(char **env, size_t *n) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < *n; i++)
+                if (strncmp(env[i], "TERM=", 5) != 0 && strncmp(env[i], "NO_COLOR=", 9) != 0)
+                        env[k++] = env[i];
+        env[k++] = (char *) "TERM=" TERMINAL_TERM;
+        *n = k;
+}
+
 static int command_send_exec(WorkspaceSession *ws, Command *c) {
         Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
         char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX + EGRESS_PROXY_ENV_N + SBX_RUNTIME_ENV_MAX +
-                  SBX_BOX_ENV_MAX];
+                  SBX_BOX_ENV_MAX + 1];
         int r;
 
         e.command = c->number;
         e.cmd = c->cmd;
         e.n_env = command_env_of(ws, env);
+        if (c->pty.rows) {
+                command_env_pty(env, &e.n_env);
+                e.pty = true;
+                e.rows = c->pty.rows;
+                e.cols = c->pty.cols;
+        }
         /* runtime_execute's allowlisted variables last: they win over the fixed ones. */
         for (size_t i = 0; c->job && i < c->job->n_env; i++)
                 env[e.n_env++] = (char *) c->job->env[i];
@@ -1024,6 +1044,14 @@ int command_start_at(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t 
                                   &(CommandPlace) { .cwd = cwd, .env = env, .n_env = n_env }, ret);
 }
 
+int command_start_pty(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, const char *cwd,
+                      char *const *env, size_t n_env, TerminalSize pty, Command **ret) {
+        if (pty.rows == 0 || pty.cols == 0 || pty.rows > SBX_TERMINAL_SIZE_MAX || pty.cols > SBX_TERMINAL_SIZE_MAX)
+                return -EINVAL;
+        return command_start_with(s, ws, cmd, timeout_ms, false, s->cfg.transcript_cap_bytes, NULL,
+                                  &(CommandPlace) { .cwd = cwd, .env = env, .n_env = n_env, .pty = pty }, ret);
+}
+
 int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
                       RuntimeJob *job, Command **ret) {
         return command_start_with(s, ws, cmd, timeout_ms, true, MIN(cap_bytes, s->cfg.transcript_cap_bytes), job, NULL,
@@ -1062,6 +1090,24 @@ int command_send_stdin(Command *c, const void *data, size_t len, bool close_stdi
         in.data.data = (uint8_t *) data;
         in.data.len = len;
         in.close = close_stdin;
+        return session_send(c->session, SBX__MSG_TYPE__MSG_SUPERVISOR_STDIN, &in);
+}
+
+int command_resize(Command *c, TerminalSize size) {
+        Sbx__SupervisorStdin in = SBX__SUPERVISOR_STDIN__INIT;
+
+        if (!c->pty.rows)
+                return -ENOTTY;
+        if (size.rows == 0 || size.cols == 0 || size.rows > SBX_TERMINAL_SIZE_MAX || size.cols > SBX_TERMINAL_SIZE_MAX)
+                return -EINVAL;
+        c->pty = size;          /* an exec not sent yet starts with it */
+        if (c->finished)
+                return -EPIPE;
+        if (!c->session || c->session->state != SESSION_READY || !c->sent)
+                return 0;
+        in.command = c->number;
+        in.rows = size.rows;
+        in.cols = size.cols;
         return session_send(c->session, SBX__MSG_TYPE__MSG_SUPERVISOR_STDIN, &in);
 }
 

@@ -55,6 +55,12 @@ typedef struct CommandObserver {
         void (*output)(void *userdata, TranscriptStream stream, const void *data, size_t len);
         void (*ended)(Command *c, void *userdata);
 } CommandObserver;
+/* TERM of a command on a pty: what the shells of the images know. */
+#define TERMINAL_TERM "xterm-256color"
+/* Rows and columns of a command on a pty (both 0: on pipes). */
+typedef struct TerminalSize {
+        uint32_t rows, cols;
+} TerminalSize;
 typedef struct SessionPublish SessionPublish;
 typedef struct RuntimeJob RuntimeJob;
 
@@ -138,6 +144,7 @@ struct Command {
         char *cwd;                          /* a box's (command_start_at), or NULL: the session's */
         char **env;                         /* a box's variables, over the fixed ones; owned */
         size_t n_env;
+        TerminalSize pty;                   /* a takeover terminal's size (core/takeover.h); 0x0: no pty */
 };
 
 /* A new session of sb (spare.h: spare_make_room first, for one someone asked
@@ -203,6 +210,14 @@ int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t
  * fixed ones: a box's command (core/box.h). */
 int command_start_at(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, const char *cwd,
                      char *const *env, size_t n_env, Command **ret);
+/* The same on a pty of the session's devpts, of size pty (rows and cols
+ * between 1 and SBX_TERMINAL_SIZE_MAX), with TERM=TERMINAL_TERM: the
+ * command's controlling terminal, its output one stream (a takeover's
+ * shell, core/takeover.h). */
+int command_start_pty(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, const char *cwd,
+                      char *const *env, size_t n_env, TerminalSize pty, Command **ret);
+/* A new size for c's pty: the kernel tells its foreground process group (SIGWINCH). */
+int command_resize(Command *c, TerminalSize size);
 Command *command_find_live(Server *s, const char *id);
 /* Keep c's stdout and stderr (separate streams) cut to max_chars each, head
  * and tail (data/capture.h): its waiters are then answered with a

@@ -289,6 +289,39 @@ static void send_stdin(uint32_t id, const void *data, size_t len, bool close_it)
         send_msg(&msg);
 }
 
+/* On a pty of rows x cols (a takeover terminal's). */
+static void send_exec_pty(uint32_t id, const char *cmd, uint32_t rows, uint32_t cols) {
+        Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
+        Sbx__Msg msg = SBX__MSG__INIT;
+
+        e.command = id;
+        e.cmd = (char *) cmd;
+        e.cwd = (char *) "/";
+        e.env = (char **) default_env;
+        while (default_env[e.n_env])
+                e.n_env++;
+        e.pty = true;
+        e.rows = rows;
+        e.cols = cols;
+        msg.type = SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC;
+        msg.body_case = SBX__MSG__BODY_SUPERVISOR_EXEC;
+        msg.supervisor_exec = &e;
+        send_msg(&msg);
+}
+
+static void send_resize(uint32_t id, uint32_t rows, uint32_t cols) {
+        Sbx__SupervisorStdin s = SBX__SUPERVISOR_STDIN__INIT;
+        Sbx__Msg msg = SBX__MSG__INIT;
+
+        s.command = id;
+        s.rows = rows;
+        s.cols = cols;
+        msg.type = SBX__MSG_TYPE__MSG_SUPERVISOR_STDIN;
+        msg.body_case = SBX__MSG__BODY_SUPERVISOR_STDIN;
+        msg.supervisor_stdin = &s;
+        send_msg(&msg);
+}
+
 static void send_signal(uint32_t id, int sig) {
         Sbx__SupervisorSignal s = SBX__SUPERVISOR_SIGNAL__INIT;
         Sbx__Msg msg = SBX__MSG__INIT;
@@ -645,6 +678,31 @@ static void test_streams(void) {
            res->stream_counted[SBX__STREAM__STREAM_STDERR], res->stream_counted[SBX__STREAM__STREAM_STDOUT]);
 }
 
+/* A command on a pty: its controlling terminal, of the size asked, one
+ * stream; Ctrl-C typed is SIGINT for its foreground job (the line
+ * discipline's doing), a resize is seen by stty; the end of the pty is the
+ * end of its output, not an error. */
+static void test_pty(void) {
+        send_exec_pty(90, "stty size; tty >/dev/null && echo tty; [ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo all; "
+                          "ps -o tpgid= -p $$ >/dev/null 2>&1; echo end", 30, 100);
+        ok(exited_with(90, 0, NULL) && strstr(results[90].out, "30 100\r\n") && strstr(results[90].out, "tty\r\nall\r\n") &&
+           strspn(results[90].pieces, "M") == strlen(results[90].pieces),
+           "pty: stty size says 30 100, stdin/stdout/stderr are the terminal, one stream ('%s')",
+           results[90].out ? results[90].out : "");
+
+        /* "ready" comes from the sh that then becomes the sleep: a Ctrl-C from then on ends it. */
+        send_exec_pty(91, "trap 'echo parent-lives' INT; sh -c 'echo ready; exec sleep 100'; echo after-sleep; read x; "
+                          "echo got-$x; stty size", 24, 80);
+        if (wait_output(91, "ready"))
+                send_stdin(91, "\003", 1, false);
+        ok(wait_output(91, "after-sleep"), "pty: Ctrl-C (byte 3) interrupts the foreground sleep, the shell goes on");
+        send_resize(91, 50, 132);
+        send_stdin(91, "line\r", 5, false);
+        ok(exited_with(91, 0, NULL) && strstr(results[91].out, "got-line") && strstr(results[91].out, "50 132"),
+           "pty: keys are read as a line, a resize is what stty size then says ('%s')",
+           results[91].out ? results[91].out : "");
+}
+
 static void test_eof(void) {
         int bg, pidfd, status;
 
@@ -691,6 +749,21 @@ static void test_malformed(void) {
         status = wait_worker(pid);
         ok(status == 1, "well-formed frame of a type the worker does not take: exits 1 (status %d)", status);
         close(s);
+
+        pid = spawn_worker(&s);
+        m = recv_frame(s, timeout_ms);
+        if (m)
+                sbx__msg__free_unpacked(m, NULL);
+        {
+                int main_sock = sock;
+
+                sock = s;
+                send_exec_pty(1, "true", 0, 80);
+                sock = main_sock;
+        }
+        status = wait_worker(pid);
+        ok(status == 1, "an exec on a pty of 0 rows is malformed: exits 1 (status %d)", status);
+        close(s);
 }
 
 int main(int argc, char *argv[]) {
@@ -722,6 +795,7 @@ int main(int argc, char *argv[]) {
         test_too_many();
         test_flood();
         test_streams();
+        test_pty();
         test_eof();
         test_malformed();
 
