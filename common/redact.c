@@ -36,7 +36,7 @@ Redactor *redactor_free(Redactor *r) {
         }
         free(r->p);
         if (r->held)
-                explicit_bzero(r->held, r->max_len);
+                explicit_bzero(r->held, r->max_len - 1);
         free(r->held);
         free(r);
         return NULL;
@@ -172,8 +172,10 @@ int redactor_feed(Redactor *r, const void *data, size_t len, redact_emit_t emit,
         e = emit_front(r, d, &start, unemitted - keep, emit, userdata);
         if (e < 0)
                 return e;
-        memcpy(r->held + r->n_held, d + start, len - start);
-        r->n_held += len - start;
+        if (len > start) {
+                memcpy(r->held + r->n_held, d + start, len - start);
+                r->n_held += len - start;
+        }
         return 0;
 }
 
