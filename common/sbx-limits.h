@@ -346,3 +346,13 @@
 #define SBX_GATEWAY_LISTEN_MAX 8u               /* gateway: --listen addresses */
 #define SBX_GATEWAY_ORIGINS_MAX 16u             /* gateway.conf allowed_origin entries */
 #define SBX_GATEWAY_PEM_MAX (1u << 20)          /* bytes of tls_certificate or tls_key */
+/* Secrets of the boxes set (issue 21, docs/boxes.md). A value goes into the
+ * environment of each command of a box, in one exec frame with the command
+ * (SBX_CMD_MAX) and the fixed and image variables: SBX_BOX_SECRETS_MAX values
+ * of SBX_SECRET_VALUE_MAX keep that under SBX_FRAME_MAX. A value shorter than
+ * SBX_SECRET_VALUE_MIN would turn everyday output into [secret:NAME] marks. */
+#define SBX_SECRET_NAME_MAX 64u                 /* bytes of a secret's name (an environment variable's) */
+#define SBX_SECRET_VALUE_MIN 4u                 /* bytes of a value, at least */
+#define SBX_SECRET_VALUE_MAX 4096u              /* bytes of a value, at most */
+#define SBX_SECRETS_PER_OWNER_MAX 256u          /* secrets of one uid */
+#define SBX_BOX_SECRETS_MAX 8u                  /* secrets one box may name at sandbox_start */

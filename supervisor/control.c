@@ -106,6 +106,11 @@ const RequestType request_types[] = {
              CHECKS(MSG_CHECK_LENGTH("id_or_name", 1, SBX_TOKEN_NAME_MAX, -EINVAL))),
         ANYONE(TOKEN_CHECK, token_check, handle_token_check,
                CHECKS(MSG_CHECK_LENGTH("token", 1, TOKEN_SECRET_SIZE, -EACCES))),
+        /* Secrets of the boxes set (core/secret.h): each user their own, root anyone's */
+        ANYONE(SECRET_SET, secret_set, handle_secret_set,
+               CHECKS(MSG_CHECK_LENGTH("name", 1, SBX_SECRET_NAME_MAX, -EINVAL),
+                      MSG_CHECK_LENGTH("value", 0, SBX_SECRET_VALUE_MAX, -EINVAL))),
+        ANYONE(SECRET_LIST, secret_list, handle_secret_list, NULL),
         OWNER(EXEC, exec, "sandbox", 0, handle_exec,
               CHECKS(NAME("sandbox"), NAME("workspace_session"), MSG_CHECK_LENGTH("cmd", 1, SBX_CMD_MAX, -EINVAL),
                      MSG_CHECK_RANGE("timeout_ms", "has_timeout", 1, SBX_TIMEOUT_MAX_MS))),

@@ -16,6 +16,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-jobs.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-runtime.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-tokens.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-secrets.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/egress.c
@@ -38,6 +39,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/imagebuild.c
 SUPERVISOR_CORE_SRCS += supervisor/core/runtime.c
 SUPERVISOR_CORE_SRCS += supervisor/core/artifacts.c
 SUPERVISOR_CORE_SRCS += supervisor/core/token.c
+SUPERVISOR_CORE_SRCS += supervisor/core/secret.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c
@@ -69,5 +71,6 @@ SBXCTL_LIB_SRCS += supervisor/sbxctl-verbs.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-claims.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-jobs.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-tokens.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-secrets.c
 # a build tool: the bash completion, written from sbxctl's tables
 SBXCTL_COMPLETION_SRCS += supervisor/sbxctl-completion.c

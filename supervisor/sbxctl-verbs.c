@@ -1236,6 +1236,12 @@ const CtlVerb ctl_verbs[] = {
         { "token list",       0, NULL, NULL, 0, 0, ctl_build_token_list, ctl_print_token_list, NULL },
         { "token revoke",     1, "token ID or NAME", NULL, 0, CTL_NO_JSON, ctl_build_token_revoke,
           ctl_print_token_revoke, NULL },
+        { "secret set",       1, "secret NAME", NULL, CTL_GROUP(CTL_GROUP_OWNER), CTL_NO_JSON, ctl_build_secret_set,
+          ctl_print_secret_set, NULL },
+        { "secret list",      0, NULL, NULL, CTL_GROUP(CTL_GROUP_OWNER), 0, ctl_build_secret_list,
+          ctl_print_secret_list, NULL },
+        { "secret rm",        1, "secret NAME", NULL, CTL_GROUP(CTL_GROUP_OWNER), CTL_NO_JSON, ctl_build_secret_rm,
+          ctl_print_secret_rm, NULL },
         { "gc",               0, NULL, NULL, 0, 0, build_gc, print_gc, NULL },
         { "status",           0, NULL, NULL, 0, 0, build_status, print_status, NULL },
 };

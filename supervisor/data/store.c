@@ -125,7 +125,12 @@ static const char schema[] =
         /* Bearer tokens (core/token.h): the hash of the secret, never the secret. */
         "CREATE TABLE IF NOT EXISTS tokens ("
         "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, owner_uid INTEGER NOT NULL, hash BLOB NOT NULL,"
-        "  sets TEXT NOT NULL, created_unix INTEGER NOT NULL, expires_unix INTEGER NOT NULL);";
+        "  sets TEXT NOT NULL, created_unix INTEGER NOT NULL, expires_unix INTEGER NOT NULL);"
+        /* Secrets of the boxes set (core/secret.h): an owner's named values. sbx.db is
+         * root's alone (0600 in a 0711 state directory), as the values must be. */
+        "CREATE TABLE IF NOT EXISTS secrets ("
+        "  owner_uid INTEGER NOT NULL, name TEXT NOT NULL, value BLOB NOT NULL, updated_unix INTEGER NOT NULL,"
+        "  PRIMARY KEY (owner_uid, name));";
 
 /* Schema 1 (user_version 0) keyed everything by the sandbox's name, and a
  * deleted sandbox's commands stayed. Its tables are renamed away, the rows
@@ -1609,6 +1614,61 @@ int store_token_foreach(Store *s, int (*cb)(const StoreToken *t, void *userdata)
                         .expires_unix = sqlite3_column_int64(st, 6),
                 };
                 r = cb(&t, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+/* ---- secrets of the boxes set (issue 21) ------------------------------------------- */
+
+int store_secret_put(Store *s, int64_t owner_uid, const char *name, const void *value, size_t len,
+                     int64_t updated_unix) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT OR REPLACE INTO secrets VALUES (?,?,?,?)", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, owner_uid);
+        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 3, value, (int) len, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, updated_unix);
+        return step_done(st);
+}
+
+int store_secret_delete(Store *s, int64_t owner_uid, const char *name) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "DELETE FROM secrets WHERE owner_uid = ? AND name = ?", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, owner_uid);
+        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+        r = step_done(st);
+        if (r < 0)
+                return r;
+        return sqlite3_changes(s->db) > 0 ? 0 : -ENOENT;
+}
+
+int store_secret_foreach(Store *s, int64_t owner_uid, bool values,
+                         int (*cb)(const StoreSecret *secret, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, values ? "SELECT name, length(value), updated_unix, value FROM secrets "
+                                    "WHERE owner_uid = ? ORDER BY name"
+                                  : "SELECT name, length(value), updated_unix FROM secrets "
+                                    "WHERE owner_uid = ? ORDER BY name", &st), rc;
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, owner_uid);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                StoreSecret x = {
+                        .name = (const char *) sqlite3_column_text(st, 0),
+                        .len = (size_t) sqlite3_column_int64(st, 1),
+                        .updated_unix = sqlite3_column_int64(st, 2),
+                        .value = values ? sqlite3_column_blob(st, 3) : NULL,
+                };
+                r = cb(&x, userdata);
                 if (r < 0)
                         return r;
         }
