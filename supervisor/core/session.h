@@ -29,6 +29,7 @@
 #include "data/transcript.h"
 #include "os/cgroup.h"
 #include "os/ns.h"
+#include "redact.h"
 
 typedef enum SessionState {
         SESSION_SETUP,              /* the child builds the session's namespaces and mounts */
@@ -134,6 +135,8 @@ struct Command {
         const CommandObserver *observer;    /* a job's (core/job.h), or NULL */
         void *observer_data;
         RuntimeJob *job;                    /* runtime_execute's (core/artifacts.h), or NULL; owned */
+        Redactor *redact[3];                /* per Stream, when its sandbox has secrets (core/secret.h):
+                                               output passes through them before anything keeps it */
 };
 
 /* A new session of sb (spare.h: spare_make_room first, for one someone asked
