@@ -356,3 +356,7 @@
 #define SBX_SECRET_VALUE_MAX 4096u              /* bytes of a value, at most */
 #define SBX_SECRETS_PER_OWNER_MAX 256u          /* secrets of one uid */
 #define SBX_BOX_SECRETS_MAX 8u                  /* secrets one box may name at sandbox_start */
+/* Versions of the boxes set (issue 21, core/version.h). */
+#define SBX_VERSION_ID_SIZE 17u                 /* "ver-" and 12 hex digits, NUL */
+#define SBX_VERSION_TEXT_MAX 1024u              /* bytes of its service, label, image, gitSha or note */
+#define SBX_VERSIONS_LISTED_MAX 1024u           /* versions one listing shows */

@@ -34,7 +34,7 @@ static int secret_remove_request(Request *rq, uid_t owner, const char *name) {
 int handle_secret_set(Request *rq) {
         const Sbx__SecretSet *m = rq->msg->secret_set;
         const char *bad;
-        uid_t owner;
+        uid_t owner = (uid_t) -1;
         int r = secret_owner(rq, m->has_owner, m->owner_uid, &owner);
 
         if (r < 0)

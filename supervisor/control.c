@@ -111,6 +111,9 @@ const RequestType request_types[] = {
                CHECKS(MSG_CHECK_LENGTH("name", 1, SBX_SECRET_NAME_MAX, -EINVAL),
                       MSG_CHECK_LENGTH("value", 0, SBX_SECRET_VALUE_MAX, -EINVAL))),
         ANYONE(SECRET_LIST, secret_list, handle_secret_list, NULL),
+        /* Versions of the boxes set (core/version.h): each user their own, root all */
+        ANYONE(VERSION_LIST, version_list, handle_version_list, NULL),
+        ANYONE(VERSION_RM, version_ref, handle_version_rm, CHECKS(MSG_CHECK_LENGTH("id", 1, SBX_VERSION_ID_SIZE - 1, -ENOENT))),
         OWNER(EXEC, exec, "sandbox", 0, handle_exec,
               CHECKS(NAME("sandbox"), NAME("workspace_session"), MSG_CHECK_LENGTH("cmd", 1, SBX_CMD_MAX, -EINVAL),
                      MSG_CHECK_RANGE("timeout_ms", "has_timeout", 1, SBX_TIMEOUT_MAX_MS))),

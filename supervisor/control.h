@@ -157,6 +157,9 @@ int handle_token_check(Request *rq);
 /* control-secrets.c: the boxes set's secrets (names out, never values) */
 int handle_secret_set(Request *rq);
 int handle_secret_list(Request *rq);
+/* control-versions.c: the boxes set's versions */
+int handle_version_list(Request *rq);
+int handle_version_rm(Request *rq);
 /* A HELLO with a token: act for its owner from now on (the gateway user only). */
 int control_token_hello(Request *rq, const char *secret);
 /* A token connection's token is neither revoked nor expired (else the error). */

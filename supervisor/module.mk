@@ -17,6 +17,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-runtime.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-tokens.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-secrets.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-versions.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/egress.c
@@ -40,6 +41,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/runtime.c
 SUPERVISOR_CORE_SRCS += supervisor/core/artifacts.c
 SUPERVISOR_CORE_SRCS += supervisor/core/token.c
 SUPERVISOR_CORE_SRCS += supervisor/core/secret.c
+SUPERVISOR_CORE_SRCS += supervisor/core/version.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c

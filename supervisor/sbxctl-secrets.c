@@ -1,8 +1,9 @@
-/* sbxctl's rows for the boxes set's secrets (issue 21): secret set NAME
+/* sbxctl's rows for the boxes set's secrets and versions (issue 21): secret set NAME
  * reads the value from stdin (never from argv, where ps(1) shows it to
  * everyone; one trailing newline dropped; from a terminal: one line, not
  * echoed), secret list shows names and sizes, never values, secret rm NAME.
- * Each user manages their own; root names another with --owner. */
+ * Each user manages their own; root names another with --owner. version
+ * list shows the versions (sandbox_publish_version), version rm ID removes one. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -118,6 +119,51 @@ int ctl_build_secret_rm(Args *a, CtlRequest *req) {
 
 int ctl_print_secret_rm(const Args *a, const Sbx__Reply *reply) {
         fputs("removed secret ", stdout);
+        fputs_safe(a->name, stdout);
+        putchar('\n');
+        return EXIT_OK;
+}
+
+/* ---- version list|rm (the boxes set's versions) ------------------------------------- */
+
+static const MsgJsonMap version_map = MSG_JSON_MAP_INIT(sbx__version_info__descriptor,
+        MSG_JSON_NAMES("id service label image git_sha note owner_uid created_unix box_image from_box layers"));
+
+int ctl_build_version_list(Args *a, CtlRequest *req) {
+        ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_VERSION_LIST, &sbx__version_list__descriptor);
+        req->expect = SBX__REPLY__BODY_VERSION_LIST;
+        return EXIT_OK;
+}
+
+int ctl_print_version_list(const Args *a, const Sbx__Reply *reply) {
+        static const char *const header[] = { "ID", "SERVICE", "LABEL", "FROM", "IMAGE", "OWNER", "CREATED" };
+        _cleanup_(table_done) Table t = { .n_cols = ELEMENTSOF(header), .header = header };
+        const Sbx__VersionListReply *l = reply->version_list;
+
+        if (a->json)
+                return print_json(msg_json_array(&version_map, (void *const *) l->versions, l->n_versions,
+                                                 MSG_JSON_TEXT_ASCII));
+        for (size_t i = 0; i < l->n_versions; i++) {
+                const Sbx__VersionInfo *x = l->versions[i];
+                char owner[16], created[32];
+
+                snprintf(owner, sizeof(owner), "%" PRIu32, x->owner_uid);
+                format_time(x->created_unix, created, sizeof(created));
+                table_add(&t, x->id, x->service, x->label, x->from_box[0] ? x->from_box : "(image)", x->box_image,
+                          owner, created);
+        }
+        return table_print(&t);
+}
+
+int ctl_build_version_rm(Args *a, CtlRequest *req) {
+        Sbx__VersionRef *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_VERSION_RM, &sbx__version_ref__descriptor);
+
+        m->id = (char *) a->name;
+        return EXIT_OK;
+}
+
+int ctl_print_version_rm(const Args *a, const Sbx__Reply *reply) {
+        fputs("removed version ", stdout);
         fputs_safe(a->name, stdout);
         putchar('\n');
         return EXIT_OK;

@@ -1242,6 +1242,9 @@ const CtlVerb ctl_verbs[] = {
           ctl_print_secret_list, NULL },
         { "secret rm",        1, "secret NAME", NULL, CTL_GROUP(CTL_GROUP_OWNER), CTL_NO_JSON, ctl_build_secret_rm,
           ctl_print_secret_rm, NULL },
+        { "version list",     0, NULL, NULL, 0, 0, ctl_build_version_list, ctl_print_version_list, NULL },
+        { "version rm",       1, "version ID", NULL, 0, CTL_NO_JSON, ctl_build_version_rm, ctl_print_version_rm,
+          NULL },
         { "gc",               0, NULL, NULL, 0, 0, build_gc, print_gc, NULL },
         { "status",           0, NULL, NULL, 0, 0, build_status, print_status, NULL },
 };

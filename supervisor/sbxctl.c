@@ -61,6 +61,8 @@ static void help(void) {
                "  secret set NAME [--owner USER] set a secret of the boxes set, its value from stdin\n"
                "  secret list [--owner USER]     list secrets (names and sizes, never values)\n"
                "  secret rm NAME [--owner USER]  remove a secret\n"
+               "  version list                   list the versions of the boxes set\n"
+               "  version rm ID                  remove a version (boxes started from it keep their copy)\n"
                "  gc                             remove what nothing uses any more (image builds too)\n"
                "  status                         show the state of sbxd\n"
                "\n"

@@ -162,13 +162,18 @@ int ctl_print_token_list(const Args *a, const Sbx__Reply *reply);
 int ctl_build_token_revoke(Args *a, CtlRequest *req);
 int ctl_print_token_revoke(const Args *a, const Sbx__Reply *reply);
 
-/* sbxctl-secrets.c: secret set|list|rm (the boxes set's secrets). */
+/* sbxctl-secrets.c: secret set|list|rm (the boxes set's secrets) ... */
 int ctl_build_secret_set(Args *a, CtlRequest *req);
 int ctl_print_secret_set(const Args *a, const Sbx__Reply *reply);
 int ctl_build_secret_list(Args *a, CtlRequest *req);
 int ctl_print_secret_list(const Args *a, const Sbx__Reply *reply);
 int ctl_build_secret_rm(Args *a, CtlRequest *req);
 int ctl_print_secret_rm(const Args *a, const Sbx__Reply *reply);
+/* ... and version list|rm (the boxes set's versions). */
+int ctl_build_version_list(Args *a, CtlRequest *req);
+int ctl_print_version_list(const Args *a, const Sbx__Reply *reply);
+int ctl_build_version_rm(Args *a, CtlRequest *req);
+int ctl_print_version_rm(const Args *a, const Sbx__Reply *reply);
 
 extern const CtlOption ctl_options[];
 extern const size_t ctl_n_options;

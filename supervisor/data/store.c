@@ -130,7 +130,10 @@ static const char schema[] =
          * root's alone (0600 in a 0711 state directory), as the values must be. */
         "CREATE TABLE IF NOT EXISTS secrets ("
         "  owner_uid INTEGER NOT NULL, name TEXT NOT NULL, value BLOB NOT NULL, updated_unix INTEGER NOT NULL,"
-        "  PRIMARY KEY (owner_uid, name));";
+        "  PRIMARY KEY (owner_uid, name));"
+        /* Versions of the boxes set (core/version.h): a packed sbx.VersionInfo each. */
+        "CREATE TABLE IF NOT EXISTS versions ("
+        "  id TEXT PRIMARY KEY, owner_uid INTEGER NOT NULL, info BLOB NOT NULL);";
 
 /* Schema 1 (user_version 0) keyed everything by the sandbox's name, and a
  * deleted sandbox's commands stayed. Its tables are renamed away, the rows
@@ -1669,6 +1672,46 @@ int store_secret_foreach(Store *s, int64_t owner_uid, bool values,
                         .value = values ? sqlite3_column_blob(st, 3) : NULL,
                 };
                 r = cb(&x, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+/* ---- versions of the boxes set (issue 21) ------------------------------------------ */
+
+int store_version_put(Store *s, const char *id, int64_t owner_uid, const void *info, size_t len) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT INTO versions VALUES (?,?,?)", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, owner_uid);
+        sqlite3_bind_blob(st, 3, info, (int) len, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_version_delete(Store *s, const char *id) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "DELETE FROM versions WHERE id = ?", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_version_foreach(Store *s, int (*cb)(const char *id, int64_t owner_uid, const void *info, size_t len,
+                                              void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT id, owner_uid, info FROM versions ORDER BY rowid", &st), rc;
+
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                r = cb((const char *) sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
+                       sqlite3_column_blob(st, 2), (size_t) sqlite3_column_bytes(st, 2), userdata);
                 if (r < 0)
                         return r;
         }

@@ -291,3 +291,10 @@ int store_secret_delete(Store *s, int64_t owner_uid, const char *name);
 /* owner_uid's secrets by name; their values only with values (borrowed for the call). */
 int store_secret_foreach(Store *s, int64_t owner_uid, bool values,
                          int (*cb)(const StoreSecret *secret, void *userdata), void *userdata);
+
+/* Versions of the boxes set (core/version.h): info is a packed sbx.VersionInfo. */
+int store_version_put(Store *s, const char *id, int64_t owner_uid, const void *info, size_t len);
+int store_version_delete(Store *s, const char *id);
+/* Every version, oldest first. */
+int store_version_foreach(Store *s, int (*cb)(const char *id, int64_t owner_uid, const void *info, size_t len,
+                                              void *userdata), void *userdata);
