@@ -147,7 +147,7 @@ static void parse_argv(int argc, char **argv, Options *o) {
                 { "version", no_argument, NULL, 'V' },
                 {}
         };
-        const char *env = getenv("SBX_SOCKET");
+        const char *env = getenv("SBX_SOCKET"), *tool, *a, *b;
         int c;
 
         *o = (Options) {
@@ -189,6 +189,9 @@ static void parse_argv(int argc, char **argv, Options *o) {
         cli_no_arguments("sandbox-mcp", argc, argv);
         if (o->sets == 0)
                 o->sets = TOOL_SET_RUNTIME;
+        if (tool_sets_conflict(o->sets, &tool, &a, &b) < 0)
+                usage_error("--set: the sets %s and %s both define the tool %s; enable one of them per sandbox-mcp",
+                            a, b, tool);
 }
 
 static int setup_signals(int *ret_fd) {

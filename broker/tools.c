@@ -44,6 +44,33 @@ int tool_sets_parse(const char *list, unsigned *ret_sets, const char **ret_bad) 
         return 0;
 }
 
+int tool_sets_conflict(unsigned sets, const char **ret_tool, const char **ret_a, const char **ret_b) {
+        for (size_t i = 0; i < ELEMENTSOF(tool_sets); i++)
+                for (size_t j = i + 1; (sets & (1u << i)) && j < ELEMENTSOF(tool_sets); j++) {
+                        if (!(sets & (1u << j)))
+                                continue;
+                        for (size_t a = 0; a < tool_sets[i]->n_tools; a++)
+                                for (size_t b = 0; b < tool_sets[j]->n_tools; b++)
+                                        if (strcmp(tool_sets[i]->tools[a].name, tool_sets[j]->tools[b].name) == 0) {
+                                                *ret_tool = tool_sets[i]->tools[a].name;
+                                                *ret_a = tool_sets[i]->name;
+                                                *ret_b = tool_sets[j]->name;
+                                                return -ENOTUNIQ;
+                                        }
+                }
+        return 0;
+}
+
+unsigned tool_sets_all(void) {
+        unsigned sets = 0;
+        const char *tool, *a, *b;
+
+        for (size_t i = 0; i < ELEMENTSOF(tool_sets); i++)
+                if (tool_sets_conflict(sets | 1u << i, &tool, &a, &b) == 0)
+                        sets |= 1u << i;
+        return sets;
+}
+
 Tools *tools_free(Tools *t) {
         if (!t)
                 return NULL;
@@ -97,6 +124,11 @@ int tools_new(unsigned sets, Tools **ret_tools) {
         json_t *array;
         int r;
 
+        const char *tool, *a, *b;
+
+        /* A tool name is one tool (--set refuses such a combination, sandbox-mcp(1)). */
+        if (tool_sets_conflict(sets, &tool, &a, &b) < 0)
+                return -ENOTUNIQ;
         t = calloc(1, sizeof(*t));
         if (!t)
                 return -ENOMEM;

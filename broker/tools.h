@@ -21,7 +21,8 @@
         X(sessions, SESSIONS)           \
         X(lifecycle, LIFECYCLE)         \
         X(script, SCRIPT)               \
-        X(artifacts, ARTIFACTS)
+        X(artifacts, ARTIFACTS)         \
+        X(boxes, BOXES)
 
 enum {
 #define TOOL_SET_INDEX_(name, NAME) TOOL_SET_INDEX_##NAME,
@@ -45,6 +46,13 @@ typedef enum ToolSet {
  * them in any order. -EINVAL for an empty list, an empty item or an unknown
  * name (then *ret_bad points into list at it). */
 int tool_sets_parse(const char *list, unsigned *ret_sets, const char **ret_bad);
+/* Two of sets define the same tool name: -ENOTUNIQ with the tool and the
+ * two sets' names (static strings); 0 if none do. */
+int tool_sets_conflict(unsigned sets, const char **ret_tool, const char **ret_a, const char **ret_b);
+/* Every set, in order, but those that would define a tool name an earlier
+ * one has (boxes: its sandbox_status is the script set's too): what a
+ * gateway token without sets gets. */
+unsigned tool_sets_all(void);
 
 /* Room in a ToolRequest for the request message a tool builds; the prepare
  * functions take it with tool_request_body() (tool-set.h), which checks. */

@@ -260,6 +260,25 @@
 #define SBX_WARM_RETRY_MAX_S 600u               /* doubled at each failure in a row, at most this */
 #define SBX_REPLY_IN_FD_MAX (16u << 20)         /* a reply packed into a memfd (Reply.in_fd) */
 
+/* Boxes: the boxes set (issue 21, supervisor/core/box.h) */
+#define SBX_BOX_IMAGE_DEFAULT "browser"         /* sbxd.conf box_image */
+#define SBX_BOX_SPARES_DEFAULT 1u               /* sbxd.conf box_spares: warm boxes kept ready */
+#define SBX_BOX_SPARES_MAX 32u
+#define SBX_BOXES_PER_USER_DEFAULT 3u           /* sbxd.conf boxes_per_user (root exempt; the seed's free plan) */
+#define SBX_BOX_IDLE_TIMEOUT_DEFAULT_MS (30u * 60000u) /* sbxd.conf box_idle_timeout_min: 30 */
+#define SBX_BOX_IDLE_TIMEOUT_MAX_MS (30u * 86400000u)  /* idleTimeoutMin at most 30 days */
+#define SBX_BOX_ID_PREFIX "box-"                /* a box's id: the prefix and 12 hex digits */
+#define SBX_BOX_ID_HEX 12u
+#define SBX_BOX_SERVICES_MAX 32u                /* sandbox_start services */
+#define SBX_BOX_SECRETS_MAX 64u                 /* sandbox_start secrets (names) */
+#define SBX_BOX_SECRET_NAME_MAX 64u
+#define SBX_BOX_URL_MAX 2048u                   /* externalBaseUrl */
+#define SBX_BOX_ENV_MAX 80u                     /* variables a box adds to its commands' environment */
+#define SBX_BOX_EXEC_TIMEOUT_DEFAULT_S 60u      /* sandbox_exec timeoutSec default */
+#define SBX_BOX_LAUNCH_TIMEOUT_S 30u            /* a background command's launcher, at most */
+#define SBX_BOX_WORKDIR "/work"                 /* a box's working directory */
+#define SBX_BOX_DISPLAY ":99"                   /* Xvfb's display in a box whose image has /usr/bin/Xvfb */
+
 /* Jobs: the script set's sandbox_script and its job tools (issue 18, core/job.h) */
 #define SBX_SCRIPT_INPUTS_MAX 16u               /* files + directories of one call: one fd each in its frame */
 #define SBX_SCRIPT_ROOTS_MAX 32u                /* sbxd.conf script_allowed_paths entries */
@@ -348,14 +367,14 @@
 #define SBX_GATEWAY_PEM_MAX (1u << 20)          /* bytes of tls_certificate or tls_key */
 /* Secrets of the boxes set (issue 21, docs/boxes.md). A value goes into the
  * environment of each command of a box, in one exec frame with the command
- * (SBX_CMD_MAX) and the fixed and image variables: SBX_BOX_SECRETS_MAX values
+ * (SBX_CMD_MAX) and the fixed and image variables: SBX_BOX_SECRET_VALUES_MAX values
  * of SBX_SECRET_VALUE_MAX keep that under SBX_FRAME_MAX. A value shorter than
  * SBX_SECRET_VALUE_MIN would turn everyday output into [secret:NAME] marks. */
 #define SBX_SECRET_NAME_MAX 64u                 /* bytes of a secret's name (an environment variable's) */
 #define SBX_SECRET_VALUE_MIN 4u                 /* bytes of a value, at least */
 #define SBX_SECRET_VALUE_MAX 4096u              /* bytes of a value, at most */
 #define SBX_SECRETS_PER_OWNER_MAX 256u          /* secrets of one uid */
-#define SBX_BOX_SECRETS_MAX 8u                  /* secrets one box may name at sandbox_start */
+#define SBX_BOX_SECRET_VALUES_MAX 8u            /* secrets one box may have (sandbox_start's secrets) */
 /* Versions of the boxes set (issue 21, core/version.h). */
 #define SBX_VERSION_ID_SIZE 17u                 /* "ver-" and 12 hex digits, NUL */
 #define SBX_VERSION_TEXT_MAX 1024u              /* bytes of its service, label, image, gitSha or note */

@@ -184,7 +184,7 @@ int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret) {
         t = reply->reply->token;
         if (t->sets[0] && tool_sets_parse(t->sets, &sets, &bad) < 0)
                 return -ENOMEDIUM;      /* a set this gateway does not know */
-        *ret = (TokenAuth) { .owner_uid = t->owner_uid, .sets = t->sets[0] ? sets : (1u << TOOL_SET_COUNT_) - 1 };
+        *ret = (TokenAuth) { .owner_uid = t->owner_uid, .sets = t->sets[0] ? sets : tool_sets_all() };
         strlcpy(ret->id, t->id, sizeof(ret->id));
         return 0;
 }

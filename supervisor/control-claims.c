@@ -116,7 +116,8 @@ static void template_names(const Config *cfg, char *buf, size_t size) {
 
         buf[0] = '\0';
         for (size_t i = 0; i < cfg->n_templates && len < size; i++)
-                len += (size_t) snprintf(buf + len, size - len, "%s%s", i ? ", " : "", cfg->templates[i].name);
+                if (!cfg->templates[i].box)
+                        len += (size_t) snprintf(buf + len, size - len, "%s%s", i ? ", " : "", cfg->templates[i].name);
 }
 
 int handle_claim_create(Request *rq) {
@@ -138,7 +139,7 @@ int handle_claim_create(Request *rq) {
                                  SBX_CLAIM_ANNOTATION_MAX, true);
         if (r < 0)
                 return r;
-        if (!t) {
+        if (!t || t->box) {
                 template_names(&rq->server->cfg, names, sizeof(names));
                 return request_error(rq, -ENOENT, "invalid arguments: warmpool: no template named '%.80s'; use one of: "
                                      "%s (sbxctl template list)", tname, names);

@@ -80,6 +80,16 @@ const RequestType request_types[] = {
                CHECKS(PATH("path"), MSG_CHECK_RANGE("max_entries", NULL, 1, SBX_CLAIM_LIST_MAX))),
         ANYONE(CLAIM_STAT, claim_path, handle_claim_stat, CHECKS(PATH("path"))),
         ANYONE(TEMPLATE_LIST, template_list, handle_template_list, NULL),
+        /* Boxes: found among the caller's own by id (core/box.h). */
+        ANYONE(BOX_START, box_start, handle_box_start,
+               CHECKS(MSG_CHECK_LENGTH("external_base_url", 0, SBX_BOX_URL_MAX, -EINVAL),
+                      MSG_CHECK_RANGE("ready_timeout_seconds", NULL, 0, SBX_CLAIM_READY_TIMEOUT_MAX_S))),
+        ANYONE(BOX_EXEC, box_exec, handle_box_exec,
+               CHECKS(MSG_CHECK_LENGTH("id", 1, SBX_NAME_MAX, -EINVAL), MSG_CHECK_LENGTH("cmd", 1, SBX_CMD_MAX, -EINVAL),
+                      PATH("cwd"), MSG_CHECK_RANGE("timeout_seconds", NULL, 0, SBX_CLAIM_EXEC_TIMEOUT_MAX_S))),
+        ANYONE(BOX_STATUS, box_ref, handle_box_status, CHECKS(MSG_CHECK_LENGTH("id", 1, SBX_NAME_MAX, -EINVAL))),
+        ANYONE(BOX_STOP, box_ref, handle_box_stop, CHECKS(MSG_CHECK_LENGTH("id", 1, SBX_NAME_MAX, -EINVAL))),
+        ANYONE(BOX_LIST, box_list, handle_box_list, NULL),
         /* Jobs: the caller's own (core/job.h); JOB_START carries one fd per host input. */
         { SBX__MSG_TYPE__MSG_CLIENT_JOB_START, &sbx__job_start__descriptor, PERM_ANYONE, NULL, NULL,
           SBX_SCRIPT_INPUTS_MAX,

@@ -149,6 +149,12 @@ int handle_claim_get(Request *rq);
 int handle_claim_list_files(Request *rq);
 int handle_claim_stat(Request *rq);
 int handle_template_list(Request *rq);
+/* control-boxes.c: the boxes set (core/box.h) */
+int handle_box_start(Request *rq);
+int handle_box_exec(Request *rq);
+int handle_box_status(Request *rq);
+int handle_box_stop(Request *rq);
+int handle_box_list(Request *rq);
 /* control-tokens.c: sbx-gateway's bearer tokens */
 int handle_token_create(Request *rq);
 int handle_token_list(Request *rq);

@@ -16,6 +16,7 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-jobs.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-images.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-runtime.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-tokens.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-boxes.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-secrets.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-versions.c
 
@@ -40,6 +41,8 @@ SUPERVISOR_CORE_SRCS += supervisor/core/imagebuild.c
 SUPERVISOR_CORE_SRCS += supervisor/core/runtime.c
 SUPERVISOR_CORE_SRCS += supervisor/core/artifacts.c
 SUPERVISOR_CORE_SRCS += supervisor/core/token.c
+SUPERVISOR_CORE_SRCS += supervisor/core/box-config.c
+SUPERVISOR_CORE_SRCS += supervisor/core/box.c
 SUPERVISOR_CORE_SRCS += supervisor/core/secret.c
 SUPERVISOR_CORE_SRCS += supervisor/core/version.c
 

@@ -30,6 +30,7 @@
 #include "core/server.h"
 #include "core/session.h"
 #include "core/claim.h"
+#include "core/box.h"
 #include "core/job.h"
 #include "core/token.h"
 #include "core/spare.h"
@@ -431,6 +432,7 @@ static void server_done(Server *s) {
         commands_store_unrecorded(s, true);
         egress_proxy_stop(s);
         jobs_free(s);
+        boxes_free(s);
         claims_free(s);
         tokens_free(s);
         imports_free(s);

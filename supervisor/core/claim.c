@@ -47,7 +47,7 @@ bool sandbox_allows_client(const Sandbox *sb, const Client *c) {
         return !cl->warm && cl->uid == (int64_t) c->uid && strcmp(cl->mcp_session, c->mcp_session) == 0;
 }
 
-static bool claim_owned_by(const Claim *cl, const Client *c) {
+bool claim_owned_by(const Claim *cl, const Client *c) {
         if (cl->warm || cl->state == CLAIM_GONE)
                 return false;
         if (c->uid == 0 && !c->mcp_session[0])
@@ -59,7 +59,8 @@ Claim *claim_find(Server *s, const Client *c, const char *ns, const char *name) 
         Claim *cl;
 
         TAILQ_FOREACH(cl, &s->claims, link)
-                if (strcmp(cl->namespace_, ns) == 0 && strcmp(cl->name, name) == 0 && claim_owned_by(cl, c))
+                if (strcmp(cl->namespace_, ns) == 0 && strcmp(cl->name, name) == 0 && claim_owned_by(cl, c) &&
+                    !claim_is_box(cl))
                         return cl;
         return NULL;
 }
@@ -91,7 +92,7 @@ unsigned claims_of_uid(Server *s, uid_t uid) {
         Claim *cl;
 
         TAILQ_FOREACH(cl, &s->claims, link)
-                n += !cl->warm && cl->state != CLAIM_GONE && cl->uid == (int64_t) uid;
+                n += !cl->warm && cl->state != CLAIM_GONE && cl->uid == (int64_t) uid && !claim_is_box(cl);
         return n;
 }
 
@@ -116,7 +117,8 @@ void claims_count(Server *s, const char *template_name, unsigned *ret_warm, unsi
 static int64_t claim_expiry(const Server *s, const Claim *cl) {
         int64_t at = cl->no_expiry ? 0 : cl->last_used_unix + cl->shutdown_after_seconds;
 
-        if (s->cfg.claim_max_lifetime > 0) {
+        /* A box lives until it is stopped (the seed: no maximum lifetime). */
+        if (s->cfg.claim_max_lifetime > 0 && !claim_is_box(cl)) {
                 int64_t cap = cl->created_unix + s->cfg.claim_max_lifetime;
                 at = at == 0 ? cap : MIN(at, cap);
         }
@@ -236,7 +238,9 @@ static void claim_free(Claim *cl) {
         free(cl);
 }
 
-static void claim_remove(Server *s, Claim *cl) {
+static void claim_remove(Server *s, Claim *cl, const char *why) {
+        if (cl->observer)
+                cl->observer->gone(s, cl, cl->observer_data, why);
         TAILQ_REMOVE(&s->claims, cl, link);
         if (cl->sandbox)
                 cl->sandbox->claim = NULL;
@@ -261,7 +265,7 @@ void claim_delete(Server *s, Claim *cl, const char *reason) {
                 cl->state = CLAIM_GONE;
                 return;
         }
-        claim_remove(s, cl);
+        claim_remove(s, cl, reason);
         r = sandbox_delete(s, sb);
         if (r < 0)
                 log_error_errno(r, "Failed to delete sandbox '%s' of a claim: %m", sb->name);
@@ -298,14 +302,14 @@ static void claim_sandbox_made(Server *s, Sandbox *sb, int err, const char *why,
         Claim *cl = userdata;
 
         if (cl->state == CLAIM_GONE) {
-                claim_remove(s, cl);
+                claim_remove(s, cl, NULL);
                 if (sb)
                         (void) sandbox_delete(s, sb);
                 return;
         }
         if (!sb) {
                 pending_answer_error(s, &cl->creator, err, "cannot make the sandbox: %s", why ?: strerror(-err));
-                claim_remove(s, cl);
+                claim_remove(s, cl, why ?: strerror(-err));
                 return;
         }
         cl->sandbox = sb;
@@ -406,8 +410,9 @@ static Claim *warm_take(Server *s, const Template *t) {
         return NULL;
 }
 
-int claim_create(Server *s, Client *c, uint32_t seq, const Template *t, const Sbx__ClaimCreate *req, Claim **ret,
-                 char *err, size_t errsize) {
+/* claim_create and claim_create_observed: o (if not NULL) instead of (c, seq). */
+static int claim_create_with(Server *s, Client *c, uint32_t seq, const Template *t, const Sbx__ClaimCreate *req,
+                             const ClaimObserver *o, void *data, Claim **ret, char *err, size_t errsize) {
         unsigned long long start = now_usec();
         Claim *cl;
         int r;
@@ -422,6 +427,8 @@ int claim_create(Server *s, Client *c, uint32_t seq, const Template *t, const Sb
         if (cl) {
                 /* Before claim_assign records it. */
                 cl->from_warm = true;
+                cl->observer = o;
+                cl->observer_data = data;
                 cl->ready_seconds = (double) (now_usec() - start) / 1e6;
                 r = claim_assign(s, cl, c, req);
                 if (r < 0) {
@@ -438,6 +445,8 @@ int claim_create(Server *s, Client *c, uint32_t seq, const Template *t, const Sb
         cl = claim_alloc(t);
         if (!cl)
                 return -ENOMEM;
+        cl->observer = o;
+        cl->observer_data = data;
         r = claim_assign(s, cl, c, req);
         if (r < 0) {
                 claim_free(cl);
@@ -449,10 +458,20 @@ int claim_create(Server *s, Client *c, uint32_t seq, const Template *t, const Sb
         cl->make_start_usec = start;
         cl->ready_deadline_usec = start + (req->ready_timeout_seconds ?: SBX_CLAIM_READY_TIMEOUT_DEFAULT_S) * 1000000ull;
         log_info("Claim %s/%s (template '%s') for uid %u made cold", cl->namespace_, cl->name, t->name, c->uid);
-        if (cl->state == CLAIM_MAKING)
+        if (cl->state == CLAIM_MAKING && !o)
                 pending_start(&cl->creator, c, seq, claim_creator_abandon);
         *ret = cl;
         return CLAIM_DEFERRED;
+}
+
+int claim_create(Server *s, Client *c, uint32_t seq, const Template *t, const Sbx__ClaimCreate *req, Claim **ret,
+                 char *err, size_t errsize) {
+        return claim_create_with(s, c, seq, t, req, NULL, NULL, ret, err, errsize);
+}
+
+int claim_create_observed(Server *s, Client *c, const Template *t, const Sbx__ClaimCreate *req,
+                          const ClaimObserver *o, void *data, Claim **ret, char *err, size_t errsize) {
+        return claim_create_with(s, c, 0, t, req, o, data, ret, err, errsize);
 }
 
 int claim_tombstone(Server *s, const Client *c, const char *ns, const char *name, char *ret, size_t size) {
@@ -515,7 +534,7 @@ void claims_free(Server *s) {
         Claim *cl;
 
         while ((cl = TAILQ_FIRST(&s->claims)))
-                claim_remove(s, cl);
+                claim_remove(s, cl, NULL);
 }
 
 /* ---- the tick -------------------------------------------------------------------- */
@@ -628,7 +647,10 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
                         if (cl->warm)
                                 warm_succeeded(s, cl->template_);
                         (void) claim_save(s, cl);
-                        claim_answer_creator(s, cl);
+                        if (cl->observer)
+                                cl->observer->ready(s, cl, cl->observer_data);
+                        else
+                                claim_answer_creator(s, cl);
                 } else if (!ws || (pending_active(&cl->creator) && now_usec() >= cl->ready_deadline_usec)) {
                         if (ws)
                                 snprintf(reason, sizeof(reason),
@@ -640,6 +662,9 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
                                 warm_failed(s, cl->template_, reason);
                         pending_answer_error(s, &cl->creator, -ETIMEDOUT, "Sandbox claim '%s' failed: %s",
                                              cl->name, reason);
+                        if (cl->observer)
+                                cl->observer->gone(s, cl, cl->observer_data, reason);
+                        cl->observer = NULL;
                         claim_delete(s, cl, NULL);
                         return false;
                 }
@@ -685,7 +710,7 @@ static void warm_pools_fill(Server *s) {
                 Claim *cl;
                 int r;
 
-                if (b && now_usec() < b->retry_usec)
+                if ((b && now_usec() < b->retry_usec) || (t->box && !s->boxes_wanted))
                         continue;
                 TAILQ_FOREACH(cl, &s->claims, link)
                         warm += cl->warm && cl->state != CLAIM_GONE && strcmp(cl->template_, t->name) == 0;

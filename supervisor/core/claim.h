@@ -25,8 +25,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/queue.h>
 
+#include "core/box-config.h"
 #include "core/client.h"
 #include "core/config.h"
 #include "core/sandbox.h"
@@ -44,6 +46,14 @@ typedef enum ClaimAgain {
         CLAIM_AGAIN_KEPT,       /* made again after sbxd restarted, with the files kept */
         CLAIM_AGAIN_LOST,       /* made again without them (lost, or nothing could be kept) */
 } ClaimAgain;
+
+/* Told of a claim's life by whoever made it with claim_create_observed
+ * (a box, core/box.h): its session runs for the first time, or the claim
+ * goes (why: NULL when deleted on purpose). */
+typedef struct ClaimObserver {
+        void (*ready)(Server *s, Claim *cl, void *data);
+        void (*gone)(Server *s, Claim *cl, void *data, const char *why);
+} ClaimObserver;
 
 struct Claim {
         TAILQ_ENTRY(Claim) link;
@@ -70,7 +80,14 @@ struct Claim {
         Pending creator;                /* create_sandbox of a cold claim, answered once it runs */
         uint8_t *labels;                /* a packed ClaimInfo with only its three label lists */
         size_t labels_len;
+        const ClaimObserver *observer;  /* NULL: answered to creator */
+        void *observer_data;
 };
+
+/* A claim of the boxes' template (core/box.h): never the lifecycle set's. */
+static inline bool claim_is_box(const Claim *cl) {
+        return strcmp(cl->template_, BOX_TEMPLATE) == 0;
+}
 
 /* A warm claim's sandbox: made ahead, nobody's; listed and counted by nobody
  * but sbxctl template (inline: owner.c, which claim.c calls, counts with it). */
@@ -100,6 +117,13 @@ unsigned claims_of_uid(Server *s, uid_t uid);
 #define CLAIM_DEFERRED 1
 int claim_create(Server *s, Client *c, uint32_t seq, const Template *t, const Sbx__ClaimCreate *req, Claim **ret,
                  char *err, size_t errsize);
+/* The same for a claim that o (with data) is told about instead of answering
+ * a client: a warm one (returns 0) or a cold one (CLAIM_DEFERRED), whose
+ * ready() comes later. */
+int claim_create_observed(Server *s, Client *c, const Template *t, const Sbx__ClaimCreate *req,
+                          const ClaimObserver *o, void *data, Claim **ret, char *err, size_t errsize);
+/* Whether c may use cl (ownership as above; not a warm one). */
+bool claim_owned_by(const Claim *cl, const Client *c);
 /* Delete the claim and everything of it; reason goes into its tombstone. */
 void claim_delete(Server *s, Claim *cl, const char *reason);
 /* The claim as a reply shows it (strings borrowed from cl; labels unpacked

@@ -11,6 +11,7 @@
 
 #include "core/config.h"
 #include "core/runtime.h"
+#include "core/box-config.h"
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
@@ -60,6 +61,10 @@ void config_init(Config *cfg) {
                 .runtime_max_artifact_bytes = SBX_RUNTIME_ARTIFACT_DEFAULT,
                 .runtime_artifact_ttl_ms = SBX_RUNTIME_TTL_DEFAULT_MS,
                 .runtime_artifacts_max_bytes = SBX_ARTIFACTS_MAX_DEFAULT,
+                .box_image = SBX_BOX_IMAGE_DEFAULT,
+                .box_spares = SBX_BOX_SPARES_DEFAULT,
+                .boxes_per_user = SBX_BOXES_PER_USER_DEFAULT,
+                .box_idle_timeout_ms = SBX_BOX_IDLE_TIMEOUT_DEFAULT_MS,
         };
 }
 
@@ -120,7 +125,7 @@ int config_finish(Config *cfg) {
         /* Without gateway_user: the system user dist/sbx-gateway.sysusers.conf makes, if it exists. */
         if (!cfg->gateway_user_set && parse_user("sbx-gateway", &cfg->gateway_uid) < 0)
                 cfg->gateway_uid = (uid_t) -1;
-        if (templates_ensure_default(cfg) < 0)
+        if (templates_ensure_default(cfg) < 0 || box_template_add(cfg) < 0)
                 return -ENOMEM;
         if (cfg->egress_package_hosts.discover) {
                 _cleanup_close_ int rootfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -338,7 +343,8 @@ static int config_set_word(Config *cfg, const char *key, const char *value, char
                 cfg->log_level = l;
                 return 0;
         }
-        return runtime_config_set(cfg, key, value, err);
+        int r = runtime_config_set(cfg, key, value, err);
+        return r != 1 ? r : box_config_set(cfg, key, value, err);
 }
 
 /* The numeric keys, their ranges (documented in sbxd.conf(5)) and where they go. */
@@ -388,6 +394,9 @@ static const struct {
         NUMERIC("runtime_max_stderr_bytes", runtime_max_stderr_bytes, 1024, SBX_RUNTIME_STREAM_MAX),
         NUMERIC("runtime_max_artifact_bytes", runtime_max_artifact_bytes, 65536, UINT64_MAX),
         NUMERIC("runtime_artifacts_max_bytes", runtime_artifacts_max_bytes, 1u << 20, UINT64_MAX),
+        /* boxes (issue 21, core/box.h); box_image and box_idle_timeout_min: box_config_set */
+        NUMERIC("box_spares", box_spares, 0, SBX_BOX_SPARES_MAX),
+        NUMERIC("boxes_per_user", boxes_per_user, 0, SBX_MAX_SANDBOXES),
 };
 
 int config_set(Config *cfg, const char *key, const char *value, char *ret_error) {
@@ -478,6 +487,11 @@ static int template_for_section(Config *cfg, const char *name, Template **ret, c
                         *ret = &cfg->templates[i];
                         return 0;
                 }
+        if (strcmp(name, BOX_TEMPLATE) == 0) {
+                snprintf(err, CONFIG_ERROR_MAX, "[template %s]: the name is the boxes' own (box_image, box_spares)",
+                         name);
+                return -EINVAL;
+        }
         if (!template_name_valid(name)) {
                 snprintf(err, CONFIG_ERROR_MAX,
                          "[template %.80s]: a template name is 1-%u of a-z 0-9 -, not starting or ending with -",

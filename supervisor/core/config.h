@@ -33,6 +33,7 @@ typedef struct Template {
         bool no_expiry;                 /* shutdown_after_seconds = none */
         uint32_t shutdown_after_seconds;
         EgressPolicy egress;            /* its sandboxes' network policy (docs/egress.md) */
+        bool box;                       /* the boxes' own (core/box.h), made from box_* settings */
 } Template;
 
 #define TEMPLATE_DEFAULT "default"
@@ -111,6 +112,11 @@ typedef struct Config {
         uint64_t runtime_max_artifact_bytes;
         uint64_t runtime_artifact_ttl_ms;       /* runtime_artifact_ttl_hours, a decimal */
         uint64_t runtime_artifacts_max_bytes;   /* all live artifacts together */
+        /* boxes: the boxes set (core/box.h, issue 21) */
+        char box_image[SBX_NAME_MAX + 1];       /* the image of every box */
+        uint32_t box_spares;                    /* warm boxes kept ready (once boxes are in use) */
+        uint32_t boxes_per_user;                /* live boxes of one uid (root exempt) */
+        uint64_t box_idle_timeout_ms;           /* box_idle_timeout_min; 0: never frozen */
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */

@@ -131,7 +131,7 @@ int secrets_load(Server *s, uid_t owner, const char *const *names, size_t n, Sec
         Secrets *x = NULL;
         int r;
 
-        if (n > SBX_BOX_SECRETS_MAX)
+        if (n > SBX_BOX_SECRET_VALUES_MAX)
                 return -E2BIG;
         for (size_t i = 0; i < n; i++)
                 if (!secret_name_valid(names[i])) {

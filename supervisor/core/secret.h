@@ -31,7 +31,7 @@ int secret_remove(Server *s, uid_t owner, const char *name);
 /* owner's secrets (names and lengths, no values): cb per secret. */
 int secrets_foreach(Server *s, uid_t owner, int (*cb)(const StoreSecret *secret, void *userdata), void *userdata);
 /* The values of owner's secrets names[0..n): -ENOENT names the first unknown
- * in ret_unknown (size SBX_SECRET_NAME_MAX + 1); -E2BIG past SBX_BOX_SECRETS_MAX. */
+ * in ret_unknown (size SBX_SECRET_NAME_MAX + 1); -E2BIG past SBX_BOX_SECRET_VALUES_MAX. */
 int secrets_load(Server *s, uid_t owner, const char *const *names, size_t n, Secrets **ret, char *ret_unknown);
 Secrets *secrets_free(Secrets *x);
 /* A redactor of x's values (NULL x: one that passes everything on). */

@@ -30,6 +30,7 @@ typedef struct WorkspaceSession WorkspaceSession;
 typedef struct Command Command;
 typedef struct Secrets Secrets;
 typedef struct Claim Claim;
+typedef struct Box Box;
 typedef struct EgressProxy EgressProxy;
 typedef struct Job Job;
 typedef struct Token Token;
@@ -97,6 +98,9 @@ struct Server {
         TAILQ_HEAD(, Token) tokens;     /* sbx-gateway's bearer tokens (core/token.h) */
         unsigned n_tokens;
         unsigned n_gateway_clients;     /* connections of the gateway user (SBX_GATEWAY_CLIENTS_MAX) */
+        TAILQ_HEAD(, Box) boxes;        /* the boxes set's (core/box.h), terminated ones remembered */
+        unsigned n_boxes;
+        bool boxes_wanted;              /* a box was asked for: box spares are kept (core/box.h) */
 };
 
 /* No object yet, no fd open, sbxd.conf's defaults. */

@@ -467,6 +467,35 @@ static void session_release(Server *s, WorkspaceSession *ws) {
         TAILQ_INSERT_TAIL(&s->dead, ws, link);
 }
 
+/* A box's directory and variables (command_start_at). */
+typedef struct CommandPlace {
+        const char *cwd;
+        char *const *env;
+        size_t n_env;
+} CommandPlace;
+
+static void command_place_free(Command *c) {
+        for (size_t i = 0; i < c->n_env; i++)
+                free(c->env[i]);
+        free(c->env);
+        free(c->cwd);
+}
+
+static int command_place_set(Command *c, const CommandPlace *p) {
+        if (!p)
+                return 0;
+        if (p->n_env > SBX_BOX_ENV_MAX)
+                return -E2BIG;
+        c->cwd = strdup(p->cwd);
+        c->env = calloc(p->n_env ?: 1, sizeof(char *));
+        if (!c->cwd || !c->env)
+                return -ENOMEM;
+        for (; c->n_env < p->n_env; c->n_env++)
+                if (!(c->env[c->n_env] = strdup(p->env[c->n_env])))
+                        return -ENOMEM;
+        return 0;
+}
+
 static void command_free(Server *s, Command *c) {
         TAILQ_REMOVE(&s->commands, c, link);
         if (c->capture) {
@@ -479,6 +508,7 @@ static void command_free(Server *s, Command *c) {
                 redactor_free(c->redact[i]);
         transcript_free(c->transcript);
         egress_audit_done(&c->egress);
+        command_place_free(c);
         free(c->cmd);
         free(c);
 }
@@ -823,7 +853,7 @@ static int job_send_stdin(Command *c) {
 static int command_send_exec(WorkspaceSession *ws, Command *c) {
         Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
         char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX + EGRESS_PROXY_ENV_N + SBX_RUNTIME_ENV_MAX +
-                  SBX_BOX_SECRETS_MAX];
+                  SBX_BOX_ENV_MAX + SBX_BOX_SECRET_VALUES_MAX];
         const Secrets *secrets = ws->sandbox ? ws->sandbox->secrets : NULL;
         int r;
 
@@ -833,11 +863,14 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         /* runtime_execute's allowlisted variables last: they win over the fixed ones. */
         for (size_t i = 0; c->job && i < c->job->n_env; i++)
                 env[e.n_env++] = (char *) c->job->env[i];
-        /* A box's secrets, named at sandbox_start (core/secret.h). */
+        /* A box's last, likewise. */
+        for (size_t i = 0; i < c->n_env; i++)
+                env[e.n_env++] = c->env[i];
+        /* And its secrets, named at sandbox_start (core/secret.h). */
         for (size_t i = 0; secrets && i < secrets->n; i++)
                 env[e.n_env++] = secrets->env[i];
         e.env = env;
-        e.cwd = (char *) (ws->mounts && ws->mounts->names.cwd[0] ? ws->mounts->names.cwd : "/workspace");
+        e.cwd = c->cwd ?: (char *) (ws->mounts && ws->mounts->names.cwd[0] ? ws->mounts->names.cwd : "/workspace");
         e.separate_streams = transcript_has_streams(c->transcript);
         c->start_usec = now_usec();
         r = session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
@@ -915,9 +948,21 @@ static bool command_move_fresh(Server *s, Command *c) {
         return true;
 }
 
-/* job (taken, NULL: none) before the command goes to the worker: its environment and stdin. */
+/* A command that never started: everything of it goes. */
+static void command_discard(Server *s, Command *c) {
+        command_place_free(c);
+        runtime_job_free(c->job);
+        transcript_free(c->transcript);
+        (void) transcript_remove(s->transcripts_fd, c->rec.id);
+        free(c->cmd);
+        free(c);
+}
+
+/* job (taken, NULL: none) before the command goes to the worker: its environment and stdin;
+ * place (NULL: none), a box's directory and variables. */
 static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms,
-                              bool separate_streams, uint64_t cap_bytes, RuntimeJob *job, Command **ret) {
+                              bool separate_streams, uint64_t cap_bytes, RuntimeJob *job, const CommandPlace *place,
+                              Command **ret) {
         Command *c;
         int r;
 
@@ -931,6 +976,11 @@ static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, 
                 return r;
         }
         c->job = job;
+        r = command_place_set(c, place);
+        if (r < 0) {
+                command_discard(s, c);
+                return r;
+        }
         c->session = ws;
         c->retry_fresh = ws->was_spare && ws->next_command == 0;
         c->number = ++ws->next_command;
@@ -938,11 +988,7 @@ static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, 
         c->deadline_usec = c->start_usec + timeout_ms * 1000ull;
         r = store_command_insert(s->store, &c->rec, cmd);
         if (r < 0) {
-                runtime_job_free(c->job);
-                transcript_free(c->transcript);
-                (void) transcript_remove(s->transcripts_fd, c->rec.id);
-                free(c->cmd);
-                free(c);
+                command_discard(s, c);
                 return r;
         }
         transcripts_started(s, c);
@@ -963,12 +1009,20 @@ static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, 
 
 int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
                   Command **ret) {
-        return command_start_with(s, ws, cmd, timeout_ms, separate_streams, s->cfg.transcript_cap_bytes, NULL, ret);
+        return command_start_with(s, ws, cmd, timeout_ms, separate_streams, s->cfg.transcript_cap_bytes, NULL, NULL,
+                                  ret);
+}
+
+int command_start_at(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, const char *cwd,
+                     char *const *env, size_t n_env, Command **ret) {
+        return command_start_with(s, ws, cmd, timeout_ms, true, s->cfg.transcript_cap_bytes, NULL,
+                                  &(CommandPlace) { .cwd = cwd, .env = env, .n_env = n_env }, ret);
 }
 
 int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
                       RuntimeJob *job, Command **ret) {
-        return command_start_with(s, ws, cmd, timeout_ms, true, MIN(cap_bytes, s->cfg.transcript_cap_bytes), job, ret);
+        return command_start_with(s, ws, cmd, timeout_ms, true, MIN(cap_bytes, s->cfg.transcript_cap_bytes), job, NULL,
+                                  ret);
 }
 
 Command *command_find_live(Server *s, const char *id) {

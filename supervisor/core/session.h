@@ -135,6 +135,9 @@ struct Command {
         const CommandObserver *observer;    /* a job's (core/job.h), or NULL */
         void *observer_data;
         RuntimeJob *job;                    /* runtime_execute's (core/artifacts.h), or NULL; owned */
+        char *cwd;                          /* a box's (command_start_at), or NULL: the session's */
+        char **env;                         /* a box's variables, over the fixed ones; owned */
+        size_t n_env;
         Redactor *redact[3];                /* per Stream, when its sandbox has secrets (core/secret.h):
                                                output passes through them before anything keeps it */
 };
@@ -197,6 +200,11 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
  * command goes to the worker. */
 int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
                       RuntimeJob *job, Command **ret);
+/* The same in directory cwd (absolute, inside the session's root) with the
+ * n_env KEY=VALUE variables of env (copied; at most SBX_BOX_ENV_MAX) over the
+ * fixed ones: a box's command (core/box.h). */
+int command_start_at(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, const char *cwd,
+                     char *const *env, size_t n_env, Command **ret);
 Command *command_find_live(Server *s, const char *id);
 /* Keep c's stdout and stderr (separate streams) cut to max_chars each, head
  * and tail (data/capture.h): its waiters are then answered with a

@@ -441,6 +441,18 @@ int claimfs_list(int root, uid_t uid, const char *rel, size_t max, ClaimFsListin
         return 0;
 }
 
+int claimfs_mkdir(int root, uid_t uid, const char *rel, char *err, size_t errsize) {
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        fs_ids_to(uid);
+        r = open_dir(root, rel, true, &fd);
+        fs_ids_back();
+        if (r < 0)
+                snprintf(err, errsize, "cannot make '/%.200s': %s", rel, open_error(r));
+        return r < 0 ? r : 0;
+}
+
 int claimfs_stat(int root, uid_t uid, const char *rel, const char **ret_type) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;

@@ -56,5 +56,7 @@ int claimfs_get(int root, uid_t uid, const char *rel, uint64_t max, uint64_t dea
 /* The first max entries (by name) of the directory rel, and how many it has. */
 int claimfs_list(int root, uid_t uid, const char *rel, size_t max, ClaimFsListing *ret, char *err, size_t errsize);
 void claimfs_listing_done(ClaimFsListing *l);
+/* Make the directory rel (and its parents, mode 0755) if it is not there. */
+int claimfs_mkdir(int root, uid_t uid, const char *rel, char *err, size_t errsize);
 /* 1 and the type if rel exists, 0 if it (or a directory on the way) does not. */
 int claimfs_stat(int root, uid_t uid, const char *rel, const char **ret_type);

@@ -1,0 +1,381 @@
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/box.h"
+#include "data/claimfs.h"
+#include "fd-util.h"
+#include "log.h"
+#include "msg.h"
+#include "sbx-limits.h"
+
+#define BOX_NAMESPACE "box"             /* its claim's namespace (claims of the box template are no one else's) */
+#define BOXES_GONE_MAX 256u             /* terminated boxes remembered for sandbox_status */
+
+static const char *const box_state_names[] = {
+        [BOX_CLAIMED] = "claimed",
+        [BOX_READY] = "ready",
+        [BOX_TAKEOVER] = "takeover",
+        [BOX_STOPPING] = "stopping",
+        [BOX_TERMINATED] = "terminated",
+        [BOX_INTERRUPTED] = "interrupted",
+};
+
+bool box_id_is_valid(const char *id) {
+        size_t p = strlen(SBX_BOX_ID_PREFIX);
+
+        return strncmp(id, SBX_BOX_ID_PREFIX, p) == 0 && strlen(id) == p + SBX_BOX_ID_HEX &&
+               strspn(id + p, "0123456789abcdef") == SBX_BOX_ID_HEX;
+}
+
+static bool box_owned_by(const Box *box, const Client *c) {
+        if (c->uid == 0 && !c->mcp_session[0])
+                return true;
+        return box->uid == c->uid && c->mcp_session[0] && strcmp(box->mcp_session, c->mcp_session) == 0;
+}
+
+Box *box_find(Server *s, const Client *c, const char *id) {
+        Box *box;
+
+        TAILQ_FOREACH(box, &s->boxes, link)
+                if (strcmp(box->id, id) == 0 && box_owned_by(box, c))
+                        return box;
+        return NULL;
+}
+
+unsigned boxes_of_uid(Server *s, uid_t uid) {
+        unsigned n = 0;
+        Box *box;
+
+        TAILQ_FOREACH(box, &s->boxes, link)
+                n += box->state != BOX_TERMINATED && box->uid == uid;
+        return n;
+}
+
+WorkspaceSession *box_session(Server *s, const Box *box) {
+        WorkspaceSession *ws = box->claim && box->state != BOX_TERMINATED ? claim_session(s, box->claim) : NULL;
+
+        return ws && ws->root_fd >= 0 ? ws : NULL;
+}
+
+const char *box_state_name(const Box *box) {
+        return box->frozen && box->state != BOX_TERMINATED ? "frozen" : box_state_names[box->state];
+}
+
+/* ---- life and death ------------------------------------------------------------ */
+
+static void box_free(Box *box) {
+        pending_stop(&box->starter);
+        for (size_t i = 0; i < box->n_secrets; i++)
+                free(box->secrets[i]);
+        free(box->secrets);
+        for (size_t i = 0; i < box->n_services; i++) {
+                free(box->services[i]->name);
+                free(box->services[i]);
+        }
+        free(box->services);
+        free(box->external_base_url);
+        free(box);
+}
+
+/* The oldest terminated boxes beyond BOXES_GONE_MAX are forgotten. */
+static void boxes_forget_gone(Server *s) {
+        unsigned gone = 0;
+        Box *box, *next;
+
+        TAILQ_FOREACH(box, &s->boxes, link)
+                gone += box->state == BOX_TERMINATED;
+        TAILQ_FOREACH_SAFE(box, &s->boxes, link, next) {
+                if (gone <= BOXES_GONE_MAX)
+                        break;
+                if (box->state != BOX_TERMINATED)
+                        continue;
+                TAILQ_REMOVE(&s->boxes, box, link);
+                s->n_boxes--;
+                box_free(box);
+                gone--;
+        }
+}
+
+static void box_terminated(Server *s, Box *box, const char *why) {
+        box->state = BOX_TERMINATED;
+        box->frozen = false;
+        box->claim = NULL;
+        snprintf(box->interrupted, sizeof(box->interrupted), "%s", why ?: "");
+        boxes_forget_gone(s);
+}
+
+/* Its working directory, made when it is claimed (the image has none). */
+static int box_make_workdir(Server *s, Box *box) {
+        WorkspaceSession *ws = box_session(s, box);
+        char err[300] = "";
+        int r;
+
+        if (!ws)
+                return -EAGAIN;
+        r = claimfs_mkdir(ws->root_fd, box->claim->sandbox->uid_base, "work/.sbx", err, sizeof(err));
+        if (r < 0)
+                log_warning("Cannot make /work in box %s: %s", box->id, err[0] ? err : strerror(-r));
+        return r;
+}
+
+static void box_claim_ready(Server *s, Claim *cl, void *data) {
+        Box *box = data;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__BoxInfo info = SBX__BOX_INFO__INIT;
+
+        box->state = BOX_READY;
+        box->ready_seconds = cl->ready_seconds;
+        box->last_call_usec = now_usec();
+        (void) box_make_workdir(s, box);
+        log_info("Box %s (claim %s, sandbox '%s') is ready, cold, in %.3f s", box->id, cl->name,
+                 cl->sandbox ? cl->sandbox->name : "?", box->ready_seconds);
+        box_info(s, box, &info);
+        msg_reply_set(&reply, SBX__REPLY__BODY_BOX, &info);
+        pending_answer(s, &box->starter, &reply);
+}
+
+static void box_claim_gone(Server *s, Claim *cl, void *data, const char *why) {
+        Box *box = data;
+
+        if (box->state == BOX_CLAIMED)
+                pending_answer_error(s, &box->starter, -EIO, "cannot start the box: %s", why ?: "it was deleted");
+        if (box->state != BOX_TERMINATED)
+                log_info("Box %s: its claim %s went: %s", box->id, cl->name, why ?: "deleted");
+        box_terminated(s, box, why ?: "stopped");
+}
+
+static const ClaimObserver box_claim_observer = {
+        .ready = box_claim_ready,
+        .gone = box_claim_gone,
+};
+
+static void box_starter_abandon(Server *s, Pending *p, bool cancelled) {
+        /* The box is made anyway; sandbox_status finds it once it runs. */
+}
+
+/* The options of req copied into box (checked by the request's handler). */
+static int box_set_options(Box *box, const Sbx__BoxStart *req, const Config *cfg) {
+        box->services = calloc(req->n_services ?: 1, sizeof(Sbx__BoxService *));
+        box->secrets = calloc(req->n_secrets ?: 1, sizeof(char *));
+        box->external_base_url = strdup(req->external_base_url);
+        if (!box->services || !box->secrets || !box->external_base_url)
+                return -ENOMEM;
+        for (; box->n_services < req->n_services; box->n_services++) {
+                Sbx__BoxService *sv = calloc(1, sizeof(*sv));
+
+                if (!sv)
+                        return -ENOMEM;
+                sbx__box_service__init(sv);
+                box->services[box->n_services] = sv;
+                sv->port = req->services[box->n_services]->port;
+                if (!(sv->name = strdup(req->services[box->n_services]->name)))
+                        return -ENOMEM;
+        }
+        for (; box->n_secrets < req->n_secrets; box->n_secrets++)
+                if (!(box->secrets[box->n_secrets] = strdup(req->secrets[box->n_secrets])))
+                        return -ENOMEM;
+        box->idle_timeout_ms = req->has_idle_timeout ? (uint64_t) (req->idle_timeout_min * 60e3)
+                                                     : cfg->box_idle_timeout_ms;
+        return 0;
+}
+
+int box_start(Server *s, Client *c, uint32_t seq, const Sbx__BoxStart *req, Box **ret, char *err, size_t errsize) {
+        const Template *t = config_template(&s->cfg, BOX_TEMPLATE);
+        Sbx__ClaimCreate creq = SBX__CLAIM_CREATE__INIT;
+        Box *box;
+        Claim *cl;
+        int r;
+
+        /* From now on box spares are kept (core/claim.c fills the pool in its tick). */
+        s->boxes_wanted = true;
+        if (!t)
+                return -ENOENT;
+        box = calloc(1, sizeof(*box));
+        if (!box)
+                return -ENOMEM;
+        r = random_id(SBX_BOX_ID_PREFIX, box->id, sizeof(box->id));
+        snprintf(box->takeover_url, sizeof(box->takeover_url), "sbxctl takeover attach %s", box->id);
+        if (r >= 0)
+                r = box_set_options(box, req, &s->cfg);
+        if (r < 0) {
+                box_free(box);
+                return r;
+        }
+        box->uid = c->uid;
+        strlcpy(box->mcp_session, c->mcp_session, sizeof(box->mcp_session));
+        box->created_unix = box->last_used_unix = time(NULL);
+        box->last_call_usec = now_usec();
+        box->state = BOX_CLAIMED;
+        creq.namespace_ = (char *) BOX_NAMESPACE;
+        creq.no_expiry = true;
+        creq.ready_timeout_seconds = req->ready_timeout_seconds;
+        /* In the list first: the observer may be told at once. */
+        TAILQ_INSERT_TAIL(&s->boxes, box, link);
+        s->n_boxes++;
+        r = claim_create_observed(s, c, t, &creq, &box_claim_observer, box, &cl, err, errsize);
+        if (r < 0) {
+                TAILQ_REMOVE(&s->boxes, box, link);
+                s->n_boxes--;
+                box_free(box);
+                return r;
+        }
+        box->claim = cl;
+        box->from_spare = r == 0;
+        if (r == CLAIM_DEFERRED) {
+                pending_start(&box->starter, c, seq, box_starter_abandon);
+                *ret = box;
+                return BOX_DEFERRED;
+        }
+        box->state = BOX_READY;
+        box->ready_seconds = cl->ready_seconds;
+        (void) box_make_workdir(s, box);
+        log_info("Box %s (claim %s, sandbox '%s') for uid %u from a spare", box->id, cl->name, cl->sandbox->name,
+                 c->uid);
+        *ret = box;
+        return 0;
+}
+
+int box_use(Server *s, Box *box) {
+        box->last_call_usec = now_usec();
+        box->last_used_unix = time(NULL);
+        if (box->claim)
+                claim_touch(s, box->claim);
+        return 0;
+}
+
+void box_stop(Server *s, Box *box, const char *why) {
+        Claim *cl = box->claim;
+
+        log_info("Box %s: stopping (%s)", box->id, why);
+        box->state = BOX_STOPPING;
+        pending_answer_error(s, &box->starter, -ECANCELED, "the box was stopped before it was ready");
+        if (cl) {
+                cl->observer = NULL;
+                claim_delete(s, cl, NULL);
+        }
+        box_terminated(s, box, why);
+}
+
+void boxes_free(Server *s) {
+        Box *box;
+
+        while ((box = TAILQ_FIRST(&s->boxes))) {
+                TAILQ_REMOVE(&s->boxes, box, link);
+                if (box->claim)
+                        box->claim->observer = NULL;
+                box_free(box);
+        }
+        s->n_boxes = 0;
+}
+
+/* ---- commands ------------------------------------------------------------------ */
+
+int box_path(const char *cwd_rel, char *out, char *err, size_t errsize) {
+        const char *p = cwd_rel;
+        size_t len = strlen("work"), depth = 0;
+
+        strlcpy(out, "work", SBX_PATH_MAX + 1);
+        /* An absolute one only inside /work. */
+        if (p[0] == '/') {
+                if (strncmp(p, SBX_BOX_WORKDIR, strlen(SBX_BOX_WORKDIR)) != 0 ||
+                    (p[strlen(SBX_BOX_WORKDIR)] != '/' && p[strlen(SBX_BOX_WORKDIR)] != '\0')) {
+                        snprintf(err, errsize, "cwd: '%.200s' is outside /work: give a path relative to /work", p);
+                        return -EINVAL;
+                }
+                p += strlen(SBX_BOX_WORKDIR);
+        }
+        while (*p) {
+                size_t n = strcspn(p, "/");
+
+                if (n == 2 && strncmp(p, "..", 2) == 0) {
+                        if (depth == 0) {
+                                snprintf(err, errsize, "cwd: '%.200s' climbs out of /work", cwd_rel);
+                                return -EINVAL;
+                        }
+                        depth--;
+                        while (out[len - 1] != '/')
+                                len--;
+                        out[--len] = '\0';
+                } else if (n > 0 && !(n == 1 && p[0] == '.')) {
+                        if (len + 1 + n > SBX_PATH_MAX) {
+                                snprintf(err, errsize, "cwd: longer than %u bytes", SBX_PATH_MAX);
+                                return -ENAMETOOLONG;
+                        }
+                        out[len++] = '/';
+                        memcpy(out + len, p, n);
+                        out[len += n] = '\0';
+                        depth++;
+                }
+                p += n + (p[n] == '/');
+        }
+        return 0;
+}
+
+/* The variables of the box's commands into env (SBX_BOX_ENV_MAX); how many. */
+static size_t box_env(const Box *box, char **env) {
+        static char display[] = "DISPLAY=" SBX_BOX_DISPLAY;
+        size_t n = 0;
+
+        if (box->has_display)
+                env[n++] = display;
+        return n;
+}
+
+int box_command_start(Server *s, Box *box, const char *cmd, const char *cwd_rel, uint64_t timeout_ms,
+                      Command **ret, char *err, size_t errsize) {
+        WorkspaceSession *ws = box_session(s, box);
+        char rel[SBX_PATH_MAX + 1], cwd[SBX_PATH_MAX + 2];
+        char *env[SBX_BOX_ENV_MAX];
+        const char *type = NULL;
+        int r;
+
+        if (!ws) {
+                snprintf(err, errsize, "box %s is not ready (%s)", box->id, box_state_name(box));
+                return -EAGAIN;
+        }
+        r = box_path(cwd_rel, rel, err, errsize);
+        if (r < 0)
+                return r;
+        r = claimfs_stat(ws->root_fd, box->claim->sandbox->uid_base, rel, &type);
+        if (r <= 0 || strcmp(type, "directory") != 0) {
+                snprintf(err, errsize, "cwd: /%s is not a directory in the box", rel);
+                return r < 0 ? r : -ENOTDIR;
+        }
+        snprintf(cwd, sizeof(cwd), "/%s", rel);
+        r = command_start_at(s, ws, cmd, timeout_ms, cwd, env, box_env(box, env), ret);
+        if (r < 0)
+                snprintf(err, errsize, "cannot start the command: %s",
+                         r == -EAGAIN ? "too many running commands in this box" : strerror(-r));
+        return r;
+}
+
+/* ---- what a reply shows ---------------------------------------------------------- */
+
+void box_info(Server *s, const Box *box, Sbx__BoxInfo *o) {
+        o->id = (char *) box->id;
+        o->status = (char *) box_state_name(box);
+        o->started_from = (char *) (box->from_spare ? "spare" : "cold");
+        o->takeover_url = box->state == BOX_TERMINATED ? (char *) "" : (char *) box->takeover_url;
+        o->interrupted_reason = (char *) box->interrupted;
+        o->health = (char *) (box->state == BOX_TERMINATED ? "gone"
+                              : box->frozen                ? "ok (frozen: the next tool call thaws it)"
+                              : box_session(s, box)        ? "ok"
+                                                           : "starting");
+        o->n_services = box->n_services;
+        o->services = box->services;
+        o->external_base_url = box->external_base_url;
+        o->n_secrets = box->n_secrets;
+        o->secrets = box->secrets;
+        o->idle_timeout_min = (double) box->idle_timeout_ms / 60e3;
+        o->sandbox = box->claim && box->claim->sandbox ? box->claim->sandbox->name : (char *) "";
+        o->uid = box->uid;
+        o->mcp_session = (char *) box->mcp_session;
+        o->created_unix = box->created_unix;
+        o->last_used_unix = box->last_used_unix;
+        o->image = (char *) s->cfg.box_image;
+        o->display = (char *) (box->has_display ? SBX_BOX_DISPLAY : "");
+        o->ready_seconds = box->ready_seconds;
+}
