@@ -27,7 +27,7 @@ static int reply_box(Request *rq, const Box *box) {
 }
 
 /* The caller's box id names; for a tool call other than sandbox_status, used (thawed). */
-static int find_box(Request *rq, const char *id, bool use, Box **ret) {
+int find_box(Request *rq, const char *id, bool use, Box **ret) {
         Box *box;
         int r;
 

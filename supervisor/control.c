@@ -82,7 +82,8 @@ const RequestType request_types[] = {
         ANYONE(TEMPLATE_LIST, template_list, handle_template_list, NULL),
         /* Boxes: found among the caller's own by id (core/box.h). */
         ANYONE(BOX_START, box_start, handle_box_start,
-               CHECKS(MSG_CHECK_LENGTH("external_base_url", 0, SBX_BOX_URL_MAX, -EINVAL),
+               CHECKS(MSG_CHECK_LENGTH("version", 0, SBX_VERSION_ID_SIZE - 1, -EINVAL),
+                      MSG_CHECK_LENGTH("external_base_url", 0, SBX_BOX_URL_MAX, -EINVAL),
                       MSG_CHECK_RANGE("ready_timeout_seconds", NULL, 0, SBX_CLAIM_READY_TIMEOUT_MAX_S))),
         ANYONE(BOX_EXEC, box_exec, handle_box_exec,
                CHECKS(MSG_CHECK_LENGTH("id", 1, SBX_NAME_MAX, -EINVAL), MSG_CHECK_LENGTH("cmd", 1, SBX_CMD_MAX, -EINVAL),
@@ -122,6 +123,12 @@ const RequestType request_types[] = {
                       MSG_CHECK_LENGTH("value", 0, SBX_SECRET_VALUE_MAX, -EINVAL))),
         ANYONE(SECRET_LIST, secret_list, handle_secret_list, NULL),
         /* Versions of the boxes set (core/version.h): each user their own, root all */
+        ANYONE(VERSION_PUBLISH, version_publish, handle_version_publish,
+               CHECKS(MSG_CHECK_LENGTH("service", 0, SBX_VERSION_TEXT_MAX, -EINVAL),
+                      MSG_CHECK_LENGTH("label", 0, SBX_VERSION_TEXT_MAX, -EINVAL),
+                      MSG_CHECK_LENGTH("image", 1, SBX_VERSION_TEXT_MAX, -EINVAL),
+                      MSG_CHECK_LENGTH("git_sha", 0, SBX_VERSION_TEXT_MAX, -EINVAL),
+                      MSG_CHECK_LENGTH("note", 0, SBX_VERSION_TEXT_MAX, -EINVAL))),
         ANYONE(VERSION_LIST, version_list, handle_version_list, NULL),
         ANYONE(VERSION_RM, version_ref, handle_version_rm, CHECKS(MSG_CHECK_LENGTH("id", 1, SBX_VERSION_ID_SIZE - 1, -ENOENT))),
         OWNER(EXEC, exec, "sandbox", 0, handle_exec,

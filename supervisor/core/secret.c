@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,4 +158,35 @@ int secrets_load(Server *s, uid_t owner, const char *const *names, size_t n, Sec
 
 int secrets_redactor(const Secrets *x, Redactor **ret) {
         return redactor_new(x ? x->redact : NULL, x ? x->n : 0, ret);
+}
+
+int secrets_check(Server *s, uid_t owner, const char *const *names, size_t n, char *err, size_t errsize) {
+        char unknown[SBX_SECRET_NAME_MAX + 1] = "";
+        Secrets *x = NULL;
+        int r = secrets_load(s, owner, names, n, &x, unknown);
+
+        secrets_free(x);
+        if (r == -ENOENT)
+                snprintf(err, errsize, "invalid arguments: secrets: no secret named '%.64s' (sbxctl secret list "
+                         "shows yours; sbxctl secret set NAME adds one)", unknown);
+        else if (r == -E2BIG)
+                snprintf(err, errsize, "invalid arguments: secrets: a box may have at most %u", SBX_BOX_SECRET_VALUES_MAX);
+        else if (r < 0)
+                snprintf(err, errsize, "cannot read the secrets: %s", strerror(-r));
+        return r;
+}
+
+int secrets_attach(Server *s, Sandbox *sb, uid_t owner, const char *const *names, size_t n) {
+        char unknown[SBX_SECRET_NAME_MAX + 1];
+        Secrets *x = NULL;
+        int r;
+
+        if (n == 0)
+                return 0;
+        r = secrets_load(s, owner, names, n, &x, unknown);
+        if (r < 0)
+                return r;
+        secrets_free(sb->secrets);
+        sb->secrets = x;
+        return 0;
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "core/sandbox.h"
 #include "core/server.h"
 #include "redact.h"
 
@@ -34,5 +35,11 @@ int secrets_foreach(Server *s, uid_t owner, int (*cb)(const StoreSecret *secret,
  * in ret_unknown (size SBX_SECRET_NAME_MAX + 1); -E2BIG past SBX_BOX_SECRET_VALUES_MAX. */
 int secrets_load(Server *s, uid_t owner, const char *const *names, size_t n, Secrets **ret, char *ret_unknown);
 Secrets *secrets_free(Secrets *x);
+/* Whether owner has every secret of names[0..n) (a box's sandbox_start):
+ * -ENOENT or -E2BIG with err saying why. */
+int secrets_check(Server *s, uid_t owner, const char *const *names, size_t n, char *err, size_t errsize);
+/* The values of owner's secrets names[0..n) become sb's (core/sandbox.h: in
+ * its commands' environment, redacted from their output). */
+int secrets_attach(Server *s, Sandbox *sb, uid_t owner, const char *const *names, size_t n);
 /* A redactor of x's values (NULL x: one that passes everything on). */
 int secrets_redactor(const Secrets *x, Redactor **ret);

@@ -1,4 +1,6 @@
 #include <errno.h>
+#include <linux/openat2.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,4 +190,32 @@ int version_fill(Server *s, const Sbx__VersionInfo *v, int dst_fd, uid_t uid) {
                         return r;
         }
         return 0;
+}
+
+int version_check(Server *s, uid_t caller, const char *id, char *err, size_t errsize) {
+        Sbx__VersionInfo *v = NULL;
+        int r = version_get(s, caller, id, &v);
+
+        if (v)
+                sbx__version_info__free_unpacked(v, NULL);
+        if (r == -ENOENT)
+                snprintf(err, errsize, "invalid arguments: version: no version '%.80s' (sandbox_versions lists them)",
+                         id);
+        else if (r < 0)
+                snprintf(err, errsize, "cannot read version %.80s: %s", id, strerror(-r));
+        return r;
+}
+
+int version_fill_box(Server *s, uid_t caller, const char *id, int root_fd, uid_t uid) {
+        _cleanup_close_ int work = -EBADF;
+        Sbx__VersionInfo *v = NULL;
+        int r = version_get(s, caller, id, &v);
+
+        if (r < 0)
+                return r;
+        work = openat2_fd(root_fd, "work", O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                          RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        r = work < 0 ? work : version_fill(s, v, work, uid);
+        sbx__version_info__free_unpacked(v, NULL);
+        return r;
 }

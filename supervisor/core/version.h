@@ -26,6 +26,11 @@ int version_get(Server *s, uid_t caller, const char *id, Sbx__VersionInfo **ret)
 int versions_foreach(Server *s, uid_t caller, int (*cb)(const Sbx__VersionInfo *v, void *userdata), void *userdata);
 /* Forget it and remove its files: -ENOENT if caller may not use it. */
 int version_remove(Server *s, uid_t caller, const char *id);
+/* Whether caller may start a box from version id: -ENOENT with err saying why. */
+int version_check(Server *s, uid_t caller, const char *id, char *err, size_t errsize);
+/* Fill the /work of a box just claimed (root_fd: its session's merged root,
+ * O_PATH; uid: its root's host uid) from caller's version id. */
+int version_fill_box(Server *s, uid_t caller, const char *id, int root_fd, uid_t uid);
 /* Copy v's layers, bottom first, into the directory dst_fd (a new box's
  * /work), every entry owned by uid. */
 int version_fill(Server *s, const Sbx__VersionInfo *v, int dst_fd, uid_t uid);
