@@ -42,7 +42,7 @@ static const char start_input[] = OBJ(
         P_STRING("externalBaseUrl", "Where unchanged services live (http:// or https://), for example your staging "
                  "environment. Optional.") ", "
         "\"secrets\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"description\": \"Names from "
-        "sandbox_secrets to inject as environment variables of the box's commands (64 at most). Nothing is "
+        "sandbox_secrets to inject as environment variables of the box's commands (8 at most). Nothing is "
         "injected unless listed.\"}, "
         "\"idleTimeoutMin\": {\"type\": \"number\", \"minimum\": 0, \"description\": \"Freeze the box (cgroup freezer: "
         "its memory stays, it uses no CPU) after this many minutes without a tool call; fractions allowed; 0 never. "
