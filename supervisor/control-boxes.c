@@ -61,7 +61,10 @@ static int box_runnable(Request *rq, Box *box) {
                 return request_error(rq, -EBUSY, "locked: a person has taken over box '%s'; wait and retry",
                                      box->id);
         case BOX_INTERRUPTED:
-                return request_error(rq, -EIO, "Box '%s' was interrupted: %s", box->id, box->interrupted);
+                /* Said once (the seed: the next tool call returns the reason); then it runs again. */
+                box->state = BOX_READY;
+                return request_error(rq, -EIO, "Box '%s' was interrupted: %s; what it ran is gone, call again to "
+                                     "use it", box->id, box->interrupted);
         default:
                 return request_error(rq, -ENOENT, "Box '%s' is %s: start a new box with sandbox_start", box->id,
                                      box_state_name(box));

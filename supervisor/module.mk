@@ -74,6 +74,7 @@ SBXCTL_SRCS += supervisor/sbxctl.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-util.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-verbs.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-claims.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-boxes.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-jobs.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-tokens.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-secrets.c

@@ -128,6 +128,13 @@ typedef struct CtlVerb {
 
 #define CTL_LABELS_MAX 8u
 
+/* sbxctl-boxes.c: box list|show|stop (the boxes set). */
+int ctl_build_box_list(Args *a, CtlRequest *req);
+int ctl_print_box_list(const Args *a, const Sbx__Reply *reply);
+int ctl_build_box_show(Args *a, CtlRequest *req);
+int ctl_print_box_show(const Args *a, const Sbx__Reply *reply);
+int ctl_build_box_stop(Args *a, CtlRequest *req);
+int ctl_print_box_stop(const Args *a, const Sbx__Reply *reply);
 /* sbxctl-claims.c: template list|show, claim list|show|delete. */
 int ctl_set_label(Args *a, const char *arg);
 int ctl_build_template_list(Args *a, CtlRequest *req);

@@ -250,6 +250,9 @@ static int server_open_state(Server *s) {
         r = claims_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load claims: %m");
+        r = boxes_load(s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot load boxes: %m");
         r = jobs_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load jobs: %m");
@@ -454,7 +457,7 @@ static void server_done(Server *s) {
 static int server_timeout(Server *s) {
         unsigned long long deadline = MIN(MIN(commands_next_deadline(s), spares_next_deadline(s)),
                                           MIN(MIN(failed_sessions_next_deadline(s), clients_next_deadline(s)),
-                                              MIN(claims_next_deadline(s),
+                                              MIN(MIN(claims_next_deadline(s), boxes_next_deadline(s)),
                                                   MIN(egress_proxy_next_deadline(s), jobs_next_deadline(s)))));
         unsigned long long now = now_usec();
 
@@ -470,6 +473,7 @@ static void server_tick(Server *s) {
         spares_run_deadlines(s);
         failed_sessions_run_deadlines(s);
         claims_run_deadlines(s);
+        boxes_run_deadlines(s);
         jobs_run_deadlines(s);
         clients_run_deadlines(s);
         egress_proxy_run_deadlines(s);

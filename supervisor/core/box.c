@@ -8,11 +8,14 @@
 #include "core/secret.h"
 #include "core/version.h"
 #include "data/claimfs.h"
+#include "data/store.h"
 #include "fd-util.h"
 #include "log.h"
 #include "msg.h"
 #include "sbx-limits.h"
 
+#define BOX_SUPERVISOR_LOST "supervisor_lost: sbxd restarted; the box's processes are gone, its files are kept"
+#define BOX_SESSION_LOST "session_lost: the box's session ended; it runs again without its processes and files"
 #define BOX_NAMESPACE "box"             /* its claim's namespace (claims of the box template are no one else's) */
 #define BOXES_GONE_MAX 256u             /* terminated boxes remembered for sandbox_status */
 
@@ -124,6 +127,28 @@ static int box_secrets_and_version(Server *s, Box *box, WorkspaceSession *ws) {
         return r;
 }
 
+/* Its row in sbx.db (BoxInfo, with its sandbox's id), once it runs. */
+static void box_save(Server *s, Box *box) {
+        Sbx__BoxInfo info = SBX__BOX_INFO__INIT;
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t n;
+        int r;
+
+        if (!box->claim || !box->claim->sandbox)
+                return;
+        box_info(s, box, &info);
+        info.sandbox = box->claim->sandbox->id;
+        n = sbx__box_info__get_packed_size(&info);
+        buf = malloc(n ?: 1);
+        r = buf ? 0 : -ENOMEM;
+        if (buf) {
+                sbx__box_info__pack(&info, buf);
+                r = store_box_put(s->store, box->id, box->uid, box->claim->sandbox->id, buf, n);
+        }
+        if (r < 0)
+                log_warning_errno(r, "Failed to record box %s (it will not outlive sbxd), ignoring: %m", box->id);
+}
+
 /* Its working directory, made when it is claimed (the image has none). */
 static int box_make_workdir(Server *s, Box *box) {
         WorkspaceSession *ws = box_session(s, box);
@@ -149,7 +174,9 @@ static void box_claim_ready(Server *s, Claim *cl, void *data) {
         box->state = BOX_READY;
         box->ready_seconds = cl->ready_seconds;
         box->last_call_usec = now_usec();
+        box->restarts_seen = cl->restarts;
         (void) box_make_workdir(s, box);
+        box_save(s, box);
         log_info("Box %s (claim %s, sandbox '%s') is ready, cold, in %.3f s", box->id, cl->name,
                  cl->sandbox ? cl->sandbox->name : "?", box->ready_seconds);
         box_info(s, box, &info);
@@ -197,8 +224,8 @@ static int box_set_options(Box *box, const Sbx__BoxStart *req, const Config *cfg
         for (; box->n_secrets < req->n_secrets; box->n_secrets++)
                 if (!(box->secrets[box->n_secrets] = strdup(req->secrets[box->n_secrets])))
                         return -ENOMEM;
-        box->idle_timeout_ms = req->has_idle_timeout ? (uint64_t) (req->idle_timeout_min * 60e3)
-                                                     : cfg->box_idle_timeout_ms;
+        box->idle_timeout_ms = req->has_idle_timeout || !cfg ? (uint64_t) (req->idle_timeout_min * 60e3)
+                                                             : cfg->box_idle_timeout_ms;
         strlcpy(box->version, req->version, sizeof(box->version));
         return 0;
 }
@@ -258,24 +285,52 @@ int box_start(Server *s, Client *c, uint32_t seq, const Sbx__BoxStart *req, Box 
         }
         box->state = BOX_READY;
         box->ready_seconds = cl->ready_seconds;
+        box->restarts_seen = cl->restarts;
         (void) box_make_workdir(s, box);
+        box_save(s, box);
         log_info("Box %s (claim %s, sandbox '%s') for uid %u from a spare", box->id, cl->name, cl->sandbox->name,
                  c->uid);
         *ret = box;
         return 0;
 }
 
+/* Freeze or thaw the cgroup of the box's session. */
+static int box_set_frozen(Server *s, Box *box, bool frozen) {
+        WorkspaceSession *ws = box->claim ? claim_session(s, box->claim) : NULL;
+        int r;
+
+        if (!ws || !ws->cgroup)
+                return -ESRCH;
+        r = cgroup_session_freeze(ws->cgroup, frozen);
+        if (r < 0)
+                return r;
+        box->frozen = frozen;
+        return 0;
+}
+
 int box_use(Server *s, Box *box) {
-        box->last_call_usec = now_usec();
+        unsigned long long start = now_usec();
+        int r;
+
+        box->last_call_usec = start;
         box->last_used_unix = time(NULL);
         if (box->claim)
                 claim_touch(s, box->claim);
+        if (!box->frozen)
+                return 0;
+        r = box_set_frozen(s, box, false);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot thaw box %s: %m", box->id);
+                return r;
+        }
+        log_info("Box %s thawed in %llu us", box->id, now_usec() - start);
         return 0;
 }
 
 void box_stop(Server *s, Box *box, const char *why) {
         Claim *cl = box->claim;
 
+        /* Killing its processes thaws them first (os/cgroup.h). */
         log_info("Box %s: stopping (%s)", box->id, why);
         box->state = BOX_STOPPING;
         pending_answer_error(s, &box->starter, -ECANCELED, "the box was stopped before it was ready");
@@ -284,6 +339,68 @@ void box_stop(Server *s, Box *box, const char *why) {
                 claim_delete(s, cl, NULL);
         }
         box_terminated(s, box, why);
+}
+
+static int box_restore(Box *box, const Sbx__BoxInfo *info) {
+        Sbx__BoxStart req = SBX__BOX_START__INIT;
+
+        req.n_services = info->n_services;
+        req.services = info->services;
+        req.external_base_url = info->external_base_url;
+        req.n_secrets = info->n_secrets;
+        req.secrets = info->secrets;
+        req.has_idle_timeout = true;
+        req.idle_timeout_min = info->idle_timeout_min;
+        return box_set_options(box, &req, NULL);
+}
+
+static int load_one(const char *id, int64_t uid, const void *data, size_t len, void *userdata) {
+        Server *s = userdata;
+        Sbx__BoxInfo *info = sbx__box_info__unpack(NULL, len, data);
+        Claim *cl = NULL;
+        Box *box;
+        int r;
+
+        if (info)
+                TAILQ_FOREACH(cl, &s->claims, link)
+                        if (cl->sandbox && strcmp(cl->sandbox->id, info->sandbox) == 0)
+                                break;
+        if (!info || !cl || !box_id_is_valid(id)) {
+                log_warning("Box %s has no usable claim or record, skipping it", id);
+                if (info)
+                        sbx__box_info__free_unpacked(info, NULL);
+                return 0;
+        }
+        box = calloc(1, sizeof(*box));
+        r = box ? box_restore(box, info) : -ENOMEM;
+        if (r >= 0) {
+                strlcpy(box->id, id, sizeof(box->id));
+                snprintf(box->takeover_url, sizeof(box->takeover_url), "sbxctl takeover attach %s", box->id);
+                strlcpy(box->mcp_session, info->mcp_session, sizeof(box->mcp_session));
+                box->uid = (uid_t) uid;
+                box->from_spare = strcmp(info->started_from, "spare") == 0;
+                box->created_unix = info->created_unix;
+                box->last_used_unix = info->last_used_unix;
+                box->ready_seconds = info->ready_seconds;
+                box->last_call_usec = now_usec();
+                box->claim = cl;
+                /* The tick starts its session again (with the files kept): one restart it knows of. */
+                box->restarts_seen = cl->restarts + 1;
+                box->state = BOX_INTERRUPTED;
+                strlcpy(box->interrupted, BOX_SUPERVISOR_LOST, sizeof(box->interrupted));
+                cl->observer = &box_claim_observer;
+                cl->observer_data = box;
+                TAILQ_INSERT_TAIL(&s->boxes, box, link);
+                s->n_boxes++;
+                s->boxes_wanted = true;
+        } else if (box)
+                box_free(box);
+        sbx__box_info__free_unpacked(info, NULL);
+        return r;
+}
+
+int boxes_load(Server *s) {
+        return store_box_foreach(s->store, load_one, s);
 }
 
 void boxes_free(Server *s) {
@@ -406,4 +523,64 @@ void box_info(Server *s, const Box *box, Sbx__BoxInfo *o) {
         o->image = (char *) s->cfg.box_image;
         o->display = (char *) (box->has_display ? SBX_BOX_DISPLAY : "");
         o->ready_seconds = box->ready_seconds;
+}
+
+/* ---- idle freeze ----------------------------------------------------------------- */
+
+/* A foreground call waits for one of its commands: the box is in use. */
+static bool box_busy(Server *s, const Box *box) {
+        WorkspaceSession *ws = box_session(s, box);
+        Command *c;
+
+        if (!ws)
+                return false;
+        TAILQ_FOREACH(c, &ws->commands, session_link)
+                if (!c->finished && !TAILQ_EMPTY(&c->waiters))
+                        return true;
+        return false;
+}
+
+static unsigned long long box_freeze_at(const Box *box) {
+        if (box->frozen || box->idle_timeout_ms == 0 || (box->state != BOX_READY && box->state != BOX_TAKEOVER))
+                return ~0ull;
+        return box->last_call_usec + box->idle_timeout_ms * 1000ull;
+}
+
+unsigned long long boxes_next_deadline(Server *s) {
+        unsigned long long next = ~0ull;
+        Box *box;
+
+        TAILQ_FOREACH(box, &s->boxes, link)
+                next = MIN(next, box_freeze_at(box));
+        return next;
+}
+
+void boxes_run_deadlines(Server *s) {
+        unsigned long long now = now_usec();
+        Box *box;
+        int r;
+
+        TAILQ_FOREACH(box, &s->boxes, link) {
+                if (box->claim && box->state == BOX_READY && box->claim->restarts > box->restarts_seen) {
+                        /* Lost while sbxd ran: the claim made its session again. */
+                        box->restarts_seen = box->claim->restarts;
+                        box->state = BOX_INTERRUPTED;
+                        box->frozen = false;
+                        strlcpy(box->interrupted, BOX_SESSION_LOST, sizeof(box->interrupted));
+                        log_notice("Box %s interrupted: %s", box->id, box->interrupted);
+                }
+                if (now < box_freeze_at(box))
+                        continue;
+                if (box_busy(s, box)) {
+                        box->last_call_usec = now;      /* looked at again one idle time later */
+                        continue;
+                }
+                r = box_set_frozen(s, box, true);
+                if (r < 0) {
+                        log_warning_errno(r, "Cannot freeze idle box %s, leaving it running: %m", box->id);
+                        box->idle_timeout_ms = 0;
+                        continue;
+                }
+                log_info("Box %s frozen: no tool call for %.3f min", box->id, (double) box->idle_timeout_ms / 60e3);
+        }
 }

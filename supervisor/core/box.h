@@ -62,6 +62,7 @@ struct Box {
         char takeover_url[96];          /* "sbxctl takeover attach <id>" */
         char version[SBX_VERSION_ID_SIZE]; /* the version its /work was filled from (core/version.h), or "" */
         Pending starter;                /* sandbox_start of a cold box, answered once it runs */
+        unsigned restarts_seen;         /* its claim's session restarts it knows of */
 };
 
 /* "box-" and 12 hex digits. */
@@ -101,4 +102,11 @@ int box_path(const char *cwd_rel, char *out, char *err, size_t errsize);
 /* The box as a reply shows it (everything borrowed from box). */
 void box_info(Server *s, const Box *box, Sbx__BoxInfo *ret);
 
+/* After claims_load: the boxes of sbx.db, interrupted (supervisor_lost):
+ * their files are kept, their processes are gone. */
+int boxes_load(Server *s);
 void boxes_free(Server *s);
+unsigned long long boxes_next_deadline(Server *s);
+/* Once per loop pass: freeze boxes idle for their idle timeout (not while a
+ * foreground call waits for one of their commands). */
+void boxes_run_deadlines(Server *s);

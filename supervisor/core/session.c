@@ -559,6 +559,9 @@ static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
         ws->spare = false;
         ws->sandbox->refill_spares |= refill_spares;
         TAILQ_REMOVE(&s->sessions, ws, link);
+        /* A frozen one (a box's, core/box.h) takes SIGKILL only once thawed. */
+        if (ws->cgroup)
+                (void) cgroup_session_freeze(ws->cgroup, false);
         if (ws->pidfd_src.fd >= 0 && syscall(SYS_pidfd_send_signal, ws->pidfd_src.fd, SIGKILL, NULL, 0) >= 0) {
                 TAILQ_INSERT_TAIL(&s->ending, ws, link);
                 return;

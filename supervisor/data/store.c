@@ -133,7 +133,11 @@ static const char schema[] =
         "  PRIMARY KEY (owner_uid, name));"
         /* Versions of the boxes set (core/version.h): a packed sbx.VersionInfo each. */
         "CREATE TABLE IF NOT EXISTS versions ("
-        "  id TEXT PRIMARY KEY, owner_uid INTEGER NOT NULL, info BLOB NOT NULL);";
+        "  id TEXT PRIMARY KEY, owner_uid INTEGER NOT NULL, info BLOB NOT NULL);"
+        /* Boxes (issue 21, core/box.h): a packed sbx.BoxInfo; the row goes with the box's sandbox. */
+        "CREATE TABLE IF NOT EXISTS boxes ("
+        "  id TEXT PRIMARY KEY, uid INTEGER NOT NULL,"
+        "  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE, info BLOB NOT NULL);";
 
 /* Schema 1 (user_version 0) keyed everything by the sandbox's name, and a
  * deleted sandbox's commands stayed. Its tables are renamed away, the rows
@@ -1464,10 +1468,10 @@ int store_job_delete(Store *s, const char *id) {
         return step_done(st);
 }
 
-int store_job_foreach(Store *s, int (*cb)(const char *id, int64_t uid, const void *info, size_t info_len,
-                                          void *userdata), void *userdata) {
+/* The rows (id, uid, info) that sql selects, to cb. */
+static int foreach_id_uid_info(Store *s, const char *sql, StoreRowFn cb, void *userdata) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "SELECT id, uid, info FROM jobs", &st), rc;
+        int r = prepare(s, sql, &st), rc;
 
         if (r < 0)
                 return r;
@@ -1478,6 +1482,29 @@ int store_job_foreach(Store *s, int (*cb)(const char *id, int64_t uid, const voi
                         return r;
         }
         return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+int store_job_foreach(Store *s, StoreRowFn cb, void *userdata) {
+        return foreach_id_uid_info(s, "SELECT id, uid, info FROM jobs", cb, userdata);
+}
+
+/* ---- boxes ---------------------------------------------------------------------- */
+
+int store_box_put(Store *s, const char *id, int64_t uid, const char *sandbox, const void *info, size_t info_len) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT OR REPLACE INTO boxes VALUES (?,?,?,?)", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, uid);
+        sqlite3_bind_text(st, 3, sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 4, info, (int) info_len, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_box_foreach(Store *s, StoreRowFn cb, void *userdata) {
+        return foreach_id_uid_info(s, "SELECT id, uid, info FROM boxes", cb, userdata);
 }
 
 /* ---- artifacts ------------------------------------------------------------------ */

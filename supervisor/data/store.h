@@ -256,8 +256,12 @@ int store_sandbox_set_owner(Store *s, const char *id, uid_t owner_uid);
 /* A job's row: info is a packed sbx.JobInfo (the store does not look into it). */
 int store_job_put(Store *s, const char *id, int64_t uid, const void *info, size_t info_len);
 int store_job_delete(Store *s, const char *id);
-int store_job_foreach(Store *s, int (*cb)(const char *id, int64_t uid, const void *info, size_t info_len,
-                                          void *userdata), void *userdata);
+/* A row of jobs or boxes (id, uid, packed info), to a foreach's callback. */
+typedef int (*StoreRowFn)(const char *id, int64_t uid, const void *info, size_t info_len, void *userdata);
+int store_job_foreach(Store *s, StoreRowFn cb, void *userdata);
+/* A box's row (core/box.h): info is a packed sbx.BoxInfo; it goes with the sandbox. */
+int store_box_put(Store *s, const char *id, int64_t uid, const char *sandbox, const void *info, size_t info_len);
+int store_box_foreach(Store *s, StoreRowFn cb, void *userdata);
 /* Bearer tokens of sbx-gateway (core/token.h): hash is the SHA-256 of the
  * secret; expires_unix 0: never. A name is unique (-EEXIST). */
 typedef struct StoreToken {

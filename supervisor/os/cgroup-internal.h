@@ -15,6 +15,7 @@ typedef enum CgroupController {
         CG_MEMORY,
         CG_PIDS,
         CG_CPU,
+        CG_FREEZER,             /* v1 only (optional): v2 freezes with cgroup.freeze of every cgroup */
         _CG_MAX,
 } CgroupController;
 
@@ -122,6 +123,8 @@ struct CgroupOps {
         /* Event counters as the kernel keeps them for the cgroup's lifetime. */
         int (*read_oom_kills)(CgroupSession *s, uint64_t *ret);
         int (*read_pids_max_hits)(CgroupSession *s, uint64_t *ret);
+        /* Freeze (stop every task of) s or thaw it; -EOPNOTSUPP without a freezer. */
+        int (*freeze)(CgroupSession *s, bool frozen);
 };
 
 extern const CgroupOps cgroup_v1_ops;

@@ -38,6 +38,7 @@ const char *const cgroup_controller_names[_CG_MAX] = {
         [CG_MEMORY] = "memory",
         [CG_PIDS] = "pids",
         [CG_CPU] = "cpu",
+        [CG_FREEZER] = "freezer",
 };
 
 /* ---- files ----------------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /* The cgroup v1 backend (v1 and hybrid hosts): memory, pids and, when
- * present, cpu hierarchies, each mounted at <root>/<controller>. The
+ * present, cpu and freezer hierarchies, each mounted at <root>/<controller>. The
  * instance directory holds all sandboxes, a sandbox and each of its sessions
  * get one directory per controller,
  * <root>/<ctrl><own>/<instance>/<sandbox>/s<N>. v1 has no delegation contract
@@ -22,7 +22,7 @@
 #define V1_SHARES_MAX 262144u
 
 /* pids first, so the pids limit holds before anything else can fork. */
-static const CgroupController attach_order[] = { CG_PIDS, CG_MEMORY, CG_CPU };
+static const CgroupController attach_order[] = { CG_PIDS, CG_MEMORY, CG_CPU, CG_FREEZER };
 
 static bool v1_detect(int root_fd) {
         return cg_file_exists_at(root_fd, "memory/cgroup.procs") && cg_file_exists_at(root_fd, "pids/cgroup.procs");
@@ -40,7 +40,7 @@ static int v1_setup(CgroupManager *m, int root_fd, const char *self_cgroup) {
         for (CgroupController c = 0; c < _CG_MAX; c++) {
                 _cleanup_free_ char *own = NULL;
                 _cleanup_close_ int ctrl_fd = -EBADF;
-                bool required = c != CG_CPU;
+                bool required = c != CG_CPU && c != CG_FREEZER;
 
                 ctrl_fd = cg_open_dir_at(root_fd, cgroup_controller_names[c]);
                 if (ctrl_fd < 0 || !cg_file_exists_at(ctrl_fd, "cgroup.procs")) {
@@ -218,7 +218,15 @@ static int v1_pids_fd(const CgroupFds fd) {
 
 /* No cgroup.kill: pid by pid, and only an empty cgroup proves that nothing
  * is left that could still fork, so this always waits. */
+static int v1_freeze(CgroupSession *s, bool frozen) {
+        if (s->fd[CG_FREEZER] < 0)
+                return -EOPNOTSUPP;
+        return cg_write_at(s->fd[CG_FREEZER], "freezer.state", frozen ? "FROZEN" : "THAWED");
+}
+
 static int v1_kill(CgroupSession *s, bool wait) {
+        /* A frozen task takes SIGKILL only once thawed. */
+        (void) v1_freeze(s, false);
         return cg_kill_and_wait(s->fd, _CG_MAX, false, true);
 }
 
@@ -246,4 +254,5 @@ const CgroupOps cgroup_v1_ops = {
         .kill = v1_kill,
         .read_oom_kills = v1_read_oom_kills,
         .read_pids_max_hits = v1_read_pids_max_hits,
+        .freeze = v1_freeze,
 };

@@ -97,6 +97,8 @@ static int delegated_controllers(int own_fd, bool want[_CG_MAX], bool on_own[_CG
         if (r < 0)
                 return r;
         for (CgroupController c = 0; c < _CG_MAX; c++) {
+                if (c == CG_FREEZER)
+                        continue;       /* not a controller here: cgroup.freeze is in every cgroup */
                 if (!cg_word_in_list(available, cgroup_controller_names[c])) {
                         if (c != CG_CPU)
                                 return -EOPNOTSUPP;
@@ -257,7 +259,12 @@ static int v2_attach(CgroupSession *s, pid_t pid) {
 /* cgroup.kill (kernel 5.14 and later) kills the whole subtree at once,
  * including what forks meanwhile: done when the write returns. Without it,
  * the pid by pid loop, which always waits. */
+static int v2_freeze(CgroupSession *s, bool frozen) {
+        return cg_write_at(s->fd[0], "cgroup.freeze", frozen ? "1" : "0");
+}
+
 static int v2_kill(CgroupSession *s, bool wait) {
+        (void) v2_freeze(s, false);
         return cg_kill_and_wait(&s->fd[0], 1, cg_file_exists_at(s->fd[0], "cgroup.kill"), wait);
 }
 
@@ -299,4 +306,5 @@ const CgroupOps cgroup_v2_ops = {
         .kill = v2_kill,
         .read_oom_kills = v2_read_oom_kills,
         .read_pids_max_hits = v2_read_pids_max_hits,
+        .freeze = v2_freeze,
 };

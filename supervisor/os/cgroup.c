@@ -253,6 +253,12 @@ int cgroup_session_kill(CgroupSession *s) {
         return s->manager->ops->kill(s, false);
 }
 
+int cgroup_session_freeze(CgroupSession *s, bool frozen) {
+        if (!s)
+                return -EINVAL;
+        return s->manager->ops->freeze(s, frozen);
+}
+
 CgroupSession *cgroup_session_release(CgroupSession *s) {
         if (!s)
                 return NULL;

@@ -69,7 +69,11 @@ int cgroup_session_oom_kills(CgroupSession *s, uint64_t *ret);
 int cgroup_session_pids_max_hits(CgroupSession *s, uint64_t *ret);
 /* How many processes are in it now. */
 int cgroup_session_processes(CgroupSession *s, size_t *ret);
-/* SIGKILL every process in it. */
+/* SIGKILL every process in it (thawed first). */
 int cgroup_session_kill(CgroupSession *s);
+/* Freeze every task in it (v1 freezer.state, v2 cgroup.freeze): they keep
+ * their memory and use no CPU until thawed; -EOPNOTSUPP on a v1 host
+ * without the freezer hierarchy. Returns once the kernel took the request. */
+int cgroup_session_freeze(CgroupSession *s, bool frozen);
 /* Kill, wait until empty, and return the cgroup to the pool. */
 CgroupSession *cgroup_session_release(CgroupSession *s);

@@ -3,7 +3,9 @@
 // against boxes of sbxd (supervisor/core/box.h). box_image is the default
 // image here (the browser image is not needed for the box core).
 import assert from 'node:assert/strict';
-import { useSbx, sbxctl, run, SANDBOX_MCP, waitFor } from './helpers.mjs';
+import fs from 'node:fs';
+import path from 'node:path';
+import { useSbx, sbxctl, run, sleep, SANDBOX_MCP, waitFor } from './helpers.mjs';
 
 const U1 = 65534;
 const U2 = 65533;
@@ -75,6 +77,89 @@ h.test('a spare box starts at once; background exec logs under /work/.sbx and ou
   assert.equal(bg.exitCode, null);
   await waitFor(async () => (await exec(b.id, `cat .sbx/${bg.bgId}.log`)).stdout === 'started\ndone\n',
     { timeout: 10000, what: 'the background log' });
+  await stop(b.id);
+});
+
+/* The host pids in the box's session cgroups (pids hierarchy, v1; or the v2 tree), by its sandbox's id. */
+async function boxPids(id) {
+  const show = JSON.parse((await sbxctl(h.socket, ['box', 'show', id, '--json'])).stdout);
+  const sbs = JSON.parse((await sbxctl(h.socket, ['sandbox', 'list', '--json'])).stdout);
+  const sb = sbs.find((x) => x.name === show.sandbox);
+  assert.ok(sb, `sandbox ${show.sandbox} of ${id}`);
+  const roots = ['/sys/fs/cgroup/pids', '/sys/fs/cgroup'].filter((r) => fs.existsSync(path.join(r, 'cgroup.procs')));
+  const pids = [];
+  const walk = (dir, depth, inside) => {
+    if (depth > 9) return;
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      if (!e.isDirectory()) continue;
+      const p = path.join(dir, e.name), here = inside || e.name === sb.id;
+      if (here)
+        for (const l of fs.readFileSync(path.join(p, 'cgroup.procs'), 'utf8').split('\n'))
+          if (l) pids.push(Number(l));
+      walk(p, depth + 1, here);
+    }
+  };
+  walk(roots[0], 0, false);
+  return pids;
+}
+
+/* utime + stime of the processes, in clock ticks (the box's CPU time). */
+function cpuTicks(pids) {
+  let t = 0;
+  for (const pid of pids) {
+    try {
+      const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').slice(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').lastIndexOf(')') + 2).split(' ');
+      t += Number(f[11]) + Number(f[12]);
+    } catch {}
+  }
+  return t;
+}
+
+h.test('idle freeze: a busy loop stops using CPU; status says frozen without thawing; the next call thaws it, the loop alive', async () => {
+  const b = await start({ idleTimeoutMin: 0.02 });
+  const bg = await exec(b.id, 'echo $$ > /work/loop.pid; exec sh -c "while :; do :; done"', { background: true });
+  assert.ok(bg.bgId);
+  await waitFor(async () => (await status(b.id)).status === 'frozen', { timeout: 20000, what: 'the box frozen' });
+  const pids = await boxPids(b.id);
+  assert.ok(pids.length > 0, 'processes in the box');
+  const t0 = cpuTicks(pids);
+  await sleep(1500);
+  const t1 = cpuTicks(pids);
+  assert.ok(t1 - t0 <= 1, `frozen: CPU ticks grew ${t0} -> ${t1}`);
+  const st = await status(b.id);
+  assert.equal(st.status, 'frozen', 'sandbox_status does not thaw');
+  assert.match(st.health, /frozen/);
+  // The next call thaws it first: the loop is still there and runs again.
+  const r = await exec(b.id, 'kill -0 $(cat /work/loop.pid) && echo alive');
+  assert.equal(r.stdout, 'alive\n');
+  const t2 = cpuTicks(pids);
+  await sleep(700);
+  assert.ok(cpuTicks(pids) > t2, 'the loop uses CPU again after the thaw');
+  // sandbox_stop works on a frozen box too.
+  await waitFor(async () => (await status(b.id)).status === 'frozen', { timeout: 20000, what: 'frozen again' });
+  await stop(b.id);
+  assert.equal((await status(b.id)).status, 'terminated');
+});
+
+h.test('an sbxd restart interrupts a box (supervisor_lost): said once, then it runs with its files, without its processes', async () => {
+  const b = await start({ idleTimeoutMin: 0, services: [{ name: 'api', port: 3000 }] });
+  await exec(b.id, 'echo kept > /work/f; mkdir -p /work/d');
+  await exec(b.id, 'sleep 1000', { background: true });
+  await h.restartSbxd();
+  const st = await status(b.id);
+  assert.equal(st.status, 'interrupted');
+  assert.match(st.interruptedReason, /^supervisor_lost: /);
+  assert.deepEqual(st.services, [{ name: 'api', port: 3000 }]);
+  const once = await h.mcp.call('sandbox_exec', { id: b.id, cmd: 'true' });
+  assert.equal(once.isError, true);
+  assert.match(once.content[0].text, /was interrupted: supervisor_lost/);
+  let r;
+  await waitFor(async () => {
+    r = await h.mcp.call('sandbox_exec', { id: b.id, cmd: 'cat f; pgrep -c sleep || true', cwd: 'd/..' });
+    return !r.isError;
+  }, { timeout: 30000, what: 'the box to run again' });
+  assert.equal(r.structuredContent.stdout, 'kept\n0\n');
+  assert.equal((await status(b.id)).status, 'ready');
   await stop(b.id);
 });
 
