@@ -1446,9 +1446,10 @@ int store_sandbox_set_owner(Store *s, const char *id, uid_t owner_uid) {
 
 /* ---- jobs (issue 18) -------------------------------------------------------------- */
 
-int store_job_put(Store *s, const char *id, int64_t uid, const void *info, size_t info_len) {
+/* A row (id, uid, info) of the table sql inserts into (jobs, versions). */
+static int put_id_uid_info(Store *s, const char *sql, const char *id, int64_t uid, const void *info, size_t info_len) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "INSERT OR REPLACE INTO jobs VALUES (?,?,?)", &st);
+        int r = prepare(s, sql, &st);
 
         if (r < 0)
                 return r;
@@ -1458,14 +1459,23 @@ int store_job_put(Store *s, const char *id, int64_t uid, const void *info, size_
         return step_done(st);
 }
 
-int store_job_delete(Store *s, const char *id) {
+/* The row that sql deletes, by its id. */
+static int delete_id(Store *s, const char *sql, const char *id) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "DELETE FROM jobs WHERE id = ?", &st);
+        int r = prepare(s, sql, &st);
 
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
         return step_done(st);
+}
+
+int store_job_put(Store *s, const char *id, int64_t uid, const void *info, size_t info_len) {
+        return put_id_uid_info(s, "INSERT OR REPLACE INTO jobs VALUES (?,?,?)", id, uid, info, info_len);
+}
+
+int store_job_delete(Store *s, const char *id) {
+        return delete_id(s, "DELETE FROM jobs WHERE id = ?", id);
 }
 
 /* The rows (id, uid, info) that sql selects, to cb. */
@@ -1708,39 +1718,13 @@ int store_secret_foreach(Store *s, int64_t owner_uid, bool values,
 /* ---- versions of the boxes set (issue 21) ------------------------------------------ */
 
 int store_version_put(Store *s, const char *id, int64_t owner_uid, const void *info, size_t len) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "INSERT INTO versions VALUES (?,?,?)", &st);
-
-        if (r < 0)
-                return r;
-        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, owner_uid);
-        sqlite3_bind_blob(st, 3, info, (int) len, SQLITE_STATIC);
-        return step_done(st);
+        return put_id_uid_info(s, "INSERT INTO versions VALUES (?,?,?)", id, owner_uid, info, len);
 }
 
 int store_version_delete(Store *s, const char *id) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "DELETE FROM versions WHERE id = ?", &st);
-
-        if (r < 0)
-                return r;
-        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-        return step_done(st);
+        return delete_id(s, "DELETE FROM versions WHERE id = ?", id);
 }
 
-int store_version_foreach(Store *s, int (*cb)(const char *id, int64_t owner_uid, const void *info, size_t len,
-                                              void *userdata), void *userdata) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "SELECT id, owner_uid, info FROM versions ORDER BY rowid", &st), rc;
-
-        if (r < 0)
-                return r;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                r = cb((const char *) sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
-                       sqlite3_column_blob(st, 2), (size_t) sqlite3_column_bytes(st, 2), userdata);
-                if (r < 0)
-                        return r;
-        }
-        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+int store_version_foreach(Store *s, StoreRowFn cb, void *userdata) {
+        return foreach_id_uid_info(s, "SELECT id, owner_uid, info FROM versions ORDER BY rowid", cb, userdata);
 }

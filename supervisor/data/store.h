@@ -300,5 +300,4 @@ int store_secret_foreach(Store *s, int64_t owner_uid, bool values,
 int store_version_put(Store *s, const char *id, int64_t owner_uid, const void *info, size_t len);
 int store_version_delete(Store *s, const char *id);
 /* Every version, oldest first. */
-int store_version_foreach(Store *s, int (*cb)(const char *id, int64_t owner_uid, const void *info, size_t len,
-                                              void *userdata), void *userdata);
+int store_version_foreach(Store *s, StoreRowFn cb, void *userdata);
