@@ -431,6 +431,26 @@ if d:
         note="%d sessions: Pss %d -> %d kB" % (d["idle"]["sessions"], d["idle"]["pss_before_kib"],
                                              d["idle"]["pss_after_kib"]))
 
+# boxes (issue 21): bench/boxes.mjs
+d = load("boxes")
+if d:
+    spare, status = dist(d["start_spare"]), dist(d["status"])
+    row("box_start_spare", "sandbox_start from a spare box at the client (SDK client, stdio)", "ms", spare,
+        base_what="sandbox_status of that box just after (sbxd makes the next spare meanwhile)", base=status,
+        ratio=spare["median"] / status["median"], target="<= 20 ms", ok=spare["median"] <= 20,
+        note="the first start, cold: %.1f ms" % (d["start_cold"][0] / 1000.0))
+    thaw = dist(d["thaw_sbxd"])
+    row("box_thaw", "thaw of a frozen box in sbxd (cgroup freezer write, its log)", "ms", thaw,
+        base_what="sandbox_exec true at the client: frozen (thaw included) vs never frozen",
+        base=dist(d["exec_warm"]), ratio=statistics.median(d["thaw_client"]) / statistics.median(d["exec_warm"]),
+        target="<= 10 ms", ok=thaw["median"] <= 10,
+        note="sandbox_exec true on a frozen box: %.1f ms at the client" % (statistics.median(d["thaw_client"]) / 1000.0))
+    f = d["frozen"]
+    kib = f["bytes"] / 1024.0 / max(f["boxes"], 1)
+    row("box_frozen_memory", "memory cgroup usage per frozen box (sandbox cgroup: its session, shell, sleep, tmpfs)",
+        "KiB", {"median": kib}, note="%d frozen boxes: %.1f MiB in %d cgroups" % (f["boxes"], f["bytes"] / 1048576.0,
+                                                                                   f["cgroups"]))
+
 hdr = ("row", "median", "p10-p90", "unit", "baseline med", "ratio", "target", "ok")
 lines = []
 for r in rows:

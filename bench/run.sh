@@ -14,7 +14,7 @@
 # BENCH_STALL_ATTACKS="pub pub_50k ren shuf read" (the default) the stall
 # row's attacks that run; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
-# layers memory lifecycle peers neighbour stall images egress script artifacts gateway boxes_version). BENCH_IMAGE_CACHE: the .deb cache of
+# layers memory lifecycle peers neighbour stall images egress script artifacts gateway boxes boxes_version). BENCH_IMAGE_CACHE: the .deb cache of
 # the images row (default /var/cache/sbx-ci/images/archives).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -727,6 +727,15 @@ if want gateway; then
   SECS=$(sc 10 2)
   log "gateway: $N pairs HTTP/stdio, 100 sessions for $SECS s, 200 idle sessions"
   node bench/gateway.mjs "$SOCK" "$BIN" gwtiny "$GW_TOKEN" 65532 "$N" "$SECS" "$OUT/gateway.json"
+fi
+
+# The boxes set (issue 21): its own sbxd (bench/boxes.mjs), box_image the default image.
+if want boxes; then
+  N=$(sc 30 5)
+  NT=$(sc 20 3)
+  NF=$(sc 100 10)
+  log "boxes: $N starts from a spare, $NT thaws, $NF frozen boxes"
+  node bench/boxes.mjs "$N" "$NT" "$NF" "$OUT/boxes.json"
 fi
 
 # ---- boxes (issue 21 part B): sandbox_start from a version against one from a spare ----------

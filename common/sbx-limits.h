@@ -278,6 +278,7 @@
 #define SBX_BOX_LAUNCH_TIMEOUT_S 30u            /* a background command's launcher, at most */
 #define SBX_BOX_WORKDIR "/work"                 /* a box's working directory */
 #define SBX_BOX_DISPLAY ":99"                   /* Xvfb's display in a box whose image has /usr/bin/Xvfb */
+#define SBX_BOX_SCREEN "1280x800x24"            /* its screen */
 
 /* Jobs: the script set's sandbox_script and its job tools (issue 18, core/job.h) */
 #define SBX_SCRIPT_INPUTS_MAX 16u               /* files + directories of one call: one fd each in its frame */

@@ -540,6 +540,27 @@ static bool box_busy(Server *s, const Box *box) {
         return false;
 }
 
+/* Xvfb on :99, in the background, when the box's image has it. */
+static void box_start_display(Server *s, Box *box) {
+        WorkspaceSession *ws = box_session(s, box);
+        const char *type = NULL;
+        char err[300] = "";
+        Command *c;
+        int r;
+
+        if (!ws)
+                return;
+        box->display_started = true;
+        box->has_display = claimfs_stat(ws->root_fd, box->claim->sandbox->uid_base, "usr/bin/Xvfb", &type) > 0;
+        if (!box->has_display)
+                return;
+        r = box_command_start(s, box, "Xvfb " SBX_BOX_DISPLAY " -screen 0 " SBX_BOX_SCREEN " -nolisten tcp "
+                              "</dev/null >/work/.sbx/xvfb.log 2>&1 &", "", SBX_BOX_LAUNCH_TIMEOUT_S * 1000ull, &c,
+                              err, sizeof(err));
+        if (r < 0)
+                log_warning("Box %s: cannot start Xvfb: %s", box->id, err);
+}
+
 static unsigned long long box_freeze_at(const Box *box) {
         if (box->frozen || box->idle_timeout_ms == 0 || (box->state != BOX_READY && box->state != BOX_TAKEOVER))
                 return ~0ull;
@@ -566,9 +587,12 @@ void boxes_run_deadlines(Server *s) {
                         box->restarts_seen = box->claim->restarts;
                         box->state = BOX_INTERRUPTED;
                         box->frozen = false;
+                        box->display_started = false;
                         strlcpy(box->interrupted, BOX_SESSION_LOST, sizeof(box->interrupted));
                         log_notice("Box %s interrupted: %s", box->id, box->interrupted);
                 }
+                if (box->state == BOX_READY && !box->display_started)
+                        box_start_display(s, box);
                 if (now < box_freeze_at(box))
                         continue;
                 if (box_busy(s, box)) {

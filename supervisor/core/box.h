@@ -63,6 +63,7 @@ struct Box {
         char version[SBX_VERSION_ID_SIZE]; /* the version its /work was filled from (core/version.h), or "" */
         Pending starter;                /* sandbox_start of a cold box, answered once it runs */
         unsigned restarts_seen;         /* its claim's session restarts it knows of */
+        bool display_started;           /* Xvfb was started in its session (has_display) */
 };
 
 /* "box-" and 12 hex digits. */
@@ -107,6 +108,8 @@ void box_info(Server *s, const Box *box, Sbx__BoxInfo *ret);
 int boxes_load(Server *s);
 void boxes_free(Server *s);
 unsigned long long boxes_next_deadline(Server *s);
-/* Once per loop pass: freeze boxes idle for their idle timeout (not while a
- * foreground call waits for one of their commands). */
+/* Once per loop pass: start Xvfb on :99 in a ready box whose image has
+ * /usr/bin/Xvfb (again after an interruption), and freeze boxes idle for
+ * their idle timeout (not while a foreground call waits for one of their
+ * commands). */
 void boxes_run_deadlines(Server *s);

@@ -58,6 +58,9 @@ h.test('a cold box: start, foreground exec in /work, cwd, stop, then terminated'
   assert.equal(st.health, 'ok');
   assert.deepEqual(st.services, [{ name: 'web', port: 8080 }]);
   assert.equal(st.interruptedReason, null);
+  // The default image has no /usr/bin/Xvfb: no display, no DISPLAY.
+  assert.equal(st.display, null);
+  assert.equal((await exec(b.id, 'echo ${DISPLAY:-none}')).stdout, 'none\n');
   assert.deepEqual(await stop(b.id), { ok: true, id: b.id });
   assert.equal((await status(b.id)).status, 'terminated');
   const after = await h.mcp.call('sandbox_exec', { id: b.id, cmd: 'true' });
