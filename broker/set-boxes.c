@@ -17,6 +17,7 @@
 
 _Static_assert(SBX_CLAIM_EXEC_TIMEOUT_MAX_S == 600 && SBX_BOX_EXEC_TIMEOUT_DEFAULT_S == 60, "sandbox_exec schema");
 _Static_assert(SBX_BOX_SERVICES_MAX == 32 && SBX_BOX_SECRETS_MAX == 64, "sandbox_start schema");
+_Static_assert(SBX_BOX_SECRET_VALUES_MAX == 8, "sandbox_start schema: secrets, 8 at most (wt-21b)");
 
 /* ---- schemas -------------------------------------------------------------------- */
 
