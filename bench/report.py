@@ -393,6 +393,14 @@ if d:
         "/out and teardown per call)", "ms", dist(s), "exec_command `true` in an automatic session, interleaved",
         dist(b), r, "<= 2.0x", r <= 2.0)
 
+# boxes (issue 21 part B): a start from a version copies it into the box's /work
+d = load("boxes_version")
+if d:
+    v, p = d["samples"]["version"], d["samples"]["spare"]
+    r = paired_ratio(v, p)
+    row("box_start_version", "sandbox_start from a version (a spare box, /work filled with the version's copy: "
+        "100 files of 10 kB)", "ms", dist(v), "sandbox_start from a spare, interleaved", dist(p), r)
+
 # ---- print and write --------------------------------------------------------------
 
 

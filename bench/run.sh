@@ -14,7 +14,7 @@
 # BENCH_STALL_ATTACKS="pub pub_50k ren shuf read" (the default) the stall
 # row's attacks that run; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
-# layers memory lifecycle peers neighbour stall images egress script artifacts gateway boxes). BENCH_IMAGE_CACHE: the .deb cache of
+# layers memory lifecycle peers neighbour stall images egress script artifacts gateway boxes boxes_version). BENCH_IMAGE_CACHE: the .deb cache of
 # the images row (default /var/cache/sbx-ci/images/archives).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,6 +101,8 @@ mkdir -p "$IMAGE_CACHE"
 EGRESS_USER=$(getent passwd sbx-egress >/dev/null && echo sbx-egress || echo nobody)
 printf '[sbxd]\negress_user = %s\negress_allow_private = yes\ngateway_user = 65532\nsocket_mode = 0666\ntranscript_cap_bytes = 2G\nsandbox_transcripts_max_bytes = 16G\nowner_transcripts_max_bytes = 16G\ntranscripts_max_bytes = 16G\nsession_disk_bytes = 3G\nclaims_per_user = 64\nimages_dir = %s\nimage_cache_dir = %s\n[template bench-warm]\nwarm = 4\n[template bench-cold]\nwarm = 0\n' \
   "$EGRESS_USER" "$D/images.d" "$IMAGE_CACHE" >"$D/sbxd.conf"
+# The boxes rows: boxes on the default image, two spares.
+printf '[sbxd]\nbox_image = default\nbox_spares = 2\n' >>"$D/sbxd.conf"
 "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
   >"$D/sbxd.log" 2>&1 &
 SBXD_PID=$!
@@ -734,6 +736,26 @@ if want boxes; then
   NF=$(sc 100 10)
   log "boxes: $N starts from a spare, $NT thaws, $NF frozen boxes"
   node bench/boxes.mjs "$N" "$NT" "$NF" "$OUT/boxes.json"
+fi
+
+# ---- boxes (issue 21 part B): sandbox_start from a version against one from a spare ----------
+if want boxes_version; then
+  N=$(sc 30 5)
+  FILES=$(sc 100 10)
+  cat >"$D/scripts/boxes_version.json" <<EOF
+{"setup":[{"tool":"sandbox_start","args":{},"save":{"src":"id"}},
+          {"tool":"sandbox_exec","args":{"id":"\${src}","cmd":"mkdir -p d && for i in \$(seq $FILES); do head -c 10000 /dev/urandom > d/f\$i; done"}},
+          {"tool":"sandbox_publish_version","args":{"service":"bench","label":"v1","image":"\${src}"},"save":{"vid":"versionId"}}],
+ "warmup":1, "n":$N,
+ "loop":[{"tag":"version","tool":"sandbox_start","args":{"version":"\${vid}"},"save":{"v":"id"}},
+         {"tag":"stop_v","tool":"sandbox_stop","args":{"id":"\${v}"}},
+         {"tag":"pause1","sleep_ms":300},
+         {"tag":"spare","tool":"sandbox_start","args":{},"save":{"p":"id"}},
+         {"tag":"stop_p","tool":"sandbox_stop","args":{"id":"\${p}"}},
+         {"tag":"pause2","sleep_ms":300}]}
+EOF
+  log "boxes_version: $N pairs, sandbox_start from a version ($FILES files of 10 kB) vs from a spare"
+  drive boxes_version "$BIN/sandbox-mcp" --set boxes --socket "$SOCK"
 fi
 
 # ---- the report ---------------------------------------------------------------------------

@@ -19,3 +19,4 @@ BROKER_LIB_SRCS += broker/set-lifecycle.c
 BROKER_LIB_SRCS += broker/set-script.c
 BROKER_LIB_SRCS += broker/set-artifacts.c
 BROKER_LIB_SRCS += broker/set-boxes.c
+BROKER_LIB_SRCS += broker/set-boxes-b.c

@@ -13,10 +13,12 @@
 
 #include "boxes-files.h"
 #include "sbx-limits.h"
+#include "set-boxes-b.h"
 #include "tool-set.h"
 
 _Static_assert(SBX_CLAIM_EXEC_TIMEOUT_MAX_S == 600 && SBX_BOX_EXEC_TIMEOUT_DEFAULT_S == 60, "sandbox_exec schema");
 _Static_assert(SBX_BOX_SERVICES_MAX == 32 && SBX_BOX_SECRETS_MAX == 64, "sandbox_start schema");
+_Static_assert(SBX_BOX_SECRET_VALUES_MAX == 8, "sandbox_start schema: secrets, 8 at most (wt-21b)");
 
 /* ---- schemas -------------------------------------------------------------------- */
 
@@ -42,11 +44,12 @@ static const char start_input[] = OBJ(
         P_STRING("externalBaseUrl", "Where unchanged services live (http:// or https://), for example your staging "
                  "environment. Optional.") ", "
         "\"secrets\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"description\": \"Names from "
-        "sandbox_secrets to inject as environment variables of the box's commands (64 at most). Nothing is "
+        "sandbox_secrets to inject as environment variables of the box's commands (8 at most). Nothing is "
         "injected unless listed.\"}, "
         "\"idleTimeoutMin\": {\"type\": \"number\", \"minimum\": 0, \"description\": \"Freeze the box (cgroup freezer: "
         "its memory stays, it uses no CPU) after this many minutes without a tool call; fractions allowed; 0 never. "
-        "Default: box_idle_timeout_min of sbxd.conf. Any tool call but sandbox_status thaws it.\"}",
+        "Default: box_idle_timeout_min of sbxd.conf. Any tool call but sandbox_status thaws it.\"}, "
+        BOXES_VERSION_INPUT_PROPERTY,
         "");
 static const char start_output[] = OUT(
         P_STRING("id", "The box's id (box- and 12 hex digits).") ", " O_STATUS ", " O_STARTED ", "
@@ -141,7 +144,7 @@ static int prepare_start(json_t *args, ToolRequest *req, char **ret_error) {
                 m->has_idle_timeout = true;
                 m->idle_timeout_min = json_number_value(idle);
         }
-        return 0;
+        return boxes_prepare_start_version(args, m, ret_error);
 }
 
 static int prepare_exec(json_t *args, ToolRequest *req, char **ret_error) {
@@ -437,6 +440,44 @@ static const ToolDef boxes_tools[] = {
                 .prepare = prepare_takeover,
                 .render = render_takeover,
                 .text = text_takeover,
+        },
+        /* wt-21b: secrets and versions (set-boxes-b.c) */
+        {
+                .name = "sandbox_secrets",
+                .title = "List your secrets",
+                .description =
+                        "The names of your secrets, never their values. An administrator (or you) sets them with "
+                        "sbxctl secret set NAME (value on stdin). Name them in sandbox_start's secrets: they become "
+                        "environment variables of the box's commands, and every value is shown as [secret:NAME] in "
+                        "what those commands print.",
+                .input_schema = boxes_secrets_input,
+                .output_schema = boxes_secrets_output,
+                .annotations = annotations_look,
+                .prepare = boxes_prepare_secrets,
+                .render = boxes_render_secrets,
+        },
+        {
+                .name = "sandbox_publish_version",
+                .title = "Record a version",
+                .description =
+                        "Record a named version of a service: with image a box id, the box's /work as it is now "
+                        "(without /work/.sbx); with image box_image, the image alone. Returns versionId, which "
+                        "sandbox_start takes as version to start a box from it. Versions are yours (your uid).",
+                .input_schema = boxes_publish_input,
+                .output_schema = boxes_publish_output,
+                .annotations = annotations_start,
+                .prepare = boxes_prepare_publish,
+                .render = boxes_render_publish,
+        },
+        {
+                .name = "sandbox_versions",
+                .title = "List versions",
+                .description = "The versions you recorded with sandbox_publish_version, oldest first.",
+                .input_schema = boxes_secrets_input,
+                .output_schema = boxes_versions_output,
+                .annotations = annotations_look,
+                .prepare = boxes_prepare_versions,
+                .render = boxes_render_versions,
         },
 };
 

@@ -10,3 +10,4 @@ COMMON_SRCS += common/egress-policy.c
 COMMON_SRCS += common/allowlist.c
 COMMON_SRCS += common/sha256.c
 COMMON_SRCS += common/cli.c
+COMMON_SRCS += common/redact.c

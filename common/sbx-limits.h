@@ -398,3 +398,17 @@
                                                    output is dropped (and said so) rather than dropping it */
 #define SBX_TERMINAL_DEFAULT_ROWS 24u           /* a TAKEOVER_ATTACH without a size */
 #define SBX_TERMINAL_DEFAULT_COLS 80u
+/* Secrets of the boxes set (issue 21, docs/boxes.md). A value goes into the
+ * environment of each command of a box, in one exec frame with the command
+ * (SBX_CMD_MAX) and the fixed and image variables: SBX_BOX_SECRET_VALUES_MAX values
+ * of SBX_SECRET_VALUE_MAX keep that under SBX_FRAME_MAX. A value shorter than
+ * SBX_SECRET_VALUE_MIN would turn everyday output into [secret:NAME] marks. */
+#define SBX_SECRET_NAME_MAX 64u                 /* bytes of a secret's name (an environment variable's) */
+#define SBX_SECRET_VALUE_MIN 4u                 /* bytes of a value, at least */
+#define SBX_SECRET_VALUE_MAX 4096u              /* bytes of a value, at most */
+#define SBX_SECRETS_PER_OWNER_MAX 256u          /* secrets of one uid */
+#define SBX_BOX_SECRET_VALUES_MAX 8u            /* secrets one box may have (sandbox_start's secrets) */
+/* Versions of the boxes set (issue 21, core/version.h). */
+#define SBX_VERSION_ID_SIZE 17u                 /* "ver-" and 12 hex digits, NUL */
+#define SBX_VERSION_TEXT_MAX 1024u              /* bytes of its service, label, image, gitSha or note */
+#define SBX_VERSIONS_LISTED_MAX 1024u           /* versions one listing shows */

@@ -12,7 +12,7 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
 FUZZ         := $(BUILD)/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1
-FUZZ_NAMES   := wire config jsonrpc edits attribution egress-request egress-verdict digest
+FUZZ_NAMES   := wire config jsonrpc edits attribution egress-request egress-verdict digest redact
 FUZZ_BINS    := $(patsubst %,$(FUZZ)/bin/fuzz-%,$(FUZZ_NAMES))
 
 fuzzobj = $(patsubst %.c,$(FUZZ)/obj/%.o,$(1))
@@ -38,7 +38,7 @@ $(FUZZ)/bin/fuzz-wire: $(call fuzzobj,tests/fuzz/fuzz-wire.c) $$(FUZZ_LIB_OBJS)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 
 $(FUZZ)/bin/fuzz-config: $(call fuzzobj,tests/fuzz/fuzz-config.c supervisor/core/config.c supervisor/core/egress.c \
-		supervisor/core/runtime.c) $$(FUZZ_LIB_OBJS)
+		supervisor/core/runtime.c supervisor/core/box-config.c) $$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 
@@ -66,6 +66,11 @@ $(FUZZ)/bin/fuzz-egress-verdict: $(call fuzzobj,tests/fuzz/fuzz-egress-verdict.c
 
 # The digest parsers of the artifacts set (issue 19): sandbox output.
 $(FUZZ)/bin/fuzz-digest: $(call fuzzobj,tests/fuzz/fuzz-digest.c broker/digest.c) $$(FUZZ_LIB_OBJS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
+
+# The streaming redactor of box output (issue 21): sandbox output and secret values.
+$(FUZZ)/bin/fuzz-redact: $(call fuzzobj,tests/fuzz/fuzz-redact.c) $$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 

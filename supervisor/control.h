@@ -169,6 +169,16 @@ int handle_token_create(Request *rq);
 int handle_token_list(Request *rq);
 int handle_token_revoke(Request *rq);
 int handle_token_check(Request *rq);
+/* control-secrets.c: the boxes set's secrets (names out, never values) */
+int handle_secret_set(Request *rq);
+int handle_secret_list(Request *rq);
+/* control-boxes.c: the caller's box id names (else the error); use: a tool call
+ * other than sandbox_status (the box counts as used, thawed). */
+int find_box(Request *rq, const char *id, bool use, Box **ret);
+/* control-versions.c: the boxes set's versions */
+int handle_version_publish(Request *rq);
+int handle_version_list(Request *rq);
+int handle_version_rm(Request *rq);
 /* A HELLO with a token: act for its owner from now on (the gateway user only). */
 int control_token_hello(Request *rq, const char *secret);
 /* A token connection's token is neither revoked nor expired (else the error). */

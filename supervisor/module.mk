@@ -19,6 +19,8 @@ SUPERVISOR_CONTROL_SRCS += supervisor/control-runtime.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-tokens.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-boxes.c
 SUPERVISOR_CONTROL_SRCS += supervisor/control-takeover.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-secrets.c
+SUPERVISOR_CONTROL_SRCS += supervisor/control-versions.c
 
 SUPERVISOR_CORE_SRCS += supervisor/core/config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/egress.c
@@ -45,6 +47,8 @@ SUPERVISOR_CORE_SRCS += supervisor/core/token.c
 SUPERVISOR_CORE_SRCS += supervisor/core/takeover.c
 SUPERVISOR_CORE_SRCS += supervisor/core/box-config.c
 SUPERVISOR_CORE_SRCS += supervisor/core/box.c
+SUPERVISOR_CORE_SRCS += supervisor/core/secret.c
+SUPERVISOR_CORE_SRCS += supervisor/core/version.c
 
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup.c
 SUPERVISOR_OS_SRCS += supervisor/os/cgroup-v1.c
@@ -78,5 +82,6 @@ SBXCTL_LIB_SRCS += supervisor/sbxctl-boxes.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-jobs.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-tokens.c
 SBXCTL_LIB_SRCS += supervisor/sbxctl-takeover.c
+SBXCTL_LIB_SRCS += supervisor/sbxctl-secrets.c
 # a build tool: the bash completion, written from sbxctl's tables
 SBXCTL_COMPLETION_SRCS += supervisor/sbxctl-completion.c

@@ -39,7 +39,7 @@ typedef enum CtlGroup {
         CTL_GROUP_POLICY,       /* --policy */
         CTL_GROUP_FINALIZE,     /* --publish, --discard, --overwrite */
         CTL_GROUP_LABEL,        /* --label (claim list) */
-        CTL_GROUP_OWNER,        /* --owner (sandbox create, token create) */
+        CTL_GROUP_OWNER,        /* --owner (sandbox create, token create, secret *) */
         CTL_GROUP_TOKEN,        /* --name, --expires, --sets (token create) */
         CTL_GROUP_TAKEOVER,     /* --note (takeover return) */
         CTL_GROUP_COUNT_,
@@ -179,6 +179,19 @@ int ctl_print_takeover_attach(const Args *a, const Sbx__Reply *reply);
 int ctl_run_takeover_attach(int fd, const Args *a, CtlRequest *req);
 int ctl_build_takeover_return(Args *a, CtlRequest *req);
 int ctl_print_takeover_return(const Args *a, const Sbx__Reply *reply);
+
+/* sbxctl-secrets.c: secret set|list|rm (the boxes set's secrets) ... */
+int ctl_build_secret_set(Args *a, CtlRequest *req);
+int ctl_print_secret_set(const Args *a, const Sbx__Reply *reply);
+int ctl_build_secret_list(Args *a, CtlRequest *req);
+int ctl_print_secret_list(const Args *a, const Sbx__Reply *reply);
+int ctl_build_secret_rm(Args *a, CtlRequest *req);
+int ctl_print_secret_rm(const Args *a, const Sbx__Reply *reply);
+/* ... and version list|rm (the boxes set's versions). */
+int ctl_build_version_list(Args *a, CtlRequest *req);
+int ctl_print_version_list(const Args *a, const Sbx__Reply *reply);
+int ctl_build_version_rm(Args *a, CtlRequest *req);
+int ctl_print_version_rm(const Args *a, const Sbx__Reply *reply);
 
 extern const CtlOption ctl_options[];
 extern const size_t ctl_n_options;

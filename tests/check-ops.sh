@@ -384,7 +384,7 @@ complete_words() { # words... (the last is the one being completed)
 }
 cmp_case() { local want=$1; shift; local got; got=$(complete_words "$@"); got=${got% }
   [[ $got == "$want" ]] && ok "bash completion: '$*' -> $want" || notok "bash completion: '$*' -> $want" "got: $got"; }
-cmp_case "sandbox session status" sbxctl s
+cmp_case "sandbox secret session status" sbxctl s
 cmp_case "create diff finalize list" sbxctl session ''
 cmp_case "--discard" sbxctl session finalize web ws-1 --d
 cmp_case "--policy" sbxctl --json session create web --p

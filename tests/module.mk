@@ -44,6 +44,8 @@ UNIT_TESTS += tests/unit/test-claim.c
 test-claim_DEPS := supervisor/data/capture.c supervisor/data/claimfs.c
 UNIT_TESTS += tests/unit/test-common.c
 test-common_DEPS := supervisor/data/layer.c
+UNIT_TESTS += tests/unit/test-redact.c
+test-redact_DEPS :=
 # The model and the request layer, with a fake spawner (tests/unit/fake-sbxd.h).
 FAKE_SBXD_DEPS = $(SUPERVISOR_LIB_SRCS) tests/unit/fake-sbxd.c
 FAKE_SBXD_LDFLAGS := -Wl,--wrap=session_spawn_begin,--wrap=session_spawn_continue

@@ -6,6 +6,8 @@
 
 #include "core/box.h"
 #include "core/takeover.h"
+#include "core/secret.h"
+#include "core/version.h"
 #include "data/claimfs.h"
 #include "data/store.h"
 #include "fd-util.h"
@@ -121,6 +123,21 @@ static void box_terminated(Server *s, Box *box, const char *why) {
         boxes_forget_gone(s);
 }
 
+/* The values of its secrets in its sandbox; /work filled from its version. */
+static int box_secrets_and_version(Server *s, Box *box, WorkspaceSession *ws) {
+        Sandbox *sb = box->claim->sandbox;
+        int r = secrets_attach(s, sb, box->uid, (const char *const *) box->secrets, box->n_secrets);
+
+        if (r < 0)
+                log_warning_errno(r, "Box %s gets none of its secrets: %m", box->id);
+        if (box->version[0]) {
+                r = version_fill_box(s, box->uid, box->version, ws->root_fd, sb->uid_base);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot fill /work of box %s from version %s: %m", box->id, box->version);
+        }
+        return r;
+}
+
 /* Its row in sbx.db (BoxInfo, with its sandbox's id), once it runs. */
 static void box_save(Server *s, Box *box) {
         Sbx__BoxInfo info = SBX__BOX_INFO__INIT;
@@ -154,6 +171,9 @@ static int box_make_workdir(Server *s, Box *box) {
         r = claimfs_mkdir(ws->root_fd, box->claim->sandbox->uid_base, "work/.sbx", err, sizeof(err));
         if (r < 0)
                 log_warning("Cannot make /work in box %s: %s", box->id, err[0] ? err : strerror(-r));
+        /* wt-21b: its secrets and the version it starts from (core/secret.h, core/version.h). */
+        if (r >= 0)
+                r = box_secrets_and_version(s, box, ws);
         return r;
 }
 
@@ -217,6 +237,7 @@ static int box_set_options(Box *box, const Sbx__BoxStart *req, const Config *cfg
                         return -ENOMEM;
         box->idle_timeout_ms = req->has_idle_timeout || !cfg ? (uint64_t) (req->idle_timeout_min * 60e3)
                                                              : cfg->box_idle_timeout_ms;
+        strlcpy(box->version, req->version, sizeof(box->version));
         return 0;
 }
 
@@ -231,6 +252,12 @@ int box_start(Server *s, Client *c, uint32_t seq, const Sbx__BoxStart *req, Box 
         s->boxes_wanted = true;
         if (!t)
                 return -ENOENT;
+        /* wt-21b: every secret named is the caller's, the version theirs. */
+        r = secrets_check(s, c->uid, (const char *const *) req->secrets, req->n_secrets, err, errsize);
+        if (r >= 0 && req->version[0])
+                r = version_check(s, c->uid, req->version, err, errsize);
+        if (r < 0)
+                return r;
         box = calloc(1, sizeof(*box));
         if (!box)
                 return -ENOMEM;
@@ -497,7 +524,8 @@ int box_terminal_start(Server *s, Box *box, const char *cmd, uint64_t timeout_ms
 void box_info(Server *s, const Box *box, Sbx__BoxInfo *o) {
         o->id = (char *) box->id;
         o->status = (char *) box_state_name(box);
-        o->started_from = (char *) (box->from_spare ? "spare" : "cold");
+        o->started_from = (char *) (box->version[0] ? "snapshot" : box->from_spare ? "spare" : "cold");
+        o->version = (char *) box->version;
         o->takeover_url = box->state == BOX_TERMINATED ? (char *) "" : (char *) box->takeover_url;
         o->interrupted_reason = (char *) box->interrupted;
         o->health = (char *) (box->state == BOX_TERMINATED ? "gone"

@@ -60,6 +60,7 @@ struct Box {
         bool has_display;               /* its image has /usr/bin/Xvfb: DISPLAY=:99 */
         char interrupted[256];          /* why it is interrupted or terminated, "" if neither */
         char takeover_url[96];          /* "sbxctl takeover attach <id>" */
+        char version[SBX_VERSION_ID_SIZE]; /* the version its /work was filled from (core/version.h), or "" */
         Pending starter;                /* sandbox_start of a cold box, answered once it runs */
         unsigned restarts_seen;         /* its claim's session restarts it knows of */
         bool display_started;           /* Xvfb was started in its session (has_display) */

@@ -27,6 +27,7 @@
 #include "core/kept.h"
 #include "core/imagebuild.h"
 #include "core/sandbox.h"
+#include "core/secret.h"
 #include "core/session.h"
 #include "core/snapshot.h"
 #include "core/transcripts.h"
@@ -58,6 +59,7 @@ static Sandbox *sandbox_free(Sandbox *sb) {
         safe_close(sb->dirfd);
         free(sb->source_dir);
         free(sb->layers_path);
+        secrets_free(sb->secrets);
         free(sb);
         return NULL;
 }

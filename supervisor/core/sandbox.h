@@ -51,6 +51,8 @@ struct Sandbox {
         uint64_t transcript_files;
         uint64_t disk_bytes;        /* its sessions' tmpfs size; 0: session_disk_bytes (a claim's template) */
         Claim *claim;               /* the lifecycle set's claim it is (core/claim.h), or NULL */
+        Secrets *secrets;           /* a box's (core/secret.h): in its commands' environment, redacted
+                                       from their output; owned; NULL: none */
         WorkLane lane;              /* its works off the loop, in order (common/workpool.h) */
 };
 

@@ -28,6 +28,7 @@ typedef struct Sandbox Sandbox;
 typedef struct Import Import;
 typedef struct WorkspaceSession WorkspaceSession;
 typedef struct Command Command;
+typedef struct Secrets Secrets;
 typedef struct Claim Claim;
 typedef struct Box Box;
 typedef struct EgressProxy EgressProxy;

@@ -18,6 +18,7 @@
 #include "core/artifacts.h"
 #include "core/transcripts.h"
 #include "core/snapshot.h"
+#include "core/secret.h"
 #include "data/layer.h"
 #include "fd-util.h"
 #include "log.h"
@@ -63,6 +64,7 @@ static void command_record_end(Server *s, Command *c, bool exited, int exit_code
 static void command_settle(Server *s, Command *c);
 static void waiter_answer(Server *s, Waiter *w);
 static void session_setup_failed(Server *s, WorkspaceSession *ws, int r, const char *why);
+static void command_redact_flush(Server *s, Command *c);
 
 static int session_send(WorkspaceSession *ws, Sbx__MsgType type, void *body) {
         Sbx__Msg m;
@@ -525,6 +527,8 @@ static void command_free(Server *s, Command *c) {
                 free(c->capture);
         }
         runtime_job_free(c->job);
+        for (size_t i = 0; i < ELEMENTSOF(c->redact); i++)
+                redactor_free(c->redact[i]);
         transcript_free(c->transcript);
         egress_audit_done(&c->egress);
         command_place_free(c);
@@ -886,7 +890,8 @@ static void command_env_pty(char **env, size_t *n) {
 static int command_send_exec(WorkspaceSession *ws, Command *c) {
         Sbx__SupervisorExec e = SBX__SUPERVISOR_EXEC__INIT;
         char *env[ELEMENTSOF(command_env) + SBX_IMAGE_ENV_MAX + EGRESS_PROXY_ENV_N + SBX_RUNTIME_ENV_MAX +
-                  SBX_BOX_ENV_MAX + 1];
+                  SBX_BOX_ENV_MAX + SBX_BOX_SECRET_VALUES_MAX + 1];
+        const Secrets *secrets = ws->sandbox ? ws->sandbox->secrets : NULL;
         int r;
 
         e.command = c->number;
@@ -904,6 +909,9 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         /* A box's last, likewise. */
         for (size_t i = 0; i < c->n_env; i++)
                 env[e.n_env++] = c->env[i];
+        /* And its secrets, named at sandbox_start (core/secret.h). */
+        for (size_t i = 0; secrets && i < secrets->n; i++)
+                env[e.n_env++] = secrets->env[i];
         e.env = env;
         e.cwd = c->cwd ?: (char *) (ws->mounts && ws->mounts->names.cwd[0] ? ws->mounts->names.cwd : "/workspace");
         e.separate_streams = transcript_has_streams(c->transcript);
@@ -929,6 +937,16 @@ static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, bool se
         else if (r >= 0)
                 r = transcript_create(s->transcripts_fd, c->rec.id, cap_bytes, &c->transcript);
         if (r < 0) {
+                free(c->cmd);
+                free(c);
+                return r;
+        }
+        for (size_t i = 0; r >= 0 && ws->sandbox->secrets && i < ELEMENTSOF(c->redact); i++)
+                r = secrets_redactor(ws->sandbox->secrets, &c->redact[i]);
+        if (r < 0) {
+                for (size_t i = 0; i < ELEMENTSOF(c->redact); i++)
+                        redactor_free(c->redact[i]);
+                transcript_free(c->transcript);
                 free(c->cmd);
                 free(c);
                 return r;
@@ -1264,6 +1282,8 @@ static void command_record_end(Server *s, Command *c, bool exited, int exit_code
  * publishes first, and its end may free c). */
 static void command_ended(Server *s, Command *c, bool exited, int exit_code, int sig) {
         WorkspaceSession *ws = c->session;
+
+        command_redact_flush(s, c);
 
         if (!ws || ws->automatic || c->finished) {
                 command_record_end(s, c, exited, exit_code, sig);
@@ -1839,20 +1859,53 @@ static int command_feed(Server *s, Command *c, TranscriptStream stream, const vo
         return r;
 }
 
-static void on_output(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {
-        const Sbx__WorkerOutput *o = m->worker_output;
+/* Output as it is kept: in the transcript, the job's counts, the result's capture. */
+static void command_take_output(Server *s, Command *c, Sbx__Stream stream, const void *data, size_t len) {
         /* The same numbers (static asserts above): a tag the transcript does not take is -EINVAL. */
-        int r = command_feed(s, c, (TranscriptStream) o->stream, o->data.data, o->data.len);
+        int r = command_feed(s, c, (TranscriptStream) stream, data, len);
 
         if (r < 0)
                 log_warning_errno_ratelimited(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
-        if (c->job && (o->stream == SBX__STREAM__STREAM_STDOUT || o->stream == SBX__STREAM__STREAM_STDERR))
-                c->job->bytes[o->stream == SBX__STREAM__STREAM_STDERR] += o->data.len;
-        if (c->capture && (o->stream == SBX__STREAM__STREAM_STDOUT || o->stream == SBX__STREAM__STREAM_STDERR)) {
-                r = output_capture_feed(&c->capture[o->stream == SBX__STREAM__STREAM_STDERR], o->data.data,
-                                        o->data.len);
+        if (c->job && (stream == SBX__STREAM__STREAM_STDOUT || stream == SBX__STREAM__STREAM_STDERR))
+                c->job->bytes[stream == SBX__STREAM__STREAM_STDERR] += len;
+        if (c->capture && (stream == SBX__STREAM__STREAM_STDOUT || stream == SBX__STREAM__STREAM_STDERR)) {
+                r = output_capture_feed(&c->capture[stream == SBX__STREAM__STREAM_STDERR], data, len);
                 if (r < 0)
                         log_warning_errno(r, "Failed to keep output of %s for its result, ignoring: %m", c->rec.id);
+        }
+}
+
+typedef struct RedactedOutput {
+        Server *s;
+        Command *c;
+        Sbx__Stream stream;
+} RedactedOutput;
+
+static int redacted_output(const void *data, size_t len, void *userdata) {
+        RedactedOutput *o = userdata;
+
+        command_take_output(o->s, o->c, o->stream, data, len);
+        return 0;
+}
+
+static void on_output(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Msg *m) {
+        const Sbx__WorkerOutput *o = m->worker_output;
+        RedactedOutput ro = { s, c, o->stream };
+
+        /* A box's secret values never get past here (core/secret.h). */
+        if ((size_t) o->stream < ELEMENTSOF(c->redact) && c->redact[o->stream])
+                (void) redactor_feed(c->redact[o->stream], o->data.data, o->data.len, redacted_output, &ro);
+        else
+                command_take_output(s, c, o->stream, o->data.data, o->data.len);
+}
+
+/* What the redactors held back (no whole value is in it), once the command ended. */
+static void command_redact_flush(Server *s, Command *c) {
+        for (size_t i = 0; i < ELEMENTSOF(c->redact); i++) {
+                RedactedOutput ro = { s, c, (Sbx__Stream) i };
+
+                if (c->redact[i])
+                        (void) redactor_flush(c->redact[i], redacted_output, &ro);
         }
 }
 

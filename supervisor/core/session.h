@@ -29,6 +29,7 @@
 #include "data/transcript.h"
 #include "os/cgroup.h"
 #include "os/ns.h"
+#include "redact.h"
 
 typedef enum SessionState {
         SESSION_SETUP,              /* the child builds the session's namespaces and mounts */
@@ -145,6 +146,8 @@ struct Command {
         char **env;                         /* a box's variables, over the fixed ones; owned */
         size_t n_env;
         TerminalSize pty;                   /* a takeover terminal's size (core/takeover.h); 0x0: no pty */
+        Redactor *redact[3];                /* per Stream, when its sandbox has secrets (core/secret.h):
+                                               output passes through them before anything keeps it */
 };
 
 /* A new session of sb (spare.h: spare_make_room first, for one someone asked

@@ -137,6 +137,14 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS tokens ("
         "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, owner_uid INTEGER NOT NULL, hash BLOB NOT NULL,"
         "  sets TEXT NOT NULL, created_unix INTEGER NOT NULL, expires_unix INTEGER NOT NULL);"
+        /* Secrets of the boxes set (core/secret.h): an owner's named values. sbx.db is
+         * root's alone (0600 in a 0711 state directory), as the values must be. */
+        "CREATE TABLE IF NOT EXISTS secrets ("
+        "  owner_uid INTEGER NOT NULL, name TEXT NOT NULL, value BLOB NOT NULL, updated_unix INTEGER NOT NULL,"
+        "  PRIMARY KEY (owner_uid, name));"
+        /* Versions of the boxes set (core/version.h): a packed sbx.VersionInfo each. */
+        "CREATE TABLE IF NOT EXISTS versions ("
+        "  id TEXT PRIMARY KEY, owner_uid INTEGER NOT NULL, info BLOB NOT NULL);"
         /* Boxes (issue 21, core/box.h): a packed sbx.BoxInfo; the row goes with the box's sandbox. */
         "CREATE TABLE IF NOT EXISTS boxes ("
         "  id TEXT PRIMARY KEY, uid INTEGER NOT NULL,"
@@ -1480,9 +1488,10 @@ int store_sandbox_set_owner(Store *s, const char *id, uid_t owner_uid) {
 
 /* ---- jobs (issue 18) -------------------------------------------------------------- */
 
-int store_job_put(Store *s, const char *id, int64_t uid, const void *info, size_t info_len) {
+/* A row (id, uid, info) of the table sql inserts into (jobs, versions). */
+static int put_id_uid_info(Store *s, const char *sql, const char *id, int64_t uid, const void *info, size_t info_len) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "INSERT OR REPLACE INTO jobs VALUES (?,?,?)", &st);
+        int r = prepare(s, sql, &st);
 
         if (r < 0)
                 return r;
@@ -1492,14 +1501,23 @@ int store_job_put(Store *s, const char *id, int64_t uid, const void *info, size_
         return step_done(st);
 }
 
-int store_job_delete(Store *s, const char *id) {
+/* The row that sql deletes, by its id. */
+static int delete_id(Store *s, const char *sql, const char *id) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "DELETE FROM jobs WHERE id = ?", &st);
+        int r = prepare(s, sql, &st);
 
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
         return step_done(st);
+}
+
+int store_job_put(Store *s, const char *id, int64_t uid, const void *info, size_t info_len) {
+        return put_id_uid_info(s, "INSERT OR REPLACE INTO jobs VALUES (?,?,?)", id, uid, info, info_len);
+}
+
+int store_job_delete(Store *s, const char *id) {
+        return delete_id(s, "DELETE FROM jobs WHERE id = ?", id);
 }
 
 /* The rows (id, uid, info) that sql selects, to cb. */
@@ -1682,4 +1700,73 @@ int store_token_foreach(Store *s, int (*cb)(const StoreToken *t, void *userdata)
                         return r;
         }
         return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+/* ---- secrets of the boxes set (issue 21) ------------------------------------------- */
+
+int store_secret_put(Store *s, int64_t owner_uid, const char *name, const void *value, size_t len,
+                     int64_t updated_unix) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "INSERT OR REPLACE INTO secrets VALUES (?,?,?,?)", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, owner_uid);
+        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 3, value, (int) len, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, updated_unix);
+        return step_done(st);
+}
+
+int store_secret_delete(Store *s, int64_t owner_uid, const char *name) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "DELETE FROM secrets WHERE owner_uid = ? AND name = ?", &st);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, owner_uid);
+        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+        r = step_done(st);
+        if (r < 0)
+                return r;
+        return sqlite3_changes(s->db) > 0 ? 0 : -ENOENT;
+}
+
+int store_secret_foreach(Store *s, int64_t owner_uid, bool values,
+                         int (*cb)(const StoreSecret *secret, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, values ? "SELECT name, length(value), updated_unix, value FROM secrets "
+                                    "WHERE owner_uid = ? ORDER BY name"
+                                  : "SELECT name, length(value), updated_unix FROM secrets "
+                                    "WHERE owner_uid = ? ORDER BY name", &st), rc;
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, owner_uid);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                StoreSecret x = {
+                        .name = (const char *) sqlite3_column_text(st, 0),
+                        .len = (size_t) sqlite3_column_int64(st, 1),
+                        .updated_unix = sqlite3_column_int64(st, 2),
+                        .value = values ? sqlite3_column_blob(st, 3) : NULL,
+                };
+                r = cb(&x, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : (sql_err(rc) ?: -EIO);
+}
+
+/* ---- versions of the boxes set (issue 21) ------------------------------------------ */
+
+int store_version_put(Store *s, const char *id, int64_t owner_uid, const void *info, size_t len) {
+        return put_id_uid_info(s, "INSERT INTO versions VALUES (?,?,?)", id, owner_uid, info, len);
+}
+
+int store_version_delete(Store *s, const char *id) {
+        return delete_id(s, "DELETE FROM versions WHERE id = ?", id);
+}
+
+int store_version_foreach(Store *s, StoreRowFn cb, void *userdata) {
+        return foreach_id_uid_info(s, "SELECT id, owner_uid, info FROM versions ORDER BY rowid", cb, userdata);
 }

@@ -278,3 +278,26 @@ typedef struct StoreToken {
 int store_token_insert(Store *s, const StoreToken *t);
 int store_token_delete(Store *s, const char *id);
 int store_token_foreach(Store *s, int (*cb)(const StoreToken *t, void *userdata), void *userdata);
+
+/* Secrets of the boxes set (core/secret.h), per owner uid. */
+typedef struct StoreSecret {
+        const char *name;
+        const void *value;              /* store_secret_foreach with values only */
+        size_t len;
+        int64_t updated_unix;
+} StoreSecret;
+
+/* Sets (or replaces) owner_uid's secret name. */
+int store_secret_put(Store *s, int64_t owner_uid, const char *name, const void *value, size_t len,
+                     int64_t updated_unix);
+/* -ENOENT: owner_uid has no secret name. */
+int store_secret_delete(Store *s, int64_t owner_uid, const char *name);
+/* owner_uid's secrets by name; their values only with values (borrowed for the call). */
+int store_secret_foreach(Store *s, int64_t owner_uid, bool values,
+                         int (*cb)(const StoreSecret *secret, void *userdata), void *userdata);
+
+/* Versions of the boxes set (core/version.h): info is a packed sbx.VersionInfo. */
+int store_version_put(Store *s, const char *id, int64_t owner_uid, const void *info, size_t len);
+int store_version_delete(Store *s, const char *id);
+/* Every version, oldest first. */
+int store_version_foreach(Store *s, StoreRowFn cb, void *userdata);

@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/secret.h"
 #include "core/session.h"
 #include "fake-sbxd.h"
 #include "fd-util.h"
@@ -273,13 +274,69 @@ static void test_setup_fails(void **state) {
         assert_null(fake_find(&f->s, id));
 }
 
+/* A box's secrets (core/secret.h): in the command's environment, and never
+ * in what is kept of its output, also when the worker's chunks split a value. */
+static void test_secrets_injected_and_redacted(void **state) {
+        static const char *const names[] = { "TOKEN", "KEY" };
+        static const char *const chunks[] = { "pre s3cr", "3t-va", "lue and sk-", "1234\nend s3cr" };
+        Fixture *f = *state;
+        Sbx__WorkerOutput out = SBX__WORKER_OUTPUT__INIT;
+        Sbx__WorkerExited ex = SBX__WORKER_EXITED__INIT;
+        const char *want = "pre [secret:TOKEN] and [secret:KEY]\nend s3cr\n"; /* the transcript ends the last line */
+        char unknown[SBX_SECRET_NAME_MAX + 1] = "", id[40];
+        const char *const wrong[] = { "TOKEN", "NOPE" };
+        WorkspaceSession *ws;
+        Secrets *x = NULL;
+        uint32_t seq = 0;
+        Command *cmd;
+        Sbx__Msg *m;
+        size_t found = 0;
+
+        assert_int_equal(secret_set(&f->s, 1000, "TOKEN", "s3cr3t-value", 12), 0);
+        assert_int_equal(secret_set(&f->s, 1000, "KEY", "sk-1234", 7), 0);
+        assert_int_equal(secret_set(&f->s, 1001, "OTHER", "not-yours", 9), 0);
+        assert_int_equal(secrets_load(&f->s, 1000, wrong, 2, &x, unknown), -ENOENT);
+        assert_string_equal(unknown, "NOPE");
+        assert_int_equal(secrets_load(&f->s, 1000, (const char *const[]) { "OTHER" }, 1, &x, unknown), -ENOENT);
+        assert_int_equal(secrets_load(&f->s, 1000, names, 2, &f->sb->secrets, unknown), 0);
+
+        ws = new_session(f, true);
+        strlcpy(id, ws->id, sizeof(id));
+        fake_ready(&f->s, ws);
+        assert_int_equal(command_start(&f->s, ws, "echo $TOKEN", 10000, false, &cmd), 0);
+        assert_int_equal(command_add_waiter(&f->s, cmd, f->client, 9, now_usec(), 10000), 0);
+        m = fake_worker_recv(id);
+        assert_int_equal(m->type, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC);
+        for (size_t i = 0; i < m->supervisor_exec->n_env; i++)
+                found += !strcmp(m->supervisor_exec->env[i], "TOKEN=s3cr3t-value") ||
+                         !strcmp(m->supervisor_exec->env[i], "KEY=sk-1234");
+        assert_int_equal(found, 2);
+        sbx__msg__free_unpacked(m, NULL);
+
+        out.command = ex.command = cmd->number;
+        for (size_t i = 0; i < ELEMENTSOF(chunks); i++) {
+                out.data.data = (uint8_t *) chunks[i];
+                out.data.len = strlen(chunks[i]);
+                fake_worker_send(id, SBX__MSG_TYPE__MSG_WORKER_OUTPUT, &out);
+                fake_pump(&f->s, 0);
+        }
+        fake_worker_send(id, SBX__MSG_TYPE__MSG_WORKER_EXITED, &ex);
+        fake_pump(&f->s, 10);
+        /* The held-back "s3cr" (no whole value) comes out at the end. */
+        m = fake_reply(f->peer, &seq);
+        assert_int_equal(m->reply->body_case, SBX__REPLY__BODY_COMMAND);
+        assert_int_equal(m->reply->command->output.len, strlen(want));
+        assert_memory_equal(m->reply->command->output.data, want, strlen(want));
+        sbx__msg__free_unpacked(m, NULL);
+}
+
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
 
 int main(void) {
         const struct CMUnitTest tests[] = {
                 T(test_setup_then_ready), T(test_ready_before_mapped), T(test_message_in_wrong_state),
                 T(test_refused_when_ready), T(test_command_to_answer), T(test_freed_after_the_pass),
-                T(test_one_batch_two_events), T(test_setup_fails),
+                T(test_one_batch_two_events), T(test_setup_fails), T(test_secrets_injected_and_redacted),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

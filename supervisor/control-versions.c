@@ -1,0 +1,113 @@
+/* Requests about the boxes set's versions (core/version.h): publish one
+ * (sandbox_publish_version), list them (sandbox_versions, sbxctl version
+ * list) and remove one (sbxctl version rm). Each user sees and removes
+ * their own; root all. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <string.h>
+
+#include "control.h"
+#include "core/box.h"
+#include "core/version.h"
+#include "fd-util.h"
+#include "log.h"
+#include "sbx-limits.h"
+
+typedef struct VersionListing {
+        Request *rq;
+        Sbx__VersionListReply *l;
+} VersionListing;
+
+static void version_info_free(void *p) {
+        sbx__version_info__free_unpacked(p, NULL);
+}
+
+/* A copy of v (freed after the call) in the reply, made by packing it. */
+static int version_listed(const Sbx__VersionInfo *v, void *userdata) {
+        VersionListing *vl = userdata;
+        size_t len = sbx__version_info__get_packed_size(v);
+        uint8_t *buf = request_alloc(vl->rq, len ?: 1);
+        Sbx__VersionInfo *copy;
+
+        if (!buf)
+                return -ENOMEM;
+        if (vl->l->n_versions >= SBX_VERSIONS_LISTED_MAX)
+                return 0;
+        sbx__version_info__pack(v, buf);
+        copy = sbx__version_info__unpack(NULL, len, buf);
+        if (!copy)
+                return -ENOMEM;
+        request_own(vl->rq, version_info_free, copy);
+        vl->l->versions[vl->l->n_versions++] = copy;
+        return 0;
+}
+
+/* image names the caller's running box: its /work, read-only, into *ret_work. */
+static int publish_source(Request *rq, const char *image, Box **ret_box, int *ret_work) {
+        WorkspaceSession *ws;
+        Box *box;
+        int r = find_box(rq, image, true, &box), fd;
+
+        if (r < 0)
+                return r;
+        ws = box_session(rq->server, box);
+        if (box->state != BOX_READY || !ws)
+                return request_error(rq, -EAGAIN, "Box '%s' is %s: only a ready box can be published", box->id,
+                                     box_state_name(box));
+        fd = openat2_fd(ws->root_fd, "work", O_RDONLY | O_DIRECTORY | O_CLOEXEC, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (fd < 0)
+                return request_error(rq, fd, "cannot open /work of box %s: %s", box->id, strerror(-fd));
+        *ret_box = box;
+        *ret_work = fd;
+        return 0;
+}
+
+int handle_version_publish(Request *rq) {
+        const Sbx__VersionPublish *m = rq->msg->version_publish;
+        const char *box_image = rq->server->cfg.box_image;
+        _cleanup_close_ int work = -EBADF;
+        Sbx__VersionInfo *v = NULL;
+        Box *box = NULL;
+        int r;
+
+        if (box_id_is_valid(m->image)) {
+                r = publish_source(rq, m->image, &box, &work);
+                if (r < 0)
+                        return r;
+        } else if (strcmp(m->image, box_image) != 0)
+                return request_error(rq, -EINVAL, "invalid arguments: image: '%.80s' is neither a box id nor "
+                                     "box_image '%s' (the image every box here runs on, sbxd.conf(5))", m->image,
+                                     box_image);
+        r = version_publish(rq->server, rq->client->uid, m, work, box_image, box ? box->id : "", &v);
+        if (r < 0)
+                return request_error(rq, r, "cannot record the version: %s", strerror(-r));
+        request_own(rq, version_info_free, v);
+        log_info("Version %s of service '%s' published by uid %u from %s", v->id, v->service,
+                 (unsigned) rq->client->uid, box ? box->id : box_image);
+        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_VERSION, v);
+}
+
+int handle_version_list(Request *rq) {
+        VersionListing vl = { rq, REQUEST_NEW(rq, Sbx__VersionListReply, SBX__VERSION_LIST_REPLY__INIT) };
+        int r;
+
+        if (!vl.l || !(vl.l->versions = request_alloc(rq, SBX_VERSIONS_LISTED_MAX * sizeof(*vl.l->versions))))
+                return -ENOMEM;
+        r = versions_foreach(rq->server, rq->client->uid, version_listed, &vl);
+        if (r < 0)
+                return request_error(rq, r, "cannot read the versions: %s", strerror(-r));
+        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_VERSION_LIST, vl.l);
+}
+
+int handle_version_rm(Request *rq) {
+        const char *id = rq->msg->version_rm->id;
+        int r = version_remove(rq->server, rq->client->uid, id);
+
+        if (r == -ENOENT)
+                return request_error(rq, r, "no version '%s'", id);
+        if (r < 0)
+                return request_error(rq, r, "cannot remove version %s: %s", id, strerror(-r));
+        log_info("Version %s removed", id);
+        return 0;
+}
