@@ -47,11 +47,9 @@ Job *job_find(Server *s, const Client *c, const char *id) {
 /* ---- the record ------------------------------------------------------------------ */
 
 void job_record_of(Job *job, Sbx__JobInfo *o) {
-        EgressPolicy policy;
-
         sbx__job_info__init(o);
-        if (egress_policy_from_string(job->egress, &policy) >= 0 && policy != EGRESS_NONE) {
-                egress_audit_view(job->cmd ? &job->cmd->egress : &job->audit, policy, &job->audit_view);
+        if (job->egress != EGRESS_NONE) {
+                egress_audit_view(job->cmd ? &job->cmd->egress : &job->audit, job->egress, &job->audit_view);
                 o->audit = &job->audit_view;
         }
         o->job_id = (char *) job->id;
@@ -63,7 +61,7 @@ void job_record_of(Job *job, Sbx__JobInfo *o) {
         o->ended = job->ended;
         o->command = job->command;
         o->image = (char *) job->image;
-        o->egress = (char *) job->egress;
+        o->egress = (char *) egress_policy_to_string(job->egress);
         o->uid = job->uid;
         o->gid = job->gid;
         o->started_unix = job->started_unix;
@@ -557,7 +555,7 @@ static int job_launch(Server *s, Job *job, const JobSpec *spec, char *err, size_
 
         job_sandbox_name(job, name);
         r = sandbox_create_for_claim(s, &(SandboxSpec) { .name = name, .image = job->image, .owner_uid = job->uid,
-                                                         .egress = job->egress },
+                                                         .egress = egress_policy_to_string(job->egress) },
                                      sandbox_made_now, &sb, err, size);
         if (r < 0 || !sb)
                 return r < 0 ? r : -EIO;
@@ -597,11 +595,12 @@ static Job *job_alloc(const Client *c, const JobSpec *spec, const char *state_di
         job->gid = c->gid;
         job->started_unix = time(NULL);
         strlcpy(job->image, spec->image, sizeof(job->image));
-        strlcpy(job->egress, spec->egress, sizeof(job->egress));
         strlcpy(job->status, "running", sizeof(job->status));
         job->command = strdup(spec->command);
         job->mounts = calloc(1, sizeof(SessionMounts));
-        if (random_hex(hex, 32) < 0 || !job->command || !job->mounts) {
+        /* Checked by job_start (script_check_args): it parses. */
+        if (egress_policy_from_string(spec->egress, &job->egress) < 0 || random_hex(hex, 32) < 0 || !job->command ||
+            !job->mounts) {
                 free(job->command);
                 free(job->mounts);
                 free(job);
@@ -701,7 +700,7 @@ int job_start(Server *s, Client *c, uint32_t seq, const JobSpec *spec, Job **ret
         job_save(s, job);
         job_sandbox_name(job, name);
         log_info("Job %s of uid %u started in sandbox '%s' (image %s, egress %s%s)", job->id, (unsigned) c->uid,
-                 name, job->image, job->egress, spec->background ? ", background" : "");
+                 name, job->image, egress_policy_to_string(job->egress), spec->background ? ", background" : "");
         *ret = job;
         if (spec->background) {
                 pending_start(&job->notify, c, seq, notify_abandon);
@@ -734,9 +733,11 @@ int job_remove(Server *s, Job *job) {
 static int load_one(const char *id, int64_t uid, const void *info, size_t len, void *userdata) {
         Server *s = userdata;
         Sbx__JobInfo *o = sbx__job_info__unpack(NULL, len, info);
+        EgressPolicy egress = EGRESS_NONE;
         Job *job;
 
-        if (!o || strlen(o->job_id) >= JOB_ID_SIZE || strcmp(o->job_id, id) != 0) {
+        if (!o || strlen(o->job_id) >= JOB_ID_SIZE || strcmp(o->job_id, id) != 0 ||
+            egress_policy_from_string(o->egress, &egress) < 0) {
                 log_warning("Job record %s does not unpack, ignoring it", id);
                 if (o)
                         sbx__job_info__free_unpacked(o, NULL);
@@ -750,7 +751,7 @@ static int load_one(const char *id, int64_t uid, const void *info, size_t len, v
                 job->uid = (uid_t) uid;
                 job->gid = o->gid;
                 strlcpy(job->image, o->image, sizeof(job->image));
-                strlcpy(job->egress, o->egress, sizeof(job->egress));
+                job->egress = egress;
                 strlcpy(job->status, o->status, sizeof(job->status));
                 job->ended = o->ended;
                 job->has_exit_code = o->has_exit_code;

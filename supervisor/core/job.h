@@ -53,7 +53,7 @@ struct Job {
         uid_t uid;
         gid_t gid;
         char image[SBX_NAME_MAX + 1];
-        char egress[24];
+        EgressPolicy egress;            /* its sandbox's (JobSpec.egress, parsed) */
         EgressAudit audit;              /* its ended command's (see Egress above) */
         Sbx__EgressAudit audit_view;    /* what job_record_of lends the record */
         char *command;

@@ -472,7 +472,7 @@ static void command_free(Server *s, Command *c) {
                 output_capture_done(&c->capture[1]);
                 free(c->capture);
         }
-        runtime_job_free(c->job);
+        runtime_run_free(c->run);
         transcript_free(c->transcript);
         egress_audit_done(&c->egress);
         free(c->cmd);
@@ -794,9 +794,9 @@ static size_t command_env_of(const WorkspaceSession *ws, char **env) {
         return n;
 }
 
-/* c (a runtime_execute job) just went to its worker: its stdin, then end of input. */
-static int job_send_stdin(Command *c) {
-        RuntimeJob *j = c->job;
+/* c (a runtime_execute run) just went to its worker: its stdin, then end of input. */
+static int run_send_stdin(Command *c) {
+        RuntimeRun *j = c->run;
         size_t off = 0;
         int r;
 
@@ -825,15 +825,15 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         e.cmd = c->cmd;
         e.n_env = command_env_of(ws, env);
         /* runtime_execute's allowlisted variables last: they win over the fixed ones. */
-        for (size_t i = 0; c->job && i < c->job->n_env; i++)
-                env[e.n_env++] = (char *) c->job->env[i];
+        for (size_t i = 0; c->run && i < c->run->n_env; i++)
+                env[e.n_env++] = (char *) c->run->env[i];
         e.env = env;
         e.cwd = (char *) (ws->mounts && ws->mounts->names.cwd[0] ? ws->mounts->names.cwd : "/workspace");
         e.separate_streams = transcript_has_streams(c->transcript);
         c->start_usec = now_usec();
         r = session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
         c->sent = r >= 0;
-        return r < 0 ? r : job_send_stdin(c);
+        return r < 0 ? r : run_send_stdin(c);
 }
 
 static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, bool separate_streams, uint64_t cap_bytes,
@@ -896,22 +896,22 @@ static bool command_move_fresh(Server *s, Command *c) {
         return true;
 }
 
-/* job (taken, NULL: none) before the command goes to the worker: its environment and stdin. */
+/* run (taken, NULL: none) before the command goes to the worker: its environment and stdin. */
 static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms,
-                              bool separate_streams, uint64_t cap_bytes, RuntimeJob *job, Command **ret) {
+                              bool separate_streams, uint64_t cap_bytes, RuntimeRun *run, Command **ret) {
         Command *c;
         int r;
 
         if (ws->running >= SBX_MAX_COMMANDS_PER_SESSION) {
-                runtime_job_free(job);
+                runtime_run_free(run);
                 return -EAGAIN;
         }
         r = command_new(s, ws, cmd, separate_streams, cap_bytes, &c);
         if (r < 0) {
-                runtime_job_free(job);
+                runtime_run_free(run);
                 return r;
         }
-        c->job = job;
+        c->run = run;
         c->session = ws;
         c->retry_fresh = ws->was_spare && ws->next_command == 0;
         c->number = ++ws->next_command;
@@ -919,7 +919,7 @@ static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, 
         c->deadline_usec = c->start_usec + timeout_ms * 1000ull;
         r = store_command_insert(s->store, &c->rec, cmd);
         if (r < 0) {
-                runtime_job_free(c->job);
+                runtime_run_free(c->run);
                 transcript_free(c->transcript);
                 (void) transcript_remove(s->transcripts_fd, c->rec.id);
                 free(c->cmd);
@@ -947,9 +947,9 @@ int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t tim
         return command_start_with(s, ws, cmd, timeout_ms, separate_streams, s->cfg.transcript_cap_bytes, NULL, ret);
 }
 
-int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
-                      RuntimeJob *job, Command **ret) {
-        return command_start_with(s, ws, cmd, timeout_ms, true, MIN(cap_bytes, s->cfg.transcript_cap_bytes), job, ret);
+int command_start_runtime(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
+                          RuntimeRun *run, Command **ret) {
+        return command_start_with(s, ws, cmd, timeout_ms, true, MIN(cap_bytes, s->cfg.transcript_cap_bytes), run, ret);
 }
 
 Command *command_find_live(Server *s, const char *id) {
@@ -1452,8 +1452,8 @@ static void waiter_answer_capture(Server *s, Waiter *w) {
                 egress_audit_view(&c->egress, c->session->sandbox->egress, &audit);
                 o.egress = &audit;
         }
-        if (c->job)
-                runtime_job_answer(s, &w->pending, c, &o);
+        if (c->run)
+                runtime_run_answer(s, &w->pending, c, &o);
         else {
                 msg_reply_set(&reply, SBX__REPLY__BODY_CLAIM_EXEC, &o);
                 pending_answer(s, &w->pending, &reply);
@@ -1714,8 +1714,8 @@ static void on_output(Server *s, WorkspaceSession *ws, Command *c, const Sbx__Ms
 
         if (r < 0)
                 log_warning_errno_ratelimited(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
-        if (c->job && (o->stream == SBX__STREAM__STREAM_STDOUT || o->stream == SBX__STREAM__STREAM_STDERR))
-                c->job->bytes[o->stream == SBX__STREAM__STREAM_STDERR] += o->data.len;
+        if (c->run && (o->stream == SBX__STREAM__STREAM_STDOUT || o->stream == SBX__STREAM__STREAM_STDERR))
+                c->run->bytes[o->stream == SBX__STREAM__STREAM_STDERR] += o->data.len;
         if (c->capture && (o->stream == SBX__STREAM__STREAM_STDOUT || o->stream == SBX__STREAM__STREAM_STDERR)) {
                 r = output_capture_feed(&c->capture[o->stream == SBX__STREAM__STREAM_STDERR], o->data.data,
                                         o->data.len);

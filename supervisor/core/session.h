@@ -56,7 +56,7 @@ typedef struct CommandObserver {
         void (*ended)(Command *c, void *userdata);
 } CommandObserver;
 typedef struct SessionPublish SessionPublish;
-typedef struct RuntimeJob RuntimeJob;
+typedef struct RuntimeRun RuntimeRun;
 
 struct WorkspaceSession {
         TAILQ_ENTRY(WorkspaceSession) link;
@@ -133,7 +133,7 @@ struct Command {
         EgressAudit egress;                 /* what it reached through sbx-egress (core/egress.h) */
         const CommandObserver *observer;    /* a job's (core/job.h), or NULL */
         void *observer_data;
-        RuntimeJob *job;                    /* runtime_execute's (core/artifacts.h), or NULL; owned */
+        RuntimeRun *run;                    /* runtime_execute's (core/artifacts.h), or NULL; owned */
 };
 
 /* A new session of sb (spare.h: spare_make_room first, for one someone asked
@@ -190,10 +190,10 @@ void failed_sessions_run_deadlines(Server *s);
 int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
                   Command **ret);
 /* The same for runtime_execute: stdout and stderr apart, a transcript of at
- * most cap_bytes, and job (taken, also on failure) attached before the
+ * most cap_bytes, and run (taken, also on failure) attached before the
  * command goes to the worker. */
-int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
-                      RuntimeJob *job, Command **ret);
+int command_start_runtime(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
+                          RuntimeRun *run, Command **ret);
 Command *command_find_live(Server *s, const char *id);
 /* Keep c's stdout and stderr (separate streams) cut to max_chars each, head
  * and tail (data/capture.h): its waiters are then answered with a
