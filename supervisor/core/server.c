@@ -32,6 +32,7 @@ void server_init(Server *s) {
         TAILQ_INIT(&s->commands);
         TAILQ_INIT(&s->claims);
         TAILQ_INIT(&s->jobs);
+        TAILQ_INIT(&s->job_spares);
         TAILQ_INIT(&s->tokens);
 }
 

@@ -153,8 +153,8 @@ static int session_spawn_params(Server *s, const WorkspaceSession *ws, SpawnPara
                 .own_system = ws->image.root_dir != NULL,
                 .egress_listen = sb->egress != EGRESS_NONE,
         };
-        if (ws->mounts)
-                p->mounts = ws->mounts->names;
+        if (ws->job)
+                strlcpy(p->cwd, SESSION_JOB_CWD, sizeof(p->cwd));
         if (strlcpy(p->session_id, ws->id, sizeof(p->session_id)) >= sizeof(p->session_id) ||
             strlcpy(p->run_dir, s->cfg.run_dir, sizeof(p->run_dir)) >= sizeof(p->run_dir) ||
             strlcpy(p->image_dir, ws->image.root_dir ?: s->image_dir, sizeof(p->image_dir)) >= sizeof(p->image_dir) ||
@@ -234,9 +234,10 @@ static int session_spawn(Server *s, WorkspaceSession *ws, char *ret_error, size_
         ws->start_usec = now_usec();
         st.prepare = session_prepare;
         st.prepare_userdata = ws;
+        st.hold_go = ws->job && !ws->mounts;
         if (ws->mounts) {
+                st.mounts = &ws->mounts->names;
                 st.mount_fds = ws->mounts->fds;
-                st.n_mount_fds = ws->mounts->names.n;
         }
         (void) fd_nonblock(st.sock, true);
         r = server_watch(s, &ws->sock_src, TAKE_FD(st.sock), EPOLLIN);
@@ -279,7 +280,7 @@ static void session_image_done(Server *s, ImageWaiter *w, int r, const char *why
                 session_setup_failed(s, ws, r, why ? why : err);
 }
 
-static int session_new_with(Server *s, Sandbox *sb, bool automatic, bool publish_policy,
+static int session_new_with(Server *s, Sandbox *sb, bool automatic, bool publish_policy, bool job,
                             const SessionMounts *mounts, WorkspaceSession **ret, char *ret_error, size_t error_size) {
         /* The session's own limits, for its end reasons; the sandbox's
          * cgroup above holds them for all its sessions together, and its CPU
@@ -298,6 +299,7 @@ static int session_new_with(Server *s, Sandbox *sb, bool automatic, bool publish
         if (!ws)
                 return -ENOMEM;
         ws->base = (SnapshotHold) { .squashed = sb->squashed, .top = sb->top_layer };
+        ws->job = job;
         ws->mounts = mounts;
         r = random_id("ws-", ws->id, sizeof(ws->id));
         if (r >= 0 && s->cgroups) {
@@ -339,12 +341,20 @@ static int session_new_with(Server *s, Sandbox *sb, bool automatic, bool publish
 
 int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
                 char *ret_error, size_t error_size) {
-        return session_new_with(s, sb, automatic, publish_policy, NULL, ret, ret_error, error_size);
+        return session_new_with(s, sb, automatic, publish_policy, false, NULL, ret, ret_error, error_size);
 }
 
 int session_new_job(Server *s, Sandbox *sb, const SessionMounts *mounts, WorkspaceSession **ret, char *ret_error,
                     size_t error_size) {
-        return session_new_with(s, sb, false, false, mounts, ret, ret_error, error_size);
+        return session_new_with(s, sb, false, false, true, mounts, ret, ret_error, error_size);
+}
+
+int session_job_go(WorkspaceSession *ws, const SessionMounts *mounts) {
+        ws->mounts = mounts;
+        /* Still waiting for its image: session_spawn sends them. */
+        if (ws->spawn.sync < 0)
+                return 0;
+        return session_spawn_go(&ws->spawn, &mounts->names, mounts->fds);
 }
 
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id) {
@@ -828,7 +838,7 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         for (size_t i = 0; c->run && i < c->run->n_env; i++)
                 env[e.n_env++] = (char *) c->run->env[i];
         e.env = env;
-        e.cwd = (char *) (ws->mounts && ws->mounts->names.cwd[0] ? ws->mounts->names.cwd : "/workspace");
+        e.cwd = (char *) (ws->job ? SESSION_JOB_CWD : "/workspace");
         e.separate_streams = transcript_has_streams(c->transcript);
         c->start_usec = now_usec();
         r = session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);

@@ -41,8 +41,9 @@ typedef enum SessionState {
 
 typedef struct Waiter Waiter;
 
-/* A job's session (core/job.h): its mounts and working directory
- * (os/ns.h: SpawnMounts) and the detached mounts themselves, in order. */
+/* A job's session (core/job.h): its mounts (os/ns.h: SpawnMounts) and the
+ * detached mounts themselves, in order. Its commands run in SESSION_JOB_CWD. */
+#define SESSION_JOB_CWD "/out"
 typedef struct SessionMounts {
         SpawnMounts names;
         int fds[SPAWN_MOUNTS_MAX];
@@ -105,6 +106,7 @@ struct WorkspaceSession {
         /* A built image (not the default): its build is waited for, then held. */
         ImageWaiter image_wait;
         ImageUse image;
+        bool job;                   /* a job's (core/job.h): commands in SESSION_JOB_CWD */
         const SessionMounts *mounts; /* a job's, borrowed until its sandbox goes (core/job.h); else NULL */
 };
 
@@ -142,9 +144,12 @@ struct Command {
 int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
                 char *ret_error, size_t error_size);
 /* A job's session (core/job.h): managed, discarded at its end, with mounts
- * (borrowed: they outlive the session) and their working directory. */
+ * (borrowed: they outlive the session); mounts NULL: a spare, whose set-up
+ * waits (before anything is mounted in it) for session_job_go. */
 int session_new_job(Server *s, Sandbox *sb, const SessionMounts *mounts, WorkspaceSession **ret, char *ret_error,
                     size_t error_size);
+/* The spare job session ws goes on with mounts (borrowed, as above). */
+int session_job_go(WorkspaceSession *ws, const SessionMounts *mounts);
 /* Live sessions, spares included. */
 unsigned sessions_live(Server *s);
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id);
