@@ -110,7 +110,7 @@ h.test('the smallest command on python (built lazily): exit code, output_dir wit
 }, { timeout: BUILD_MS });
 
 h.test('a spare sandbox is used once: the next call gets a fresh one (no file, no process of the last)', async () => {
-  const tag = T(312);
+  const tag = T(316);
   // spares of python/none are made after the last call ended (the loop's next pass)
   await waitFor(async () => (await sandboxes()).spares.length >= 1, { timeout: 30000, what: 'a spare' });
   const before = (await sandboxes()).spares;
@@ -366,6 +366,32 @@ h.test('after an sbxd restart: a job that ran reads supervisor_lost, its sandbox
   assert.deepEqual(sleeps(T(313)), []);
   const l = await sbxctl(h.socket, ['sandbox', 'list', '--json']);
   assert.deepEqual(JSON.parse(l.stdout), []);
+});
+
+h.test('sbxd in a mount namespace of its own (ProtectSystem=): inputs reopened by their real path, same inode only', async () => {
+  fs.writeFileSync(path.join(INPUTS, 'ns.txt'), 'from the host\n');
+  h.sbxd.wrap = ['unshare', '--mount', '--propagation', 'slave'];
+  try {
+    await h.restartSbxd();
+    const mcp = await h.connect({ argv: ['--set', 'script', '--socket', h.socket] });
+    const args = { image: 'python', egress: 'none', files: [path.join(INPUTS, 'ns.txt')], directories: [path.join(INPUTS, 'tree')] };
+    // open_tree cannot clone the broker's descriptors (a mount of the host's namespace): sbxd opens the same inodes here
+    const sc = await mcp.sc('sandbox_script', { command: 'cat /in/ns.txt /in/tree/sub/x.txt', ...args });
+    assert.equal(sc.exit_code, 0, sc.stderr);
+    assert.equal(sc.stdout, 'from the host\ndeep\n');
+    // in sbxd's namespace alone the path now names another file: refused, not mounted
+    const bind = spawnSync('nsenter', ['-t', String(h.sbxd.pid), '-m', 'mount', '--bind', path.join(OUTSIDE, 'secret'),
+      path.join(INPUTS, 'ns.txt')]);
+    assert.equal(bind.status, 0, String(bind.stderr));
+    const r = await mcp.call('sandbox_script', { command: 'cat /in/ns.txt', ...args });
+    assert.equal(r.isError, true, JSON.stringify(r.structuredContent));
+    assert.match(r.content[0].text, /mount path .*ns\.txt: cannot mount it: Stale file handle/);
+    assert.equal(fs.readFileSync(path.join(INPUTS, 'ns.txt'), 'utf8'), 'from the host\n', 'the host sees no bind mount');
+    await mcp.close();
+  } finally {
+    h.sbxd.wrap = [];
+    await h.restartSbxd();
+  }
 });
 
 h.test("the owner deleting a job's sandbox ends the job; sbxd stays up", async () => {
