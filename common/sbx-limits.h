@@ -301,6 +301,11 @@
 #define SBX_OWNER_JOBS_MAX_DEFAULT 8u           /* sbxd.conf owner_jobs_max: running jobs of one uid */
 #define SBX_OWNER_JOBS_KEPT_MAX 1000u           /* ended jobs of one uid kept; the oldest goes first */
 #define SBX_JOB_SWEEP_S 60u                     /* how often expired outputs are looked for */
+/* A job's spare (core/job.h): a sandbox and its session made ahead for the
+ * next job of the same image and egress policy, used once. */
+#define SBX_SCRIPT_SPARES_DEFAULT 2u            /* sbxd.conf script_spares: per image and policy */
+#define SBX_SCRIPT_SPARES_MAX 4u
+#define SBX_SCRIPT_SPARES_TOTAL_MAX 8u          /* spares of all images and policies together */
 
 /* Commands' own limits, set by the worker in the command child (issue 4) */
 #define SBX_COMMAND_NOFILE 4096u                /* RLIMIT_NOFILE, soft and hard */

@@ -6,7 +6,10 @@
  *
  *   spawner -> sbxd  SetupReport (tag SETUP_SPAWNED) with the pidfd attached
  *                    (and the session's egress listening socket, if asked)
- *   sbxd -> init     SETUP_GO: the init is in the session's cgroup
+ *   sbxd -> init     SetupGo (tag SETUP_GO): the init is in the session's cgroup;
+ *                    with a job's mount names and their detached mounts
+ *                    attached, one per name, in order (a job's spare session
+ *                    waits here until a job takes it, supervisor/core/job.h)
  *   init -> sbxd     SETUP_USERNS with three O_PATH fds: the workspace upper
  *                    directory, the merged /workspace and the merged /; the init has
  *                    entered its user namespace, whose maps sbxd writes
@@ -19,9 +22,23 @@
  * SessionSetup frame (sbx.proto) on a pipe of their own. Non-logging. */
 #pragma once
 
+#include <stdint.h>
 #include <sys/types.h>
 
+#include "sbx-limits.h"
+
 enum { SETUP_GO = 'G', SETUP_USERNS = 'U', SETUP_MAPPED = 'M', SETUP_SPAWNED = 'P' };
+
+/* A job's mounts: its /out and its host inputs at /in/NAME. */
+#define SETUP_MOUNTS_MAX (SBX_SCRIPT_INPUTS_MAX + 1u)
+#define SETUP_MOUNT_PATH_MAX 272u       /* "f:in/" and a name of up to NAME_MAX bytes */
+
+typedef struct SetupGo {
+        char tag;               /* SETUP_GO */
+        uint32_t n_mounts;
+        /* "d:out", "f:in/NAME", "d:in/NAME": where each mount goes, NUL-terminated */
+        char mounts[SETUP_MOUNTS_MAX][SETUP_MOUNT_PATH_MAX];
+} SetupGo;
 
 typedef struct SetupError {
         int err;                /* negative errno */

@@ -18,10 +18,10 @@
 #include "sbx-limits.h"
 #include "utf8.h"
 
-/* The job of req: its policy checks, environment and stdin. */
-static int job_new(Request *rq, const Sbx__RuntimeExecute *req, const char *exe, RuntimeJob **ret) {
+/* The run of req: its policy checks, environment and stdin. */
+static int run_new(Request *rq, const Sbx__RuntimeExecute *req, const char *exe, RuntimeRun **ret) {
         const Config *cfg = &rq->server->cfg;
-        _cleanup_free_ RuntimeJob *j = NULL;
+        _cleanup_free_ RuntimeRun *j = NULL;
         _cleanup_free_ char *in = NULL;
         int r;
 
@@ -30,7 +30,7 @@ static int job_new(Request *rq, const Sbx__RuntimeExecute *req, const char *exe,
                                      "(%llu, sbxd.conf(5)); ask for at most that",
                                      (unsigned long long) req->timeout_ms,
                                      (unsigned long long) cfg->runtime_max_duration_ms);
-        if (runtime_jobs_running(rq->server, rq->sandbox->owner_uid) >= cfg->runtime_max_concurrent_jobs)
+        if (runtime_runs_running(rq->server, rq->sandbox->owner_uid) >= cfg->runtime_max_concurrent_jobs)
                 return request_error(rq, -EBUSY, "runtime_max_concurrent_jobs (%u, sbxd.conf(5)) runtime_execute jobs "
                                      "of this owner run already; wait for one to end, or cancel_command it",
                                      cfg->runtime_max_concurrent_jobs);
@@ -68,7 +68,7 @@ int handle_runtime_execute(Request *rq) {
         uint64_t timeout_ms = req->timeout_ms ?: cfg->runtime_max_duration_ms;
         _cleanup_free_ char *cmd = NULL;
         WorkspaceSession *ws;
-        RuntimeJob *job = NULL;
+        RuntimeRun *run = NULL;
         const char *exe;
         Command *c;
         char why[600];
@@ -82,15 +82,15 @@ int handle_runtime_execute(Request *rq) {
                 r = transcripts_admit(s, rq->sandbox, transcript_files_new(true), why, sizeof(why));
         if (r < 0)
                 return request_error(rq, r, "cannot start the command: %s", why);
-        r = job_new(rq, req, exe, &job);
+        r = run_new(rq, req, exe, &run);
         if (r >= 0)
                 r = command_session_for(rq, req->workspace_session, &ws);
         if (r < 0) {
-                runtime_job_free(job);
+                runtime_run_free(run);
                 return r;
         }
-        r = command_start_job(s, ws, cmd, timeout_ms,
-                              req->persist ? cfg->runtime_max_artifact_bytes : cfg->transcript_cap_bytes, job, &c);
+        r = command_start_runtime(s, ws, cmd, timeout_ms,
+                                  req->persist ? cfg->runtime_max_artifact_bytes : cfg->transcript_cap_bytes, run, &c);
         if (r < 0) {
                 if (ws->automatic && TAILQ_EMPTY(&ws->commands))
                         session_destroy(s, ws);

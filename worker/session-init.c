@@ -78,42 +78,46 @@ static void sync_expect(char want) {
                 init_fail(n < 0 ? errno : EPIPE, "waiting for the supervisor");
 }
 
-/* SETUP_GO and the job's detached mounts with it (SessionSetup.mounts, in
- * order: ret_fds holds n of them, exactly). */
-static void sync_expect_go(int *ret_fds, size_t n) {
+/* SETUP_GO (go) and the job's detached mounts with it, one per name of
+ * go->mounts, in order: ret_fds holds go->n_mounts of them, exactly. A job's
+ * spare session waits here until a job takes it. */
+static void sync_expect_go(SetupGo *go, int *ret_fds) {
         union {
                 struct cmsghdr align;
                 char b[CMSG_SPACE(SEND_FDS_MAX * sizeof(int))];
         } control;
-        char c = 0;
-        struct iovec iov = { .iov_base = &c, .iov_len = 1 };
+        struct iovec iov = { .iov_base = go, .iov_len = sizeof(*go) };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.b,
                              .msg_controllen = sizeof(control.b) };
         struct cmsghdr *cm;
         ssize_t k = recvmsg(INIT_SYNC_FD, &mh, MSG_CMSG_CLOEXEC);
+        size_t n;
 
-        if (k != 1 || c != SETUP_GO || (mh.msg_flags & MSG_CTRUNC))
+        if (k != (ssize_t) sizeof(*go) || go->tag != SETUP_GO || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
                 init_fail(k < 0 ? errno : EPIPE, "waiting for the supervisor");
+        n = go->n_mounts;
         cm = CMSG_FIRSTHDR(&mh);
         if (n == 0 && !cm)
                 return;
-        if (n > SEND_FDS_MAX || !cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-            cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
+        if (n > SEND_FDS_MAX || n > SETUP_MOUNTS_MAX || !cm || cm->cmsg_level != SOL_SOCKET ||
+            cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
                 init_fail(EBADMSG, "receive the job's mounts");
         memcpy(ret_fds, CMSG_DATA(cm), n * sizeof(int));
+        for (size_t i = 0; i < n; i++)
+                go->mounts[i][SETUP_MOUNT_PATH_MAX - 1] = '\0';
 }
 
-/* A job's mounts (supervisor/os/ns.h: SpawnMounts) at their places under
- * root/, before pivot_root: "d:out", "f:in/NAME", "d:in/NAME". */
-static void attach_job_mounts(const Sbx__SessionSetup *p, const int *fds) {
+/* A job's mounts (proto/setup.h: SetupGo) at their places under root/,
+ * before pivot_root: "d:out", "f:in/NAME", "d:in/NAME". */
+static void attach_job_mounts(const SetupGo *go, const int *fds) {
         char target[SESSION_PATH_MAX];
 
-        if (p->n_mounts == 0)
+        if (go->n_mounts == 0)
                 return;
         if (mkdir("root/in", 0755) < 0 && errno != EEXIST)
                 init_fail(errno, "create /in");
-        for (size_t i = 0; i < p->n_mounts; i++) {
-                const char *m = p->mounts[i], *name = m + 2;
+        for (size_t i = 0; i < go->n_mounts; i++) {
+                const char *m = go->mounts[i], *name = m + 2;
                 bool dir = m[0] == 'd';
                 int r;
 
@@ -438,11 +442,10 @@ static void enter_user_namespace(const Sbx__SessionSetup *p, int fds[3]) {
 static void build_session(const Sbx__SessionSetup *p) {
         char T[SESSION_PATH_MAX], opts[128];
         int fds[3], mount_fds[SEND_FDS_MAX];
+        static SetupGo go;              /* 4.6 KiB: not on the init's stack */
 
         CHECK(fd_nonblock(INIT_SYNC_FD, false), "set-up channel");
-        if (p->n_mounts > SEND_FDS_MAX)
-                init_fail(EINVAL, "check the job's mounts");
-        sync_expect_go(mount_fds, p->n_mounts);
+        sync_expect_go(&go, mount_fds);
 
         CHECK(unshare(CLONE_NEWCGROUP), "unshare cgroup namespace");
         CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
@@ -459,7 +462,7 @@ static void build_session(const Sbx__SessionSetup *p) {
          * By path: an fd opened in sbxd's namespace would name the host's mount,
          * which overlayfs refuses to clone into this namespace. */
         mount_overlay("ws", "l/", p->lowerdirs, "root/workspace", "sbx-workspace", "mount workspace overlay");
-        attach_job_mounts(p, mount_fds);
+        attach_job_mounts(&go, mount_fds);
 
         CHECK(mount("proc", "root/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
         harden_proc("root/proc");

@@ -1,4 +1,4 @@
-/* runtime_execute's jobs and the artifact store (see artifacts.h). */
+/* runtime_execute's runs and the artifact store (see artifacts.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,16 +16,16 @@
 #include "msg.h"
 #include "sbx-limits.h"
 
-unsigned runtime_jobs_running(Server *s, uid_t owner) {
+unsigned runtime_runs_running(Server *s, uid_t owner) {
         const Command *c;
         unsigned n = 0;
 
         TAILQ_FOREACH(c, &s->commands, link)
-                n += c->job && !c->finished && c->job->owner == owner;
+                n += c->run && !c->finished && c->run->owner == owner;
         return n;
 }
 
-void runtime_job_free(RuntimeJob *j) {
+void runtime_run_free(RuntimeRun *j) {
         if (!j)
                 return;
         free(j->stdin_data);
@@ -62,7 +62,7 @@ void artifacts_sweep(Server *s) {
 
 static int artifact_add(Server *s, const Command *c, char *ret_handle, size_t size) {
         StoreArtifact a = {
-                .owner_uid = c->job->owner,
+                .owner_uid = c->run->owner,
                 .created_usec = now_unix_usec(),
                 .bytes = transcript_stored_bytes(c->transcript),
         };
@@ -98,10 +98,10 @@ static bool toolchain_missing(const Sbx__ClaimExecReply *o, size_t *ret_len) {
         return true;
 }
 
-void runtime_job_answer(Server *s, Pending *p, Command *c, Sbx__ClaimExecReply *o) {
+void runtime_run_answer(Server *s, Pending *p, Command *c, Sbx__ClaimExecReply *o) {
         Sbx__RuntimeExecuteReply x = SBX__RUNTIME_EXECUTE_REPLY__INIT;
         Sbx__Reply reply = SBX__REPLY__INIT;
-        RuntimeJob *j = c->job;
+        RuntimeRun *j = c->run;
         char handle[48] = "";
         size_t len;
         int r;

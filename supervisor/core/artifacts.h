@@ -1,13 +1,13 @@
-/* runtime_execute's jobs and the artifact store (the artifacts set, issue 19,
+/* runtime_execute's runs and the artifact store (the artifacts set, issue 19,
  * docs/artifacts.md).
  *
- * A job is a command (core/session.h) that runtime_execute started from the
+ * A run is a command (core/session.h) that runtime_execute started from the
  * runtime table (core/runtime.h): with stdout and stderr apart, each kept for
  * the result up to runtime_max_stdout_bytes / _stderr_bytes (data/capture.h),
  * the allowlisted environment, and the caller's stdin written once it starts
  * and then closed. At most runtime_max_concurrent_jobs run per owner.
  *
- * The artifact of a persisted job IS its transcript (data/transcript.h): it
+ * The artifact of a persisted run IS its transcript (data/transcript.h): it
  * is on disk already, with a sparse line index per stream, so it is not
  * copied. The store records it under an unguessable handle ("art-" and 32
  * hex digits) bound to the owner's uid, with an expiry
@@ -29,7 +29,7 @@
 typedef struct Server Server;
 typedef struct Command Command;
 
-typedef struct RuntimeJob {
+typedef struct RuntimeRun {
         uid_t owner;
         bool persist;
         char executable[SBX_RUNTIME_EXE_MAX + 1];
@@ -39,15 +39,15 @@ typedef struct RuntimeJob {
         size_t stdin_len;
         bool has_stdin;
         uint64_t bytes[2];                      /* raw stdout, stderr */
-} RuntimeJob;
+} RuntimeRun;
 
-/* Running jobs of owner's sandboxes. */
-unsigned runtime_jobs_running(Server *s, uid_t owner);
-void runtime_job_free(RuntimeJob *j);
-/* Answer p for c's ended job: ClaimExecReply o (its streams) inside a
+/* Running runs of owner's sandboxes (runtime_max_concurrent_jobs counts them). */
+unsigned runtime_runs_running(Server *s, uid_t owner);
+void runtime_run_free(RuntimeRun *run);
+/* Answer p for c's ended run: ClaimExecReply o (its streams) inside a
  * RuntimeExecuteReply, with its artifact when persisted; or the error of a
  * missing toolchain. */
-void runtime_job_answer(Server *s, Pending *p, Command *c, Sbx__ClaimExecReply *o);
+void runtime_run_answer(Server *s, Pending *p, Command *c, Sbx__ClaimExecReply *o);
 
 /* Remove expired artifacts, then the oldest while all of them store more than
  * runtime_artifacts_max_bytes. */

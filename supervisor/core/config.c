@@ -54,6 +54,7 @@ void config_init(Config *cfg) {
                 .script_stdout_max = SBX_SCRIPT_STDOUT_MAX_DEFAULT,
                 .jobs_max = SBX_JOBS_MAX_DEFAULT,
                 .owner_jobs_max = SBX_OWNER_JOBS_MAX_DEFAULT,
+                .script_spares = SBX_SCRIPT_SPARES_DEFAULT,
                 .runtime_allowed = SBX_RUNTIME_ALLOWED_DEFAULT,
                 .runtime_max_duration_ms = SBX_RUNTIME_DURATION_DEFAULT_MS,
                 .runtime_max_concurrent_jobs = SBX_RUNTIME_JOBS_DEFAULT,
@@ -390,6 +391,7 @@ static const struct {
         NUMERIC("script_stdout_max", script_stdout_max, 1024, SBX_SCRIPT_STDOUT_MAX_MAX),
         NUMERIC("jobs_max", jobs_max, 1, SBX_JOBS_MAX_MAX),
         NUMERIC("owner_jobs_max", owner_jobs_max, 1, SBX_JOBS_MAX_MAX),
+        NUMERIC("script_spares", script_spares, 0, SBX_SCRIPT_SPARES_MAX),
         /* runtime_execute (issue 19); the lists and the TTL: runtime_config_set */
         NUMERIC("runtime_max_duration_ms", runtime_max_duration_ms, 1, SBX_TIMEOUT_MAX_MS),
         NUMERIC("runtime_max_concurrent_jobs", runtime_max_concurrent_jobs, 1, SBX_RUNTIME_JOBS_MAX),

@@ -102,6 +102,7 @@ typedef struct Config {
         uint32_t script_stdout_max;     /* bytes of stdout a result carries (head and tail) */
         uint32_t jobs_max;              /* running jobs of all owners */
         uint32_t owner_jobs_max;        /* running jobs of one uid (core/owner.h) */
+        uint32_t script_spares;         /* spare job sandboxes per image and egress policy (core/job.h) */
         /* runtime_execute (core/runtime.h, issue 19): lists of words, as given */
         char runtime_allowed[SBX_RUNTIME_LIST_MAX];
         char runtime_allowed_executables[SBX_RUNTIME_LIST_MAX];

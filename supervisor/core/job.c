@@ -47,11 +47,9 @@ Job *job_find(Server *s, const Client *c, const char *id) {
 /* ---- the record ------------------------------------------------------------------ */
 
 void job_record_of(Job *job, Sbx__JobInfo *o) {
-        EgressPolicy policy;
-
         sbx__job_info__init(o);
-        if (egress_policy_from_string(job->egress, &policy) >= 0 && policy != EGRESS_NONE) {
-                egress_audit_view(job->cmd ? &job->cmd->egress : &job->audit, policy, &job->audit_view);
+        if (job->egress != EGRESS_NONE) {
+                egress_audit_view(job->cmd ? &job->cmd->egress : &job->audit, job->egress, &job->audit_view);
                 o->audit = &job->audit_view;
         }
         o->job_id = (char *) job->id;
@@ -63,7 +61,7 @@ void job_record_of(Job *job, Sbx__JobInfo *o) {
         o->ended = job->ended;
         o->command = job->command;
         o->image = (char *) job->image;
-        o->egress = (char *) job->egress;
+        o->egress = (char *) egress_policy_to_string(job->egress);
         o->uid = job->uid;
         o->gid = job->gid;
         o->started_unix = job->started_unix;
@@ -252,12 +250,12 @@ static void job_answer_all(Server *s, Job *job) {
 
 /* ---- the end ---------------------------------------------------------------------- */
 
-/* "job-" and the id's 32 hex digits. */
-static void job_sandbox_name(const Job *job, char name[static SBX_NAME_MAX + 1]) {
+/* "job-" and the 32 hex digits of a job's id. */
+static void job_sandbox_name(const char *id, char name[static SBX_NAME_MAX + 1]) {
         size_t k = strlen(JOB_SANDBOX_PREFIX);
 
         strlcpy(name, JOB_SANDBOX_PREFIX, SBX_NAME_MAX + 1);
-        for (const char *p = job->id; *p && k < SBX_NAME_MAX; p++)
+        for (const char *p = id; *p && k < SBX_NAME_MAX; p++)
                 if (*p != '-')
                         name[k++] = *p;
         name[k] = '\0';
@@ -296,26 +294,29 @@ static void job_end_status(Job *job, const Command *c) {
         }
 }
 
-/* The sandbox goes with every process of it (its command, if it still ran,
- * ends killed), then the output is handed over and everyone is answered. */
+/* Every process of the sandbox goes (its command, if it still ran, ends
+ * killed), then the output is handed over, everyone is answered, and only
+ * then the sandbox is deleted (its records and files). */
 static void job_finish(Server *s, Job *job) {
         char name[SBX_NAME_MAX + 1];
+        WorkspaceSession *ws, *next;
         Sandbox *sb = NULL;
         int r;
 
         /* By name: its owner may have deleted it meanwhile (sbxctl sandbox delete). */
         if (job->has_sandbox) {
-                job_sandbox_name(job, name);
+                job_sandbox_name(job->id, name);
                 sb = sandbox_find(s, name);
                 job->has_sandbox = false;
         }
 
         if (sb) {
-                r = sandbox_delete(s, sb);
-                if (r < 0)
-                        log_error_errno(r, "Failed to delete sandbox '%s' of job %s: %m", sb->name, job->id);
+                TAILQ_FOREACH_SAFE(ws, &s->sessions, link, next)
+                        if (ws->sandbox == sb)
+                                session_destroy(s, ws);
+                sessions_wait_ended(s, sb);
         }
-        job->finishing = false;         /* the deletion ended its command, if it still ran */
+        job->finishing = false;         /* the sessions' end ended its command, if it still ran */
         if (job->cmd) {
                 /* Not ended by the deletion (it never got to a session): it ends here. */
                 job->cmd->observer = NULL;
@@ -334,6 +335,12 @@ static void job_finish(Server *s, Job *job) {
         job_save(s, job);
         log_info("Job %s of uid %u ended: %s (%d)", job->id, (unsigned) job->uid, job->status, job->exit_code);
         job_answer_all(s, job);
+        if (sb) {
+                r = sandbox_delete(s, sb);
+                if (r < 0)
+                        log_error_errno(r, "Failed to delete sandbox '%s' of job %s: %m", name, job->id);
+        }
+        job->refill_spares = true;
 }
 
 static void job_on_output(void *userdata, TranscriptStream stream, const void *data, size_t len) {
@@ -546,21 +553,174 @@ static void sandbox_made_now(Server *s, Sandbox *sb, int err, const char *why, v
         *(Sandbox **) userdata = sb;
 }
 
-/* The job's sandbox (an empty workspace on its image), /out and its session;
- * its command waits there until the session runs. */
-static int job_launch(Server *s, Job *job, const JobSpec *spec, char *err, size_t size) {
+/* A random (version 4) UUID. */
+static int job_new_id(char id[static JOB_ID_SIZE]) {
+        char hex[33];
+        int r = random_hex(hex, 32);
+
+        if (r < 0)
+                return r;
+        snprintf(id, JOB_ID_SIZE, "%.8s-%.4s-4%.3s-%c%.3s-%.12s", hex, hex + 8, hex + 13, "89ab"[hex[16] % 4],
+                 hex + 17, hex + 20);
+        return 0;
+}
+
+/* ---- spares ---------------------------------------------------------------------- */
+
+/* A job's sandbox and session made ahead, for the next job of its image and
+ * policy: the sandbox job-HEX of the id that job will take, root's until
+ * then, and its session, whose set-up waits before it mounted anything
+ * (SETUP_GO, os/ns.h) for the job's mounts. Used once: the job's end deletes
+ * it as any job's sandbox. */
+struct JobSpare {
+        TAILQ_ENTRY(JobSpare) link;
+        char id[JOB_ID_SIZE];
+        char image[SBX_NAME_MAX + 1];
+        EgressPolicy egress;
+        char session_id[33];
+        unsigned long long until_usec;  /* dropped then if nobody took it */
+};
+
+/* Its sandbox goes (with its session) and it is freed. */
+static void job_spare_drop(Server *s, JobSpare *sp) {
         char name[SBX_NAME_MAX + 1];
-        _cleanup_close_ int out = -EBADF;
+        Sandbox *sb;
+
+        job_sandbox_name(sp->id, name);
+        sb = sandbox_find(s, name);
+        if (sb && sandbox_delete(s, sb) < 0)
+                log_warning("Failed to delete sandbox '%s' of a spare job sandbox, ignoring", name);
+        TAILQ_REMOVE(&s->job_spares, sp, link);
+        free(sp);
+}
+
+/* Its sandbox and session, if both are still there and the session still
+ * waits for its mounts. */
+static bool job_spare_usable(Server *s, const JobSpare *sp, Sandbox **ret_sb, WorkspaceSession **ret_ws) {
+        char name[SBX_NAME_MAX + 1];
+        WorkspaceSession *ws;
+        Sandbox *sb;
+
+        job_sandbox_name(sp->id, name);
+        sb = sandbox_find(s, name);
+        ws = sb ? session_find(s, sb, sp->session_id) : NULL;
+        if (!ws || ws->state != SESSION_SETUP || ws->mounts)
+                return false;
+        *ret_sb = sb;
+        *ret_ws = ws;
+        return true;
+}
+
+static int job_spare_make(Server *s, const char *image, EgressPolicy egress, char *err, size_t size) {
+        _cleanup_free_ JobSpare *sp = calloc(1, sizeof(*sp));
+        JobSpare *made;
+        char name[SBX_NAME_MAX + 1];
         WorkspaceSession *ws;
         Sandbox *sb = NULL;
         int r;
 
-        job_sandbox_name(job, name);
-        r = sandbox_create_for_claim(s, &(SandboxSpec) { .name = name, .image = job->image, .owner_uid = job->uid,
-                                                         .egress = job->egress },
+        if (!sp)
+                return -ENOMEM;
+        r = job_new_id(sp->id);
+        if (r < 0)
+                return r;
+        strlcpy(sp->image, image, sizeof(sp->image));
+        sp->egress = egress;
+        job_sandbox_name(sp->id, name);
+        r = sandbox_create_for_claim(s, &(SandboxSpec) { .name = name, .image = image, .owner_uid = 0,
+                                                         .egress = egress_policy_to_string(egress) },
                                      sandbox_made_now, &sb, err, size);
         if (r < 0 || !sb)
                 return r < 0 ? r : -EIO;
+        r = session_new_job(s, sb, NULL, &ws, err, size);
+        if (r < 0) {
+                (void) sandbox_delete(s, sb);
+                return r;
+        }
+        strlcpy(sp->session_id, ws->id, sizeof(sp->session_id));
+        sp->until_usec = now_usec() + s->cfg.spare_idle_seconds * 1000000ull;
+        log_debug("Made spare job sandbox '%s' (image %s, egress %s)", name, image, egress_policy_to_string(egress));
+        made = TAKE_PTR(sp);
+        TAILQ_INSERT_TAIL(&s->job_spares, made, link);
+        return 0;
+}
+
+/* Spares of image and egress up to script_spares, while there is room:
+ * they never take the last live session nor pass SBX_SCRIPT_SPARES_TOTAL_MAX. */
+static void job_spares_refill(Server *s, const char *image, EgressPolicy egress) {
+        unsigned mine = 0, all = 0;
+        char err[300] = "";
+        const JobSpare *sp;
+
+        TAILQ_FOREACH(sp, &s->job_spares, link) {
+                all++;
+                mine += sp->egress == egress && strcmp(sp->image, image) == 0;
+        }
+        for (; mine < s->cfg.script_spares && all < SBX_SCRIPT_SPARES_TOTAL_MAX &&
+               sessions_live(s) + 1 < SBX_MAX_LIVE_SESSIONS; mine++, all++) {
+                int r = job_spare_make(s, image, egress, err, sizeof(err));
+                if (r < 0) {
+                        log_warning("Cannot make a spare job sandbox (image %s, egress %s), ignoring: %s", image,
+                                    egress_policy_to_string(egress), err[0] ? err : strerror(-r));
+                        return;
+                }
+        }
+}
+
+/* A spare for job (its image and policy), now the job's: the job takes its
+ * id, its sandbox becomes the job owner's. 0 if there is none. */
+static int job_spare_take(Server *s, Job *job, Sandbox **ret_sb, WorkspaceSession **ret_ws, char *err, size_t size) {
+        JobSpare *sp, *next;
+        int r;
+
+        TAILQ_FOREACH_SAFE(sp, &s->job_spares, link, next) {
+                if (sp->egress != job->egress || strcmp(sp->image, job->image) != 0)
+                        continue;
+                if (!job_spare_usable(s, sp, ret_sb, ret_ws)) {
+                        job_spare_drop(s, sp);
+                        continue;
+                }
+                /* What making a sandbox and a session for the owner would have checked. */
+                r = owner_quota_check(s, "owner_sandboxes_max", job->uid, 1, err, size);
+                if (r >= 0)
+                        r = owner_quota_check(s, "owner_sessions_max", job->uid, 1, err, size);
+                if (r < 0)
+                        return r;
+                free(job->output_dir);
+                if (asprintf(&job->output_dir, "%s/jobs/%s/out", s->cfg.state_dir, sp->id) < 0) {
+                        job->output_dir = NULL;
+                        return -ENOMEM;
+                }
+                strlcpy(job->id, sp->id, sizeof(job->id));
+                (*ret_sb)->owner_uid = job->uid;
+                TAILQ_REMOVE(&s->job_spares, sp, link);
+                free(sp);
+                return 1;
+        }
+        return 0;
+}
+
+/* The job's sandbox (an empty workspace on its image), /out and its session
+ * (a spare's if there is one); its command waits there until the session runs. */
+static int job_launch(Server *s, Job *job, const JobSpec *spec, char *err, size_t size) {
+        char name[SBX_NAME_MAX + 1];
+        _cleanup_close_ int out = -EBADF;
+        WorkspaceSession *ws = NULL;
+        Sandbox *sb = NULL;
+        int r;
+
+        r = job_spare_take(s, job, &sb, &ws, err, size);
+        if (r < 0)
+                return r;
+        if (r == 0) {
+                job_sandbox_name(job->id, name);
+                r = sandbox_create_for_claim(s, &(SandboxSpec) { .name = name, .image = job->image,
+                                                                 .owner_uid = job->uid,
+                                                                 .egress = egress_policy_to_string(job->egress) },
+                                             sandbox_made_now, &sb, err, size);
+                if (r < 0 || !sb)
+                        return r < 0 ? r : -EIO;
+        }
         job->has_sandbox = true;
         r = job_dirs(s, job, sb->uid_base, &out);
         if (r >= 0)
@@ -570,11 +730,18 @@ static int job_launch(Server *s, Job *job, const JobSpec *spec, char *err, size_
                 return r;
         }
         strlcpy(job->mounts->names.paths[job->mounts->names.n++], "d:out", SPAWN_MOUNT_PATH_MAX);
-        strlcpy(job->mounts->names.cwd, "/out", sizeof(job->mounts->names.cwd));
-        spare_make_room(s, sb);
-        r = session_new_job(s, sb, job->mounts, &ws, err, size);
-        if (r < 0)
-                return r;
+        if (ws) {
+                r = session_job_go(ws, job->mounts);
+                if (r < 0) {
+                        snprintf(err, size, "cannot start the spare session: %s", strerror(-r));
+                        return r;
+                }
+        } else {
+                spare_make_room(s, sb);
+                r = session_new_job(s, sb, job->mounts, &ws, err, size);
+                if (r < 0)
+                        return r;
+        }
         r = command_start(s, ws, job->command, SBX_SCRIPT_RUNTIME_MAX_S * 1000ull, true, &job->cmd);
         if (r < 0) {
                 snprintf(err, size, "cannot start the command: %s", strerror(-r));
@@ -587,7 +754,6 @@ static int job_launch(Server *s, Job *job, const JobSpec *spec, char *err, size_
 
 static Job *job_alloc(const Client *c, const JobSpec *spec, const char *state_dir) {
         Job *job = calloc(1, sizeof(*job));
-        char hex[33];
 
         if (!job)
                 return NULL;
@@ -597,19 +763,17 @@ static Job *job_alloc(const Client *c, const JobSpec *spec, const char *state_di
         job->gid = c->gid;
         job->started_unix = time(NULL);
         strlcpy(job->image, spec->image, sizeof(job->image));
-        strlcpy(job->egress, spec->egress, sizeof(job->egress));
         strlcpy(job->status, "running", sizeof(job->status));
         job->command = strdup(spec->command);
         job->mounts = calloc(1, sizeof(SessionMounts));
-        if (random_hex(hex, 32) < 0 || !job->command || !job->mounts) {
+        /* Checked by job_start (script_check_args): it parses. */
+        if (egress_policy_from_string(spec->egress, &job->egress) < 0 || job_new_id(job->id) < 0 || !job->command ||
+            !job->mounts) {
                 free(job->command);
                 free(job->mounts);
                 free(job);
                 return NULL;
         }
-        /* A random (version 4) UUID. */
-        snprintf(job->id, sizeof(job->id), "%.8s-%.4s-4%.3s-%c%.3s-%.12s", hex, hex + 8, hex + 13,
-                 "89ab"[hex[16] % 4], hex + 17, hex + 20);
         if (asprintf(&job->output_dir, "%s/jobs/%s/out", state_dir, job->id) < 0) {
                 free(job->command);
                 free(job->mounts);
@@ -699,9 +863,9 @@ int job_start(Server *s, Client *c, uint32_t seq, const JobSpec *spec, Job **ret
                 return r;
         }
         job_save(s, job);
-        job_sandbox_name(job, name);
+        job_sandbox_name(job->id, name);
         log_info("Job %s of uid %u started in sandbox '%s' (image %s, egress %s%s)", job->id, (unsigned) c->uid,
-                 name, job->image, job->egress, spec->background ? ", background" : "");
+                 name, job->image, egress_policy_to_string(job->egress), spec->background ? ", background" : "");
         *ret = job;
         if (spec->background) {
                 pending_start(&job->notify, c, seq, notify_abandon);
@@ -734,9 +898,11 @@ int job_remove(Server *s, Job *job) {
 static int load_one(const char *id, int64_t uid, const void *info, size_t len, void *userdata) {
         Server *s = userdata;
         Sbx__JobInfo *o = sbx__job_info__unpack(NULL, len, info);
+        EgressPolicy egress = EGRESS_NONE;
         Job *job;
 
-        if (!o || strlen(o->job_id) >= JOB_ID_SIZE || strcmp(o->job_id, id) != 0) {
+        if (!o || strlen(o->job_id) >= JOB_ID_SIZE || strcmp(o->job_id, id) != 0 ||
+            egress_policy_from_string(o->egress, &egress) < 0) {
                 log_warning("Job record %s does not unpack, ignoring it", id);
                 if (o)
                         sbx__job_info__free_unpacked(o, NULL);
@@ -750,7 +916,7 @@ static int load_one(const char *id, int64_t uid, const void *info, size_t len, v
                 job->uid = (uid_t) uid;
                 job->gid = o->gid;
                 strlcpy(job->image, o->image, sizeof(job->image));
-                strlcpy(job->egress, o->egress, sizeof(job->egress));
+                job->egress = egress;
                 strlcpy(job->status, o->status, sizeof(job->status));
                 job->ended = o->ended;
                 job->has_exit_code = o->has_exit_code;
@@ -779,7 +945,7 @@ static void job_lost(Server *s, Job *job) {
         char name[SBX_NAME_MAX + 1];
         Sandbox *sb;
 
-        job_sandbox_name(job, name);
+        job_sandbox_name(job->id, name);
         sb = sandbox_find(s, name);
         if (sb && sandbox_delete(s, sb) < 0)
                 log_warning("Failed to delete sandbox '%s' of lost job %s, ignoring", name, job->id);
@@ -792,7 +958,16 @@ static void job_lost(Server *s, Job *job) {
         log_notice("Job %s of uid %u was lost with the previous sbxd", job->id, (unsigned) job->uid);
 }
 
+/* A spare of the last sbxd: job-HEX, root's (a job that took one was lost above). */
+static bool job_spare_left(const Sandbox *sb) {
+        const char *hex = sb->name + strlen(JOB_SANDBOX_PREFIX);
+
+        return sb->owner_uid == 0 && strncmp(sb->name, JOB_SANDBOX_PREFIX, strlen(JOB_SANDBOX_PREFIX)) == 0 &&
+               strlen(hex) == 32 && strspn(hex, "0123456789abcdef") == 32;
+}
+
 int jobs_load(Server *s) {
+        Sandbox *sb, *next;
         Job *job;
         int r;
 
@@ -802,12 +977,22 @@ int jobs_load(Server *s) {
         TAILQ_FOREACH(job, &s->jobs, link)
                 if (!job->ended)
                         job_lost(s, job);
+        TAILQ_FOREACH_SAFE(sb, &s->sandboxes, link, next)
+                if (job_spare_left(sb) && sandbox_delete(s, sb) < 0)
+                        log_warning("Failed to delete spare job sandbox '%s' of the previous sbxd, ignoring", sb->name);
         return 0;
 }
 
 void jobs_free(Server *s) {
         Job *job;
 
+        JobSpare *sp;
+
+        /* Their sandboxes stay: the next sbxd deletes them (jobs_load). */
+        while ((sp = TAILQ_FIRST(&s->job_spares))) {
+                TAILQ_REMOVE(&s->job_spares, sp, link);
+                free(sp);
+        }
         while ((job = TAILQ_FIRST(&s->jobs))) {
                 TAILQ_REMOVE(&s->jobs, job, link);
                 if (job->cmd)
@@ -818,11 +1003,14 @@ void jobs_free(Server *s) {
 
 unsigned long long jobs_next_deadline(Server *s) {
         unsigned long long next = s->jobs_sweep_usec ?: 1;
+        const JobSpare *sp;
         const JobWaiter *w;
         const Job *job;
 
+        TAILQ_FOREACH(sp, &s->job_spares, link)
+                next = MIN(next, sp->until_usec);
         TAILQ_FOREACH(job, &s->jobs, link) {
-                if (job->finishing)
+                if (job->finishing || job->refill_spares)
                         return 1;
                 TAILQ_FOREACH(w, &job->waiters, link)
                         next = MIN(next, w->deadline_usec);
@@ -835,7 +1023,11 @@ void jobs_run_deadlines(Server *s) {
         int64_t expired = (int64_t) time(NULL) - s->cfg.script_output_ttl;
         Job *job, *next;
         JobWaiter *w, *wn;
+        JobSpare *sp, *sp_next;
 
+        TAILQ_FOREACH_SAFE(sp, &s->job_spares, link, sp_next)
+                if (sp->until_usec <= now)
+                        job_spare_drop(s, sp);
         TAILQ_FOREACH(job, &s->jobs, link) {
                 if (job->finishing)
                         job_finish(s, job);
@@ -847,6 +1039,12 @@ void jobs_run_deadlines(Server *s) {
                         }
                 }
         }
+        /* After the answers: what was used is made again, off their way. */
+        TAILQ_FOREACH(job, &s->jobs, link)
+                if (job->refill_spares) {
+                        job->refill_spares = false;
+                        job_spares_refill(s, job->image, job->egress);
+                }
         if (now < s->jobs_sweep_usec)
                 return;
         s->jobs_sweep_usec = now + SBX_JOB_SWEEP_S * 1000000ull;

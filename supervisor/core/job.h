@@ -53,7 +53,7 @@ struct Job {
         uid_t uid;
         gid_t gid;
         char image[SBX_NAME_MAX + 1];
-        char egress[24];
+        EgressPolicy egress;            /* its sandbox's (JobSpec.egress, parsed) */
         EgressAudit audit;              /* its ended command's (see Egress above) */
         Sbx__EgressAudit audit_view;    /* what job_record_of lends the record */
         char *command;
@@ -71,6 +71,7 @@ struct Job {
         bool cancelling;                /* sandbox_cancel or notifications/cancelled: status cancelled */
         bool finishing;                 /* its command ended: the tick tears it down */
         bool start_failed;              /* the session never ran the command (start_error says why) */
+        bool refill_spares;             /* it ended: the tick makes spares of its image and policy */
         char start_error[300];
         Pending answer;                 /* a synchronous sandbox_script, answered at the end */
         Pending notify;                 /* a background one's starter: MSG_JOB_ENDED at the end */

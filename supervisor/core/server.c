@@ -34,6 +34,7 @@ void server_init(Server *s) {
         TAILQ_INIT(&s->claims);
         TAILQ_INIT(&s->boxes);
         TAILQ_INIT(&s->jobs);
+        TAILQ_INIT(&s->job_spares);
         TAILQ_INIT(&s->tokens);
         TAILQ_INIT(&s->takeovers);
 }

@@ -33,6 +33,7 @@ typedef struct Claim Claim;
 typedef struct Box Box;
 typedef struct EgressProxy EgressProxy;
 typedef struct Job Job;
+typedef struct JobSpare JobSpare;
 typedef struct Token Token;
 typedef struct Takeover Takeover;
 
@@ -100,6 +101,7 @@ struct Server {
         TAILQ_HEAD(, Job) jobs;         /* the script set's, running and kept (core/job.h) */
         int jobs_fd;                    /* STATE/jobs */
         unsigned long long jobs_sweep_usec; /* expired outputs are looked for next then */
+        TAILQ_HEAD(, JobSpare) job_spares; /* made ahead for the next jobs (core/job.h) */
         TAILQ_HEAD(, Token) tokens;     /* sbx-gateway's bearer tokens (core/token.h) */
         unsigned n_tokens;
         unsigned n_gateway_clients;     /* connections of the gateway user (SBX_GATEWAY_CLIENTS_MAX) */

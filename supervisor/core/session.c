@@ -155,8 +155,8 @@ static int session_spawn_params(Server *s, const WorkspaceSession *ws, SpawnPara
                 .own_system = ws->image.root_dir != NULL,
                 .egress_listen = sb->egress != EGRESS_NONE,
         };
-        if (ws->mounts)
-                p->mounts = ws->mounts->names;
+        if (ws->job)
+                strlcpy(p->cwd, SESSION_JOB_CWD, sizeof(p->cwd));
         if (strlcpy(p->session_id, ws->id, sizeof(p->session_id)) >= sizeof(p->session_id) ||
             strlcpy(p->run_dir, s->cfg.run_dir, sizeof(p->run_dir)) >= sizeof(p->run_dir) ||
             strlcpy(p->image_dir, ws->image.root_dir ?: s->image_dir, sizeof(p->image_dir)) >= sizeof(p->image_dir) ||
@@ -236,9 +236,10 @@ static int session_spawn(Server *s, WorkspaceSession *ws, char *ret_error, size_
         ws->start_usec = now_usec();
         st.prepare = session_prepare;
         st.prepare_userdata = ws;
+        st.hold_go = ws->job && !ws->mounts;
         if (ws->mounts) {
+                st.mounts = &ws->mounts->names;
                 st.mount_fds = ws->mounts->fds;
-                st.n_mount_fds = ws->mounts->names.n;
         }
         (void) fd_nonblock(st.sock, true);
         r = server_watch(s, &ws->sock_src, TAKE_FD(st.sock), EPOLLIN);
@@ -281,7 +282,7 @@ static void session_image_done(Server *s, ImageWaiter *w, int r, const char *why
                 session_setup_failed(s, ws, r, why ? why : err);
 }
 
-static int session_new_with(Server *s, Sandbox *sb, bool automatic, bool publish_policy,
+static int session_new_with(Server *s, Sandbox *sb, bool automatic, bool publish_policy, bool job,
                             const SessionMounts *mounts, WorkspaceSession **ret, char *ret_error, size_t error_size) {
         /* The session's own limits, for its end reasons; the sandbox's
          * cgroup above holds them for all its sessions together, and its CPU
@@ -300,6 +301,7 @@ static int session_new_with(Server *s, Sandbox *sb, bool automatic, bool publish
         if (!ws)
                 return -ENOMEM;
         ws->base = (SnapshotHold) { .squashed = sb->squashed, .top = sb->top_layer };
+        ws->job = job;
         ws->mounts = mounts;
         r = random_id("ws-", ws->id, sizeof(ws->id));
         if (r >= 0 && s->cgroups) {
@@ -341,12 +343,20 @@ static int session_new_with(Server *s, Sandbox *sb, bool automatic, bool publish
 
 int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
                 char *ret_error, size_t error_size) {
-        return session_new_with(s, sb, automatic, publish_policy, NULL, ret, ret_error, error_size);
+        return session_new_with(s, sb, automatic, publish_policy, false, NULL, ret, ret_error, error_size);
 }
 
 int session_new_job(Server *s, Sandbox *sb, const SessionMounts *mounts, WorkspaceSession **ret, char *ret_error,
                     size_t error_size) {
-        return session_new_with(s, sb, false, false, mounts, ret, ret_error, error_size);
+        return session_new_with(s, sb, false, false, true, mounts, ret, ret_error, error_size);
+}
+
+int session_job_go(WorkspaceSession *ws, const SessionMounts *mounts) {
+        ws->mounts = mounts;
+        /* Still waiting for its image: session_spawn sends them. */
+        if (ws->spawn.sync < 0)
+                return 0;
+        return session_spawn_go(&ws->spawn, &mounts->names, mounts->fds);
 }
 
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id) {
@@ -526,7 +536,7 @@ static void command_free(Server *s, Command *c) {
                 output_capture_done(&c->capture[1]);
                 free(c->capture);
         }
-        runtime_job_free(c->job);
+        runtime_run_free(c->run);
         for (size_t i = 0; i < ELEMENTSOF(c->redact); i++)
                 redactor_free(c->redact[i]);
         transcript_free(c->transcript);
@@ -854,9 +864,9 @@ static size_t command_env_of(const WorkspaceSession *ws, char **env) {
         return n;
 }
 
-/* c (a runtime_execute job) just went to its worker: its stdin, then end of input. */
-static int job_send_stdin(Command *c) {
-        RuntimeJob *j = c->job;
+/* c (a runtime_execute run) just went to its worker: its stdin, then end of input. */
+static int run_send_stdin(Command *c) {
+        RuntimeRun *j = c->run;
         size_t off = 0;
         int r;
 
@@ -904,8 +914,8 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
                 e.cols = c->pty.cols;
         }
         /* runtime_execute's allowlisted variables last: they win over the fixed ones. */
-        for (size_t i = 0; c->job && i < c->job->n_env; i++)
-                env[e.n_env++] = (char *) c->job->env[i];
+        for (size_t i = 0; c->run && i < c->run->n_env; i++)
+                env[e.n_env++] = (char *) c->run->env[i];
         /* A box's last, likewise. */
         for (size_t i = 0; i < c->n_env; i++)
                 env[e.n_env++] = c->env[i];
@@ -913,12 +923,12 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         for (size_t i = 0; secrets && i < secrets->n; i++)
                 env[e.n_env++] = secrets->env[i];
         e.env = env;
-        e.cwd = c->cwd ?: (char *) (ws->mounts && ws->mounts->names.cwd[0] ? ws->mounts->names.cwd : "/workspace");
+        e.cwd = c->cwd ?: (char *) (ws->job ? SESSION_JOB_CWD : "/workspace");
         e.separate_streams = transcript_has_streams(c->transcript);
         c->start_usec = now_usec();
         r = session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
         c->sent = r >= 0;
-        return r < 0 ? r : job_send_stdin(c);
+        return r < 0 ? r : run_send_stdin(c);
 }
 
 static int command_new(Server *s, WorkspaceSession *ws, const char *cmd, bool separate_streams, uint64_t cap_bytes,
@@ -994,31 +1004,31 @@ static bool command_move_fresh(Server *s, Command *c) {
 /* A command that never started: everything of it goes. */
 static void command_discard(Server *s, Command *c) {
         command_place_free(c);
-        runtime_job_free(c->job);
+        runtime_run_free(c->run);
         transcript_free(c->transcript);
         (void) transcript_remove(s->transcripts_fd, c->rec.id);
         free(c->cmd);
         free(c);
 }
 
-/* job (taken, NULL: none) before the command goes to the worker: its environment and stdin;
+/* run (taken, NULL: none) before the command goes to the worker: its environment and stdin;
  * place (NULL: none), a box's directory and variables. */
 static int command_start_with(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms,
-                              bool separate_streams, uint64_t cap_bytes, RuntimeJob *job, const CommandPlace *place,
+                              bool separate_streams, uint64_t cap_bytes, RuntimeRun *run, const CommandPlace *place,
                               Command **ret) {
         Command *c;
         int r;
 
         if (ws->running >= SBX_MAX_COMMANDS_PER_SESSION) {
-                runtime_job_free(job);
+                runtime_run_free(run);
                 return -EAGAIN;
         }
         r = command_new(s, ws, cmd, separate_streams, cap_bytes, &c);
         if (r < 0) {
-                runtime_job_free(job);
+                runtime_run_free(run);
                 return r;
         }
-        c->job = job;
+        c->run = run;
         r = command_place_set(c, place);
         if (r < 0) {
                 command_discard(s, c);
@@ -1070,9 +1080,9 @@ int command_start_pty(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t
                                   &(CommandPlace) { .cwd = cwd, .env = env, .n_env = n_env, .pty = pty }, ret);
 }
 
-int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
-                      RuntimeJob *job, Command **ret) {
-        return command_start_with(s, ws, cmd, timeout_ms, true, MIN(cap_bytes, s->cfg.transcript_cap_bytes), job, NULL,
+int command_start_runtime(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
+                          RuntimeRun *run, Command **ret) {
+        return command_start_with(s, ws, cmd, timeout_ms, true, MIN(cap_bytes, s->cfg.transcript_cap_bytes), run, NULL,
                                   ret);
 }
 
@@ -1604,8 +1614,8 @@ static void waiter_answer_capture(Server *s, Waiter *w) {
                 egress_audit_view(&c->egress, c->session->sandbox->egress, &audit);
                 o.egress = &audit;
         }
-        if (c->job)
-                runtime_job_answer(s, &w->pending, c, &o);
+        if (c->run)
+                runtime_run_answer(s, &w->pending, c, &o);
         else {
                 msg_reply_set(&reply, SBX__REPLY__BODY_CLAIM_EXEC, &o);
                 pending_answer(s, &w->pending, &reply);
@@ -1866,8 +1876,8 @@ static void command_take_output(Server *s, Command *c, Sbx__Stream stream, const
 
         if (r < 0)
                 log_warning_errno_ratelimited(r, "Failed to store output of %s, ignoring: %m", c->rec.id);
-        if (c->job && (stream == SBX__STREAM__STREAM_STDOUT || stream == SBX__STREAM__STREAM_STDERR))
-                c->job->bytes[stream == SBX__STREAM__STREAM_STDERR] += len;
+        if (c->run && (stream == SBX__STREAM__STREAM_STDOUT || stream == SBX__STREAM__STREAM_STDERR))
+                c->run->bytes[stream == SBX__STREAM__STREAM_STDERR] += len;
         if (c->capture && (stream == SBX__STREAM__STREAM_STDOUT || stream == SBX__STREAM__STREAM_STDERR)) {
                 r = output_capture_feed(&c->capture[stream == SBX__STREAM__STREAM_STDERR], data, len);
                 if (r < 0)

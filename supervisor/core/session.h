@@ -42,8 +42,9 @@ typedef enum SessionState {
 
 typedef struct Waiter Waiter;
 
-/* A job's session (core/job.h): its mounts and working directory
- * (os/ns.h: SpawnMounts) and the detached mounts themselves, in order. */
+/* A job's session (core/job.h): its mounts (os/ns.h: SpawnMounts) and the
+ * detached mounts themselves, in order. Its commands run in SESSION_JOB_CWD. */
+#define SESSION_JOB_CWD "/out"
 typedef struct SessionMounts {
         SpawnMounts names;
         int fds[SPAWN_MOUNTS_MAX];
@@ -63,7 +64,7 @@ typedef struct TerminalSize {
         uint32_t rows, cols;
 } TerminalSize;
 typedef struct SessionPublish SessionPublish;
-typedef struct RuntimeJob RuntimeJob;
+typedef struct RuntimeRun RuntimeRun;
 
 struct WorkspaceSession {
         TAILQ_ENTRY(WorkspaceSession) link;
@@ -112,6 +113,7 @@ struct WorkspaceSession {
         /* A built image (not the default): its build is waited for, then held. */
         ImageWaiter image_wait;
         ImageUse image;
+        bool job;                   /* a job's (core/job.h): commands in SESSION_JOB_CWD */
         const SessionMounts *mounts; /* a job's, borrowed until its sandbox goes (core/job.h); else NULL */
 };
 
@@ -141,7 +143,7 @@ struct Command {
         EgressAudit egress;                 /* what it reached through sbx-egress (core/egress.h) */
         const CommandObserver *observer;    /* a job's (core/job.h), or NULL */
         void *observer_data;
-        RuntimeJob *job;                    /* runtime_execute's (core/artifacts.h), or NULL; owned */
+        RuntimeRun *run;                    /* runtime_execute's (core/artifacts.h), or NULL; owned */
         char *cwd;                          /* a box's (command_start_at), or NULL: the session's */
         char **env;                         /* a box's variables, over the fixed ones; owned */
         size_t n_env;
@@ -156,9 +158,12 @@ struct Command {
 int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
                 char *ret_error, size_t error_size);
 /* A job's session (core/job.h): managed, discarded at its end, with mounts
- * (borrowed: they outlive the session) and their working directory. */
+ * (borrowed: they outlive the session); mounts NULL: a spare, whose set-up
+ * waits (before anything is mounted in it) for session_job_go. */
 int session_new_job(Server *s, Sandbox *sb, const SessionMounts *mounts, WorkspaceSession **ret, char *ret_error,
                     size_t error_size);
+/* The spare job session ws goes on with mounts (borrowed, as above). */
+int session_job_go(WorkspaceSession *ws, const SessionMounts *mounts);
 /* Live sessions, spares included. */
 unsigned sessions_live(Server *s);
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id);
@@ -204,10 +209,10 @@ void failed_sessions_run_deadlines(Server *s);
 int command_start(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, bool separate_streams,
                   Command **ret);
 /* The same for runtime_execute: stdout and stderr apart, a transcript of at
- * most cap_bytes, and job (taken, also on failure) attached before the
+ * most cap_bytes, and run (taken, also on failure) attached before the
  * command goes to the worker. */
-int command_start_job(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
-                      RuntimeJob *job, Command **ret);
+int command_start_runtime(Server *s, WorkspaceSession *ws, const char *cmd, uint64_t timeout_ms, uint64_t cap_bytes,
+                          RuntimeRun *run, Command **ret);
 /* The same in directory cwd (absolute, inside the session's root) with the
  * n_env KEY=VALUE variables of env (copied; at most SBX_BOX_ENV_MAX) over the
  * fixed ones: a box's command (core/box.h). */

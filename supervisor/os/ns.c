@@ -94,6 +94,24 @@ static int send_byte(int sock, char c) {
         return 0;
 }
 
+static int send_go(SpawnState *st) {
+        SetupGo go = { .tag = SETUP_GO };
+
+        if (st->mounts) {
+                go.n_mounts = MIN(st->mounts->n, SPAWN_MOUNTS_MAX);
+                memcpy(go.mounts, st->mounts->paths, sizeof(go.mounts));
+        }
+        return send_with_fds(st->sync, &go, sizeof(go), st->mount_fds, go.n_mounts);
+}
+
+int session_spawn_go(SpawnState *st, const SpawnMounts *mounts, const int *mount_fds) {
+        st->hold_go = false;
+        st->mounts = mounts;
+        st->mount_fds = mount_fds;
+        /* pid is set once the child is in its cgroup (session_spawn_continue). */
+        return st->pid > 0 && st->sync >= 0 ? send_go(st) : 0;
+}
+
 void pidfd_kill_wait(int pidfd) {
         struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
 
@@ -179,7 +197,9 @@ int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size)
                         if (r < 0)
                                 goto fail;
                 }
-                r = send_with_fds(st->sync, &(char) { SETUP_GO }, 1, st->mount_fds, st->n_mount_fds);
+                if (st->hold_go)
+                        return 1;
+                r = send_go(st);
                 if (r < 0)
                         goto fail;
                 return 1;

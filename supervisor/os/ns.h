@@ -22,17 +22,18 @@
 #include "macro.h"
 #include "os/seccomp.h"
 #include "sbx-limits.h"
+#include "setup.h"
 
 /* A job's mounts (core/job.h): its host inputs at /in/NAME and its /out,
  * each a detached mount sbxd made from a descriptor, sent to the init with
- * SETUP_GO in this order; the init attaches each at its path ("d:out",
- * "f:in/NAME", "d:in/NAME": a directory or a file) before pivot_root. */
-#define SPAWN_MOUNTS_MAX (SBX_SCRIPT_INPUTS_MAX + 1u)
-#define SPAWN_MOUNT_PATH_MAX 272u       /* "f:in/" and a name of up to NAME_MAX bytes */
+ * SETUP_GO in this order (proto/setup.h: SetupGo, which names them); the
+ * init attaches each at its path ("d:out", "f:in/NAME", "d:in/NAME": a
+ * directory or a file) before pivot_root. */
+#define SPAWN_MOUNTS_MAX SETUP_MOUNTS_MAX
+#define SPAWN_MOUNT_PATH_MAX SETUP_MOUNT_PATH_MAX
 typedef struct SpawnMounts {
         uint32_t n;
         char paths[SPAWN_MOUNTS_MAX][SPAWN_MOUNT_PATH_MAX];
-        char cwd[16];                   /* where commands run; "" is /workspace */
 } SpawnMounts;
 
 /* What a session child needs, flat: sbxd sends it to the spawner (spawner.c). */
@@ -47,7 +48,7 @@ typedef struct SpawnParams {
         uint64_t disk_bytes;            /* size of the session tmpfs */
         bool own_system;                /* a built image: its own /usr, no host system directories */
         bool egress_listen;             /* a TCP socket listening at 127.0.0.1:SBX_EGRESS_PORT inside (docs/egress.md) */
-        SpawnMounts mounts;             /* a job's; n 0 for every other session */
+        char cwd[16];                   /* where commands run; "" is /workspace (a job's: /out) */
 } SpawnParams;
 
 /* A session child being set up; sbxd serves others meanwhile. */
@@ -69,8 +70,11 @@ typedef struct SpawnState {
          * a negative errno fails the set-up. */
         int (*prepare)(void *userdata, int upper_fd, int root_fd);
         void *prepare_userdata;
-        const int *mount_fds;           /* SpawnParams.mounts' detached mounts (borrowed), sent with SETUP_GO */
-        size_t n_mount_fds;
+        /* SETUP_GO waits for session_spawn_go (a job's spare session); else
+         * it goes once the child is in its cgroup, with mounts, if given. */
+        bool hold_go;
+        const SpawnMounts *mounts;      /* borrowed until SETUP_GO went; NULL: none */
+        const int *mount_fds;           /* their detached mounts, one per name (borrowed) */
 } SpawnState;
 
 typedef struct Spawner Spawner;
@@ -83,6 +87,10 @@ int session_spawn_begin(Spawner *sp, const SpawnParams *p, CgroupSession *cgroup
  * runs (the caller then closes st->sync), or a negative errno with ret_errmsg.
  * Once the spawner reported the child, st->pid is set and st->pidfd valid. */
 int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size);
+/* Release a held SETUP_GO (hold_go) with mounts (NULL: none) and their
+ * detached mounts (borrowed until it went): sent now if the child is in its
+ * cgroup already, else as soon as it is. */
+int session_spawn_go(SpawnState *st, const SpawnMounts *mounts, const int *mount_fds);
 /* Close what is left; a child whose set-up did not finish is killed and waited for. */
 void spawn_state_done(SpawnState *st);
 /* SIGKILL through the pidfd and wait until the process is gone (not our

@@ -76,10 +76,7 @@ static void terminate_strings(SpawnParams *p) {
         p->image_dir[sizeof(p->image_dir) - 1] = '\0';
         p->layers_dir[sizeof(p->layers_dir) - 1] = '\0';
         p->lowerdirs[sizeof(p->lowerdirs) - 1] = '\0';
-        p->mounts.n = MIN(p->mounts.n, SPAWN_MOUNTS_MAX);
-        for (size_t i = 0; i < p->mounts.n; i++)
-                p->mounts.paths[i][SPAWN_MOUNT_PATH_MAX - 1] = '\0';
-        p->mounts.cwd[sizeof(p->mounts.cwd) - 1] = '\0';
+        p->cwd[sizeof(p->cwd) - 1] = '\0';
 }
 
 /* One request: SpawnParams and the child's two socket ends. */
@@ -115,7 +112,6 @@ static int recv_request(int sock, SpawnParams *ret, int ret_fds[2]) {
 static int setup_pipe(const SpawnParams *p, const SeccompProgram *seccomp, int *ret_read) {
         static uint8_t frame[SBX_WIRE_HEADER_SIZE + SBX_FRAME_MAX];
         Sbx__SessionSetup setup = SBX__SESSION_SETUP__INIT;
-        char *mounts[SPAWN_MOUNTS_MAX];
         Sbx__Msg msg;
         _cleanup_close_ int rd = -EBADF, wr = -EBADF;
         int pipefd[2], r;
@@ -130,11 +126,7 @@ static int setup_pipe(const SpawnParams *p, const SeccompProgram *seccomp, int *
         setup.uid_base = p->uid_base;
         setup.uid_count = p->uid_count;
         setup.disk_bytes = p->disk_bytes;
-        for (size_t i = 0; i < p->mounts.n; i++)
-                mounts[i] = (char *) p->mounts.paths[i];
-        setup.n_mounts = p->mounts.n;
-        setup.mounts = mounts;
-        setup.cwd = (char *) p->mounts.cwd;
+        setup.cwd = (char *) p->cwd;
         setup.seccomp_filter.data = (uint8_t *) seccomp->insns;
         setup.seccomp_filter.len = seccomp->fprog.len * sizeof(struct sock_filter);
         msg_init(&msg, SBX__MSG_TYPE__MSG_SESSION_SETUP, &setup);

@@ -127,6 +127,7 @@ export class Sbxd {
     this.runDir = runDir;
     this.logPath = logPath;
     this.extraArgs = extraArgs;
+    this.wrap = []; // argv that execs sbxd (such as unshare --mount): sbxd's pid stays the child's
     this.socket = path.join(runDir, 'sbxd.sock');
     this.proc = null;
     this.exit = null;
@@ -138,7 +139,8 @@ export class Sbxd {
     const log = fs.openSync(this.logPath, 'a');
     fs.writeSync(log, `==== sbxd start #${++this.starts} at ${new Date().toISOString()}\n`);
     const args = ['--state-dir', this.stateDir, '--run-dir', this.runDir, '--log-level', 'debug', ...this.extraArgs];
-    this.proc = spawn(SBXD, args, {
+    const [cmd, ...argv] = [...this.wrap, SBXD, ...args];
+    this.proc = spawn(cmd, argv, {
       stdio: ['ignore', log, log],
       env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', [LEAK_MARKER]: 'sbxd-env', ...this.env },
     });

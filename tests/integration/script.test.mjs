@@ -59,6 +59,13 @@ const h = useSbx({
 /* The processes that are exactly `sleep TAG` (not the shell that started them). */
 const sleeps = (tag) => hostProcsMatching(new RegExp(`^sleep ${String(tag).replace('.', '\\.')}$`));
 const script = (args, opts) => h.mcp.call('sandbox_script', { image: 'python', egress: 'none', ...args }, opts);
+const jobSandbox = (jobId) => 'job-' + jobId.replaceAll('-', '');
+/* The sandboxes sbxctl lists, spare job sandboxes apart (root's job-HEX, made ahead: core/job.h). */
+async function sandboxes() {
+  const all = JSON.parse((await sbxctl(h.socket, ['sandbox', 'list', '--json'])).stdout);
+  const spare = (sb) => sb.owner_uid === 0 && /^job-[0-9a-f]{32}$/.test(sb.name);
+  return { others: all.filter((sb) => !spare(sb)), spares: all.filter(spare).map((sb) => sb.name) };
+}
 
 h.test('tools/list: the four tools, the seed annotations, the roots in the live input schema', async () => {
   const tools = h.mcp.tools;
@@ -96,10 +103,34 @@ h.test('the smallest command on python (built lazily): exit code, output_dir wit
   assert.equal(fs.readFileSync(path.join(sc.output_dir, 'stdout.log'), 'utf8'), sc.stdout);
   assert.equal(fs.readFileSync(path.join(sc.output_dir, 'stderr.log'), 'utf8'), 'oops\n');
   assert.equal(fs.readFileSync(path.join(sc.output_dir, 'where'), 'utf8'), '/out\n');
-  // the sandbox is gone
-  const l = await sbxctl(h.socket, ['sandbox', 'list', '--json']);
-  assert.deepEqual(JSON.parse(l.stdout), []);
+  // the sandbox is gone; only spares for the next calls are left
+  const l = await sandboxes();
+  assert.deepEqual(l.others, []);
+  assert.ok(!l.spares.includes(jobSandbox(sc.job_id)));
 }, { timeout: BUILD_MS });
+
+h.test('a spare sandbox is used once: the next call gets a fresh one (no file, no process of the last)', async () => {
+  const tag = T(316);
+  // spares of python/none are made after the last call ended (the loop's next pass)
+  await waitFor(async () => (await sandboxes()).spares.length >= 1, { timeout: 30000, what: 'a spare' });
+  const before = (await sandboxes()).spares;
+  const a = (await script({ command: `echo one > /tmp/mark; echo one > /root/mark; setsid sleep ${tag} >/dev/null 2>&1 & ` +
+    'echo $$ > /out/pid' })).structuredContent;
+  assert.equal(a.exit_code, 0, a.stderr);
+  assert.ok(before.includes(jobSandbox(a.job_id)), 'the call took a spare made ahead');
+  // its sandbox went with every process of it, the one it left behind included
+  await waitFor(() => sleeps(tag).length === 0, { timeout: 30000, what: 'the left-behind sleep to go' });
+  assert.ok(!(await sandboxes()).spares.includes(jobSandbox(a.job_id)), 'a used spare is not offered again');
+  await waitFor(async () => (await sandboxes()).spares.length >= 1, { timeout: 30000, what: 'another spare' });
+  const b = (await script({ command: 'cat /tmp/mark /root/mark 2>&1; ls /out; ' +
+    'for p in /proc/[0-9]*/cmdline; do tr "\\0" " " < $p; echo; done | grep "^sleep " || echo no-sleep' }))
+    .structuredContent;
+  assert.notEqual(b.job_id, a.job_id);
+  assert.notEqual(jobSandbox(b.job_id), jobSandbox(a.job_id));
+  assert.match(b.stdout, /No such file or directory\n.*No such file or directory\n/);
+  assert.doesNotMatch(b.stdout, /one|pid/);
+  assert.match(b.stdout, /stderr\.log\nstdout\.log\nno-sleep\n$/);
+});
 
 h.test('/in: files and directories read-only at /in/<basename>, mounted from the descriptor (a swapped symlink changes nothing)', async () => {
   fs.writeFileSync(path.join(INPUTS, 'data.csv'), 'a,b\n1,2\n');
@@ -151,8 +182,7 @@ h.test('every error row of the seed, with its wording', async () => {
   assert.equal(await err({ files: [path.join(INPUTS, 'tree')] }), `${path.join(INPUTS, 'tree')} is not a regular file`);
   assert.equal(await err({ directories: [path.join(INPUTS, 'data.csv')] }), `${path.join(INPUTS, 'data.csv')} is not a directory`);
   // nothing of a refused call stays
-  const l = await sbxctl(h.socket, ['sandbox', 'list', '--json']);
-  assert.deepEqual(JSON.parse(l.stdout), []);
+  assert.deepEqual((await sandboxes()).others, []);
 });
 
 h.test('stderr is the last 16 KiB, stdout is bounded (head and tail), the logs are complete', async () => {
@@ -338,11 +368,37 @@ h.test('after an sbxd restart: a job that ran reads supervisor_lost, its sandbox
   assert.deepEqual(JSON.parse(l.stdout), []);
 });
 
+h.test('sbxd in a mount namespace of its own (ProtectSystem=): inputs reopened by their real path, same inode only', async () => {
+  fs.writeFileSync(path.join(INPUTS, 'ns.txt'), 'from the host\n');
+  h.sbxd.wrap = ['unshare', '--mount', '--propagation', 'slave'];
+  try {
+    await h.restartSbxd();
+    const mcp = await h.connect({ argv: ['--set', 'script', '--socket', h.socket] });
+    const args = { image: 'python', egress: 'none', files: [path.join(INPUTS, 'ns.txt')], directories: [path.join(INPUTS, 'tree')] };
+    // open_tree cannot clone the broker's descriptors (a mount of the host's namespace): sbxd opens the same inodes here
+    const sc = await mcp.sc('sandbox_script', { command: 'cat /in/ns.txt /in/tree/sub/x.txt', ...args });
+    assert.equal(sc.exit_code, 0, sc.stderr);
+    assert.equal(sc.stdout, 'from the host\ndeep\n');
+    // in sbxd's namespace alone the path now names another file: refused, not mounted
+    const bind = spawnSync('nsenter', ['-t', String(h.sbxd.pid), '-m', 'mount', '--bind', path.join(OUTSIDE, 'secret'),
+      path.join(INPUTS, 'ns.txt')]);
+    assert.equal(bind.status, 0, String(bind.stderr));
+    const r = await mcp.call('sandbox_script', { command: 'cat /in/ns.txt', ...args });
+    assert.equal(r.isError, true, JSON.stringify(r.structuredContent));
+    assert.match(r.content[0].text, /mount path .*ns\.txt: cannot mount it: Stale file handle/);
+    assert.equal(fs.readFileSync(path.join(INPUTS, 'ns.txt'), 'utf8'), 'from the host\n', 'the host sees no bind mount');
+    await mcp.close();
+  } finally {
+    h.sbxd.wrap = [];
+    await h.restartSbxd();
+  }
+});
+
 h.test("the owner deleting a job's sandbox ends the job; sbxd stays up", async () => {
   const tag = T(314);
   const bg = (await h.mcp.sc('sandbox_script', { command: `sleep ${tag}`, image: 'python', egress: 'none', background: true }));
   await waitFor(() => sleeps(tag).length === 1, { timeout: 30000, what: 'the sleep' });
-  const name = 'job-' + bg.job_id.replaceAll('-', '');
+  const name = jobSandbox(bg.job_id);
   const d = await sbxctl(h.socket, ['sandbox', 'delete', name]);
   assert.equal(d.code, 0, d.stderr);
   const w = await h.mcp.sc('sandbox_wait', { job_id: bg.job_id, timeout_seconds: 30 });
