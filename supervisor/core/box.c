@@ -534,7 +534,8 @@ static void box_start_display(Server *s, Box *box) {
 }
 
 static unsigned long long box_freeze_at(const Box *box) {
-        if (box->frozen || box->idle_timeout_ms == 0 || (box->state != BOX_READY && box->state != BOX_TAKEOVER))
+        /* Not during a takeover: a person works in it then. */
+        if (box->frozen || box->idle_timeout_ms == 0 || box->state != BOX_READY)
                 return ~0ull;
         return box->last_call_usec + box->idle_timeout_ms * 1000ull;
 }
