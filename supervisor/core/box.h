@@ -42,7 +42,7 @@ struct Box {
         TAILQ_ENTRY(Box) link;
         char id[SBX_NAME_MAX + 1];
         BoxState state;
-        bool frozen;                    /* its session's cgroup is frozen (ready or takeover underneath) */
+        bool frozen;                    /* its session's cgroup is frozen (a ready box, idle) */
         Claim *claim;                   /* NULL once terminated */
         uid_t uid;
         char mcp_session[33];

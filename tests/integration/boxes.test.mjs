@@ -200,6 +200,25 @@ h.test('boxes_per_user: the fourth box of a user is refused until one stops; ano
   await b.sc('sandbox_stop', { id: other.id });
 });
 
+h.test('sbxctl box list|show|stop: root sees every box and stops one', async () => {
+  const b = await start({ services: [{ name: 'web', port: 8080 }] });
+  const list = JSON.parse((await sbxctl(h.socket, ['box', 'list', '--json'])).stdout);
+  const mine = list.find((x) => x.id === b.id);
+  assert.equal(mine.status, 'ready');
+  assert.match(mine.sandbox, /^claim-/);
+  const show = await sbxctl(h.socket, ['box', 'show', b.id]);
+  assert.equal(show.code, 0, show.stderr);
+  assert.match(show.stdout, /status: ready\n/);
+  assert.match(show.stdout, /service: web port 8080\n/);
+  const st = await sbxctl(h.socket, ['box', 'stop', b.id]);
+  assert.equal(st.code, 0, st.stderr);
+  assert.equal(st.stdout, `stopped box ${b.id}\n`);
+  assert.equal((await status(b.id)).status, 'terminated');
+  const none = await sbxctl(h.socket, ['box', 'show', 'box-000000000000']);
+  assert.notEqual(none.code, 0);
+  assert.match(none.stderr, /is not found/);
+});
+
 h.test('--set refuses two sets that define the same tool and names it', async () => {
   const r = await run(SANDBOX_MCP, ['--set', 'script,boxes'], { input: '' });
   assert.notEqual(r.code, 0);

@@ -296,7 +296,8 @@ h.test('sbxd.conf templates: bad sections and keys are refused with the line and
   const good = await run(SBXD, ['--config', `${h.dir}/good.conf`, '--check-config']);
   assert.equal(good.code, 0, good.stderr);
   const l = await sbxctl(h.socket, ['template', 'list', '--json']);
-  assert.deepEqual(JSON.parse(l.stdout).map((t) => [t.name, t.warm]), [['default', 1], ['small', 0]]);
+  // box: the boxes' own template (their spares, box_spares; docs/boxes.md), listed last.
+  assert.deepEqual(JSON.parse(l.stdout).map((t) => [t.name, t.warm]), [['default', 1], ['small', 0], ['box', 1]]);
   const s = await sbxctl(h.socket, ['template', 'show', 'small']);
   assert.match(s.stdout, /memory: 256.0M/);
   assert.match(s.stdout, /warm: 0 kept, 0 ready now/);
