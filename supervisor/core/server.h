@@ -64,6 +64,7 @@ struct Server {
         char *image_dir;
         struct ImageSet *images;        /* definitions and builds (core/imagebuild.h) */
         Store *store;
+        StoreConns *store_conns;        /* sbx.db connections of the works off the loop (data/store.h) */
         CgroupManager *cgroups;
         IndexCache *file_indexes;       /* line indexes of snapshot and live files (file_read) */
         WorkPool *work;                 /* publications, diffs and file indexes, off the loop (one lane per sandbox) */
