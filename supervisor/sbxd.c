@@ -223,9 +223,6 @@ static int server_open_state(Server *s) {
                 return log_error_errno(r, "Cannot open %s/sbx.db: it was written by a newer sbxd", s->cfg.state_dir);
         if (r < 0)
                 return log_error_errno(r, "Cannot open %s/sbx.db: %m", s->cfg.state_dir);
-        r = store_conns_new(s->state_fd, &s->store_conns);
-        if (r < 0)
-                return log_error_errno(r, "Cannot open %s/sbx.db: %m", s->cfg.state_dir);
         server_checkpoint_off_loop(s);
         if (store_migrated_from(s->store))
                 log_notice("Migrated %s/sbx.db from schema %u: records are kept by sandbox id", s->cfg.state_dir,

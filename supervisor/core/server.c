@@ -104,6 +104,8 @@ int server_open_work(Server *s) {
         int fd, r;
 
         r = work_pool_new(SBX_WORK_THREADS_MAX, &s->work);
+        if (r >= 0)
+                r = store_conns_new(s->state_fd, &s->store_conns);
         if (r < 0)
                 return r;
         fd = fcntl(work_pool_fd(s->work), F_DUPFD_CLOEXEC, 3);

@@ -115,7 +115,7 @@ void server_close(Server *s);
  * many were ready, or -errno (-EINTR included). */
 int server_dispatch(Server *s, int timeout_ms);
 
-/* The work pool and its place in the epoll set. */
+/* The work pool, its place in the epoll set and its sbx.db connections (store_conns). */
 int server_open_work(Server *s);
 /* Stop it: every sandbox's lane is cancelled first; works still running are
  * left to their threads (data/layer.h: what they leave is what a crash leaves). */
