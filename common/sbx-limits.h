@@ -235,6 +235,9 @@
 /* WAL pages after which sbxd's loop connection has the WAL checkpointed off
  * the loop (SQLite's own checkpoint at that size would run in the commit). */
 #define SBX_STORE_CHECKPOINT_PAGES 1000u
+/* sbx.db connections of each kind (reader, writer) kept for reuse off the
+ * loop (data/store.h StoreConns): one publication per busy sandbox at a time. */
+#define SBX_STORE_CONNS_KEPT 4u
 #define SBX_TEST_HOLD_POLL_US 10000u         /* SBX_TEST_HOLD_RECORD (sbxd(8)) is looked at this often */
 
 /* Claims: the lifecycle set's sandboxes (issue 16) */

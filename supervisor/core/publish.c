@@ -498,12 +498,13 @@ struct Publication {
         char sandbox_id[SBX_SANDBOX_ID_SIZE];
         uid_t owner_uid;                /* the sandbox's: owner_layers_max_bytes */
         const LayerLimits *limits;      /* borrowed (the server's) */
+        StoreConns *conns;              /* a reference */
         char owner[64];
         uint32_t base_layer, top, seq;
         bool overwrite;
         int force_uid;
         bool link_files;
-        int src_fd, layers_fd, state_fd, view_fd;
+        int src_fd, layers_fd, view_fd;
         PublishOperation op;            /* path and texts owned, when has_op */
         bool has_op;
         /* made by publish_run */
@@ -557,8 +558,8 @@ static void publication_free(Publication *p) {
                 return;
         safe_close(p->src_fd);
         safe_close(p->layers_fd);
-        safe_close(p->state_fd);
         safe_close(p->view_fd);
+        store_conns_unref(p->conns);
         if (p->has_op) {
                 free((char *) p->op.path);
                 free((char *) p->op.old_text);
@@ -570,17 +571,18 @@ static void publication_free(Publication *p) {
         free(p);
 }
 
-int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, int state_fd, int src_dirfd, const char *owner,
+int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, StoreConns *conns, int src_dirfd, const char *owner,
                   uint32_t base_layer, bool overwrite, int force_uid, const PublishOperation *op, Publication **ret) {
         Publication *p = calloc(1, sizeof(*p));
         int view, r;
 
         if (!p)
                 return -ENOMEM;
-        p->src_fd = p->layers_fd = p->state_fd = p->view_fd = -EBADF;
+        p->src_fd = p->layers_fd = p->view_fd = -EBADF;
         strlcpy(p->sandbox_id, sb->id, sizeof(p->sandbox_id));
         p->owner_uid = sb->owner_uid;
         p->limits = limits;
+        p->conns = store_conns_ref(conns);
         strlcpy(p->owner, owner, sizeof(p->owner));
         p->base_layer = base_layer;
         p->top = sb->top_layer;
@@ -598,8 +600,6 @@ int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, int stat
                 r = p->src_fd = dup_fd(src_dirfd);
         if (r >= 0)
                 r = p->layers_fd = dup_fd(sb->layers_fd);
-        if (r >= 0)
-                r = p->state_fd = dup_fd(state_fd);
         if (r >= 0 && op)
                 r = publication_copy_op(p, op);
         if (r < 0) {
@@ -619,9 +619,12 @@ typedef enum RecordStep {
         RECORD_COMMIT,  /* durably: the layer counts */
         RECORD_DISCARD, /* the pending layer and all its rows go */
         RECORD_FOLD,    /* earlier layers' attribution changes into the records (n at most) */
+        RECORD_WHOLE,   /* a small record: its row, paths and attribution, durably, at once */
 } RecordStep;
 
-static int record_begin(Store *w, Publication *p) {
+/* The layer's row if the sandbox's top and the quotas allow it now: pending
+ * (store_layer_begin), or with pending false, counting at once. */
+static int record_begin(Store *w, Publication *p, bool pending) {
         uint32_t top;
         int r = store_layer_top(w, p->sandbox_id, &top);
 
@@ -633,7 +636,8 @@ static int record_begin(Store *w, Publication *p) {
                                                             .owner_uid = p->owner_uid },
                                         &p->size, p->res.error, sizeof(p->res.error));
         if (r >= 0)
-                r = store_layer_begin(w, p->sandbox_id, p->seq, p->owner, (uint32_t) p->m.n, time(NULL), &p->size);
+                r = (pending ? store_layer_begin : store_layer_insert)(w, p->sandbox_id, p->seq, p->owner,
+                                                                       (uint32_t) p->m.n, time(NULL), &p->size);
         return r;
 }
 
@@ -645,20 +649,31 @@ static int record_paths(Store *w, Publication *p, size_t from, size_t n) {
         return store_layer_paths_insert(w, p->sandbox_id, p->seq, paths, n);
 }
 
-/* One step in one transaction; *ret_n (RECORD_FOLD): how many it folded.
- * Steps of rows leave a gap before the next: a connection waiting to write
- * (the loop's, looking every SBX_STORE_BUSY_POLL_US) gets its turn. */
-static int record_step(Store *w, Publication *p, RecordStep step, size_t from, size_t n, size_t *ret_n) {
-        int r;
+/* The whole record of a small publication (record_is_small): what earlier
+ * layers left to fold was folded first, so its attribution changes go
+ * straight into the records. */
+static int record_whole(Store *w, Publication *p) {
+        int r = record_begin(w, p, false);
 
-        if (step == RECORD_PATHS || step == RECORD_BLAME || step == RECORD_FOLD)
-                (void) usleep(SBX_STORE_WRITE_GAP_US);
-        r = (step == RECORD_COMMIT ? store_begin_durable : store_begin)(w);
+        if (r >= 0)
+                r = record_paths(w, p, 0, p->m.n);
+        if (r >= 0)
+                r = store_blame_apply(w, p->sandbox_id, p->ops.ops, p->ops.n);
+        return r;
+}
+
+/* One step in one transaction; *ret_n (RECORD_FOLD): how many it folded. */
+static int record_step(Store *w, Publication *p, RecordStep step, size_t from, size_t n, size_t *ret_n) {
+        int r = (step == RECORD_COMMIT || step == RECORD_WHOLE ? store_begin_durable : store_begin)(w);
+
         if (r < 0)
                 return r;
         switch (step) {
         case RECORD_BEGIN:
-                r = record_begin(w, p);
+                r = record_begin(w, p, true);
+                break;
+        case RECORD_WHOLE:
+                r = record_whole(w, p);
                 break;
         case RECORD_PATHS:
                 r = record_paths(w, p, from, n);
@@ -683,18 +698,27 @@ static int record_step(Store *w, Publication *p, RecordStep step, size_t from, s
         return store_commit(w);
 }
 
+/* A step that follows another of the record's transactions leaves a gap
+ * before it: a connection waiting to write (the loop's, looking every
+ * SBX_STORE_BUSY_POLL_US) gets its turn. */
+static int record_step_after(Store *w, Publication *p, RecordStep step, size_t from, size_t n, size_t *ret_n,
+                             const atomic_bool *cancelled) {
+        (void) usleep(SBX_STORE_WRITE_GAP_US);
+        return atomic_load(cancelled) ? -ECANCELED : record_step(w, p, step, from, n, ret_n);
+}
+
 /* Steps of rows from..total of one kind, SBX_STORE_WRITE_ROWS at a time. */
 static int record_rows(Store *w, Publication *p, RecordStep step, size_t total, const atomic_bool *cancelled) {
         int r = 0;
 
         for (size_t i = 0; r >= 0 && i < total; i += SBX_STORE_WRITE_ROWS)
-                r = atomic_load(cancelled) ? -ECANCELED
-                                           : record_step(w, p, step, i, MIN(SBX_STORE_WRITE_ROWS, total - i), NULL);
+                r = record_step_after(w, p, step, i, MIN(SBX_STORE_WRITE_ROWS, total - i), NULL, cancelled);
         return r;
 }
 
 /* For tests (stall.test.mjs): while the file SBX_TEST_HOLD_RECORD names
- * exists, a record waits before its commit, its rows written. */
+ * exists, a record waits before its commit: a large one with its rows
+ * written (pending), a small one before its one transaction. */
 static void record_test_hold(const atomic_bool *cancelled) {
         const char *hold = getenv("SBX_TEST_HOLD_RECORD");
 
@@ -702,11 +726,27 @@ static void record_test_hold(const atomic_bool *cancelled) {
                 (void) usleep(SBX_TEST_HOLD_POLL_US);
 }
 
-/* The layer's record, in steps short enough that the loop's writes never
- * wait long for the database: nothing of it counts before the last. */
-static int record(Store *w, Publication *p, const atomic_bool *cancelled) {
-        int r = record_step(w, p, RECORD_BEGIN, 0, 0, NULL);
+/* A record the loop's writes may wait for whole: its rows (paths and
+ * attribution changes) no more than one step of a large record writes. */
+static bool record_is_small(const Publication *p) {
+        return p->m.n + p->ops.n <= SBX_STORE_WRITE_ROWS;
+}
 
+/* The layer's record: a small one in one durable transaction; a large one in
+ * steps short enough that the loop's writes never wait long for the
+ * database, nothing of it counting before the last. */
+static int record(Store *w, Publication *p, const atomic_bool *cancelled) {
+        int r;
+
+        if (record_is_small(p)) {
+                record_test_hold(cancelled);
+                r = atomic_load(cancelled) ? -ECANCELED : record_step(w, p, RECORD_WHOLE, 0, 0, NULL);
+                if (r < 0)
+                        return r;
+                p->recorded = true;
+                return 0;
+        }
+        r = record_step(w, p, RECORD_BEGIN, 0, 0, NULL);
         if (r < 0)
                 return r;
         r = record_rows(w, p, RECORD_PATHS, p->m.n, cancelled);
@@ -717,7 +757,7 @@ static int record(Store *w, Publication *p, const atomic_bool *cancelled) {
         if (r >= 0 && atomic_load(cancelled))
                 r = -ECANCELED;
         if (r >= 0)
-                r = record_step(w, p, RECORD_COMMIT, 0, 0, NULL);
+                r = record_step_after(w, p, RECORD_COMMIT, 0, 0, NULL, cancelled);
         if (r < 0) {
                 (void) record_step(w, p, RECORD_DISCARD, 0, 0, NULL);
                 return r;
@@ -726,39 +766,23 @@ static int record(Store *w, Publication *p, const atomic_bool *cancelled) {
         return 0;
 }
 
-/* What earlier publications of the sandbox left to fold, folded in steps. */
+/* What earlier publications of the sandbox left to fold, folded in steps
+ * (one, finding nothing, when there is none). */
 static int record_fold(Store *w, Publication *p, const atomic_bool *cancelled) {
         size_t n = 0;
-        int r;
+        int r = atomic_load(cancelled) ? -ECANCELED : record_step(w, p, RECORD_FOLD, 0, SBX_STORE_WRITE_ROWS, &n);
 
-        do
-                r = atomic_load(cancelled) ? -ECANCELED
-                                           : record_step(w, p, RECORD_FOLD, 0, SBX_STORE_WRITE_ROWS, &n);
-        while (r >= 0 && n > 0);
+        while (r >= 0 && n > 0)
+                r = record_step_after(w, p, RECORD_FOLD, 0, SBX_STORE_WRITE_ROWS, &n, cancelled);
         return r;
 }
 
-int publish_run(Publication *p, const atomic_bool *cancelled) {
-        _cleanup_(store_closep) Store *reader = NULL, *writer = NULL;
-        char too_deep[SBX_PATH_MAX + 1];
+/* With reader: the conflicts (then nothing more), the attribution and the
+ * layer, built within the quotas. */
+static int publish_build(Publication *p, Store *reader, const atomic_bool *cancelled) {
         AttributeContext ctx;
         int r;
 
-        r = manifest_build(p->src_fd, &p->m, too_deep);
-        if (r == -ELOOP)
-                tree_depth_message(too_deep, p->res.error, sizeof(p->res.error));
-        else if (r == -ENAMETOOLONG)
-                snprintf(p->res.error, sizeof(p->res.error), "a changed path is longer than the path limit of %u bytes",
-                         SBX_PATH_MAX);
-        else if (r == -E2BIG)
-                snprintf(p->res.error, sizeof(p->res.error),
-                         "more paths changed than the limit of %u in one publication", SBX_PUBLISH_MAX_PATHS);
-        if (r < 0 || p->m.n == 0)
-                return r; /* nothing changed: nothing to publish */
-        /* Its own connection: SQLite's are one per thread; it reads what the loop committed. */
-        r = store_open_reader(p->state_fd, &reader);
-        if (r < 0)
-                return r;
         if (!p->overwrite) {
                 r = find_conflicts(reader, p->sandbox_id, p->top, p->base_layer, &p->m, &p->res);
                 if (r < 0 || p->res.n_conflicts > 0)
@@ -784,13 +808,42 @@ int publish_run(Publication *p, const atomic_bool *cancelled) {
         if (r < 0)
                 return r;
         p->built = true;
+        return 0;
+}
+
+int publish_run(Publication *p, const atomic_bool *cancelled) {
+        char too_deep[SBX_PATH_MAX + 1];
+        Store *reader, *writer;
+        int r;
+
+        r = manifest_build(p->src_fd, &p->m, too_deep);
+        if (r == -ELOOP)
+                tree_depth_message(too_deep, p->res.error, sizeof(p->res.error));
+        else if (r == -ENAMETOOLONG)
+                snprintf(p->res.error, sizeof(p->res.error), "a changed path is longer than the path limit of %u bytes",
+                         SBX_PATH_MAX);
+        else if (r == -E2BIG)
+                snprintf(p->res.error, sizeof(p->res.error),
+                         "more paths changed than the limit of %u in one publication", SBX_PUBLISH_MAX_PATHS);
+        if (r < 0 || p->m.n == 0)
+                return r; /* nothing changed: nothing to publish */
+        /* Its own connections: SQLite's are one per thread; the reader sees what the loop committed. */
+        r = store_conns_take(p->conns, false, &reader);
+        if (r < 0)
+                return r;
+        r = publish_build(p, reader, cancelled);
+        store_conns_put(p->conns, reader);
+        if (r < 0 || !p->built)
+                return r;
         /* Here, not on the loop: it may be the last reference to the session's tmpfs. */
         p->src_fd = safe_close(p->src_fd);
-        r = store_open_writer(p->state_fd, &writer);
-        if (r >= 0)
-                r = record_fold(writer, p, cancelled);
+        r = store_conns_take(p->conns, true, &writer);
+        if (r < 0)
+                return r;
+        r = record_fold(writer, p, cancelled);
         if (r >= 0)
                 r = record(writer, p, cancelled);
+        store_conns_put(p->conns, writer);
         if (r < 0)
                 return r;
         /* What compaction removed before; and the merge, if the stack is too deep now (finish makes it the base). */
@@ -841,14 +894,16 @@ int publish_finish(Store *store, Sandbox *sb, Publication *p, int r, PublishResu
 }
 
 void publish_abandon(Publication *p) {
-        _cleanup_(store_closep) Store *writer = NULL;
+        Store *writer;
 
         if (!p)
                 return;
         /* Recorded after all, but never the sandbox's top: its record goes first (the loop waits). */
-        if (p->recorded && store_open_writer(p->state_fd, &writer) >= 0 &&
-            record_step(writer, p, RECORD_DISCARD, 0, 0, NULL) >= 0)
-                p->recorded = false;
+        if (p->recorded && store_conns_take(p->conns, true, &writer) >= 0) {
+                if (record_step(writer, p, RECORD_DISCARD, 0, 0, NULL) >= 0)
+                        p->recorded = false;
+                store_conns_put(p->conns, writer);
+        }
         publication_unbuild(p);
         publication_free(p);
 }

@@ -60,12 +60,13 @@ typedef struct PublishOperation {
  *   publish_abandon instead when the sandbox is gone or sbxd stops (a layer
  *   recorded meanwhile is removed with its record).
  * Nothing else may publish in sb between begin and finish (one lane per
- * sandbox: common/workpool.h). limits stay valid until finish. force_uid >= 0 gives every entry that owner. With
+ * sandbox: common/workpool.h). limits stay valid until finish; p holds a
+ * reference to conns (the sbx.db connections run takes). force_uid >= 0 gives every entry that owner. With
  * op, src_dirfd is op's staged tree: its files become the layer's (hard
  * links, not copies), and the texts of op->path are not read again. On
  * failure ret->error may say why. */
 typedef struct Publication Publication;
-int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, int state_fd, int src_dirfd, const char *owner,
+int publish_begin(Store *store, const LayerLimits *limits, Sandbox *sb, StoreConns *conns, int src_dirfd, const char *owner,
                   uint32_t base_layer, bool overwrite, int force_uid, const PublishOperation *op, Publication **ret);
 int publish_run(Publication *p, const atomic_bool *cancelled);
 /* Takes p (freed, also on failure). */

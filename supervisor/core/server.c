@@ -82,6 +82,7 @@ int server_seal_state_dir(Server *s) {
 
 void server_close(Server *s) {
         s->store = store_close(s->store);
+        s->store_conns = store_conns_unref(s->store_conns);
         s->file_indexes = index_cache_free(s->file_indexes);
         s->worker_exe_fd = safe_close(s->worker_exe_fd);
         s->transcripts_fd = safe_close(s->transcripts_fd);
@@ -108,6 +109,8 @@ int server_open_work(Server *s) {
         int fd, r;
 
         r = work_pool_new(SBX_WORK_THREADS_MAX, &s->work);
+        if (r >= 0)
+                r = store_conns_new(s->state_fd, &s->store_conns);
         if (r < 0)
                 return r;
         fd = fcntl(work_pool_fd(s->work), F_DUPFD_CLOEXEC, 3);
@@ -158,15 +161,19 @@ void server_close_later(Server *s, int fd) {
 typedef struct CheckpointWork {
         Work work;
         Server *server;
-        int state_fd;
+        StoreConns *conns;              /* a reference */
 } CheckpointWork;
 
 static int checkpoint_run(Work *w) {
         CheckpointWork *c = container_of(w, CheckpointWork, work);
-        _cleanup_(store_closep) Store *writer = NULL;
-        int r = store_open_writer(c->state_fd, &writer);
+        Store *writer;
+        int r = store_conns_take(c->conns, true, &writer);
 
-        return r < 0 ? r : store_sync(writer);
+        if (r < 0)
+                return r;
+        r = store_sync(writer);
+        store_conns_put(c->conns, writer);
+        return r;
 }
 
 static void checkpoint_done(Work *w, int r, void *userdata) {
@@ -177,7 +184,7 @@ static void checkpoint_done(Work *w, int r, void *userdata) {
                 if (r < 0)
                         log_warning_errno_ratelimited(r, "Failed to checkpoint sbx.db, ignoring: %m");
         }
-        safe_close(c->state_fd);
+        store_conns_unref(c->conns);
         free(c);
 }
 
@@ -191,11 +198,7 @@ static void checkpoint_later(void *userdata) {
         if (!c)
                 return; /* the next commit asks again */
         *c = (CheckpointWork) { .work = { .run = checkpoint_run, .done = checkpoint_done }, .server = s,
-                                .state_fd = fcntl(s->state_fd, F_DUPFD_CLOEXEC, 3) };
-        if (c->state_fd < 0) {
-                free(c);
-                return;
-        }
+                                .conns = store_conns_ref(s->store_conns) };
         s->checkpointing = true;
         work_submit(s->work, &s->close_lane, &c->work);
 }

@@ -68,6 +68,7 @@ struct Server {
         char *image_dir;
         struct ImageSet *images;        /* definitions and builds (core/imagebuild.h) */
         Store *store;
+        StoreConns *store_conns;        /* sbx.db connections of the works off the loop (data/store.h) */
         CgroupManager *cgroups;
         IndexCache *file_indexes;       /* line indexes of snapshot and live files (file_read) */
         WorkPool *work;                 /* publications, diffs and file indexes, off the loop (one lane per sandbox) */
@@ -129,7 +130,7 @@ void server_close(Server *s);
  * many were ready, or -errno (-EINTR included). */
 int server_dispatch(Server *s, int timeout_ms);
 
-/* The work pool and its place in the epoll set. */
+/* The work pool, its place in the epoll set and its sbx.db connections (store_conns). */
 int server_open_work(Server *s);
 /* Stop it: every sandbox's lane is cancelled first; works still running are
  * left to their threads (data/layer.h: what they leave is what a crash leaves). */

@@ -717,7 +717,7 @@ static int publish_start(Work *w) {
         if (upper < 0)
                 return -errno;
         snprintf(owner, sizeof(owner), "workspace_session:%s", ws->id);
-        return publish_begin(j->server->store, &j->server->layer_limits, ws->sandbox, j->server->state_fd, upper, owner,
+        return publish_begin(j->server->store, &j->server->layer_limits, ws->sandbox, j->server->store_conns, upper, owner,
                              ws->base.top, j->overwrite, -1, NULL, &j->pub);
 }
 

@@ -437,7 +437,7 @@ static int operation_stage(OperationWork *o, int view) {
                 r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, o->error,
                              sizeof(o->error));
         if (r >= 0)
-                r = publish_begin(s->store, &s->layer_limits, sb, s->state_fd, stage_fd, ch->owner, sb->top_layer, true,
+                r = publish_begin(s->store, &s->layer_limits, sb, s->store_conns, stage_fd, ch->owner, sb->top_layer, true,
                                   -1, &op, &o->pub);
         return r;
 }

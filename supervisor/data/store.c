@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,8 @@ struct Store {
         unsigned checkpoint_pages;      /* store_checkpoint_elsewhere */
         void (*checkpoint)(void *userdata);
         void *checkpoint_userdata;
+        bool writer;                    /* store_open_writer's (StoreConns: which list it goes back to) */
+        Store *next;                    /* in a StoreConns list */
 };
 
 /* Schema 2: every record of a sandbox is keyed by its immutable id (a name
@@ -364,14 +367,106 @@ int store_open(int state_dirfd, Store **ret) {
         return 0;
 }
 
-int store_open_writer(int state_dirfd, Store **ret) {
+static int store_open_writer(int state_dirfd, Store **ret) {
         return store_connect_with(state_dirfd, SQLITE_OPEN_READWRITE,
                                   "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-"
                                   STRINGIFY(SBX_STORE_CACHE_KIB) ";", ret);
 }
 
-int store_open_reader(int state_dirfd, Store **ret) {
+static int store_open_reader(int state_dirfd, Store **ret) {
         return store_connect(state_dirfd, SQLITE_OPEN_READONLY, ret);
+}
+
+/* ---- connections kept for the work pool's threads ------------------------------------ */
+
+struct StoreConns {
+        pthread_mutex_t lock;
+        int state_fd;
+        Store *kept[2];                 /* readers, writers */
+        unsigned n_kept[2];
+        unsigned refs;
+};
+
+int store_conns_new(int state_dirfd, StoreConns **ret) {
+        StoreConns *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                return -ENOMEM;
+        c->state_fd = fcntl(state_dirfd, F_DUPFD_CLOEXEC, 3);
+        if (c->state_fd < 0) {
+                free(c);
+                return -errno;
+        }
+        pthread_mutex_init(&c->lock, NULL);
+        c->refs = 1;
+        *ret = c;
+        return 0;
+}
+
+StoreConns *store_conns_ref(StoreConns *c) {
+        pthread_mutex_lock(&c->lock);
+        c->refs++;
+        pthread_mutex_unlock(&c->lock);
+        return c;
+}
+
+StoreConns *store_conns_unref(StoreConns *c) {
+        bool last;
+
+        if (!c)
+                return NULL;
+        pthread_mutex_lock(&c->lock);
+        last = --c->refs == 0;
+        pthread_mutex_unlock(&c->lock);
+        if (!last)
+                return NULL;
+        for (unsigned k = 0; k < 2; k++)
+                while (c->kept[k]) {
+                        Store *s = c->kept[k];
+                        c->kept[k] = s->next;
+                        store_close(s);
+                }
+        close(c->state_fd);
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return NULL;
+}
+
+int store_conns_take(StoreConns *c, bool writer, Store **ret) {
+        Store *s;
+        int r;
+
+        pthread_mutex_lock(&c->lock);
+        s = c->kept[writer];
+        if (s) {
+                c->kept[writer] = s->next;
+                c->n_kept[writer]--;
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (!s) {
+                r = (writer ? store_open_writer : store_open_reader)(c->state_fd, &s);
+                if (r < 0)
+                        return r;
+                s->writer = writer;
+        }
+        s->next = NULL;
+        *ret = s;
+        return 0;
+}
+
+void store_conns_put(StoreConns *c, Store *s) {
+        if (!s)
+                return;
+        pthread_mutex_lock(&c->lock);
+        /* One left inside a transaction is closed: its next user would find it open. */
+        if (c->n_kept[s->writer] < SBX_STORE_CONNS_KEPT && sqlite3_get_autocommit(s->db)) {
+                s->next = c->kept[s->writer];
+                c->kept[s->writer] = s;
+                c->n_kept[s->writer]++;
+                s = NULL;
+        }
+        pthread_mutex_unlock(&c->lock);
+        store_close(s);
 }
 
 unsigned store_migrated_from(const Store *s) {

@@ -57,17 +57,28 @@ int store_open(int state_dirfd, Store **ret);
 /* The schema version store_open migrated from, or 0 if it did not migrate. */
 unsigned store_migrated_from(const Store *s);
 Store *store_close(Store *s);
-/* Another connection to the open database, read-only, for one thread of work
- * off the loop (SQLite connections are one per thread here): it sees what the
- * loop's connection committed. */
-int store_open_reader(int state_dirfd, Store **ret);
-/* A writable connection for one thread of work off the loop: the publication's
- * record (core/publish.h), in transactions short enough that the loop's own
- * writes wait at most one of them. */
-int store_open_writer(int state_dirfd, Store **ret);
 static inline void store_closep(Store **s) {
         *s = store_close(*s);
 }
+/* Connections kept for work off the loop (the publications' records, the
+ * checkpoints), so that one does not pay for opening one (the schema read,
+ * and a writer's first durable commit syncing the state directory): at most
+ * SBX_STORE_CONNS_KEPT of each kind wait for reuse. Thread-safe; a
+ * connection is used by one thread at a time. Counted references: each work
+ * that may outlive the loop's (a run left at exit) holds one. */
+typedef struct StoreConns StoreConns;
+/* The first reference is the caller's. */
+int store_conns_new(int state_dirfd, StoreConns **ret);
+StoreConns *store_conns_ref(StoreConns *c);
+/* NULL-safe; returns NULL. The last closes the kept connections. */
+StoreConns *store_conns_unref(StoreConns *c);
+/* A kept connection, or a new one: with writer, writable (the publication's
+ * record, core/publish.h, in transactions short enough that the loop's own
+ * writes wait at most one of them), else read-only; either sees what the
+ * loop's connection committed. */
+int store_conns_take(StoreConns *c, bool writer, Store **ret);
+/* s (NULL-safe) goes back to be kept, or is closed. */
+void store_conns_put(StoreConns *c, Store *s);
 
 int store_sandbox_insert(Store *s, const StoreSandbox *sb, const char *layer0_owner);
 /* In one transaction: the sandbox and all its records. cb gets the id of each

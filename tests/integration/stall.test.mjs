@@ -156,3 +156,39 @@ h.test('the loop serves another sandbox while a publication\'s record is being w
     await x.teardown();
   }
 });
+
+// A small publication (a file_write: paths and attribution changes within
+// SBX_STORE_WRITE_ROWS) is recorded in one durable transaction, without the
+// pauses of a large one; held before that transaction (its layer built, not
+// recorded), another sandbox is still served, and the layer then counts whole.
+h.test('a small publication held before its one transaction: another sandbox is served, then it counts whole', async () => {
+  const holdDir = fs.mkdtempSync('/tmp/sbx-test-hold-');
+  const hold = path.join(holdDir, 'hold');
+  fs.writeFileSync(hold, '');
+  const x = await Harness.create({ sandboxes: [{ name: 'pub' }, { name: 'probe' }], sets: 'runtime,sessions',
+    sbxdEnv: { SBX_TEST_HOLD_RECORD: hold } });
+  try {
+    const xs = (sandbox_id, name, args) => x.mcp.sc(name, { sandbox_id, ...args });
+    const layersDir = path.join(sandboxDir(x.stateDir, 'pub'), 'layers');
+    const built = () => fs.readdirSync(layersDir).filter((n) => /^\d+$/.test(n)).map(Number);
+    const top = Math.max(...built());
+    const order = [];
+    const pub = xs('pub', 'file_write', { path: 'small.txt', content: 'one\ntwo\n' })
+      .then((r) => { order.push('publication'); return r; });
+    await waitFor(async () => built().includes(top + 1),
+      { timeout: 60000, what: 'the small publication\'s layer to be built, its record held' });
+    assert.equal(await pendingRecords(x.stateDir), 0, 'nothing of a small record is written before its transaction');
+    const e = await xs('probe', 'exec_command', { cmd: 'echo hi' });
+    order.push('exec');
+    assert.equal(e.output, 'hi\n');
+    fs.unlinkSync(hold);
+    const p = await pub;
+    assert.equal(p.publication.layer, top + 1);
+    assert.deepEqual(order, ['exec', 'publication']);
+    const b = await xs('pub', 'file_blame', { path: 'small.txt' });
+    assert.deepEqual(b.ranges, [{ start_line: 1, line_count: 2, owner: p.publication.owner }]);
+  } finally {
+    fs.rmSync(holdDir, { recursive: true, force: true });
+    await x.teardown();
+  }
+});

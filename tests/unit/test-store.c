@@ -473,9 +473,53 @@ static void test_pending_layer(void **state) {
         store_close(s);
 }
 
+/* Connections off the loop are kept for the next work: a writer put back is
+ * the one taken next; one put back inside a transaction is closed instead;
+ * the set lives while a reference is held, and a writer from it sees what
+ * the loop's connection committed. */
+static void test_conns(void **state) {
+        Fixture *f = *state;
+        StoreSandbox a = { .id = "sb-000000000000000a", .name = "a", .owner_uid = 1000, .source_dir = (char *) "/a" };
+        StoreConns *c = NULL, *held;
+        Store *s = NULL, *w, *w2, *r;
+        uint32_t top;
+
+        assert_int_equal(store_open(f->dirfd, &s), 0);
+        assert_int_equal(store_sandbox_insert(s, &a, "original"), 0);
+        assert_int_equal(store_conns_new(f->dirfd, &c), 0);
+        assert_int_equal(store_conns_take(c, true, &w), 0);
+        assert_int_equal(store_layer_top(w, a.id, &top), 0);
+        assert_int_equal(top, 0);
+        store_conns_put(c, w);
+        assert_int_equal(store_conns_take(c, true, &w2), 0);
+        assert_ptr_equal(w2, w);
+        /* A reader is not a writer. */
+        assert_int_equal(store_conns_take(c, false, &r), 0);
+        assert_ptr_not_equal(r, w2);
+        store_conns_put(c, r);
+        assert_int_equal(store_begin(w2), 0);
+        store_conns_put(c, w2);
+        assert_int_equal(store_conns_take(c, true, &w), 0);
+        assert_int_equal(store_begin(w), 0);
+        assert_int_equal(store_layer_insert(w, a.id, 1, "operation:1", 1, 1, NULL), 0);
+        assert_int_equal(store_commit(w), 0);
+        /* The set outlives its first reference while a work holds another. */
+        held = store_conns_ref(c);
+        c = store_conns_unref(c);
+        assert_null(c);
+        store_conns_put(held, w);
+        assert_int_equal(store_conns_take(held, true, &w), 0);
+        store_conns_put(held, w);
+        held = store_conns_unref(held);
+        assert_int_equal(store_layer_top(s, a.id, &top), 0);
+        assert_int_equal(top, 1);
+        store_close(s);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_pending_layer, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_conns, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_migrate_from_schema_1, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_transcripts, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reused_name, setup, teardown),
