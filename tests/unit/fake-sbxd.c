@@ -213,6 +213,13 @@ void fake_pump(Server *s, int wait_ms) {
         fake_tick(s);
 }
 
+void fake_pump_until_readable(Server *s, int fd) {
+        for (int waited = 0; fake_nothing_to_read(fd); waited += 10) {
+                assert_true(waited < 2000);
+                fake_pump(s, 10);
+        }
+}
+
 FakeSession *fake_session(const char *id) {
         for (size_t i = 0; i < n_fakes; i++)
                 if (strcmp(fakes[i].id, id) == 0)

@@ -38,6 +38,9 @@ Client *fake_client(Server *s, uid_t uid, int *ret_peer);
 /* Dispatch what is ready and run the loop's tick, as sbxd.c's loop does, until
  * nothing is ready for wait_ms. */
 void fake_pump(Server *s, int wait_ms);
+/* Pump the loop until fd has something to read (at most about 2 s): for answers that
+ * wait on work done off the loop. */
+void fake_pump_until_readable(Server *s, int fd);
 /* The fake spawner's record of session id (NULL if it made none). */
 FakeSession *fake_session(const char *id);
 /* Step a session's set-up: write the bytes, then pump. */
