@@ -54,6 +54,7 @@ typedef struct TokenAuth {
         char id[24];
         uint32_t owner_uid;
         unsigned sets;                  /* ToolSet bits */
+        int64_t expires_unix;           /* 0: never */
 } TokenAuth;
 
 /* ---- sessions.c ---- */
@@ -63,6 +64,12 @@ const GatewayConfig *gateway_config(const Gateway *g);
 /* TOKEN_CHECK of a bearer token: 0; -EACCES (invalid, revoked, expired);
  * -ECONNREFUSED etc. when sbxd cannot be asked. */
 int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret);
+/* A request of session id without TOKEN_CHECK: true, with *ret its token's
+ * auth, when token is the bearer the session's sbxd connection was opened
+ * with (compared in constant time), that connection is still open (sbxd
+ * shuts a token's connections down when it revokes it, before it answers
+ * the revoke) and the token is not past its expiry. false: ask sbxd. */
+bool gateway_session_vouch(Gateway *g, const char *id, const char *token, TokenAuth *ret);
 /* The rate limit of a token: 0, or -EAGAIN with *ret_retry_s. */
 int gateway_rate_take(Gateway *g, const char *token_id, unsigned *ret_retry_s);
 /* A new session for token: -EUSERS over sessions_per_token, -ENOSPC over

@@ -4,8 +4,10 @@
  * threads that wait for answers on it take turns reading that connection
  * (one reads, the others wait on the condition variable). Tokens are
  * checked on a connection of the gateway's own (TOKEN_CHECK), one request
- * at a time. */
+ * at a time, unless the session's own connection vouches for the request
+ * (gateway_session_vouch). */
 #include <errno.h>
+#include <nettle/memops.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +45,7 @@ struct GwSession {
         pthread_cond_t cond;
         McpSession *mcp;
         char id[GATEWAY_SESSION_ID_SIZE];
-        char token_id[sizeof(((TokenAuth *) 0)->id)];
+        TokenAuth auth;                 /* what sbxd said of its token when the session began */
         char *token;                    /* the bearer its sbxd connection acts for */
         int wake_fd;                    /* eventfd: the reader polls it with the socket */
         bool reading;                   /* a thread polls the socket */
@@ -184,9 +186,39 @@ int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret) {
         t = reply->reply->token;
         if (t->sets[0] && tool_sets_parse(t->sets, &sets, &bad) < 0)
                 return -ENOMEDIUM;      /* a set this gateway does not know */
-        *ret = (TokenAuth) { .owner_uid = t->owner_uid, .sets = t->sets[0] ? sets : (1u << TOOL_SET_COUNT_) - 1 };
+        *ret = (TokenAuth) { .owner_uid = t->owner_uid, .sets = t->sets[0] ? sets : (1u << TOOL_SET_COUNT_) - 1,
+                             .expires_unix = t->expires_unix };
         strlcpy(ret->id, t->id, sizeof(ret->id));
         return 0;
+}
+
+/* The session's sbxd connection is open and sbxd has not shut it down (s->lock held). */
+static bool session_connection_open(const GwSession *s) {
+        struct pollfd p = { .fd = mcp_session_fd(s->mcp), .events = POLLRDHUP };
+
+        return p.fd >= 0 && poll(&p, 1, 0) == 0;
+}
+
+bool gateway_session_vouch(Gateway *g, const char *id, const char *token, TokenAuth *ret) {
+        size_t len = strlen(token);
+        bool ok = false;
+        GwSession *s;
+
+        pthread_mutex_lock(&g->lock);
+        for (s = g->sessions; s; s = s->next)
+                if (strcmp(s->id, id) == 0)
+                        break;
+        if (s) {
+                pthread_mutex_lock(&s->lock);
+                ok = !s->ended && strlen(s->token) == len && memeql_sec(s->token, token, len) &&
+                     (s->auth.expires_unix == 0 || (int64_t) time(NULL) < s->auth.expires_unix) &&
+                     session_connection_open(s);
+                if (ok)
+                        *ret = s->auth;
+                pthread_mutex_unlock(&s->lock);
+        }
+        pthread_mutex_unlock(&g->lock);
+        return ok;
 }
 
 int gateway_rate_take(Gateway *g, const char *token_id, unsigned *ret_retry_s) {
@@ -305,7 +337,7 @@ int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, Gw
         s->gateway = g;
         s->refs = 2;
         s->used_usec = now_usec();
-        strlcpy(s->token_id, auth->id, sizeof(s->token_id));
+        s->auth = *auth;
         s->token = strdup(token);
         s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         r = random_hex(s->id, 32);
@@ -328,7 +360,7 @@ int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, Gw
         }
         pthread_mutex_lock(&g->lock);
         for (GwSession *o = g->sessions; o; o = o->next)
-                of_token += strcmp(o->token_id, auth->id) == 0;
+                of_token += strcmp(o->auth.id, auth->id) == 0;
         if (g->n_sessions >= SBX_GATEWAY_SESSIONS_MAX)
                 r = -ENOSPC;
         else if (of_token >= g->cfg.sessions_per_token)
@@ -355,7 +387,7 @@ GwSession *gateway_session_get(Gateway *g, const char *id, const TokenAuth *auth
                 if (strcmp(s->id, id) == 0)
                         break;
         /* Another token's session is as unknown as one that never was. */
-        if (s && strcmp(s->token_id, auth->id) != 0)
+        if (s && strcmp(s->auth.id, auth->id) != 0)
                 s = NULL;
         if (s) {
                 pthread_mutex_lock(&s->lock);

@@ -171,12 +171,38 @@ h.test('no token, a wrong token: 401 with WWW-Authenticate: Bearer and nothing e
 h.test('a token revoked during a session: its next request gets 401', async () => {
   const tok = await token(['--owner', String(OWNER), '--name', 'revoked']);
   const s = await connect(tok);
+  const s2 = await connect(tok);
+  // Both sessions' sbxd connections are open: their requests are taken without a TOKEN_CHECK.
   await sc(s, 'exec_command', { sandbox_id: 'mine', cmd: 'true' });
+  await sc(s2, 'exec_command', { sandbox_id: 'mine', cmd: 'true' });
   const sid = s.transport.sessionId;
+  const before = await post({ jsonrpc: '2.0', id: 8, method: 'ping' }, { tok, sid });
+  assert.equal(before.status, 200, before.text);
   assert.equal((await sbxctl(h.socket, ['token', 'revoke', 'revoked'])).code, 0);
+  // Requests the gateway answers itself (ping, tools/list, GET) as well as tool calls.
   const r = await post({ jsonrpc: '2.0', id: 9, method: 'ping' }, { tok, sid });
   assert.equal(r.status, 401);
+  const l = await post({ jsonrpc: '2.0', id: 10, method: 'tools/list' }, { tok, sid: s2.transport.sessionId });
+  assert.equal(l.status, 401);
+  const g = await fetch(gw.url, { method: 'GET', headers: { Accept: 'text/event-stream', Authorization: `Bearer ${tok}`,
+    'Mcp-Session-Id': s2.transport.sessionId } });
+  assert.equal(g.status, 401);
+  await g.body?.cancel();
   await assert.rejects(call(s, 'exec_command', { sandbox_id: 'mine', cmd: 'true' }));
+  await s.client.close().catch(() => {});
+  await s2.client.close().catch(() => {});
+});
+
+h.test('a token that expires during a session with an open sbxd connection: its next request gets 401', async () => {
+  const tok = await token(['--owner', String(OWNER), '--expires', '3s']);
+  const s = await connect(tok);
+  await sc(s, 'exec_command', { sandbox_id: 'mine', cmd: 'true' });
+  const sid = s.transport.sessionId;
+  assert.equal((await post({ jsonrpc: '2.0', id: 1, method: 'ping' }, { tok, sid })).status, 200);
+  await waitFor(async () => (await post({ jsonrpc: '2.0', id: 2, method: 'ping' }, { tok, sid })).status === 401,
+    { what: 'the token past its expiry refused', timeout: 20000, interval: 200 });
+  const list = await sbxctl(h.socket, ['token', 'list']);
+  assert.match(list.stdout, /\(expired\)/);
   await s.client.close().catch(() => {});
 });
 
