@@ -147,6 +147,7 @@
 #define SBX_DIGEST_MAX_FAILURES 20u             /* a digest lists at most this many failures */
 #define SBX_DIGEST_DETECT_BYTES (1u << 20)      /* a parser is tried if its marks are in a stream's first or last MiB */
 #define SBX_DIGEST_FIELD_MAX 400u               /* bytes of a failure's name or message, of the summary */
+#define SBX_DIGEST_JUNIT_MAX (16u << 20)        /* bytes of a JUnit XML report the digest parses (larger: not read as one) */
 #define SBX_QUERY_TERMS_MAX 32u                 /* runtime_query_output queryTerms */
 #define SBX_QUERY_EXCERPTS_DEFAULT 10u
 #define SBX_QUERY_EXCERPTS_MAX 50u

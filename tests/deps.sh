@@ -26,6 +26,7 @@ PKGS=(
   libinih-dev                         # sbxd.conf parser
   nettle-dev                          # SHA-256 of sbx-gateway's bearer tokens in sbxd
   libmicrohttpd-dev                   # sbx-gateway's HTTP server (with GnuTLS for its optional TLS)
+  libxml2-dev                         # JUnit XML reports in the broker's digests (streaming reader)
   mandoc                              # man page lint
   systemd                             # systemd-analyze verify of dist/sbxd.service (make check-ops); never started here
   clang                               # second compiler, analyzers
