@@ -342,6 +342,8 @@
                                                    request this long ends (DELETE's effect) */
 #define SBX_GATEWAY_RATE_DEFAULT 50u            /* gateway.conf requests_per_second per token (burst: 2x) */
 #define SBX_GATEWAY_STREAMS_PER_SESSION 1u      /* GET /mcp streams open per session (409 for more) */
+#define SBX_GATEWAY_STREAM_EVENTS 256u          /* gateway: notifications a session keeps for its GET stream,
+                                                   sent or not: what a GET with Last-Event-ID can replay */
 #define SBX_GATEWAY_CONNECTION_TIMEOUT_S 30u    /* gateway: an idle HTTP connection is closed */
 #define SBX_GATEWAY_THREADS_MAX 1024u           /* gateway: connections (one thread each) at once */
 #define SBX_GATEWAY_LISTEN_MAX 8u               /* gateway: --listen addresses */

@@ -34,6 +34,7 @@ typedef struct Waiter {
 
 typedef struct Note {
         struct Note *next;
+        unsigned long long id;          /* the SSE event id: 1, 2, ... in the session */
         char *line;
         size_t len;
 } Note;
@@ -52,9 +53,12 @@ struct GwSession {
         bool ended;
         unsigned refs;                  /* the table's and each request's */
         unsigned streams;
+        unsigned stream_gen;            /* the GET stream that reads: a resuming one takes over */
+        bool streamed;                  /* a GET stream was opened: notifications are kept for it */
+        unsigned long long last_id;     /* of the newest notification */
         unsigned long long used_usec;
         Waiter *waiters;
-        Note *notes, *notes_tail;
+        Note *notes, *notes_tail;       /* the last SBX_GATEWAY_STREAM_EVENTS, sent or not (replay) */
         size_t n_notes;
 };
 
@@ -293,14 +297,25 @@ static int session_send(void *userdata, const char *line, size_t len, const json
                         }
                 return 0;       /* its client went away */
         }
-        if (s->n_notes >= GATEWAY_NOTIFY_QUEUE_MAX || s->streams == 0)
-                return 0;       /* no stream to take it, or one that does not read */
+        if (!s->streamed)
+                return 0;       /* no GET stream ever asked for notifications */
         n = calloc(1, sizeof(*n));
         if (!n || !(n->line = strndup(line, len))) {
                 free(n);
                 return -ENOMEM;
         }
         n->len = len;
+        n->id = ++s->last_id;
+        if (s->n_notes >= SBX_GATEWAY_STREAM_EVENTS) {
+                Note *old = s->notes;   /* the oldest leaves the replay buffer */
+
+                s->notes = old->next;
+                if (!s->notes)
+                        s->notes_tail = NULL;
+                s->n_notes--;
+                free(old->line);
+                free(old);
+        }
         if (s->notes_tail)
                 s->notes_tail->next = n;
         else
@@ -586,14 +601,24 @@ int gateway_session_post(GwSession *s, const char *body, size_t len, const json_
 
 /* ---- the GET stream ------------------------------------------------------------------------ */
 
-int gateway_stream_open(GwSession *s) {
+int gateway_stream_open(GwSession *s, bool resume, unsigned long long *io_cursor, unsigned *ret_gen) {
         int r = 0;
 
         pthread_mutex_lock(&s->lock);
-        if (s->streams >= SBX_GATEWAY_STREAMS_PER_SESSION)
+        if (!resume && s->streams >= SBX_GATEWAY_STREAMS_PER_SESSION)
                 r = -EBUSY;
-        else
+        else if (resume && *io_cursor > s->last_id)
+                r = -EINVAL;
+        else {
+                /* A resuming stream replaces the one it resumes (the client lost it; the
+                 * server may not have noticed yet): that one ends at its next event. */
                 s->streams++;
+                s->streamed = true;
+                if (!resume)
+                        *io_cursor = s->last_id;
+                *ret_gen = ++s->stream_gen;
+                pthread_cond_broadcast(&s->cond);
+        }
         pthread_mutex_unlock(&s->lock);
         return r;
 }
@@ -604,28 +629,37 @@ void gateway_stream_close(GwSession *s) {
         pthread_mutex_unlock(&s->lock);
 }
 
-int gateway_stream_next(GwSession *s, unsigned timeout_ms, char **ret_line, size_t *ret_len) {
+/* The first kept notification after cursor (s->lock held), or NULL. */
+static const Note *note_after(const GwSession *s, unsigned long long cursor) {
+        for (const Note *n = s->notes; n; n = n->next)
+                if (n->id > cursor)
+                        return n;
+        return NULL;
+}
+
+int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, unsigned long long *io_cursor,
+                        char **ret_line, size_t *ret_len) {
+        const Note *n;
         struct timespec ts;
         int r = 0;
 
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += timeout_ms / 1000;
         pthread_mutex_lock(&s->lock);
-        while (!s->notes && !s->ended && r == 0)
+        while (!(n = note_after(s, *io_cursor)) && !s->ended && gen == s->stream_gen && r == 0)
                 r = -pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-        if (s->notes) {
-                Note *n = s->notes;
-
-                s->notes = n->next;
-                if (!s->notes)
-                        s->notes_tail = NULL;
-                s->n_notes--;
-                *ret_line = n->line;
-                *ret_len = n->len;
-                free(n);
-                r = 0;
-        } else if (s->ended)
+        if (s->ended || gen != s->stream_gen)
                 r = -ESHUTDOWN;
+        else if (n) {
+                char *line = strndup(n->line, n->len);
+
+                r = line ? 0 : -ENOMEM;
+                if (line) {
+                        *io_cursor = n->id;
+                        *ret_line = line;
+                        *ret_len = n->len;
+                }
+        }
         s->used_usec = now_usec();
         pthread_mutex_unlock(&s->lock);
         return r;
