@@ -1,6 +1,8 @@
 /* Digests of build and test output (see digest.h). */
 #include <ctype.h>
 #include <errno.h>
+#include <libxml/xmlreader.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -636,6 +638,124 @@ static bool parse_vitest(Digest *d) {
         return true;
 }
 
+/* ---- JUnit XML (libxml2's streaming reader) ---------------------------------------- */
+
+/* The span of s's text that looks like a JUnit report: from "<?xml" or the
+ * first "<testsuite" to the last '>', if it holds a <testsuite> element and
+ * is at most SBX_DIGEST_JUNIT_MAX bytes. */
+static bool junit_span(const char *text, size_t len, Line *ret) {
+        const char *start = memmem(text, MIN(len, (size_t) SBX_DIGEST_DETECT_BYTES), "<?xml", 5), *end;
+
+        if (!start)
+                start = memmem(text, MIN(len, (size_t) SBX_DIGEST_DETECT_BYTES), "<testsuite", 10);
+        if (!start || !memmem(start, (size_t) (text + len - start), "<testsuite", 10))
+                return false;
+        end = memrchr(start, '>', (size_t) (text + len - start));
+        if (!end || (size_t) (end + 1 - start) > SBX_DIGEST_JUNIT_MAX)
+                return false;
+        *ret = (Line) { start, (size_t) (end + 1 - start) };
+        return true;
+}
+
+static void xml_freep(xmlChar **p) {
+        xmlFree(*p);
+}
+
+#define _cleanup_xml_ _cleanup_(xml_freep)
+
+/* A <failure> or <error> of the test case the reader is in: name, message
+ * (its message attribute, else the first line of its text), and file and
+ * line from the case's attributes or the text's last "file:LINE:" line. */
+static void junit_failure(Digest *d, xmlTextReaderPtr r, const char *name, const char *file, const char *line) {
+        _cleanup_xml_ xmlChar *message = xmlTextReaderGetAttribute(r, BAD_CAST "message");
+        _cleanup_xml_ xmlChar *text = xmlTextReaderReadString(r);
+        const char *t = text ? (const char *) text : "", *m = message ? (const char *) message : t;
+        const char *nl = strchr(m, '\n'), *last;
+        Failure *f = add_failure(d, name, strlen(name), m, nl ? (size_t) (nl - m) : strlen(m));
+
+        if (!f)
+                return;
+        if (file) {
+                copy_field(f->file, file, strlen(file));
+                f->line = line ? strtoul(line, NULL, 10) : 0;
+                return;
+        }
+        last = strrchr(t, '\n');
+        last = last ? last + 1 : t;
+        (void) file_line((Line) { last, strlen(last) }, f->file, &f->line);
+}
+
+/* A <testcase>: its name (classname.name) and attributes, then its children
+ * up to its end: a failure or error fails it, skipped skips it. */
+static void junit_case(Digest *d, xmlTextReaderPtr r) {
+        _cleanup_xml_ xmlChar *cls = xmlTextReaderGetAttribute(r, BAD_CAST "classname");
+        _cleanup_xml_ xmlChar *name = xmlTextReaderGetAttribute(r, BAD_CAST "name");
+        _cleanup_xml_ xmlChar *file = xmlTextReaderGetAttribute(r, BAD_CAST "file");
+        _cleanup_xml_ xmlChar *line = xmlTextReaderGetAttribute(r, BAD_CAST "line");
+        char full[SBX_DIGEST_FIELD_MAX];
+        int depth = xmlTextReaderDepth(r);
+        bool failed = false, skipped = false;
+
+        snprintf(full, sizeof(full), "%s%s%s", cls ? (const char *) cls : "", cls && name ? "." : "",
+                 name ? (const char *) name : "");
+        if (!xmlTextReaderIsEmptyElement(r))
+                while (xmlTextReaderRead(r) == 1 && xmlTextReaderDepth(r) > depth) {
+                        const char *el = (const char *) xmlTextReaderConstLocalName(r);
+
+                        if (xmlTextReaderNodeType(r) != XML_READER_TYPE_ELEMENT || !el)
+                                continue;
+                        if ((strcmp(el, "failure") == 0 || strcmp(el, "error") == 0) && !failed) {
+                                failed = true;
+                                junit_failure(d, r, full, (const char *) file, (const char *) line);
+                        } else if (strcmp(el, "skipped") == 0)
+                                skipped = true;
+                }
+        if (failed)
+                d->failed++;
+        else if (skipped)
+                d->skipped++;
+        else
+                d->passed++;
+}
+
+static void junit_init(void) {
+        xmlInitParser();
+}
+
+/* JUnit XML in either stream (a report the command printed, as `cat
+ * report.xml` does): its test cases. No network, no DTD, no entity
+ * substitution, libxml2's default size limits, no messages. */
+static bool parse_junit(Digest *d) {
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        bool suite = false;
+        Line x;
+
+        if (!junit_span(d->out, d->out_len, &x) && !junit_span(d->err, d->err_len, &x))
+                return false;
+        pthread_once(&once, junit_init);
+        xmlTextReaderPtr r = xmlReaderForMemory(x.p, (int) x.len, NULL, NULL,
+                                                XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+        if (!r)
+                return false;
+        while (xmlTextReaderRead(r) == 1) {
+                const char *el = (const char *) xmlTextReaderConstLocalName(r);
+
+                if (xmlTextReaderNodeType(r) != XML_READER_TYPE_ELEMENT || !el)
+                        continue;
+                if (strcmp(el, "testsuite") == 0)
+                        suite = true;
+                else if (strcmp(el, "testcase") == 0 && suite)
+                        junit_case(d, r);
+        }
+        xmlFreeTextReader(r);
+        if (!suite)
+                return false;
+        d->has_counts = true;
+        d->kind = "junit";
+        d->parser = "junit-xml";
+        return true;
+}
+
 /* ---- compilers and linters ------------------------------------------------------ */
 
 /* tsc: "a.ts(1,7): error TS2322: message" (and the pretty "a.ts:1:7 - error TS2322: message"). */
@@ -918,7 +1038,7 @@ static bool parse_by_command(Digest *d) {
 json_t *digest_make(const char *command, const char *out, size_t out_len, const char *err, size_t err_len,
                     bool exited_ok) {
         static bool (*const parsers[])(Digest *) = {
-                parse_go_json, parse_go, parse_cargo, parse_pytest, parse_jest, parse_vitest, parse_node_spec,
+                parse_junit, parse_go_json, parse_go, parse_cargo, parse_pytest, parse_jest, parse_vitest, parse_node_spec,
                 parse_tap, parse_eslint, parse_tsc, parse_make, parse_gcc, parse_by_command,
         };
         Digest *d = calloc(1, sizeof(Digest));

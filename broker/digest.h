@@ -9,8 +9,10 @@
  *
  * Parsers: node-test (node --test, spec and TAP reporters), tap, pytest,
  * go-test (plain and -json), cargo-test, jest, vitest, tsc, eslint, gcc
- * (gcc and clang diagnostics), make (GNU make failures), generic (the first
- * error-looking lines and the last lines). */
+ * (gcc and clang diagnostics), make (GNU make failures), junit-xml (a JUnit
+ * XML report in the output, read with libxml2's streaming reader: no
+ * network, no DTD, no entity substitution, at most SBX_DIGEST_JUNIT_MAX
+ * bytes), generic (the first error-looking lines and the last lines). */
 #pragma once
 
 #include <jansson.h>

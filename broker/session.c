@@ -304,7 +304,8 @@ static int broker_on_job_ended(McpSession *b, const Sbx__JobInfo *o) {
                       "notifications/message", "params", "level", "info", "logger", "sandbox_script", "data",
                       "job_id", o->job_id, "status", o->status, "exit_code",
                       o->has_exit_code ? json_integer(o->exit_code) : json_null());
-        return n ? send_message(b, n, NULL) : -ENOMEM;
+        /* A notification, not an answer: sbx-gateway puts it on the session's GET stream. */
+        return n ? send_message_max(b, n, NULL, false, JSONRPC_OUT_MAX) : -ENOMEM;
 }
 
 /* The start-up SCRIPT_ROOTS: the live descriptions of sandbox_script's inputs. */

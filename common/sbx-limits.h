@@ -153,6 +153,7 @@
 #define SBX_DIGEST_MAX_FAILURES 20u             /* a digest lists at most this many failures */
 #define SBX_DIGEST_DETECT_BYTES (1u << 20)      /* a parser is tried if its marks are in a stream's first or last MiB */
 #define SBX_DIGEST_FIELD_MAX 400u               /* bytes of a failure's name or message, of the summary */
+#define SBX_DIGEST_JUNIT_MAX (16u << 20)        /* bytes of a JUnit XML report the digest parses (larger: not read as one) */
 #define SBX_QUERY_TERMS_MAX 32u                 /* runtime_query_output queryTerms */
 #define SBX_QUERY_EXCERPTS_DEFAULT 10u
 #define SBX_QUERY_EXCERPTS_MAX 50u
@@ -375,6 +376,8 @@
                                                    request this long ends (DELETE's effect) */
 #define SBX_GATEWAY_RATE_DEFAULT 50u            /* gateway.conf requests_per_second per token (burst: 2x) */
 #define SBX_GATEWAY_STREAMS_PER_SESSION 1u      /* GET /mcp streams open per session (409 for more) */
+#define SBX_GATEWAY_STREAM_EVENTS 256u          /* gateway: notifications a session keeps for its GET stream,
+                                                   sent or not: what a GET with Last-Event-ID can replay */
 #define SBX_GATEWAY_CONNECTION_TIMEOUT_S 30u    /* gateway: an idle HTTP connection is closed */
 #define SBX_GATEWAY_THREADS_MAX 1024u           /* gateway: connections (one thread each) at once */
 #define SBX_GATEWAY_LISTEN_MAX 8u               /* gateway: --listen addresses */

@@ -28,7 +28,6 @@
 #define GATEWAY_DEFAULT_LISTEN "127.0.0.1:8765"
 #define GATEWAY_DEFAULT_CONFIG SBX_SYSCONFDIR "/sbx/gateway.conf"
 #define GATEWAY_SESSION_ID_SIZE 33      /* 32 hex digits: also the MCP session identity sbxd keys claims by */
-#define GATEWAY_NOTIFY_QUEUE_MAX 256u   /* notifications kept for a session's GET stream */
 #define GATEWAY_SSE_KEEPALIVE_S 15u     /* a comment line on an idle GET stream */
 
 typedef struct GatewayConfig {
@@ -54,6 +53,7 @@ typedef struct TokenAuth {
         char id[24];
         uint32_t owner_uid;
         unsigned sets;                  /* ToolSet bits */
+        int64_t expires_unix;           /* 0: never */
 } TokenAuth;
 
 /* ---- sessions.c ---- */
@@ -63,6 +63,12 @@ const GatewayConfig *gateway_config(const Gateway *g);
 /* TOKEN_CHECK of a bearer token: 0; -EACCES (invalid, revoked, expired);
  * -ECONNREFUSED etc. when sbxd cannot be asked. */
 int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret);
+/* A request of session id without TOKEN_CHECK: true, with *ret its token's
+ * auth, when token is the bearer the session's sbxd connection was opened
+ * with (compared in constant time), that connection is still open (sbxd
+ * shuts a token's connections down when it revokes it, before it answers
+ * the revoke) and the token is not past its expiry. false: ask sbxd. */
+bool gateway_session_vouch(Gateway *g, const char *id, const char *token, TokenAuth *ret);
 /* The rate limit of a token: 0, or -EAGAIN with *ret_retry_s. */
 int gateway_rate_take(Gateway *g, const char *token_id, unsigned *ret_retry_s);
 /* A new session for token: -EUSERS over sessions_per_token, -ENOSPC over
@@ -80,11 +86,17 @@ const char *gateway_session_id(const GwSession *s);
  * a client gone, -ESHUTDOWN for a session ended meanwhile. */
 int gateway_session_post(GwSession *s, const char *body, size_t len, const json_t *id, int client_fd,
                          char **ret_line, size_t *ret_len);
-/* GET stream: take a stream slot (-EBUSY: SBX_GATEWAY_STREAMS_PER_SESSION),
- * wait up to timeout_ms for the next notification (-ETIMEDOUT; -ESHUTDOWN
- * once the session ended), give the slot back. */
-int gateway_stream_open(GwSession *s);
-int gateway_stream_next(GwSession *s, unsigned timeout_ms, char **ret_line, size_t *ret_len);
+/* GET stream: take a stream slot (-EBUSY: SBX_GATEWAY_STREAMS_PER_SESSION)
+ * and its generation; *io_cursor is the event id it has seen: the newest
+ * one, or with resume (Last-Event-ID) the one given (-EINVAL: never sent),
+ * and a resuming stream takes over the slot of the one it resumes. Then wait
+ * up to timeout_ms for the next notification after *io_cursor (-ETIMEDOUT;
+ * -ESHUTDOWN once the session ended or another stream took over), which
+ * moves *io_cursor to its id; give the slot back. The session keeps its last
+ * SBX_GATEWAY_STREAM_EVENTS notifications, sent or not, for replay. */
+int gateway_stream_open(GwSession *s, bool resume, unsigned long long *io_cursor, unsigned *ret_gen);
+int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, unsigned long long *io_cursor,
+                        char **ret_line, size_t *ret_len);
 void gateway_stream_close(GwSession *s);
 /* End the sessions idle for session_idle_seconds (the reaper thread). */
 void gateway_sessions_expire(Gateway *g);

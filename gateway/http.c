@@ -137,7 +137,7 @@ static bool origin_allowed(Gateway *g, struct MHD_Connection *c) {
 /* The checks of the first call; MHD_YES with *ret_q to go on, or the response queued. */
 static enum MHD_Result request_start(Gateway *g, struct MHD_Connection *c, const char *url, const char *method,
                                      Req **ret_q) {
-        const char *auth = header(c, MHD_HTTP_HEADER_AUTHORIZATION), *length;
+        const char *auth = header(c, MHD_HTTP_HEADER_AUTHORIZATION), *length, *sid;
         const GatewayConfig *cfg = gateway_config(g);
         unsigned retry;
         char retry_s[16];
@@ -158,7 +158,10 @@ static enum MHD_Result request_start(Gateway *g, struct MHD_Connection *c, const
                 req_free(q);
                 return MHD_NO;
         }
-        r = gateway_check_token(g, q->token, &q->auth);
+        /* A session's request is vouched for by its sbxd connection, which sbxd checks
+         * the token on at every request; anything else asks sbxd (TOKEN_CHECK). */
+        sid = header(c, "Mcp-Session-Id");
+        r = sid && gateway_session_vouch(g, sid, q->token, &q->auth) ? 0 : gateway_check_token(g, q->token, &q->auth);
         if (r == -EACCES) {
                 req_free(q);
                 return respond(c, MHD_HTTP_UNAUTHORIZED, NULL, NULL, 0, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", NULL);
@@ -281,6 +284,8 @@ typedef struct Stream {
         GwSession *s;
         char *line;             /* the event being written */
         size_t len, off;
+        unsigned long long cursor;      /* the id of the last event taken */
+        unsigned gen;
 } Stream;
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -290,7 +295,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         while (!st->line) {
                 _cleanup_free_ char *note = NULL;
                 size_t len;
-                int r = gateway_stream_next(st->s, GATEWAY_SSE_KEEPALIVE_S * 1000u, &note, &len);
+                int r = gateway_stream_next(st->s, st->gen, GATEWAY_SSE_KEEPALIVE_S * 1000u, &st->cursor, &note, &len);
 
                 if (r == -ETIMEDOUT) {
                         static const char keepalive[] = ": keepalive\n\n";
@@ -299,8 +304,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 }
                 if (r < 0)
                         return MHD_CONTENT_READER_END_OF_STREAM;
-                /* note ends in "\n": "event: message\ndata: <json>\n\n" */
-                if (asprintf(&st->line, "event: message\ndata: %.*s\n\n", (int) (len - 1), note) < 0) {
+                /* note ends in "\n": "id: N\nevent: message\ndata: <json>\n\n" */
+                if (asprintf(&st->line, "id: %llu\nevent: message\ndata: %.*s\n\n", st->cursor, (int) (len - 1),
+                             note) < 0) {
                         st->line = NULL;
                         return MHD_CONTENT_READER_END_WITH_ERROR;
                 }
@@ -326,23 +332,45 @@ static void stream_free(void *cls) {
         free(st);
 }
 
+/* Last-Event-ID: absent (false), or the decimal event id in *ret (-EINVAL if not one). */
+static int last_event_id(struct MHD_Connection *c, unsigned long long *ret) {
+        const char *v = header(c, "Last-Event-ID");
+        char *end;
+
+        if (!v)
+                return false;
+        errno = 0;
+        *ret = strtoull(v, &end, 10);
+        return v[0] >= '0' && v[0] <= '9' && *end == '\0' && errno == 0 ? true : -EINVAL;
+}
+
 static enum MHD_Result handle_get(Gateway *g, struct MHD_Connection *c, Req *q) {
         const char *accept = header(c, MHD_HTTP_HEADER_ACCEPT);
+        unsigned long long cursor = 0;
         struct MHD_Response *r;
         enum MHD_Result ret;
         GwSession *s;
         Stream *st;
+        unsigned gen;
+        int resume, k;
 
         if (!accept || !strstr(accept, SSE_TYPE))
                 return respond_error(c, MHD_HTTP_NOT_ACCEPTABLE, JSONRPC_INVALID_REQUEST,
                                      "Not Acceptable: the stream is " SSE_TYPE);
+        resume = last_event_id(c, &cursor);
+        if (resume < 0)
+                return respond_error(c, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                                     "Bad Request: Last-Event-ID is not an event id of this server");
         s = session_of(g, c, q, &ret);
         if (!s)
                 return ret;
-        if (gateway_stream_open(s) < 0) {
+        k = gateway_stream_open(s, resume, &cursor, &gen);
+        if (k < 0) {
                 gateway_session_unref(g, s);
-                return respond_error(c, MHD_HTTP_CONFLICT, JSONRPC_INVALID_REQUEST,
-                                     "Conflict: this session has its stream open already");
+                return k == -EINVAL ? respond_error(c, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                                                    "Bad Request: Last-Event-ID names an event not sent yet")
+                                    : respond_error(c, MHD_HTTP_CONFLICT, JSONRPC_INVALID_REQUEST,
+                                                    "Conflict: this session has its stream open already");
         }
         st = calloc(1, sizeof(*st));
         r = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_CHUNK, stream_read, st, stream_free) : NULL;
@@ -357,6 +385,8 @@ static enum MHD_Result handle_get(Gateway *g, struct MHD_Connection *c, Req *q) 
         }
         st->g = g;
         st->s = s;
+        st->cursor = cursor;
+        st->gen = gen;
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, SSE_TYPE);
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         ret = MHD_queue_response(c, MHD_HTTP_OK, r);

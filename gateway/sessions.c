@@ -4,8 +4,10 @@
  * threads that wait for answers on it take turns reading that connection
  * (one reads, the others wait on the condition variable). Tokens are
  * checked on a connection of the gateway's own (TOKEN_CHECK), one request
- * at a time. */
+ * at a time, unless the session's own connection vouches for the request
+ * (gateway_session_vouch). */
 #include <errno.h>
+#include <nettle/memops.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,7 @@ typedef struct Waiter {
 
 typedef struct Note {
         struct Note *next;
+        unsigned long long id;          /* the SSE event id: 1, 2, ... in the session */
         char *line;
         size_t len;
 } Note;
@@ -43,16 +46,19 @@ struct GwSession {
         pthread_cond_t cond;
         McpSession *mcp;
         char id[GATEWAY_SESSION_ID_SIZE];
-        char token_id[sizeof(((TokenAuth *) 0)->id)];
+        TokenAuth auth;                 /* what sbxd said of its token when the session began */
         char *token;                    /* the bearer its sbxd connection acts for */
         int wake_fd;                    /* eventfd: the reader polls it with the socket */
         bool reading;                   /* a thread polls the socket */
         bool ended;
         unsigned refs;                  /* the table's and each request's */
         unsigned streams;
+        unsigned stream_gen;            /* the GET stream that reads: a resuming one takes over */
+        bool streamed;                  /* a GET stream was opened: notifications are kept for it */
+        unsigned long long last_id;     /* of the newest notification */
         unsigned long long used_usec;
         Waiter *waiters;
-        Note *notes, *notes_tail;
+        Note *notes, *notes_tail;       /* the last SBX_GATEWAY_STREAM_EVENTS, sent or not (replay) */
         size_t n_notes;
 };
 
@@ -184,9 +190,39 @@ int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret) {
         t = reply->reply->token;
         if (t->sets[0] && tool_sets_parse(t->sets, &sets, &bad) < 0)
                 return -ENOMEDIUM;      /* a set this gateway does not know */
-        *ret = (TokenAuth) { .owner_uid = t->owner_uid, .sets = t->sets[0] ? sets : tool_sets_all() };
+        *ret = (TokenAuth) { .owner_uid = t->owner_uid, .sets = t->sets[0] ? sets : tool_sets_all(),
+                             .expires_unix = t->expires_unix };
         strlcpy(ret->id, t->id, sizeof(ret->id));
         return 0;
+}
+
+/* The session's sbxd connection is open and sbxd has not shut it down (s->lock held). */
+static bool session_connection_open(const GwSession *s) {
+        struct pollfd p = { .fd = mcp_session_fd(s->mcp), .events = POLLRDHUP };
+
+        return p.fd >= 0 && poll(&p, 1, 0) == 0;
+}
+
+bool gateway_session_vouch(Gateway *g, const char *id, const char *token, TokenAuth *ret) {
+        size_t len = strlen(token);
+        bool ok = false;
+        GwSession *s;
+
+        pthread_mutex_lock(&g->lock);
+        for (s = g->sessions; s; s = s->next)
+                if (strcmp(s->id, id) == 0)
+                        break;
+        if (s) {
+                pthread_mutex_lock(&s->lock);
+                ok = !s->ended && strlen(s->token) == len && memeql_sec(s->token, token, len) &&
+                     (s->auth.expires_unix == 0 || (int64_t) time(NULL) < s->auth.expires_unix) &&
+                     session_connection_open(s);
+                if (ok)
+                        *ret = s->auth;
+                pthread_mutex_unlock(&s->lock);
+        }
+        pthread_mutex_unlock(&g->lock);
+        return ok;
 }
 
 int gateway_rate_take(Gateway *g, const char *token_id, unsigned *ret_retry_s) {
@@ -261,14 +297,25 @@ static int session_send(void *userdata, const char *line, size_t len, const json
                         }
                 return 0;       /* its client went away */
         }
-        if (s->n_notes >= GATEWAY_NOTIFY_QUEUE_MAX || s->streams == 0)
-                return 0;       /* no stream to take it, or one that does not read */
+        if (!s->streamed)
+                return 0;       /* no GET stream ever asked for notifications */
         n = calloc(1, sizeof(*n));
         if (!n || !(n->line = strndup(line, len))) {
                 free(n);
                 return -ENOMEM;
         }
         n->len = len;
+        n->id = ++s->last_id;
+        if (s->n_notes >= SBX_GATEWAY_STREAM_EVENTS) {
+                Note *old = s->notes;   /* the oldest leaves the replay buffer */
+
+                s->notes = old->next;
+                if (!s->notes)
+                        s->notes_tail = NULL;
+                s->n_notes--;
+                free(old->line);
+                free(old);
+        }
         if (s->notes_tail)
                 s->notes_tail->next = n;
         else
@@ -305,7 +352,7 @@ int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, Gw
         s->gateway = g;
         s->refs = 2;
         s->used_usec = now_usec();
-        strlcpy(s->token_id, auth->id, sizeof(s->token_id));
+        s->auth = *auth;
         s->token = strdup(token);
         s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         r = random_hex(s->id, 32);
@@ -328,7 +375,7 @@ int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, Gw
         }
         pthread_mutex_lock(&g->lock);
         for (GwSession *o = g->sessions; o; o = o->next)
-                of_token += strcmp(o->token_id, auth->id) == 0;
+                of_token += strcmp(o->auth.id, auth->id) == 0;
         if (g->n_sessions >= SBX_GATEWAY_SESSIONS_MAX)
                 r = -ENOSPC;
         else if (of_token >= g->cfg.sessions_per_token)
@@ -355,7 +402,7 @@ GwSession *gateway_session_get(Gateway *g, const char *id, const TokenAuth *auth
                 if (strcmp(s->id, id) == 0)
                         break;
         /* Another token's session is as unknown as one that never was. */
-        if (s && strcmp(s->token_id, auth->id) != 0)
+        if (s && strcmp(s->auth.id, auth->id) != 0)
                 s = NULL;
         if (s) {
                 pthread_mutex_lock(&s->lock);
@@ -554,14 +601,24 @@ int gateway_session_post(GwSession *s, const char *body, size_t len, const json_
 
 /* ---- the GET stream ------------------------------------------------------------------------ */
 
-int gateway_stream_open(GwSession *s) {
+int gateway_stream_open(GwSession *s, bool resume, unsigned long long *io_cursor, unsigned *ret_gen) {
         int r = 0;
 
         pthread_mutex_lock(&s->lock);
-        if (s->streams >= SBX_GATEWAY_STREAMS_PER_SESSION)
+        if (!resume && s->streams >= SBX_GATEWAY_STREAMS_PER_SESSION)
                 r = -EBUSY;
-        else
+        else if (resume && *io_cursor > s->last_id)
+                r = -EINVAL;
+        else {
+                /* A resuming stream replaces the one it resumes (the client lost it; the
+                 * server may not have noticed yet): that one ends at its next event. */
                 s->streams++;
+                s->streamed = true;
+                if (!resume)
+                        *io_cursor = s->last_id;
+                *ret_gen = ++s->stream_gen;
+                pthread_cond_broadcast(&s->cond);
+        }
         pthread_mutex_unlock(&s->lock);
         return r;
 }
@@ -572,28 +629,37 @@ void gateway_stream_close(GwSession *s) {
         pthread_mutex_unlock(&s->lock);
 }
 
-int gateway_stream_next(GwSession *s, unsigned timeout_ms, char **ret_line, size_t *ret_len) {
+/* The first kept notification after cursor (s->lock held), or NULL. */
+static const Note *note_after(const GwSession *s, unsigned long long cursor) {
+        for (const Note *n = s->notes; n; n = n->next)
+                if (n->id > cursor)
+                        return n;
+        return NULL;
+}
+
+int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, unsigned long long *io_cursor,
+                        char **ret_line, size_t *ret_len) {
+        const Note *n;
         struct timespec ts;
         int r = 0;
 
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += timeout_ms / 1000;
         pthread_mutex_lock(&s->lock);
-        while (!s->notes && !s->ended && r == 0)
+        while (!(n = note_after(s, *io_cursor)) && !s->ended && gen == s->stream_gen && r == 0)
                 r = -pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-        if (s->notes) {
-                Note *n = s->notes;
-
-                s->notes = n->next;
-                if (!s->notes)
-                        s->notes_tail = NULL;
-                s->n_notes--;
-                *ret_line = n->line;
-                *ret_len = n->len;
-                free(n);
-                r = 0;
-        } else if (s->ended)
+        if (s->ended || gen != s->stream_gen)
                 r = -ESHUTDOWN;
+        else if (n) {
+                char *line = strndup(n->line, n->len);
+
+                r = line ? 0 : -ENOMEM;
+                if (line) {
+                        *io_cursor = n->id;
+                        *ret_line = line;
+                        *ret_len = n->len;
+                }
+        }
         s->used_usec = now_usec();
         pthread_mutex_unlock(&s->lock);
         return r;

@@ -5,14 +5,14 @@
 #                             once through each target (part of make check);
 #                             prints TAP and "N passed, N failed"
 # Targets: tests/fuzz/fuzz-<name>.c (frames, config, JSON-RPC lines, edit
-# payloads, stored attribution, sbx-egress's request heads and verdicts, digests of sandbox output). fuzz-config links sbxd's configuration
+# payloads, stored attribution, sbx-egress's request heads and verdicts, digests of sandbox output, the JUnit XML reports among them). fuzz-config links sbxd's configuration
 # parser (supervisor/core/config.c) alone, the very code sbxd runs.
 # FUZZ_SECONDS=N sets the time per target.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
 FUZZ         := $(BUILD)/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1
-FUZZ_NAMES   := wire config jsonrpc edits attribution egress-request egress-verdict digest redact
+FUZZ_NAMES   := wire config jsonrpc edits attribution egress-request egress-verdict digest redact digest-junit
 FUZZ_BINS    := $(patsubst %,$(FUZZ)/bin/fuzz-%,$(FUZZ_NAMES))
 
 fuzzobj = $(patsubst %.c,$(FUZZ)/obj/%.o,$(1))
@@ -71,6 +71,11 @@ $(FUZZ)/bin/fuzz-digest: $(call fuzzobj,tests/fuzz/fuzz-digest.c broker/digest.c
 
 # The streaming redactor of box output (issue 21): sandbox output and secret values.
 $(FUZZ)/bin/fuzz-redact: $(call fuzzobj,tests/fuzz/fuzz-redact.c) $$(FUZZ_LIB_OBJS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
+
+# The digest's JUnit XML parser (libxml2): a report a sandbox printed.
+$(FUZZ)/bin/fuzz-digest-junit: $(call fuzzobj,tests/fuzz/fuzz-digest-junit.c broker/digest.c) $$(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ $(PKG_LIBS) -o $@
 

@@ -160,7 +160,7 @@ h.test(`digests: every parser against its real fixtures (${fixtures.length} runs
     kinds.add(r.digest.parser);
   }
   assert.deepEqual([...kinds].sort(), ['cargo-test', 'eslint', 'gcc', 'generic', 'go-test', 'go-test-json', 'jest',
-    'make', 'node-test-spec', 'node-test-tap', 'pytest', 'tap', 'tsc', 'vitest']);
+    'junit-xml', 'make', 'node-test-spec', 'node-test-tap', 'pytest', 'tap', 'tsc', 'vitest']);
 });
 
 h.test('digests of real runs here: node --test, pytest and go test, with file and line', async () => {
@@ -175,6 +175,13 @@ h.test('digests of real runs here: node --test, pytest and go test, with file an
   assert.equal(p.digest.parser, 'pytest', JSON.stringify(p));
   assert.equal(p.digest.failures[0].name, 'py/test_x.py::test_a');
   assert.equal(p.digest.failures[0].line, 2);
+  // pytest's JUnit XML report, printed by the command that wrote it.
+  const j = await run({ runtime: 'shell', code: 'python3 -m pytest -q -p no:cacheprovider --junitxml=r.xml py >/dev/null; ' +
+    's=$?; cat r.xml; rm -f r.xml; exit $s' });
+  assert.equal(j.digest.parser, 'junit-xml', JSON.stringify(j));
+  assert.deepEqual(j.digest.counts, { passed: 1, failed: 1, skipped: 0 });
+  assert.equal(j.digest.failures[0].name, 'py.test_x.test_a');
+  assert.equal(j.digest.failures[0].line, 2);
   await h.mcp.sc('file_write', { sandbox_id: SB, path: 'g/go.mod', content: 'module example.com/g\n\ngo 1.19\n' });
   await h.mcp.sc('file_write', { sandbox_id: SB, path: 'g/g_test.go', content:
     'package g\n\nimport "testing"\n\nfunc TestX(t *testing.T) {\n\tt.Fatalf("bad %d", 1)\n}\n' });

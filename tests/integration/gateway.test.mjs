@@ -14,15 +14,25 @@ import https from 'node:https';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { BIN, useSbx, sbxctl, sleep, tail, waitFor, writeFixture } from './helpers.mjs';
+import { after } from 'node:test';
+import { BIN, ROOT, TMP_PREFIX, useSbx, sbxctl, sleep, tail, waitFor, writeFixture } from './helpers.mjs';
 
 const GATEWAY = path.join(BIN, 'sbx-gateway');
 const GW_UID = 65532;
 const OWNER = 65534;
 const OTHER = 65533;
 
+// The python image for the script set's job notifications (the Last-Event-ID test).
+const CACHE = process.env.SBX_IMAGE_CACHE ?? '/var/cache/sbx-ci/images/archives';
+fs.mkdirSync(CACHE, { recursive: true });
+const IMAGES = fs.mkdtempSync(TMP_PREFIX + 'gateway-images-');
+fs.copyFileSync(path.join(ROOT, 'dist/images.d/python.conf'), path.join(IMAGES, 'python.conf'));
+fs.chmodSync(path.join(IMAGES, 'python.conf'), 0o644);
+after(() => fs.rmSync(IMAGES, { recursive: true, force: true }));
+
 const h = useSbx({ sandboxes: [], world: true, connect: false,
-  config: `[sbxd]\ngateway_user = ${GW_UID}\n[template default]\nwarm = 0\n` });
+  config: `[sbxd]\ngateway_user = ${GW_UID}\nimages_dir = ${IMAGES}\nimage_cache_dir = ${CACHE}\n` +
+    '[template default]\nwarm = 0\n' });
 
 /* An sbx-gateway on a port the kernel picks, as GW_UID. */
 class Gateway {
@@ -171,12 +181,38 @@ h.test('no token, a wrong token: 401 with WWW-Authenticate: Bearer and nothing e
 h.test('a token revoked during a session: its next request gets 401', async () => {
   const tok = await token(['--owner', String(OWNER), '--name', 'revoked']);
   const s = await connect(tok);
+  const s2 = await connect(tok);
+  // Both sessions' sbxd connections are open: their requests are taken without a TOKEN_CHECK.
   await sc(s, 'exec_command', { sandbox_id: 'mine', cmd: 'true' });
+  await sc(s2, 'exec_command', { sandbox_id: 'mine', cmd: 'true' });
   const sid = s.transport.sessionId;
+  const before = await post({ jsonrpc: '2.0', id: 8, method: 'ping' }, { tok, sid });
+  assert.equal(before.status, 200, before.text);
   assert.equal((await sbxctl(h.socket, ['token', 'revoke', 'revoked'])).code, 0);
+  // Requests the gateway answers itself (ping, tools/list, GET) as well as tool calls.
   const r = await post({ jsonrpc: '2.0', id: 9, method: 'ping' }, { tok, sid });
   assert.equal(r.status, 401);
+  const l = await post({ jsonrpc: '2.0', id: 10, method: 'tools/list' }, { tok, sid: s2.transport.sessionId });
+  assert.equal(l.status, 401);
+  const g = await fetch(gw.url, { method: 'GET', headers: { Accept: 'text/event-stream', Authorization: `Bearer ${tok}`,
+    'Mcp-Session-Id': s2.transport.sessionId } });
+  assert.equal(g.status, 401);
+  await g.body?.cancel();
   await assert.rejects(call(s, 'exec_command', { sandbox_id: 'mine', cmd: 'true' }));
+  await s.client.close().catch(() => {});
+  await s2.client.close().catch(() => {});
+});
+
+h.test('a token that expires during a session with an open sbxd connection: its next request gets 401', async () => {
+  const tok = await token(['--owner', String(OWNER), '--expires', '3s']);
+  const s = await connect(tok);
+  await sc(s, 'exec_command', { sandbox_id: 'mine', cmd: 'true' });
+  const sid = s.transport.sessionId;
+  assert.equal((await post({ jsonrpc: '2.0', id: 1, method: 'ping' }, { tok, sid })).status, 200);
+  await waitFor(async () => (await post({ jsonrpc: '2.0', id: 2, method: 'ping' }, { tok, sid })).status === 401,
+    { what: 'the token past its expiry refused', timeout: 20000, interval: 200 });
+  const list = await sbxctl(h.socket, ['token', 'list']);
+  assert.match(list.stdout, /\(expired\)/);
   await s.client.close().catch(() => {});
 });
 
@@ -339,6 +375,95 @@ h.test('TLS in the gateway: served with the configured certificate, reloaded on 
     assert.equal((await tls.stop()).code, 0, tail(tls.logPath));
   }
 });
+
+/* The SSE events of a GET stream as they come: {id, data}. */
+async function* sseEvents(res) {
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  try {
+    for (;;) {
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const id = /^id: (.*)$/m.exec(block);
+        const data = /^data: (.*)$/m.exec(block);
+        if (data) yield { id: id ? id[1] : null, data: JSON.parse(data[1]) };
+      }
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += dec.decode(value, { stream: true });
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+}
+
+const getStream = (tok, sid, headers = {}) => fetch(gw.url, { method: 'GET',
+  headers: { Accept: 'text/event-stream', Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid, ...headers } });
+
+h.test('Last-Event-ID: a dropped GET stream resumes with the notifications it missed', async () => {
+  const tok = tokens.all;
+  const sid = await rawSession(tok);
+  assert.equal((await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, { tok, sid })).status, 202);
+  const t0 = Date.now();
+  const built = await sbxctl(h.socket, ['image', 'build', 'python'], { timeout: 600000 });
+  assert.equal(built.code, 0, built.stderr);
+  process.stdout.write(`# the python image built in ${Date.now() - t0} ms\n`);
+  let nextId = 10;
+  const job = async (command) => {
+    const r = await post({ jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name: 'sandbox_script',
+      arguments: { command, image: 'python', egress: 'none', background: true } } }, { tok, sid });
+    assert.equal(r.status, 200, r.text);
+    const res = JSON.parse(r.text).result;
+    assert.ok(!res.isError, r.text);
+    return res.structuredContent.job_id;
+  };
+  // The gateway reads a session's sbxd connection while a call of it waits: sandbox_wait
+  // until the job ended, then sandbox_status, before whose answer sbxd sent the job's end.
+  const wait = async (jobId) => {
+    for (const [name, args] of [['sandbox_wait', { job_id: jobId, timeout_seconds: 120 }], ['sandbox_status', { job_id: jobId }]]) {
+      const w = await post({ jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } },
+        { tok, sid });
+      assert.equal(w.status, 200, w.text);
+    }
+  };
+  const ended = (ev, jobId) => ev.data.method === 'notifications/message' && ev.data.params.data.job_id === jobId;
+
+  // The first stream sees job A's notification, with an event id; then the client drops it.
+  const first = await getStream(tok, sid);
+  assert.equal(first.status, 200);
+  const a = await job('echo a');
+  await wait(a);
+  let seen;
+  for await (const ev of sseEvents(first)) {
+    assert.match(ev.id, /^[0-9]+$/);
+    if (ended(ev, a)) { seen = ev; break; }
+  }
+  assert.ok(seen, 'job A ended on the first stream');
+  // Job B ends while no stream reads.
+  const b = await job('echo b');
+  await wait(b);
+  // Bad ids are refused; the right one replays job B's notification, and not job A's again.
+  assert.equal((await getStream(tok, sid, { 'Last-Event-ID': 'x1' })).status, 400);
+  assert.equal((await getStream(tok, sid, { 'Last-Event-ID': String(Number(seen.id) + 1000) })).status, 400);
+  const second = await getStream(tok, sid, { 'Last-Event-ID': seen.id });
+  assert.equal(second.status, 200);
+  // It took the stream over: another plain GET is still one too many.
+  const third = await getStream(tok, sid);
+  assert.equal(third.status, 409);
+  await third.body?.cancel();
+  let replayed;
+  for await (const ev of sseEvents(second)) {
+    assert.ok(Number(ev.id) > Number(seen.id), `event ${ev.id} after ${seen.id}`);
+    assert.ok(!ended(ev, a), 'job A is not replayed');
+    if (ended(ev, b)) { replayed = ev; break; }
+  }
+  assert.ok(replayed, 'job B replayed');
+  const del = await fetch(gw.url, { method: 'DELETE', headers: { Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid } });
+  assert.equal(del.status, 200);
+}, { timeout: 900000 });
 
 h.test('teardown: the gateways stop cleanly', async () => {
   for (const g of [gw, rateGw]) {

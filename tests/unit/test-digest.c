@@ -81,6 +81,8 @@ static const Expect expects[] = {
         PASS("make-pass", "make", "make"),
         { "generic-fail", "generic", "generic", false, 2, "stderr line 1", "Error: record 2 has no id", NULL, 0 },
         PASS("generic-pass", "generic", "generic"),
+        { "junit-fail", "junit", "junit-xml", false, 2, "test_calc.test_add", "assert 0 == 4", "test_calc.py", 5 },
+        PASS("junit-pass", "junit", "junit-xml"),
 };
 
 static json_t *digest_of(const char *fixture) {
@@ -155,10 +157,51 @@ static void test_bounds(void **state) {
         free(big);
 }
 
+/* JUnit XML of a hostile sandbox: an external entity is not read, nested
+ * entities do not blow up, a cut report keeps the cases before the cut. */
+static void test_junit_hostile(void **state) {
+        static const char external[] =
+                "<?xml version=\"1.0\"?><!DOCTYPE t [<!ENTITY x SYSTEM \"file:///etc/passwd\">]>"
+                "<testsuite><testcase classname=\"c\" name=\"n\"><failure message=\"m\">&x;</failure></testcase></testsuite>";
+        static const char cut[] = "<testsuites><testsuite><testcase name=\"a\"><failure message=\"boom\"/></testcase>"
+                                  "<testcase name=\"b\"/><testcase name=";
+        char bomb[4096] = "<?xml version=\"1.0\"?><!DOCTYPE t [<!ENTITY e0 \"xxxxxxxxxx\">";
+        json_t *d;
+        char *dump;
+
+        d = digest_make("sh", external, sizeof(external) - 1, "", 0, false);
+        assert_non_null(d);
+        dump = json_dumps(d, JSON_COMPACT);
+        assert_string_equal(json_string_value(json_object_get(d, "parser")), "junit-xml");
+        assert_null(strstr(dump, "root:"));
+        free(dump);
+        json_decref(d);
+        for (int i = 1; i < 10; i++)
+                snprintf(bomb + strlen(bomb), sizeof(bomb) - strlen(bomb),
+                         "<!ENTITY e%d \"&e%d;&e%d;&e%d;&e%d;&e%d;&e%d;&e%d;&e%d;&e%d;&e%d;\">", i, i - 1, i - 1, i - 1,
+                         i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1);
+        strcat(bomb, "]><testsuite><testcase name=\"t\"><failure>&e9;</failure></testcase></testsuite>");
+        d = digest_make("sh", bomb, strlen(bomb), "", 0, false);
+        assert_non_null(d);
+        dump = json_dumps(d, JSON_COMPACT);
+        assert_true(strlen(dump) < 4 * SBX_DIGEST_FIELD_MAX * SBX_DIGEST_MAX_FAILURES);
+        free(dump);
+        json_decref(d);
+        d = digest_make("sh", cut, sizeof(cut) - 1, "", 0, false);
+        assert_non_null(d);
+        assert_string_equal(json_string_value(json_object_get(d, "parser")), "junit-xml");
+        assert_int_equal(json_integer_value(json_object_get(d, "failureCount")), 1);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(d, "failures"), 0),
+                                                              "message")), "boom");
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "counts"), "passed")), 1);
+        json_decref(d);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_fixtures),
                 cmocka_unit_test(test_bounds),
+                cmocka_unit_test(test_junit_hostile),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
