@@ -54,8 +54,9 @@ script_true() {
 }
 # the boxes set's pictures in a box of the browser image just built (box-pictures.mjs)
 box_pictures() {
-  local line bad=0
+  local line last= bad=0
   while IFS= read -r line; do
+    last=$line
     echo "check-images: box-pictures: $line"
     case $line in
       "ok "*) passed=$((passed + 1)) ;;
@@ -63,7 +64,7 @@ box_pictures() {
     esac
   done < <(timeout 900 node tests/images/box-pictures.mjs "$D/run/sbxd.sock" "$D/box-pictures.mcp.log" 2>&1; echo "exit $?")
   # a failed check, or the script itself failed (counted once more if no check said so)
-  [[ $line == "exit 0" ]] || { ((bad)) || failed=$((failed + 1)); echo "---- box-pictures: $line"; tail -n 30 "$D/box-pictures.mcp.log" "$D/sbxd.log"; }
+  [[ $last == "exit 0" ]] || { ((bad)) || failed=$((failed + 1)); echo "---- box-pictures: $last"; tail -n 30 "$D/box-pictures.mcp.log" "$D/sbxd.log"; }
 }
 printf 'image\tstate\tbuild_s\tsize_bytes\tversions\n' >"$OUT/results.tsv"
 for img in $IMAGES; do

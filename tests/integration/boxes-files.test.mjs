@@ -11,6 +11,7 @@
 // decoder (png.mjs) is checked here against PNGs of every filter type.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { after } from 'node:test';
@@ -175,8 +176,69 @@ h.test('sandbox_wire box: the service name resolves to the box itself, to a loca
   assert.deepEqual(both.wiring.map((r) => r.mode), ['box', 'box']);
   assert.equal((await exec(h.mcp, b.id, 'grep -c "sbx-wire" /etc/hosts')).stdout, '2\n');
   assert.match(await h.mcp.err('sandbox_wire', { id: b.id, service: 'nope', mode: 'box' }), /not one of the box's services/);
-  assert.match(await h.mcp.err('sandbox_wire', { id: b.id, service: 'api', mode: 'external' }), /mode external is not available/);
+  // sandbox_status shows the same table.
+  assert.deepEqual((await h.mcp.sc('sandbox_status', { id: b.id })).wiring, both.wiring);
+  // This sbxd's boxes have the egress policy none: nothing outside to wire to.
+  assert.match(await h.mcp.err('sandbox_wire', { id: b.id, service: 'api', mode: 'external' }),
+    /mode external: this box reaches no host outside \(its egress policy is none: box_egress/);
   await h.mcp.sc('sandbox_stop', { id: b.id });
+});
+
+// ---- sandbox_wire external: through sbx-egress, under the box's policy ------------
+
+/* The "external" services, on the host's loopback (egress_allow_private = yes). */
+function external(addr, name) {
+  const seen = [];
+  const srv = http.createServer((req, res) => {
+    seen.push(`${req.headers.host} ${req.url}`);
+    res.end(`${name}-ok ${req.url}\n`);
+  });
+  return new Promise((resolve) => srv.listen(0, addr, () => resolve({ srv, seen, port: srv.address().port })));
+}
+const staging = await external('127.0.0.2', 'staging');
+const elsewhere = await external('127.0.0.3', 'elsewhere');
+after(() => { staging.srv.close(); elsewhere.srv.close(); });
+const he = useSbx({ sandboxes: [], sets: 'boxes',
+  config: `[sbxd]\nbox_image = default\nbox_spares = 0\nbox_egress = package-managers\negress_user = nobody\n` +
+    `egress_allow_private = yes\negress_package_hosts = 127.0.0.2:${staging.port}\n` });
+const curl = (url) => `curl -sS -m 10 ${url} 2>&1; echo "rc=$?"`;
+
+he.test('sandbox_wire external: the name reaches externalBaseUrl\'s host through sbx-egress, as the policy allows', async () => {
+  const b = await he.mcp.sc('sandbox_start', { idleTimeoutMin: 0, services: [{ name: 'api', port: 8081 }, { name: 'web', port: 8082 }],
+    externalBaseUrl: `http://127.0.0.2:${staging.port}/v1` });
+  const w = await he.mcp.sc('sandbox_wire', { id: b.id, service: 'api', mode: 'external' });
+  assert.deepEqual(w.wiring, [
+    { service: 'api', port: 8081, mode: 'external', target: `127.0.0.2:${staging.port}` },
+    { service: 'web', port: 8082, mode: null, target: null },
+  ]);
+  assert.deepEqual((await he.mcp.sc('sandbox_status', { id: b.id })).wiring, w.wiring);
+  // The box resolves nothing for it (a comment line): its clients ask the proxy, which aliases it.
+  assert.equal((await exec(he.mcp, b.id, 'grep -c "^#\tapi\t# sbx-wire external$" /etc/hosts; getent hosts api; echo $?')).stdout,
+    '1\n2\n');
+  assert.equal((await exec(he.mcp, b.id, curl('http://api:8081/hello'))).stdout, 'staging-ok /hello\nrc=0\n');
+  assert.deepEqual(staging.seen, ['api:8081 /hello']);
+  // Only the wired service at its port is aliased: another name is itself, not a package host.
+  const refused = "sbx-egress: not allowed by the sandbox's egress policy\nrc=0\n";
+  assert.equal((await exec(he.mcp, b.id, curl('http://web:8082/x'))).stdout, refused);
+  assert.equal((await exec(he.mcp, b.id, curl('http://api:8082/x'))).stdout, refused);
+  // Back to box mode: the alias goes (sbx-egress gets the session again, without it).
+  await he.mcp.sc('sandbox_wire', { id: b.id, service: 'api', mode: 'box' });
+  assert.equal((await exec(he.mcp, b.id, curl('http://api:8081/again'))).stdout, refused);
+  assert.deepEqual(staging.seen, ['api:8081 /hello']);
+  await he.mcp.sc('sandbox_stop', { id: b.id });
+});
+
+he.test('sandbox_wire external: a host the box\'s policy does not allow is refused by sbx-egress; no externalBaseUrl is refused', async () => {
+  const b = await he.mcp.sc('sandbox_start', { idleTimeoutMin: 0, services: [{ name: 'api', port: 8081 }],
+    externalBaseUrl: `http://127.0.0.3:${elsewhere.port}/` });
+  await he.mcp.sc('sandbox_wire', { id: b.id, service: 'api', mode: 'external' });
+  const r = (await exec(he.mcp, b.id, 'curl -sS -m 10 -o /dev/null -w "%{http_code}\n" http://api:8081/ 2>&1')).stdout;
+  assert.equal(r, '403\n');
+  assert.deepEqual(elsewhere.seen, []);
+  await he.mcp.sc('sandbox_stop', { id: b.id });
+  const c = await he.mcp.sc('sandbox_start', { idleTimeoutMin: 0, services: [{ name: 'api', port: 8081 }] });
+  assert.match(await he.mcp.err('sandbox_wire', { id: c.id, service: 'api', mode: 'external' }), /the box has no externalBaseUrl/);
+  await he.mcp.sc('sandbox_stop', { id: c.id });
 });
 
 h.test('sandbox_shot on an image without a display says so', async () => {
