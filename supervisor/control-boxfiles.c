@@ -427,7 +427,8 @@ int box_wiring_rows(Request *rq, const Box *box, const char *hosts, Sbx__BoxWiri
                 else
                         snprintf(target, sizeof(ext) + 16, strchr(ext, ':') ? "[%s]:%u" : "%s:%u", ext,
                                  (unsigned) ext_port);
-                rows[i].target = rows[i].mode[0] ? target : (char *) "";
+                /* External without a host (a line the box wrote itself, no externalBaseUrl): no target. */
+                rows[i].target = rows[i].mode[0] == 'b' || (rows[i].mode[0] && ext[0]) ? target : (char *) "";
                 ptrs[i] = &rows[i];
         }
         *ret = ptrs;
