@@ -73,13 +73,7 @@ const char box_wire_input[] = S_IN(
         "\"box: the name resolves inside the box to the box itself (127.0.0.1, on the service's port); external: to "
         "externalBaseUrl.\"}",
         "\"id\", \"service\", \"mode\"");
-const char box_wire_output[] = S_OBJ(
-        "\"wiring\": {\"type\": \"array\", \"description\": \"Every service of the box.\", \"items\": "
-        "{\"type\": \"object\", \"properties\": {" S_STR("service", "Its name.") ", " S_INT("port", "Its port.") ", "
-        "\"mode\": {\"type\": [\"string\", \"null\"], \"enum\": [\"box\", \"external\", null]}, "
-        "\"target\": {\"type\": [\"string\", \"null\"], \"description\": \"host:port the name reaches; null: not wired.\"}}, "
-        "\"required\": [\"service\", \"port\", \"mode\", \"target\"]}}",
-        "\"wiring\"");
+const char box_wire_output[] = S_OBJ(BOX_WIRING_SCHEMA, "\"wiring\"");
 const char box_annotations_wire[] =
         "{\"readOnlyHint\": false, \"destructiveHint\": false, \"idempotentHint\": true, \"openWorldHint\": false}";
 
@@ -234,23 +228,28 @@ int box_prepare_wire(json_t *args, ToolRequest *req, char **ret_error) {
         return 0;
 }
 
+json_t *box_wiring_json(Sbx__BoxWiring *const *rows, size_t n) {
+        _cleanup_json_ json_t *a = json_array();
+
+        for (size_t i = 0; a && i < n; i++) {
+                const Sbx__BoxWiring *w = rows[i];
+
+                if (json_array_append_new(a, json_pack("{s:s, s:I, s:o, s:o}", "service", w->service, "port",
+                                                       (json_int_t) w->port, "mode",
+                                                       w->mode[0] ? json_string(w->mode) : json_null(), "target",
+                                                       w->target[0] ? json_string(w->target) : json_null())) < 0)
+                        return NULL;
+        }
+        return TAKE_PTR(a);
+}
+
 int box_render_wire(const Sbx__Reply *reply, const json_t *args, json_t **ret) {
         const Sbx__BoxWireReply *o = reply->body_case == SBX__REPLY__BODY_BOX_WIRE ? reply->box_wire : NULL;
-        _cleanup_json_ json_t *rows = json_array();
+        json_t *rows;
 
         if (!o)
                 return -EBADMSG;
-        if (!rows)
-                return -ENOMEM;
-        for (size_t i = 0; i < o->n_wiring; i++) {
-                const Sbx__BoxWiring *w = o->wiring[i];
-
-                if (json_array_append_new(rows, json_pack("{s:s, s:I, s:o, s:o}", "service", w->service, "port",
-                                                          (json_int_t) w->port, "mode",
-                                                          w->mode[0] ? json_string(w->mode) : json_null(), "target",
-                                                          w->target[0] ? json_string(w->target) : json_null())) < 0)
-                        return -ENOMEM;
-        }
-        *ret = json_pack("{s:O}", "wiring", rows);
+        rows = box_wiring_json(o->wiring, o->n_wiring);
+        *ret = rows ? json_pack("{s:o}", "wiring", rows) : NULL;
         return *ret ? 0 : -ENOMEM;
 }

@@ -85,7 +85,8 @@ static const char status_output[] = OUT(
         "terminated, for example supervisor_lost.\"}, " O_STARTED ", "
         "\"idleTimeoutMin\": {\"type\": \"number\"}, "
         "\"display\": {\"type\": [\"string\", \"null\"], \"description\": \":99 when the box runs Xvfb.\"}, "
-        "\"secrets\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"description\": \"Names only.\"}",
+        "\"secrets\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"description\": \"Names only.\"}, "
+        BOX_WIRING_SCHEMA,
         "\"id\", \"status\", \"health\", \"services\", \"takeoverUrl\", \"interruptedReason\"");
 static const char stop_output[] = OUT("\"ok\": {\"type\": \"boolean\"}, " P_STRING("id", "The box."), "\"ok\"");
 
@@ -219,11 +220,11 @@ static int render_status(const Sbx__Reply *reply, const json_t *args, json_t **r
                                                                  (json_int_t) o->services[i]->port));
         for (size_t i = 0; secrets && i < o->n_secrets; i++)
                 (void) json_array_append_new(secrets, json_string(o->secrets[i]));
-        *ret = json_pack("{s:s, s:s, s:s, s:o, s:s, s:o, s:s, s:f, s:o, s:o}", "id", o->id, "status", o->status,
+        *ret = json_pack("{s:s, s:s, s:s, s:o, s:s, s:o, s:s, s:f, s:o, s:o, s:o*}", "id", o->id, "status", o->status,
                          "health", o->health, "services", services, "takeoverUrl", o->takeover_url,
                          "interruptedReason", null_if_empty(o->interrupted_reason), "startedFrom", o->started_from,
                          "idleTimeoutMin", o->idle_timeout_min, "display", null_if_empty(o->display), "secrets",
-                         secrets);
+                         secrets, "wiring", box_wiring_json(o->wiring, o->n_wiring));
         return *ret ? 0 : -ENOMEM;
 }
 
@@ -400,8 +401,9 @@ static const ToolDef boxes_tools[] = {
                 .description =
                         "Make service (one of sandbox_start's services) resolve inside the box: mode box to the box "
                         "itself (127.0.0.1, the box's /etc/hosts), so clients in it reach the service on its "
-                        "declared port. Returns the whole wiring table. mode external (externalBaseUrl) is refused "
-                        "here for now (docs/boxes.md)." BOX_NOTE,
+                        "declared port; mode external to externalBaseUrl's host and port, through the box's egress "
+                        "proxy (clients that use its proxy variables; the box's egress policy must allow that host). "
+                        "Returns the whole wiring table (sandbox_status shows it too)." BOX_NOTE,
                 .input_schema = box_wire_input,
                 .output_schema = box_wire_output,
                 .annotations = box_annotations_wire,

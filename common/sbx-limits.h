@@ -341,6 +341,7 @@
  * of one host name (a DNS name is at most 253). */
 #define SBX_EGRESS_HOSTS_MAX 256u               /* entries of the package-managers allowlist */
 #define SBX_EGRESS_HOST_MAX 253u                /* bytes of one host name */
+#define SBX_EGRESS_ALIASES_MAX 32u              /* name aliases of one session (a box's services wired external) */
 #define SBX_EGRESS_CONFIG_FILE_MAX (256u << 10) /* bytes read of one apt/npm/pip configuration file */
 #define SBX_EGRESS_CONFIG_FILES_MAX 128u        /* files read of sources.list.d */
 /* sbx-egress (sbx-egress(8)): its connections and their clocks. A client

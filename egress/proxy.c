@@ -31,6 +31,8 @@ typedef struct Listener {
         int fd;
         char key[48], sandbox[48];
         EgressPolicy policy;
+        ProxyAlias aliases[SBX_EGRESS_ALIASES_MAX];
+        size_t n_aliases;
 } Listener;
 
 typedef enum ConnState { CONN_HEAD, CONN_RESOLVING, CONN_CONNECTING, CONN_RELAY } ConnState;
@@ -279,6 +281,19 @@ static bool policy_allows(const Proxy *p, const Conn *c) {
         }
 }
 
+/* An aliased name:port is its alias's host:to_port from here on (the
+ * policy, the lookup, the verdict); a plain request's Host stays the name. */
+static void alias_apply(Conn *c) {
+        const Listener *l = c->listener;
+
+        for (size_t i = 0; i < l->n_aliases; i++)
+                if (c->req.port == l->aliases[i].port && strcmp(c->req.host, l->aliases[i].name) == 0) {
+                        strlcpy(c->req.host, l->aliases[i].host, sizeof(c->req.host));
+                        c->req.port = l->aliases[i].to_port;
+                        return;
+                }
+}
+
 static void on_head(Conn *c) {
         ssize_t n = recv(c->client, c->head + c->head_len, sizeof(c->head) - c->head_len, 0);
         int r;
@@ -297,6 +312,7 @@ static void on_head(Conn *c) {
                           r == -E2BIG ? "request head too large" : "not a proxy request this proxy takes");
                 return;
         }
+        alias_apply(c);
         snprintf(c->target, sizeof(c->target), strchr(c->req.host, ':') ? "[%s]:%u" : "%s:%u", c->req.host,
                  c->req.port);
         if (!policy_allows(c->proxy, c)) {
@@ -507,16 +523,19 @@ static void conn_update(Conn *c) {
                 conn_free(c);
 }
 
-int proxy_attach(Proxy *p, const char *key, const char *sandbox, EgressPolicy policy, int fd) {
+int proxy_attach(Proxy *p, const char *key, const char *sandbox, EgressPolicy policy, const ProxyAlias *aliases,
+                 size_t n_aliases, int fd) {
         struct epoll_event ev = { .events = EPOLLIN };
         Listener *l;
 
         proxy_detach(p, key);
-        l = calloc(1, sizeof(*l));
+        l = n_aliases <= SBX_EGRESS_ALIASES_MAX ? calloc(1, sizeof(*l)) : NULL;
         if (!l) {
                 safe_close(fd);
-                return -ENOMEM;
+                return n_aliases <= SBX_EGRESS_ALIASES_MAX ? -ENOMEM : -E2BIG;
         }
+        memcpy(l->aliases, aliases, n_aliases * sizeof(*aliases));
+        l->n_aliases = n_aliases;
         l->fd = fd;
         l->policy = policy;
         strlcpy(l->key, key, sizeof(l->key));

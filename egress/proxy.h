@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "egress-policy.h"
+#include "sbx-limits.h"
 
 typedef struct Proxy Proxy;
 
@@ -25,8 +26,19 @@ Proxy *proxy_free(Proxy *p);
 /* The settings of all sessions: whether private addresses may be reached,
  * and the hosts of package-managers (taken over). */
 void proxy_configure(Proxy *p, bool allow_private, EgressHosts *package_hosts);
-/* Serve the listening socket fd (taken over) of session key in sandbox under policy. */
-int proxy_attach(Proxy *p, const char *key, const char *sandbox, EgressPolicy policy, int fd);
+/* A request for name:port goes to host:to_port (a box's service wired
+ * external, docs/boxes.md), checked and reported as that host. */
+typedef struct ProxyAlias {
+        char name[SBX_EGRESS_HOST_MAX + 1];     /* lower case */
+        char host[SBX_EGRESS_HOST_MAX + 1];     /* lower case; an IPv6 literal without brackets */
+        uint16_t port, to_port;
+} ProxyAlias;
+
+/* Serve the listening socket fd (taken over) of session key in sandbox under
+ * policy, with n_aliases (at most SBX_EGRESS_ALIASES_MAX) aliases (copied).
+ * A session attached again keeps only its new listener and aliases. */
+int proxy_attach(Proxy *p, const char *key, const char *sandbox, EgressPolicy policy, const ProxyAlias *aliases,
+                 size_t n_aliases, int fd);
 /* Close session key's listener and its connections. */
 void proxy_detach(Proxy *p, const char *key);
 /* Watch fd (sbxd's channel) too: on_ready(userdata) when it is readable. */

@@ -70,15 +70,38 @@ static int configure(Egress *e, const Sbx__EgressConfig *c) {
         return 0;
 }
 
+/* The attach's aliases into ret (SBX_EGRESS_ALIASES_MAX), each name and host
+ * a lower-case host name (or an IPv6 literal) and each port 1-65535. */
+static int aliases_take(const Sbx__EgressAttach *a, ProxyAlias *ret) {
+        static const char host_chars[] = "abcdefghijklmnopqrstuvwxyz0123456789-.:";
+
+        if (a->n_aliases > SBX_EGRESS_ALIASES_MAX)
+                return -EBADMSG;
+        for (size_t i = 0; i < a->n_aliases; i++) {
+                const Sbx__EgressAlias *al = a->aliases[i];
+                size_t name = strlen(al->name), host = strlen(al->host);
+
+                if (name == 0 || name > SBX_EGRESS_HOST_MAX || strspn(al->name, host_chars) != name || host == 0 ||
+                    host > SBX_EGRESS_HOST_MAX || strspn(al->host, host_chars) != host || al->port < 1 ||
+                    al->port > 65535 || al->to_port < 1 || al->to_port > 65535)
+                        return -EBADMSG;
+                ret[i] = (ProxyAlias) { .port = (uint16_t) al->port, .to_port = (uint16_t) al->to_port };
+                memcpy(ret[i].name, al->name, name + 1);
+                memcpy(ret[i].host, al->host, host + 1);
+        }
+        return 0;
+}
+
 static int attach(Egress *e, const Sbx__EgressAttach *a, int fd) {
+        ProxyAlias aliases[SBX_EGRESS_ALIASES_MAX];
         EgressPolicy policy;
 
         if (fd < 0 || egress_policy_from_string(a->policy, &policy) < 0 || policy == EGRESS_NONE ||
-            strlen(a->key) >= 48 || strlen(a->sandbox) >= 48) {
+            strlen(a->key) >= 48 || strlen(a->sandbox) >= 48 || aliases_take(a, aliases) < 0) {
                 safe_close(fd);
                 return -EBADMSG;
         }
-        return proxy_attach(e->proxy, a->key, a->sandbox, policy, fd);
+        return proxy_attach(e->proxy, a->key, a->sandbox, policy, aliases, a->n_aliases, fd);
 }
 
 static void on_control(void *userdata) {

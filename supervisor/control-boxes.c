@@ -23,6 +23,8 @@ static int reply_box(Request *rq, const Box *box) {
         if (!info)
                 return -ENOMEM;
         box_info(rq->server, box, info);
+        if (box_wiring_info(rq, box, info) < 0)
+                return -ENOMEM;
         return msg_reply_set(&rq->reply, SBX__REPLY__BODY_BOX, info);
 }
 

@@ -19,6 +19,8 @@
 #include "control.h"
 #include "core/box.h"
 #include "core/boxfiles.h"
+#include "core/boxwire.h"
+#include "core/egress-proxy.h"
 #include "core/session.h"
 #include "data/claimfs.h"
 #include "fd-util.h"
@@ -398,85 +400,87 @@ int handle_box_shot(Request *rq) {
                              "-frames:v 1 %s", tmp);
 }
 
-/* ---- sandbox_wire ------------------------------------------------------------------- */
+/* ---- sandbox_wire (core/boxwire.h) -------------------------------------------------- */
 
-/* A wired name is a line of the box's /etc/hosts ending in this and its mode. */
-#define WIRE_TAG "# sbx-wire "
-#define HOSTS_MAX (256u * 1024u)
-
-/* "\t<service>\t# sbx-wire ": the end of service's wired line, into buf. */
-static const char *wire_needle(const char *service, char *buf, size_t size) {
-        snprintf(buf, size, "\t%s\t" WIRE_TAG, service);
-        return buf;
-}
-
-/* The mode service has in the box's /etc/hosts, "" if it is not wired. */
-static const char *wired_mode(const char *hosts, const char *service) {
-        char buf[SBX_NAME_MAX + 32];
-        const char *needle = wire_needle(service, buf, sizeof(buf)), *at = strstr(hosts, needle);
-
-        if (!at)
-                return "";
-        return strncmp(at + strlen(needle), "box", 3) == 0 ? "box" : "external";
-}
-
-/* hosts without service's wired line, and with one for 127.0.0.1 (box mode). */
-static char *hosts_wired(const char *hosts, const char *service) {
-        _cleanup_free_ char *out = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&out, &len);
-
-        if (!f)
-                return NULL;
-        for (const char *line = hosts; *line;) {
-                size_t n = strcspn(line, "\n");
-                char buf[SBX_NAME_MAX + 32];
-                const char *needle = wire_needle(service, buf, sizeof(buf));
-
-                if (!memmem(line, n, needle, strlen(needle)))
-                        fprintf(f, "%.*s\n", (int) n, line);
-                line += n + (line[n] == '\n');
-        }
-        fprintf(f, "127.0.0.1\t%s\t" WIRE_TAG "box\n", service);
-        if (fclose(f) != 0)
-                return NULL;
-        return TAKE_PTR(out);
-}
-
-static int wire_reply(Request *rq, const Box *box, const char *hosts) {
-        Sbx__BoxWireReply *o = REQUEST_NEW(rq, Sbx__BoxWireReply, SBX__BOX_WIRE_REPLY__INIT);
+int box_wiring_rows(Request *rq, const Box *box, const char *hosts, Sbx__BoxWiring ***ret, size_t *ret_n) {
         Sbx__BoxWiring *rows = request_alloc(rq, (box->n_services ?: 1) * sizeof(*rows));
         Sbx__BoxWiring **ptrs = request_alloc(rq, (box->n_services ?: 1) * sizeof(*ptrs));
+        char ext[SBX_EGRESS_HOST_MAX + 1] = "";
+        uint16_t ext_port = 0;
 
-        if (!o || !rows || !ptrs)
+        if (!rows || !ptrs)
                 return -ENOMEM;
+        if (box->external_base_url[0] && box_url_target(box->external_base_url, ext, &ext_port) < 0)
+                ext[0] = '\0';
         for (size_t i = 0; i < box->n_services; i++) {
                 const Sbx__BoxService *sv = box->services[i];
-                char *target = request_alloc(rq, 32);
+                char *target = request_alloc(rq, sizeof(ext) + 16);
 
                 if (!target)
                         return -ENOMEM;
                 sbx__box_wiring__init(&rows[i]);
                 rows[i].service = sv->name;
                 rows[i].port = sv->port;
-                rows[i].mode = (char *) wired_mode(hosts, sv->name);
-                snprintf(target, 32, "127.0.0.1:%u", (unsigned) sv->port);
-                rows[i].target = rows[i].mode[0] ? target : (char *) "";
+                rows[i].mode = (char *) box_wired_mode(hosts ?: "", sv->name);
+                if (strcmp(rows[i].mode, "box") == 0)
+                        snprintf(target, sizeof(ext) + 16, "127.0.0.1:%u", (unsigned) sv->port);
+                else
+                        snprintf(target, sizeof(ext) + 16, strchr(ext, ':') ? "[%s]:%u" : "%s:%u", ext,
+                                 (unsigned) ext_port);
+                /* External without a host (a line the box wrote itself, no externalBaseUrl): no target. */
+                rows[i].target = rows[i].mode[0] == 'b' || (rows[i].mode[0] && ext[0]) ? target : (char *) "";
                 ptrs[i] = &rows[i];
         }
-        o->n_wiring = box->n_services;
-        o->wiring = ptrs;
-        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_BOX_WIRE, o);
+        *ret = ptrs;
+        *ret_n = box->n_services;
+        return 0;
+}
+
+int box_wiring_info(Request *rq, const Box *box, Sbx__BoxInfo *info) {
+        _cleanup_free_ char *hosts = NULL;
+        WorkspaceSession *ws = box_session(rq->server, box);
+
+        /* A box without a session (terminated, starting) shows its services unwired. */
+        if (ws && box_hosts_read(ws, &hosts) < 0)
+                hosts = NULL;
+        return box_wiring_rows(rq, box, hosts, &info->wiring, &info->n_wiring);
+}
+
+static int wire_reply(Request *rq, const Box *box, const char *hosts) {
+        Sbx__BoxWireReply *o = REQUEST_NEW(rq, Sbx__BoxWireReply, SBX__BOX_WIRE_REPLY__INIT);
+        int r;
+
+        if (!o)
+                return -ENOMEM;
+        r = box_wiring_rows(rq, box, hosts, &o->wiring, &o->n_wiring);
+        return r < 0 ? r : msg_reply_set(&rq->reply, SBX__REPLY__BODY_BOX_WIRE, o);
+}
+
+/* External: the box must reach externalBaseUrl's host through sbx-egress. */
+static int wire_external_check(Request *rq, const Box *box, const WorkspaceSession *ws) {
+        char host[SBX_EGRESS_HOST_MAX + 1];
+        uint16_t port;
+
+        if (!box->external_base_url[0])
+                return request_error(rq, -EINVAL, "invalid arguments: mode external: the box has no externalBaseUrl "
+                                     "(sandbox_start's)");
+        if (box_url_target(box->external_base_url, host, &port) < 0)
+                return request_error(rq, -EINVAL, "mode external: externalBaseUrl '%.200s' names no host",
+                                     box->external_base_url);
+        if (ws->egress_fd < 0)
+                return request_error(rq, -EOPNOTSUPP, "mode external: this box reaches no host outside (its egress "
+                                     "policy is none: box_egress in sbxd.conf, docs/boxes.md)");
+        return 0;
 }
 
 int handle_box_wire(Request *rq) {
         const Sbx__BoxWire *req = rq->msg->box_wire;
         _cleanup_free_ char *hosts = NULL, *wired = NULL;
-        _cleanup_close_ int fd = -EBADF, mem = -EBADF;
+        _cleanup_close_ int mem = -EBADF;
         char err[400] = "";
         const Sbx__BoxService *sv = NULL;
+        bool external = strcmp(req->mode, "external") == 0;
         WorkspaceSession *ws;
-        size_t len = 0;
         Box *box;
         uid_t uid;
         int r;
@@ -490,17 +494,15 @@ int handle_box_wire(Request *rq) {
         if (!sv)
                 return request_error(rq, -ENOENT, "invalid arguments: service: '%.80s' is not one of the box's "
                                      "services (sandbox_start's services[])", req->service);
-        if (strcmp(req->mode, "box") != 0 && strcmp(req->mode, "external") != 0)
+        if (strcmp(req->mode, "box") != 0 && !external)
                 return request_error(rq, -EINVAL, "invalid arguments: mode: box or external");
-        if (strcmp(req->mode, "external") == 0)
-                return request_error(rq, -EOPNOTSUPP, "mode external is not available here yet: a box reaches "
-                                     "outside hosts only through its egress proxy, which cannot alias a "
-                                     "service name to externalBaseUrl's host (docs/boxes.md)");
-        fd = openat2_fd(ws->root_fd, "etc/hosts", O_RDONLY | O_NOFOLLOW, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
-        r = fd < 0 ? fd : read_fd_bounded(fd, HOSTS_MAX, &hosts, &len);
+        r = external ? wire_external_check(rq, box, ws) : 0;
+        if (r < 0)
+                return r;
+        r = box_hosts_read(ws, &hosts);
         if (r < 0)
                 return request_error(rq, r, "cannot read the box's /etc/hosts: %s", strerror(-r));
-        wired = hosts_wired(hosts, sv->name);
+        wired = box_hosts_wired(hosts, sv->name, req->mode);
         if (!wired)
                 return -ENOMEM;
         r = sealed_memfd_new("sbx-hosts", wired, strlen(wired), &mem);
@@ -510,5 +512,7 @@ int handle_box_wire(Request *rq) {
         r = claimfs_put(ws->root_fd, 0, "etc/hosts", mem, strlen(wired), 0, err, sizeof(err));
         if (r < 0)
                 return request_error(rq, r, "cannot write the box's /etc/hosts: %s", err);
+        /* sbx-egress takes the session's aliases again (its open connections end). */
+        egress_proxy_attach(rq->server, ws);
         return wire_reply(rq, box, wired);
 }

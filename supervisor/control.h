@@ -192,3 +192,7 @@ int handle_box_sync(Request *rq);
 int handle_box_get(Request *rq);
 int handle_box_shot(Request *rq);
 int handle_box_wire(Request *rq);
+/* sandbox_wire's table of box's services from hosts (its /etc/hosts; NULL: none wired), in rq's memory. */
+int box_wiring_rows(Request *rq, const Box *box, const char *hosts, Sbx__BoxWiring ***ret, size_t *ret_n);
+/* The table into info (sandbox_status), read from the box's /etc/hosts. */
+int box_wiring_info(Request *rq, const Box *box, Sbx__BoxInfo *info);

@@ -40,6 +40,7 @@ SUPERVISOR_CORE_SRCS += supervisor/core/transcripts.c
 SUPERVISOR_CORE_SRCS += supervisor/core/claim.c
 SUPERVISOR_CORE_SRCS += supervisor/core/job.c
 SUPERVISOR_CORE_SRCS += supervisor/core/boxfiles.c
+SUPERVISOR_CORE_SRCS += supervisor/core/boxwire.c
 SUPERVISOR_CORE_SRCS += supervisor/core/imagebuild.c
 SUPERVISOR_CORE_SRCS += supervisor/core/runtime.c
 SUPERVISOR_CORE_SRCS += supervisor/core/artifacts.c

@@ -61,3 +61,6 @@ test-control_LDFLAGS := $(FAKE_SBXD_LDFLAGS)
 UNIT_TESTS += tests/unit/test-takeover.c
 test-takeover_DEPS = $(FAKE_SBXD_DEPS)
 test-takeover_LDFLAGS := $(FAKE_SBXD_LDFLAGS)
+UNIT_TESTS += tests/unit/test-boxwire.c
+test-boxwire_DEPS = $(FAKE_SBXD_DEPS)
+test-boxwire_LDFLAGS := $(FAKE_SBXD_LDFLAGS)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/box-config.h"
+#include "egress-policy.h"
 #include "sbx-limits.h"
 
 /* box_idle_timeout_min: minutes, a decimal >= 0 (0: never frozen; 0.05 is 3 s). */
@@ -28,6 +29,17 @@ int box_config_set(Config *cfg, const char *key, const char *value, char *err) {
 
         if (strcmp(key, "box_idle_timeout_min") == 0)
                 return parse_minutes(value, &cfg->box_idle_timeout_ms, err);
+        /* The network of every box (docs/egress.md); sandbox_wire mode external needs one but none. */
+        if (strcmp(key, "box_egress") == 0) {
+                if (egress_policy_from_string(value, &cfg->box_egress) < 0) {
+                        char why[EGRESS_ERROR_MAX];
+
+                        egress_policy_error(value, why);
+                        snprintf(err, CONFIG_ERROR_MAX, "box_egress: %s", why);
+                        return -EINVAL;
+                }
+                return 0;
+        }
         if (strcmp(key, "box_image") != 0)
                 return 1;
         if (n == 0 || n > SBX_NAME_MAX || strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789-_") != n) {
@@ -50,6 +62,7 @@ int box_template_add(Config *cfg) {
                 .warm = cfg->box_spares,
                 .no_expiry = true,
                 .box = true,
+                .egress = cfg->box_egress,
         };
         strlcpy(t[cfg->n_templates - 1].image, cfg->box_image, sizeof(t->image));
         return 0;

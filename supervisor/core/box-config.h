@@ -8,7 +8,7 @@
 /* The boxes' template: named BOX_TEMPLATE, reserved in [template NAME]. */
 #define BOX_TEMPLATE "box"
 
-/* box_image, box_idle_timeout_min: 0 (set), < 0 (err says why), or 1: not a box key. */
+/* box_image, box_idle_timeout_min, box_egress: 0 (set), < 0 (err says why), or 1: not a box key. */
 int box_config_set(Config *cfg, const char *key, const char *value, char *err);
 /* Append the boxes' template (made from the box_* settings) to cfg's templates. */
 int box_template_add(Config *cfg);

@@ -119,6 +119,7 @@ typedef struct Config {
         uint32_t box_spares;                    /* warm boxes kept ready (once boxes are in use) */
         uint32_t boxes_per_user;                /* live boxes of one uid (root exempt) */
         uint64_t box_idle_timeout_ms;           /* box_idle_timeout_min; 0: never frozen */
+        EgressPolicy box_egress;                /* the boxes' network policy (box_egress; default none) */
 } Config;
 
 #define CONFIG_ERROR_MAX 512            /* bytes of a message of config_set or config_load */

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/boxwire.h"
 #include "core/egress-proxy.h"
 #include "core/egress.h"
 #include "fd-util.h"
@@ -302,11 +303,18 @@ bool egress_proxy_available(Server *s, char *ret_why, size_t why_size) {
 
 void egress_proxy_attach(Server *s, WorkspaceSession *ws) {
         Sbx__EgressAttach a = SBX__EGRESS_ATTACH__INIT;
+        _cleanup_free_ Sbx__EgressAlias **aliases = NULL;
         Sbx__Msg msg;
         int r;
 
         if (ws->egress_fd < 0 || !ws->sandbox || !s->egress || s->egress->sock_src.fd < 0)
                 return;
+        /* A box's services wired external (core/boxwire.h). */
+        r = box_egress_aliases(s, ws, &aliases, &a.n_aliases);
+        if (r < 0)
+                log_warning_errno(r, "Cannot read the wiring of session %s's box, its external services are not "
+                                  "aliased: %m", ws->id);
+        a.aliases = aliases;
         a.key = ws->id;
         a.policy = (char *) egress_policy_to_string(ws->sandbox->egress);
         a.sandbox = ws->sandbox->id;

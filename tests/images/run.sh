@@ -12,7 +12,10 @@
 #   IMAGE_CACHE   the .deb cache (default /var/cache/sbx-ci/images/archives)
 #
 # The last line is `N passed, N failed` (twine passes when it is refused with
-# its reason, as shipped).
+# its reason, as shipped). After the browser image is built, the boxes set's
+# picture checks (tests/images/box-pictures.mjs: sandbox_shot of a page, of the
+# display :99, a recording) run against this sbxd, whose box_image is browser;
+# each of their ok / not ok lines counts.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
@@ -34,7 +37,7 @@ cleanup() {
 trap cleanup EXIT
 mkdir -m 0755 "$D/images.d" "$D/state" "$D/run"
 install -m 0644 dist/images.d/*.conf "$D/images.d/"
-printf '[sbxd]\nimages_dir = %s\nimage_cache_dir = %s\n' "$D/images.d" "$CACHE" >"$D/sbxd.conf"
+printf '[sbxd]\nimages_dir = %s\nimage_cache_dir = %s\nbox_image = browser\nbox_spares = 0\n' "$D/images.d" "$CACHE" >"$D/sbxd.conf"
 build/bin/sbxd --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" >"$D/sbxd.log" 2>&1 &
 PID=$!
 for _ in $(seq 100); do [[ -S $D/run/sbxd.sock ]] && break; sleep 0.1; done
@@ -48,6 +51,20 @@ script_true() {
     "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_script\",\"arguments\":{\"command\":\"true\",\"image\":\"$1\",\"egress\":\"none\"}}}" |
     timeout 300 build/bin/sandbox-mcp --set script --socket "$D/run/sbxd.sock" >"$D/$1.script" 2>&1
   grep -q '"structuredContent":{"exit_code":0,' "$D/$1.script"
+}
+# the boxes set's pictures in a box of the browser image just built (box-pictures.mjs)
+box_pictures() {
+  local line last= bad=0
+  while IFS= read -r line; do
+    last=$line
+    echo "check-images: box-pictures: $line"
+    case $line in
+      "ok "*) passed=$((passed + 1)) ;;
+      "not ok "*) failed=$((failed + 1)) bad=1 ;;
+    esac
+  done < <(timeout 900 node tests/images/box-pictures.mjs "$D/run/sbxd.sock" "$D/box-pictures.mcp.log" 2>&1; echo "exit $?")
+  # a failed check, or the script itself failed (counted once more if no check said so)
+  [[ $last == "exit 0" ]] || { ((bad)) || failed=$((failed + 1)); echo "---- box-pictures: $last"; tail -n 30 "$D/box-pictures.mcp.log" "$D/sbxd.log"; }
 }
 printf 'image\tstate\tbuild_s\tsize_bytes\tversions\n' >"$OUT/results.tsv"
 for img in $IMAGES; do
@@ -67,6 +84,7 @@ print("\t".join([j["name"], j["state"], sys.argv[2], str(j["size_bytes"]),
     passed=$((passed + 1))
     # the image's smallest command through sandbox_script (sandbox-mcp --set script, sandbox-mcp(1))
     if script_true "$img"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "---- $img: sandbox_script true failed"; fi
+    [[ $img == browser ]] && box_pictures
   else
     failed=$((failed + 1))
     echo "---- $img: $(cat "$D/$img.err")"

@@ -2,19 +2,21 @@
 // sandbox_sync of a local directory with excluded parts and hostile symlinks
 // (pointing out of localPath: copied as symlinks, never followed), sandbox_get
 // of a file and of a directory (tar.gz) placed where only the caller reads
-// it, and sandbox_shot: a PNG of a page served inside the box (a real PNG of
-// the right size with non-uniform pixels, also MCP image content), of the
-// display :99, and an mp4 recording that ffprobe (in the box) accepts. The
-// files part runs on the default image; the pictures need the browser image
-// (Xvfb, ffmpeg, chromium), built here by sbxd from dist/images.d/browser.conf
-// with its .debs cached in SBX_IMAGE_CACHE; without it (no network, say)
-// those tests skip and say why.
+// it, sandbox_wire in both modes, and sandbox_shot's refusals on an image
+// without a display, all on the default image. The pictures themselves (a
+// PNG of a page served in the box, of the display :99, an mp4 recording) need
+// the browser image, which takes minutes to build: they run in make
+// check-images right after it builds it (tests/images/box-pictures.mjs, with
+// tests/images/run.sh's sbxd configured box_image = browser), not here. Their PNG
+// decoder (png.mjs) is checked here against PNGs of every filter type.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { after } from 'node:test';
-import { useSbx, sbxctl, waitFor, run, TMP_PREFIX, ROOT } from './helpers.mjs';
+import { useSbx, waitFor, run, TMP_PREFIX } from './helpers.mjs';
+import { pngFacts, filterPredict } from './png.mjs';
 
 const h = useSbx({ sandboxes: [], sets: 'boxes', world: true, config: '[sbxd]\nbox_image = default\nbox_spares = 0\n' });
 
@@ -174,8 +176,69 @@ h.test('sandbox_wire box: the service name resolves to the box itself, to a loca
   assert.deepEqual(both.wiring.map((r) => r.mode), ['box', 'box']);
   assert.equal((await exec(h.mcp, b.id, 'grep -c "sbx-wire" /etc/hosts')).stdout, '2\n');
   assert.match(await h.mcp.err('sandbox_wire', { id: b.id, service: 'nope', mode: 'box' }), /not one of the box's services/);
-  assert.match(await h.mcp.err('sandbox_wire', { id: b.id, service: 'api', mode: 'external' }), /mode external is not available/);
+  // sandbox_status shows the same table.
+  assert.deepEqual((await h.mcp.sc('sandbox_status', { id: b.id })).wiring, both.wiring);
+  // This sbxd's boxes have the egress policy none: nothing outside to wire to.
+  assert.match(await h.mcp.err('sandbox_wire', { id: b.id, service: 'api', mode: 'external' }),
+    /mode external: this box reaches no host outside \(its egress policy is none: box_egress/);
   await h.mcp.sc('sandbox_stop', { id: b.id });
+});
+
+// ---- sandbox_wire external: through sbx-egress, under the box's policy ------------
+
+/* The "external" services, on the host's loopback (egress_allow_private = yes). */
+function external(addr, name) {
+  const seen = [];
+  const srv = http.createServer((req, res) => {
+    seen.push(`${req.headers.host} ${req.url}`);
+    res.end(`${name}-ok ${req.url}\n`);
+  });
+  return new Promise((resolve) => srv.listen(0, addr, () => resolve({ srv, seen, port: srv.address().port })));
+}
+const staging = await external('127.0.0.2', 'staging');
+const elsewhere = await external('127.0.0.3', 'elsewhere');
+after(() => { staging.srv.close(); elsewhere.srv.close(); });
+const he = useSbx({ sandboxes: [], sets: 'boxes',
+  config: `[sbxd]\nbox_image = default\nbox_spares = 0\nbox_egress = package-managers\negress_user = nobody\n` +
+    `egress_allow_private = yes\negress_package_hosts = 127.0.0.2:${staging.port}\n` });
+const curl = (url) => `curl -sS -m 10 ${url} 2>&1; echo "rc=$?"`;
+
+he.test('sandbox_wire external: the name reaches externalBaseUrl\'s host through sbx-egress, as the policy allows', async () => {
+  const b = await he.mcp.sc('sandbox_start', { idleTimeoutMin: 0, services: [{ name: 'api', port: 8081 }, { name: 'web', port: 8082 }],
+    externalBaseUrl: `http://127.0.0.2:${staging.port}/v1` });
+  const w = await he.mcp.sc('sandbox_wire', { id: b.id, service: 'api', mode: 'external' });
+  assert.deepEqual(w.wiring, [
+    { service: 'api', port: 8081, mode: 'external', target: `127.0.0.2:${staging.port}` },
+    { service: 'web', port: 8082, mode: null, target: null },
+  ]);
+  assert.deepEqual((await he.mcp.sc('sandbox_status', { id: b.id })).wiring, w.wiring);
+  // The box resolves nothing for it (a comment line): its clients ask the proxy, which aliases it.
+  assert.equal((await exec(he.mcp, b.id, 'grep -c "^#\tapi\t# sbx-wire external$" /etc/hosts; getent hosts api; echo $?')).stdout,
+    '1\n2\n');
+  assert.equal((await exec(he.mcp, b.id, curl('http://api:8081/hello'))).stdout, 'staging-ok /hello\nrc=0\n');
+  assert.deepEqual(staging.seen, ['api:8081 /hello']);
+  // Only the wired service at its port is aliased: another name is itself, not a package host.
+  const refused = "sbx-egress: not allowed by the sandbox's egress policy\nrc=0\n";
+  assert.equal((await exec(he.mcp, b.id, curl('http://web:8082/x'))).stdout, refused);
+  assert.equal((await exec(he.mcp, b.id, curl('http://api:8082/x'))).stdout, refused);
+  // Back to box mode: the alias goes (sbx-egress gets the session again, without it).
+  await he.mcp.sc('sandbox_wire', { id: b.id, service: 'api', mode: 'box' });
+  assert.equal((await exec(he.mcp, b.id, curl('http://api:8081/again'))).stdout, refused);
+  assert.deepEqual(staging.seen, ['api:8081 /hello']);
+  await he.mcp.sc('sandbox_stop', { id: b.id });
+});
+
+he.test('sandbox_wire external: a host the box\'s policy does not allow is refused by sbx-egress; no externalBaseUrl is refused', async () => {
+  const b = await he.mcp.sc('sandbox_start', { idleTimeoutMin: 0, services: [{ name: 'api', port: 8081 }],
+    externalBaseUrl: `http://127.0.0.3:${elsewhere.port}/` });
+  await he.mcp.sc('sandbox_wire', { id: b.id, service: 'api', mode: 'external' });
+  const r = (await exec(he.mcp, b.id, 'curl -sS -m 10 -o /dev/null -w "%{http_code}\n" http://api:8081/ 2>&1')).stdout;
+  assert.equal(r, '403\n');
+  assert.deepEqual(elsewhere.seen, []);
+  await he.mcp.sc('sandbox_stop', { id: b.id });
+  const c = await he.mcp.sc('sandbox_start', { idleTimeoutMin: 0, services: [{ name: 'api', port: 8081 }] });
+  assert.match(await he.mcp.err('sandbox_wire', { id: c.id, service: 'api', mode: 'external' }), /the box has no externalBaseUrl/);
+  await he.mcp.sc('sandbox_stop', { id: c.id });
 });
 
 h.test('sandbox_shot on an image without a display says so', async () => {
@@ -187,117 +250,41 @@ h.test('sandbox_shot on an image without a display says so', async () => {
   await h.mcp.sc('sandbox_stop', { id: b.id });
 });
 
-// ---- pictures: the browser image -------------------------------------------------
+// ---- the pictures' PNG decoder (the pictures run in make check-images) ----------
 
-const CACHE = process.env.SBX_IMAGE_CACHE ?? '/var/cache/sbx-ci/images/archives';
-fs.mkdirSync(CACHE, { recursive: true });
-const IMAGES = fs.mkdtempSync(TMP_PREFIX + 'boxshot-images-');
-fs.copyFileSync(path.join(ROOT, 'dist/images.d/browser.conf'), path.join(IMAGES, 'browser.conf'));
-fs.chmodSync(IMAGES, 0o755);
-fs.chmodSync(path.join(IMAGES, 'browser.conf'), 0o644);
-after(() => fs.rmSync(IMAGES, { recursive: true, force: true }));
-const hb = useSbx({ sandboxes: [], sets: 'boxes',
-  config: `[sbxd]\nimages_dir = ${IMAGES}\nimage_cache_dir = ${CACHE}\nbox_image = browser\nbox_spares = 0\n` });
-const BUILD_MS = 1800000;
-let browserMissing = null; // why the picture tests skip
-let shotBox = null;
-
-/* The PNG's width, height and how many distinct colours its pixels have
- * (8-bit RGB or RGBA, non-interlaced: what Chromium and ffmpeg write),
- * decoded with the five PNG filters. */
-function pngFacts(buf) {
-  assert.deepEqual([...buf.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 'PNG signature');
-  let off = 8, width = 0, height = 0, bpp = 0;
-  const idat = [];
-  while (off < buf.length) {
-    const len = buf.readUInt32BE(off), type = buf.toString('latin1', off + 4, off + 8);
-    const data = buf.subarray(off + 8, off + 8 + len);
-    if (type === 'IHDR') {
-      width = data.readUInt32BE(0); height = data.readUInt32BE(4);
-      assert.equal(data[8], 8, 'bit depth');
-      assert.equal(data[12], 0, 'not interlaced');
-      bpp = { 2: 3, 6: 4 }[data[9]];
-      assert.ok(bpp, `colour type ${data[9]}`);
-    }
-    if (type === 'IDAT') idat.push(data);
-    off += 12 + len;
-  }
-  const raw = zlib.inflateSync(Buffer.concat(idat));
-  const stride = width * bpp;
+/* A PNG of rows (arrays of [r, g, b] pixels), row y filtered with filter y % 5. */
+function pngOf(rows) {
+  const w = rows[0].length, bpp = 3, stride = w * bpp;
+  const raw = [];
   let prev = Buffer.alloc(stride);
-  const colours = new Set();
-  for (let y = 0; y < height; y++) {
-    const f = raw[y * (stride + 1)], line = Buffer.from(raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1)));
+  rows.forEach((row, y) => {
+    const line = Buffer.from(row.flat()), f = y % 5, out = Buffer.alloc(stride);
     for (let x = 0; x < stride; x++) {
       const a = x >= bpp ? line[x - bpp] : 0, b = prev[x], c = x >= bpp ? prev[x - bpp] : 0;
-      const pa = Math.abs(b - c), pb = Math.abs(a - c), pc = Math.abs(a + b - 2 * c);
-      const pred = [0, a, b, (a + b) >> 1, pa <= pb && pa <= pc ? a : pb <= pc ? b : c][f];
-      line[x] = (line[x] + pred) & 0xff;
+      out[x] = (line[x] - filterPredict(f, a, b, c)) & 0xff;
     }
-    for (let x = 0; x < stride && colours.size < 1000; x += bpp * 7) colours.add(line.readUIntBE(x, 3));
+    raw.push(Buffer.from([f]), out);
     prev = line;
-  }
-  return { width, height, distinct: colours.size };
+  });
+  const chunk = (type, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    return Buffer.concat([len, Buffer.from(type, 'latin1'), data, Buffer.alloc(4)]); // the CRC is not checked
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(rows.length, 4);
+  ihdr[8] = 8; ihdr[9] = 2;
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr),
+    chunk('IDAT', zlib.deflateSync(Buffer.concat(raw))), chunk('IEND', Buffer.alloc(0))]);
 }
 
-hb.test('the browser image builds (or the picture tests skip)', async (t) => {
-  const r = await sbxctl(hb.socket, ['image', 'build', 'browser'], { timeout: BUILD_MS, allowFail: true });
-  if (r.code !== 0) {
-    browserMissing = `the browser image did not build here: ${(r.stderr || r.stdout).trim().split('\n').pop()}`;
-    t.skip(browserMissing);
-    return;
-  }
-  shotBox = await hb.mcp.sc('sandbox_start', { idleTimeoutMin: 0 }, { timeout: BUILD_MS });
-  // A page served inside the box, on its own port.
-  await exec(hb.mcp, shotBox.id, 'cat > page.html <<"E"\n<html><body style="margin:0;background:#2a6"><h1 style="color:#fff;' +
-    'font-size:80px">sbx box page</h1><div style="width:300px;height:200px;background:#c22"></div></body></html>\nE\n' +
-    'node -e "require(\'http\').createServer((q,s)=>{s.setHeader(\'content-type\',\'text/html\');' +
-    's.end(require(\'fs\').readFileSync(\'/work/page.html\'))}).listen(8080)"', { background: true });
-  await waitFor(async () => (await exec(hb.mcp, shotBox.id, 'node -e "require(\'http\').get(\'http://127.0.0.1:8080/\',' +
-    '(r)=>process.exit(r.statusCode===200?0:1)).on(\'error\',()=>process.exit(1))"')).exitCode === 0,
-  { timeout: 30000, what: 'the page server in the box' });
-}, { timeout: BUILD_MS + 120000 });
-
-hb.test('sandbox_shot target url: a real PNG of the page, as image content and as a file', async (t) => {
-  if (!shotBox) return t.skip(browserMissing ?? 'no box');
-  const r = await hb.mcp.call('sandbox_shot', { id: shotBox.id, target: 'url', url: 'http://127.0.0.1:8080/' },
-    { timeout: 120000 });
-  assert.equal(r.isError, false, JSON.stringify(r.content));
-  const sc = r.structuredContent;
-  assert.equal(sc.kind, 'png');
-  const file = fs.readFileSync(sc.path);
-  const img = r.content.find((c) => c.type === 'image');
-  assert.equal(img.mimeType, 'image/png');
-  assert.ok(Buffer.from(img.data, 'base64').equals(file), 'image content is the file');
-  const facts = pngFacts(file);
-  assert.equal(facts.width, 1280);
-  assert.equal(facts.height, 800);
-  assert.ok(facts.distinct > 2, `pixels are not uniform (${facts.distinct} distinct values)`);
-}, { timeout: 300000 });
-
-hb.test('sandbox_shot of display :99 and an mp4 recording that ffprobe accepts', async (t) => {
-  if (!shotBox) return t.skip(browserMissing ?? 'no box');
-  // The display: started by the box when its image has Xvfb; started here if it is not up yet.
-  await exec(hb.mcp, shotBox.id, '[ -S /tmp/.X11-unix/X99 ] || { Xvfb :99 -screen 0 1280x800x24 -nolisten tcp ' +
-    '>/work/.sbx/xvfb.log 2>&1 & sleep 2; }; DISPLAY=:99 setsid -f chromium --no-sandbox --disable-gpu --no-first-run ' +
-    '--user-data-dir=/tmp/kiosk --kiosk http://127.0.0.1:8080/ >/dev/null 2>&1; sleep 5');
-  const shot = await hb.mcp.sc('sandbox_shot', { id: shotBox.id }, { timeout: 120000 });
-  const facts = pngFacts(fs.readFileSync(shot.path));
-  assert.ok(facts.width > 0 && facts.height > 0);
-  assert.ok(facts.distinct > 2, `the display is not uniform (${facts.distinct} distinct values)`);
-  const start = await hb.mcp.sc('sandbox_shot', { id: shotBox.id, record: 'start' });
-  assert.deepEqual(start, { kind: 'recording', recording: true });
-  assert.match(await hb.mcp.err('sandbox_shot', { id: shotBox.id, record: 'start' }), /already runs/);
-  await exec(hb.mcp, shotBox.id, 'sleep 3');
-  const rec = await hb.mcp.sc('sandbox_shot', { id: shotBox.id, record: 'stop' }, { timeout: 120000 });
-  assert.equal(rec.kind, 'mp4');
-  assert.ok(rec.bytes > 1000);
-  // Back into the box for ffprobe (the host need not have it).
-  await hb.mcp.sc('sandbox_sync', { id: shotBox.id, localPath: rec.path, dest: 'probe' });
-  const probe = await exec(hb.mcp, shotBox.id, 'ffprobe -v error -show_entries stream=codec_name,width,height ' +
-    '-show_entries format=duration -of default=nw=1 probe/' + path.basename(rec.path));
-  assert.equal(probe.exitCode, 0, probe.stderr);
-  assert.match(probe.stdout, /codec_name=h264/);
-  assert.ok(Number(/duration=([\d.]+)/.exec(probe.stdout)[1]) >= 1, probe.stdout);
-  await hb.mcp.sc('sandbox_stop', { id: shotBox.id });
-}, { timeout: 300000 });
+h.test('png.mjs: size and distinct colours of PNGs of all five filters; a uniform one and a non-PNG', async () => {
+  // 15 pixels wide: the decoder samples pixels 0, 7 and 14 of each row.
+  const px = (x, y) => (x % 7 === 0 ? [(x * 17 + y * 40) & 0xff, (y * 90) & 0xff, 200 - x] : [x * 3, 255 - y, x ^ y]);
+  const rows = Array.from({ length: 10 }, (_, y) => Array.from({ length: 15 }, (_, x) => px(x, y)));
+  const want = new Set(rows.flatMap((row) => [0, 7, 14].map((x) => (row[x][0] << 16) | (row[x][1] << 8) | row[x][2])));
+  assert.deepEqual(pngFacts(pngOf(rows)), { width: 15, height: 10, distinct: want.size });
+  const flat = Array.from({ length: 6 }, () => Array.from({ length: 9 }, () => [1, 2, 3]));
+  assert.deepEqual(pngFacts(pngOf(flat)), { width: 9, height: 6, distinct: 1 });
+  assert.throws(() => pngFacts(Buffer.from('GIF89a not a png')), /PNG signature/);
+});
