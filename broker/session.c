@@ -305,7 +305,7 @@ static int broker_on_job_ended(McpSession *b, const Sbx__JobInfo *o) {
                       "job_id", o->job_id, "status", o->status, "exit_code",
                       o->has_exit_code ? json_integer(o->exit_code) : json_null());
         /* A notification, not an answer: sbx-gateway puts it on the session's GET stream. */
-        return n ? send_message_max(b, n, NULL, false, JSONRPC_OUT_MAX) : -ENOMEM;
+        return n ? send_message_max(b, n, NULL, false, JSONRPC_OUT_MAX, NULL) : -ENOMEM;
 }
 
 /* The start-up SCRIPT_ROOTS: the live descriptions of sandbox_script's inputs. */
