@@ -8,6 +8,7 @@
 
 #include "control.h"
 #include "core/box.h"
+#include "core/boxwire.h"
 #include "data/claimfs.h"
 #include "fd-util.h"
 #include "log.h"
@@ -16,6 +17,52 @@
 
 #define NOT_FOUND "Box '%s' is not found: use the id sandbox_start returned (sandbox_status of a box of another " \
                   "MCP session or user says the same)"
+
+/* ---- the wiring table (sandbox_status here, sandbox_wire in control-boxfiles.c) ---- */
+
+int box_wiring_rows(Request *rq, const Box *box, const char *hosts, Sbx__BoxWiring ***ret, size_t *ret_n) {
+        Sbx__BoxWiring *rows = request_alloc(rq, (box->n_services ?: 1) * sizeof(*rows));
+        Sbx__BoxWiring **ptrs = request_alloc(rq, (box->n_services ?: 1) * sizeof(*ptrs));
+        char ext[SBX_EGRESS_HOST_MAX + 1] = "";
+        uint16_t ext_port = 0;
+
+        if (!rows || !ptrs)
+                return -ENOMEM;
+        if (box->external_base_url[0] && box_url_target(box->external_base_url, ext, &ext_port) < 0)
+                ext[0] = '\0';
+        for (size_t i = 0; i < box->n_services; i++) {
+                const Sbx__BoxService *sv = box->services[i];
+                char *target = request_alloc(rq, sizeof(ext) + 16);
+
+                if (!target)
+                        return -ENOMEM;
+                sbx__box_wiring__init(&rows[i]);
+                rows[i].service = sv->name;
+                rows[i].port = sv->port;
+                rows[i].mode = (char *) box_wired_mode(hosts ?: "", sv->name);
+                if (strcmp(rows[i].mode, "box") == 0)
+                        snprintf(target, sizeof(ext) + 16, "127.0.0.1:%u", (unsigned) sv->port);
+                else
+                        snprintf(target, sizeof(ext) + 16, strchr(ext, ':') ? "[%s]:%u" : "%s:%u", ext,
+                                 (unsigned) ext_port);
+                /* External without a host (a line the box wrote itself, no externalBaseUrl): no target. */
+                rows[i].target = rows[i].mode[0] == 'b' || (rows[i].mode[0] && ext[0]) ? target : (char *) "";
+                ptrs[i] = &rows[i];
+        }
+        *ret = ptrs;
+        *ret_n = box->n_services;
+        return 0;
+}
+
+int box_wiring_info(Request *rq, const Box *box, Sbx__BoxInfo *info) {
+        _cleanup_free_ char *hosts = NULL;
+        WorkspaceSession *ws = box_session(rq->server, box);
+
+        /* A box without a session (terminated, starting) shows its services unwired. */
+        if (ws && box_hosts_read(ws, &hosts) < 0)
+                hosts = NULL;
+        return box_wiring_rows(rq, box, hosts, &info->wiring, &info->n_wiring);
+}
 
 static int reply_box(Request *rq, const Box *box) {
         Sbx__BoxInfo *info = REQUEST_NEW(rq, Sbx__BoxInfo, SBX__BOX_INFO__INIT);
@@ -49,10 +96,6 @@ int find_box(Request *rq, const char *id, bool use, Box **ret) {
         }
         *ret = box;
         return 0;
-}
-
-int control_box_find(Request *rq, const char *id, bool use, Box **ret) {
-        return find_box(rq, id, use, ret);
 }
 
 /* The box can run a command now, or the error that says why not. */

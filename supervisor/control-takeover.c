@@ -27,7 +27,7 @@ static int find_takeover(Request *rq, const char *id, Takeover **ret) {
 int handle_takeover(Request *rq) {
         const Sbx__TakeoverRequest *req = rq->msg->takeover;
         Box *box;
-        int r = control_box_find(rq, req->box, true, &box);
+        int r = find_box(rq, req->box, true, &box);
 
         if (r < 0)
                 return r;

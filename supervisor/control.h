@@ -155,9 +155,15 @@ int handle_box_exec(Request *rq);
 int handle_box_status(Request *rq);
 int handle_box_stop(Request *rq);
 int handle_box_list(Request *rq);
-/* control-boxes.c, for the other box requests: the caller's box id (its
- * checks and errors), used (thawed) if use; -errno with rq->error set. */
-int control_box_find(Request *rq, const char *id, bool use, Box **ret);
+/* control-boxes.c, for the other box requests: the caller's box id names
+ * (else the error, -errno with rq->error set; used, so thawed, if use: a
+ * tool call other than sandbox_status), and whether it can run a command now. */
+int find_box(Request *rq, const char *id, bool use, Box **ret);
+int box_runnable(Request *rq, Box *box);
+/* sandbox_wire's table of box's services from hosts (its /etc/hosts; NULL: none wired), in rq's memory. */
+int box_wiring_rows(Request *rq, const Box *box, const char *hosts, Sbx__BoxWiring ***ret, size_t *ret_n);
+/* The table into info (sandbox_status), read from the box's /etc/hosts. */
+int box_wiring_info(Request *rq, const Box *box, Sbx__BoxInfo *info);
 /* control-takeover.c: a person's takeover of a box (core/takeover.h). */
 int handle_takeover(Request *rq);
 int handle_takeover_list(Request *rq);
@@ -172,9 +178,6 @@ int handle_token_check(Request *rq);
 /* control-secrets.c: the boxes set's secrets (names out, never values) */
 int handle_secret_set(Request *rq);
 int handle_secret_list(Request *rq);
-/* control-boxes.c: the caller's box id names (else the error); use: a tool call
- * other than sandbox_status (the box counts as used, thawed). */
-int find_box(Request *rq, const char *id, bool use, Box **ret);
 /* control-versions.c: the boxes set's versions */
 int handle_version_publish(Request *rq);
 int handle_version_list(Request *rq);
@@ -183,16 +186,8 @@ int handle_version_rm(Request *rq);
 int control_token_hello(Request *rq, const char *secret);
 /* A token connection's token is neither revoked nor expired (else the error). */
 int control_token_still_valid(Request *rq);
-/* control-boxes.c, for the other box requests: the caller's box id names
- * (used, so thawed, if use), and whether it can run a command now. */
-int find_box(Request *rq, const char *id, bool use, Box **ret);
-int box_runnable(Request *rq, Box *box);
 /* control-boxfiles.c: the boxes set's sandbox_sync, sandbox_get, sandbox_shot */
 int handle_box_sync(Request *rq);
 int handle_box_get(Request *rq);
 int handle_box_shot(Request *rq);
 int handle_box_wire(Request *rq);
-/* sandbox_wire's table of box's services from hosts (its /etc/hosts; NULL: none wired), in rq's memory. */
-int box_wiring_rows(Request *rq, const Box *box, const char *hosts, Sbx__BoxWiring ***ret, size_t *ret_n);
-/* The table into info (sandbox_status), read from the box's /etc/hosts. */
-int box_wiring_info(Request *rq, const Box *box, Sbx__BoxInfo *info);

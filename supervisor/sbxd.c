@@ -32,6 +32,7 @@
 #include "core/session.h"
 #include "core/claim.h"
 #include "core/box.h"
+#include "core/boxwire.h"
 #include "core/job.h"
 #include "core/takeover.h"
 #include "core/token.h"
@@ -252,6 +253,7 @@ static int server_open_state(Server *s) {
         r = claims_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load claims: %m");
+        s->egress_aliases = box_egress_aliases;
         r = boxes_load(s);
         if (r < 0)
                 return log_error_errno(r, "Cannot load boxes: %m");

@@ -14,7 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/boxwire.h"
 #include "core/egress-proxy.h"
 #include "core/egress.h"
 #include "fd-util.h"
@@ -309,8 +308,8 @@ void egress_proxy_attach(Server *s, WorkspaceSession *ws) {
 
         if (ws->egress_fd < 0 || !ws->sandbox || !s->egress || s->egress->sock_src.fd < 0)
                 return;
-        /* A box's services wired external (core/boxwire.h). */
-        r = box_egress_aliases(s, ws, &aliases, &a.n_aliases);
+        /* A box's services wired external (Server.egress_aliases). */
+        r = s->egress_aliases ? s->egress_aliases(s, ws, &aliases, &a.n_aliases) : 0;
         if (r < 0)
                 log_warning_errno(r, "Cannot read the wiring of session %s's box, its external services are not "
                                   "aliased: %m", ws->id);

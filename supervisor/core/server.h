@@ -97,6 +97,10 @@ struct Server {
         unsigned long long unrecorded_retry_usec;
         TAILQ_HEAD(, Claim) claims;     /* the lifecycle set's, warm ones included (core/claim.h) */
         EgressProxy *egress;            /* sbx-egress (core/egress-proxy.h) */
+        /* A box's services wired external, for its session's attach to sbx-egress:
+         * core/boxwire.h's box_egress_aliases, set by sbxd.c (the boxes are above the
+         * egress proxy, which calls up only through this). NULL: no aliases. */
+        int (*egress_aliases)(Server *s, const WorkspaceSession *ws, Sbx__EgressAlias ***ret, size_t *ret_n);
         /* Per template whose warm claims failed: when to try again (core/claim.h). */
         WarmBackoff warm_backoff[SBX_TEMPLATES_MAX];
         TAILQ_HEAD(, Job) jobs;         /* the script set's, running and kept (core/job.h) */
