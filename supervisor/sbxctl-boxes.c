@@ -57,12 +57,6 @@ int ctl_build_box_stop(Args *a, CtlRequest *req) {
         return box_ref(a, req, SBX__MSG_TYPE__MSG_CLIENT_BOX_STOP);
 }
 
-static void put_line(const char *key, const char *value) {
-        printf("%s: ", key);
-        fputs_safe(value[0] ? value : "-", stdout);
-        putchar('\n');
-}
-
 int ctl_print_box_show(const Args *a, const Sbx__Reply *reply) {
         const Sbx__BoxInfo *b = reply->box;
         char created[32], used[32];
@@ -71,24 +65,24 @@ int ctl_print_box_show(const Args *a, const Sbx__Reply *reply) {
                 return print_json(msg_json_object(&box_map, b, CTL_TEXT));
         format_time(b->created_unix, created, sizeof(created));
         format_time(b->last_used_unix, used, sizeof(used));
-        put_line("id", b->id);
-        put_line("status", b->status);
-        put_line("health", b->health);
-        put_line("interrupted", b->interrupted_reason);
-        put_line("sandbox", b->sandbox);
-        put_line("image", b->image);
-        put_line("display", b->display);
+        print_line("id", b->id);
+        print_line("status", b->status);
+        print_line("health", b->health);
+        print_line("interrupted", b->interrupted_reason);
+        print_line("sandbox", b->sandbox);
+        print_line("image", b->image);
+        print_line("display", b->display);
         printf("uid: %" PRIu32 "\nstarted from: %s (%.3f s)\nidle timeout: %g min\ncreated: %s\nlast used: %s\n",
                b->uid, b->started_from, b->ready_seconds, b->idle_timeout_min, created, used);
-        put_line("takeover", b->takeover_url);
-        put_line("external base url", b->external_base_url);
+        print_line("takeover", b->takeover_url);
+        print_line("external base url", b->external_base_url);
         for (size_t i = 0; i < b->n_services; i++) {
                 fputs("service: ", stdout);
                 fputs_safe(b->services[i]->name, stdout);
                 printf(" port %" PRIu32 "\n", b->services[i]->port);
         }
         for (size_t i = 0; i < b->n_secrets; i++)
-                put_line("secret", b->secrets[i]);
+                print_line("secret", b->secrets[i]);
         return EXIT_OK;
 }
 

@@ -35,6 +35,14 @@ void fputs_safe(const char *s, FILE *f) {
                 fputc((unsigned char) *s < 0x20 || *s == 0x7f ? '?' : *s, f);
 }
 
+void print_line(const char *key, const char *value) {
+        if (!value || !value[0])
+                return;
+        printf("%s: ", key);
+        fputs_safe(value, stdout);
+        putchar('\n');
+}
+
 void fwrite_text_safe(const uint8_t *s, size_t n, FILE *f) {
         for (size_t i = 0; i < n; i++)
                 fputc((s[i] < 0x20 && s[i] != '\n' && s[i] != '\t') || s[i] == 0x7f ? '?' : s[i], f);

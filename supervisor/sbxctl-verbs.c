@@ -555,14 +555,6 @@ static const Sbx__ImageInfo *image_pick(const Args *a, const Sbx__ImageListReply
         return NULL;
 }
 
-static void print_line(const char *key, const char *value) {
-        if (!value || !value[0])
-                return;
-        printf("%s: ", key);
-        fputs_safe(value, stdout);
-        putchar('\n');
-}
-
 static int print_image(const Args *a, const Sbx__ImageInfo *im) {
         char size[24], built[32];
 

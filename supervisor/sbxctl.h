@@ -214,6 +214,8 @@ _printf_(1, 2) int usage_error(const char *fmt, ...);
  * newlines and tabs. */
 void fputs_safe(const char *s, FILE *f);
 void fwrite_text_safe(const uint8_t *s, size_t n, FILE *f);
+/* "key: value" (made safe as fputs_safe does) on a line of its own; nothing when value is empty. */
+void print_line(const char *key, const char *value);
 
 void format_size(uint64_t bytes, char *buf, size_t size);
 void format_uptime(double seconds, char *buf, size_t size);
