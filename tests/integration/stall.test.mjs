@@ -112,19 +112,29 @@ print(db.execute("SELECT count(*) FROM layers_pending").fetchone()[0])`, path.jo
   return r.code === 0 ? Number(r.stdout.trim()) : 0;
 }
 
-// The record of a publication (a row per path, its attribution) is written
-// off the loop in short transactions: while the test holds it before its
-// commit (SBX_TEST_HOLD_RECORD, sbxd(8)), another sandbox's exec_command,
-// which writes its own command records, is answered; the publication then
-// completes, whole. Before, the record was one transaction on the loop.
-h.test('the loop serves another sandbox while a publication\'s record is being written', async () => {
+/* fn({ x, xs, hold }) with a private sbxd of sandboxes pub and probe whose
+ * publication records wait while the file hold exists (SBX_TEST_HOLD_RECORD). */
+async function withHeldRecords(fn) {
   const holdDir = fs.mkdtempSync('/tmp/sbx-test-hold-');
   const hold = path.join(holdDir, 'hold');
   fs.writeFileSync(hold, '');
   const x = await Harness.create({ sandboxes: [{ name: 'pub' }, { name: 'probe' }], sets: 'runtime,sessions',
     sbxdEnv: { SBX_TEST_HOLD_RECORD: hold } });
   try {
-    const xs = (sandbox_id, name, args) => x.mcp.sc(name, { sandbox_id, ...args });
+    await fn({ x, xs: (sandbox_id, name, args) => x.mcp.sc(name, { sandbox_id, ...args }), hold });
+  } finally {
+    fs.rmSync(holdDir, { recursive: true, force: true });
+    await x.teardown();
+  }
+}
+
+// The record of a publication (a row per path, its attribution) is written
+// off the loop in short transactions: while the test holds it before its
+// commit (SBX_TEST_HOLD_RECORD, sbxd(8)), another sandbox's exec_command,
+// which writes its own command records, is answered; the publication then
+// completes, whole. Before, the record was one transaction on the loop.
+h.test('the loop serves another sandbox while a publication\'s record is being written', async () => {
+  await withHeldRecords(async ({ x, xs, hold }) => {
     const s = await xs('pub', 'create_workspace_session', {});
     const ws = s.workspace_session_id;
     const w = await xs('pub', 'exec_command', {
@@ -151,10 +161,7 @@ h.test('the loop serves another sandbox while a publication\'s record is being w
     assert.equal(f.content, '4999\n');
     const b = await xs('pub', 'file_blame', { path: 'held/f4999' });
     assert.deepEqual(b.ranges, [{ start_line: 1, line_count: 1, owner: `workspace_session:${ws}` }]);
-  } finally {
-    fs.rmSync(holdDir, { recursive: true, force: true });
-    await x.teardown();
-  }
+  });
 });
 
 // A small publication (a file_write: paths and attribution changes within
@@ -162,13 +169,7 @@ h.test('the loop serves another sandbox while a publication\'s record is being w
 // pauses of a large one; held before that transaction (its layer built, not
 // recorded), another sandbox is still served, and the layer then counts whole.
 h.test('a small publication held before its one transaction: another sandbox is served, then it counts whole', async () => {
-  const holdDir = fs.mkdtempSync('/tmp/sbx-test-hold-');
-  const hold = path.join(holdDir, 'hold');
-  fs.writeFileSync(hold, '');
-  const x = await Harness.create({ sandboxes: [{ name: 'pub' }, { name: 'probe' }], sets: 'runtime,sessions',
-    sbxdEnv: { SBX_TEST_HOLD_RECORD: hold } });
-  try {
-    const xs = (sandbox_id, name, args) => x.mcp.sc(name, { sandbox_id, ...args });
+  await withHeldRecords(async ({ x, xs, hold }) => {
     const layersDir = path.join(sandboxDir(x.stateDir, 'pub'), 'layers');
     const built = () => fs.readdirSync(layersDir).filter((n) => /^\d+$/.test(n)).map(Number);
     const top = Math.max(...built());
@@ -187,8 +188,5 @@ h.test('a small publication held before its one transaction: another sandbox is 
     assert.deepEqual(order, ['exec', 'publication']);
     const b = await xs('pub', 'file_blame', { path: 'small.txt' });
     assert.deepEqual(b.ranges, [{ start_line: 1, line_count: 2, owner: p.publication.owner }]);
-  } finally {
-    fs.rmSync(holdDir, { recursive: true, force: true });
-    await x.teardown();
-  }
+  });
 });
