@@ -91,6 +91,7 @@
 #define SBX_CANCEL_WAIT_MS 2000u                /* cancel_command answers once the command ended, or after this */
 #define SBX_IMAGE_ROOM_MIN (16u << 20)          /* the default image is rebuilt beside the old one with this free */
 #define SBX_UNRECORDED_ENDS_MAX 10000u         /* command ends held in memory while the store cannot take them */
+#define SBX_ENDED_COMMANDS_KEPT 256u           /* ended commands of live sessions held in memory (2 fds each); older ones are read from disk */
 #define SBX_UNRECORDED_RETRY_MS 1000u           /* how often they are offered to the store again */
 #define SBX_COMMANDS_LISTED 500u                /* commands in one list_command_sessions reply (the newest) */
 

@@ -477,6 +477,7 @@ static int server_timeout(Server *s) {
 static void server_tick(Server *s) {
         commands_run_deadlines(s);
         commands_store_unrecorded(s, false);
+        commands_trim_ended(s);
         spares_run_deadlines(s);
         failed_sessions_run_deadlines(s);
         claims_run_deadlines(s);

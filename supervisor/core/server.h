@@ -89,6 +89,7 @@ struct Server {
          * for their transcripts' readers: the loop's deadline scans skip them, so a
          * long-lived claim's thousands of commands do not slow every wake-up. */
         TAILQ_HEAD(, Command) ended_commands;
+        unsigned n_ended_commands;      /* in it; at most SBX_ENDED_COMMANDS_KEPT after each tick */
         uint64_t transcript_bytes;      /* what all transcripts kept store (core/transcripts.h) */
         uint64_t transcript_files;
         uint64_t transcripts_max_bytes; /* the global budget in force */

@@ -519,17 +519,20 @@ static void command_file(Server *s, Command *c) {
         if (ended) {
                 TAILQ_REMOVE(&s->commands, c, link);
                 TAILQ_INSERT_TAIL(&s->ended_commands, c, link);
+                s->n_ended_commands++;
         } else {
                 TAILQ_REMOVE(&s->ended_commands, c, link);
                 TAILQ_INSERT_TAIL(&s->commands, c, link);
+                s->n_ended_commands--;
         }
         c->in_ended = ended;
 }
 
 static void command_free(Server *s, Command *c) {
-        if (c->in_ended)
+        if (c->in_ended) {
                 TAILQ_REMOVE(&s->ended_commands, c, link);
-        else
+                s->n_ended_commands--;
+        } else
                 TAILQ_REMOVE(&s->commands, c, link);
         if (c->capture) {
                 output_capture_done(&c->capture[0]);
@@ -1201,6 +1204,23 @@ void command_record_fix(Server *s, StoreCommand *rec) {
                 }
         strlcpy(rec->status, "error", sizeof(rec->status));
         strlcpy(rec->end_reason, "supervisor_lost", sizeof(rec->end_reason));
+}
+
+void commands_trim_ended(Server *s) {
+        Command *c, *next;
+
+        /* Oldest first; an automatic session's command goes with its session (its publication answers it). */
+        TAILQ_FOREACH_SAFE(c, &s->ended_commands, link, next) {
+                WorkspaceSession *ws = c->session;
+
+                if (s->n_ended_commands <= SBX_ENDED_COMMANDS_KEPT)
+                        return;
+                if (!ws || ws->automatic || ws->publishing)
+                        continue;
+                TAILQ_REMOVE(&ws->commands, c, session_link);
+                c->session = NULL;
+                command_free(s, c);
+        }
 }
 
 void commands_store_unrecorded(Server *s, bool now) {

@@ -281,6 +281,9 @@ void command_record_fix(Server *s, StoreCommand *rec);
 /* Store the ends kept in memory, at most once per SBX_UNRECORDED_RETRY_MS
  * (now: whatever the time); those stored are dropped from memory. */
 void commands_store_unrecorded(Server *s, bool now);
+/* Frees the oldest ended commands of long-lived sessions beyond SBX_ENDED_COMMANDS_KEPT:
+ * their records and transcripts are on disk, where their readers find them. */
+void commands_trim_ended(Server *s);
 
 unsigned long long commands_next_deadline(Server *s);
 void commands_run_deadlines(Server *s);

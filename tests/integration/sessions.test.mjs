@@ -4,6 +4,7 @@
 // diff_workspace_session, list_command_sessions, cancel_command; conflicts of
 // managed and automatic sessions; another uid can neither see nor touch them.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import {
   useSbx, waitDone, waitFor, hostProcsMatching, sbxctl, sleep, T, resultText, run as runProgram, SBXCTL,
 } from './helpers.mjs';
@@ -377,6 +378,31 @@ h.test('conflict (automatic) then discard', async () => {
   assert.deepEqual(b.publication.conflicts, ['race.txt']);
   assert.equal(await read('race.txt'), 'first\n');
   await finalize(b.workspace_session_id, { action: 'discard' });
+});
+
+// SBX_ENDED_COMMANDS_KEPT (256): beyond it the oldest ended commands of a
+// long-lived session leave sbxd's memory (each held its transcript's 2 fds).
+h.test('a long-lived session\'s ended commands do not pin sbxd\'s descriptors; the oldest are read from disk', async () => {
+  const ws = (await create()).workspace_session_id;
+  const fds = () => fs.readdirSync(`/proc/${h.sbxd.proc.pid}/fd`).length;
+  const ids = [];
+  let at300 = 0;
+  for (let i = 0; i < 600; i++) {
+    ids.push((await exec(`echo out ${i}; echo err ${i} >&2`, { workspace_session_id: ws })).command_session_id);
+    if (i === 299) at300 = fds();
+  }
+  // The next 300 commands' transcripts replaced older ones in memory: no more descriptors.
+  assert.ok(fds() - at300 < 40, `sbxd's descriptors grew from ${at300} to ${fds()} over 300 ended commands`);
+  const first = await sc('read_command_lines', { command_session_id: ids[0] });
+  assert.equal(first.output, 'out 0\nerr 0\n');
+  assert.equal(first.status, 'ok');
+  assert.equal(first.exit_code, 0);
+  const listed = (await sc('list_command_sessions', { workspace_session_id: ws })).commands;
+  assert.equal(listed.length, 500); // SBX_COMMANDS_LISTED, the newest
+  assert.ok(listed.every((c) => c.status === 'ok'), JSON.stringify(listed.find((c) => c.status !== 'ok')));
+  const again = await sc('cancel_command', { command_session_id: ids[1] });
+  assert.equal(again.output, 'out 1\nerr 1\n');
+  await finalize(ws, { action: 'discard' });
 });
 
 h.test('another uid can neither see nor touch the sandbox\'s sessions or commands', async () => {
