@@ -162,6 +162,21 @@ static int set_session(Args *a, const char *arg) {
         return EXIT_OK;
 }
 
+#define STREAMS "merged stdout stderr"
+
+static int set_stream(Args *a, const char *arg) {
+        static const char *const names[] = { [SBX__STREAM__STREAM_MERGED] = "merged",
+                                             [SBX__STREAM__STREAM_STDOUT] = "stdout",
+                                             [SBX__STREAM__STREAM_STDERR] = "stderr" };
+
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                if (str_eq(arg, names[i])) {
+                        a->stream = (int) i;
+                        return EXIT_OK;
+                }
+        return usage_error("invalid --stream '%s': expected " STREAMS, arg);
+}
+
 #define POLICIES "publish_then_destroy destroy"
 
 static int set_policy(Args *a, const char *arg) {
@@ -221,6 +236,7 @@ const CtlOption ctl_options[] = {
         { "--expires",    true,  CTL_GROUP_TOKEN,    ctl_set_expires, NULL },
         { "--sets",       true,  CTL_GROUP_TOKEN,    ctl_set_sets,   "runtime sessions lifecycle" },
         { "--note",       true,  CTL_GROUP_TAKEOVER, ctl_set_note,   NULL },
+        { "--stream",     true,  CTL_GROUP_LINES,    set_stream,     STREAMS },
         { "--help",       false, CTL_GROUP_GLOBAL,   set_help,       NULL },
         { "--version",    false, CTL_GROUP_GLOBAL,   set_version,    NULL },
 };
@@ -891,6 +907,53 @@ static int build_command_show(Args *a, CtlRequest *req) {
         return EXIT_OK;
 }
 
+static int build_command_lines(Args *a, CtlRequest *req) {
+        Sbx__ReadLines *m = ctl_request_body(req, SBX__MSG_TYPE__MSG_CLIENT_READ_LINES, &sbx__read_lines__descriptor);
+
+        m->sandbox = (char *) a->name;
+        m->command_session = (char *) a->id;
+        m->stream = (Sbx__Stream) a->stream;
+        m->has_limit = true;
+        m->limit = SBX_READ_MAX_LINES;
+        req->expect = SBX__REPLY__BODY_COMMAND;
+        return EXIT_OK;
+}
+
+/* The sandbox's bytes as they are into a file or pipe; on a terminal its
+ * control characters (but newline and tab) are shown as '?'. */
+static void write_output(const uint8_t *data, size_t len, bool tty) {
+        if (!tty) {
+                fwrite(data, 1, len, stdout);
+                return;
+        }
+        for (size_t i = 0; i < len; i++)
+                putchar((data[i] < 0x20 && data[i] != '\n' && data[i] != '\t') || data[i] == 0x7f ? '?' : data[i]);
+}
+
+/* Every line the transcript has now, page after page, printed as each arrives. */
+static int run_command_lines(int fd, const Args *a, CtlRequest *req) {
+        bool tty = isatty(STDOUT_FILENO);
+        int r = EXIT_OK;
+
+        for (uint32_t seq = 1;; seq++) {
+                Sbx__Msg *reply = NULL;
+                const Sbx__CommandOutput *o;
+                bool more;
+
+                r = transact(fd, a->verb->words, &req->msg, seq, req->expect, true, &reply);
+                if (r != EXIT_OK)
+                        return r;
+                o = reply->reply->command;
+                write_output(o->output.data, o->output.len, tty);
+                more = o->end_offset > o->start_offset && o->end_offset < o->total_lines;
+                req->msg.read_lines->start_offset = o->end_offset;
+                sbx__msg__free_unpacked(reply, NULL);
+                if (!more)
+                        break;
+        }
+        return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
+}
+
 static void print_targets(const char *label, char **targets, size_t n) {
         printf("%s:", label);
         for (size_t i = 0; i < n; i++) {
@@ -1211,6 +1274,8 @@ const CtlVerb ctl_verbs[] = {
           build_command_cancel, print_command_cancel, NULL },
         { "command show",     2, "SANDBOX and command ID", "command ID", 0, SANDBOX,
           build_command_show, print_command_show, NULL },
+        { "command lines",    2, "SANDBOX and command ID", "command ID", CTL_GROUP(CTL_GROUP_LINES),
+          SANDBOX | CTL_NO_JSON, build_command_lines, NULL, run_command_lines },
         { "layer list",       1, "SANDBOX", NULL, 0, SANDBOX, build_layer_list, print_layer_list, run_layer_list },
         { "owner list",       0, NULL, NULL, 0, 0, build_owner_list, print_owner_list, NULL },
         { "owner show",       1, "owner UID", NULL, 0, CTL_OWNER_ARG, build_owner_show, print_owner_show, NULL },

@@ -43,6 +43,8 @@ static void help(void) {
                "                                 list commands and how they ended\n"
                "  command cancel SANDBOX ID      cancel a running command\n"
                "  command show SANDBOX ID        show how a command ended and its egress audit\n"
+               "  command lines SANDBOX ID [--stream merged|stdout|stderr]\n"
+               "                                 print the command's output\n"
                "  layer list SANDBOX             list a sandbox's published layers\n"
                "  owner list                     list owners' use of the per-owner quotas\n"
                "  owner show UID                 show one owner's use of each quota\n"

@@ -42,6 +42,7 @@ typedef enum CtlGroup {
         CTL_GROUP_OWNER,        /* --owner (sandbox create, token create, secret *) */
         CTL_GROUP_TOKEN,        /* --name, --expires, --sets (token create) */
         CTL_GROUP_TAKEOVER,     /* --note (takeover return) */
+        CTL_GROUP_LINES,        /* --stream (command lines) */
         CTL_GROUP_COUNT_,
 } CtlGroup;
 
@@ -78,6 +79,7 @@ typedef struct Args {
         int64_t expires_seconds; /* token create --expires; 0: never */
         const char *sets;       /* token create --sets */
         const char *note;       /* takeover return --note */
+        int stream;             /* command lines --stream: a Sbx__Stream */
         /* per group, the last of its options given, for the usage error */
         const char *group_option[CTL_GROUP_COUNT_];
 } Args;

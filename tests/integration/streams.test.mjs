@@ -122,6 +122,25 @@ h.test('without separate streams one stream alone is refused with a clear messag
   assert.equal(ok.output, 'merged\nalso\n');
 });
 
+h.test('sbxctl command lines prints the whole output, paged, and each stream alone', async () => {
+  const long = await h.mcp.sc('exec_command', { sandbox_id: SB, cmd: 'seq 2500; echo tail >&2' });
+  const all = await sbxctl(h.socket, ['command', 'lines', SB, long.command_session_id]);
+  assert.equal(all.code, 0, all.stderr);
+  // Three pages of SBX_READ_MAX_LINES (1000), in order, nothing twice.
+  const want = Array.from({ length: 2500 }, (_, i) => `${i + 1}\n`).join('') + 'tail\n';
+  assert.equal(all.stdout, want);
+  const err = await sbxctl(h.socket, ['command', 'lines', SB, saved.apart, '--stream', 'stderr']);
+  assert.equal(err.stdout, 'err1\nerr2\n');
+  const out = await sbxctl(h.socket, ['command', 'lines', SB, saved.apart, '--stream', 'stdout']);
+  assert.equal(out.stdout, 'out1\nout2\n');
+  const refused = await sbxctl(h.socket, ['command', 'lines', SB, saved.merged, '--stream', 'stdout']);
+  assert.notEqual(refused.code, 0);
+  assert.match(refused.stderr, /did not keep stdout and stderr apart/);
+  const bad = await sbxctl(h.socket, ['command', 'lines', SB, saved.apart, '--stream', 'both']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /invalid --stream 'both': expected merged stdout stderr/);
+});
+
 h.test('after an sbxd restart both kinds read from disk as before', async () => {
   await h.restartSbxd();
   const [merged, out, err, old] = await raw([
