@@ -64,6 +64,11 @@
 #define SBX_SESSION_START_MEMORY (16u << 20)  /* a new session's worker and first command, besides what the
                                                    sandbox's stopped sessions hold of its memory limit */
 #define SBX_FAILED_SESSION_GRACE_MAX_S 86400u
+/* An import (sbxctl sandbox create --source) still running after this is
+ * killed and the sandbox not made (sbxd.conf import_timeout_seconds): a
+ * source on a stalled network filesystem does not hold its name forever. */
+#define SBX_IMPORT_TIMEOUT_DEFAULT_S 3600u
+#define SBX_IMPORT_TIMEOUT_MAX_S 604800u
 #define SBX_HEAP_KEEP_BYTES (32u << 20)         /* freed heap memory sbxd keeps for reuse */
 #define SBX_BROKER_HEAP_KEEP_BYTES (4u << 20)   /* the same for each sandbox-mcp (one per agent) */
 #define SBX_JSON_DEPTH_MAX 64u                  /* nesting of a JSON value sandbox-mcp writes */

@@ -466,6 +466,7 @@ static int server_timeout(Server *s) {
                                                   MIN(egress_proxy_next_deadline(s), jobs_next_deadline(s)))));
         deadline = MIN(deadline, box_files_next_deadline(s));
         deadline = MIN(deadline, takeovers_next_deadline(s));
+        deadline = MIN(deadline, imports_next_deadline(s));
         unsigned long long now = now_usec();
 
         if (deadline == ~0ull)
@@ -484,6 +485,7 @@ static void server_tick(Server *s) {
         boxes_run_deadlines(s);
         jobs_run_deadlines(s);
         takeovers_run_deadlines(s);
+        imports_run_deadlines(s);
         clients_run_deadlines(s);
         egress_proxy_run_deadlines(s);
         box_files_run_deadlines(s);

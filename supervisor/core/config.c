@@ -38,6 +38,7 @@ void config_init(Config *cfg) {
                 .owner_sandboxes_max = SBX_OWNER_SANDBOXES_MAX_DEFAULT,
                 .owner_commands_max = SBX_OWNER_COMMANDS_MAX_DEFAULT,
                 .failed_session_grace_seconds = SBX_FAILED_SESSION_GRACE_DEFAULT_S,
+                .import_timeout_seconds = SBX_IMPORT_TIMEOUT_DEFAULT_S,
                 .sandbox_layers_max_bytes = SBX_SANDBOX_LAYERS_MAX_DEFAULT,
                 .owner_layers_max_bytes = SBX_OWNER_LAYERS_MAX_DEFAULT,
                 .layers_max_inodes = SBX_LAYERS_MAX_INODES_DEFAULT,
@@ -375,6 +376,7 @@ static const struct {
         NUMERIC("owner_sandboxes_max", owner_sandboxes_max, 1, SBX_MAX_SANDBOXES),
         NUMERIC("owner_commands_max", owner_commands_max, 1, SBX_OWNER_COMMANDS_MAX),
         NUMERIC("failed_session_grace_seconds", failed_session_grace_seconds, 0, SBX_FAILED_SESSION_GRACE_MAX_S),
+        NUMERIC("import_timeout_seconds", import_timeout_seconds, 1, SBX_IMPORT_TIMEOUT_MAX_S),
         /* Layer quotas */
         NUMERIC("sandbox_layers_max_bytes", sandbox_layers_max_bytes, 1u << 20, UINT64_MAX),
         NUMERIC("owner_layers_max_bytes", owner_layers_max_bytes, 1u << 20, UINT64_MAX),

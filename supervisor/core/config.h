@@ -70,6 +70,7 @@ typedef struct Config {
         uint32_t owner_sandboxes_max;   /* sandboxes one uid owns */
         uint32_t owner_commands_max;    /* running commands in one owner's sandboxes */
         uint32_t failed_session_grace_seconds; /* a failed automatic publication's session is kept this long */
+        uint32_t import_timeout_seconds;        /* an import running longer is killed */
         /* Layer quotas (core/layerquota.h) */
         uint64_t sandbox_layers_max_bytes;
         uint64_t owner_layers_max_bytes;

@@ -553,9 +553,42 @@ static void import_dispatch(Server *s, EventSource *src, uint32_t events) {
                 import_finish(s, imp, res->err < 0 ? res->err : 0, res->errmsg, res);
                 return;
         }
+        if (imp->timed_out) {
+                snprintf(why, sizeof(why), "the import did not finish within %u s (import_timeout_seconds in "
+                         "sbxd.conf); nothing of it is kept", s->cfg.import_timeout_seconds);
+                import_finish(s, imp, -ETIMEDOUT, why, NULL);
+                return;
+        }
         snprintf(why, sizeof(why), "the import helper (sbx-worker --import) ended without an answer (%s %d)",
                  si.si_code == CLD_EXITED ? "exit status" : "signal", si.si_status);
         import_finish(s, imp, -EIO, why, NULL);
+}
+
+unsigned long long imports_next_deadline(Server *s) {
+        unsigned long long next = ~0ull;
+        Import *imp;
+
+        TAILQ_FOREACH(imp, &s->imports, link)
+                if (!imp->timed_out)
+                        next = MIN(next, imp->deadline_usec);
+        return next;
+}
+
+void imports_run_deadlines(Server *s) {
+        unsigned long long now = now_usec();
+        Import *imp;
+
+        TAILQ_FOREACH(imp, &s->imports, link) {
+                if (imp->timed_out || imp->deadline_usec > now)
+                        continue;
+                log_warning("Import of sandbox '%s' from '%s' still runs after %u s (import_timeout_seconds): "
+                            "killing it", imp->sandbox->name, imp->sandbox->source_dir,
+                            s->cfg.import_timeout_seconds);
+                /* Its pidfd turns readable once it is gone: import_dispatch answers. */
+                imp->timed_out = true;
+                if (syscall(SYS_pidfd_send_signal, imp->pidfd_src.fd, SIGKILL, NULL, 0) < 0)
+                        log_warning_errno(-errno, "Failed to kill the import helper of '%s': %m", imp->sandbox->name);
+        }
 }
 
 static void import_abandon(Server *s, Pending *p, bool cancelled) {
@@ -601,6 +634,7 @@ static int import_start(Server *s, Sandbox *sb, Client *c, uint32_t seq, Sandbox
         imp->sandbox = sb;
         imp->made = made;
         imp->userdata = userdata;
+        imp->deadline_usec = now_usec() + s->cfg.import_timeout_seconds * 1000000ull;
         if (c)
                 pending_start(&imp->creator, c, seq, import_abandon);
         TAILQ_INSERT_TAIL(&s->imports, imp, link);

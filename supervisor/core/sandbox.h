@@ -67,11 +67,17 @@ struct Import {
         EventSource pidfd_src;      /* the helper's pidfd: readable once it exited */
         int sock;                   /* its answer, an ImportResult, waits here */
         Pending creator;            /* answered when it is done */
+        unsigned long long deadline_usec; /* then the helper is killed (import_timeout_seconds) */
+        bool timed_out;
         SandboxMade made;           /* or: called when it is done (a claim's sandbox) */
         void *userdata;
 };
 
 int sandboxes_load(Server *s);
+/* The earliest import deadline (~0: none); the imports past theirs are killed,
+ * and answered as timed out once their helper is gone. */
+unsigned long long imports_next_deadline(Server *s);
+void imports_run_deadlines(Server *s);
 /* Free the host id ranges of sandboxes without a record, after their files;
  * returns how many were freed. */
 unsigned sandbox_ranges_collect(Server *s);

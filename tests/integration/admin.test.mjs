@@ -3,13 +3,13 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { useSbx, sbxctl, run, SBXCTL, writeFixture, resultText } from './helpers.mjs';
+import { useSbx, sbxctl, run, SBXCTL, writeFixture, resultText, hostProcsMatching, sleep } from './helpers.mjs';
 
 // world: the temporary and run directories are traversable so that an
 // unprivileged broker can reach the socket and be refused by sbxd itself.
 // No warm claim of the built-in template (sbxd.conf(5)): the state directory holds adm's alone.
 const h = useSbx({ sandboxes: [{ name: 'adm', memory: 256 * 1024 * 1024, pids: 100 }], world: true,
-  config: '[sbxd]\nsocket_mode = 0666\n[template default]\nwarm = 0\n' });
+  config: '[sbxd]\nsocket_mode = 0666\nimport_timeout_seconds = 3\n[template default]\nwarm = 0\n' });
 const NOBODY = 65534;
 
 function sandboxesOf(stdout) {
@@ -65,6 +65,38 @@ h.test('create refuses duplicates, missing sources and bad names', async () => {
   r = await sbxctl(h.socket, ['sandbox', 'list', '--json']);
   const names = sandboxesOf(r.stdout).map((s) => s.name);
   assert.deepEqual(names, ['adm']);
+});
+
+// import_timeout_seconds: an import that does not finish (here its helper is
+// stopped, as one reading a stalled network filesystem would be) is killed.
+h.test('an import past import_timeout_seconds is killed; the sandbox is not made and its name is free', async () => {
+  const src = path.join(h.dir, 'src-slow');
+  for (let d = 0; d < 30; d++) {
+    fs.mkdirSync(path.join(src, `d${d}`), { recursive: true });
+    for (let f = 0; f < 1000; f++) fs.writeFileSync(path.join(src, `d${d}`, `f${f}`), 'x');
+  }
+  const create = sbxctl(h.socket, ['sandbox', 'create', 'slow', '--source', src], { timeout: 120000 });
+  const sbxdPid = h.sbxd.proc.pid;
+  let helper;
+  while (!helper) {
+    helper = hostProcsMatching('sbx-worker --import').find((p) =>
+      fs.readFileSync(`/proc/${p.pid}/stat`, 'utf8').split(') ')[1].split(' ')[1] === String(sbxdPid));
+    if (!helper) await sleep(2);
+  }
+  process.kill(helper.pid, 'SIGSTOP');
+  const r = await create;
+  assert.notEqual(r.code, 0, 'the stopped import finished');
+  assert.match(r.stderr, /did not finish within 3 s \(import_timeout_seconds in sbxd\.conf\); nothing of it is kept/);
+  const list = await sbxctl(h.socket, ['sandbox', 'list', '--json']);
+  assert.ok(!sandboxesOf(list.stdout).some((s) => s.name === 'slow'));
+  assert.ok(!fs.existsSync(`/proc/${helper.pid}/stat`) || fs.readFileSync(`/proc/${helper.pid}/stat`, 'utf8').includes(') Z'),
+    'the helper is gone');
+  // The name is free again: a quick import of a small tree takes it.
+  fs.rmSync(src, { recursive: true });
+  await writeFixture(src);
+  const again = await sbxctl(h.socket, ['sandbox', 'create', 'slow', '--source', src]);
+  assert.equal(again.code, 0, again.stderr);
+  assert.equal((await sbxctl(h.socket, ['sandbox', 'delete', 'slow'])).code, 0);
 });
 
 h.test('delete removes a sandbox; its tools then fail cleanly', async () => {
