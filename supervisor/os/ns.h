@@ -75,6 +75,9 @@ typedef struct SpawnState {
         bool hold_go;
         const SpawnMounts *mounts;      /* borrowed until SETUP_GO went; NULL: none */
         const int *mount_fds;           /* their detached mounts, one per name (borrowed) */
+        /* Owned, sent with SETUP_GO, then closed: the session tmpfs and /tmp's
+         * sbxd made (os/livemount.h), or -EBADF: the init mounts its own. */
+        int tmpfs_fds[SETUP_TMPFS_MAX];
 } SpawnState;
 
 typedef struct Spawner Spawner;

@@ -1,0 +1,23 @@
+/* Session tmpfs mounts that sbxd makes and holds, so that a managed
+ * session's writable layer can outlive sbxd without a copy (core/kept.h).
+ * sbxd makes the tmpfs detached (fsopen(2), fsmount(2)) and keeps a detached
+ * clone of it (open_tree(2) OPEN_TREE_CLONE, possible only before the worker
+ * attaches the original in its own mount namespace): the superblock lives as
+ * long as either mount does. At a stop the clone is attached below
+ * RUN_DIR/live in the host's mount namespace: PID 1's when sbxd runs in one
+ * of its own (systemd's ProtectSystem= gives it one, whose mounts vanish with
+ * the service), else sbxd's. Non-logging. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A new detached tmpfs of size bytes, nosuid and nodev, its root owned by
+ * uid:uid with mode: *ret_mnt for the worker, *ret_keep a clone for sbxd. */
+int session_tmpfs_new(uint64_t size, uid_t uid, mode_t mode, int *ret_mnt, int *ret_keep);
+/* Attach the detached mount mnt at the directory path (absolute) in the
+ * host's mount namespace. */
+int live_mount_attach(int mnt, const char *path);
+/* Detach whatever is mounted at path (absolute; nothing is fine), in the
+ * host's mount namespace and in sbxd's. */
+int live_mount_detach(const char *path);
