@@ -10,8 +10,10 @@
  * (worker/session-init.c). sbxd puts it into the session's cgroup and writes
  * its user namespace maps on the set-up channel (proto/setup.h). The
  * session's writable layer lives on a tmpfs that is mounted only in the
- * session's mount namespace; the supervisor keeps an fd to its upper
- * directory to publish from. Nothing is mounted on the host. Non-logging. */
+ * session's mount namespace (made by the init, or, for a session that may be
+ * kept, by sbxd, detached, and sent with SETUP_GO: os/livemount.h); the
+ * supervisor keeps an fd to its upper directory to publish from. Nothing is
+ * mounted on the host. Non-logging. */
 #pragma once
 
 #include <stdbool.h>

@@ -78,11 +78,12 @@ h.test('sbxd --save-kept copies what was kept in place to the state directory; t
   assert.deepEqual(fs.readdirSync(liveDir()), []);
   assert.ok(fs.existsSync(path.join(h.stateDir, 'sandboxes', id, 'kept', ws, 'upper', 'many', 'f0')));
   const mcp = await restart();
-  // Discarded this time: the kept copy goes with it; then published from a second round.
-  const c = await mcp.sc('exec_command', { sandbox_id: 'big', workspace_session_id: ws, cmd: CHECK });
+  const f = await mcp.sc('finalize_workspace_session', { sandbox_id: 'big', workspace_session_id: ws, action: 'publish' });
+  assert.equal(f.publication.changed_paths, FILES);
+  const c = await mcp.sc('exec_command', { sandbox_id: 'big', cmd: CHECK });
   assert.equal(c.output, `${FILES}\n${want}\n`);
-  await mcp.sc('finalize_workspace_session', { sandbox_id: 'big', workspace_session_id: ws, action: 'discard' });
-  assert.ok(!fs.existsSync(path.join(h.stateDir, 'sandboxes', id, 'kept', ws)), 'the kept copy went with the discard');
+  assert.ok(!fs.existsSync(path.join(h.stateDir, 'sandboxes', id, 'kept', ws)), 'the kept copy went with the finalize');
+  await mcp.sc('exec_command', { sandbox_id: 'big', cmd: 'rm -r many' });
 });
 
 h.test('SIGTERM with a claim: its /workspace, root upper and /tmp kept in place and back after the restart', async () => {
@@ -92,7 +93,8 @@ h.test('SIGTERM with a claim: its /workspace, root upper and /tmp kept in place 
   assert.equal(made.stdout, 'ok\n', made.stderr);
   await stopTimed(`a claim of ${FILES} files`);
   assert.equal(liveMounts().length, 2, `the session tmpfs and /tmp: ${liveMounts().join(', ')}`);
-  const mcp = await restart();
+  await restart();
+  const mcp = h.mcp;
   await waitFor(async () => (await mcp.sc('get_sandbox_status', { sandbox_claim_name: n })).ready,
     { timeout: 60000, what: 'the claim to run again after the restart' });
   const r = await exec(mcp, `cd /workspace && cat /tmp/t.txt /root/r.txt && ${CHECK}`);
