@@ -25,9 +25,6 @@
 #define KEPT_TMP "tmp"
 /* The session tmpfs holds ws/upper and sys/upper side by side (worker/session-init.c). */
 #define SYS_UPPER_FROM_WS_UPPER "../../sys/upper"
-#define LIVE_DIR "live"
-/* A live kept session's tmpfs, mounted in its directory. */
-#define LIVE_SESSION "s"
 
 /* Where kept sessions of sb are: STATE/sandboxes/ID/kept, RUN_DIR/kept/ID
  * (the state filesystem was full), or RUN_DIR/live/ID (their own tmpfs). */
@@ -36,7 +33,7 @@ typedef enum KeptWhere { KEPT_IN_STATE, KEPT_IN_RUN_DIR, KEPT_LIVE } KeptWhere;
 /* The trees of a kept session, in its directory: a copy's, and a live one's
  * (its session tmpfs at s, a claim's /tmp at tmp). */
 static const char *const copy_names[3] = { "upper", KEPT_SYS, KEPT_TMP };
-static const char *const live_names[3] = { LIVE_SESSION "/ws/upper", LIVE_SESSION "/sys/upper", KEPT_TMP };
+static const char *const live_names[3] = { LIVE_SESSION "/ws/upper", LIVE_SESSION "/sys/upper", LIVE_TMP };
 
 static int dir_open(int dirfd, const char *name, bool create) {
         int fd;
@@ -133,39 +130,12 @@ static int subdir_open(int dirfd, const char *path) {
         return openat2_fd(dirfd, path, O_RDONLY | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
 }
 
-/* RUN_DIR/live/SANDBOX/WS/sub into buf (PATH_MAX bytes). */
-static int live_path(const char *run_dir, const char *sb_id, const char *ws_id, const char *sub, char *buf) {
-        int n = snprintf(buf, PATH_MAX, "%s/" LIVE_DIR "/%s/%s/%s", run_dir, sb_id, ws_id, sub);
-        return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
-}
-
-/* The live kept session ws_id of sandbox sb_id (its directory below live,
- * RUN_DIR/live/SANDBOX): its mounts detached, then the directory removed;
- * nothing is removed while a mount may still be there. */
-static int live_remove(const char *run_dir, const char *sb_id, int live, const char *ws_id) {
-        static const char *const mounts[] = { LIVE_SESSION, KEPT_TMP };
-        char path[PATH_MAX];
-
-        for (size_t i = 0; i < ELEMENTSOF(mounts); i++) {
-                int r = live_path(run_dir, sb_id, ws_id, mounts[i], path);
-                if (r >= 0)
-                        r = live_mount_detach(path);
-                if (r < 0)
-                        return r;
-        }
-        return tree_remove_at(live, ws_id);
-}
-
-int kept_live_remove(Server *s, WorkspaceSession *ws) {
-        return live_remove(s->cfg.run_dir, ws->sandbox->id, ws->kept_fd, ws->id);
-}
-
 /* Keep ws in place: sbxd's clones of its tmpfs (and a claim's /tmp) mounted
  * at RUN_DIR/live/SANDBOX/WS/{s,tmp} in the host's mount namespace, with the
  * note beside them. No copy, no sync: RUN_DIR outlives sbxd (not a reboot:
  * sbxd --save-kept copies them to the state directory before one, sbxd(8)). */
 static int live_save(Server *s, WorkspaceSession *ws) {
-        static const char *const mounts[SETUP_TMPFS_MAX] = { LIVE_SESSION, KEPT_TMP };
+        static const char *const mounts[SETUP_TMPFS_MAX] = { LIVE_SESSION, LIVE_TMP };
         _cleanup_close_ int live = -EBADF, dir = -EBADF;
         char path[PATH_MAX], meta[META_MAX];
         int r = kept_dir_open(s, ws->sandbox, KEPT_LIVE, true, &live);
@@ -181,14 +151,14 @@ static int live_save(Server *s, WorkspaceSession *ws) {
                 if (mkdirat(dir, mounts[i], 0700) < 0)
                         r = -errno;
                 if (r >= 0)
-                        r = live_path(s->cfg.run_dir, ws->sandbox->id, ws->id, mounts[i], path);
+                        r = live_session_path(s->cfg.run_dir, ws->sandbox->id, ws->id, mounts[i], path);
                 if (r >= 0)
                         r = live_mount_attach(ws->live_fds[i], path);
         }
         if (r >= 0)
                 r = write_file_atomic_at(dir, "meta", meta, meta_format(ws, meta), 0600);
         if (r < 0)
-                (void) live_remove(s->cfg.run_dir, ws->sandbox->id, live, ws->id);
+                (void) live_session_remove(s->cfg.run_dir, ws->sandbox->id, live, ws->id);
         return r;
 }
 
@@ -353,7 +323,7 @@ static int load_dir(Server *s, Sandbox *sb, KeptWhere where) {
                         log_warning_errno(k, "Removing kept changes '%s' of sandbox '%s' that cannot come back: %m",
                                           de->d_name, sb->name);
                         if (where == KEPT_LIVE)
-                                (void) live_remove(s->cfg.run_dir, sb->id, dirfd(d), de->d_name);
+                                (void) live_session_remove(s->cfg.run_dir, sb->id, dirfd(d), de->d_name);
                         else
                                 (void) tree_remove_at(dirfd(d), de->d_name);
                 }
@@ -444,15 +414,9 @@ int kept_sessions_load(Server *s, Sandbox *sb) {
 
 /* A directory stream over the directory name below dirfd (no symlink); NULL with errno set. */
 static DIR *dir_stream(int dirfd, const char *name) {
-        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        DIR *d;
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
-        if (fd < 0)
-                return NULL;
-        d = fdopendir(fd);
-        if (!d)
-                safe_close(fd);
-        return d;
+        return fd < 0 ? NULL : opendir_at(fd);
 }
 
 /* The live kept session name below live (RUN_DIR/live/SANDBOX) copied to
@@ -471,13 +435,13 @@ static int save_live_one(const char *run_dir, const char *sb_id, int live, int k
         /* No note: a stop that did not finish attaching it; nothing of it to keep. */
         r = read_file_bounded_at(dir, "meta", META_MAX, &meta, &len);
         if (r == -ENOENT)
-                return live_remove(run_dir, sb_id, live, name);
+                return live_session_remove(run_dir, sb_id, live, name);
         if (r < 0)
                 return r;
         trees[0] = subdir_open(dir, live_names[0]);
         if (trees[0] < 0)
                 return trees[0];
-        if (faccessat(dir, KEPT_TMP, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (faccessat(dir, LIVE_TMP, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
                 trees[1] = subdir_open(dir, live_names[1]);
                 trees[2] = subdir_open(dir, live_names[2]);
                 if (trees[1] < 0 || trees[2] < 0)
@@ -487,7 +451,7 @@ static int save_live_one(const char *run_dir, const char *sb_id, int live, int k
         if (r < 0)
                 return r;
         trees_close(&trees);
-        return live_remove(run_dir, sb_id, live, name);
+        return live_session_remove(run_dir, sb_id, live, name);
 }
 
 /* Every live kept session of the sandbox sb_id (its directory below top, RUN_DIR/live). */
@@ -511,7 +475,7 @@ static int save_live_sandbox(const Config *cfg, int state, int top, const char *
                         continue;
                 /* Its sandbox is gone: so is what it kept. */
                 if (sb == -ENOENT)
-                        k = live_remove(cfg->run_dir, sb_id, dirfd(d), de->d_name);
+                        k = live_session_remove(cfg->run_dir, sb_id, dirfd(d), de->d_name);
                 else
                         k = kept < 0 ? kept : save_live_one(cfg->run_dir, sb_id, dirfd(d), kept, de->d_name);
                 if (k < 0) {

@@ -40,9 +40,6 @@ int kept_session_seed(const WorkspaceSession *from, int upper_fd, int root_fd);
 /* At start, once sb is loaded and before its layers are collected: its kept
  * sessions, back as stopped sessions. */
 int kept_sessions_load(Server *s, Sandbox *sb);
-/* Finalizing the kept session ws that is kept in place (ws->kept_live): its
- * mounts below RUN_DIR/live detached, its directory there removed. */
-int kept_live_remove(Server *s, WorkspaceSession *ws);
 /* sbxd --save-kept (sbxd is not running): each session kept in place in
  * cfg's RUN_DIR/live copied to the state directory as a stop without them
  * would (STATE/sandboxes/ID/kept/WS), then unmounted and removed. One that

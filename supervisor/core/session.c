@@ -19,7 +19,6 @@
 #include "core/transcripts.h"
 #include "core/snapshot.h"
 #include "core/secret.h"
-#include "core/kept.h"
 #include "data/layer.h"
 #include "fd-util.h"
 #include "log.h"
@@ -612,7 +611,8 @@ static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
         for (size_t i = 0; i < ELEMENTSOF(ws->live_fds); i++)
                 server_close_later(s, TAKE_FD(ws->live_fds[i]));
         if (ws->kept_fd >= 0) {
-                int r = ws->kept_live ? kept_live_remove(s, ws) : tree_remove_at(ws->kept_fd, ws->id);
+                int r = ws->kept_live ? live_session_remove(s->cfg.run_dir, ws->sandbox->id, ws->kept_fd, ws->id)
+                                      : tree_remove_at(ws->kept_fd, ws->id);
                 if (r < 0)
                         log_warning_errno(r, "Failed to remove the kept changes of %s, 'sbxctl gc' retries: %m",
                                           ws->id);

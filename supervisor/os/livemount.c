@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "data/layer.h"
 #include "fd-util.h"
 #include "macro.h"
 #include "os/livemount.h"
@@ -98,4 +100,23 @@ int live_mount_attach(int mnt, const char *path) {
 
 int live_mount_detach(const char *path) {
         return in_host_ns(do_detach, -EBADF, path, true);
+}
+
+int live_session_path(const char *run_dir, const char *sb_id, const char *ws_id, const char *sub, char *buf) {
+        int n = snprintf(buf, PATH_MAX, "%s/" LIVE_DIR "/%s/%s/%s", run_dir, sb_id, ws_id, sub);
+        return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+int live_session_remove(const char *run_dir, const char *sb_id, int live, const char *ws_id) {
+        static const char *const mounts[] = { LIVE_SESSION, LIVE_TMP };
+        char path[PATH_MAX];
+
+        for (size_t i = 0; i < ELEMENTSOF(mounts); i++) {
+                int r = live_session_path(run_dir, sb_id, ws_id, mounts[i], path);
+                if (r >= 0)
+                        r = live_mount_detach(path);
+                if (r < 0)
+                        return r;
+        }
+        return tree_remove_at(live, ws_id);
 }

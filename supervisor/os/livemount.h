@@ -12,6 +12,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* A session kept in place is RUN_DIR/live/SANDBOX/WS: its tmpfs mounted at
+ * s, a claim's /tmp at tmp, and its note (core/kept.h). */
+#define LIVE_DIR "live"
+#define LIVE_SESSION "s"
+#define LIVE_TMP "tmp"
+
 /* A new detached tmpfs of size bytes, nosuid and nodev, its root owned by
  * uid:uid with mode: *ret_mnt for the worker, *ret_keep a clone for sbxd. */
 int session_tmpfs_new(uint64_t size, uid_t uid, mode_t mode, int *ret_mnt, int *ret_keep);
@@ -21,3 +27,9 @@ int live_mount_attach(int mnt, const char *path);
 /* Detach whatever is mounted at path (absolute; nothing is fine), in the
  * host's mount namespace and in sbxd's. */
 int live_mount_detach(const char *path);
+/* RUN_DIR/live/SANDBOX/WS/sub into buf (PATH_MAX bytes). */
+int live_session_path(const char *run_dir, const char *sb_id, const char *ws_id, const char *sub, char *buf);
+/* The session ws_id kept in place for sandbox sb_id (live: an fd of
+ * RUN_DIR/live/SANDBOX): its mounts detached, then its directory removed;
+ * nothing is removed while a mount may still be there. */
+int live_session_remove(const char *run_dir, const char *sb_id, int live, const char *ws_id);
