@@ -66,6 +66,9 @@ cleanup() {
     kill -0 "$SBXD_PID" 2>/dev/null && { log "sbxd $SBXD_PID ignored SIGTERM: SIGKILL"; kill -KILL "$SBXD_PID"; }
     wait "$SBXD_PID" 2>/dev/null || true
   fi
+  # sessions sbxd kept in place at its stop (sbxd(8)): copied out and unmounted
+  [[ -d $D/run/live ]] && "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" \
+    --log-level warning --save-kept >>"$D/sbxd.log" 2>&1
   if grep -q " $D" /proc/self/mounts; then
     log "still mounted under $D:"; grep " $D" /proc/self/mounts >&2
     rc=1
