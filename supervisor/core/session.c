@@ -227,8 +227,8 @@ static int session_tmpfs(WorkspaceSession *ws, const SpawnParams *p, int ret_fds
         if (ws->automatic || ws->spare || ws->job)
                 return 0;
         for (size_t i = 0; i < n; i++) {
-                int r = session_tmpfs_new(p->disk_bytes, p->uid_base, i == 0 ? 0755 : 01777, &ret_fds[i],
-                                          &ws->live_fds[i]);
+                int r = session_tmpfs_new(i == 0 ? "sbx-session" : "sbx-tmp", p->disk_bytes, p->uid_base,
+                                          i == 0 ? 0755 : 01777, &ret_fds[i], &ws->live_fds[i]);
                 if (r < 0)
                         return r;
         }

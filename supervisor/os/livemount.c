@@ -15,7 +15,7 @@
 #include "macro.h"
 #include "os/livemount.h"
 
-int session_tmpfs_new(uint64_t size, uid_t uid, mode_t mode, int *ret_mnt, int *ret_keep) {
+int session_tmpfs_new(const char *source, uint64_t size, uid_t uid, mode_t mode, int *ret_mnt, int *ret_keep) {
         _cleanup_close_ int fs = -EBADF, mnt = -EBADF, keep = -EBADF;
         char size_s[24], uid_s[16], mode_s[8];
 
@@ -25,7 +25,7 @@ int session_tmpfs_new(uint64_t size, uid_t uid, mode_t mode, int *ret_mnt, int *
         fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
         if (fs < 0)
                 return -errno;
-        if (fsconfig(fs, FSCONFIG_SET_STRING, "source", "sbx-session", 0) < 0 ||
+        if (fsconfig(fs, FSCONFIG_SET_STRING, "source", source, 0) < 0 ||
             fsconfig(fs, FSCONFIG_SET_STRING, "size", size_s, 0) < 0 ||
             fsconfig(fs, FSCONFIG_SET_STRING, "mode", mode_s, 0) < 0 ||
             fsconfig(fs, FSCONFIG_SET_STRING, "uid", uid_s, 0) < 0 ||

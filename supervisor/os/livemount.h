@@ -18,9 +18,10 @@
 #define LIVE_SESSION "s"
 #define LIVE_TMP "tmp"
 
-/* A new detached tmpfs of size bytes, nosuid and nodev, its root owned by
- * uid:uid with mode: *ret_mnt for the worker, *ret_keep a clone for sbxd. */
-int session_tmpfs_new(uint64_t size, uid_t uid, mode_t mode, int *ret_mnt, int *ret_keep);
+/* A new detached tmpfs named source, of size bytes, nosuid and nodev, its
+ * root owned by uid:uid with mode: *ret_mnt for the worker, *ret_keep a
+ * clone for sbxd. */
+int session_tmpfs_new(const char *source, uint64_t size, uid_t uid, mode_t mode, int *ret_mnt, int *ret_keep);
 /* Attach the detached mount mnt at the directory path (absolute) in the
  * host's mount namespace. */
 int live_mount_attach(int mnt, const char *path);
