@@ -588,9 +588,12 @@ int main(int argc, char **argv) {
         log_set_level(s.cfg.log_level);
         /* Before a reboot (sbxd.service's ExecStopPost, sbxd(8)): no supervisor, only the copy. */
         if (o.save_kept) {
-                r = kept_save_live(&s.cfg);
+                /* Only while no sbxd serves the run directory: not under a running one. */
+                r = socket_claim(&s);
+                if (r >= 0)
+                        r = kept_save_live(&s.cfg);
                 if (r < 0)
-                        log_error_errno(r, "Some kept workspace sessions were not saved: %m");
+                        log_error_errno(r, "Kept workspace sessions not saved (all or some): %m");
                 server_close(&s);
                 return r < 0 ? 1 : 0;
         }

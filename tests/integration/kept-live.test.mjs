@@ -103,3 +103,14 @@ h.test('SIGTERM with a claim: its /workspace, root upper and /tmp kept in place 
   await waitFor(() => liveMounts().length === 0, { what: 'the claim\'s kept mounts to go' });
   await mcp.sc('delete_sandbox', { sandbox_claim_name: n });
 });
+
+h.test('sbxd --save-kept refuses to run under a running sbxd, and copies nothing', async () => {
+  const ws = (await sc('create_workspace_session', {})).workspace_session_id;
+  await sc('exec_command', { workspace_session_id: ws, cmd: 'echo x > x.txt' });
+  const r = await h.sbxd.saveKept();
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /Another sbxd is serving .*sbxd\.sock/);
+  const id = sandboxDir(h.stateDir, 'big').split('/').pop();
+  assert.ok(!fs.existsSync(path.join(h.stateDir, 'sandboxes', id, 'kept', ws)));
+  await sc('finalize_workspace_session', { workspace_session_id: ws, action: 'discard' });
+});
