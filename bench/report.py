@@ -451,6 +451,13 @@ if d:
         "KiB", {"median": kib}, note="%d frozen boxes: %.1f MiB in %d cgroups" % (f["boxes"], f["bytes"] / 1048576.0,
                                                                                    f["cgroups"]))
 
+# the stop row (issue 15): SIGTERM to exit with a managed session not finalized
+d = load("stop")
+if d:
+    row("stop_kept", "SIGTERM to exit of sbxd with a managed session of %d files (kept in place)" % d["files"], "s",
+        {"median": d["stop_s"]}, target="<= 1 s", ok=d["stop_s"] <= 1.0,
+        note="the next start, adopting it, to its socket: %.2f s" % d["start_s"])
+
 hdr = ("row", "median", "p10-p90", "unit", "baseline med", "ratio", "target", "ok")
 lines = []
 for r in rows:

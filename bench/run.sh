@@ -14,7 +14,8 @@
 # BENCH_STALL_ATTACKS="pub pub_50k ren shuf read" (the default) the stall
 # row's attacks that run; BENCH_ONLY="row row" runs only
 # those rows (exec_live exec_auto churn transcript paging publish publish_many fileops
-# layers memory lifecycle peers neighbour stall images egress script artifacts gateway boxes boxes_version). BENCH_IMAGE_CACHE: the .deb cache of
+# layers memory lifecycle peers neighbour stall images egress script artifacts gateway boxes boxes_version
+# stop). BENCH_IMAGE_CACHE: the .deb cache of
 # the images row (default /var/cache/sbx-ci/images/archives).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,6 +67,9 @@ cleanup() {
     kill -0 "$SBXD_PID" 2>/dev/null && { log "sbxd $SBXD_PID ignored SIGTERM: SIGKILL"; kill -KILL "$SBXD_PID"; }
     wait "$SBXD_PID" 2>/dev/null || true
   fi
+  # sessions sbxd kept in place at its stop (sbxd(8)): copied out and unmounted
+  [[ -d $D/run/live ]] && "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" \
+    --log-level warning --save-kept >>"$D/sbxd.log" 2>&1
   if grep -q " $D" /proc/self/mounts; then
     log "still mounted under $D:"; grep " $D" /proc/self/mounts >&2
     rc=1
@@ -103,12 +107,15 @@ printf '[sbxd]\negress_user = %s\negress_allow_private = yes\ngateway_user = 655
   "$EGRESS_USER" "$D/images.d" "$IMAGE_CACHE" >"$D/sbxd.conf"
 # The boxes rows: boxes on the default image, two spares.
 printf '[sbxd]\nbox_image = default\nbox_spares = 2\n' >>"$D/sbxd.conf"
-"$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
-  >"$D/sbxd.log" 2>&1 &
-SBXD_PID=$!
 SOCK=$D/run/sbxd.sock
-for _ in $(seq 150); do [[ -S $SOCK ]] && break; kill -0 $SBXD_PID || { cat "$D/sbxd.log" >&2; exit 1; }; sleep 0.1; done
-[[ -S $SOCK ]] || { log "sbxd did not start"; cat "$D/sbxd.log" >&2; exit 1; }
+start_sbxd() { # (again, for the stop row)
+  "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
+    >>"$D/sbxd.log" 2>&1 &
+  SBXD_PID=$!
+  for _ in $(seq 150); do [[ -S $SOCK ]] && break; kill -0 $SBXD_PID || { cat "$D/sbxd.log" >&2; exit 1; }; sleep 0.1; done
+  [[ -S $SOCK ]] || { log "sbxd did not start"; cat "$D/sbxd.log" >&2; exit 1; }
+}
+start_sbxd
 MCP=("$BIN/sandbox-mcp" --set runtime,sessions --socket "$SOCK")
 log "sbxd pid $SBXD_PID, scale $SCALE, dir $D"
 
@@ -761,6 +768,36 @@ if want boxes_version; then
 EOF
   log "boxes_version: $N pairs, sandbox_start from a version ($FILES files of 10 kB) vs from a spare"
   drive boxes_version "$BIN/sandbox-mcp" --set boxes --socket "$SOCK"
+fi
+
+# ---- stop: SIGTERM with a managed session of 20,000 files (issue 15) ----------------------
+# Last, as it restarts sbxd: the time from SIGTERM to sbxd's exit while a managed
+# session of NS files is not finalized (kept in place in RUN_DIR/live, sbxd(8),
+# where it was copied before), then the next start, which adopts it; it is
+# discarded after.
+if want stop; then
+  NS=$(sc 20000 2000)
+  sandbox stop "$D/src/tiny"
+  cat >"$D/scripts/stop_fill.json" <<EOF
+{"setup":[$(new_session_steps stop ws)], "n":1,
+ "loop":[{"tool":"exec_command","args":{"sandbox_id":"stop","workspace_session_id":"\${ws}","yield_time_ms":120000,
+          "cmd":"mkdir many && cd many && seq $NS | xargs touch"},"until_done":true,"expect":"ok"}]}
+EOF
+  cat >"$D/scripts/stop_discard.json" <<EOF
+{"setup":[{"tool":"list_workspace_sessions","args":{"sandbox_id":"stop"},"save":{"ws":"sessions.-1.workspace_session_id"}}], "n":1,
+ "loop":[{"tool":"finalize_workspace_session","args":{"sandbox_id":"stop","workspace_session_id":"\${ws}","action":"discard"}}]}
+EOF
+  log "stop: SIGTERM with a managed session of $NS files, then a start"
+  drive stop_fill
+  t0=$(date +%s.%N)
+  kill -TERM "$SBXD_PID"
+  wait "$SBXD_PID" || true
+  t1=$(date +%s.%N)
+  rm -f "$SOCK"
+  start_sbxd
+  t2=$(date +%s.%N)
+  echo "{\"stop_s\": $(python3 -c "print($t1-$t0)"), \"start_s\": $(python3 -c "print($t2-$t1)"), \"files\": $NS}" >"$OUT/stop.json"
+  drive stop_discard
 fi
 
 # ---- the report ---------------------------------------------------------------------------

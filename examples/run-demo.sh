@@ -47,6 +47,8 @@ stop_sbxd() {
   local rc=0
   wait "$SBXD_PID" 2>/dev/null || rc=$?
   SBXD_PID=
+  # sessions sbxd kept in place at its stop (sbxd(8)): copied out and unmounted
+  [[ -d $RUN/live ]] && "$BIN/sbxd" --state-dir "$STATE" --run-dir "$RUN" --save-kept 2>>"$LOGS/sbxd.log"
   if ((rc != 0)); then
     echo "run-demo: sbxd exited with status $rc" >&2
     status=1

@@ -9,7 +9,9 @@
  *   sbxd -> init     SetupGo (tag SETUP_GO): the init is in the session's cgroup;
  *                    with a job's mount names and their detached mounts
  *                    attached, one per name, in order (a job's spare session
- *                    waits here until a job takes it, supervisor/core/job.h)
+ *                    waits here until a job takes it, supervisor/core/job.h),
+ *                    then, if n_tmpfs, the session tmpfs sbxd made (and a
+ *                    claim's /tmp), detached (supervisor/os/livemount.h)
  *   init -> sbxd     SETUP_USERNS with three O_PATH fds: the workspace upper
  *                    directory, the merged /workspace and the merged /; the init has
  *                    entered its user namespace, whose maps sbxd writes
@@ -31,13 +33,18 @@ enum { SETUP_GO = 'G', SETUP_USERNS = 'U', SETUP_MAPPED = 'M', SETUP_SPAWNED = '
 
 /* A job's mounts: its /out and its host inputs at /in/NAME. */
 #define SETUP_MOUNTS_MAX (SBX_SCRIPT_INPUTS_MAX + 1u)
-#define SETUP_MOUNT_PATH_MAX 272u       /* "f:in/" and a name of up to NAME_MAX bytes */
+#define SETUP_MOUNT_PATH_MAX 272u
+/* The session tmpfs and /tmp's, when sbxd makes them. */
+#define SETUP_TMPFS_MAX 2u       /* "f:in/" and a name of up to NAME_MAX bytes */
 
 typedef struct SetupGo {
         char tag;               /* SETUP_GO */
         uint32_t n_mounts;
         /* "d:out", "f:in/NAME", "d:in/NAME": where each mount goes, NUL-terminated */
         char mounts[SETUP_MOUNTS_MAX][SETUP_MOUNT_PATH_MAX];
+        /* 0: the init mounts its tmpfs itself; 1: the session tmpfs comes
+         * after the mounts; 2: then /tmp's too */
+        uint32_t n_tmpfs;
 } SetupGo;
 
 typedef struct SetupError {

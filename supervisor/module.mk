@@ -58,6 +58,7 @@ SUPERVISOR_OS_SRCS += supervisor/os/cgroup-util.c
 SUPERVISOR_OS_SRCS += supervisor/os/ns.c
 SUPERVISOR_OS_SRCS += supervisor/os/spawner.c
 SUPERVISOR_OS_SRCS += supervisor/os/netns.c
+SUPERVISOR_OS_SRCS += supervisor/os/livemount.c
 SUPERVISOR_OS_SRCS += supervisor/os/seccomp.c
 SUPERVISOR_OS_SRCS += supervisor/os/image.c
 SUPERVISOR_OS_SRCS += supervisor/os/uidrange.c

@@ -507,14 +507,14 @@ static int server_run(Server *s) {
 static _noreturn_ void usage(int status) {
         fprintf(status ? stderr : stdout,
                 "Usage: sbxd [--config FILE] [--state-dir DIR] [--run-dir DIR] [--log-level LEVEL]\n"
-                "            [--check-config] [--help] [--version]\n"
+                "            [--check-config] [--save-kept] [--help] [--version]\n"
                 "The sbx supervisor; see sbxd(8).\n");
         exit(status);
 }
 
 typedef struct Options {
         const char *config, *state_dir, *run_dir, *log_level;
-        bool check_only;
+        bool check_only, save_kept;
 } Options;
 
 static void parse_argv(int argc, char **argv, Options *ret) {
@@ -522,7 +522,8 @@ static void parse_argv(int argc, char **argv, Options *ret) {
                 { "config", required_argument, NULL, 'c' },    { "state-dir", required_argument, NULL, 's' },
                 { "run-dir", required_argument, NULL, 'r' },   { "log-level", required_argument, NULL, 'l' },
                 { "check-config", no_argument, NULL, 'C' },    { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, 'V' },         {},
+                { "version", no_argument, NULL, 'V' },         { "save-kept", no_argument, NULL, 'K' },
+                {},
         };
         int c;
 
@@ -534,6 +535,7 @@ static void parse_argv(int argc, char **argv, Options *ret) {
                 case 'r': ret->run_dir = optarg; break;
                 case 'l': ret->log_level = optarg; break;
                 case 'C': ret->check_only = true; break;
+                case 'K': ret->save_kept = true; break;
                 case 'h': usage(0);
                 case 'V': printf("sbxd %s\n", SBX_VERSION); exit(0);
                 default: usage(2);
@@ -587,6 +589,17 @@ int main(int argc, char **argv) {
                 return r;
         }
         log_set_level(s.cfg.log_level);
+        /* Before a reboot (sbxd.service's ExecStopPost, sbxd(8)): no supervisor, only the copy. */
+        if (o.save_kept) {
+                /* Only while no sbxd serves the run directory: not under a running one. */
+                r = socket_claim(&s);
+                if (r >= 0)
+                        r = kept_save_live(&s.cfg);
+                if (r < 0)
+                        log_error_errno(r, "Kept workspace sessions not saved (all or some): %m");
+                server_close(&s);
+                return r < 0 ? 1 : 0;
+        }
         setproctitle("[priv]");
         layer_limits_from_config(&s.cfg, &s.layer_limits);
 

@@ -48,6 +48,10 @@ cleanup() {
     kill -TERM "$p" 2>/dev/null && { for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done; }
     kill -KILL "$p" 2>/dev/null
   done
+  # sessions an sbxd kept in place at its stop (sbxd(8)): copied out and unmounted
+  for r in "$TMP"/*/run; do
+    [[ -d $r/live ]] && "$SBXD" --state-dir "${r%/run}/state" --run-dir "$r" --save-kept >/dev/null 2>&1
+  done
   rm -rf "$TMP"
 }
 trap cleanup EXIT

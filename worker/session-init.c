@@ -79,7 +79,8 @@ static void sync_expect(char want) {
 }
 
 /* SETUP_GO (go) and the job's detached mounts with it, one per name of
- * go->mounts, in order: ret_fds holds go->n_mounts of them, exactly. A job's
+ * go->mounts, in order, then go->n_tmpfs tmpfs mounts sbxd made: ret_fds
+ * holds go->n_mounts + go->n_tmpfs of them, exactly. A job's
  * spare session waits here until a job takes it. */
 static void sync_expect_go(SetupGo *go, int *ret_fds) {
         union {
@@ -95,15 +96,15 @@ static void sync_expect_go(SetupGo *go, int *ret_fds) {
 
         if (k != (ssize_t) sizeof(*go) || go->tag != SETUP_GO || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
                 init_fail(k < 0 ? errno : EPIPE, "waiting for the supervisor");
-        n = go->n_mounts;
+        n = (size_t) go->n_mounts + go->n_tmpfs;
         cm = CMSG_FIRSTHDR(&mh);
         if (n == 0 && !cm)
                 return;
-        if (n > SEND_FDS_MAX || n > SETUP_MOUNTS_MAX || !cm || cm->cmsg_level != SOL_SOCKET ||
-            cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
+        if (n > SEND_FDS_MAX || go->n_mounts > SETUP_MOUNTS_MAX || go->n_tmpfs > SETUP_TMPFS_MAX || !cm ||
+            cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
                 init_fail(EBADMSG, "receive the job's mounts");
         memcpy(ret_fds, CMSG_DATA(cm), n * sizeof(int));
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < go->n_mounts; i++)
                 go->mounts[i][SETUP_MOUNT_PATH_MAX - 1] = '\0';
 }
 
@@ -361,6 +362,17 @@ static void install_seccomp(const ProtobufCBinaryData *filter) {
         CHECK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog), "seccomp");
 }
 
+/* A tmpfs at target: the one sbxd made (fd >= 0, os/livemount.h: sbxd keeps
+ * a clone of it so that it can outlive the session), else a new one. */
+static void mount_tmpfs(int fd, const char *source, const char *target, const char *opts, const char *step) {
+        if (fd < 0)
+                CHECK(mount(source, target, "tmpfs", MS_NOSUID | MS_NODEV, opts), step);
+        else {
+                CHECK(move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH), step);
+                (void) close(fd);
+        }
+}
+
 /* The session's writable layer, a tmpfs sized by the disk limit, becomes the
  * cwd. It holds the upper and work directories of / and /workspace (the
  * sandbox's root owns /root and /run there, over the image's), "root" (the
@@ -368,7 +380,7 @@ static void install_seccomp(const ProtobufCBinaryData *filter) {
  * system directories' roots show), "masked" (an empty file),
  * the session's boot id, and links "i" to the image and "l" to the layers
  * directory: the overlays' options name these instead of host paths. */
-static void setup_session_tmpfs(const Sbx__SessionSetup *p, const char *T) {
+static void setup_session_tmpfs(const Sbx__SessionSetup *p, const char *T, int tmpfs_fd) {
         static const struct {
                 const char *path;
                 mode_t mode;
@@ -385,7 +397,7 @@ static void setup_session_tmpfs(const Sbx__SessionSetup *p, const char *T) {
 
         snprintf(opts, sizeof(opts), "size=%llu,mode=0755,uid=%u,gid=%u", (unsigned long long) p->disk_bytes,
                  p->uid_base, p->uid_base);
-        CHECK(mount("sbx-session", T, "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount session tmpfs");
+        mount_tmpfs(tmpfs_fd, "sbx-session", T, opts, "mount session tmpfs");
         CHECK(chdir(T), "enter session tmpfs");
         /* The modes as given (the worker's commands get the umask back). */
         umask_kept = umask(0);
@@ -450,7 +462,7 @@ static void build_session(const Sbx__SessionSetup *p) {
         CHECK(unshare(CLONE_NEWCGROUP), "unshare cgroup namespace");
         CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
         snprintf(T, sizeof(T), "%s/session-root", p->run_dir);
-        setup_session_tmpfs(p, T);
+        setup_session_tmpfs(p, T, go.n_tmpfs > 0 ? mount_fds[go.n_mounts] : -EBADF);
         explicit_bzero(T, sizeof(T));
 
         /* Root: the image, with private writes; host system directories read-only
@@ -469,7 +481,7 @@ static void build_session(const Sbx__SessionSetup *p) {
         /* A fresh /tmp of its own, sized like the session's writable layer. */
         snprintf(opts, sizeof(opts), "size=%llu,mode=1777,uid=%u,gid=%u", (unsigned long long) p->disk_bytes,
                  p->uid_base, p->uid_base);
-        CHECK(mount("sbx-tmp", "root/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /tmp");
+        mount_tmpfs(go.n_tmpfs > 1 ? mount_fds[go.n_mounts + 1] : -EBADF, "sbx-tmp", "root/tmp", opts, "mount /tmp");
         setup_dev("root/dev");
         CHECK(mount("devpts", "root/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"),
               "mount /dev/pts");

@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
+#include "os/livemount.h"
 #include "sbx-limits.h"
 
 #define KEPT_DIR "kept"
@@ -23,8 +26,15 @@
 /* The session tmpfs holds ws/upper and sys/upper side by side (worker/session-init.c). */
 #define SYS_UPPER_FROM_WS_UPPER "../../sys/upper"
 
-/* Where kept sessions of sb are: STATE/sandboxes/ID/kept, or (in_run_dir)
- * RUN_DIR/kept/ID; made if create. */
+/* Where kept sessions of sb are: STATE/sandboxes/ID/kept, RUN_DIR/kept/ID
+ * (the state filesystem was full), or RUN_DIR/live/ID (their own tmpfs). */
+typedef enum KeptWhere { KEPT_IN_STATE, KEPT_IN_RUN_DIR, KEPT_LIVE } KeptWhere;
+
+/* The trees of a kept session, in its directory: a copy's, and a live one's
+ * (its session tmpfs at s, a claim's /tmp at tmp). */
+static const char *const copy_names[3] = { "upper", KEPT_SYS, KEPT_TMP };
+static const char *const live_names[3] = { LIVE_SESSION "/ws/upper", LIVE_SESSION "/sys/upper", LIVE_TMP };
+
 static int dir_open(int dirfd, const char *name, bool create) {
         int fd;
 
@@ -34,17 +44,17 @@ static int dir_open(int dirfd, const char *name, bool create) {
         return fd < 0 ? -errno : fd;
 }
 
-static int kept_dir_open(Server *s, const Sandbox *sb, bool in_run_dir, bool create, int *ret) {
+static int kept_dir_open(Server *s, const Sandbox *sb, KeptWhere where, bool create, int *ret) {
         _cleanup_close_ int run = -EBADF, top = -EBADF;
         int fd;
 
-        if (!in_run_dir)
+        if (where == KEPT_IN_STATE)
                 fd = dir_open(sb->dirfd, KEPT_DIR, create);
         else {
                 run = open(s->cfg.run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (run < 0)
                         return -errno;
-                top = dir_open(run, KEPT_DIR, create);
+                top = dir_open(run, where == KEPT_LIVE ? LIVE_DIR : KEPT_DIR, create);
                 if (top < 0)
                         return top;
                 fd = dir_open(top, sb->id, create);
@@ -55,14 +65,14 @@ static int kept_dir_open(Server *s, const Sandbox *sb, bool in_run_dir, bool cre
         return 0;
 }
 
-/* "id ID\npolicy publish|destroy\ncreated N\nsquashed N\ntop N\n" */
-static int meta_write(int dirfd, const WorkspaceSession *ws) {
-        char buf[256];
-        int n = snprintf(buf, sizeof(buf), "id %s\npolicy %s\ncreated %" PRId64 "\nsquashed %" PRIu32 "\ntop %" PRIu32 "\n",
+#define META_MAX 256
+/* "id ID\npolicy publish|destroy\ncreated N\nsquashed N\ntop N\n", in buf of META_MAX; its length */
+static size_t meta_format(const WorkspaceSession *ws, char *buf) {
+        int n = snprintf(buf, META_MAX, "id %s\npolicy %s\ncreated %" PRId64 "\nsquashed %" PRIu32 "\ntop %" PRIu32 "\n",
                          ws->id, ws->publish_policy ? "publish" : "destroy", ws->created_unix, ws->base.squashed,
                          ws->base.top);
 
-        return write_file_atomic_at(dirfd, "meta", buf, (size_t) n, 0600);
+        return (size_t) MIN(n, META_MAX - 1);
 }
 
 /* Copy the tree under src into a new directory name below dirfd. */
@@ -75,30 +85,26 @@ static int copy_into(int dirfd, const char *name, int src) {
 }
 
 /* Copy the upper (and a claim's sys upper and /tmp, when >= 0) and the note
- * to kept/.tmp-WS, sync, then name it kept/WS. */
-static int save(Server *s, WorkspaceSession *ws, const int trees[3], bool in_run_dir) {
-        static const char *const names[3] = { "upper", KEPT_SYS, KEPT_TMP };
-        _cleanup_close_ int kept = -EBADF, tmp = -EBADF;
+ * (meta, len bytes) to kept/.tmp-ID, sync, then name it kept/ID. */
+static int save_into(int kept, const char *id, const int trees[3], const char *meta, size_t len) {
+        _cleanup_close_ int tmp = -EBADF;
         char tmp_name[48];
         int r = 0;
 
-        r = kept_dir_open(s, ws->sandbox, in_run_dir, true, &kept);
-        if (r < 0)
-                return r;
-        snprintf(tmp_name, sizeof(tmp_name), ".tmp-%s", ws->id);
+        snprintf(tmp_name, sizeof(tmp_name), ".tmp-%s", id);
         (void) tree_remove_at(kept, tmp_name);
         r = dir_open(kept, tmp_name, true);
         if (r < 0)
                 return r;
         tmp = r;
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(names); i++)
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(copy_names); i++)
                 if (trees[i] >= 0)
-                        r = copy_into(tmp, names[i], trees[i]);
+                        r = copy_into(tmp, copy_names[i], trees[i]);
         if (r >= 0)
-                r = meta_write(tmp, ws);
+                r = write_file_atomic_at(tmp, "meta", meta, len, 0600);
         if (r >= 0 && syncfs(tmp) < 0)
                 r = -errno;
-        if (r >= 0 && renameat(kept, tmp_name, kept, ws->id) < 0)
+        if (r >= 0 && renameat(kept, tmp_name, kept, id) < 0)
                 r = -errno;
         if (r < 0) {
                 (void) tree_remove_at(kept, tmp_name);
@@ -106,6 +112,54 @@ static int save(Server *s, WorkspaceSession *ws, const int trees[3], bool in_run
         }
         (void) fsync(kept);
         return 0;
+}
+
+/* save_into the kept directory of where, with ws's note. */
+static int save(Server *s, WorkspaceSession *ws, const int trees[3], KeptWhere where) {
+        _cleanup_close_ int kept = -EBADF;
+        char meta[META_MAX];
+        int r = kept_dir_open(s, ws->sandbox, where, true, &kept);
+
+        if (r < 0)
+                return r;
+        return save_into(kept, ws->id, trees, meta, meta_format(ws, meta));
+}
+
+/* The directory path below dirfd, following no symlink, not above dirfd. */
+static int subdir_open(int dirfd, const char *path) {
+        return openat2_fd(dirfd, path, O_RDONLY | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+}
+
+/* Keep ws in place: sbxd's clones of its tmpfs (and a claim's /tmp) mounted
+ * at RUN_DIR/live/SANDBOX/WS/{s,tmp} in the host's mount namespace, with the
+ * note beside them. No copy, no sync: RUN_DIR outlives sbxd (not a reboot:
+ * sbxd --save-kept copies them to the state directory before one, sbxd(8)). */
+static int live_save(Server *s, WorkspaceSession *ws) {
+        static const char *const mounts[SETUP_TMPFS_MAX] = { LIVE_SESSION, LIVE_TMP };
+        _cleanup_close_ int live = -EBADF, dir = -EBADF;
+        char path[PATH_MAX], meta[META_MAX];
+        int r = kept_dir_open(s, ws->sandbox, KEPT_LIVE, true, &live);
+
+        if (r < 0)
+                return r;
+        if (mkdirat(live, ws->id, 0700) < 0)
+                return -errno;
+        dir = openat(live, ws->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir < 0)
+                r = -errno;
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(mounts) && ws->live_fds[i] >= 0; i++) {
+                if (mkdirat(dir, mounts[i], 0700) < 0)
+                        r = -errno;
+                if (r >= 0)
+                        r = live_session_path(s->cfg.run_dir, ws->sandbox->id, ws->id, mounts[i], path);
+                if (r >= 0)
+                        r = live_mount_attach(ws->live_fds[i], path);
+        }
+        if (r >= 0)
+                r = write_file_atomic_at(dir, "meta", meta, meta_format(ws, meta), 0600);
+        if (r < 0)
+                (void) live_session_remove(s->cfg.run_dir, ws->sandbox->id, live, ws->id);
+        return r;
 }
 
 /* A claim's root upper as set-up made it: only its own empty /root and /run
@@ -176,11 +230,21 @@ void kept_session_save(Server *s, WorkspaceSession *ws) {
         /* Not even a sync of the state filesystem for a claim that wrote nothing. */
         if (claim && claim_trees_untouched(trees))
                 return;
-        r = save(s, ws, trees, false);
+        if (ws->live_fds[0] >= 0) {
+                r = live_save(s, ws);
+                if (r >= 0) {
+                        log_info("Kept the changes of workspace session %s of sandbox '%s' in place (%s/" LIVE_DIR
+                                 ") until it is finalized", ws->id, ws->sandbox->name, s->cfg.run_dir);
+                        return;
+                }
+                log_warning_errno(r, "Cannot keep workspace session %s of sandbox '%s' in place (%m), copying it",
+                                  ws->id, ws->sandbox->name);
+        }
+        r = save(s, ws, trees, KEPT_IN_STATE);
         if (r < 0) {
                 log_warning_errno(r, "Cannot keep the changes of workspace session %s of sandbox '%s' in %s (%m), "
                                   "keeping them in %s", ws->id, ws->sandbox->name, s->cfg.state_dir, s->cfg.run_dir);
-                r = save(s, ws, trees, true);
+                r = save(s, ws, trees, KEPT_IN_RUN_DIR);
         }
         if (r < 0)
                 log_error_errno(r, "Cannot keep the changes of workspace session %s of sandbox '%s': %m; they are lost",
@@ -211,7 +275,7 @@ static int meta_read(int dirfd, Meta *ret) {
 }
 
 /* One kept session: back, or (left half written by a crash, or of no use) gone. */
-static int load_one(Server *s, Sandbox *sb, int kept, const char *name) {
+static int load_one(Server *s, Sandbox *sb, int kept, const char *name, KeptWhere where) {
         _cleanup_close_ int dir = -EBADF, upper = -EBADF;
         Meta m;
         int r;
@@ -222,26 +286,26 @@ static int load_one(Server *s, Sandbox *sb, int kept, const char *name) {
         r = meta_read(dir, &m);
         if (r >= 0 && (strcmp(m.id, name) != 0 || m.squashed > m.top || m.top > sb->top_layer))
                 r = -EBADMSG;
-        if (r >= 0 && (upper = openat(dir, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-                r = -errno;
+        if (r >= 0 && (upper = subdir_open(dir, where == KEPT_LIVE ? live_names[0] : copy_names[0])) < 0)
+                r = upper;
         if (r < 0)
                 return r;
         int kept_fd = fcntl(kept, F_DUPFD_CLOEXEC, 3);
         if (kept_fd < 0)
                 return -errno;
         r = session_restore(s, sb, m.id, strcmp(m.policy, "publish") == 0, m.created, m.squashed, m.top,
-                            TAKE_FD(upper), kept_fd);
+                            TAKE_FD(upper), kept_fd, where == KEPT_LIVE);
         if (r >= 0)
-                log_info("Workspace session %s of sandbox '%s' is back, stopped, with its kept changes", m.id,
-                         sb->name);
+                log_info("Workspace session %s of sandbox '%s' is back, stopped, with its kept changes%s", m.id,
+                         sb->name, where == KEPT_LIVE ? " (in place)" : "");
         return r;
 }
 
-static int load_dir(Server *s, Sandbox *sb, bool in_run_dir) {
+static int load_dir(Server *s, Sandbox *sb, KeptWhere where) {
         _cleanup_(closedirp) DIR *d = NULL;
         int kept, r;
 
-        r = kept_dir_open(s, sb, in_run_dir, false, &kept);
+        r = kept_dir_open(s, sb, where, false, &kept);
         if (r < 0)
                 return r == -ENOENT ? 0 : r;
         d = fdopendir(kept);
@@ -252,13 +316,16 @@ static int load_dir(Server *s, Sandbox *sb, bool in_run_dir) {
         for (struct dirent *de; (errno = 0, de = readdir(d));) {
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
                         continue;
-                int k = de->d_name[0] == '.' ? -EBADMSG : load_one(s, sb, dirfd(d), de->d_name);
+                int k = de->d_name[0] == '.' ? -EBADMSG : load_one(s, sb, dirfd(d), de->d_name, where);
                 if (k == -ENOMEM)
                         return k;
                 if (k < 0) {
                         log_warning_errno(k, "Removing kept changes '%s' of sandbox '%s' that cannot come back: %m",
                                           de->d_name, sb->name);
-                        (void) tree_remove_at(dirfd(d), de->d_name);
+                        if (where == KEPT_LIVE)
+                                (void) live_session_remove(s->cfg.run_dir, sb->id, dirfd(d), de->d_name);
+                        else
+                                (void) tree_remove_at(dirfd(d), de->d_name);
                 }
         }
         return errno ? -errno : 0;
@@ -309,9 +376,9 @@ static int seed_merge(int from, int dst, unsigned depth) {
 static int seed_tree(int src, const char *name, int dst_at, const char *dst_path) {
         _cleanup_close_ int from = -EBADF, dst = -EBADF;
 
-        from = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        from = subdir_open(src, name);
         if (from < 0)
-                return errno == ENOENT ? 0 : -errno;
+                return from == -ENOENT ? 0 : from;
         dst = openat(dst_at, dst_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dst < 0)
                 return -errno;
@@ -325,15 +392,126 @@ int kept_session_seed(const WorkspaceSession *from, int upper_fd, int root_fd) {
         src = openat(from->kept_fd, from->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (src < 0)
                 return -errno;
-        r = seed_tree(src, "upper", upper_fd, ".");
+        const char *const *names = from->kept_live ? live_names : copy_names;
+        r = seed_tree(src, names[0], upper_fd, ".");
         if (r >= 0)
-                r = seed_tree(src, KEPT_SYS, upper_fd, SYS_UPPER_FROM_WS_UPPER);
+                r = seed_tree(src, names[1], upper_fd, SYS_UPPER_FROM_WS_UPPER);
         if (r >= 0)
-                r = seed_tree(src, KEPT_TMP, root_fd, "tmp");
+                r = seed_tree(src, names[2], root_fd, "tmp");
         return r;
 }
 
 int kept_sessions_load(Server *s, Sandbox *sb) {
-        int r = load_dir(s, sb, false);
-        return r < 0 ? r : load_dir(s, sb, true);
+        static const KeptWhere wheres[] = { KEPT_IN_STATE, KEPT_IN_RUN_DIR, KEPT_LIVE };
+
+        for (size_t i = 0; i < ELEMENTSOF(wheres); i++) {
+                int r = load_dir(s, sb, wheres[i]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* A directory stream over the directory name below dirfd (no symlink); NULL with errno set. */
+static DIR *dir_stream(int dirfd, const char *name) {
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        return fd < 0 ? NULL : opendir_at(fd);
+}
+
+/* The live kept session name below live (RUN_DIR/live/SANDBOX) copied to
+ * kept (STATE/sandboxes/SANDBOX/kept) as a stop copies one, then unmounted
+ * and removed. A claim's has its /tmp mounted beside it. */
+static int save_live_one(const char *run_dir, const char *sb_id, int live, int kept, const char *name) {
+        _cleanup_(trees_close) int trees[3] = { -EBADF, -EBADF, -EBADF };
+        _cleanup_close_ int dir = -EBADF;
+        _cleanup_free_ char *meta = NULL;
+        size_t len;
+        int r;
+
+        dir = openat(live, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir < 0)
+                return -errno;
+        /* No note: a stop that did not finish attaching it; nothing of it to keep. */
+        r = read_file_bounded_at(dir, "meta", META_MAX, &meta, &len);
+        if (r == -ENOENT)
+                return live_session_remove(run_dir, sb_id, live, name);
+        if (r < 0)
+                return r;
+        trees[0] = subdir_open(dir, live_names[0]);
+        if (trees[0] < 0)
+                return trees[0];
+        if (faccessat(dir, LIVE_TMP, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+                trees[1] = subdir_open(dir, live_names[1]);
+                trees[2] = subdir_open(dir, live_names[2]);
+                if (trees[1] < 0 || trees[2] < 0)
+                        return trees[1] < 0 ? trees[1] : trees[2];
+        }
+        r = save_into(kept, name, (const int *) trees, meta, len);
+        if (r < 0)
+                return r;
+        trees_close(&trees);
+        return live_session_remove(run_dir, sb_id, live, name);
+}
+
+/* Every live kept session of the sandbox sb_id (its directory below top, RUN_DIR/live). */
+static int save_live_sandbox(const Config *cfg, int state, int top, const char *sb_id) {
+        _cleanup_close_ int sb = -EBADF, kept = -EBADF;
+        _cleanup_(closedirp) DIR *d = NULL;
+        char path[PATH_MAX];
+        int r = 0;
+
+        if (snprintf(path, sizeof(path), "sandboxes/%s", sb_id) >= (int) sizeof(path))
+                return -ENAMETOOLONG;
+        sb = openat2_fd(state, path, O_RDONLY | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+        kept = sb < 0 ? sb : dir_open(sb, KEPT_DIR, true);
+        d = dir_stream(top, sb_id);
+        if (!d)
+                return -errno;
+        for (struct dirent *de; (errno = 0, de = readdir(d));) {
+                int k;
+
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                /* Its sandbox is gone: so is what it kept. */
+                if (sb == -ENOENT)
+                        k = live_session_remove(cfg->run_dir, sb_id, dirfd(d), de->d_name);
+                else
+                        k = kept < 0 ? kept : save_live_one(cfg->run_dir, sb_id, dirfd(d), kept, de->d_name);
+                if (k < 0) {
+                        log_error_errno(k, "Cannot save kept workspace session %s of sandbox %s to %s: %m; it stays "
+                                        "in %s/" LIVE_DIR, de->d_name, sb_id, cfg->state_dir, cfg->run_dir);
+                        r = k;
+                } else
+                        log_info("Saved kept workspace session %s of sandbox %s", de->d_name, sb_id);
+        }
+        if (errno)
+                return -errno;
+        if (kept >= 0)
+                (void) fsync(kept);
+        if (r >= 0)
+                (void) unlinkat(top, sb_id, AT_REMOVEDIR);
+        return r;
+}
+
+int kept_save_live(const Config *cfg) {
+        _cleanup_close_ int state = -EBADF, run = -EBADF;
+        _cleanup_(closedirp) DIR *d = NULL;
+        int r = 0;
+
+        state = open(cfg->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        run = open(cfg->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (state < 0 || run < 0)
+                return -errno;
+        d = dir_stream(run, LIVE_DIR);
+        if (!d)
+                return errno == ENOENT ? 0 : -errno;
+        for (struct dirent *de; (errno = 0, de = readdir(d));) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                int k = save_live_sandbox(cfg, state, dirfd(d), de->d_name);
+                if (k < 0)
+                        r = k;
+        }
+        return errno ? -errno : r;
 }

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "msg.h"
 #include "os/image.h"
+#include "os/livemount.h"
 #include "sbx-limits.h"
 
 static const char *const command_env[] = {
@@ -197,9 +198,11 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
         ws->publish_policy = publish_policy;
         ws->created_unix = time(NULL);
         ws->upper_fd = ws->workspace_fd = ws->kept_fd = ws->root_fd = -EBADF;
+        ws->live_fds[0] = ws->live_fds[1] = -EBADF;
         /* Every fd -EBADF: a session that never spawned (restored) closes its spawn state too. */
         ws->spawn = (SpawnState) { .pidfd = -EBADF, .sync = -EBADF, .sock = -EBADF, .upper_fd = -EBADF,
-                                   .workspace_fd = -EBADF, .egress_fd = -EBADF, .root_fd = -EBADF };
+                                   .workspace_fd = -EBADF, .egress_fd = -EBADF, .root_fd = -EBADF,
+                                   .tmpfs_fds = { -EBADF, -EBADF } };
         ws->egress_fd = -EBADF;
         ws->sock_src.fd = ws->pidfd_src.fd = ws->setup_src.fd = -EBADF;
         ws->sock_src.dispatch = session_dispatch_worker;
@@ -215,10 +218,28 @@ static int session_prepare(void *userdata, int upper_fd, int root_fd) {
         return ws->fill ? ws->fill(ws, upper_fd, root_fd) : 0;
 }
 
+/* A session that may be kept at a stop (core/kept.h: a managed session or
+ * a claim's) gets its tmpfs (and a claim's /tmp) from sbxd, which keeps a
+ * clone of each (os/livemount.h); an automatic one mounts its own. */
+static int session_tmpfs(WorkspaceSession *ws, const SpawnParams *p, int ret_fds[SETUP_TMPFS_MAX]) {
+        size_t n = ws->sandbox->claim ? 2 : 1;
+
+        if (ws->automatic || ws->spare || ws->job)
+                return 0;
+        for (size_t i = 0; i < n; i++) {
+                int r = session_tmpfs_new(i == 0 ? "sbx-session" : "sbx-tmp", p->disk_bytes, p->uid_base,
+                                          i == 0 ? 0755 : 01777, &ret_fds[i], &ws->live_fds[i]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* The spawner makes ws's child; it sets itself up while sbxd serves others
  * (commands wait for READY). On failure ret_error says why. */
 static int session_spawn(Server *s, WorkspaceSession *ws, char *ret_error, size_t error_size) {
         char why[200] = "";
+        int tmpfs[SETUP_TMPFS_MAX] = { -EBADF, -EBADF };
         SpawnParams p;
         SpawnState st;
         int r;
@@ -226,14 +247,23 @@ static int session_spawn(Server *s, WorkspaceSession *ws, char *ret_error, size_
         r = session_spawn_params(s, ws, &p, ret_error, error_size);
         if (r < 0)
                 return r;
+        r = session_tmpfs(ws, &p, tmpfs);
+        if (r < 0) {
+                safe_close(tmpfs[0]);
+                snprintf(ret_error, error_size, "cannot make the session's tmpfs: %s", strerror(-r));
+                return r;
+        }
         r = session_spawn_begin(s->spawner, &p, ws->cgroup, &st, why, sizeof(why));
         if (r < 0) {
+                safe_close(tmpfs[0]);
+                safe_close(tmpfs[1]);
                 log_error_errno(r, "Failed to start workspace session %s of sandbox '%s': %s", ws->id,
                                 ws->sandbox->name, why);
                 snprintf(ret_error, error_size, "cannot start a workspace session: %s", why);
                 return r;
         }
         ws->start_usec = now_usec();
+        memcpy(st.tmpfs_fds, tmpfs, sizeof(tmpfs));
         st.prepare = session_prepare;
         st.prepare_userdata = ws;
         st.hold_go = ws->job && !ws->mounts;
@@ -581,8 +611,11 @@ static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
         /* Their last close frees the session's tmpfs: not on the loop. */
         server_close_later(s, TAKE_FD(ws->upper_fd));
         server_close_later(s, TAKE_FD(ws->workspace_fd));
+        for (size_t i = 0; i < ELEMENTSOF(ws->live_fds); i++)
+                server_close_later(s, TAKE_FD(ws->live_fds[i]));
         if (ws->kept_fd >= 0) {
-                int r = tree_remove_at(ws->kept_fd, ws->id);
+                int r = ws->kept_live ? live_session_remove(s->cfg.run_dir, ws->sandbox->id, ws->kept_fd, ws->id)
+                                      : tree_remove_at(ws->kept_fd, ws->id);
                 if (r < 0)
                         log_warning_errno(r, "Failed to remove the kept changes of %s, 'sbxctl gc' retries: %m",
                                           ws->id);
@@ -618,7 +651,7 @@ void session_stop_worker(Server *s, WorkspaceSession *ws) {
 }
 
 int session_restore(Server *s, Sandbox *sb, const char *id, bool publish_policy, int64_t created_unix,
-                    uint32_t squashed, uint32_t top, int upper_fd, int kept_fd) {
+                    uint32_t squashed, uint32_t top, int upper_fd, int kept_fd, bool kept_live) {
         WorkspaceSession *ws = session_alloc(sb, false, publish_policy);
 
         if (!ws) {
@@ -631,6 +664,7 @@ int session_restore(Server *s, Sandbox *sb, const char *id, bool publish_policy,
         ws->state = SESSION_STOPPED;
         ws->upper_fd = upper_fd;
         ws->kept_fd = kept_fd;
+        ws->kept_live = kept_live;
         snapshot_hold(sb, &ws->base);
         ws->base.squashed = squashed;
         ws->base.top = top;

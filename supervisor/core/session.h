@@ -101,6 +101,10 @@ struct WorkspaceSession {
         int (*fill)(const WorkspaceSession *ws, int upper_fd, int root_fd);
         int kept_fd;                /* its upper is a kept copy (core/kept.h) named by its id in this
                                        directory, removed once it is finalized; else -EBADF */
+        bool kept_live;             /* that copy is the session's own tmpfs, mounted there (RUN_DIR/live) */
+        /* sbxd's clones of the session tmpfs and of a claim's /tmp (os/livemount.h),
+         * for a session that may be kept (core/kept.h); else -EBADF */
+        int live_fds[SETUP_TMPFS_MAX];
         int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */
         int root_fd;                /* O_PATH, the merged /: resolve with openat2 only (data/claimfs.h) */
         int egress_fd;              /* listening at 127.0.0.1:SBX_EGRESS_PORT inside it, served by
@@ -174,9 +178,10 @@ void session_destroy(Server *s, WorkspaceSession *ws);
 void session_stop_worker(Server *s, WorkspaceSession *ws);
 /* A managed session of an earlier sbxd, stopped, back in sb's sessions:
  * id, policy, creation and base (squashed, top) as it had them, its upper
- * upper_fd (taken) in the kept directory kept_fd (taken). */
+ * upper_fd (taken) in the kept directory kept_fd (taken); kept_live: that is
+ * its own tmpfs, mounted below RUN_DIR/live (core/kept.h). */
 int session_restore(Server *s, Sandbox *sb, const char *id, bool publish_policy, int64_t created_unix,
-                    uint32_t squashed, uint32_t top, int upper_fd, int kept_fd);
+                    uint32_t squashed, uint32_t top, int upper_fd, int kept_fd, bool kept_live);
 /* Wait until the ending sessions (of sb, or all if NULL) are gone. */
 void sessions_wait_ended(Server *s, const Sandbox *sb);
 /* Free the dead sessions: at the end of each loop pass. */

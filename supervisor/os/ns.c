@@ -94,14 +94,33 @@ static int send_byte(int sock, char c) {
         return 0;
 }
 
-static int send_go(SpawnState *st) {
-        SetupGo go = { .tag = SETUP_GO };
+static void tmpfs_fds_close(SpawnState *st) {
+        for (size_t i = 0; i < SETUP_TMPFS_MAX; i++)
+                st->tmpfs_fds[i] = safe_close(st->tmpfs_fds[i]);
+}
 
+static int send_go(SpawnState *st) {
+        static SetupGo go;      /* 4.6 KiB: not on the loop's stack */
+        int fds[SEND_FDS_MAX];
+        size_t n;
+        int r;
+
+        go = (SetupGo) { .tag = SETUP_GO };
         if (st->mounts) {
                 go.n_mounts = MIN(st->mounts->n, SPAWN_MOUNTS_MAX);
                 memcpy(go.mounts, st->mounts->paths, sizeof(go.mounts));
+                memcpy(fds, st->mount_fds, go.n_mounts * sizeof(int));
         }
-        return send_with_fds(st->sync, &go, sizeof(go), st->mount_fds, go.n_mounts);
+        n = go.n_mounts;
+        for (size_t i = 0; i < SETUP_TMPFS_MAX && st->tmpfs_fds[i] >= 0; i++) {
+                if (n >= SEND_FDS_MAX)
+                        return -E2BIG;
+                fds[n++] = st->tmpfs_fds[i];
+                go.n_tmpfs++;
+        }
+        r = send_with_fds(st->sync, &go, sizeof(go), fds, n);
+        tmpfs_fds_close(st);
+        return r;
 }
 
 int session_spawn_go(SpawnState *st, const SpawnMounts *mounts, const int *mount_fds) {
@@ -133,6 +152,7 @@ void spawn_state_done(SpawnState *st) {
         st->workspace_fd = safe_close(st->workspace_fd);
         st->root_fd = safe_close(st->root_fd);
         st->egress_fd = safe_close(st->egress_fd);
+        tmpfs_fds_close(st);
 }
 
 int session_spawn_begin(Spawner *sp, const SpawnParams *p, CgroupSession *cgroup, SpawnState *ret,
@@ -153,7 +173,7 @@ int session_spawn_begin(Spawner *sp, const SpawnParams *p, CgroupSession *cgroup
         safe_close(wsock[1]);
         *ret = (SpawnState) {
                 .pidfd = -EBADF, .sync = sync[0], .sock = wsock[0], .upper_fd = -EBADF, .workspace_fd = -EBADF, .root_fd = -EBADF,
-                .egress_fd = -EBADF,
+                .egress_fd = -EBADF, .tmpfs_fds = { -EBADF, -EBADF },
                 .cgroup = cgroup, .uid_base = p->uid_base, .uid_count = p->uid_count,
         };
         return 0;

@@ -10,8 +10,10 @@
  * (worker/session-init.c). sbxd puts it into the session's cgroup and writes
  * its user namespace maps on the set-up channel (proto/setup.h). The
  * session's writable layer lives on a tmpfs that is mounted only in the
- * session's mount namespace; the supervisor keeps an fd to its upper
- * directory to publish from. Nothing is mounted on the host. Non-logging. */
+ * session's mount namespace (made by the init, or, for a session that may be
+ * kept, by sbxd, detached, and sent with SETUP_GO: os/livemount.h); the
+ * supervisor keeps an fd to its upper directory to publish from. Nothing is
+ * mounted on the host. Non-logging. */
 #pragma once
 
 #include <stdbool.h>
@@ -75,6 +77,9 @@ typedef struct SpawnState {
         bool hold_go;
         const SpawnMounts *mounts;      /* borrowed until SETUP_GO went; NULL: none */
         const int *mount_fds;           /* their detached mounts, one per name (borrowed) */
+        /* Owned, sent with SETUP_GO, then closed: the session tmpfs and /tmp's
+         * sbxd made (os/livemount.h), or -EBADF: the init mounts its own. */
+        int tmpfs_fds[SETUP_TMPFS_MAX];
 } SpawnState;
 
 typedef struct Spawner Spawner;

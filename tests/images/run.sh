@@ -31,6 +31,9 @@ D=$(mktemp -d /tmp/sbx-images-XXXXXX)
 PID=
 cleanup() {
   if [[ -n $PID ]]; then kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
+  # sessions sbxd kept in place at its stop (sbxd(8)): copied out and unmounted
+  [[ -d $D/run/live ]] && build/bin/sbxd --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --save-kept \
+    >>"$D/sbxd.log" 2>&1
   if grep -q " $D" /proc/self/mounts; then echo "check-images: still mounted under $D" >&2
   else rm -rf --one-file-system "$D"; fi
 }

@@ -198,5 +198,6 @@ h.test('a managed session not finalized at stop comes back with its changes and 
   assert.equal(c.output, 'kept\n1073741824\ndeleted\n');
   const again = (await sc('list_workspace_sessions', {})).sessions.find((s) => s.workspace_session_id === full.kept);
   assert.equal(again, undefined, 'finalized: it is gone');
-  assert.deepEqual(fs.readdirSync(path.join(h.runDir, 'kept', (await show('mate')).id)), [], 'its kept copy is gone');
+  // Kept in place at the stop (its own tmpfs, mounted in RUN_DIR/live: the full state filesystem took nothing).
+  assert.deepEqual(fs.readdirSync(path.join(h.runDir, 'live', (await show('mate')).id)), [], 'its kept tmpfs is gone');
 });

@@ -202,6 +202,14 @@ export class Sbxd {
     this.proc = null;
     return { ...res, ms: Date.now() - t0 };
   }
+
+  /* sbxd --save-kept with these directories (sbxd stopped): the sessions it
+   * kept in place in RUN_DIR/live copied to the state directory and unmounted. */
+  async saveKept() {
+    const r = await run(SBXD, ['--state-dir', this.stateDir, '--run-dir', this.runDir, '--save-kept'], { timeout: 120000 });
+    fs.appendFileSync(this.logPath, `==== sbxd --save-kept (${r.code})\n${r.stdout}${r.stderr}`);
+    return r;
+  }
 }
 
 /* STATE/sandboxes/ID, the directory of the sandbox called name (sbxd(8)), its id read from sbx.db. */
@@ -470,6 +478,11 @@ export class Harness {
       problems.push(e.message);
     }
     if (unexpected) problems.push(`sbxd died during the tests: ${JSON.stringify(unexpected)}`);
+    // What sbxd kept in place at its stop (sbxd(8)): saved, so that nothing stays mounted.
+    if (fs.existsSync(path.join(this.runDir, 'live'))) {
+      const saved = await this.sbxd.saveKept();
+      if (saved.code !== 0) problems.push(`sbxd --save-kept failed (${saved.code}): ${saved.stderr}`);
+    }
     const unmountProblem = await this.unmountStateFs();
     if (unmountProblem) problems.push(unmountProblem);
     const failed = this.failures.size > 0 || this.running.size > 0 || problems.length > 0;

@@ -55,6 +55,7 @@ int __wrap_session_spawn_begin(Spawner *sp, const SpawnParams *p, CgroupSession 
                 .sync = sync[0],
                 .pidfd = -EBADF,
                 .egress_fd = -EBADF,
+                .tmpfs_fds = { -EBADF, -EBADF },
                 .upper_fd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
                 .workspace_fd = open(upper, O_PATH | O_DIRECTORY | O_CLOEXEC),
                 .cgroup = cgroup,
