@@ -280,9 +280,9 @@ h.test('foreign handles: another user\'s artifact and command session are not fo
 h.test('sbxctl status shows the artifact store', async () => {
   const r = await sbxctl(h.socket, ['status']);
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /^artifacts: \d+ \(\d+ of 1073741824 bytes, runtime_artifacts_max_bytes\)$/m);
+  assert.match(r.stdout, /^artifacts: \d+ \(\d+ of 1073741824 bytes, runtime_artifacts_max_bytes; \d+ uncompressed\)$/m);
   const j = JSON.parse((await sbxctl(h.socket, ['status', '--json'])).stdout);
-  assert.ok(j.artifacts >= 2 && j.artifact_bytes > 0, JSON.stringify(j));
+  assert.ok(j.artifacts >= 2 && j.artifact_bytes > 0 && j.artifact_raw_bytes >= j.artifact_bytes, JSON.stringify(j));
 });
 
 h.test('artifacts survive an sbxd restart', async () => {
