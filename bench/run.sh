@@ -103,6 +103,8 @@ printf '[sbxd]\negress_user = %s\negress_allow_private = yes\ngateway_user = 655
   "$EGRESS_USER" "$D/images.d" "$IMAGE_CACHE" >"$D/sbxd.conf"
 # The boxes rows: boxes on the default image, two spares.
 printf '[sbxd]\nbox_image = default\nbox_spares = 2\n' >>"$D/sbxd.conf"
+# The persisted-artifact rows (issue 19): a 1 GiB artifact (compressed at rest) fits.
+printf '[sbxd]\nruntime_max_artifact_bytes = 2G\nruntime_artifacts_max_bytes = 4G\n' >>"$D/sbxd.conf"
 "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
   >"$D/sbxd.log" 2>&1 &
 SBXD_PID=$!
@@ -253,6 +255,23 @@ EOF
   log "artifacts: query of $QBYTES bytes, $N rounds; cursor pages of $QLINES lines, $NP rounds"
   drive artifacts_query "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
   drive artifacts_page "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
+  # The same two on persisted artifacts (runtime_execute, compressed at rest in
+  # frames, data/zframes.h): the scan decompresses every frame, a page only its own.
+  cat >"$D/scripts/artifacts_query_persisted.json" <<EOF
+{"vars":{"bytes":$QBYTES},
+ "setup":[{"tool":"runtime_execute","args":{"sandbox_id":"tiny","runtime":"shell","code":"perl lines.pl $QBYTES; echo rare-needle-q19","outputMode":"minimal"},"save":{"art":"artifactHandle"}}],
+ "warmup":1, "n":$N,
+ "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${art}","queryTerms":["rare-needle-q19"],"contextLines":0}}]}
+EOF
+  cat >"$D/scripts/artifacts_page_persisted.json" <<EOF
+{"setup":[{"tool":"runtime_execute","args":{"sandbox_id":"tiny","runtime":"shell","code":"seq -w 1 $QLINES","outputMode":"minimal"},"save":{"art":"artifactHandle"}}],
+ "warmup":5, "n":$NP,
+ "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${art}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"stdout","afterLine":$(( QLINES * 9 / 10 ))}}},
+         {"tag":"base","tool":"runtime_query_output","args":{"artifactHandle":"\${art}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"stdout","afterLine":0}}}]}
+EOF
+  log "artifacts: the same on persisted (compressed) artifacts"
+  drive artifacts_query_persisted "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
+  drive artifacts_page_persisted "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
 fi
 
 # ---- 6. publish: one changed file, 50,000-file vs 100-file workspace ----------------

@@ -137,6 +137,8 @@ static void packing_done(Work *w, int r, void *userdata) {
                 log_warning_errno(r, "Failed to compress artifact %s, keeping it uncompressed: %m", p->handle);
         else if (r >= 0)
                 packing_record(userdata, p);
+        if (!work_cancelled(w))
+                artifacts_sweep(userdata);
         packing_free(p);
 }
 
@@ -182,13 +184,14 @@ static int artifact_add(Server *s, const Command *c, char *ret_handle, size_t si
         if (r < 0)
                 return r;
         strlcpy(ret_handle, a.handle, size);
-        /* Over the budget, the oldest go first: this one last (counted
-         * uncompressed until it is compressed). */
-        artifacts_sweep(s);
+        /* Over the budget, the oldest go first, this one last: once it is
+         * compressed, as the budget counts compressed bytes. */
         r = artifact_pack(s, a.handle, a.command, a.sandbox);
-        if (r < 0)
+        if (r < 0) {
                 log_warning_errno(r, "Failed to queue the compression of artifact %s, keeping it uncompressed: %m",
                                   a.handle);
+                artifacts_sweep(s);
+        }
         return 0;
 }
 
