@@ -164,6 +164,22 @@ static int artifact_pack(Server *s, const char *handle, const char *command, con
         return 0;
 }
 
+static int pack_unpacked(const StoreArtifact *a, void *userdata) {
+        Server *s = userdata;
+        int r = artifact_pack(s, a->handle, a->command, a->sandbox);
+
+        if (r < 0 && r != -ENOENT)
+                log_warning_errno(r, "Failed to queue the compression of artifact %s, ignoring: %m", a->handle);
+        return 0;
+}
+
+void artifacts_load(Server *s) {
+        int r = store_artifact_unpacked_foreach(s->store, pack_unpacked, s);
+
+        if (r < 0)
+                log_warning_errno(r, "Cannot list the artifacts to compress, ignoring: %m");
+}
+
 static int artifact_add(Server *s, const Command *c, char *ret_handle, size_t size) {
         StoreArtifact a = {
                 .owner_uid = c->run->owner,

@@ -1733,6 +1733,23 @@ int store_artifact_delete(Store *s, const char *handle) {
         return step_done(st);
 }
 
+int store_artifact_unpacked_foreach(Store *s, int (*cb)(const StoreArtifact *a, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        StoreArtifact a;
+        int r;
+
+        r = prepare(s, "SELECT " ARTIFACT_COLUMNS " FROM artifacts WHERE handle NOT IN (SELECT handle FROM artifact_packed)"
+                       " ORDER BY created_usec", &st);
+        if (r < 0)
+                return r;
+        while ((r = step_artifact(st, &a)) >= 0) {
+                r = cb(&a, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return r == -ENOENT ? 0 : r;
+}
+
 int store_artifact_set_packed(Store *s, const char *handle, uint64_t bytes) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r;

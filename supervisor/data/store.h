@@ -164,6 +164,8 @@ int store_artifact_delete(Store *s, const char *handle);
 /* The artifact's transcript was compressed: it stores bytes now (a new table,
  * artifact_packed, that goes with the artifact). */
 int store_artifact_set_packed(Store *s, const char *handle, uint64_t bytes);
+/* Every artifact not compressed yet, oldest first; cb < 0 stops with it. */
+int store_artifact_unpacked_foreach(Store *s, int (*cb)(const StoreArtifact *a, void *userdata), void *userdata);
 /* How many artifacts (of owner_uid, or of all if < 0), the bytes they store
  * (compressed, where they are) and the same uncompressed (ret_raw_bytes may be NULL). */
 int store_artifacts_usage(Store *s, int64_t owner_uid, unsigned *ret_count, uint64_t *ret_bytes,

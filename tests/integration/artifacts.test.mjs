@@ -4,6 +4,7 @@
 // fixtures (tests/fixtures/digest), and runtime_query_output over artifacts
 // and command sessions: terms, cursor paging, line ranges, both streams.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -348,10 +349,23 @@ h.test('persisted artifacts are compressed at rest: 10 MB of repetitive output s
   assert.deepEqual(excerptText(c.excerpts[0]), [bigLine(1), bigLine(2)]);
 });
 
-h.test('artifacts survive an sbxd restart', async () => {
-  await h.restartSbxd();
+h.test('artifacts survive an sbxd restart; one left uncompressed is compressed at start', async () => {
+  // The big artifact as an sbxd before compression left it: plain text (zstd -d reads the
+  // frames and skips the index), not recorded compressed.
+  await h.sbxd.stop();
+  const dir = path.join(h.stateDir, 'transcripts');
+  const file = (ext) => path.join(dir, `${saved.bigCommand}.${ext}`);
+  execFileSync('zstd', ['-q', '-d', file('zst'), '-o', file('log')]);
+  fs.unlinkSync(file('zst'));
+  execFileSync('python3', ['-c', 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); ' +
+    'c.execute("delete from artifact_packed where handle=?", (sys.argv[2],)); c.commit()',
+  path.join(h.stateDir, 'sbx.db'), saved.big]);
+  await h.sbxd.start();
   const s = await h.connect({ argv: ['--set', 'artifacts', '--socket', h.socket] });
   const q = await s.sc('runtime_query_output', { artifactHandle: saved.handle, queryTerms: ['line 700 hit'], contextLines: 0 });
   assert.deepEqual(q.excerpts.map((e) => e.lineStart), [700]);
   await checkBig((args) => s.sc('runtime_query_output', args));
+  // its queries waited behind the compression (the sandbox's lane)
+  assert.equal(fs.existsSync(file('log')), false);
+  assert.ok(fs.statSync(file('zst')).size < 1e6);
 });
