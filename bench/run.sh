@@ -240,38 +240,31 @@ if want artifacts; then
   QLINES=$(sc 10000000 100000)
   N=$(sc 5 3)
   NP=$(sc 100 20)
-  cat >"$D/scripts/artifacts_query.json" <<EOF
+  # query_scripts SUFFIX TOOL ARGS STREAM FIELD STATUS: the rare-term and cursor-page
+  # scripts over what TOOL (exec_command or runtime_execute) makes of a command: its
+  # handle is FIELD of the result, which has STATUS.
+  query_scripts() {
+    cat >"$D/scripts/artifacts_query$1.json" <<EOF
 {"vars":{"bytes":$QBYTES},
- "setup":[{"tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"perl lines.pl $QBYTES; echo rare-needle-q19","yield_time_ms":30000},"until_done":true,"expect":"ok","save":{"cs":"command_session_id"}}],
+ "setup":[{"tool":"$2","args":{"sandbox_id":"tiny",$3"perl lines.pl $QBYTES; echo rare-needle-q19"},"until_done":true,"expect":"$6","save":{"h":"$5"}}],
  "warmup":1, "n":$N,
- "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${cs}","queryTerms":["rare-needle-q19"],"contextLines":0}}]}
+ "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${h}","queryTerms":["rare-needle-q19"],"contextLines":0}}]}
 EOF
-  cat >"$D/scripts/artifacts_page.json" <<EOF
-{"setup":[{"tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"seq -w 1 $QLINES","yield_time_ms":30000},"until_done":true,"expect":"ok","save":{"cs":"command_session_id"}}],
+    cat >"$D/scripts/artifacts_page$1.json" <<EOF
+{"setup":[{"tool":"$2","args":{"sandbox_id":"tiny",$3"seq -w 1 $QLINES"},"until_done":true,"expect":"$6","save":{"h":"$5"}}],
  "warmup":5, "n":$NP,
- "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${cs}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"both","afterLine":$(( QLINES * 9 / 10 ))}}},
-         {"tag":"base","tool":"runtime_query_output","args":{"artifactHandle":"\${cs}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"both","afterLine":0}}}]}
+ "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${h}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"$4","afterLine":$(( QLINES * 9 / 10 ))}}},
+         {"tag":"base","tool":"runtime_query_output","args":{"artifactHandle":"\${h}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"$4","afterLine":0}}}]}
 EOF
-  log "artifacts: query of $QBYTES bytes, $N rounds; cursor pages of $QLINES lines, $NP rounds"
-  drive artifacts_query "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
-  drive artifacts_page "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
+  }
+  query_scripts "" exec_command '"yield_time_ms":30000,"cmd":' both command_session_id ok
   # The same two on persisted artifacts (runtime_execute, compressed at rest in
   # frames, data/zframes.h): the scan decompresses every frame, a page only its own.
-  cat >"$D/scripts/artifacts_query_persisted.json" <<EOF
-{"vars":{"bytes":$QBYTES},
- "setup":[{"tool":"runtime_execute","args":{"sandbox_id":"tiny","runtime":"shell","code":"perl lines.pl $QBYTES; echo rare-needle-q19","outputMode":"minimal"},"save":{"art":"artifactHandle"}}],
- "warmup":1, "n":$N,
- "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${art}","queryTerms":["rare-needle-q19"],"contextLines":0}}]}
-EOF
-  cat >"$D/scripts/artifacts_page_persisted.json" <<EOF
-{"setup":[{"tool":"runtime_execute","args":{"sandbox_id":"tiny","runtime":"shell","code":"seq -w 1 $QLINES","outputMode":"minimal"},"save":{"art":"artifactHandle"}}],
- "warmup":5, "n":$NP,
- "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${art}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"stdout","afterLine":$(( QLINES * 9 / 10 ))}}},
-         {"tag":"base","tool":"runtime_query_output","args":{"artifactHandle":"\${art}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"stdout","afterLine":0}}}]}
-EOF
-  log "artifacts: the same on persisted (compressed) artifacts"
-  drive artifacts_query_persisted "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
-  drive artifacts_page_persisted "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
+  query_scripts _persisted runtime_execute '"runtime":"shell","outputMode":"minimal","code":' stdout artifactHandle success
+  log "artifacts: query of $QBYTES bytes, $N rounds; cursor pages of $QLINES lines, $NP rounds; the same persisted"
+  for s in artifacts_query artifacts_page artifacts_query_persisted artifacts_page_persisted; do
+    drive $s "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
+  done
 fi
 
 # ---- 6. publish: one changed file, 50,000-file vs 100-file workspace ----------------

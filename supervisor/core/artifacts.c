@@ -95,35 +95,17 @@ static int packing_run(Work *w) {
         return r;
 }
 
-/* Count what the transcript stores now: in its record, the artifact's, the
- * command's in memory (with its transcript reopened) and the budgets. */
+/* Count what the transcript stores now: the artifact's, and (core/transcripts.h)
+ * its command's. */
 static void packing_record(Server *s, Packing *p) {
-        Command *c = command_find_live(s, p->command);
-        StoreCommand rec;
-        uint64_t before;
-        int r;
+        int r = transcripts_compressed(s, p->command, p->bytes, p->files, &p->t);
 
-        r = store_command_get(s->store, p->command, &rec);
-        if (r < 0 || rec.evicted[0]) {
-                /* Evicted or removed while it was compressed: what the rename made goes too. */
-                (void) transcript_remove(s->transcripts_fd, p->command);
+        if (r == -ESTALE)
                 return;
-        }
-        before = rec.transcript_bytes;
-        if (c) {
-                before = c->charged_bytes;
-                c->charged_bytes = c->rec.transcript_bytes = p->bytes;
-                if (c->transcript && c->finished) {
-                        transcript_free(c->transcript);
-                        c->transcript = TAKE_PTR(p->t);
-                }
-        }
-        r = store_command_set_transcript(s->store, p->command, p->bytes, (int) p->files);
         if (r >= 0)
                 r = store_artifact_set_packed(s->store, p->handle, p->bytes);
         if (r < 0)
                 log_warning_errno(r, "Failed to record the compressed size of artifact %s, ignoring: %m", p->handle);
-        transcripts_uncount(s, sandbox_find_id(s, rec.sandbox), before - MIN(before, p->bytes), 0);
         log_info("Compressed artifact %s: %" PRIu64 " bytes of text in %" PRIu64 " (%" PRIu64 " stored)", p->handle,
                  p->text, p->packed, p->bytes);
 }

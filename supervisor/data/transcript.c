@@ -1094,19 +1094,22 @@ static int read_entry(const Transcript *t, uint64_t k, uint64_t *ret_off, uint64
 }
 
 /* Count the complete lines of .log in [off, end), at most max of them;
- * *ret_end is the offset past the last one counted. */
+ * *ret_end is the offset past the last one counted. Compressed text is read
+ * a line's most at a time: a read past what is needed could cost a frame's
+ * decompression, where a plain file's costs a copy from the page cache. */
 static int count_lines(const Transcript *t, uint64_t off, uint64_t end, uint64_t max, uint64_t *ret_n,
                        uint64_t *ret_end) {
+        size_t chunk = t->z ? SBX_LINE_MAX : SBX_TRANSCRIPT_SCAN_CHUNK;
         _cleanup_free_ char *buf = NULL;
         uint64_t n = 0, pos = off, last = off;
 
         if (max > 0 && off < end) {
-                buf = malloc(SBX_TRANSCRIPT_SCAN_CHUNK);
+                buf = malloc(chunk);
                 if (!buf)
                         return -ENOMEM;
         }
         while (n < max && pos < end) {
-                size_t want = (size_t) MIN(end - pos, (uint64_t) SBX_TRANSCRIPT_SCAN_CHUNK), at = 0;
+                size_t want = (size_t) MIN(end - pos, (uint64_t) chunk), at = 0;
                 int r = log_pread(t, buf, want, pos);
                 char *nl;
 
@@ -1541,17 +1544,24 @@ static int line_offset(const Transcript *t, uint64_t line, uint64_t *ret) {
 
 /* Append merged lines [first, first + count) to w, as many as their raw size
  * lets within w->budget (at least one line in w); *ret_taken says how many.
- * One read: what fits the budget, and one line more. */
+ * One read: what fits the budget, and one line more. Compressed, it stops
+ * at the run's end too (one more index lookup): the frames past it are not
+ * decompressed for nothing (a cursor page of short lines needs one or two
+ * frames, not the budget's worth). */
 static int window_add_run(Transcript *t, Window *w, uint64_t first, uint64_t count, uint64_t *ret_taken) {
-        uint64_t base, k = 0;
+        uint64_t base, stop = t->log_size, k = 0;
         size_t room = w->len < w->budget ? w->budget - w->len : 0, want, used = 0;
         char *text, *nl;
         int r;
 
         r = line_offset(t, first, &base);
+        if (r >= 0 && t->z && first + count < t->committed)
+                r = line_offset(t, first + count, &stop);
         if (r < 0)
                 return r;
-        want = (size_t) MIN(t->log_size - base, room > SIZE_MAX - SBX_LINE_MAX - 1 ? SIZE_MAX : room + SBX_LINE_MAX + 1);
+        if (stop < base)
+                return -EBADMSG;
+        want = (size_t) MIN(stop - base, room > SIZE_MAX - SBX_LINE_MAX - 1 ? SIZE_MAX : room + SBX_LINE_MAX + 1);
         text = realloc(w->text, w->len + want + 1);
         if (!text)
                 return -ENOMEM;
