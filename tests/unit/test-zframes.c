@@ -27,28 +27,7 @@
 
 #define FRAME SBX_ARTIFACT_FRAME_BYTES
 
-static char dir[64];
-static int dirfd_ = -1;
-
-static int setup(void **state) {
-        strcpy(dir, "/tmp/test-zframes.XXXXXX");
-        assert_non_null(mkdtemp(dir));
-        dirfd_ = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        assert_true(dirfd_ >= 0);
-        return 0;
-}
-
-static int teardown(void **state) {
-        DIR *d = fdopendir(dirfd_);
-        struct dirent *de;
-
-        while ((de = readdir(d)))
-                if (de->d_name[0] != '.')
-                        assert_int_equal(unlinkat(dirfd(d), de->d_name, 0), 0);
-        closedir(d);
-        assert_int_equal(rmdir(dir), 0);
-        return 0;
-}
+#include "tmpdir.h"
 
 /* A memfd holding len bytes of text. */
 static int text_fd(const char *text, size_t len) {
@@ -95,15 +74,19 @@ static char *sample(size_t *ret_len, uint64_t *ret_lines) {
         return t;
 }
 
+/* The sample, compressed in a memfd (returned), and its sizes. */
+static int sample_packed(char **ret_text, size_t *ret_len, uint64_t *ret_lines, uint64_t *ret_written) {
+        *ret_text = sample(ret_len, ret_lines);
+        return packed_fd(*ret_text, *ret_len, ret_written);
+}
+
 static void test_round_trip(void **state) {
         _cleanup_free_ char *text = NULL, *buf = NULL;
         ZFrames *z = NULL;
         uint64_t lines, written;
         size_t len;
-        int fd;
+        int fd = sample_packed(&text, &len, &lines, &written);
 
-        text = sample(&len, &lines);
-        fd = packed_fd(text, len, &written);
         assert_true(written < len / 4);
         assert_int_equal(zframes_open(fd, &z), 0);
         assert_int_equal(zframes_size(z), len);
@@ -153,16 +136,13 @@ static void flip(int fd, uint64_t at) {
 }
 
 static void test_damage(void **state) {
-        _cleanup_free_ char *text = NULL, *buf = NULL;
+        _cleanup_free_ char *text = NULL, *buf = malloc(FRAME);
         ZFrames *z = NULL;
         uint64_t lines, written;
         size_t len;
-        int fd;
+        int fd = sample_packed(&text, &len, &lines, &written);
 
-        text = sample(&len, &lines);
-        buf = malloc(FRAME);
         assert_non_null(buf);
-        fd = packed_fd(text, len, &written);
 
         /* a damaged last frame (its end, before the index of 3 entries): its reads
          * fail, the first frame's still work */
