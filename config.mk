@@ -11,7 +11,8 @@ UNITDIR    ?= /lib/systemd/system
 CC         ?= cc
 PKG_CONFIG ?= pkg-config
 PKGS       := inih libnl-3.0 libnl-route-3.0 libcap libprotobuf-c libbsd-overlay jansson libseccomp sqlite3 libgit2 \
-              nettle libmicrohttpd libarchive libxml-2.0
+              nettle libmicrohttpd libarchive libxml-2.0 \
+              libzstd
 TEST_PKGS  := cmocka
 
 # The Debian package of each pkg-config module above (and of the one build
@@ -21,7 +22,8 @@ PKG_DEBS   := inih:libinih-dev libnl-3.0:libnl-3-dev libnl-route-3.0:libnl-route
               libcap:libcap-dev libprotobuf-c:libprotobuf-c-dev libbsd-overlay:libbsd-dev \
               jansson:libjansson-dev libseccomp:libseccomp-dev sqlite3:libsqlite3-dev \
               libgit2:libgit2-dev cmocka:libcmocka-dev nettle:nettle-dev libmicrohttpd:libmicrohttpd-dev \
-              libarchive:libarchive-dev libxml-2.0:libxml2-dev
+              libarchive:libarchive-dev libxml-2.0:libxml2-dev \
+              libzstd:libzstd-dev
 TOOL_DEBS  := protoc-c:protobuf-c-compiler
 
 # sbx-worker is exec'd once per workspace session: linked statically it skips

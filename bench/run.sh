@@ -107,6 +107,8 @@ printf '[sbxd]\negress_user = %s\negress_allow_private = yes\ngateway_user = 655
   "$EGRESS_USER" "$D/images.d" "$IMAGE_CACHE" >"$D/sbxd.conf"
 # The boxes rows: boxes on the default image, two spares.
 printf '[sbxd]\nbox_image = default\nbox_spares = 2\n' >>"$D/sbxd.conf"
+# The persisted-artifact rows (issue 19): a 1 GiB artifact (compressed at rest) fits.
+printf '[sbxd]\nruntime_max_artifact_bytes = 2G\nruntime_artifacts_max_bytes = 4G\n' >>"$D/sbxd.conf"
 SOCK=$D/run/sbxd.sock
 start_sbxd() { # (again, for the stop row)
   "$BIN/sbxd" --config "$D/sbxd.conf" --state-dir "$D/state" --run-dir "$D/run" --log-level notice \
@@ -245,21 +247,31 @@ if want artifacts; then
   QLINES=$(sc 10000000 100000)
   N=$(sc 5 3)
   NP=$(sc 100 20)
-  cat >"$D/scripts/artifacts_query.json" <<EOF
+  # query_scripts SUFFIX TOOL ARGS STREAM FIELD STATUS: the rare-term and cursor-page
+  # scripts over what TOOL (exec_command or runtime_execute) makes of a command: its
+  # handle is FIELD of the result, which has STATUS.
+  query_scripts() {
+    cat >"$D/scripts/artifacts_query$1.json" <<EOF
 {"vars":{"bytes":$QBYTES},
- "setup":[{"tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"perl lines.pl $QBYTES; echo rare-needle-q19","yield_time_ms":30000},"until_done":true,"expect":"ok","save":{"cs":"command_session_id"}}],
+ "setup":[{"tool":"$2","args":{"sandbox_id":"tiny",$3"perl lines.pl $QBYTES; echo rare-needle-q19"},"until_done":true,"expect":"$6","save":{"h":"$5"}}],
  "warmup":1, "n":$N,
- "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${cs}","queryTerms":["rare-needle-q19"],"contextLines":0}}]}
+ "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${h}","queryTerms":["rare-needle-q19"],"contextLines":0}}]}
 EOF
-  cat >"$D/scripts/artifacts_page.json" <<EOF
-{"setup":[{"tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"seq -w 1 $QLINES","yield_time_ms":30000},"until_done":true,"expect":"ok","save":{"cs":"command_session_id"}}],
+    cat >"$D/scripts/artifacts_page$1.json" <<EOF
+{"setup":[{"tool":"$2","args":{"sandbox_id":"tiny",$3"seq -w 1 $QLINES"},"until_done":true,"expect":"$6","save":{"h":"$5"}}],
  "warmup":5, "n":$NP,
- "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${cs}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"both","afterLine":$(( QLINES * 9 / 10 ))}}},
-         {"tag":"base","tool":"runtime_query_output","args":{"artifactHandle":"\${cs}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"both","afterLine":0}}}]}
+ "loop":[{"tag":"sbx","tool":"runtime_query_output","args":{"artifactHandle":"\${h}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"$4","afterLine":$(( QLINES * 9 / 10 ))}}},
+         {"tag":"base","tool":"runtime_query_output","args":{"artifactHandle":"\${h}","queryTerms":["5"],"contextLines":0,"cursor":{"stream":"$4","afterLine":0}}}]}
 EOF
-  log "artifacts: query of $QBYTES bytes, $N rounds; cursor pages of $QLINES lines, $NP rounds"
-  drive artifacts_query "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
-  drive artifacts_page "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
+  }
+  query_scripts "" exec_command '"yield_time_ms":30000,"cmd":' both command_session_id ok
+  # The same two on persisted artifacts (runtime_execute, compressed at rest in
+  # frames, data/zframes.h): the scan decompresses every frame, a page only its own.
+  query_scripts _persisted runtime_execute '"runtime":"shell","outputMode":"minimal","code":' stdout artifactHandle success
+  log "artifacts: query of $QBYTES bytes, $N rounds; cursor pages of $QLINES lines, $NP rounds; the same persisted"
+  for s in artifacts_query artifacts_page artifacts_query_persisted artifacts_page_persisted; do
+    drive $s "$BIN/sandbox-mcp" --set runtime,artifacts --socket "$SOCK"
+  done
 fi
 
 # ---- 6. publish: one changed file, 50,000-file vs 100-file workspace ----------------

@@ -127,6 +127,7 @@ typedef struct Query {
         uint64_t after_line, range_start, range_end;
         unsigned max_excerpts, context;
         uint64_t bytes;                 /* raw bytes of the command's output */
+        uid_t uid;                      /* of the caller */
         Transcript *owned;              /* opened for the query (a command that ended) */
         OutResult res;
         Sbx__RuntimeQueryReply o;
@@ -271,6 +272,40 @@ static int query_execute(Query *q, Transcript *t) {
         return 0;
 }
 
+#define QUERY_NOT_FOUND "artifactHandle: '%.80s' not found; use a handle runtime_execute returned to you, or a " \
+        "command_session_id of your sandboxes"
+
+/* The command of handle into q->command, and its record: an artifact of uid,
+ * or a command session (whose sandbox the caller checks); errors in q->error. */
+static int query_record(Server *s, Query *q, uid_t uid, StoreCommand *ret) {
+        bool expired = false;
+        int r;
+
+        if (strncmp(q->handle, "art-", 4) == 0) {
+                r = artifacts_lookup(s, q->handle, uid, q->command, sizeof(q->command), &expired);
+                if (r == -ENOENT && expired)
+                        return query_fail(q, r, "artifactHandle: '%.80s' not found: it expired "
+                                          "(runtime_artifact_ttl_hours); run the command again with persistOutput",
+                                          q->handle);
+                if (r == -ENOENT)
+                        return query_fail(q, r, QUERY_NOT_FOUND, q->handle);
+                if (r < 0)
+                        return query_fail(q, r, "cannot look up the artifact: %s", strerror(-r));
+        } else
+                strlcpy(q->command, q->handle, sizeof(q->command));
+        r = store_command_get(s->store, q->command, ret);
+        if (r < 0)
+                return query_fail(q, -ENOENT, QUERY_NOT_FOUND, q->handle);
+        return 0;
+}
+
+static int query_kept(Query *q, const StoreCommand *rec) {
+        if (rec->evicted[0])
+                return query_fail(q, -ESTALE, "artifactHandle: the output of '%.80s' was removed to stay within "
+                                  "%s (sbxd.conf(5)); its record is kept", q->handle, rec->evicted);
+        return 0;
+}
+
 /* ---- off the loop: a command that ended, in its sandbox's lane ---- */
 
 static int query_work_start(Work *w) {
@@ -293,7 +328,20 @@ static void query_work_done(Work *w, int r, void *userdata) {
         Query *q = container_of(w, Query, work);
         Sbx__Reply reply = SBX__REPLY__INIT;
         Server *s = userdata;
+        StoreCommand rec;
 
+        /* No transcript: the budget's sweep after an earlier work of the lane
+         * (an artifact compressed, core/artifacts.h) may have removed it since
+         * the request was checked. Say so as the request would have. */
+        if (!work_cancelled(w) && r == -ENOENT && !q->owned) {
+                q->error[0] = '\0';
+                r = query_record(s, q, q->uid, &rec);
+                if (r >= 0)
+                        r = query_kept(q, &rec);
+                if (r >= 0)
+                        r = query_fail(q, -ENOENT, "cannot open the output of '%.80s': %s", q->handle,
+                                       strerror(ENOENT));
+        }
         if (work_cancelled(w))
                 pending_answer_error(s, &q->pending, -ECANCELED, "the sandbox of '%.80s' went first", q->handle);
         else if (r < 0)
@@ -318,29 +366,19 @@ static int query_target(Request *rq, Query *q, Sandbox **ret_sandbox) {
         Server *s = rq->server;
         StoreCommand rec;
         Sandbox *sb;
-        bool expired = false;
         int r;
 
-        if (strncmp(q->handle, "art-", 4) == 0) {
-                r = artifacts_lookup(s, q->handle, rq->client->uid, q->command, sizeof(q->command), &expired);
-                if (r == -ENOENT)
-                        return request_error(rq, r, "artifactHandle: '%.80s' not found%s", q->handle,
-                                             expired ? ": it expired (runtime_artifact_ttl_hours); run the command "
-                                                       "again with persistOutput" : "; use a handle runtime_execute "
-                                                       "returned to you, or a command_session_id of your sandboxes");
-                if (r < 0)
-                        return request_error(rq, r, "cannot look up the artifact: %s", strerror(-r));
-        } else
-                strlcpy(q->command, q->handle, sizeof(q->command));
-        r = store_command_get(s->store, q->command, &rec);
-        sb = r >= 0 ? sandbox_find_id(s, rec.sandbox) : NULL;
+        r = query_record(s, q, rq->client->uid, &rec);
+        if (r < 0)
+                return request_error(rq, r, "%s", q->error);
+        sb = sandbox_find_id(s, rec.sandbox);
         if (!sb || !sandbox_allows_client(sb, rq->client))
-                return request_error(rq, -ENOENT, "artifactHandle: '%.80s' not found; use a handle runtime_execute "
-                                     "returned to you, or a command_session_id of your sandboxes", q->handle);
-        if (rec.evicted[0])
-                return request_error(rq, -ESTALE, "artifactHandle: the output of '%.80s' was removed to stay within "
-                                     "%s (sbxd.conf(5)); its record is kept", q->handle, rec.evicted);
+                return request_error(rq, -ENOENT, QUERY_NOT_FOUND, q->handle);
+        r = query_kept(q, &rec);
+        if (r < 0)
+                return request_error(rq, r, "%s", q->error);
         q->bytes = rec.raw_bytes;
+        q->uid = rq->client->uid;
         *ret_sandbox = sb;
         return 0;
 }

@@ -117,7 +117,8 @@ int handle_status(Request *rq) {
         st->run_dir = (char *) (all ? s->cfg.run_dir : "");
         st->caller_only = !all;
         artifacts_sweep(s);
-        (void) store_artifacts_usage(s->store, all ? -1 : (int64_t) uid, &st->artifacts, &st->artifact_bytes);
+        (void) store_artifacts_usage(s->store, all ? -1 : (int64_t) uid, &st->artifacts, &st->artifact_bytes,
+                                     &st->artifact_raw_bytes);
         st->artifacts_max_bytes = s->cfg.runtime_artifacts_max_bytes;
         return msg_reply_set(&rq->reply, SBX__REPLY__BODY_STATUS, st);
 }

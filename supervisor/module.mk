@@ -66,6 +66,7 @@ SUPERVISOR_OS_SRCS += supervisor/os/uidrange.c
 SUPERVISOR_DATA_SRCS += supervisor/data/store.c
 SUPERVISOR_DATA_SRCS += supervisor/data/layer.c
 SUPERVISOR_DATA_SRCS += supervisor/data/transcript.c
+SUPERVISOR_DATA_SRCS += supervisor/data/zframes.c
 SUPERVISOR_DATA_SRCS += supervisor/data/fileops.c
 SUPERVISOR_DATA_SRCS += supervisor/data/indexcache.c
 SUPERVISOR_DATA_SRCS += supervisor/data/attribution.c

@@ -304,7 +304,7 @@ static const MsgJsonMap image_detail_map = MSG_JSON_MAP_INIT(sbx__image_info__de
 static const MsgJsonMap status_map = MSG_JSON_MAP_INIT(sbx__status_reply__descriptor,
         MSG_JSON_NAMES("version proto_version pid uptime_seconds cgroup_backend sandboxes live_sessions "
                        "spare_sessions running_commands clients state_dir run_dir caller_only "
-                       "artifacts artifact_bytes artifacts_max_bytes"));
+                       "artifacts artifact_bytes artifacts_max_bytes artifact_raw_bytes"));
 
 static const MsgJsonMap owner_quota_map = MSG_JSON_MAP_INIT(sbx__owner_quota__descriptor,
         MSG_JSON_NAMES("name what used limit bytes"));
@@ -1122,8 +1122,8 @@ static int print_status(const Args *a, const Sbx__Reply *reply) {
         printf("running commands: %" PRIu32 "\n", s->running_commands);
         printf("clients: %" PRIu32 "\n", s->clients);
         /* the artifact store (issue 19): persisted runtime_execute outputs */
-        printf("artifacts: %" PRIu32 " (%" PRIu64 " of %" PRIu64 " bytes, runtime_artifacts_max_bytes)\n", s->artifacts,
-               s->artifact_bytes, s->artifacts_max_bytes);
+        printf("artifacts: %" PRIu32 " (%" PRIu64 " of %" PRIu64 " bytes, runtime_artifacts_max_bytes; %" PRIu64
+               " uncompressed)\n", s->artifacts, s->artifact_bytes, s->artifacts_max_bytes, s->artifact_raw_bytes);
         if (s->caller_only) {
                 /* sbxd answers anyone but root with their own figures only */
                 puts("(the counts are of your own sandboxes and connections)");

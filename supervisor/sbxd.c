@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "core/artifacts.h"
 #include "core/egress-proxy.h"
 #include "core/boxfiles.h"
 #include "core/client.h"
@@ -408,8 +409,10 @@ static int server_open(Server *s) {
                 r = server_open_resources(s);
         if (r >= 0)
                 r = server_open_events(s);
-        if (r >= 0)
+        if (r >= 0) {
                 egress_proxy_start(s);
+                artifacts_load(s);      /* needs the work pool */
+        }
         return r;
 }
 

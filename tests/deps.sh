@@ -28,6 +28,8 @@ PKGS=(
   libmicrohttpd-dev                   # sbx-gateway's HTTP server (with GnuTLS for its optional TLS)
   libarchive-dev                      # the tar sandbox-mcp writes for sandbox_sync (boxes set)
   libxml2-dev                         # JUnit XML reports in the broker's digests (streaming reader)
+  libzstd-dev                         # persisted artifacts compressed at rest in seekable frames
+  zstd                                # zstd -d of an artifact's frames in the artifacts test
   mandoc                              # man page lint
   systemd                             # systemd-analyze verify of dist/sbxd.service (make check-ops); never started here
   clang                               # second compiler, analyzers

@@ -4,9 +4,11 @@ test-wire_DEPS :=
 UNIT_TESTS += tests/unit/test-fd-util.c
 test-fd-util_DEPS :=
 UNIT_TESTS += tests/unit/test-transcript.c
-test-transcript_DEPS := supervisor/data/transcript.c
+test-transcript_DEPS := supervisor/data/transcript.c supervisor/data/zframes.c
 UNIT_TESTS += tests/unit/test-outquery.c
-test-outquery_DEPS := supervisor/data/outquery.c supervisor/data/transcript.c
+test-outquery_DEPS := supervisor/data/outquery.c supervisor/data/transcript.c supervisor/data/zframes.c
+UNIT_TESTS += tests/unit/test-zframes.c
+test-zframes_DEPS := supervisor/data/zframes.c supervisor/data/transcript.c supervisor/data/outquery.c
 UNIT_TESTS += tests/unit/test-cgroup.c
 test-cgroup_DEPS := supervisor/os/cgroup.c supervisor/os/cgroup-v1.c supervisor/os/cgroup-v2.c supervisor/os/cgroup-util.c
 test-cgroup_LDFLAGS := -Wl,--wrap=mkdirat,--wrap=unlinkat

@@ -1,5 +1,6 @@
 /* runtime_execute's runs and the artifact store (see artifacts.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "core/server.h"
 #include "core/session.h"
 #include "core/transcripts.h"
+#include "data/transcript.h"
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
@@ -54,10 +56,110 @@ void artifacts_sweep(Server *s) {
                 if (artifact_remove(s, &a, "runtime_artifact_ttl_hours") < 0)
                         return;
         snprintf(reason, sizeof(reason), "runtime_artifacts_max_bytes = %" PRIu64, s->cfg.runtime_artifacts_max_bytes);
-        while (store_artifacts_usage(s->store, -1, &n, &bytes) >= 0 && bytes > s->cfg.runtime_artifacts_max_bytes &&
+        while (store_artifacts_usage(s->store, -1, &n, &bytes, NULL) >= 0 && bytes > s->cfg.runtime_artifacts_max_bytes &&
                store_artifact_oldest(s->store, INT64_MAX, &a) >= 0)
                 if (artifact_remove(s, &a, reason) < 0)
                         return;
+}
+
+/* Compressing an artifact's transcript (data/zframes.h), in its sandbox's
+ * lane: after the reads queued before it, before those queued after. */
+typedef struct Packing {
+        Work work;
+        int dirfd;
+        char handle[48];
+        char command[33];
+        uint64_t text, packed;          /* bytes: the text, its compressed file */
+        uint64_t bytes;                 /* what the transcript stores now (transcript_usage) */
+        unsigned files;
+        Transcript *t;                  /* reopened, for the command while it is in memory */
+} Packing;
+
+static Packing *packing_free(Packing *p) {
+        if (!p)
+                return NULL;
+        (void) safe_close(p->dirfd);
+        transcript_free(p->t);
+        free(p);
+        return NULL;
+}
+
+static int packing_run(Work *w) {
+        Packing *p = container_of(w, Packing, work);
+        int r = transcript_compress(p->dirfd, p->command, &p->text, &p->packed);
+
+        if (r >= 0)
+                r = transcript_usage(p->dirfd, p->command, &p->bytes, &p->files);
+        if (r >= 0)
+                r = transcript_open(p->dirfd, p->command, &p->t);
+        return r;
+}
+
+/* Count what the transcript stores now: the artifact's, and (core/transcripts.h)
+ * its command's. */
+static void packing_record(Server *s, Packing *p) {
+        int r = transcripts_compressed(s, p->command, p->bytes, p->files, &p->t);
+
+        if (r == -ESTALE)
+                return;
+        if (r >= 0)
+                r = store_artifact_set_packed(s->store, p->handle, p->bytes);
+        if (r < 0)
+                log_warning_errno(r, "Failed to record the compressed size of artifact %s, ignoring: %m", p->handle);
+        log_info("Compressed artifact %s: %" PRIu64 " bytes of text in %" PRIu64 " (%" PRIu64 " stored)", p->handle,
+                 p->text, p->packed, p->bytes);
+}
+
+static void packing_done(Work *w, int r, void *userdata) {
+        Packing *p = container_of(w, Packing, work);
+
+        if (work_cancelled(w))
+                ;       /* its sandbox went, with its transcripts */
+        else if (r < 0 && r != -ENOENT)
+                log_warning_errno(r, "Failed to compress artifact %s, keeping it uncompressed: %m", p->handle);
+        else if (r >= 0)
+                packing_record(userdata, p);
+        if (!work_cancelled(w))
+                artifacts_sweep(userdata);
+        packing_free(p);
+}
+
+/* Compress the transcript of artifact handle (of command) off the loop. */
+static int artifact_pack(Server *s, const char *handle, const char *command, const char *sandbox) {
+        Sandbox *sb = sandbox_find_id(s, sandbox);
+        Packing *p;
+
+        if (!sb)
+                return -ENOENT;
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        *p = (Packing) { .work = { .run = packing_run, .done = packing_done } };
+        p->dirfd = fcntl(s->transcripts_fd, F_DUPFD_CLOEXEC, 3);
+        if (p->dirfd < 0) {
+                free(p);
+                return -errno;
+        }
+        strlcpy(p->handle, handle, sizeof(p->handle));
+        strlcpy(p->command, command, sizeof(p->command));
+        work_submit(s->work, &sb->lane, &p->work);
+        return 0;
+}
+
+static int pack_unpacked(const StoreArtifact *a, void *userdata) {
+        Server *s = userdata;
+        int r = artifact_pack(s, a->handle, a->command, a->sandbox);
+
+        if (r < 0 && r != -ENOENT)
+                log_warning_errno(r, "Failed to queue the compression of artifact %s, ignoring: %m", a->handle);
+        return 0;
+}
+
+void artifacts_load(Server *s) {
+        int r = store_artifact_unpacked_foreach(s->store, pack_unpacked, s);
+
+        if (r < 0)
+                log_warning_errno(r, "Cannot list the artifacts to compress, ignoring: %m");
 }
 
 static int artifact_add(Server *s, const Command *c, char *ret_handle, size_t size) {
@@ -80,8 +182,14 @@ static int artifact_add(Server *s, const Command *c, char *ret_handle, size_t si
         if (r < 0)
                 return r;
         strlcpy(ret_handle, a.handle, size);
-        /* Over the budget, the oldest go first: this one last. */
-        artifacts_sweep(s);
+        /* Over the budget, the oldest go first, this one last: once it is
+         * compressed, as the budget counts compressed bytes. */
+        r = artifact_pack(s, a.handle, a.command, a.sandbox);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to queue the compression of artifact %s, keeping it uncompressed: %m",
+                                  a.handle);
+                artifacts_sweep(s);
+        }
         return 0;
 }
 

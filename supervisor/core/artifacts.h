@@ -9,7 +9,9 @@
  *
  * The artifact of a persisted run IS its transcript (data/transcript.h): it
  * is on disk already, with a sparse line index per stream, so it is not
- * copied. The store records it under an unguessable handle ("art-" and 32
+ * copied; once the run ends its text is compressed in place
+ * (transcript_compress), off the loop in its sandbox's lane, and then
+ * counts compressed. The store records it under an unguessable handle ("art-" and 32
  * hex digits) bound to the owner's uid, with an expiry
  * (runtime_artifact_ttl_hours) and its size (its transcript is limited to
  * runtime_max_artifact_bytes). Expired artifacts, and then the oldest, go
@@ -49,6 +51,10 @@ void runtime_run_free(RuntimeRun *run);
  * missing toolchain. */
 void runtime_run_answer(Server *s, Pending *p, Command *c, Sbx__ClaimExecReply *o);
 
+/* At start, once the sandboxes and the work pool are there: compress (off the loop) the artifacts that
+ * are not, those of an sbxd before compression and those a crash or a
+ * failure left so. */
+void artifacts_load(Server *s);
 /* Remove expired artifacts, then the oldest while all of them store more than
  * runtime_artifacts_max_bytes. */
 void artifacts_sweep(Server *s);

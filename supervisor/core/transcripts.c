@@ -95,6 +95,28 @@ static int evict(Server *s, const StoreCommand *rec, const char *reason) {
         return 0;
 }
 
+int transcripts_compressed(Server *s, const char *id, uint64_t bytes, unsigned files, Transcript **t) {
+        Command *c = live_of_id(s, id);
+        StoreCommand rec;
+        uint64_t before;
+
+        if (store_command_get(s->store, id, &rec) < 0 || rec.evicted[0]) {
+                (void) transcript_remove(s->transcripts_fd, id);
+                return -ESTALE;
+        }
+        before = rec.transcript_bytes;
+        if (c) {
+                before = c->charged_bytes;
+                c->charged_bytes = c->rec.transcript_bytes = bytes;
+                if (c->transcript && c->finished) {
+                        transcript_free(c->transcript);
+                        c->transcript = TAKE_PTR(*t);
+                }
+        }
+        transcripts_uncount(s, sandbox_find_id(s, rec.sandbox), before - MIN(before, bytes), 0);
+        return store_command_set_transcript(s->store, id, bytes, (int) files);
+}
+
 int transcripts_evict(Server *s, const char *id, const char *reason) {
         StoreCommand rec;
         int r = store_command_get(s->store, id, &rec);

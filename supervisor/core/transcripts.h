@@ -18,6 +18,7 @@
 typedef struct Server Server;
 typedef struct Sandbox Sandbox;
 typedef struct Command Command;
+typedef struct Transcript Transcript;
 
 /* At start, after the sandboxes are loaded: count what each stores (the
  * transcripts of commands an earlier sbxd left running from their files),
@@ -41,6 +42,12 @@ void transcripts_uncount(Server *s, Sandbox *sb, uint64_t bytes, uint64_t files)
  * core/artifacts.h), its record naming reason; 0 if it is gone already or
  * still running, -ENOENT if there is no such record. */
 int transcripts_evict(Server *s, const char *id, const char *reason);
+/* The transcript of the ended command id was compressed on disk
+ * (transcript_compress, a persisted artifact's): it stores bytes in files
+ * now. Its record, the command in memory (which takes *t, the transcript
+ * reopened) and the budgets count that. -ESTALE if it was evicted or its
+ * record removed meanwhile: the files the compression made go too. */
+int transcripts_compressed(Server *s, const char *id, uint64_t bytes, unsigned files, Transcript **t);
 /* The sandbox of that id (as command records name it), or NULL; here, below
  * sandbox.c, because the budgets look sandboxes up by their records. */
 Sandbox *sandbox_find_id(Server *s, const char *id);

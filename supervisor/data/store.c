@@ -136,6 +136,10 @@ static const char schema[] =
         "  sandbox TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE, command TEXT NOT NULL,"
         "  created_usec INTEGER NOT NULL, expires_usec INTEGER NOT NULL, bytes INTEGER NOT NULL);"
         "CREATE INDEX IF NOT EXISTS artifacts_by_age ON artifacts(created_usec);"
+        /* Artifacts compressed at rest (issue 19, data/zframes.h): what one stores now;
+         * artifacts.bytes stays its uncompressed size. A new table, made at any schema's open. */
+        "CREATE TABLE IF NOT EXISTS artifact_packed ("
+        "  handle TEXT PRIMARY KEY REFERENCES artifacts(handle) ON DELETE CASCADE, bytes INTEGER NOT NULL);"
         /* Bearer tokens (core/token.h): the hash of the secret, never the secret. */
         "CREATE TABLE IF NOT EXISTS tokens ("
         "  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, owner_uid INTEGER NOT NULL, hash BLOB NOT NULL,"
@@ -1729,11 +1733,44 @@ int store_artifact_delete(Store *s, const char *handle) {
         return step_done(st);
 }
 
-int store_artifacts_usage(Store *s, int64_t owner_uid, unsigned *ret_count, uint64_t *ret_bytes) {
+int store_artifact_unpacked_foreach(Store *s, int (*cb)(const StoreArtifact *a, void *userdata), void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        StoreArtifact a;
+        int r;
+
+        r = prepare(s, "SELECT " ARTIFACT_COLUMNS " FROM artifacts WHERE handle NOT IN (SELECT handle FROM artifact_packed)"
+                       " ORDER BY created_usec", &st);
+        if (r < 0)
+                return r;
+        while ((r = step_artifact(st, &a)) >= 0) {
+                r = cb(&a, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return r == -ENOENT ? 0 : r;
+}
+
+int store_artifact_set_packed(Store *s, const char *handle, uint64_t bytes) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = prepare(s, "INSERT OR REPLACE INTO artifact_packed (handle, bytes) "
+                       "SELECT handle, ? FROM artifacts WHERE handle = ?", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64) bytes);
+        sqlite3_bind_text(st, 2, handle, -1, SQLITE_STATIC);
+        return step_done(st);
+}
+
+int store_artifacts_usage(Store *s, int64_t owner_uid, unsigned *ret_count, uint64_t *ret_bytes,
+                          uint64_t *ret_raw_bytes) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r, rc;
 
-        r = prepare(s, "SELECT count(*), coalesce(sum(bytes), 0) FROM artifacts WHERE ?1 < 0 OR owner_uid = ?1", &st);
+        r = prepare(s, "SELECT count(*), coalesce(sum(coalesce(p.bytes, a.bytes)), 0), coalesce(sum(a.bytes), 0) "
+                       "FROM artifacts a LEFT JOIN artifact_packed p USING (handle) WHERE ?1 < 0 OR owner_uid = ?1",
+                    &st);
         if (r < 0)
                 return r;
         sqlite3_bind_int64(st, 1, owner_uid);
@@ -1742,6 +1779,8 @@ int store_artifacts_usage(Store *s, int64_t owner_uid, unsigned *ret_count, uint
                 return sql_err(rc) ?: -EIO;
         *ret_count = (unsigned) sqlite3_column_int64(st, 0);
         *ret_bytes = (uint64_t) sqlite3_column_int64(st, 1);
+        if (ret_raw_bytes)
+                *ret_raw_bytes = (uint64_t) sqlite3_column_int64(st, 2);
         return 0;
 }
 

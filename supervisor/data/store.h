@@ -151,7 +151,7 @@ typedef struct StoreArtifact {
         char sandbox[SBX_SANDBOX_ID_SIZE];
         char command[33];
         int64_t created_usec, expires_usec;
-        uint64_t bytes;                 /* its transcript's stored bytes */
+        uint64_t bytes;                 /* its transcript's stored bytes, uncompressed */
 } StoreArtifact;
 
 int store_artifact_insert(Store *s, const StoreArtifact *a);
@@ -161,8 +161,15 @@ int store_artifact_get(Store *s, const char *handle, StoreArtifact *ret);
  * (INT64_MAX: the oldest of all), or -ENOENT. */
 int store_artifact_oldest(Store *s, int64_t expired_before_usec, StoreArtifact *ret);
 int store_artifact_delete(Store *s, const char *handle);
-/* How many artifacts (of owner_uid, or of all if < 0) and their bytes. */
-int store_artifacts_usage(Store *s, int64_t owner_uid, unsigned *ret_count, uint64_t *ret_bytes);
+/* The artifact's transcript was compressed: it stores bytes now (a new table,
+ * artifact_packed, that goes with the artifact). */
+int store_artifact_set_packed(Store *s, const char *handle, uint64_t bytes);
+/* Every artifact not compressed yet, oldest first; cb < 0 stops with it. */
+int store_artifact_unpacked_foreach(Store *s, int (*cb)(const StoreArtifact *a, void *userdata), void *userdata);
+/* How many artifacts (of owner_uid, or of all if < 0), the bytes they store
+ * (compressed, where they are) and the same uncompressed (ret_raw_bytes may be NULL). */
+int store_artifacts_usage(Store *s, int64_t owner_uid, unsigned *ret_count, uint64_t *ret_bytes,
+                          uint64_t *ret_raw_bytes);
 
 /* 1 if a sandbox of that id, or of that name, is recorded, else 0. */
 int store_sandbox_known(Store *s, const char *id_or_name);

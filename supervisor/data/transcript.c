@@ -74,6 +74,7 @@
 #include "json-escape.h"
 #include "macro.h"
 #include "data/transcript.h"
+#include "data/zframes.h"
 
 #define ID_MAX (NAME_MAX - 4)              /* "<id>.log" must be a valid file name */
 #define LOGBUF_SIZE (1024u * 1024u)
@@ -133,7 +134,8 @@ typedef struct BitFile {
 } BitFile;
 
 struct Transcript {
-        int log_fd;
+        int log_fd;             /* .log, or .zst when compressed (z) */
+        ZFrames *z;             /* compressed text (transcript_compress): read through it */
         /* A new one's files are made when its first line is written out
          * (files_create): a command without output costs no inode. */
         int dirfd;              /* where they go (dup'ed), until made; else -EBADF */
@@ -165,9 +167,11 @@ struct Transcript {
 
 /* File name suffixes, all four characters long: the files of a transcript,
  * then those of the format before the sparse index (converted by
- * transcript_open), then the conversion's temporary index. */
-static const char *const suffixes[] = { ".log", ".lix", ".str", ".idx", ".out", ".err", ".lit" };
-enum { FILE_LOG, FILE_LIX, FILE_STR, FILE_OLD_IDX, FILE_OLD_OUT, FILE_OLD_ERR, FILE_LIX_TMP };
+ * transcript_open), then the conversion's temporary index, then the
+ * compressed text that replaces .log (transcript_compress) and its
+ * temporary file. */
+static const char *const suffixes[] = { ".log", ".lix", ".str", ".idx", ".out", ".err", ".lit", ".zst", ".ztm" };
+enum { FILE_LOG, FILE_LIX, FILE_STR, FILE_OLD_IDX, FILE_OLD_OUT, FILE_OLD_ERR, FILE_LIX_TMP, FILE_ZST, FILE_ZTM };
 
 /* Bytes that render as themselves in the ground state: printable ASCII and TAB. */
 static const bool plain_byte[256] = {
@@ -218,6 +222,11 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off) {
         if (n < 0)
                 return (int) n;
         return (size_t) n == len ? 0 : -EIO;
+}
+
+/* Read exactly len bytes of the text at off, compressed or not. */
+static int log_pread(const Transcript *t, void *buf, size_t len, uint64_t off) {
+        return t->z ? zframes_pread(t->z, buf, len, off) : pread_all(t->log_fd, buf, len, off);
 }
 
 /* A long transcript is written once and then read in windows. What lies well
@@ -1085,20 +1094,23 @@ static int read_entry(const Transcript *t, uint64_t k, uint64_t *ret_off, uint64
 }
 
 /* Count the complete lines of .log in [off, end), at most max of them;
- * *ret_end is the offset past the last one counted. */
+ * *ret_end is the offset past the last one counted. Compressed text is read
+ * a line's most at a time: a read past what is needed could cost a frame's
+ * decompression, where a plain file's costs a copy from the page cache. */
 static int count_lines(const Transcript *t, uint64_t off, uint64_t end, uint64_t max, uint64_t *ret_n,
                        uint64_t *ret_end) {
+        size_t chunk = t->z ? SBX_LINE_MAX : SBX_TRANSCRIPT_SCAN_CHUNK;
         _cleanup_free_ char *buf = NULL;
         uint64_t n = 0, pos = off, last = off;
 
         if (max > 0 && off < end) {
-                buf = malloc(SBX_TRANSCRIPT_SCAN_CHUNK);
+                buf = malloc(chunk);
                 if (!buf)
                         return -ENOMEM;
         }
         while (n < max && pos < end) {
-                size_t want = (size_t) MIN(end - pos, (uint64_t) SBX_TRANSCRIPT_SCAN_CHUNK), at = 0;
-                int r = pread_all(t->log_fd, buf, want, pos);
+                size_t want = (size_t) MIN(end - pos, (uint64_t) chunk), at = 0;
+                int r = log_pread(t, buf, want, pos);
                 char *nl;
 
                 if (r < 0)
@@ -1129,7 +1141,7 @@ static int valid_entries(const Transcript *t, uint64_t n, uint64_t log_file_size
                         return r;
                 if (e > log_file_size || e <= prev || err < prev_err || err - prev_err > STRIDE)
                         continue;
-                r = pread_all(t->log_fd, &c, 1, e - 1);
+                r = log_pread(t, &c, 1, e - 1);
                 if (r < 0)
                         return r;
                 if (c == '\n')
@@ -1168,7 +1180,7 @@ static int last_line_marker(const Transcript *t, bool *ret) {
         *ret = false;
         if (n < sizeof(MARKER_PREFIX MARKER_SUFFIX) - 1)
                 return 0;
-        r = pread_all(t->log_fd, buf, n, t->log_size - n);
+        r = log_pread(t, buf, n, t->log_size - n);
         if (r < 0)
                 return r;
         nl = memrchr(buf, '\n', n - 1);
@@ -1208,6 +1220,30 @@ static int count_err_lines(Transcript *t, uint64_t first, uint64_t base) {
  * the old files go after. */
 static int convert_old(int dirfd, const char *id);
 
+/* The text of transcript id into t: compressed (.zst) when it is, else
+ * .log. A .log beside a .zst is what a crash in transcript_compress left
+ * after the rename: it goes. */
+static int open_text(Transcript *t, int dirfd, const char *id, uint64_t *ret_size) {
+        char name[NAME_MAX + 1];
+        uint64_t size;
+        int r;
+
+        t->log_fd = open_file(dirfd, id, FILE_ZST, &size);
+        if (t->log_fd == -ENOENT) {
+                t->log_fd = open_file(dirfd, id, FILE_LOG, ret_size);
+                return MIN(t->log_fd, 0);
+        }
+        if (t->log_fd < 0)
+                return t->log_fd;
+        r = zframes_open(t->log_fd, &t->z);
+        if (r < 0)
+                return r;
+        file_name(id, FILE_LOG, name);
+        (void) unlinkat(dirfd, name, 0);
+        *ret_size = zframes_size(t->z);
+        return 0;
+}
+
 int transcript_open(int dirfd, const char *id, Transcript **ret) {
         _cleanup_(transcript_freep) Transcript *t = NULL;
         uint64_t log_file_size, lix_size, str_size, n, e = 0, err = 0, tail, last;
@@ -1218,9 +1254,9 @@ int transcript_open(int dirfd, const char *id, Transcript **ret) {
         t = transcript_new();
         if (!t)
                 return -ENOMEM;
-        t->log_fd = open_file(dirfd, id, FILE_LOG, &log_file_size);
-        if (t->log_fd < 0)
-                return t->log_fd;
+        r = open_text(t, dirfd, id, &log_file_size);
+        if (r < 0)
+                return r;
         t->idx.fd = open_file(dirfd, id, FILE_LIX, &lix_size);
         if (t->idx.fd == -ENOENT) {
                 r = convert_old(dirfd, id);
@@ -1243,6 +1279,9 @@ int transcript_open(int dirfd, const char *id, Transcript **ret) {
                 r = count_lines(t, e, log_file_size, STRIDE - 1, &tail, &last);
         if (r < 0)
                 return r;
+        /* A compressed text was a finished transcript's, whole: each of its lines is committed. */
+        if (t->z && (last != log_file_size || zframes_lines(t->z) != n * STRIDE + tail))
+                return -EBADMSG;
         if (n * (t->apart ? 2 : 1) * sizeof(uint64_t) != lix_size || last != log_file_size)
                 repair_tail(t, dirfd, id, n, last);
 
@@ -1505,22 +1544,29 @@ static int line_offset(const Transcript *t, uint64_t line, uint64_t *ret) {
 
 /* Append merged lines [first, first + count) to w, as many as their raw size
  * lets within w->budget (at least one line in w); *ret_taken says how many.
- * One read: what fits the budget, and one line more. */
+ * One read: what fits the budget, and one line more. Compressed, it stops
+ * at the run's end too (one more index lookup): the frames past it are not
+ * decompressed for nothing (a cursor page of short lines needs one or two
+ * frames, not the budget's worth). */
 static int window_add_run(Transcript *t, Window *w, uint64_t first, uint64_t count, uint64_t *ret_taken) {
-        uint64_t base, k = 0;
+        uint64_t base, stop = t->log_size, k = 0;
         size_t room = w->len < w->budget ? w->budget - w->len : 0, want, used = 0;
         char *text, *nl;
         int r;
 
         r = line_offset(t, first, &base);
+        if (r >= 0 && t->z && first + count < t->committed)
+                r = line_offset(t, first + count, &stop);
         if (r < 0)
                 return r;
-        want = (size_t) MIN(t->log_size - base, room > SIZE_MAX - SBX_LINE_MAX - 1 ? SIZE_MAX : room + SBX_LINE_MAX + 1);
+        if (stop < base)
+                return -EBADMSG;
+        want = (size_t) MIN(stop - base, room > SIZE_MAX - SBX_LINE_MAX - 1 ? SIZE_MAX : room + SBX_LINE_MAX + 1);
         text = realloc(w->text, w->len + want + 1);
         if (!text)
                 return -ENOMEM;
         w->text = text;
-        r = pread_all(t->log_fd, w->text + w->len, want, base);
+        r = log_pread(t, w->text + w->len, want, base);
         if (r < 0)
                 return r;
         /* Escaping only adds bytes: the raw size bounds what can fit. */
@@ -1773,6 +1819,41 @@ int transcript_remove(int dirfd, const char *id) {
         return found ? 0 : -ENOENT;
 }
 
+int transcript_compress(int dirfd, const char *id, uint64_t *ret_text, uint64_t *ret_packed) {
+        _cleanup_close_ int src = -EBADF, dst = -EBADF;
+        char log[NAME_MAX + 1], tmp[NAME_MAX + 1], zst[NAME_MAX + 1];
+        uint64_t size, written;
+        int r;
+
+        if (!id_valid(id))
+                return -EINVAL;
+        src = open_file(dirfd, id, FILE_LOG, &size);
+        if (src < 0)
+                return src;
+        dst = create_file(dirfd, id, FILE_ZTM);
+        if (dst < 0)
+                return dst;
+        file_name(id, FILE_LOG, log);
+        file_name(id, FILE_ZTM, tmp);
+        file_name(id, FILE_ZST, zst);
+        r = zframes_write(src, size, dst, &written);
+        /* Durable before the plain text goes: a crash leaves one of the two whole. */
+        if (r >= 0 && fsync(dst) < 0)
+                r = -errno;
+        if (r >= 0 && renameat(dirfd, tmp, dirfd, zst) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void) unlinkat(dirfd, tmp, 0);
+                return r;
+        }
+        (void) fsync(dirfd);
+        if (unlinkat(dirfd, log, 0) < 0 && errno != ENOENT)
+                return -errno;
+        *ret_text = size;
+        *ret_packed = written;
+        return 0;
+}
+
 /* The suffix of a transcript file name (index into suffixes[]), or -1. */
 static int file_kind(const char *name, size_t len) {
         if (len < 5)
@@ -1817,7 +1898,7 @@ int transcripts_collect(int dirfd, int (*keep)(const char *id, void *userdata), 
                         bytes += (uint64_t) st.st_size;
                 if (unlinkat(dirfd, de->d_name, 0) < 0 && errno != ENOENT)
                         return -errno;
-                if (kind == FILE_LOG)
+                if (kind == FILE_LOG || kind == FILE_ZST)
                         removed++;
         }
         if (errno)
@@ -1844,6 +1925,7 @@ Transcript *transcript_free(Transcript *t) {
         if (t->writable && !t->finished)
                 (void) flush_all(t);    /* keep what was committed; the pending line is lost */
         (void) safe_close(t->dirfd);
+        zframes_free(t->z);
         (void) safe_close(t->log_fd);
         (void) safe_close(t->idx.fd);
         (void) safe_close(t->bits.fd);

@@ -27,6 +27,9 @@
  * was most of such a command's time in sbxd; it has no files at all
  * (transcript_open: -ENOENT, read as transcript_empty).
  *
+ * A finished transcript may be compressed (transcript_compress): "<id>.zst"
+ * then holds the text of .log (which goes), readable as before.
+ *
  * Stored bytes are counted in whole SBX_TRANSCRIPT_BLOCK blocks per file
  * (as du counts them), index and stream bits included; the cap and the limit
  * bound that count. */
@@ -105,6 +108,14 @@ int transcript_read_stream(Transcript *t, TranscriptStream s, uint64_t start, ui
 int transcript_scan_stream(Transcript *t, TranscriptStream s, uint64_t start, uint64_t limit, size_t max_bytes,
                            char **ret_text, size_t *ret_len, uint64_t *ret_end);
 
+/* Compress the text of a finished transcript on disk (a persisted
+ * artifact's, core/artifacts.h): "<id>.log" becomes "<id>.zst" of
+ * data/zframes.h, written beside it as "<id>.ztm", synced and renamed into
+ * place before .log goes; .lix and .str stay as they are. transcript_open
+ * reads either, decompressing only the frames a read needs. ret_text: the
+ * text's bytes; ret_packed: the compressed file's. -ENOENT when there is no
+ * .log (compressed already, or no output). Run it off the event loop. */
+int transcript_compress(int dirfd, const char *id, uint64_t *ret_text, uint64_t *ret_packed);
 /* Remove the files of a transcript. */
 int transcript_remove(int dirfd, const char *id);
 /* Remove the files of every transcript in dirfd whose id keep() refuses

@@ -4,6 +4,7 @@
 // fixtures (tests/fixtures/digest), and runtime_query_output over artifacts
 // and command sessions: terms, cursor paging, line ranges, both streams.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,6 +14,8 @@ const U1 = 65534;
 const h = useSbx({
   sandboxes: [{ name: 'art' }], sets: 'runtime,sessions,artifacts', world: true,
   config: '[sbxd]\nruntime_allowed = node python shell c cpp go rust ruby\n' +
+    // room for the 10 MB artifact of the compression test
+    'runtime_max_artifact_bytes = 32M\n' +
     // sbxd's environment (helpers.mjs) has PATH and this marker only; the marker is let through here
     `runtime_env_allowlist = ${LEAK_MARKER} SBX_NOT_SET\n`,
 });
@@ -280,14 +283,90 @@ h.test('foreign handles: another user\'s artifact and command session are not fo
 h.test('sbxctl status shows the artifact store', async () => {
   const r = await sbxctl(h.socket, ['status']);
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /^artifacts: \d+ \(\d+ of 1073741824 bytes, runtime_artifacts_max_bytes\)$/m);
+  assert.match(r.stdout, /^artifacts: \d+ \(\d+ of 1073741824 bytes, runtime_artifacts_max_bytes; \d+ uncompressed\)$/m);
   const j = JSON.parse((await sbxctl(h.socket, ['status', '--json'])).stdout);
-  assert.ok(j.artifacts >= 2 && j.artifact_bytes > 0, JSON.stringify(j));
+  assert.ok(j.artifacts >= 2 && j.artifact_bytes > 0 && j.artifact_raw_bytes >= j.artifact_bytes, JSON.stringify(j));
 });
 
-h.test('artifacts survive an sbxd restart', async () => {
-  await h.restartSbxd();
+// Compression at rest (data/zframes.h): 260000 numbered lines of one build
+// message, about 10.3 MB over 40 frames of 256 KiB, "RARE" on every 50000th.
+const FRAME = 262144; // SBX_ARTIFACT_FRAME_BYTES
+const BIG_LINES = 260000;
+const bigLine = (i) => `line ${i}: compiling module, all fine${i % 50000 === 0 ? ' RARE' : ''}`;
+const BIG = `awk 'BEGIN { for (i = 1; i <= ${BIG_LINES}; i++) ` +
+  `printf "line %d: compiling module, all fine%s\\n", i, (i % 50000 == 0 ? " RARE" : "") }'`;
+// The 1-based lines of BIG whose text holds byte k * FRAME of the stored text: each crosses a frame boundary.
+function boundaryLines() {
+  const out = [];
+  for (let i = 1, off = 0; i <= BIG_LINES; i++) {
+    const end = off + bigLine(i).length + 1;
+    if (Math.floor(off / FRAME) !== Math.floor((end - 1) / FRAME)) out.push(i);
+    off = end;
+  }
+  return out;
+}
+const excerptText = (e) => e.content.split('\n').filter(Boolean).map((l) => l.replace(/^ *\d+\| /, ''));
+
+async function checkBig(q) {
+  const rare = await q({ artifactHandle: saved.big, queryTerms: ['rare'], contextLines: 1, maxExcerpts: 2 });
+  assert.equal(rare.totalLines, BIG_LINES);
+  assert.deepEqual(rare.excerpts.map((e) => [e.lineStart, e.lineEnd]), [[49999, 50001], [99999, 100001]]);
+  assert.deepEqual(excerptText(rare.excerpts[1]), [bigLine(99999), bigLine(100000), bigLine(100001)]);
+  let cursor = rare.nextCursor;
+  const seen = rare.excerpts.map((e) => e.lineStart + 1);
+  while (cursor) {
+    const page = await q({ artifactHandle: saved.big, queryTerms: ['RARE'], contextLines: 0, maxExcerpts: 2, cursor });
+    seen.push(...page.excerpts.map((e) => e.lineStart));
+    cursor = page.nextCursor;
+  }
+  assert.deepEqual(seen, [50000, 100000, 150000, 200000, 250000]);
+  const lines = boundaryLines();
+  assert.ok(lines.length > 30, `${lines.length} lines across frames`);
+  for (const b of [lines[0], lines[17], lines[lines.length - 1]]) {
+    const r = await q({ artifactHandle: saved.big, lineRange: { stream: 'stdout', startLine: b - 2, endLine: b + 2 } });
+    assert.deepEqual(excerptText(r.excerpts[0]), [b - 2, b - 1, b, b + 1, b + 2].map(bigLine));
+  }
+  const last = await q({ artifactHandle: saved.big, lineRange: { stream: 'stdout', startLine: BIG_LINES, endLine: BIG_LINES } });
+  assert.deepEqual(excerptText(last.excerpts[0]), [bigLine(BIG_LINES)]);
+}
+
+h.test('persisted artifacts are compressed at rest: 10 MB of repetitive output stores under 1 MB, and reads the same', async () => {
+  const r = await run({ runtime: 'shell', code: BIG });
+  assert.equal(r.status, 'success');
+  assert.ok(r.truncation.totalStdoutBytes > 10e6, JSON.stringify(r.truncation));
+  saved.big = r.artifactHandle;
+  saved.bigCommand = r.command_session_id;
+  // A query waits behind the compression (the sandbox's lane): once it answers, the file is compressed.
+  await checkBig(query);
+  const dir = path.join(h.stateDir, 'transcripts');
+  assert.equal(fs.existsSync(path.join(dir, `${r.command_session_id}.log`)), false, 'the plain text is gone');
+  let stored = 0;
+  for (const ext of ['zst', 'lix', 'str']) stored += fs.statSync(path.join(dir, `${r.command_session_id}.${ext}`)).size;
+  assert.ok(stored < 1e6, `stores ${stored} bytes`);
+  const j = JSON.parse((await sbxctl(h.socket, ['status', '--json'])).stdout);
+  assert.ok(j.artifact_raw_bytes - j.artifact_bytes > 9e6, JSON.stringify(j));
+  // the command session id reads the same compressed transcript
+  const c = await query({ artifactHandle: r.command_session_id, lineRange: { stream: 'stdout', startLine: 1, endLine: 2 } });
+  assert.deepEqual(excerptText(c.excerpts[0]), [bigLine(1), bigLine(2)]);
+});
+
+h.test('artifacts survive an sbxd restart; one left uncompressed is compressed at start', async () => {
+  // The big artifact as an sbxd before compression left it: plain text (zstd -d reads the
+  // frames and skips the index), not recorded compressed.
+  await h.sbxd.stop();
+  const dir = path.join(h.stateDir, 'transcripts');
+  const file = (ext) => path.join(dir, `${saved.bigCommand}.${ext}`);
+  execFileSync('zstd', ['-q', '-d', file('zst'), '-o', file('log')]);
+  fs.unlinkSync(file('zst'));
+  execFileSync('python3', ['-c', 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); ' +
+    'c.execute("delete from artifact_packed where handle=?", (sys.argv[2],)); c.commit()',
+  path.join(h.stateDir, 'sbx.db'), saved.big]);
+  await h.sbxd.start();
   const s = await h.connect({ argv: ['--set', 'artifacts', '--socket', h.socket] });
   const q = await s.sc('runtime_query_output', { artifactHandle: saved.handle, queryTerms: ['line 700 hit'], contextLines: 0 });
   assert.deepEqual(q.excerpts.map((e) => e.lineStart), [700]);
+  await checkBig((args) => s.sc('runtime_query_output', args));
+  // its queries waited behind the compression (the sandbox's lane)
+  assert.equal(fs.existsSync(file('log')), false);
+  assert.ok(fs.statSync(file('zst')).size < 1e6);
 });

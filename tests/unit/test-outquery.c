@@ -19,28 +19,7 @@
 #include "macro.h"
 #include "sbx-limits.h"
 
-static char dir[64];
-static int dirfd_ = -1;
-
-static int setup(void **state) {
-        strcpy(dir, "/tmp/test-outquery.XXXXXX");
-        assert_non_null(mkdtemp(dir));
-        dirfd_ = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        assert_true(dirfd_ >= 0);
-        return 0;
-}
-
-static int teardown(void **state) {
-        DIR *d = fdopendir(dirfd_);
-        struct dirent *de;
-
-        while ((de = readdir(d)))
-                if (de->d_name[0] != '.')
-                        assert_int_equal(unlinkat(dirfd(d), de->d_name, 0), 0);
-        closedir(d);
-        assert_int_equal(rmdir(dir), 0);
-        return 0;
-}
+#include "tmpdir.h"
 
 /* 300 stdout lines ("out N", "HIT" on every 50th) and 5 stderr lines ("err N", "hit" on the 3rd), interleaved. */
 static Transcript *streams(void) {
