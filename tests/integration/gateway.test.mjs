@@ -153,6 +153,23 @@ h.test('a valid token: every tool set, a command in the owner\'s sandbox as root
   await s.client.close();
 });
 
+h.test('token create refuses sets whose tool names clash, naming the tool, and unknown sets', async () => {
+  const clash = await sbxctl(h.socket, ['token', 'create', '--owner', String(OWNER), '--name', 'clash', '--sets',
+    'runtime,script,boxes']);
+  assert.equal(clash.code, 2, clash.stderr);
+  assert.equal(clash.stdout, '');
+  assert.match(clash.stderr, /the sets script and boxes both define the tool sandbox_status/);
+  const unknown = await sbxctl(h.socket, ['token', 'create', '--owner', String(OWNER), '--sets', 'runtime,nosuch']);
+  assert.equal(unknown.code, 2, unknown.stderr);
+  assert.match(unknown.stderr, /unknown tool set 'nosuch'/);
+  assert.doesNotMatch((await sbxctl(h.socket, ['token', 'list'])).stdout, /clash/);
+  // Each of the two alone is taken.
+  for (const set of ['script', 'boxes']) {
+    const r = await sbxctl(h.socket, ['token', 'create', '--owner', String(OWNER), '--name', `only-${set}`, '--sets', set]);
+    assert.equal(r.code, 0, r.stderr);
+  }
+});
+
 h.test('a token\'s sets: only those tools', async () => {
   const s = await connect(tokens.runtime);
   assert.ok(s.tools.includes('exec_command'));
