@@ -170,6 +170,16 @@ h.test('token create refuses sets whose tool names clash, naming the tool, and u
   }
 });
 
+h.test('token list with more tokens than a request owned blocks (sbxd aborted on 7)', async () => {
+  for (let i = 0; i < 10; i++)
+    assert.equal((await sbxctl(h.socket, ['token', 'create', '--owner', String(OWNER), '--name', `many-${i}`])).code, 0);
+  const list = await sbxctl(h.socket, ['--json', 'token', 'list']);
+  assert.equal(list.code, 0, list.stderr);
+  const names = JSON.parse(list.stdout).map((t) => t.name);
+  for (const n of ['all', 'runtime-only', 'only-boxes', 'many-0', 'many-9']) assert.ok(names.includes(n), n);
+  for (let i = 0; i < 10; i++) assert.equal((await sbxctl(h.socket, ['token', 'revoke', `many-${i}`])).code, 0);
+});
+
 h.test('a token\'s sets: only those tools', async () => {
   const s = await connect(tokens.runtime);
   assert.ok(s.tools.includes('exec_command'));
