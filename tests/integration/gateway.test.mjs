@@ -492,6 +492,34 @@ h.test('Last-Event-ID: a dropped GET stream resumes with the notifications it mi
   assert.equal(del.status, 200);
 }, { timeout: 900000 });
 
+h.test('a job that ends between calls: its notification reaches the GET stream without another request', async () => {
+  const tok = tokens.all;
+  const sid = await rawSession(tok);
+  assert.equal((await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, { tok, sid })).status, 202);
+  const stream = await getStream(tok, sid);
+  assert.equal(stream.status, 200);
+  // (the python image was built by the Last-Event-ID test)
+  const r = await post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sandbox_script',
+    arguments: { command: 'sleep 2; echo late', image: 'python', egress: 'none', background: true } } }, { tok, sid });
+  assert.equal(r.status, 200, r.text);
+  const res = JSON.parse(r.text).result;
+  assert.ok(!res.isError, r.text);
+  const jobId = res.structuredContent.job_id;
+  // No request from here on: only the gateway's event loop reads the session's sbxd
+  // connection. Without it the stream sees keepalives only, and the test times out.
+  let ended;
+  for await (const ev of sseEvents(stream)) {
+    if (ev.data.method === 'notifications/message' && ev.data.params.data.job_id === jobId) {
+      ended = ev.data.params.data;
+      break;
+    }
+  }
+  assert.equal(ended.status, 'exited', JSON.stringify(ended));
+  assert.equal(ended.exit_code, 0);
+  const del = await fetch(gw.url, { method: 'DELETE', headers: { Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid } });
+  assert.equal(del.status, 200);
+}, { timeout: 120000 });
+
 h.test('teardown: the gateways stop cleanly', async () => {
   for (const g of [gw, rateGw]) {
     const r = await g.stop();
