@@ -53,6 +53,7 @@ struct GwSession {
         McpSession *mcp;
         uint64_t serial;                /* its key in the event loop's epoll set */
         int watched_fd;                 /* the sbxd connection that set holds, or -EBADF */
+        bool watch_armed;               /* and whether it is armed */
         char id[GATEWAY_SESSION_ID_SIZE];
         TokenAuth auth;                 /* what sbxd said of its token when the session began */
         char *token;                    /* the bearer its sbxd connection acts for */
@@ -537,15 +538,21 @@ static void session_watch(GwSession *s, bool on) {
 
         if (fd < 0 || s->ended) {
                 s->watched_fd = -EBADF;
+                s->watch_armed = false;
                 return;
         }
-        if (fd == s->watched_fd && epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+        if (fd == s->watched_fd && s->watch_armed == on && !(on && mcp_session_wants_write(s->mcp)))
+                return;         /* as it is (a call answered without sbxd, such as ping, costs no syscall) */
+        if (fd == s->watched_fd && epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0) {
+                s->watch_armed = on;
                 return;
+        }
         if (!on)
                 return;         /* not in the set: nothing to disarm */
-        if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 || (errno == EEXIST && epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0))
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 || (errno == EEXIST && epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0)) {
                 s->watched_fd = fd;
-        else
+                s->watch_armed = true;
+        } else
                 log_warning_errno(-errno, "MCP session %s: cannot watch its sbxd connection: %m", s->id);
 }
 
@@ -576,6 +583,7 @@ static void session_on_ready(GwSession *s, uint32_t events) {
         short revents = (short) (events & (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP));
         int r;
 
+        s->watch_armed = false;         /* EPOLLONESHOT: disabled by this event */
         if (s->waiters || s->reading || s->ended)
                 return;         /* an HTTP thread reads it, and arms the watch when it leaves */
         if (mcp_session_fd(s->mcp) == s->watched_fd) {
@@ -631,7 +639,8 @@ static void session_read_once(GwSession *s, int client_fd) {
         s->reading = true;
         pthread_mutex_unlock(&s->lock);
         (void) poll(p, ELEMENTSOF(p), POLL_SLICE_MS);
-        (void) !read(s->wake_fd, &v, sizeof(v));
+        if (p[1].revents)
+                (void) !read(s->wake_fd, &v, sizeof(v));
         pthread_mutex_lock(&s->lock);
         s->reading = false;
         if (p[0].revents && fd == mcp_session_fd(s->mcp)) {
@@ -680,12 +689,12 @@ int gateway_session_post(GwSession *s, const char *body, size_t len, const json_
                 return -ESHUTDOWN;
         }
         if (id) {
-                if (!s->waiters)
-                        session_watch(s, false);        /* this thread reads until its answer */
                 w.next = s->waiters;
                 s->waiters = &w;
         }
         r = mcp_session_handle_line(body, len, false, s->mcp);
+        if (r >= 0 && id && !w.done)
+                session_watch(s, false);        /* this thread reads until its answer */
         if (r >= 0 && s->reading && mcp_session_wants_write(s->mcp))
                 wake(s);        /* the reader polls for writing too now */
         if (r >= 0 && id)
