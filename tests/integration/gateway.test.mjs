@@ -300,6 +300,59 @@ h.test('the rate limit: 429 with Retry-After', async () => {
   assert.match(retry, /^\d+$/);
 });
 
+h.test('sessions_per_token (429 with Retry-After) and session_idle_seconds (an idle session ends)', async () => {
+  const lim = await new Gateway('gateway-limits', 'sessions_per_token = 2\nsession_idle_seconds = 2\n').start();
+  try {
+    const tok = tokens.all;
+    const sids = [];
+    for (let i = 0; i < 2; i++) {
+      const r = await post(INIT, { tok, url: lim.url });
+      assert.equal(r.status, 200, r.text);
+      sids.push(r.headers.get('mcp-session-id'));
+    }
+    const third = await post(INIT, { tok, url: lim.url });
+    assert.equal(third.status, 429, third.text);
+    assert.match(third.headers.get('retry-after'), /^\d+$/);
+    assert.match(third.text, /Too many sessions for this token/);
+    // Another token has sessions of its own.
+    assert.equal((await post(INIT, { tok: tokens.runtime, url: lim.url })).status, 200);
+    // Idle for 2 s (no request on them: one would keep them), the two end (404), and the
+    // token may open sessions again.
+    for (const sid of sids)
+      await waitFor(() => new RegExp(`MCP session ${sid} idle for 2 s, ending it`).test(fs.readFileSync(lim.logPath, 'utf8')),
+        { what: 'the idle session ended', timeout: 20000, interval: 200 });
+    assert.equal((await post({ jsonrpc: '2.0', id: 2, method: 'ping' }, { tok, sid: sids[0], url: lim.url })).status, 404);
+    await waitFor(async () => (await post(INIT, { tok, url: lim.url })).status === 200,
+      { what: 'a new session once the idle ones ended', timeout: 20000, interval: 500 });
+  } finally {
+    assert.equal((await lim.stop()).code, 0, tail(lim.logPath));
+  }
+});
+
+h.test('socket activation: the listening socket from systemd (LISTEN_FDS)', async () => {
+  const port = 20000 + (process.pid % 20000);
+  const logPath = path.join(h.logDir, 'gateway-activated.log');
+  const log = fs.openSync(logPath, 'a');
+  const proc = spawn('systemd-socket-activate', ['-l', `127.0.0.1:${port}`, GATEWAY, '--config', gw.confPath,
+    '--socket', h.socket, '--log-level', 'debug'], { uid: GW_UID, gid: GW_UID, stdio: ['ignore', log, log] });
+  fs.closeSync(log);
+  const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
+  try {
+    const url = `http://127.0.0.1:${port}/mcp`;
+    // systemd-socket-activate listens first, then starts the gateway at the first connection.
+    await waitFor(() => /Listening on 127\.0\.0\.1:\d+ as 3/.test(fs.readFileSync(logPath, 'utf8')), { what: 'the activator listening' });
+    const r = await post(INIT, { tok: tokens.all, url });
+    assert.equal(r.status, 200, r.text);
+    assert.match(fs.readFileSync(logPath, 'utf8'), /Serving on 1 socket\(s\) from systemd/);
+    const s = await connect(tokens.all, { url });
+    assert.equal((await sc(s, 'exec_command', { sandbox_id: 'mine', cmd: 'echo activated' })).output, 'activated\n');
+    await s.client.close();
+  } finally {
+    proc.kill('SIGTERM');
+    assert.equal((await exited).code, 0, tail(logPath));
+  }
+});
+
 h.test('200 concurrent sessions', async () => {
   const sessions = await Promise.all(Array.from({ length: 200 }, () => connect(tokens.all)));
   const reads = await Promise.all(sessions.map((s) => sc(s, 'file_read', { sandbox_id: 'mine', path: 'README.md' })));
