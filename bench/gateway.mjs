@@ -1,6 +1,10 @@
 // The sbx-gateway rows of make bench (bench/run.sh): exec_command true in a
 // live workspace session over HTTP against the same over stdio
 // (sandbox-mcp), interleaved pair by pair, both with the MCP SDK client;
+// a bare ping over the same three ways: sbx-gateway, sandbox-mcp and the
+// floors: the SDK's own Streamable HTTP server and a bare node HTTP server
+// answering ping (bench/mcp-floor-server.mjs), which is about what the SDK
+// client's HTTP costs without anything of ours;
 // requests per second of 100 concurrent HTTP sessions (file_read); and the
 // gateway's memory (Pss) per idle session, with 200 sessions open (each
 // after one call, so with its sbxd connection) and no HTTP connection kept.
@@ -47,6 +51,43 @@ async function httpClient(url) {
   return { c, t };
 }
 
+async function startFloor() {
+  const proc = spawn(process.execPath, [path.join(path.dirname(new URL(import.meta.url).pathname), 'mcp-floor-server.mjs')],
+    { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve, reject) => {
+    let text = '';
+    proc.stdout.on('data', (d) => {
+      text += d;
+      const m = /listening (\d+)/.exec(text);
+      if (m) resolve(m[1]);
+    });
+    proc.on('exit', () => reject(new Error('the floor server exited')));
+  });
+  return { proc, url: `http://127.0.0.1:${port}/sdk`, bare: `http://127.0.0.1:${port}/bare` };
+}
+
+/* CPU time of a process so far, in µs: the sum over its threads' schedstat (ns). */
+function cpuUs(pid) {
+  let ns = 0;
+  for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+    } catch { /* the thread ended meanwhile */ }
+  }
+  return ns / 1000;
+}
+
+/* A ping's wall time in µs; its client CPU time is added to cpu[kind]. */
+async function timedPing(c, cpu, kind) {
+  const u0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  await c.ping();
+  const t = Number(process.hrtime.bigint() - t0) / 1000;
+  const u = process.cpuUsage(u0);
+  if (cpu) cpu[kind] = (cpu[kind] ?? 0) + u.user + u.system;
+  return t;
+}
+
 async function timed(c, args) {
   const t0 = process.hrtime.bigint();
   const r = await c.callTool({ name: 'exec_command', arguments: args });
@@ -55,7 +96,8 @@ async function timed(c, args) {
 }
 
 const gw = await startGateway();
-const res = { exec_http: [], exec_stdio: [] };
+const floor = await startFloor();
+const res = { exec_http: [], exec_stdio: [], ping_http: [], ping_stdio: [], ping_floor: [], ping_bare: [] };
 try {
   // memory per idle session, first (before other rows' frees are there to reuse): 200
   // sessions opened, every connection closed
@@ -86,8 +128,9 @@ try {
     await (await fetch(gw.url, { method: 'DELETE', headers: { ...hdrs, 'Mcp-Session-Id': sid } })).text();
   const h = await httpClient(gw.url);
   const s = new Client({ name: 'bench', version: '1' }, { capabilities: {} });
-  await s.connect(new StdioClientTransport({ command: path.join(bin, 'sandbox-mcp'),
-    args: ['--set', 'runtime,sessions', '--socket', socket], stderr: 'ignore' }));
+  const stdio = new StdioClientTransport({ command: path.join(bin, 'sandbox-mcp'),
+    args: ['--set', 'runtime,sessions', '--socket', socket], stderr: 'ignore' });
+  await s.connect(stdio);
   const ws = (await h.c.callTool({ name: 'create_workspace_session', arguments: { sandbox_id: sandbox } }))
     .structuredContent.workspace_session_id;
   await sleep(300);
@@ -97,6 +140,24 @@ try {
     res.exec_http.push(await timed(h.c, args));
     res.exec_stdio.push(await timed(s, args));
   }
+  const f = await httpClient(floor.url);
+  const b = await httpClient(floor.bare);
+  for (let i = 0; i < 10; i++) { await timedPing(h.c); await timedPing(s); await timedPing(f.c); await timedPing(b.c); }
+  // CPU per ping: the client's own (process.cpuUsage around each ping) and the
+  // server's (its threads' schedstat before and after; nothing else talks to it meanwhile)
+  const cpu = {};
+  const servers = { http: gw.proc.pid, stdio: stdio.pid, floor: floor.proc.pid };
+  const cpu0 = Object.fromEntries(Object.entries(servers).map(([k, pid]) => [k, cpuUs(pid)]));
+  for (let i = 0; i < N; i++) {
+    res.ping_http.push(await timedPing(h.c, cpu, 'http'));
+    res.ping_stdio.push(await timedPing(s, cpu, 'stdio'));
+    res.ping_floor.push(await timedPing(f.c, cpu, 'floor'));
+    res.ping_bare.push(await timedPing(b.c, cpu, 'bare'));
+  }
+  res.ping_cpu_us = { client: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, v / N])),
+    server: Object.fromEntries(Object.entries(servers).map(([k, pid]) => [k, (cpuUs(pid) - cpu0[k]) / N])) };
+  await f.c.close();
+  await b.c.close();
   await h.c.callTool({ name: 'finalize_workspace_session', arguments: { sandbox_id: sandbox, workspace_session_id: ws,
     action: 'discard' } });
   await s.close();
@@ -120,6 +181,7 @@ try {
 
 } finally {
   gw.proc.kill('SIGTERM');
+  floor.proc.kill('SIGTERM');
 }
 fs.writeFileSync(out, JSON.stringify(res) + '\n');
 process.exit(0);

@@ -398,6 +398,7 @@
 #define SBX_GATEWAY_THREADS_MAX 1024u           /* gateway: connections (one thread each) at once */
 #define SBX_GATEWAY_LISTEN_MAX 8u               /* gateway: --listen addresses */
 #define SBX_GATEWAY_ORIGINS_MAX 16u             /* gateway.conf allowed_origin entries */
+#define SBX_GATEWAY_EVENTS_BATCH 64u            /* gateway: ready sbxd connections taken per epoll_wait */
 #define SBX_GATEWAY_PEM_MAX (1u << 20)          /* bytes of tls_certificate or tls_key */
 /* The boxes set's files and pictures (issue 21 part D, docs/boxes.md). */
 #define SBX_BOX_SYNC_MAX (256ull << 20)         /* sandbox_sync: bytes of the tar the broker sends */

@@ -2,8 +2,9 @@
  * This file: the command line and gateway.conf, the listening sockets
  * (given by systemd, LISTEN_FDS, or bound to --listen / listen), one
  * libmicrohttpd daemon per socket (a thread per connection, optionally TLS
- * with the certificate reloaded on SIGHUP), and the loop that ends idle
- * sessions and waits for SIGTERM. It runs as its own unprivileged user
+ * with the certificate reloaded on SIGHUP), and the event loop that reads
+ * the sbxd connections of sessions no call waits on, ends idle sessions and
+ * waits for SIGTERM. It runs as its own unprivileged user
  * (sbxd.conf gateway_user), with no capability. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -359,19 +360,27 @@ static int run(Main *m) {
                 }
         }
         log_info("sbx-gateway %s serving, sbxd at %s", SBX_VERSION, m->cfg.socket_path);
-        for (;;) {
-                struct pollfd p = { .fd = sfd, .events = POLLIN };
+        for (unsigned long long expire_at = now_usec() + EXPIRE_INTERVAL_MS * 1000ull;;) {
+                struct pollfd p[2] = {
+                        { .fd = sfd, .events = POLLIN },
+                        { .fd = gateway_watch_fd(m->g), .events = POLLIN },
+                };
                 struct signalfd_siginfo si;
 
-                if (poll(&p, 1, EXPIRE_INTERVAL_MS) > 0 && read(sfd, &si, sizeof(si)) == sizeof(si)) {
-                        if (si.ssi_signo == SIGHUP) {
-                                tls_reload(m);
-                                continue;
+                (void) poll(p, ELEMENTSOF(p), EXPIRE_INTERVAL_MS);
+                if (p[0].revents && read(sfd, &si, sizeof(si)) == sizeof(si)) {
+                        if (si.ssi_signo != SIGHUP) {
+                                log_info("Got signal %u, stopping", si.ssi_signo);
+                                break;
                         }
-                        log_info("Got signal %u, stopping", si.ssi_signo);
-                        break;
+                        tls_reload(m);
                 }
-                gateway_sessions_expire(m->g);
+                if (p[1].revents)
+                        gateway_sessions_dispatch(m->g);
+                if (now_usec() >= expire_at) {
+                        gateway_sessions_expire(m->g);
+                        expire_at = now_usec() + EXPIRE_INTERVAL_MS * 1000ull;
+                }
         }
         /* Streams and waits end first, so the connections' threads do. */
         for (size_t i = 0; i < m->n_listeners; i++)

@@ -2,13 +2,15 @@
  * Streamable HTTP (revisions 2025-11-25 and 2025-06-18), for clients
  * elsewhere, with bearer tokens that sbxd, not the gateway, verifies.
  *   gateway.c   main: options, gateway.conf, listeners (socket activation),
- *               the libmicrohttpd daemons, signals, TLS reload, the reaper
+ *               the libmicrohttpd daemons, signals, TLS reload, the event loop
  *   http.c      one HTTP request: Origin and Host, the token (sbxd's
  *               TOKEN_CHECK), the rate limit, POST/GET/DELETE /mcp
  *   sessions.c  the table of MCP sessions, each with its own connection to
  *               sbxd acting for the token's owner, and the waits for replies
  * libmicrohttpd runs one thread per connection: a call that waits for its
- * command (or a slow client) holds only its own thread. */
+ * command (or a slow client) holds only its own thread. The main thread's
+ * event loop takes the signals, ends idle sessions and reads the sbxd
+ * connections of sessions no call waits on. */
 #pragma once
 
 #include <jansson.h>
@@ -98,7 +100,12 @@ int gateway_stream_open(GwSession *s, bool resume, unsigned long long *io_cursor
 int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, unsigned long long *io_cursor,
                         char **ret_line, size_t *ret_len);
 void gateway_stream_close(GwSession *s);
-/* End the sessions idle for session_idle_seconds (the reaper thread). */
+/* The event loop's fd (epoll): readable when an idle session's sbxd
+ * connection is; then gateway_sessions_dispatch() reads those connections
+ * (notifications go to their GET streams) without blocking. */
+int gateway_watch_fd(const Gateway *g);
+void gateway_sessions_dispatch(Gateway *g);
+/* End the sessions idle for session_idle_seconds (the event loop). */
 void gateway_sessions_expire(Gateway *g);
 /* Stopping: every session ends (its waits and its stream return). */
 void gateway_sessions_end_all(Gateway *g);

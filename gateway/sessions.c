@@ -2,7 +2,11 @@
  * broker session (broker/session.h) with its own sbxd connection, made with
  * the bearer token so that sbxd treats it as the token's owner; the HTTP
  * threads that wait for answers on it take turns reading that connection
- * (one reads, the others wait on the condition variable). Tokens are
+ * (one reads, the others wait on the condition variable). While no call
+ * waits, the gateway's event loop reads it (gateway_sessions_dispatch), so
+ * that what sbxd sends between calls (a job's end) reaches the GET stream
+ * when it happens: the loop's epoll set holds every session's connection,
+ * armed (EPOLLONESHOT) only while no HTTP thread waits on it. Tokens are
  * checked on a connection of the gateway's own (TOKEN_CHECK), one request
  * at a time, unless the session's own connection vouches for the request
  * (gateway_session_vouch). */
@@ -11,6 +15,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,8 +48,12 @@ struct GwSession {
         GwSession *next;
         Gateway *gateway;
         pthread_mutex_t lock;
-        pthread_cond_t cond;
+        pthread_cond_t cond;            /* the calls' answers, and the reader's turn */
+        pthread_cond_t stream_cond;     /* the GET stream's notifications */
         McpSession *mcp;
+        uint64_t serial;                /* its key in the event loop's epoll set */
+        int watched_fd;                 /* the sbxd connection that set holds, or -EBADF */
+        bool watch_armed;               /* and whether it is armed */
         char id[GATEWAY_SESSION_ID_SIZE];
         TokenAuth auth;                 /* what sbxd said of its token when the session began */
         char *token;                    /* the bearer its sbxd connection acts for */
@@ -79,6 +88,8 @@ struct Gateway {
         pthread_mutex_t auth_lock;      /* the TOKEN_CHECK connection */
         int auth_fd;
         uint32_t auth_seq;
+        int epoll_fd;                   /* the sessions' sbxd connections, for the event loop */
+        uint64_t next_serial;
 };
 
 int gateway_state_new(const GatewayConfig *cfg, Gateway **ret) {
@@ -89,6 +100,13 @@ int gateway_state_new(const GatewayConfig *cfg, Gateway **ret) {
         g->cfg = *cfg;
         g->auth_fd = -EBADF;
         g->auth_seq = 1;
+        g->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (g->epoll_fd < 0) {
+                int r = -errno;
+
+                free(g);
+                return r;
+        }
         pthread_mutex_init(&g->lock, NULL);
         pthread_mutex_init(&g->auth_lock, NULL);
         *ret = g;
@@ -108,6 +126,7 @@ void gateway_state_free(Gateway *g) {
         for (size_t i = 0; i < ELEMENTSOF(g->tools); i++)
                 tools_free(g->tools[i]);
         safe_close(g->auth_fd);
+        safe_close(g->epoll_fd);
         free(g);
 }
 
@@ -268,13 +287,14 @@ static void session_free(GwSession *s) {
                 free(n->line);
                 free(n);
         }
-        mcp_session_free(s->mcp);
+        mcp_session_free(s->mcp);       /* its socket leaves the epoll set as it closes */
         safe_close(s->wake_fd);
         if (s->token)
                 explicit_bzero(s->token, strlen(s->token));
         free(s->token);
         pthread_mutex_destroy(&s->lock);
         pthread_cond_destroy(&s->cond);
+        pthread_cond_destroy(&s->stream_cond);
         free(s);
 }
 
@@ -322,7 +342,7 @@ static int session_send(void *userdata, const char *line, size_t len, const json
                 s->notes = n;
         s->notes_tail = n;
         s->n_notes++;
-        pthread_cond_broadcast(&s->cond);
+        pthread_cond_broadcast(&s->stream_cond);
         return 0;
 }
 
@@ -349,7 +369,9 @@ int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, Gw
         }
         pthread_mutex_init(&s->lock, NULL);
         pthread_cond_init(&s->cond, NULL);
+        pthread_cond_init(&s->stream_cond, NULL);
         s->gateway = g;
+        s->watched_fd = -EBADF;
         s->refs = 2;
         s->used_usec = now_usec();
         s->auth = *auth;
@@ -381,6 +403,7 @@ int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, Gw
         else if (of_token >= g->cfg.sessions_per_token)
                 r = -EUSERS;
         else {
+                s->serial = ++g->next_serial;
                 s->next = g->sessions;
                 g->sessions = s;
                 g->n_sessions++;
@@ -442,6 +465,7 @@ static void session_mark_ended(GwSession *s) {
         pthread_mutex_lock(&s->lock);
         s->ended = true;
         pthread_cond_broadcast(&s->cond);
+        pthread_cond_broadcast(&s->stream_cond);
         pthread_mutex_unlock(&s->lock);
         (void) !write(s->wake_fd, &one, sizeof(one));
 }
@@ -498,6 +522,96 @@ const char *gateway_session_id(const GwSession *s) {
         return s->id;
 }
 
+/* ---- the event loop's watch of idle sessions ----------------------------------------------- */
+
+/* Arm (on) or disarm the event loop's watch of the session's sbxd
+ * connection (s->lock held). Disarmed while an HTTP thread waits on the
+ * session (that thread reads it); armed again when the last one leaves. A
+ * socket the broker closed has left the epoll set with its close, so a new
+ * one, even on the same number, is added. */
+static void session_watch(GwSession *s, bool on) {
+        int fd = mcp_session_fd(s->mcp), epfd = s->gateway->epoll_fd;
+        struct epoll_event ev = {
+                .events = EPOLLONESHOT | (on ? EPOLLIN | (mcp_session_wants_write(s->mcp) ? EPOLLOUT : 0) : 0),
+                .data.u64 = s->serial,
+        };
+
+        if (fd < 0 || s->ended) {
+                s->watched_fd = -EBADF;
+                s->watch_armed = false;
+                return;
+        }
+        if (fd == s->watched_fd && s->watch_armed == on && !(on && mcp_session_wants_write(s->mcp)))
+                return;         /* as it is (a call answered without sbxd, such as ping, costs no syscall) */
+        if (fd == s->watched_fd && epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0) {
+                s->watch_armed = on;
+                return;
+        }
+        if (!on)
+                return;         /* not in the set: nothing to disarm */
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 || (errno == EEXIST && epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0)) {
+                s->watched_fd = fd;
+                s->watch_armed = true;
+        } else
+                log_warning_errno(-errno, "MCP session %s: cannot watch its sbxd connection: %m", s->id);
+}
+
+int gateway_watch_fd(const Gateway *g) {
+        return g->epoll_fd;
+}
+
+/* The session with this serial, with a reference; NULL once it left the table. */
+static GwSession *session_by_serial(Gateway *g, uint64_t serial) {
+        GwSession *s;
+
+        pthread_mutex_lock(&g->lock);
+        for (s = g->sessions; s && s->serial != serial; s = s->next)
+                ;
+        if (s) {
+                pthread_mutex_lock(&s->lock);
+                s->refs++;
+                pthread_mutex_unlock(&s->lock);
+        }
+        pthread_mutex_unlock(&g->lock);
+        return s;
+}
+
+/* A ready connection of an idle session (s->lock held): what sbxd sent goes
+ * to the GET stream's queue (session_send), and the watch is armed again. */
+static void session_on_ready(GwSession *s, uint32_t events) {
+        /* epoll's EPOLLIN, EPOLLOUT, EPOLLERR and EPOLLHUP are poll's bits */
+        short revents = (short) (events & (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP));
+        int r;
+
+        s->watch_armed = false;         /* EPOLLONESHOT: disabled by this event */
+        if (s->waiters || s->reading || s->ended)
+                return;         /* an HTTP thread reads it, and arms the watch when it leaves */
+        if (mcp_session_fd(s->mcp) == s->watched_fd) {
+                r = mcp_session_on_socket(s->mcp, revents);
+                if (r < 0)
+                        log_warning_errno(r, "MCP session %s: %m", s->id);
+                if (mcp_session_expire(s->mcp) < 0)
+                        log_warning("MCP session %s: cannot answer a call past its timeout", s->id);
+        }
+        session_watch(s, true);
+}
+
+void gateway_sessions_dispatch(Gateway *g) {
+        struct epoll_event ev[SBX_GATEWAY_EVENTS_BATCH];
+        int n = epoll_wait(g->epoll_fd, ev, ELEMENTSOF(ev), 0);
+
+        for (int i = 0; i < n; i++) {
+                GwSession *s = session_by_serial(g, ev[i].data.u64);
+
+                if (!s)
+                        continue;
+                pthread_mutex_lock(&s->lock);
+                session_on_ready(s, ev[i].events);
+                pthread_mutex_unlock(&s->lock);
+                gateway_session_unref(g, s);
+        }
+}
+
 /* ---- waiting for answers -------------------------------------------------------------- */
 
 static void wake(GwSession *s) {
@@ -525,7 +639,8 @@ static void session_read_once(GwSession *s, int client_fd) {
         s->reading = true;
         pthread_mutex_unlock(&s->lock);
         (void) poll(p, ELEMENTSOF(p), POLL_SLICE_MS);
-        (void) !read(s->wake_fd, &v, sizeof(v));
+        if (p[1].revents)
+                (void) !read(s->wake_fd, &v, sizeof(v));
         pthread_mutex_lock(&s->lock);
         s->reading = false;
         if (p[0].revents && fd == mcp_session_fd(s->mcp)) {
@@ -578,8 +693,10 @@ int gateway_session_post(GwSession *s, const char *body, size_t len, const json_
                 s->waiters = &w;
         }
         r = mcp_session_handle_line(body, len, false, s->mcp);
-        if (r >= 0)
-                wake(s);        /* a reader polls for writing too now */
+        if (r >= 0 && id && !w.done)
+                session_watch(s, false);        /* this thread reads until its answer */
+        if (r >= 0 && s->reading && mcp_session_wants_write(s->mcp))
+                wake(s);        /* the reader polls for writing too now */
         if (r >= 0 && id)
                 r = wait_answer(s, &w, client_fd);
         for (Waiter **p = &s->waiters; *p; p = &(*p)->next)
@@ -588,6 +705,8 @@ int gateway_session_post(GwSession *s, const char *body, size_t len, const json_
                         break;
                 }
         s->used_usec = now_usec();
+        if (!s->waiters)
+                session_watch(s, true);
         pthread_cond_broadcast(&s->cond);
         pthread_mutex_unlock(&s->lock);
         if (r < 0 || !id) {
@@ -617,7 +736,7 @@ int gateway_stream_open(GwSession *s, bool resume, unsigned long long *io_cursor
                 if (!resume)
                         *io_cursor = s->last_id;
                 *ret_gen = ++s->stream_gen;
-                pthread_cond_broadcast(&s->cond);
+                pthread_cond_broadcast(&s->stream_cond);
         }
         pthread_mutex_unlock(&s->lock);
         return r;
@@ -647,7 +766,7 @@ int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, unsigne
         ts.tv_sec += timeout_ms / 1000;
         pthread_mutex_lock(&s->lock);
         while (!(n = note_after(s, *io_cursor)) && !s->ended && gen == s->stream_gen && r == 0)
-                r = -pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+                r = -pthread_cond_timedwait(&s->stream_cond, &s->lock, &ts);
         if (s->ended || gen != s->stream_gen)
                 r = -ESHUTDOWN;
         else if (n) {

@@ -25,11 +25,10 @@ static bool sets_valid(const char *sets) {
         return !strstr(sets, ",,");
 }
 
-static int token_info(Request *rq, const Token *t, Sbx__TokenInfo **ret) {
-        Sbx__TokenInfo *i = REQUEST_NEW(rq, Sbx__TokenInfo, SBX__TOKEN_INFO__INIT);
-
-        if (!i)
-                return -ENOMEM;
+/* Fill i (the caller's memory: a request owns only REQUEST_OWNED_MAX blocks,
+ * so a list takes one block for all its tokens). */
+static void token_info_fill(const Token *t, Sbx__TokenInfo *i) {
+        *i = (Sbx__TokenInfo) SBX__TOKEN_INFO__INIT;
         i->id = (char *) t->id;
         i->name = (char *) t->name;
         i->owner_uid = t->owner;
@@ -37,6 +36,14 @@ static int token_info(Request *rq, const Token *t, Sbx__TokenInfo **ret) {
         i->created_unix = t->created_unix;
         i->expires_unix = t->expires_unix;
         i->expired = token_expired(t, now_unix_usec() / 1000000);
+}
+
+static int token_info(Request *rq, const Token *t, Sbx__TokenInfo **ret) {
+        Sbx__TokenInfo *i = request_alloc(rq, sizeof(*i));
+
+        if (!i)
+                return -ENOMEM;
+        token_info_fill(t, i);
         *ret = i;
         return 0;
 }
@@ -74,20 +81,19 @@ int handle_token_create(Request *rq) {
 
 int handle_token_list(Request *rq) {
         Sbx__TokenListReply *l = REQUEST_NEW(rq, Sbx__TokenListReply, SBX__TOKEN_LIST_REPLY__INIT);
-        Sbx__TokenInfo **v = request_alloc(rq, (rq->server->n_tokens ?: 1) * sizeof(*v));
+        size_t n = rq->server->n_tokens ?: 1;
+        Sbx__TokenInfo **v = request_alloc(rq, n * sizeof(*v)), *infos = request_alloc(rq, n * sizeof(*infos));
         uid_t caller = rq->client->uid;
         Token *t;
-        int r;
 
-        if (!l || !v)
+        if (!l || !v || !infos)
                 return -ENOMEM;
         /* Root sees every token, anyone else their own. */
         TAILQ_FOREACH(t, &rq->server->tokens, link) {
                 if (caller != 0 && t->owner != caller)
                         continue;
-                r = token_info(rq, t, &v[l->n_tokens]);
-                if (r < 0)
-                        return r;
+                token_info_fill(t, &infos[l->n_tokens]);
+                v[l->n_tokens] = &infos[l->n_tokens];
                 l->n_tokens++;
         }
         l->tokens = v;

@@ -9,6 +9,7 @@
 #include "msg-json.h"
 #include "sbx-limits.h"
 #include "sbxctl.h"
+#include "tools.h"
 
 static const MsgJsonMap token_map = MSG_JSON_MAP_INIT(sbx__token_info__descriptor,
         MSG_JSON_NAMES("id name owner_uid sets created_unix expires_unix expired"));
@@ -39,9 +40,20 @@ int ctl_set_expires(Args *a, const char *arg) {
                            "at most %lld days", arg, SBX_TOKEN_EXPIRES_MAX_S / 86400);
 }
 
+/* The sets as sandbox-mcp --set takes them (broker/tools.h): known names,
+ * and no two of them with the same tool, which no session could list. */
 int ctl_set_sets(Args *a, const char *arg) {
+        const char *bad = NULL, *tool, *x, *y;
+        unsigned sets;
+
         if (arg[0] == '\0' || strlen(arg) > SBX_TOKEN_SETS_MAX)
                 return usage_error("invalid --sets '%s': a comma-separated list of tool sets", arg);
+        if (tool_sets_parse(arg, &sets, &bad) < 0)
+                return usage_error("unknown tool set '%.*s' in --sets (known: %s)", (int) strcspn(bad, ","), bad,
+                                   TOOL_SETS_KNOWN);
+        if (tool_sets_conflict(sets, &tool, &x, &y) < 0)
+                return usage_error("--sets: the sets %s and %s both define the tool %s; a token may have one of them",
+                                   x, y, tool);
         a->sets = arg;
         return EXIT_OK;
 }

@@ -8,6 +8,9 @@
 #   2 kernel       supervisor/os/
 #   1 data         supervisor/data/
 #   0 common       common/, proto/ and the generated protobuf code
+# The broker's headers (broker/) count as main: the admin CLI checks a
+# token's tool sets with the broker's registry (broker/tools.h), and nothing
+# below main may include them.
 # A file may include and call its own layer and the layers below it, never
 # one above; every file is in a layer; and no files call each other in a
 # circle (the graph of which object uses which object's symbols has no
@@ -36,6 +39,7 @@ layer_of() {
     supervisor/core/*) echo 3 ;;
     supervisor/control.[ch]|supervisor/control-*.[ch]) echo 4 ;;
     supervisor/sbxd.c|supervisor/sbxctl.[ch]|supervisor/sbxctl-*.[ch]) echo 5 ;;
+    broker/*.h) echo 5 ;;
   esac
 }
 
@@ -48,7 +52,7 @@ layer_sources() {
 resolve() {
   local tree=$1 file=$2 inc=$3 dir c
   dir=$(dirname "$file")
-  for c in "$dir/$inc" "supervisor/$inc" "common/$inc" "proto/$inc" "build/gen/$inc"; do
+  for c in "$dir/$inc" "supervisor/$inc" "common/$inc" "proto/$inc" "build/gen/$inc" "broker/$inc"; do
     if [[ -f $tree/$c ]]; then
       realpath -m --relative-to="$tree" "$tree/$c"
       return

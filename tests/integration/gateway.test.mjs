@@ -153,6 +153,33 @@ h.test('a valid token: every tool set, a command in the owner\'s sandbox as root
   await s.client.close();
 });
 
+h.test('token create refuses sets whose tool names clash, naming the tool, and unknown sets', async () => {
+  const clash = await sbxctl(h.socket, ['token', 'create', '--owner', String(OWNER), '--name', 'clash', '--sets',
+    'runtime,script,boxes']);
+  assert.equal(clash.code, 2, clash.stderr);
+  assert.equal(clash.stdout, '');
+  assert.match(clash.stderr, /the sets script and boxes both define the tool sandbox_status/);
+  const unknown = await sbxctl(h.socket, ['token', 'create', '--owner', String(OWNER), '--sets', 'runtime,nosuch']);
+  assert.equal(unknown.code, 2, unknown.stderr);
+  assert.match(unknown.stderr, /unknown tool set 'nosuch'/);
+  assert.doesNotMatch((await sbxctl(h.socket, ['token', 'list'])).stdout, /clash/);
+  // Each of the two alone is taken.
+  for (const set of ['script', 'boxes']) {
+    const r = await sbxctl(h.socket, ['token', 'create', '--owner', String(OWNER), '--name', `only-${set}`, '--sets', set]);
+    assert.equal(r.code, 0, r.stderr);
+  }
+});
+
+h.test('token list with more tokens than a request owned blocks (sbxd aborted on 7)', async () => {
+  for (let i = 0; i < 10; i++)
+    assert.equal((await sbxctl(h.socket, ['token', 'create', '--owner', String(OWNER), '--name', `many-${i}`])).code, 0);
+  const list = await sbxctl(h.socket, ['--json', 'token', 'list']);
+  assert.equal(list.code, 0, list.stderr);
+  const names = JSON.parse(list.stdout).map((t) => t.name);
+  for (const n of ['all', 'runtime-only', 'only-boxes', 'many-0', 'many-9']) assert.ok(names.includes(n), n);
+  for (let i = 0; i < 10; i++) assert.equal((await sbxctl(h.socket, ['token', 'revoke', `many-${i}`])).code, 0);
+});
+
 h.test('a token\'s sets: only those tools', async () => {
   const s = await connect(tokens.runtime);
   assert.ok(s.tools.includes('exec_command'));
@@ -271,6 +298,59 @@ h.test('the rate limit: 429 with Retry-After', async () => {
   }
   assert.ok(statuses.includes(200) && statuses.includes(429), statuses.join(' '));
   assert.match(retry, /^\d+$/);
+});
+
+h.test('sessions_per_token (429 with Retry-After) and session_idle_seconds (an idle session ends)', async () => {
+  const lim = await new Gateway('gateway-limits', 'sessions_per_token = 2\nsession_idle_seconds = 2\n').start();
+  try {
+    const tok = tokens.all;
+    const sids = [];
+    for (let i = 0; i < 2; i++) {
+      const r = await post(INIT, { tok, url: lim.url });
+      assert.equal(r.status, 200, r.text);
+      sids.push(r.headers.get('mcp-session-id'));
+    }
+    const third = await post(INIT, { tok, url: lim.url });
+    assert.equal(third.status, 429, third.text);
+    assert.match(third.headers.get('retry-after'), /^\d+$/);
+    assert.match(third.text, /Too many sessions for this token/);
+    // Another token has sessions of its own.
+    assert.equal((await post(INIT, { tok: tokens.runtime, url: lim.url })).status, 200);
+    // Idle for 2 s (no request on them: one would keep them), the two end (404), and the
+    // token may open sessions again.
+    for (const sid of sids)
+      await waitFor(() => new RegExp(`MCP session ${sid} idle for 2 s, ending it`).test(fs.readFileSync(lim.logPath, 'utf8')),
+        { what: 'the idle session ended', timeout: 20000, interval: 200 });
+    assert.equal((await post({ jsonrpc: '2.0', id: 2, method: 'ping' }, { tok, sid: sids[0], url: lim.url })).status, 404);
+    await waitFor(async () => (await post(INIT, { tok, url: lim.url })).status === 200,
+      { what: 'a new session once the idle ones ended', timeout: 20000, interval: 500 });
+  } finally {
+    assert.equal((await lim.stop()).code, 0, tail(lim.logPath));
+  }
+});
+
+h.test('socket activation: the listening socket from systemd (LISTEN_FDS)', async () => {
+  const port = 20000 + (process.pid % 20000);
+  const logPath = path.join(h.logDir, 'gateway-activated.log');
+  const log = fs.openSync(logPath, 'a');
+  const proc = spawn('systemd-socket-activate', ['-l', `127.0.0.1:${port}`, GATEWAY, '--config', gw.confPath,
+    '--socket', h.socket, '--log-level', 'debug'], { uid: GW_UID, gid: GW_UID, stdio: ['ignore', log, log] });
+  fs.closeSync(log);
+  const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
+  try {
+    const url = `http://127.0.0.1:${port}/mcp`;
+    // systemd-socket-activate listens first, then starts the gateway at the first connection.
+    await waitFor(() => /Listening on 127\.0\.0\.1:\d+ as 3/.test(fs.readFileSync(logPath, 'utf8')), { what: 'the activator listening' });
+    const r = await post(INIT, { tok: tokens.all, url });
+    assert.equal(r.status, 200, r.text);
+    assert.match(fs.readFileSync(logPath, 'utf8'), /Serving on 1 socket\(s\) from systemd/);
+    const s = await connect(tokens.all, { url });
+    assert.equal((await sc(s, 'exec_command', { sandbox_id: 'mine', cmd: 'echo activated' })).output, 'activated\n');
+    await s.client.close();
+  } finally {
+    proc.kill('SIGTERM');
+    assert.equal((await exited).code, 0, tail(logPath));
+  }
 });
 
 h.test('200 concurrent sessions', async () => {
@@ -464,6 +544,34 @@ h.test('Last-Event-ID: a dropped GET stream resumes with the notifications it mi
   const del = await fetch(gw.url, { method: 'DELETE', headers: { Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid } });
   assert.equal(del.status, 200);
 }, { timeout: 900000 });
+
+h.test('a job that ends between calls: its notification reaches the GET stream without another request', async () => {
+  const tok = tokens.all;
+  const sid = await rawSession(tok);
+  assert.equal((await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, { tok, sid })).status, 202);
+  const stream = await getStream(tok, sid);
+  assert.equal(stream.status, 200);
+  // (the python image was built by the Last-Event-ID test)
+  const r = await post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sandbox_script',
+    arguments: { command: 'sleep 2; echo late', image: 'python', egress: 'none', background: true } } }, { tok, sid });
+  assert.equal(r.status, 200, r.text);
+  const res = JSON.parse(r.text).result;
+  assert.ok(!res.isError, r.text);
+  const jobId = res.structuredContent.job_id;
+  // No request from here on: only the gateway's event loop reads the session's sbxd
+  // connection. Without it the stream sees keepalives only, and the test times out.
+  let ended;
+  for await (const ev of sseEvents(stream)) {
+    if (ev.data.method === 'notifications/message' && ev.data.params.data.job_id === jobId) {
+      ended = ev.data.params.data;
+      break;
+    }
+  }
+  assert.equal(ended.status, 'exited', JSON.stringify(ended));
+  assert.equal(ended.exit_code, 0);
+  const del = await fetch(gw.url, { method: 'DELETE', headers: { Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid } });
+  assert.equal(del.status, 200);
+}, { timeout: 120000 });
 
 h.test('teardown: the gateways stop cleanly', async () => {
   for (const g of [gw, rateGw]) {
