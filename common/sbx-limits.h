@@ -384,6 +384,8 @@
 #define SBX_GATEWAY_LISTEN_MAX 8u               /* gateway: --listen addresses */
 #define SBX_GATEWAY_ORIGINS_MAX 16u             /* gateway.conf allowed_origin entries */
 #define SBX_GATEWAY_PEM_MAX (1u << 20)          /* bytes of tls_certificate or tls_key */
+#define SBX_GATEWAY_PUBLIC_URL_MAX 256u         /* bytes of gateway.conf public_url */
+#define SBX_GATEWAY_URL_MAX 512u                /* the URL the gateway tells sbxd it is reached at (public_url, or scheme://Host) */
 /* The boxes set's files and pictures (issue 21 part D, docs/boxes.md). */
 #define SBX_BOX_SYNC_MAX (256ull << 20)         /* sandbox_sync: bytes of the tar the broker sends */
 #define SBX_BOX_SYNC_ENTRIES_MAX 100000u        /* sandbox_sync: files, directories and symlinks in it */

@@ -41,6 +41,7 @@ typedef struct GatewayConfig {
         uint32_t requests_per_second;
         uint64_t body_max;
         char *tls_cert, *tls_key;       /* both or neither */
+        char *public_url;               /* scheme://host[:port][/prefix] clients reach it at, or NULL */
 } GatewayConfig;
 
 typedef struct Gateway Gateway;
@@ -55,6 +56,14 @@ typedef struct TokenAuth {
         unsigned sets;                  /* ToolSet bits */
         int64_t expires_unix;           /* 0: never */
 } TokenAuth;
+
+/* A placed file of sandbox_get or sandbox_shot (GET /files/ID). */
+typedef struct GatewayFile {
+        char name[256];
+        uint64_t bytes;
+} GatewayFile;
+
+#define GATEWAY_FILES_PATH "/files/"
 
 /* ---- sessions.c ---- */
 int gateway_state_new(const GatewayConfig *cfg, Gateway **ret);
@@ -72,8 +81,15 @@ bool gateway_session_vouch(Gateway *g, const char *id, const char *token, TokenA
 /* The rate limit of a token: 0, or -EAGAIN with *ret_retry_s. */
 int gateway_rate_take(Gateway *g, const char *token_id, unsigned *ret_retry_s);
 /* A new session for token: -EUSERS over sessions_per_token, -ENOSPC over
- * SBX_GATEWAY_SESSIONS_MAX. Returned with a reference. */
-int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, GwSession **ret);
+ * SBX_GATEWAY_SESSIONS_MAX. gateway_url: the URL its client reaches the
+ * gateway at (sbxd makes the URLs of placed files of it), or "". Returned
+ * with a reference. */
+int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, const char *gateway_url,
+                        GwSession **ret);
+/* The token owner's placed file id, open for reading in *ret_fd (sbxd's
+ * BOX_FILE_OPEN on a connection acting for the token): -ENOENT for an id
+ * unknown, expired or another owner's; -EACCES for a token sbxd refuses. */
+int gateway_file_open(Gateway *g, const char *token, const char *id, int *ret_fd, GatewayFile *ret);
 /* The session with this id whose token is this one, with a reference; NULL if none. */
 GwSession *gateway_session_get(Gateway *g, const char *id, const TokenAuth *auth);
 void gateway_session_unref(Gateway *g, GwSession *s);

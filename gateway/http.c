@@ -5,7 +5,10 @@
  * "WWW-Authenticate: Bearer" and an empty body), the rate limit of the
  * token (429 with Retry-After), the body size (413); then POST hands the
  * message to its MCP session (a new one for initialize), GET opens the
- * session's stream of notifications (SSE), DELETE ends the session. */
+ * session's stream of notifications (SSE), DELETE ends the session.
+ * GET /files/ID serves a file sandbox_get or sandbox_shot placed for the
+ * token's owner (404 for any other id), streamed from the descriptor sbxd
+ * hands over. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -15,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "fd-util.h"
 #include "gateway.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -134,6 +138,71 @@ static bool origin_allowed(Gateway *g, struct MHD_Connection *c) {
         return false;
 }
 
+/* ---- GET /files/ID: a placed file of the token's owner ------------------------------------------ */
+
+static const char *file_type(const char *name) {
+        static const char *const types[][2] = {
+                { ".tar.gz", "application/gzip" }, { ".png", "image/png" }, { ".mp4", "video/mp4" },
+        };
+        size_t n = strlen(name);
+
+        for (size_t i = 0; i < ELEMENTSOF(types); i++) {
+                size_t k = strlen(types[i][0]);
+                if (n > k && strcmp(name + n - k, types[i][0]) == 0)
+                        return types[i][1];
+        }
+        return "application/octet-stream";
+}
+
+/* The file streamed from sbxd's descriptor (sendfile without TLS): never read whole into memory. */
+static enum MHD_Result handle_file(Gateway *g, struct MHD_Connection *c, const Req *q, const char *id) {
+        char disposition[sizeof(((GatewayFile *) 0)->name) + 32];
+        struct MHD_Response *resp;
+        enum MHD_Result ret;
+        GatewayFile f;
+        int fd = -EBADF, r;
+
+        r = gateway_file_open(g, q->token, id, &fd, &f);
+        if (r == -ENOENT || r == -EINVAL)
+                return respond(c, MHD_HTTP_NOT_FOUND, NULL, NULL, 0, NULL);
+        if (r == -EACCES)
+                return respond(c, MHD_HTTP_UNAUTHORIZED, NULL, NULL, 0, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", NULL);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot open a placed file with sbxd: %m");
+                return respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, NULL, 0, NULL);
+        }
+        /* The name as a quoted-string: only what needs no escaping. */
+        for (char *p = f.name; *p; p++)
+                if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f || *p == '"' || *p == '\\')
+                        *p = '_';
+        snprintf(disposition, sizeof(disposition), "attachment; filename=\"%s\"", f.name);
+        resp = MHD_create_response_from_fd64(f.bytes, fd);
+        if (!resp) {
+                safe_close(fd);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, file_type(f.name));
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, disposition);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        return ret;
+}
+
+/* The URL the client reached the gateway at: public_url, or scheme://Host of
+ * this request (a Host of other characters than a name's or an address's: ""). */
+static void gateway_url_of(Gateway *g, struct MHD_Connection *c, char *buf, size_t size) {
+        static const char host_chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]";
+        const GatewayConfig *cfg = gateway_config(g);
+        const char *host = header(c, MHD_HTTP_HEADER_HOST);
+
+        buf[0] = '\0';
+        if (cfg->public_url)
+                snprintf(buf, size, "%s", cfg->public_url);
+        else if (host && host[0] && strspn(host, host_chars) == strlen(host) && strlen(host) <= SBX_GATEWAY_PUBLIC_URL_MAX)
+                snprintf(buf, size, "%s://%s", cfg->tls_cert ? "https" : "http", host);
+}
+
 /* The checks of the first call; MHD_YES with *ret_q to go on, or the response queued. */
 static enum MHD_Result request_start(Gateway *g, struct MHD_Connection *c, const char *url, const char *method,
                                      Req **ret_q) {
@@ -144,11 +213,13 @@ static enum MHD_Result request_start(Gateway *g, struct MHD_Connection *c, const
         Req *q;
         int r;
 
-        if (strcmp(url, ENDPOINT) != 0)
+        bool files = strncmp(url, GATEWAY_FILES_PATH, strlen(GATEWAY_FILES_PATH)) == 0;
+
+        if (strcmp(url, ENDPOINT) != 0 && !files)
                 return respond(c, MHD_HTTP_NOT_FOUND, NULL, NULL, 0, NULL);
-        if (strcmp(method, "POST") && strcmp(method, "GET") && strcmp(method, "DELETE"))
-                return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, NULL, NULL, 0, MHD_HTTP_HEADER_ALLOW, "GET, POST, DELETE",
-                               NULL);
+        if (files ? strcmp(method, "GET") != 0 : strcmp(method, "POST") && strcmp(method, "GET") && strcmp(method, "DELETE"))
+                return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, NULL, NULL, 0, MHD_HTTP_HEADER_ALLOW,
+                               files ? "GET" : "GET, POST, DELETE", NULL);
         if (!origin_allowed(g, c))
                 return respond_error(c, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Forbidden: Origin or Host not allowed");
         if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
@@ -184,6 +255,12 @@ static enum MHD_Result request_start(Gateway *g, struct MHD_Connection *c, const
         if (length && strtoull(length, NULL, 10) > cfg->body_max) {
                 req_free(q);
                 return respond_error(c, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST, "Request body too large");
+        }
+        if (files) {
+                enum MHD_Result ret = handle_file(g, c, q, url + strlen(GATEWAY_FILES_PATH));
+
+                req_free(q);
+                return ret;
         }
         *ret_q = q;
         return MHD_YES;
@@ -240,7 +317,10 @@ static enum MHD_Result handle_post(Gateway *g, struct MHD_Connection *c, Req *q)
                 if (m->kind != JSONRPC_REQUEST || strcmp(m->method, "initialize") != 0)
                         return respond_error(c, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                                              "Bad Request: Mcp-Session-Id header is required");
-                r = gateway_session_new(g, &q->auth, q->token, &s);
+                char url[SBX_GATEWAY_URL_MAX + 1];
+
+                gateway_url_of(g, c, url, sizeof(url));
+                r = gateway_session_new(g, &q->auth, q->token, url, &s);
                 if (r == -EUSERS || r == -ENOSPC)
                         return respond_error_retry(c, MHD_HTTP_TOO_MANY_REQUESTS, JSONRPC_INTERNAL_ERROR,
                                                    r == -EUSERS ? "Too many sessions for this token"

@@ -9,7 +9,7 @@
 
 #include "sbx.pb-c.h"
 
-#define SBX_PROTO_VERSION 13u
+#define SBX_PROTO_VERSION 14u
 #define SBX_WIRE_MAGIC 0x53425800u                 /* "SBX\0" | version */
 #define SBX_WIRE_HEADER_SIZE 16u
 #define SBX_WIRE_MAX_FDS 16u               /* = SBX_SCRIPT_INPUTS_MAX: a JOB_START's inputs */

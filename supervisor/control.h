@@ -189,5 +189,6 @@ int control_token_still_valid(Request *rq);
 /* control-boxfiles.c: the boxes set's sandbox_sync, sandbox_get, sandbox_shot */
 int handle_box_sync(Request *rq);
 int handle_box_get(Request *rq);
+int handle_box_file_open(Request *rq);
 int handle_box_shot(Request *rq);
 int handle_box_wire(Request *rq);

@@ -7,6 +7,7 @@
 // own unprivileged uid, which sbxd.conf names as gateway_user.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import http from 'node:http';
@@ -32,6 +33,7 @@ after(() => fs.rmSync(IMAGES, { recursive: true, force: true }));
 
 const h = useSbx({ sandboxes: [], world: true, connect: false,
   config: `[sbxd]\ngateway_user = ${GW_UID}\nimages_dir = ${IMAGES}\nimage_cache_dir = ${CACHE}\n` +
+    'box_image = default\nbox_spares = 0\n' +
     '[template default]\nwarm = 0\n' });
 
 /* An sbx-gateway on a port the kernel picks, as GW_UID. */
@@ -464,6 +466,83 @@ h.test('Last-Event-ID: a dropped GET stream resumes with the notifications it mi
   const del = await fetch(gw.url, { method: 'DELETE', headers: { Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid } });
   assert.equal(del.status, 200);
 }, { timeout: 900000 });
+
+// ---- the boxes set over the gateway (issue 21): sandbox_get's files ----
+
+const sha256 = (buf) => crypto.createHash('sha256').update(buf).digest('hex');
+const getFile = (url, tok) => fetch(url, { headers: tok ? { Authorization: `Bearer ${tok}` } : {} });
+
+h.test('boxes files: sandbox_get gives a gateway URL that the owner\'s tokens download, others get 404', async () => {
+  tokens.boxes = await token(['--owner', String(OWNER), '--name', 'boxes', '--sets', 'boxes']);
+  tokens.boxesOther = await token(['--owner', String(OTHER), '--name', 'boxes-other', '--sets', 'boxes']);
+  const s = await connect(tokens.boxes);
+  const b = await sc(s, 'sandbox_start', { idleTimeoutMin: 0 });
+  const made = await sc(s, 'sandbox_exec', { id: b.id, cmd: 'head -c 3000000 /dev/urandom >big.bin && ' +
+    'mkdir -p d/sub && echo why >d/sub/y && echo top >d/t && sha256sum big.bin' });
+  assert.equal(made.exitCode, 0, made.stderr);
+  const f = await sc(s, 'sandbox_get', { id: b.id, path: 'big.bin' });
+  const base = gw.url.replace(/\/mcp$/, '');
+  assert.match(f.url, new RegExp(`^${base}/files/[0-9a-f]{32}$`));
+  assert.equal(f.kind, 'file');
+  assert.equal(f.bytes, 3000000);
+  const res = await getFile(f.url, tokens.boxes);
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-disposition'), 'attachment; filename="big.bin"');
+  assert.equal(res.headers.get('cache-control'), 'no-store');
+  const body = Buffer.from(await res.arrayBuffer());
+  assert.equal(body.length, 3000000);
+  assert.equal(sha256(body), made.stdout.split(' ')[0]);
+  // Another token of the same owner downloads it too; the other owner's, none and a wrong one do not.
+  const same = await getFile(f.url, tokens.all);
+  assert.equal(same.status, 200);
+  assert.equal(sha256(Buffer.from(await same.arrayBuffer())), sha256(body));
+  const foreign = await getFile(f.url, tokens.boxesOther);
+  assert.equal(foreign.status, 404);
+  const unknown = await getFile(`${base}/files/${'0'.repeat(32)}`, tokens.boxes);
+  assert.equal(unknown.status, 404);
+  const notFound = await unknown.text();
+  assert.equal(await foreign.text(), notFound); // nothing tells them apart
+  assert.equal((await getFile(`${base}/files/nothex`, tokens.boxes)).status, 404);
+  assert.equal((await getFile(f.url)).status, 401);
+  assert.equal((await getFile(f.url, 'sbx_pat_' + '2'.repeat(64))).status, 401);
+  assert.equal((await fetch(f.url, { method: 'POST', headers: { Authorization: `Bearer ${tokens.boxes}` } })).status, 405);
+  // A directory: a tar.gz of it.
+  const d = await sc(s, 'sandbox_get', { id: b.id, path: '/work/d' });
+  assert.equal(d.kind, 'tar.gz');
+  const dres = await getFile(d.url, tokens.boxes);
+  assert.equal(dres.status, 200);
+  assert.equal(dres.headers.get('content-type'), 'application/gzip');
+  const tgz = path.join(h.dir, 'got.tar.gz');
+  fs.writeFileSync(tgz, Buffer.from(await dres.arrayBuffer()));
+  assert.deepEqual(execFileSync('tar', ['-tzf', tgz], { encoding: 'utf8' }).split('\n').filter(Boolean).sort(),
+    ['./', './sub/', './sub/y', './t']);
+  assert.equal(execFileSync('tar', ['-xzOf', tgz, './sub/y'], { encoding: 'utf8' }), 'why\n');
+  // Past its hour (its mtime, which sbxd set, moved back): 404 like any other, before the sweep removes it.
+  fs.utimesSync(f.path, new Date(Date.now() - 3601000), new Date(Date.now() - 3601000));
+  const expired = await getFile(f.url, tokens.boxes);
+  assert.equal(expired.status, 404);
+  assert.equal(await expired.text(), notFound);
+  await sc(s, 'sandbox_stop', { id: b.id });
+  await s.client.close();
+});
+
+h.test('boxes files: public_url in gateway.conf is the base of the files URL', async () => {
+  const pub = await new Gateway('gateway-public', 'public_url = https://sbx.example.test/gw\n').start();
+  try {
+    const s = await connect(tokens.boxes, { url: pub.url });
+    const b = await sc(s, 'sandbox_start', { idleTimeoutMin: 0 });
+    await sc(s, 'sandbox_exec', { id: b.id, cmd: 'echo hi >h.txt' });
+    const f = await sc(s, 'sandbox_get', { id: b.id, path: 'h.txt' });
+    assert.match(f.url, /^https:\/\/sbx\.example\.test\/gw\/files\/[0-9a-f]{32}$/);
+    // Served by the gateway under /files/ whatever public_url's path (a proxy in front strips it).
+    const res = await getFile(pub.url.replace(/\/mcp$/, '') + f.url.slice(f.url.indexOf('/files/')), tokens.boxes);
+    assert.equal(await res.text(), 'hi\n');
+    await sc(s, 'sandbox_stop', { id: b.id });
+    await s.client.close();
+  } finally {
+    assert.equal((await pub.stop()).code, 0, tail(pub.logPath));
+  }
+});
 
 h.test('teardown: the gateways stop cleanly', async () => {
   for (const g of [gw, rateGw]) {
