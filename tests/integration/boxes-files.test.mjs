@@ -103,7 +103,7 @@ h.test('sandbox_get: a file and a directory (tar.gz), placed for the caller only
   assert.equal(f.boxPath, '/work/out/hello.txt');
   assert.equal(f.bytes, 6);
   assert.equal(f.url, `file://${f.path}`);
-  assert.match(f.path, /\/box-files\/0\/[0-9a-f]{12}-hello\.txt$/);
+  assert.match(f.path, /\/box-files\/0\/[0-9a-f]{32}-hello\.txt$/);
   assert.equal(fs.readFileSync(f.path, 'utf8'), 'hello\n');
   const exp = Date.parse(f.expiresAt) / 1000;
   assert.ok(exp >= t0 + 3590 && exp <= t0 + 3610, f.expiresAt);
@@ -143,7 +143,7 @@ h.test('sandbox_get as an unprivileged caller: its own 0700 directory, unreadabl
     const b = await a.sc('sandbox_start', { idleTimeoutMin: 0 });
     await exec(a, b.id, 'echo mine > note.txt');
     const f = await a.sc('sandbox_get', { id: b.id, path: 'note.txt' });
-    assert.match(f.path, /\/box-files\/65534\/[0-9a-f]{12}-note\.txt$/);
+    assert.match(f.path, /\/box-files\/65534\/[0-9a-f]{32}-note\.txt$/);
     const d = fs.statSync(path.dirname(f.path));
     assert.equal(d.uid, 65534);
     assert.equal(d.mode & 0o777, 0o700);
