@@ -405,6 +405,7 @@
 #define SBX_TAKEOVER_PROGRESS_S 15u             /* a waiting sandbox_takeover with a progressToken is told
                                                    this often that it still waits (MCP clients time out
                                                    requests without progress, often after 60 s) */
+#define SBX_TAKEOVER_CAP_HEX 32u                /* hex digits of a box's takeover capability (128 bits) */
 #define SBX_TAKEOVER_NOTE_MAX 4096u             /* bytes of the agent's note and of the person's */
 #define SBX_TERMINAL_SIZE_MAX 4096u             /* rows and columns of a takeover terminal */
 #define SBX_TERMINAL_INPUT_MAX 4096u            /* bytes of keys per TERMINAL frame from sbxctl */

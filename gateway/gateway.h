@@ -7,6 +7,9 @@
  *               TOKEN_CHECK), the rate limit, POST/GET/DELETE /mcp
  *   sessions.c  the table of MCP sessions, each with its own connection to
  *               sbxd acting for the token's owner, and the waits for replies
+ *   takeover.c  a person's takeover of a box from a browser: the box's
+ *               capability checked by sbxd, the attached terminals
+ *   takeover-page.html, .js, .css  the page (GET /takeover/ID), built in
  * libmicrohttpd runs one thread per connection: a call that waits for its
  * command (or a slow client) holds only its own thread. */
 #pragma once
@@ -69,6 +72,11 @@ typedef struct GatewayFile {
 int gateway_state_new(const GatewayConfig *cfg, Gateway **ret);
 void gateway_state_free(Gateway *g);
 const GatewayConfig *gateway_config(const Gateway *g);
+/* A new connection to sbxd with its hello (token: act for its owner; NULL:
+ * as the gateway user). */
+int gateway_sbxd_connect(Gateway *g, const char *token, int *ret_fd);
+/* One request on the gateway's own sbxd connection (TOKEN_CHECK's), its reply in *ret. */
+int gateway_ask(Gateway *g, Sbx__Msg *req, Sbx__Msg **ret);
 /* TOKEN_CHECK of a bearer token: 0; -EACCES (invalid, revoked, expired);
  * -ECONNREFUSED etc. when sbxd cannot be asked. */
 int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret);
@@ -118,6 +126,31 @@ void gateway_stream_close(GwSession *s);
 void gateway_sessions_expire(Gateway *g);
 /* Stopping: every session ends (its waits and its stream return). */
 void gateway_sessions_end_all(Gateway *g);
+
+/* ---- takeover.c ---- */
+/* An attached terminal of a takeover page. */
+typedef struct GwTerm GwTerm;
+typedef struct GwTermEvent {
+        bool ended;
+        char *data;             /* output (malloc'd), when not ended */
+        size_t len;
+        char reason[256];       /* ended: "returned", "expired", "closed", sbxd's refusal, "" for the shell's exit */
+        int exit_code, signal;
+} GwTermEvent;
+/* TAKEOVER_CHECK: 0 if cap is box's and the box is taken over; -ENOENT otherwise. */
+int gateway_takeover_check(Gateway *g, const char *box, const char *cap);
+/* TAKEOVER_RETURN with cap: the note becomes sandbox_takeover's result. */
+int gateway_takeover_return(Gateway *g, const char *box, const char *cap, const char *note);
+/* A terminal on box's takeover: TAKEOVER_ATTACH sent on a new sbxd connection (a
+ * refusal comes as the first event). Returned with the stream's reference. */
+int gateway_term_attach(Gateway *g, const char *box, const char *cap, unsigned rows, unsigned cols, GwTerm **ret);
+/* Its next output or its end, waiting up to timeout_ms (-ETIMEDOUT). */
+int gateway_term_next(GwTerm *t, unsigned timeout_ms, GwTermEvent *ret);
+/* The stream is done: the terminal leaves the table, its connection closes. */
+void gateway_term_close(GwTerm *t);
+/* Keys and/or a size (rows and cols, 0: none) for box's terminal attached
+ * with cap: -ENOENT if none is. */
+int gateway_term_input(const char *box, const char *cap, const void *keys, size_t len, unsigned rows, unsigned cols);
 
 /* ---- http.c ---- */
 /* libmicrohttpd's access handler and completion callback (cls: the Gateway). */

@@ -118,8 +118,7 @@ const GatewayConfig *gateway_config(const Gateway *g) {
 
 /* ---- tokens --------------------------------------------------------------------- */
 
-/* A new connection to sbxd with its hello (token: act for its owner, or NULL). */
-static int connect_hello(Gateway *g, const char *token, int *ret_fd) {
+int gateway_sbxd_connect(Gateway *g, const char *token, int *ret_fd) {
         _cleanup_close_ int fd = -EBADF;
         Sbx__ClientHello hello = SBX__CLIENT_HELLO__INIT;
         Sbx__Msg m = SBX__MSG__INIT;
@@ -178,7 +177,7 @@ static int auth_round_trip(Gateway *g, Sbx__Msg *req, Sbx__Msg **ret) {
         int r;
 
         if (g->auth_fd < 0) {
-                r = connect_hello(g, NULL, &g->auth_fd);
+                r = gateway_sbxd_connect(g, NULL, &g->auth_fd);
                 if (r < 0)
                         return r;
         }
@@ -195,7 +194,7 @@ int gateway_file_open(Gateway *g, const char *token, const char *id, int *ret_fd
         int r;
 
         /* A connection of its own that acts for the token's owner: sbxd looks among that uid's files only. */
-        r = connect_hello(g, token, &fd);
+        r = gateway_sbxd_connect(g, token, &fd);
         if (r < 0)
                 return r;
         open_req.id = (char *) id;
@@ -214,6 +213,21 @@ int gateway_file_open(Gateway *g, const char *token, const char *id, int *ret_fd
         return 0;
 }
 
+int gateway_ask(Gateway *g, Sbx__Msg *req, Sbx__Msg **ret) {
+        int r = -ENOTCONN;
+
+        pthread_mutex_lock(&g->auth_lock);
+        /* sbxd closes an idle connection (client_idle_seconds): one more try on a new one. */
+        for (int attempt = 0; attempt < 2; attempt++) {
+                r = auth_round_trip(g, req, ret);
+                if (r >= 0 || r == -EPERM)
+                        break;
+                g->auth_fd = safe_close(g->auth_fd);
+        }
+        pthread_mutex_unlock(&g->auth_lock);
+        return r;
+}
+
 int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret) {
         _cleanup_msg_ Sbx__Msg *reply = NULL;
         Sbx__TokenCheck check = SBX__TOKEN_CHECK__INIT;
@@ -225,17 +239,9 @@ int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret) {
 
         check.token = (char *) token;
         wire_msg_set(&req, SBX__MSG_TYPE__MSG_CLIENT_TOKEN_CHECK, &check);
-        pthread_mutex_lock(&g->auth_lock);
-        /* sbxd closes an idle connection (client_idle_seconds): one more try on a new one. */
-        for (int attempt = 0; attempt < 2; attempt++) {
-                r = auth_round_trip(g, &req, &reply);
-                if (r >= 0 || r == -EPERM)
-                        break;
-                g->auth_fd = safe_close(g->auth_fd);
-        }
-        pthread_mutex_unlock(&g->auth_lock);
+        r = gateway_ask(g, &req, &reply);
         if (r < 0)
-                return r == -EPERM ? -EPERM : r;
+                return r;
         if (reply->reply->err < 0)
                 return reply->reply->err == -EACCES || reply->reply->err == -EKEYEXPIRED ? -EACCES : reply->reply->err;
         if (reply->reply->body_case != SBX__REPLY__BODY_TOKEN)

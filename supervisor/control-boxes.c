@@ -66,10 +66,12 @@ int box_wiring_info(Request *rq, const Box *box, Sbx__BoxInfo *info) {
 
 static int reply_box(Request *rq, const Box *box) {
         Sbx__BoxInfo *info = REQUEST_NEW(rq, Sbx__BoxInfo, SBX__BOX_INFO__INIT);
+        char *url = request_alloc(rq, BOX_TAKEOVER_URL_MAX);
 
-        if (!info)
+        if (!info || !url)
                 return -ENOMEM;
         box_info(rq->server, box, info);
+        info->takeover_url = (char *) box_takeover_url(box, rq->client, url, BOX_TAKEOVER_URL_MAX);
         if (box_wiring_info(rq, box, info) < 0)
                 return -ENOMEM;
         return msg_reply_set(&rq->reply, SBX__REPLY__BODY_BOX, info);

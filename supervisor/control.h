@@ -190,5 +190,6 @@ int control_token_still_valid(Request *rq);
 int handle_box_sync(Request *rq);
 int handle_box_get(Request *rq);
 int handle_box_file_open(Request *rq);
+int handle_takeover_check(Request *rq);
 int handle_box_shot(Request *rq);
 int handle_box_wire(Request *rq);

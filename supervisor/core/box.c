@@ -179,6 +179,7 @@ static int box_make_workdir(Server *s, Box *box) {
 
 static void box_claim_ready(Server *s, Claim *cl, void *data) {
         Box *box = data;
+        char url[BOX_TAKEOVER_URL_MAX];
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__BoxInfo info = SBX__BOX_INFO__INIT;
 
@@ -191,6 +192,7 @@ static void box_claim_ready(Server *s, Claim *cl, void *data) {
         log_info("Box %s (claim %s, sandbox '%s') is ready, cold, in %.3f s", box->id, cl->name,
                  cl->sandbox ? cl->sandbox->name : "?", box->ready_seconds);
         box_info(s, box, &info);
+        info.takeover_url = (char *) box_takeover_url(box, box->starter.client, url, sizeof(url));
         msg_reply_set(&reply, SBX__REPLY__BODY_BOX, &info);
         pending_answer(s, &box->starter, &reply);
 }
@@ -263,6 +265,8 @@ int box_start(Server *s, Client *c, uint32_t seq, const Sbx__BoxStart *req, Box 
                 return -ENOMEM;
         r = random_id(SBX_BOX_ID_PREFIX, box->id, sizeof(box->id));
         snprintf(box->takeover_url, sizeof(box->takeover_url), "sbxctl takeover attach %s", box->id);
+        if (r >= 0)
+                r = box_takeover_cap_renew(box);
         if (r >= 0)
                 r = box_set_options(box, req, &s->cfg);
         if (r < 0) {
@@ -384,6 +388,8 @@ static int load_one(const char *id, int64_t uid, const void *data, size_t len, v
         }
         box = calloc(1, sizeof(*box));
         r = box ? box_restore(box, info) : -ENOMEM;
+        if (r >= 0)
+                r = box_takeover_cap_renew(box);
         if (r >= 0) {
                 strlcpy(box->id, id, sizeof(box->id));
                 snprintf(box->takeover_url, sizeof(box->takeover_url), "sbxctl takeover attach %s", box->id);
@@ -521,12 +527,25 @@ int box_terminal_start(Server *s, Box *box, const char *cmd, uint64_t timeout_ms
 
 /* ---- what a reply shows ---------------------------------------------------------- */
 
+int box_takeover_cap_renew(Box *box) {
+        return random_hex(box->takeover_cap, SBX_TAKEOVER_CAP_HEX);
+}
+
+const char *box_takeover_url(const Box *box, const Client *c, char *buf, size_t size) {
+        if (box->state == BOX_TERMINATED)
+                return "";
+        if (!c || !c->gateway_url[0])
+                return box->takeover_url;
+        snprintf(buf, size, "%s/takeover/%s?c=%s", c->gateway_url, box->id, box->takeover_cap);
+        return buf;
+}
+
 void box_info(Server *s, const Box *box, Sbx__BoxInfo *o) {
         o->id = (char *) box->id;
         o->status = (char *) box_state_name(box);
         o->started_from = (char *) (box->version[0] ? "snapshot" : box->from_spare ? "spare" : "cold");
         o->version = (char *) box->version;
-        o->takeover_url = box->state == BOX_TERMINATED ? (char *) "" : (char *) box->takeover_url;
+        o->takeover_url = (char *) box_takeover_url(box, NULL, NULL, 0);
         o->interrupted_reason = (char *) box->interrupted;
         o->health = (char *) (box->state == BOX_TERMINATED ? "gone"
                               : box->frozen                ? "ok (frozen: the next tool call thaws it)"

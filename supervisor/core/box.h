@@ -60,6 +60,8 @@ struct Box {
         bool has_display;               /* its image has /usr/bin/Xvfb: DISPLAY=:99 */
         char interrupted[256];          /* why it is interrupted or terminated, "" if neither */
         char takeover_url[96];          /* "sbxctl takeover attach <id>" */
+        char takeover_cap[SBX_TAKEOVER_CAP_HEX + 1]; /* the gateway's takeoverUrl's c=: while a takeover is
+                                                        pending or held (core/takeover.h), a new one after it */
         char version[SBX_VERSION_ID_SIZE]; /* the version its /work was filled from (core/version.h), or "" */
         Pending starter;                /* sandbox_start of a cold box, answered once it runs */
         unsigned restarts_seen;         /* its claim's session restarts it knows of */
@@ -107,6 +109,13 @@ int box_path(const char *cwd_rel, char *out, char *err, size_t errsize);
 
 /* The box as a reply shows it (everything borrowed from box). */
 void box_info(Server *s, const Box *box, Sbx__BoxInfo *ret);
+/* Its takeoverUrl for client c: through sbx-gateway (c->gateway_url),
+ * <gateway_url>/takeover/<id>?c=<takeover_cap> made in buf, else the sbxctl
+ * command line. */
+const char *box_takeover_url(const Box *box, const Client *c, char *buf, size_t size);
+#define BOX_TAKEOVER_URL_MAX (SBX_GATEWAY_URL_MAX + SBX_NAME_MAX + SBX_TAKEOVER_CAP_HEX + 16)
+/* A new takeover capability (the last takeover ended: its URL is dead). */
+int box_takeover_cap_renew(Box *box);
 
 /* After claims_load: the boxes of sbx.db, interrupted (supervisor_lost):
  * their files are kept, their processes are gone. */
