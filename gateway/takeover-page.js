@@ -221,7 +221,7 @@ screenEl.addEventListener('paste', (e) => {
 document.getElementById('return').addEventListener('submit', async (e) => {
   e.preventDefault();
   const status = await post('return', { note: document.getElementById('note').value });
-  statusEl.textContent = status === 200 ? 'Returned to the agent. You may close this page.'
+  statusEl.textContent = status === 204 ? 'Returned to the agent. You may close this page.'
     : 'Could not return the box (HTTP ' + status + '): the takeover may have ended.';
 });
 
