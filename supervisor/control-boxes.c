@@ -101,9 +101,24 @@ int find_box(Request *rq, const char *id, bool use, Box **ret) {
 }
 
 /* The box can run a command now, or the error that says why not. */
+void box_no_proxy_ensure(Server *s, Box *box) {
+        _cleanup_free_ char *hosts = NULL, *value = NULL;
+        WorkspaceSession *ws = box_session(s, box);
+        int r;
+
+        if (box->no_proxy[0] || !ws || !ws->sandbox || ws->sandbox->egress == EGRESS_NONE)
+                return;
+        r = box_hosts_read(ws, &hosts);
+        if (r >= 0)
+                r = (value = box_no_proxy(box, hosts)) ? box_set_no_proxy(box, value) : -ENOMEM;
+        if (r < 0)
+                log_warning_errno(r, "Box %s: its services wired box go to the egress proxy: %m", box->id);
+}
+
 int box_runnable(Request *rq, Box *box) {
         switch (box->state) {
         case BOX_READY:
+                box_no_proxy_ensure(rq->server, box);
                 return 0;
         case BOX_CLAIMED:
                 return request_error(rq, -EAGAIN, "Box '%s' is not ready yet (it is being started); wait for "

@@ -494,7 +494,10 @@ int handle_box_wire(Request *rq) {
         r = claimfs_put(ws->root_fd, 0, "etc/hosts", mem, strlen(wired), 0, err, sizeof(err));
         if (r < 0)
                 return request_error(rq, r, "cannot write the box's /etc/hosts: %s", err);
-        /* sbx-egress takes the session's aliases again (its open connections end). */
+        /* sbx-egress takes the session's aliases again (its open connections end), and the
+         * box's commands get a no_proxy with its names wired box. */
         egress_proxy_attach(rq->server, ws);
+        box_wiring_changed(box);
+        box_no_proxy_ensure(rq->server, box);
         return wire_reply(rq, box, wired);
 }

@@ -105,6 +105,8 @@ int handle_takeover_attach(Request *rq) {
         box = box_by_id(rq->server, t->box);
         r = box ? box_use(rq->server, box) : -ENOENT;
         if (r >= 0)
+                box_no_proxy_ensure(rq->server, box);
+        if (r >= 0)
                 r = box_terminal_start(rq->server, box, TAKEOVER_SHELL, takeover_left_ms(t), size, &shell, err,
                                        sizeof(err));
         if (r < 0)

@@ -92,7 +92,25 @@ static void box_free(Box *box) {
         }
         free(box->services);
         free(box->external_base_url);
+        box_wiring_changed(box);
         free(box);
+}
+
+void box_wiring_changed(Box *box) {
+        for (size_t i = 0; i < ELEMENTSOF(box->no_proxy); i++) {
+                free(box->no_proxy[i]);
+                box->no_proxy[i] = NULL;
+        }
+}
+
+int box_set_no_proxy(Box *box, const char *value) {
+        box_wiring_changed(box);
+        if (asprintf(&box->no_proxy[0], "no_proxy=%s", value) < 0 ||
+            asprintf(&box->no_proxy[1], "NO_PROXY=%s", value) < 0) {
+                box->no_proxy[0] = box->no_proxy[1] = NULL;
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 /* The oldest terminated boxes beyond BOXES_GONE_MAX are forgotten. */
@@ -476,12 +494,16 @@ int box_path(const char *cwd_rel, char *out, char *err, size_t errsize) {
 }
 
 /* The variables of the box's commands into env (SBX_BOX_ENV_MAX); how many. */
-static size_t box_env(const Box *box, char **env) {
+static size_t box_env(const Box *box, const WorkspaceSession *ws, char **env) {
         static char display[] = "DISPLAY=" SBX_BOX_DISPLAY;
         size_t n = 0;
 
         if (box->has_display)
                 env[n++] = display;
+        /* After the session's proxy variables: these win (core/session.c). */
+        if (ws->sandbox && ws->sandbox->egress != EGRESS_NONE)
+                for (size_t i = 0; box->no_proxy[0] && i < ELEMENTSOF(box->no_proxy); i++)
+                        env[n++] = box->no_proxy[i];
         return n;
 }
 
@@ -507,8 +529,8 @@ static int box_command_start_with(Server *s, Box *box, const char *cmd, const ch
                 return r < 0 ? r : -ENOTDIR;
         }
         snprintf(cwd, sizeof(cwd), "/%s", rel);
-        r = pty ? command_start_pty(s, ws, cmd, timeout_ms, cwd, env, box_env(box, env), *pty, ret)
-                : command_start_at(s, ws, cmd, timeout_ms, cwd, env, box_env(box, env), ret);
+        r = pty ? command_start_pty(s, ws, cmd, timeout_ms, cwd, env, box_env(box, ws, env), *pty, ret)
+                : command_start_at(s, ws, cmd, timeout_ms, cwd, env, box_env(box, ws, env), ret);
         if (r < 0)
                 snprintf(err, errsize, "cannot start the command: %s",
                          r == -EAGAIN ? "too many running commands in this box" : strerror(-r));

@@ -60,6 +60,9 @@ struct Box {
         bool has_display;               /* its image has /usr/bin/Xvfb: DISPLAY=:99 */
         char interrupted[256];          /* why it is interrupted or terminated, "" if neither */
         char takeover_url[96];          /* "sbxctl takeover attach <id>" */
+        char *no_proxy[2];              /* "no_proxy=…", "NO_PROXY=…" of its commands when it has egress (its
+                                           services wired box added), or NULL: set before the next tool call
+                                           runs in it (control-boxes.c box_no_proxy_ensure) */
         char takeover_cap[SBX_TAKEOVER_CAP_HEX + 1]; /* the gateway's takeoverUrl's c=: while a takeover is
                                                         pending or held (core/takeover.h), a new one after it */
         char version[SBX_VERSION_ID_SIZE]; /* the version its /work was filled from (core/version.h), or "" */
@@ -86,6 +89,10 @@ const char *box_state_name(const Box *box);
  * failure err says why. */
 #define BOX_DEFERRED 1
 int box_start(Server *s, Client *c, uint32_t seq, const Sbx__BoxStart *req, Box **ret, char *err, size_t errsize);
+/* sandbox_wire changed its /etc/hosts: its no_proxy goes until set again. */
+void box_wiring_changed(Box *box);
+/* Its commands' no_proxy and NO_PROXY, when it has egress (core/boxwire.h box_no_proxy). */
+int box_set_no_proxy(Box *box, const char *value);
 /* A tool call named the box (every one but sandbox_status): it counts as
  * used from now, and a frozen box is thawed first. */
 int box_use(Server *s, Box *box);

@@ -221,9 +221,16 @@ he.test('sandbox_wire external: the name reaches externalBaseUrl\'s host through
   const refused = "sbx-egress: not allowed by the sandbox's egress policy\nrc=0\n";
   assert.equal((await exec(he.mcp, b.id, curl('http://web:8082/x'))).stdout, refused);
   assert.equal((await exec(he.mcp, b.id, curl('http://api:8082/x'))).stdout, refused);
-  // Back to box mode: the alias goes (sbx-egress gets the session again, without it).
+  // Back to box mode: the alias goes (sbx-egress gets the session again, without it), and the name
+  // is in no_proxy: with the proxy variables set, curl reaches the box's own service, not the proxy.
+  await exec(he.mcp, b.id, 'mkdir -p srv && echo api-in-box > srv/again && cd srv && ' +
+    'exec python3 -m http.server 8081 --bind 127.0.0.1', { background: true });
   await he.mcp.sc('sandbox_wire', { id: b.id, service: 'api', mode: 'box' });
-  assert.equal((await exec(he.mcp, b.id, curl('http://api:8081/again'))).stdout, refused);
+  const env = await exec(he.mcp, b.id, 'echo "$http_proxy|$no_proxy|$NO_PROXY"');
+  assert.match(env.stdout, /^http:\/\/[^|]+\|localhost,127\.0\.0\.1,api\|localhost,127\.0\.0\.1,api\n$/);
+  await waitFor(async () => (await exec(he.mcp, b.id, curl('http://api:8081/again'))).stdout === 'api-in-box\nrc=0\n',
+    { timeout: 20000, what: 'http://api:8081 reaching the box\'s own service' });
+  assert.equal((await exec(he.mcp, b.id, curl('http://web:8082/x'))).stdout, refused); // not wired: still the proxy's
   assert.deepEqual(staging.seen, ['api:8081 /hello']);
   await he.mcp.sc('sandbox_stop', { id: b.id });
 });
