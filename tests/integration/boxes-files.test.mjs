@@ -156,6 +156,34 @@ h.test('sandbox_get as an unprivileged caller: its own 0700 directory, unreadabl
   }
 });
 
+h.test('sandbox_get whose placement directory cannot be made: a clear error, nothing left behind', async () => {
+  const uid = 65531;
+  const top = path.join(h.stateDir, 'box-files');
+  const blocker = path.join(top, String(uid));
+  fs.mkdirSync(top, { recursive: true });
+  fs.writeFileSync(blocker, ''); // where STATE/box-files/UID/ would be made
+  const a = await h.connect({ uid });
+  try {
+    const b = await a.sc('sandbox_start', { idleTimeoutMin: 0 });
+    await exec(a, b.id, 'mkdir -p d && echo one > d/one.txt');
+    for (const p of ['d/one.txt', 'd']) {
+      assert.match(await a.err('sandbox_get', { id: b.id, path: p }), /^cannot place the file for you: Not a directory$/m);
+      // Neither the archive made in the box nor a placed file stays.
+      assert.equal((await exec(a, b.id, 'ls -A /work/.sbx')).stdout, '');
+      assert.ok(fs.statSync(blocker).isFile());
+      assert.equal(fs.statSync(blocker).size, 0);
+      assert.deepEqual(fs.readdirSync(top).filter((n) => n.startsWith(String(uid))), [String(uid)]);
+    }
+    fs.unlinkSync(blocker);
+    const f = await a.sc('sandbox_get', { id: b.id, path: 'd' });
+    assert.equal(f.kind, 'tar.gz');
+    await a.sc('sandbox_stop', { id: b.id });
+  } finally {
+    await a.close();
+    fs.rmSync(blocker, { force: true, recursive: true });
+  }
+});
+
 h.test('sandbox_wire box: the service name resolves to the box itself, to a local HTTP service on its port', async () => {
   const b = await h.mcp.sc('sandbox_start', { idleTimeoutMin: 0, services: [{ name: 'api', port: 8081 }, { name: 'web', port: 8082 }],
     externalBaseUrl: 'http://127.0.0.2:9/' });
