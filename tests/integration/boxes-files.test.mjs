@@ -263,6 +263,22 @@ he.test('sandbox_wire external: the name reaches externalBaseUrl\'s host through
   await he.mcp.sc('sandbox_stop', { id: b.id });
 });
 
+he.test('sbx-egress killed while a box has an external alias: restarted, it has the alias again', async () => {
+  const b = await he.mcp.sc('sandbox_start', { idleTimeoutMin: 0, services: [{ name: 'api', port: 8081 }],
+    externalBaseUrl: `http://127.0.0.2:${staging.port}/` });
+  await he.mcp.sc('sandbox_wire', { id: b.id, service: 'api', mode: 'external' });
+  assert.equal((await exec(he.mcp, b.id, curl('http://api:8081/before'))).stdout, 'staging-ok /before\nrc=0\n');
+  const started = () => [...fs.readFileSync(he.sbxdLog, 'utf8').matchAll(/Started sbx-egress \(pid (\d+)/g)].map((m) => Number(m[1]));
+  const [pid] = started().slice(-1);
+  process.kill(pid, 'SIGKILL'); // this sbxd's own sbx-egress, by its pid
+  await waitFor(() => started().length >= 2 && started().at(-1) !== pid, { timeout: 30000, what: 'sbx-egress started again' });
+  // The alias is sbx-egress's memory only: it came back with the session's EGRESS_ATTACH.
+  await waitFor(async () => (await exec(he.mcp, b.id, curl('http://api:8081/after'))).stdout === 'staging-ok /after\nrc=0\n',
+    { timeout: 30000, what: 'http://api:8081 through the new sbx-egress' });
+  assert.deepEqual(staging.seen.slice(-2), ['api:8081 /before', 'api:8081 /after']);
+  await he.mcp.sc('sandbox_stop', { id: b.id });
+});
+
 he.test('sandbox_wire external: a host the box\'s policy does not allow is refused by sbx-egress; no externalBaseUrl is refused', async () => {
   const b = await he.mcp.sc('sandbox_start', { idleTimeoutMin: 0, services: [{ name: 'api', port: 8081 }],
     externalBaseUrl: `http://127.0.0.3:${elsewhere.port}/` });
