@@ -36,37 +36,35 @@ static bool cap_valid(const char *cap) {
         return strlen(cap) == SBX_TAKEOVER_CAP_HEX && strspn(cap, "0123456789abcdef") == SBX_TAKEOVER_CAP_HEX;
 }
 
-/* A request whose answer is only an error or not: 0, or sbxd's -errno. */
-static int ask_status(Gateway *g, Sbx__Msg *req) {
+/* A request about box's takeover with cap whose answer is only an error or
+ * not: 0, or sbxd's -errno (-ENOENT without asking for a malformed cap). */
+static int takeover_ask(Gateway *g, const char *box, const char *cap, Sbx__MsgType type, void *body) {
         _cleanup_msg_ Sbx__Msg *reply = NULL;
-        int r = gateway_ask(g, req, &reply);
+        Sbx__Msg req = SBX__MSG__INIT;
+        int r;
 
+        if (!cap_valid(cap) || strlen(box) > SBX_NAME_MAX)
+                return -ENOENT;
+        wire_msg_set(&req, type, body);
+        r = gateway_ask(g, &req, &reply);
         return r < 0 ? r : reply->reply->err;
 }
 
 int gateway_takeover_check(Gateway *g, const char *box, const char *cap) {
         Sbx__TakeoverCapability check = SBX__TAKEOVER_CAPABILITY__INIT;
-        Sbx__Msg req = SBX__MSG__INIT;
 
-        if (!cap_valid(cap) || strlen(box) > SBX_NAME_MAX)
-                return -ENOENT;
         check.box = (char *) box;
         check.capability = (char *) cap;
-        wire_msg_set(&req, SBX__MSG_TYPE__MSG_CLIENT_TAKEOVER_CHECK, &check);
-        return ask_status(g, &req);
+        return takeover_ask(g, box, cap, SBX__MSG_TYPE__MSG_CLIENT_TAKEOVER_CHECK, &check);
 }
 
 int gateway_takeover_return(Gateway *g, const char *box, const char *cap, const char *note) {
         Sbx__TakeoverReturn ret = SBX__TAKEOVER_RETURN__INIT;
-        Sbx__Msg req = SBX__MSG__INIT;
 
-        if (!cap_valid(cap) || strlen(box) > SBX_NAME_MAX)
-                return -ENOENT;
         ret.box = (char *) box;
         ret.capability = (char *) cap;
         ret.note = (char *) note;
-        wire_msg_set(&req, SBX__MSG_TYPE__MSG_CLIENT_TAKEOVER_RETURN, &ret);
-        return ask_status(g, &req);
+        return takeover_ask(g, box, cap, SBX__MSG_TYPE__MSG_CLIENT_TAKEOVER_RETURN, &ret);
 }
 
 static void term_unref(GwTerm *t) {
