@@ -686,7 +686,8 @@ static enum MHD_Result handle_takeover(Gateway *g, struct MHD_Connection *c, con
                                NULL);
         snprintf(box, sizeof(box), "%.*s", (int) n, rest);
         if (!get)
-                return takeover_post(g, c, box, cap, action, q);
+                return q->too_large ? respond(c, MHD_HTTP_CONTENT_TOO_LARGE, NULL, NULL, 0, NULL)
+                                    : takeover_post(g, c, box, cap, action, q);
         r = gateway_takeover_check(g, box, cap);
         if (r == -ENOENT)
                 return respond(c, MHD_HTTP_NOT_FOUND, NULL, NULL, 0, NULL);

@@ -636,6 +636,10 @@ h.test('takeover page: the gateway\'s takeoverUrl, a terminal over SSE and POST,
   await keys('echo aft""er-$?\r');
   await t.expect('after-130', mark);
   assert.equal((await pagePost(b.takeoverUrl, 'input', { rows: 5 })).status, 400);
+  assert.equal((await pagePost(b.takeoverUrl, 'input', { keys: 'x'.repeat(5000) })).status, 400); // over a frame's keys
+  assert.equal((await pagePost(b.takeoverUrl, 'input', { keys: 'x'.repeat(70000) })).status, 413); // over max_body_bytes
+  assert.equal((await fetch(b.takeoverUrl.replace('?', '/input?'))).status, 405);
+  assert.equal((await fetch(b.takeoverUrl.replace('?', '/nothing?'))).status, 404);
 
   assert.equal((await pagePost(b.takeoverUrl, 'return', { note: 'done from the page' })).status, 204);
   const r = await pending;
