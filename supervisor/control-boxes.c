@@ -100,7 +100,6 @@ int find_box(Request *rq, const char *id, bool use, Box **ret) {
         return 0;
 }
 
-/* The box can run a command now, or the error that says why not. */
 void box_no_proxy_ensure(Server *s, Box *box) {
         _cleanup_free_ char *hosts = NULL, *value = NULL;
         WorkspaceSession *ws = box_session(s, box);
@@ -115,6 +114,7 @@ void box_no_proxy_ensure(Server *s, Box *box) {
                 log_warning_errno(r, "Box %s: its services wired box go to the egress proxy: %m", box->id);
 }
 
+/* The box can run a command now, or the error that says why not. */
 int box_runnable(Request *rq, Box *box) {
         switch (box->state) {
         case BOX_READY:

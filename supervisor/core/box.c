@@ -113,6 +113,11 @@ int box_set_no_proxy(Box *box, const char *value) {
         return 0;
 }
 
+/* A takeover capability of its own (the takeover's end renews it: core/takeover.h). */
+static int box_takeover_cap_renew(Box *box) {
+        return random_hex(box->takeover_cap, SBX_TAKEOVER_CAP_HEX);
+}
+
 /* The oldest terminated boxes beyond BOXES_GONE_MAX are forgotten. */
 static void boxes_forget_gone(Server *s) {
         unsigned gone = 0;
@@ -548,10 +553,6 @@ int box_terminal_start(Server *s, Box *box, const char *cmd, uint64_t timeout_ms
 }
 
 /* ---- what a reply shows ---------------------------------------------------------- */
-
-int box_takeover_cap_renew(Box *box) {
-        return random_hex(box->takeover_cap, SBX_TAKEOVER_CAP_HEX);
-}
 
 const char *box_takeover_url(const Box *box, const Client *c, char *buf, size_t size) {
         if (box->state == BOX_TERMINATED)

@@ -121,8 +121,6 @@ void box_info(Server *s, const Box *box, Sbx__BoxInfo *ret);
  * command line. */
 const char *box_takeover_url(const Box *box, const Client *c, char *buf, size_t size);
 #define BOX_TAKEOVER_URL_MAX (SBX_GATEWAY_URL_MAX + SBX_NAME_MAX + SBX_TAKEOVER_CAP_HEX + 16)
-/* A new takeover capability (the last takeover ended: its URL is dead). */
-int box_takeover_cap_renew(Box *box);
 
 /* After claims_load: the boxes of sbx.db, interrupted (supervisor_lost):
  * their files are kept, their processes are gone. */
