@@ -24,8 +24,9 @@ _Static_assert(SBX_BOX_FILE_TTL_S == 3600, "sandbox_get's description says one h
         "{\"type\": \"object\", \"properties\": {" props "}, \"required\": [" required "], \"additionalProperties\": false}"
 #define S_ID S_STR("id", "The box, as sandbox_start returned it.")
 #define S_PLACED                                                                                                  \
-        S_STR("url", "file:// URL of the file on this host, readable by you only; valid one hour.") ", "          \
-        S_STR("path", "The same file as a host path.") ", " S_INT("bytes", "Its size.") ", "                      \
+        S_STR("url", "file:// URL of the file on this host, readable by you only; through sbx-gateway, its URL "   \
+              "of the file (GET it with your bearer token). Valid one hour.") ", "                                 \
+        S_STR("path", "The file as a path on the sbx host.") ", " S_INT("bytes", "Its size.") ", "               \
         S_STR("expiresAt", "When it is removed (ISO 8601, UTC).")
 
 const char box_sync_input[] = S_IN(

@@ -261,6 +261,7 @@ static int broker_connect(McpSession *b) {
         hello.client_name = (char *) b->cfg.client_name;
         hello.mcp_session = b->mcp_session;
         hello.token = (char *) (b->cfg.token ?: "");
+        hello.gateway_url = (char *) (b->cfg.gateway_url ?: "");
         msg.type = SBX__MSG_TYPE__MSG_CLIENT_HELLO;
         msg.body_case = SBX__MSG__BODY_HELLO;
         msg.hello = &hello;

@@ -33,6 +33,7 @@ typedef struct McpSessionConfig {
         const Tools *tools;             /* borrowed, outlives the session */
         const char *token;              /* NULL: the peer's own uid; else the bearer token to act for (gateway) */
         const char *identity;           /* NULL: made at initialize; else the MCP session identity (32 hex) */
+        const char *gateway_url;        /* NULL; gateway: the URL its clients reach it at (ClientHello's) */
         mcp_send_t send;
         mcp_send_part_t send_part;
         void *userdata;

@@ -53,7 +53,8 @@ static const char start_input[] = OBJ(
         "");
 static const char start_output[] = OUT(
         P_STRING("id", "The box's id (box- and 12 hex digits).") ", " O_STATUS ", " O_STARTED ", "
-        P_STRING("takeoverUrl", "Where a person can take over: the sbxctl command line to run on this host."),
+        P_STRING("takeoverUrl", "Where a person can take over: the sbxctl command line to run on this host, or "
+                 "through sbx-gateway a URL of its page (valid while a takeover of this box is pending or held)."),
         "\"id\", \"status\", \"startedFrom\", \"takeoverUrl\"");
 static const char exec_input[] = OBJ(
         P_ID ", "

@@ -400,6 +400,8 @@
 #define SBX_GATEWAY_ORIGINS_MAX 16u             /* gateway.conf allowed_origin entries */
 #define SBX_GATEWAY_EVENTS_BATCH 64u            /* gateway: ready sbxd connections taken per epoll_wait */
 #define SBX_GATEWAY_PEM_MAX (1u << 20)          /* bytes of tls_certificate or tls_key */
+#define SBX_GATEWAY_PUBLIC_URL_MAX 256u         /* bytes of gateway.conf public_url */
+#define SBX_GATEWAY_URL_MAX 512u                /* the URL the gateway tells sbxd it is reached at (public_url, or scheme://Host) */
 /* The boxes set's files and pictures (issue 21 part D, docs/boxes.md). */
 #define SBX_BOX_SYNC_MAX (256ull << 20)         /* sandbox_sync: bytes of the tar the broker sends */
 #define SBX_BOX_SYNC_ENTRIES_MAX 100000u        /* sandbox_sync: files, directories and symlinks in it */
@@ -419,6 +421,7 @@
 #define SBX_TAKEOVER_PROGRESS_S 15u             /* a waiting sandbox_takeover with a progressToken is told
                                                    this often that it still waits (MCP clients time out
                                                    requests without progress, often after 60 s) */
+#define SBX_TAKEOVER_CAP_HEX 32u                /* hex digits of a box's takeover capability (128 bits) */
 #define SBX_TAKEOVER_NOTE_MAX 4096u             /* bytes of the agent's note and of the person's */
 #define SBX_TERMINAL_SIZE_MAX 4096u             /* rows and columns of a takeover terminal */
 #define SBX_TERMINAL_INPUT_MAX 4096u            /* bytes of keys per TERMINAL frame from sbxctl */

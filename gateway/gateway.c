@@ -80,6 +80,20 @@ static int parse_u32(const char *value, uint64_t max, uint32_t *ret) {
         return 0;
 }
 
+/* public_url: http:// or https://, then a host and an optional port and
+ * path, no trailing slash, no query, no blank or control character. */
+static bool public_url_valid(const char *v) {
+        const char *rest = strncmp(v, "https://", 8) == 0 ? v + 8 : strncmp(v, "http://", 7) == 0 ? v + 7 : NULL;
+        size_t n = strlen(v);
+
+        if (!rest || !rest[0] || rest[0] == '/' || v[n - 1] == '/' || n > SBX_GATEWAY_PUBLIC_URL_MAX)
+                return false;
+        for (const char *p = v; *p; p++)
+                if ((unsigned char) *p <= ' ' || *p == 0x7f || *p == '?' || *p == '#' || *p == '"' || *p == '\\')
+                        return false;
+        return true;
+}
+
 typedef struct ConfigParse {
         Main *m;
         char error[256];
@@ -111,6 +125,8 @@ static int config_key(void *user, const char *section, const char *key, const ch
                 r = set_string(&c->tls_cert, value);
         else if (strcmp(key, "tls_key") == 0)
                 r = set_string(&c->tls_key, value);
+        else if (strcmp(key, "public_url") == 0)
+                r = public_url_valid(value) ? set_string(&c->public_url, value) : -EINVAL;
         else
                 r = -ENOENT;
         if (r >= 0)

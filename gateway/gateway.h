@@ -7,6 +7,9 @@
  *               TOKEN_CHECK), the rate limit, POST/GET/DELETE /mcp
  *   sessions.c  the table of MCP sessions, each with its own connection to
  *               sbxd acting for the token's owner, and the waits for replies
+ *   takeover.c  a person's takeover of a box from a browser: the box's
+ *               capability checked by sbxd, the attached terminals
+ *   takeover-page.html, .js, .css  the page (GET /takeover/ID), built in
  * libmicrohttpd runs one thread per connection: a call that waits for its
  * command (or a slow client) holds only its own thread. The main thread's
  * event loop takes the signals, ends idle sessions and reads the sbxd
@@ -43,6 +46,7 @@ typedef struct GatewayConfig {
         uint32_t requests_per_second;
         uint64_t body_max;
         char *tls_cert, *tls_key;       /* both or neither */
+        char *public_url;               /* scheme://host[:port][/prefix] clients reach it at, or NULL */
 } GatewayConfig;
 
 typedef struct Gateway Gateway;
@@ -58,10 +62,23 @@ typedef struct TokenAuth {
         int64_t expires_unix;           /* 0: never */
 } TokenAuth;
 
+/* A placed file of sandbox_get or sandbox_shot (GET /files/ID). */
+typedef struct GatewayFile {
+        char name[256];
+        uint64_t bytes;
+} GatewayFile;
+
+#define GATEWAY_FILES_PATH "/files/"
+
 /* ---- sessions.c ---- */
 int gateway_state_new(const GatewayConfig *cfg, Gateway **ret);
 void gateway_state_free(Gateway *g);
 const GatewayConfig *gateway_config(const Gateway *g);
+/* A new connection to sbxd with its hello (token: act for its owner; NULL:
+ * as the gateway user). */
+int gateway_sbxd_connect(Gateway *g, const char *token, int *ret_fd);
+/* One request on the gateway's own sbxd connection (TOKEN_CHECK's), its reply in *ret. */
+int gateway_ask(Gateway *g, Sbx__Msg *req, Sbx__Msg **ret);
 /* TOKEN_CHECK of a bearer token: 0; -EACCES (invalid, revoked, expired);
  * -ECONNREFUSED etc. when sbxd cannot be asked. */
 int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret);
@@ -74,8 +91,15 @@ bool gateway_session_vouch(Gateway *g, const char *id, const char *token, TokenA
 /* The rate limit of a token: 0, or -EAGAIN with *ret_retry_s. */
 int gateway_rate_take(Gateway *g, const char *token_id, unsigned *ret_retry_s);
 /* A new session for token: -EUSERS over sessions_per_token, -ENOSPC over
- * SBX_GATEWAY_SESSIONS_MAX. Returned with a reference. */
-int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, GwSession **ret);
+ * SBX_GATEWAY_SESSIONS_MAX. gateway_url: the URL its client reaches the
+ * gateway at (sbxd makes the URLs of placed files of it), or "". Returned
+ * with a reference. */
+int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, const char *gateway_url,
+                        GwSession **ret);
+/* The token owner's placed file id, open for reading in *ret_fd (sbxd's
+ * BOX_FILE_OPEN on a connection acting for the token): -ENOENT for an id
+ * unknown, expired or another owner's; -EACCES for a token sbxd refuses. */
+int gateway_file_open(Gateway *g, const char *token, const char *id, int *ret_fd, GatewayFile *ret);
 /* The session with this id whose token is this one, with a reference; NULL if none. */
 GwSession *gateway_session_get(Gateway *g, const char *id, const TokenAuth *auth);
 void gateway_session_unref(Gateway *g, GwSession *s);
@@ -109,6 +133,31 @@ void gateway_sessions_dispatch(Gateway *g);
 void gateway_sessions_expire(Gateway *g);
 /* Stopping: every session ends (its waits and its stream return). */
 void gateway_sessions_end_all(Gateway *g);
+
+/* ---- takeover.c ---- */
+/* An attached terminal of a takeover page. */
+typedef struct GwTerm GwTerm;
+typedef struct GwTermEvent {
+        bool ended;
+        char *data;             /* output (malloc'd), when not ended */
+        size_t len;
+        char reason[256];       /* ended: "returned", "expired", "closed", sbxd's refusal, "" for the shell's exit */
+        int exit_code, signal;
+} GwTermEvent;
+/* TAKEOVER_CHECK: 0 if cap is box's and the box is taken over; -ENOENT otherwise. */
+int gateway_takeover_check(Gateway *g, const char *box, const char *cap);
+/* TAKEOVER_RETURN with cap: the note becomes sandbox_takeover's result. */
+int gateway_takeover_return(Gateway *g, const char *box, const char *cap, const char *note);
+/* A terminal on box's takeover: TAKEOVER_ATTACH sent on a new sbxd connection (a
+ * refusal comes as the first event). Returned with the stream's reference. */
+int gateway_term_attach(Gateway *g, const char *box, const char *cap, unsigned rows, unsigned cols, GwTerm **ret);
+/* Its next output or its end, waiting up to timeout_ms (-ETIMEDOUT). */
+int gateway_term_next(GwTerm *t, unsigned timeout_ms, GwTermEvent *ret);
+/* The stream is done: the terminal leaves the table, its connection closes. */
+void gateway_term_close(GwTerm *t);
+/* Keys and/or a size (rows and cols, 0: none) for box's terminal attached
+ * with cap: -ENOENT if none is. */
+int gateway_term_input(const char *box, const char *cap, const void *keys, size_t len, unsigned rows, unsigned cols);
 
 /* ---- http.c ---- */
 /* libmicrohttpd's access handler and completion callback (cls: the Gateway). */

@@ -57,6 +57,7 @@ struct GwSession {
         char id[GATEWAY_SESSION_ID_SIZE];
         TokenAuth auth;                 /* what sbxd said of its token when the session began */
         char *token;                    /* the bearer its sbxd connection acts for */
+        char gateway_url[SBX_GATEWAY_URL_MAX + 1]; /* for sbxd (ClientHello.gateway_url) */
         int wake_fd;                    /* eventfd: the reader polls it with the socket */
         bool reading;                   /* a thread polls the socket */
         bool ended;
@@ -136,26 +137,31 @@ const GatewayConfig *gateway_config(const Gateway *g) {
 
 /* ---- tokens --------------------------------------------------------------------- */
 
-/* One request on the auth connection, connecting (with its hello) if needed. */
-static int auth_round_trip(Gateway *g, Sbx__Msg *req, Sbx__Msg **ret) {
-        uint32_t seq;
+int gateway_sbxd_connect(Gateway *g, const char *token, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        Sbx__ClientHello hello = SBX__CLIENT_HELLO__INIT;
+        Sbx__Msg m = SBX__MSG__INIT;
         int r;
 
-        if (g->auth_fd < 0) {
-                Sbx__ClientHello hello = SBX__CLIENT_HELLO__INIT;
-                Sbx__Msg m = SBX__MSG__INIT;
+        r = wire_connect(g->cfg.socket_path, &fd);
+        if (r < 0)
+                return r;
+        hello.client_name = (char *) "sbx-gateway";
+        hello.token = (char *) (token ?: "");
+        wire_msg_set(&m, SBX__MSG_TYPE__MSG_CLIENT_HELLO, &hello);
+        r = wire_send(fd, &m, 0, NULL, 0);
+        if (r < 0)
+                return r;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
 
-                r = wire_connect(g->cfg.socket_path, &g->auth_fd);
-                if (r < 0)
-                        return r;
-                hello.client_name = (char *) "sbx-gateway";
-                wire_msg_set(&m, SBX__MSG_TYPE__MSG_CLIENT_HELLO, &hello);
-                r = wire_send(g->auth_fd, &m, 0, NULL, 0);
-                if (r < 0)
-                        return r;
-        }
-        seq = g->auth_seq++ ?: g->auth_seq++;
-        r = wire_send(g->auth_fd, req, seq, NULL, 0);
+/* Send req as seq on fd and wait for its reply; the hello's refusal ends the
+ * wait with its error. ret_fd: the reply's first descriptor (-EBADF if none),
+ * else every descriptor that comes is closed. */
+static int round_trip(int fd, Sbx__Msg *req, uint32_t seq, Sbx__Msg **ret, int *ret_fd) {
+        int r = wire_send(fd, req, seq, NULL, 0);
+
         if (r < 0)
                 return r;
         for (;;) {
@@ -163,21 +169,82 @@ static int auth_round_trip(Gateway *g, Sbx__Msg *req, Sbx__Msg **ret) {
                 int fds[SBX_WIRE_MAX_FDS];
                 size_t n_fds = 0;
                 uint32_t got;
+                bool mine;
 
-                r = wire_recv(g->auth_fd, &m, &got, fds, &n_fds);
-                for (size_t i = 0; i < n_fds; i++)
+                r = wire_recv(fd, &m, &got, fds, &n_fds);
+                mine = r >= 0 && m->type == SBX__MSG_TYPE__MSG_REPLY && got == seq && ret_fd;
+                for (size_t i = mine ? 1 : 0; i < n_fds; i++)
                         safe_close(fds[i]);
                 if (r < 0)
                         return r;
                 if (m->type != SBX__MSG_TYPE__MSG_REPLY)
                         continue;
                 if (got == 0 && m->reply->err < 0)
-                        return m->reply->err;   /* the hello refused: not the gateway user */
+                        return m->reply->err;   /* the hello refused: not the gateway user, or the token */
                 if (got == seq) {
+                        if (ret_fd)
+                                *ret_fd = n_fds > 0 ? fds[0] : -EBADF;
                         *ret = TAKE_PTR(m);
                         return 0;
                 }
         }
+}
+
+/* One request on the auth connection, connecting (with its hello) if needed. */
+static int auth_round_trip(Gateway *g, Sbx__Msg *req, Sbx__Msg **ret) {
+        uint32_t seq;
+        int r;
+
+        if (g->auth_fd < 0) {
+                r = gateway_sbxd_connect(g, NULL, &g->auth_fd);
+                if (r < 0)
+                        return r;
+        }
+        seq = g->auth_seq++ ?: g->auth_seq++;
+        return round_trip(g->auth_fd, req, seq, ret, NULL);
+}
+
+int gateway_file_open(Gateway *g, const char *token, const char *id, int *ret_fd, GatewayFile *ret) {
+        _cleanup_close_ int fd = -EBADF, file = -EBADF;
+        _cleanup_msg_ Sbx__Msg *reply = NULL;
+        Sbx__BoxFileOpen open_req = SBX__BOX_FILE_OPEN__INIT;
+        Sbx__Msg req = SBX__MSG__INIT;
+        const Sbx__BoxFileReply *o;
+        int r;
+
+        /* A connection of its own that acts for the token's owner: sbxd looks among that uid's files only. */
+        r = gateway_sbxd_connect(g, token, &fd);
+        if (r < 0)
+                return r;
+        open_req.id = (char *) id;
+        wire_msg_set(&req, SBX__MSG_TYPE__MSG_CLIENT_BOX_FILE_OPEN, &open_req);
+        r = round_trip(fd, &req, 1, &reply, &file);
+        if (r < 0)
+                return r == -EKEYEXPIRED || r == -EKEYREVOKED ? -EACCES : r;
+        if (reply->reply->err < 0)
+                return reply->reply->err;
+        if (reply->reply->body_case != SBX__REPLY__BODY_BOX_FILE || file < 0)
+                return -EBADMSG;
+        o = reply->reply->box_file;
+        *ret = (GatewayFile) { .bytes = o->bytes };
+        strlcpy(ret->name, o->path, sizeof(ret->name));
+        *ret_fd = TAKE_FD(file);
+        return 0;
+}
+
+int gateway_ask(Gateway *g, Sbx__Msg *req, Sbx__Msg **ret) {
+        int r = -ENOTCONN;
+
+        pthread_mutex_lock(&g->auth_lock);
+        /* sbxd closes an idle connection (client_idle_seconds): one more try on a new one. */
+        for (int attempt = 0; attempt < 2; attempt++) {
+                r = auth_round_trip(g, req, ret);
+                if (r >= 0 || r == -EPERM)
+                        break;
+                g->auth_fd = safe_close(g->auth_fd);
+        }
+        pthread_mutex_unlock(&g->auth_lock);
+        return r;
 }
 
 int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret) {
@@ -191,17 +258,9 @@ int gateway_check_token(Gateway *g, const char *token, TokenAuth *ret) {
 
         check.token = (char *) token;
         wire_msg_set(&req, SBX__MSG_TYPE__MSG_CLIENT_TOKEN_CHECK, &check);
-        pthread_mutex_lock(&g->auth_lock);
-        /* sbxd closes an idle connection (client_idle_seconds): one more try on a new one. */
-        for (int attempt = 0; attempt < 2; attempt++) {
-                r = auth_round_trip(g, &req, &reply);
-                if (r >= 0 || r == -EPERM)
-                        break;
-                g->auth_fd = safe_close(g->auth_fd);
-        }
-        pthread_mutex_unlock(&g->auth_lock);
+        r = gateway_ask(g, &req, &reply);
         if (r < 0)
-                return r == -EPERM ? -EPERM : r;
+                return r;
         if (reply->reply->err < 0)
                 return reply->reply->err == -EACCES || reply->reply->err == -EKEYEXPIRED ? -EACCES : reply->reply->err;
         if (reply->reply->body_case != SBX__REPLY__BODY_TOKEN)
@@ -357,7 +416,8 @@ static const Tools *gateway_tools(Gateway *g, unsigned sets) {
         return t;
 }
 
-int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, GwSession **ret) {
+int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, const char *gateway_url,
+                        GwSession **ret) {
         GwSession *s = calloc(1, sizeof(*s));
         const Tools *tools = gateway_tools(g, auth->sets);
         size_t of_token = 0;
@@ -376,6 +436,7 @@ int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, Gw
         s->used_usec = now_usec();
         s->auth = *auth;
         s->token = strdup(token);
+        strlcpy(s->gateway_url, gateway_url, sizeof(s->gateway_url));
         s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         r = random_hex(s->id, 32);
         if (r >= 0 && (!s->token || s->wake_fd < 0))
@@ -388,6 +449,7 @@ int gateway_session_new(Gateway *g, const TokenAuth *auth, const char *token, Gw
                                 .tools = tools,
                                 .token = s->token,
                                 .identity = s->id,
+                                .gateway_url = s->gateway_url,
                                 .send = session_send,
                                 .userdata = s,
                         }, &s->mcp);

@@ -66,10 +66,12 @@ int box_wiring_info(Request *rq, const Box *box, Sbx__BoxInfo *info) {
 
 static int reply_box(Request *rq, const Box *box) {
         Sbx__BoxInfo *info = REQUEST_NEW(rq, Sbx__BoxInfo, SBX__BOX_INFO__INIT);
+        char *url = request_alloc(rq, BOX_TAKEOVER_URL_MAX);
 
-        if (!info)
+        if (!info || !url)
                 return -ENOMEM;
         box_info(rq->server, box, info);
+        info->takeover_url = (char *) box_takeover_url(box, rq->client, url, BOX_TAKEOVER_URL_MAX);
         if (box_wiring_info(rq, box, info) < 0)
                 return -ENOMEM;
         return msg_reply_set(&rq->reply, SBX__REPLY__BODY_BOX, info);
@@ -98,10 +100,25 @@ int find_box(Request *rq, const char *id, bool use, Box **ret) {
         return 0;
 }
 
+void box_no_proxy_ensure(Server *s, Box *box) {
+        _cleanup_free_ char *hosts = NULL, *value = NULL;
+        WorkspaceSession *ws = box_session(s, box);
+        int r;
+
+        if (box->no_proxy[0] || !ws || !ws->sandbox || ws->sandbox->egress == EGRESS_NONE)
+                return;
+        r = box_hosts_read(ws, &hosts);
+        if (r >= 0)
+                r = (value = box_no_proxy(box, hosts)) ? box_set_no_proxy(box, value) : -ENOMEM;
+        if (r < 0)
+                log_warning_errno(r, "Box %s: its services wired box go to the egress proxy: %m", box->id);
+}
+
 /* The box can run a command now, or the error that says why not. */
 int box_runnable(Request *rq, Box *box) {
         switch (box->state) {
         case BOX_READY:
+                box_no_proxy_ensure(rq->server, box);
                 return 0;
         case BOX_CLAIMED:
                 return request_error(rq, -EAGAIN, "Box '%s' is not ready yet (it is being started); wait for "

@@ -116,11 +116,17 @@ static void reply_placed(Server *s, const BoxOp *op, Pending *p, const BoxPlaced
                          bool recording) {
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__BoxFileReply o = SBX__BOX_FILE_REPLY__INIT;
-        char url[SBX_PATH_MAX + 16];
+        const char *gateway_url = p->client ? p->client->gateway_url : "";
+        char url[MAX(SBX_PATH_MAX, SBX_GATEWAY_URL_MAX) + BOX_PLACED_ID_HEX + 16];
 
-        snprintf(url, sizeof(url), "file://%s", placed ? placed->path : "");
+        /* Through sbx-gateway: its URL of the file, which it serves to the owner's tokens (BOX_FILE_OPEN). */
+        if (placed && gateway_url[0])
+                snprintf(url, sizeof(url), "%s/files/%s", gateway_url, placed->id);
+        else
+                snprintf(url, sizeof(url), "file://%s", placed ? placed->path : "");
         o.path = placed ? (char *) placed->path : (char *) "";
         o.url = placed ? url : (char *) "";
+        o.file_id = placed ? (char *) placed->id : (char *) "";
         o.bytes = placed ? placed->bytes : 0;
         o.expires_unix = placed ? placed->expires_unix : 0;
         o.kind = (char *) kind;
@@ -326,6 +332,26 @@ int handle_box_get(Request *rq) {
                              self, dir);
 }
 
+int handle_box_file_open(Request *rq) {
+        Sbx__BoxFileReply *o = REQUEST_NEW(rq, Sbx__BoxFileReply, SBX__BOX_FILE_REPLY__INIT);
+        BoxPlaced *placed = request_alloc(rq, sizeof(*placed));
+        int r;
+
+        if (!o || !placed)
+                return -ENOMEM;
+        /* Another uid's id, an expired one and one never made look the same. */
+        r = box_files_open(rq->server, rq->client->uid, rq->msg->box_file_open->id, &rq->reply_fd, placed);
+        if (r < 0)
+                return request_error(rq, r, "no such file (unknown, expired or not yours)");
+        o->path = placed->name;
+        o->file_id = placed->id;
+        o->bytes = placed->bytes;
+        o->expires_unix = placed->expires_unix;
+        o->kind = (char *) "file";
+        o->box_path = (char *) "";
+        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_BOX_FILE, o);
+}
+
 /* What sandbox_shot runs in the box (the recording's files are in /work/.sbx). */
 #define SHOT_DISPLAY_CHECK                                                                              \
         "[ -S /tmp/.X11-unix/X99 ] || { echo 'the box has no display :99 (its image has no Xvfb)' >&2; exit 1; }; " \
@@ -468,7 +494,10 @@ int handle_box_wire(Request *rq) {
         r = claimfs_put(ws->root_fd, 0, "etc/hosts", mem, strlen(wired), 0, err, sizeof(err));
         if (r < 0)
                 return request_error(rq, r, "cannot write the box's /etc/hosts: %s", err);
-        /* sbx-egress takes the session's aliases again (its open connections end). */
+        /* sbx-egress takes the session's aliases again (its open connections end), and the
+         * box's commands get a no_proxy with its names wired box. */
         egress_proxy_attach(rq->server, ws);
+        box_wiring_changed(box);
+        box_no_proxy_ensure(rq->server, box);
         return wire_reply(rq, box, wired);
 }

@@ -2,6 +2,7 @@
  * sandbox_takeover, and sbxctl takeover list|attach|return with the
  * attached terminal's TERMINAL frames. */
 #include <errno.h>
+#include <nettle/memops.h>
 #include <string.h>
 
 #include "control.h"
@@ -10,10 +11,22 @@
 #include "log.h"
 #include "sbx-limits.h"
 
-/* The takeover of box id that the caller may attach to or return. */
-static int find_takeover(Request *rq, const char *id, Takeover **ret) {
+/* The takeover of box id that the caller may attach to or return: by its
+ * uid, or (the gateway) by the box's capability. */
+static int find_takeover(Request *rq, const char *id, const char *cap, Takeover **ret) {
         Takeover *t = takeover_find(rq->server, id);
+        Box *box = box_by_id(rq->server, id);
 
+        if (cap[0]) {
+                if (!rq->client->gateway)
+                        return request_error(rq, -EPERM, "only sbxd.conf's gateway_user may use a takeover capability");
+                /* A wrong capability and a box not taken over look the same. */
+                if (!t || !box || strlen(cap) != SBX_TAKEOVER_CAP_HEX ||
+                    !memeql_sec(cap, box->takeover_cap, SBX_TAKEOVER_CAP_HEX))
+                        return request_error(rq, -ENOENT, "no such takeover");
+                *ret = t;
+                return 0;
+        }
         if (!t)
                 return request_error(rq, -ENOENT, "box %.80s is not taken over (sbxctl takeover list shows those that are)",
                                      id);
@@ -37,8 +50,8 @@ int handle_takeover(Request *rq) {
         if (box->state != BOX_READY)
                 return request_error(rq, -EAGAIN, "box %s is %s: only a ready box can be taken over", box->id,
                                      box_state_name(box));
-        r = takeover_begin(rq->server, rq->client, rq->seq, box->id, &box->state, box->uid, req->note,
-                           req->progress);
+        r = takeover_begin(rq->server, rq->client, rq->seq, box->id, &box->state, box->takeover_cap, box->uid,
+                           req->note, req->progress);
         if (r < 0)
                 return request_error(rq, r, "cannot take box %s over: %s", box->id, strerror(-r));
         return REPLY_DEFERRED;
@@ -83,7 +96,7 @@ int handle_takeover_attach(Request *rq) {
         Command *shell;
         Takeover *t;
         Box *box;
-        int r = find_takeover(rq, req->box, &t);
+        int r = find_takeover(rq, req->box, req->capability, &t);
 
         if (r < 0)
                 return r;
@@ -91,6 +104,8 @@ int handle_takeover_attach(Request *rq) {
                 return request_error(rq, -EBUSY, "a terminal is attached to box %s already", t->box);
         box = box_by_id(rq->server, t->box);
         r = box ? box_use(rq->server, box) : -ENOENT;
+        if (r >= 0)
+                box_no_proxy_ensure(rq->server, box);
         if (r >= 0)
                 r = box_terminal_start(rq->server, box, TAKEOVER_SHELL, takeover_left_ms(t), size, &shell, err,
                                        sizeof(err));
@@ -107,13 +122,23 @@ int handle_takeover_attach(Request *rq) {
 int handle_takeover_return(Request *rq) {
         const Sbx__TakeoverReturn *req = rq->msg->takeover_return;
         Takeover *t;
-        int r = find_takeover(rq, req->box, &t);
+        int r = find_takeover(rq, req->box, req->capability, &t);
 
         if (r < 0)
                 return r;
-        log_info("Box %s handed back by uid %u", t->box, (unsigned) rq->client->uid);
+        log_info("Box %s handed back by %s%u", t->box, req->capability[0] ? "the gateway's page, uid " : "uid ",
+                 (unsigned) rq->client->uid);
         takeover_return(rq->server, t, req->note);
         return 0;
+}
+
+int handle_takeover_check(Request *rq) {
+        const Sbx__TakeoverCapability *req = rq->msg->takeover_check;
+        Takeover *t;
+
+        if (!req->capability[0])
+                return request_error(rq, -ENOENT, "no such takeover");
+        return find_takeover(rq, req->box, req->capability, &t);
 }
 
 int handle_terminal(Request *rq) {

@@ -22,8 +22,11 @@ static int handle_hello(Request *rq) {
                 client_drop(rq->server, rq->client, "malformed MCP session identity in HELLO");
                 return REPLY_DEFERRED;
         }
+        if (rq->msg->hello->gateway_url[0] && !rq->client->gateway)
+                return request_error(rq, -EPERM, "only sbxd.conf's gateway_user may give a gateway_url");
         strlcpy(rq->client->mcp_session, id, sizeof(rq->client->mcp_session));
         rq->client->hello = true;
+        strlcpy(rq->client->gateway_url, rq->msg->hello->gateway_url, sizeof(rq->client->gateway_url));
         if (rq->msg->hello->token[0]) {
                 int r = control_token_hello(rq, rq->msg->hello->token);
                 if (r < 0)
@@ -49,7 +52,8 @@ static int handle_cancel(Request *rq) {
 #define PATH(f) MSG_CHECK_LENGTH(f, 0, SBX_PATH_MAX, -ENAMETOOLONG)
 
 const RequestType request_types[] = {
-        ANYONE(HELLO, client_hello, handle_hello, NULL),
+        ANYONE(HELLO, client_hello, handle_hello,
+               CHECKS(MSG_CHECK_LENGTH("gateway_url", 0, SBX_GATEWAY_URL_MAX, -EINVAL))),
         ANYONE(CANCEL, cancel, handle_cancel, NULL),
         ANYONE(STATUS, status, handle_status, NULL),
         ANYONE(SANDBOX_LIST, sandbox_list, handle_sandbox_list, NULL),
@@ -99,10 +103,15 @@ const RequestType request_types[] = {
         ANYONE(TAKEOVER_ATTACH, takeover_attach, handle_takeover_attach,
                CHECKS(MSG_CHECK_LENGTH("box", 1, SBX_NAME_MAX, -EINVAL),
                       MSG_CHECK_RANGE("rows", NULL, 0, SBX_TERMINAL_SIZE_MAX),
-                      MSG_CHECK_RANGE("cols", NULL, 0, SBX_TERMINAL_SIZE_MAX))),
+                      MSG_CHECK_RANGE("cols", NULL, 0, SBX_TERMINAL_SIZE_MAX),
+                      MSG_CHECK_LENGTH("capability", 0, SBX_TAKEOVER_CAP_HEX, -ENOENT))),
         ANYONE(TAKEOVER_RETURN, takeover_return, handle_takeover_return,
                CHECKS(MSG_CHECK_LENGTH("box", 1, SBX_NAME_MAX, -EINVAL),
-                      MSG_CHECK_LENGTH("note", 0, SBX_TAKEOVER_NOTE_MAX, -E2BIG))),
+                      MSG_CHECK_LENGTH("note", 0, SBX_TAKEOVER_NOTE_MAX, -E2BIG),
+                      MSG_CHECK_LENGTH("capability", 0, SBX_TAKEOVER_CAP_HEX, -ENOENT))),
+        ANYONE(TAKEOVER_CHECK, takeover_capability, handle_takeover_check,
+               CHECKS(MSG_CHECK_LENGTH("box", 1, SBX_NAME_MAX, -ENOENT),
+                      MSG_CHECK_LENGTH("capability", 0, SBX_TAKEOVER_CAP_HEX, -ENOENT))),
         ANYONE(TERMINAL, terminal, handle_terminal,
                CHECKS(MSG_CHECK_LENGTH("data", 0, SBX_TERMINAL_INPUT_MAX, -E2BIG),
                       MSG_CHECK_RANGE("rows", NULL, 0, SBX_TERMINAL_SIZE_MAX),
@@ -140,6 +149,7 @@ const RequestType request_types[] = {
         ANYONE(BOX_SHOT, box_shot, handle_box_shot,
                CHECKS(NAME("box"), MSG_CHECK_LENGTH("target", 0, 16, -EINVAL), MSG_CHECK_LENGTH("url", 0, SBX_PATH_MAX, -EINVAL),
                       MSG_CHECK_LENGTH("record", 0, 16, -EINVAL))),
+        ANYONE(BOX_FILE_OPEN, box_file_open, handle_box_file_open, CHECKS(MSG_CHECK_LENGTH("id", 1, 64, -ENOENT))),
         ANYONE(BOX_WIRE, box_wire, handle_box_wire,
                CHECKS(NAME("box"), MSG_CHECK_LENGTH("service", 1, SBX_NAME_MAX, -EINVAL),
                       MSG_CHECK_LENGTH("mode", 1, 16, -EINVAL))),

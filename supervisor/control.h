@@ -189,5 +189,9 @@ int control_token_still_valid(Request *rq);
 /* control-boxfiles.c: the boxes set's sandbox_sync, sandbox_get, sandbox_shot */
 int handle_box_sync(Request *rq);
 int handle_box_get(Request *rq);
+int handle_box_file_open(Request *rq);
+/* The box's commands' no_proxy from its /etc/hosts, if it has egress and it is not set (core/box.h; control-boxes.c). */
+void box_no_proxy_ensure(Server *s, Box *box);
+int handle_takeover_check(Request *rq);
 int handle_box_shot(Request *rq);
 int handle_box_wire(Request *rq);

@@ -92,7 +92,30 @@ static void box_free(Box *box) {
         }
         free(box->services);
         free(box->external_base_url);
+        box_wiring_changed(box);
         free(box);
+}
+
+void box_wiring_changed(Box *box) {
+        for (size_t i = 0; i < ELEMENTSOF(box->no_proxy); i++) {
+                free(box->no_proxy[i]);
+                box->no_proxy[i] = NULL;
+        }
+}
+
+int box_set_no_proxy(Box *box, const char *value) {
+        box_wiring_changed(box);
+        if (asprintf(&box->no_proxy[0], "no_proxy=%s", value) < 0 ||
+            asprintf(&box->no_proxy[1], "NO_PROXY=%s", value) < 0) {
+                box->no_proxy[0] = box->no_proxy[1] = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* A takeover capability of its own (the takeover's end renews it: core/takeover.h). */
+static int box_takeover_cap_renew(Box *box) {
+        return random_hex(box->takeover_cap, SBX_TAKEOVER_CAP_HEX);
 }
 
 /* The oldest terminated boxes beyond BOXES_GONE_MAX are forgotten. */
@@ -179,6 +202,7 @@ static int box_make_workdir(Server *s, Box *box) {
 
 static void box_claim_ready(Server *s, Claim *cl, void *data) {
         Box *box = data;
+        char url[BOX_TAKEOVER_URL_MAX];
         Sbx__Reply reply = SBX__REPLY__INIT;
         Sbx__BoxInfo info = SBX__BOX_INFO__INIT;
 
@@ -191,6 +215,7 @@ static void box_claim_ready(Server *s, Claim *cl, void *data) {
         log_info("Box %s (claim %s, sandbox '%s') is ready, cold, in %.3f s", box->id, cl->name,
                  cl->sandbox ? cl->sandbox->name : "?", box->ready_seconds);
         box_info(s, box, &info);
+        info.takeover_url = (char *) box_takeover_url(box, box->starter.client, url, sizeof(url));
         msg_reply_set(&reply, SBX__REPLY__BODY_BOX, &info);
         pending_answer(s, &box->starter, &reply);
 }
@@ -263,6 +288,8 @@ int box_start(Server *s, Client *c, uint32_t seq, const Sbx__BoxStart *req, Box 
                 return -ENOMEM;
         r = random_id(SBX_BOX_ID_PREFIX, box->id, sizeof(box->id));
         snprintf(box->takeover_url, sizeof(box->takeover_url), "sbxctl takeover attach %s", box->id);
+        if (r >= 0)
+                r = box_takeover_cap_renew(box);
         if (r >= 0)
                 r = box_set_options(box, req, &s->cfg);
         if (r < 0) {
@@ -384,6 +411,8 @@ static int load_one(const char *id, int64_t uid, const void *data, size_t len, v
         }
         box = calloc(1, sizeof(*box));
         r = box ? box_restore(box, info) : -ENOMEM;
+        if (r >= 0)
+                r = box_takeover_cap_renew(box);
         if (r >= 0) {
                 strlcpy(box->id, id, sizeof(box->id));
                 snprintf(box->takeover_url, sizeof(box->takeover_url), "sbxctl takeover attach %s", box->id);
@@ -470,12 +499,16 @@ int box_path(const char *cwd_rel, char *out, char *err, size_t errsize) {
 }
 
 /* The variables of the box's commands into env (SBX_BOX_ENV_MAX); how many. */
-static size_t box_env(const Box *box, char **env) {
+static size_t box_env(const Box *box, const WorkspaceSession *ws, char **env) {
         static char display[] = "DISPLAY=" SBX_BOX_DISPLAY;
         size_t n = 0;
 
         if (box->has_display)
                 env[n++] = display;
+        /* After the session's proxy variables: these win (core/session.c). */
+        if (ws->sandbox && ws->sandbox->egress != EGRESS_NONE)
+                for (size_t i = 0; box->no_proxy[0] && i < ELEMENTSOF(box->no_proxy); i++)
+                        env[n++] = box->no_proxy[i];
         return n;
 }
 
@@ -501,8 +534,8 @@ static int box_command_start_with(Server *s, Box *box, const char *cmd, const ch
                 return r < 0 ? r : -ENOTDIR;
         }
         snprintf(cwd, sizeof(cwd), "/%s", rel);
-        r = pty ? command_start_pty(s, ws, cmd, timeout_ms, cwd, env, box_env(box, env), *pty, ret)
-                : command_start_at(s, ws, cmd, timeout_ms, cwd, env, box_env(box, env), ret);
+        r = pty ? command_start_pty(s, ws, cmd, timeout_ms, cwd, env, box_env(box, ws, env), *pty, ret)
+                : command_start_at(s, ws, cmd, timeout_ms, cwd, env, box_env(box, ws, env), ret);
         if (r < 0)
                 snprintf(err, errsize, "cannot start the command: %s",
                          r == -EAGAIN ? "too many running commands in this box" : strerror(-r));
@@ -521,12 +554,21 @@ int box_terminal_start(Server *s, Box *box, const char *cmd, uint64_t timeout_ms
 
 /* ---- what a reply shows ---------------------------------------------------------- */
 
+const char *box_takeover_url(const Box *box, const Client *c, char *buf, size_t size) {
+        if (box->state == BOX_TERMINATED)
+                return "";
+        if (!c || !c->gateway_url[0])
+                return box->takeover_url;
+        snprintf(buf, size, "%s/takeover/%s?c=%s", c->gateway_url, box->id, box->takeover_cap);
+        return buf;
+}
+
 void box_info(Server *s, const Box *box, Sbx__BoxInfo *o) {
         o->id = (char *) box->id;
         o->status = (char *) box_state_name(box);
         o->started_from = (char *) (box->version[0] ? "snapshot" : box->from_spare ? "spare" : "cold");
         o->version = (char *) box->version;
-        o->takeover_url = box->state == BOX_TERMINATED ? (char *) "" : (char *) box->takeover_url;
+        o->takeover_url = (char *) box_takeover_url(box, NULL, NULL, 0);
         o->interrupted_reason = (char *) box->interrupted;
         o->health = (char *) (box->state == BOX_TERMINATED ? "gone"
                               : box->frozen                ? "ok (frozen: the next tool call thaws it)"

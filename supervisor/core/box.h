@@ -60,6 +60,11 @@ struct Box {
         bool has_display;               /* its image has /usr/bin/Xvfb: DISPLAY=:99 */
         char interrupted[256];          /* why it is interrupted or terminated, "" if neither */
         char takeover_url[96];          /* "sbxctl takeover attach <id>" */
+        char *no_proxy[2];              /* "no_proxy=…", "NO_PROXY=…" of its commands when it has egress (its
+                                           services wired box added), or NULL: set before the next tool call
+                                           runs in it (control-boxes.c box_no_proxy_ensure) */
+        char takeover_cap[SBX_TAKEOVER_CAP_HEX + 1]; /* the gateway's takeoverUrl's c=: while a takeover is
+                                                        pending or held (core/takeover.h), a new one after it */
         char version[SBX_VERSION_ID_SIZE]; /* the version its /work was filled from (core/version.h), or "" */
         Pending starter;                /* sandbox_start of a cold box, answered once it runs */
         unsigned restarts_seen;         /* its claim's session restarts it knows of */
@@ -84,6 +89,10 @@ const char *box_state_name(const Box *box);
  * failure err says why. */
 #define BOX_DEFERRED 1
 int box_start(Server *s, Client *c, uint32_t seq, const Sbx__BoxStart *req, Box **ret, char *err, size_t errsize);
+/* sandbox_wire changed its /etc/hosts: its no_proxy goes until set again. */
+void box_wiring_changed(Box *box);
+/* Its commands' no_proxy and NO_PROXY, when it has egress (core/boxwire.h box_no_proxy). */
+int box_set_no_proxy(Box *box, const char *value);
 /* A tool call named the box (every one but sandbox_status): it counts as
  * used from now, and a frozen box is thawed first. */
 int box_use(Server *s, Box *box);
@@ -107,6 +116,11 @@ int box_path(const char *cwd_rel, char *out, char *err, size_t errsize);
 
 /* The box as a reply shows it (everything borrowed from box). */
 void box_info(Server *s, const Box *box, Sbx__BoxInfo *ret);
+/* Its takeoverUrl for client c: through sbx-gateway (c->gateway_url),
+ * <gateway_url>/takeover/<id>?c=<takeover_cap> made in buf, else the sbxctl
+ * command line. */
+const char *box_takeover_url(const Box *box, const Client *c, char *buf, size_t size);
+#define BOX_TAKEOVER_URL_MAX (SBX_GATEWAY_URL_MAX + SBX_NAME_MAX + SBX_TAKEOVER_CAP_HEX + 16)
 
 /* After claims_load: the boxes of sbx.db, interrupted (supervisor_lost):
  * their files are kept, their processes are gone. */

@@ -18,7 +18,6 @@
 #include "sbx-limits.h"
 
 #define BOX_FILES_DIR "box-files"
-#define PLACED_ID_HEX 12u
 #define TAIL_MAX 1024u
 
 /* STATE/box-files, root's and 0711 whatever sbxd's umask. */
@@ -95,7 +94,7 @@ static int copy_all(int out, int in, uint64_t size) {
 
 int box_files_place(Server *s, uid_t uid, gid_t gid, int fd, uint64_t size, const char *name, BoxPlaced *ret) {
         _cleanup_close_ int dir = open_uid_dir(s, uid, gid), out = -EBADF;
-        char oldest[NAME_MAX + 1], id[PLACED_ID_HEX + 1], file[NAME_MAX + 1];
+        char oldest[NAME_MAX + 1], id[BOX_PLACED_ID_HEX + 1], file[NAME_MAX + 1];
         time_t now = time(NULL);
         struct timespec times[2] = { { .tv_sec = now }, { .tv_sec = now } };
         BoxPlaced p = {};
@@ -108,10 +107,10 @@ int box_files_place(Server *s, uid_t uid, gid_t gid, int fd, uint64_t size, cons
         if (sweep_dir(dir, (int64_t) now - SBX_BOX_FILE_TTL_S, oldest, sizeof(oldest)) >= SBX_BOX_FILES_PER_UID &&
             oldest[0])
                 (void) unlinkat(dir, oldest, 0);
-        r = random_hex(id, PLACED_ID_HEX);
+        r = random_hex(id, BOX_PLACED_ID_HEX);
         if (r < 0)
                 return r;
-        id[PLACED_ID_HEX] = '\0';
+        id[BOX_PLACED_ID_HEX] = '\0';
         snprintf(file, sizeof(file), "%s-%.200s", id, name);
         out = openat(dir, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
         if (out < 0)
@@ -124,8 +123,41 @@ int box_files_place(Server *s, uid_t uid, gid_t gid, int fd, uint64_t size, cons
                 return r;
         }
         snprintf(p.path, sizeof(p.path), "%s/" BOX_FILES_DIR "/%u/%s", s->cfg.state_dir, (unsigned) uid, file);
+        memcpy(p.id, id, sizeof(p.id));
+        snprintf(p.name, sizeof(p.name), "%.200s", name);
         p.bytes = size;
         p.expires_unix = (int64_t) now + SBX_BOX_FILE_TTL_S;
+        *ret = p;
+        return 0;
+}
+
+int box_files_open(Server *s, uid_t uid, const char *id, int *ret_fd, BoxPlaced *ret) {
+        _cleanup_close_ int top = -EBADF, dir = -EBADF, fd = -EBADF;
+        _cleanup_(closedirp) DIR *d = NULL;
+        int64_t expired = (int64_t) time(NULL) - SBX_BOX_FILE_TTL_S;
+        size_t n = strlen(id);
+        BoxPlaced p = {};
+        struct dirent *de;
+        struct stat st;
+        char sub[16];
+
+        if (n != BOX_PLACED_ID_HEX || strspn(id, "0123456789abcdef") != n)
+                return -ENOENT;
+        snprintf(sub, sizeof(sub), "%u", (unsigned) uid);
+        top = openat(s->state_fd, BOX_FILES_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        dir = top < 0 ? -errno : openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        d = dir < 0 ? NULL : opendir_at(dir);
+        while (d && fd < 0 && (de = readdir(d)))
+                if (strncmp(de->d_name, id, n) == 0 && de->d_name[n] == '-')
+                        fd = openat(dir, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        /* Only sbxd's own (root's, regular) and not past its hour: the sweep may not have run yet. */
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || st.st_mtim.tv_sec <= expired)
+                return -ENOENT;
+        memcpy(p.id, id, sizeof(p.id));
+        snprintf(p.name, sizeof(p.name), "%s", de->d_name + n + 1);
+        p.bytes = (uint64_t) st.st_size;
+        p.expires_unix = (int64_t) st.st_mtim.tv_sec + SBX_BOX_FILE_TTL_S;
+        *ret_fd = TAKE_FD(fd);
         *ret = p;
         return 0;
 }

@@ -31,6 +31,24 @@ const char *box_wired_mode(const char *hosts, const char *service) {
         return strncmp(at, "external", 8) == 0 ? "external" : "";
 }
 
+char *box_no_proxy(const Box *box, const char *hosts) {
+        char *out = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&out, &len);
+
+        if (!f)
+                return NULL;
+        fputs("localhost,127.0.0.1", f);
+        for (size_t i = 0; i < box->n_services; i++)
+                if (strcmp(box_wired_mode(hosts, box->services[i]->name), "box") == 0)
+                        fprintf(f, ",%s", box->services[i]->name);
+        if (fclose(f) != 0) {
+                free(out);
+                return NULL;
+        }
+        return out;
+}
+
 char *box_hosts_wired(const char *hosts, const char *service, const char *mode) {
         _cleanup_free_ char *out = NULL;
         char buf[SBX_NAME_MAX + 32];

@@ -32,6 +32,10 @@ char *box_hosts_wired(const char *hosts, const char *service, const char *mode);
  * host: SBX_EGRESS_HOST_MAX + 1) and port (its own, else 80 or 443);
  * -EINVAL if it has none or it is not an http(s) URL of a host. */
 int box_url_target(const char *url, char *host, uint16_t *ret_port);
+/* no_proxy's value for the box's commands: localhost, 127.0.0.1 and its
+ * services wired box in hosts (those names are the box itself: never the
+ * egress proxy's). NULL if out of memory. */
+char *box_no_proxy(const Box *box, const char *hosts);
 /* The box's /etc/hosts (NUL-terminated) through its session's root fd. */
 int box_hosts_read(const WorkspaceSession *ws, char **ret);
 /* The aliases of ws's box's services wired external, for its EgressAttach:

@@ -15,6 +15,7 @@
 
 #include "core/server.h"
 #include "macro.h"
+#include "sbx-limits.h"
 #include "wire.h"
 
 typedef struct Pending Pending;
@@ -31,6 +32,7 @@ struct Client {
         char mcp_session[33];   /* ClientHello.mcp_session: "" for sbxctl */
         bool gateway;           /* connected as sbxd.conf's gateway_user */
         char token_id[17];      /* acting for this token's owner (ClientHello.token), or "" */
+        char gateway_url[SBX_GATEWAY_URL_MAX + 1]; /* ClientHello.gateway_url (the gateway's), or "" */
         bool dead;              /* dropped; freed by clients_reap once no handler holds it */
         unsigned queued;
         unsigned n_pending;

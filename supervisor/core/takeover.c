@@ -100,6 +100,9 @@ static void terminal_abandon(Server *s, Pending *p, bool cancelled) {
 }
 
 static void takeover_free(Server *s, Takeover *t) {
+        /* The URL of this takeover dies with it. */
+        if (t->cap && random_hex(t->cap, SBX_TAKEOVER_CAP_HEX) < 0)
+                log_warning("Box %s keeps its takeover capability: no random bytes", t->box);
         if (t->state && *t->state == BOX_TAKEOVER)
                 *t->state = BOX_READY;
         TAILQ_REMOVE(&s->takeovers, t, link);
@@ -125,7 +128,7 @@ static void agent_abandon(Server *s, Pending *p, bool cancelled) {
         takeover_end(s, t, NULL, "the agent stopped waiting");
 }
 
-int takeover_begin(Server *s, Client *c, uint32_t seq, const char *box, BoxState *state, uid_t owner,
+int takeover_begin(Server *s, Client *c, uint32_t seq, const char *box, BoxState *state, char *cap, uid_t owner,
                    const char *note, bool progress) {
         Takeover *t;
 
@@ -144,6 +147,7 @@ int takeover_begin(Server *s, Client *c, uint32_t seq, const char *box, BoxState
         strlcpy(t->box, box, sizeof(t->box));
         t->server = s;
         t->state = state;
+        t->cap = cap;
         if (state)
                 *state = BOX_TAKEOVER;
         t->owner = owner;

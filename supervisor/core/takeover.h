@@ -35,6 +35,7 @@ struct Takeover {
         char box[SBX_NAME_MAX + 1];
         BoxState *state;                /* the box's state (BOX_TAKEOVER meanwhile), or NULL; valid
                                            until takeover_box_gone */
+        char *cap;                      /* the box's takeover capability, renewed at the end; as state */
         uid_t owner;
         char *note;                     /* the agent's */
         int64_t since_unix;
@@ -51,8 +52,10 @@ struct Takeover {
  * request (c, seq) is answered then, and meanwhile told every
  * SBX_TAKEOVER_PROGRESS_S that it waits if progress. *state (NULL: none) is
  * BOX_TAKEOVER meanwhile, BOX_READY after (if nothing else changed it); the
- * box calls takeover_box_gone before it goes. -EBUSY if it is already. */
-int takeover_begin(Server *s, Client *c, uint32_t seq, const char *box, BoxState *state, uid_t owner,
+ * box calls takeover_box_gone before it goes. cap (SBX_TAKEOVER_CAP_HEX + 1,
+ * NULL: none) is the box's capability, which gets new random digits when the
+ * takeover ends. -EBUSY if it is already. */
+int takeover_begin(Server *s, Client *c, uint32_t seq, const char *box, BoxState *state, char *cap, uid_t owner,
                    const char *note, bool progress);
 Takeover *takeover_find(Server *s, const char *box);
 /* Whether uid may attach to or return t: root and the box's owner. */

@@ -103,7 +103,7 @@ h.test('sandbox_get: a file and a directory (tar.gz), placed for the caller only
   assert.equal(f.boxPath, '/work/out/hello.txt');
   assert.equal(f.bytes, 6);
   assert.equal(f.url, `file://${f.path}`);
-  assert.match(f.path, /\/box-files\/0\/[0-9a-f]{12}-hello\.txt$/);
+  assert.match(f.path, /\/box-files\/0\/[0-9a-f]{32}-hello\.txt$/);
   assert.equal(fs.readFileSync(f.path, 'utf8'), 'hello\n');
   const exp = Date.parse(f.expiresAt) / 1000;
   assert.ok(exp >= t0 + 3590 && exp <= t0 + 3610, f.expiresAt);
@@ -143,7 +143,7 @@ h.test('sandbox_get as an unprivileged caller: its own 0700 directory, unreadabl
     const b = await a.sc('sandbox_start', { idleTimeoutMin: 0 });
     await exec(a, b.id, 'echo mine > note.txt');
     const f = await a.sc('sandbox_get', { id: b.id, path: 'note.txt' });
-    assert.match(f.path, /\/box-files\/65534\/[0-9a-f]{12}-note\.txt$/);
+    assert.match(f.path, /\/box-files\/65534\/[0-9a-f]{32}-note\.txt$/);
     const d = fs.statSync(path.dirname(f.path));
     assert.equal(d.uid, 65534);
     assert.equal(d.mode & 0o777, 0o700);
@@ -153,6 +153,34 @@ h.test('sandbox_get as an unprivileged caller: its own 0700 directory, unreadabl
     await a.sc('sandbox_stop', { id: b.id });
   } finally {
     await a.close();
+  }
+});
+
+h.test('sandbox_get whose placement directory cannot be made: a clear error, nothing left behind', async () => {
+  const uid = 65531;
+  const top = path.join(h.stateDir, 'box-files');
+  const blocker = path.join(top, String(uid));
+  fs.mkdirSync(top, { recursive: true });
+  fs.writeFileSync(blocker, ''); // where STATE/box-files/UID/ would be made
+  const a = await h.connect({ uid });
+  try {
+    const b = await a.sc('sandbox_start', { idleTimeoutMin: 0 });
+    await exec(a, b.id, 'mkdir -p d && echo one > d/one.txt');
+    for (const p of ['d/one.txt', 'd']) {
+      assert.match(await a.err('sandbox_get', { id: b.id, path: p }), /^cannot place the file for you: Not a directory$/m);
+      // Neither the archive made in the box nor a placed file stays.
+      assert.equal((await exec(a, b.id, 'ls -A /work/.sbx')).stdout, '');
+      assert.ok(fs.statSync(blocker).isFile());
+      assert.equal(fs.statSync(blocker).size, 0);
+      assert.deepEqual(fs.readdirSync(top).filter((n) => n.startsWith(String(uid))), [String(uid)]);
+    }
+    fs.unlinkSync(blocker);
+    const f = await a.sc('sandbox_get', { id: b.id, path: 'd' });
+    assert.equal(f.kind, 'tar.gz');
+    await a.sc('sandbox_stop', { id: b.id });
+  } finally {
+    await a.close();
+    fs.rmSync(blocker, { force: true, recursive: true });
   }
 });
 
@@ -221,10 +249,33 @@ he.test('sandbox_wire external: the name reaches externalBaseUrl\'s host through
   const refused = "sbx-egress: not allowed by the sandbox's egress policy\nrc=0\n";
   assert.equal((await exec(he.mcp, b.id, curl('http://web:8082/x'))).stdout, refused);
   assert.equal((await exec(he.mcp, b.id, curl('http://api:8082/x'))).stdout, refused);
-  // Back to box mode: the alias goes (sbx-egress gets the session again, without it).
+  // Back to box mode: the alias goes (sbx-egress gets the session again, without it), and the name
+  // is in no_proxy: with the proxy variables set, curl reaches the box's own service, not the proxy.
+  await exec(he.mcp, b.id, 'mkdir -p srv && echo api-in-box > srv/again && cd srv && ' +
+    'exec python3 -m http.server 8081 --bind 127.0.0.1', { background: true });
   await he.mcp.sc('sandbox_wire', { id: b.id, service: 'api', mode: 'box' });
-  assert.equal((await exec(he.mcp, b.id, curl('http://api:8081/again'))).stdout, refused);
+  const env = await exec(he.mcp, b.id, 'echo "$http_proxy|$no_proxy|$NO_PROXY"');
+  assert.match(env.stdout, /^http:\/\/[^|]+\|localhost,127\.0\.0\.1,api\|localhost,127\.0\.0\.1,api\n$/);
+  await waitFor(async () => (await exec(he.mcp, b.id, curl('http://api:8081/again'))).stdout === 'api-in-box\nrc=0\n',
+    { timeout: 20000, what: 'http://api:8081 reaching the box\'s own service' });
+  assert.equal((await exec(he.mcp, b.id, curl('http://web:8082/x'))).stdout, refused); // not wired: still the proxy's
   assert.deepEqual(staging.seen, ['api:8081 /hello']);
+  await he.mcp.sc('sandbox_stop', { id: b.id });
+});
+
+he.test('sbx-egress killed while a box has an external alias: restarted, it has the alias again', async () => {
+  const b = await he.mcp.sc('sandbox_start', { idleTimeoutMin: 0, services: [{ name: 'api', port: 8081 }],
+    externalBaseUrl: `http://127.0.0.2:${staging.port}/` });
+  await he.mcp.sc('sandbox_wire', { id: b.id, service: 'api', mode: 'external' });
+  assert.equal((await exec(he.mcp, b.id, curl('http://api:8081/before'))).stdout, 'staging-ok /before\nrc=0\n');
+  const started = () => [...fs.readFileSync(he.sbxdLog, 'utf8').matchAll(/Started sbx-egress \(pid (\d+)/g)].map((m) => Number(m[1]));
+  const [pid] = started().slice(-1);
+  process.kill(pid, 'SIGKILL'); // this sbxd's own sbx-egress, by its pid
+  await waitFor(() => started().length >= 2 && started().at(-1) !== pid, { timeout: 30000, what: 'sbx-egress started again' });
+  // The alias is sbx-egress's memory only: it came back with the session's EGRESS_ATTACH.
+  await waitFor(async () => (await exec(he.mcp, b.id, curl('http://api:8081/after'))).stdout === 'staging-ok /after\nrc=0\n',
+    { timeout: 30000, what: 'http://api:8081 through the new sbx-egress' });
+  assert.deepEqual(staging.seen.slice(-2), ['api:8081 /before', 'api:8081 /after']);
   await he.mcp.sc('sandbox_stop', { id: b.id });
 });
 

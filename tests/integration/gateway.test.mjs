@@ -7,6 +7,7 @@
 // own unprivileged uid, which sbxd.conf names as gateway_user.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import http from 'node:http';
@@ -32,6 +33,7 @@ after(() => fs.rmSync(IMAGES, { recursive: true, force: true }));
 
 const h = useSbx({ sandboxes: [], world: true, connect: false,
   config: `[sbxd]\ngateway_user = ${GW_UID}\nimages_dir = ${IMAGES}\nimage_cache_dir = ${CACHE}\n` +
+    'box_image = default\nbox_spares = 0\n' +
     '[template default]\nwarm = 0\n' });
 
 /* An sbx-gateway on a port the kernel picks, as GW_UID. */
@@ -572,6 +574,194 @@ h.test('a job that ends between calls: its notification reaches the GET stream w
   const del = await fetch(gw.url, { method: 'DELETE', headers: { Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid } });
   assert.equal(del.status, 200);
 }, { timeout: 120000 });
+// ---- the boxes set over the gateway (issue 21): sandbox_get's files ----
+
+const sha256 = (buf) => crypto.createHash('sha256').update(buf).digest('hex');
+const getFile = (url, tok) => fetch(url, { headers: tok ? { Authorization: `Bearer ${tok}` } : {} });
+
+/* Tokens with the boxes set (which a token without --sets lacks), of the owner and of the other. */
+async function boxTokens() {
+  tokens.boxes ??= await token(['--owner', String(OWNER), '--name', 'boxes', '--sets', 'boxes']);
+  tokens.boxesOther ??= await token(['--owner', String(OTHER), '--name', 'boxes-other', '--sets', 'boxes']);
+}
+
+h.test('boxes files: sandbox_get gives a gateway URL that the owner\'s tokens download, others get 404', async () => {
+  await boxTokens();
+  const s = await connect(tokens.boxes);
+  const b = await sc(s, 'sandbox_start', { idleTimeoutMin: 0 });
+  const made = await sc(s, 'sandbox_exec', { id: b.id, cmd: 'head -c 3000000 /dev/urandom >big.bin && ' +
+    'mkdir -p d/sub && echo why >d/sub/y && echo top >d/t && sha256sum big.bin' });
+  assert.equal(made.exitCode, 0, made.stderr);
+  const f = await sc(s, 'sandbox_get', { id: b.id, path: 'big.bin' });
+  const base = gw.url.replace(/\/mcp$/, '');
+  assert.match(f.url, new RegExp(`^${base}/files/[0-9a-f]{32}$`));
+  assert.equal(f.kind, 'file');
+  assert.equal(f.bytes, 3000000);
+  const res = await getFile(f.url, tokens.boxes);
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-disposition'), 'attachment; filename="big.bin"');
+  assert.equal(res.headers.get('cache-control'), 'no-store');
+  const body = Buffer.from(await res.arrayBuffer());
+  assert.equal(body.length, 3000000);
+  assert.equal(sha256(body), made.stdout.split(' ')[0]);
+  // Another token of the same owner downloads it too; the other owner's, none and a wrong one do not.
+  const same = await getFile(f.url, tokens.all);
+  assert.equal(same.status, 200);
+  assert.equal(sha256(Buffer.from(await same.arrayBuffer())), sha256(body));
+  const foreign = await getFile(f.url, tokens.boxesOther);
+  assert.equal(foreign.status, 404);
+  const unknown = await getFile(`${base}/files/${'0'.repeat(32)}`, tokens.boxes);
+  assert.equal(unknown.status, 404);
+  const notFound = await unknown.text();
+  assert.equal(await foreign.text(), notFound); // nothing tells them apart
+  assert.equal((await getFile(`${base}/files/nothex`, tokens.boxes)).status, 404);
+  assert.equal((await getFile(f.url)).status, 401);
+  assert.equal((await getFile(f.url, 'sbx_pat_' + '2'.repeat(64))).status, 401);
+  assert.equal((await fetch(f.url, { method: 'POST', headers: { Authorization: `Bearer ${tokens.boxes}` } })).status, 405);
+  // A directory: a tar.gz of it.
+  const d = await sc(s, 'sandbox_get', { id: b.id, path: '/work/d' });
+  assert.equal(d.kind, 'tar.gz');
+  const dres = await getFile(d.url, tokens.boxes);
+  assert.equal(dres.status, 200);
+  assert.equal(dres.headers.get('content-type'), 'application/gzip');
+  const tgz = path.join(h.dir, 'got.tar.gz');
+  fs.writeFileSync(tgz, Buffer.from(await dres.arrayBuffer()));
+  assert.deepEqual(execFileSync('tar', ['-tzf', tgz], { encoding: 'utf8' }).split('\n').filter(Boolean).sort(),
+    ['./', './sub/', './sub/y', './t']);
+  assert.equal(execFileSync('tar', ['-xzOf', tgz, './sub/y'], { encoding: 'utf8' }), 'why\n');
+  // Past its hour (its mtime, which sbxd set, moved back): 404 like any other, before the sweep removes it.
+  fs.utimesSync(f.path, new Date(Date.now() - 3601000), new Date(Date.now() - 3601000));
+  const expired = await getFile(f.url, tokens.boxes);
+  assert.equal(expired.status, 404);
+  assert.equal(await expired.text(), notFound);
+  await sc(s, 'sandbox_stop', { id: b.id });
+  await s.client.close();
+});
+
+h.test('boxes files: public_url in gateway.conf is the base of the files URL', async () => {
+  const pub = await new Gateway('gateway-public', 'public_url = https://sbx.example.test/gw\n').start();
+  try {
+    await boxTokens();
+    const s = await connect(tokens.boxes, { url: pub.url });
+    const b = await sc(s, 'sandbox_start', { idleTimeoutMin: 0 });
+    await sc(s, 'sandbox_exec', { id: b.id, cmd: 'echo hi >h.txt' });
+    const f = await sc(s, 'sandbox_get', { id: b.id, path: 'h.txt' });
+    assert.match(f.url, /^https:\/\/sbx\.example\.test\/gw\/files\/[0-9a-f]{32}$/);
+    // Served by the gateway under /files/ whatever public_url's path (a proxy in front strips it).
+    const res = await getFile(pub.url.replace(/\/mcp$/, '') + f.url.slice(f.url.indexOf('/files/')), tokens.boxes);
+    assert.equal(await res.text(), 'hi\n');
+    await sc(s, 'sandbox_stop', { id: b.id });
+    await s.client.close();
+  } finally {
+    assert.equal((await pub.stop()).code, 0, tail(pub.logPath));
+  }
+});
+
+// ---- the boxes set over the gateway (issue 21): takeoverUrl, a person's page ----
+
+/* The page's event stream of a takeover, read as it comes: output decoded, the end kept. */
+async function attachPage(url, { rows = 30, cols = 100 } = {}) {
+  const res = await fetch(`${url.replace('?', '/events?')}&rows=${rows}&cols=${cols}`);
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-type'), 'text/event-stream');
+  const t = { out: '', end: null, marks: {} };
+  t.done = (async () => {
+    const decoder = new TextDecoder();
+    let buf = '';
+    for await (const chunk of res.body) {
+      buf += decoder.decode(chunk, { stream: true });
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const ev = Object.fromEntries(buf.slice(0, i).split('\n').filter((l) => !l.startsWith(':'))
+          .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 2)]));
+        buf = buf.slice(i + 2);
+        if (ev.event === 'output') t.out += Buffer.from(ev.data, 'base64').toString('utf8');
+        if (ev.event === 'end') t.end = JSON.parse(ev.data);
+      }
+    }
+  })();
+  t.expect = (text, after = 0) => waitFor(() => t.out.indexOf(text, after) >= 0,
+    { what: `${JSON.stringify(text)} on the page's terminal; it shows ${JSON.stringify(t.out.slice(-400))}`, timeout: 60000 });
+  return t;
+}
+
+const pagePost = (url, action, body) => fetch(url.replace('?', `/${action}?`), {
+  method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+
+h.test('takeover page: the gateway\'s takeoverUrl, a terminal over SSE and POST, Ctrl-C, return with a note', async () => {
+  await boxTokens();
+  const s = await connect(tokens.boxes);
+  const b = await sc(s, 'sandbox_start', { idleTimeoutMin: 0 });
+  const base = gw.url.replace(/\/mcp$/, '');
+  assert.match(b.takeoverUrl, new RegExp(`^${base}/takeover/${b.id}\\?c=[0-9a-f]{32}$`));
+  assert.equal((await sc(s, 'sandbox_status', { id: b.id })).takeoverUrl, b.takeoverUrl);
+  // Not taken over yet: 404, like a wrong capability.
+  assert.equal((await fetch(b.takeoverUrl)).status, 404);
+  const pending = call(s, 'sandbox_takeover', { id: b.id, note: 'please look' });
+  await waitFor(async () => (await fetch(b.takeoverUrl)).status === 200, { what: 'the takeover page', timeout: 30000 });
+  const page = await fetch(b.takeoverUrl);
+  const csp = page.headers.get('content-security-policy');
+  assert.match(csp, /default-src 'none'/);
+  assert.match(csp, /script-src 'self'/);
+  assert.equal(page.headers.get('referrer-policy'), 'no-referrer');
+  const html = await page.text();
+  assert.match(html, /<script src="\/takeover-page\.js" defer><\/script>/);
+  assert.ok(!/<script>|\son[a-z]+=|https?:\/\//.test(html), 'no inline or external script');
+  const js = await fetch(`${base}/takeover-page.js`);
+  assert.equal(js.status, 200);
+  assert.match(await js.text(), /EventSource/);
+  // Wrong capabilities, another box, the other owner's token: nothing.
+  const [, cap] = /\?c=([0-9a-f]{32})$/.exec(b.takeoverUrl);
+  const wrong = b.takeoverUrl.replace(cap, cap.replace(/^./, (x) => (x === '0' ? '1' : '0')));
+  for (const u of [wrong, b.takeoverUrl.replace(/\?c=.*/, ''), b.takeoverUrl.replace(/\?c=.*/, '?c=abc'),
+    b.takeoverUrl.replace(b.id, 'box-000000000000')]) {
+    assert.equal((await fetch(u)).status, 404, u);
+    assert.equal((await fetch(u.replace('?', '/events?').replace(/\/events$/, '/events?'))).status, 404, u);
+  }
+  assert.equal((await pagePost(wrong, 'return', { note: 'not me' })).status, 404);
+  assert.equal((await pagePost(wrong, 'input', { keys: 'x' })).status, 404); // and no terminal either
+  // The agent's commands are locked meanwhile.
+  const locked = await call(s, 'sandbox_exec', { id: b.id, cmd: 'true' });
+  assert.equal(locked.isError, true);
+  assert.match(locked.content[0].text, /locked/);
+
+  const t = await attachPage(b.takeoverUrl);
+  const keys = async (k) => assert.equal((await pagePost(b.takeoverUrl, 'input', { keys: k })).status, 204);
+  await waitFor(async () => (await pagePost(b.takeoverUrl, 'input', { keys: '' })).status === 204,
+    { what: 'the page\'s terminal attached' });
+  await keys('echo an""swer-$((6*7))\r');
+  await t.expect('answer-42');
+  await keys('stty size\r');
+  await t.expect('30 100');
+  assert.equal((await pagePost(b.takeoverUrl, 'input', { rows: 40, cols: 120 })).status, 204);
+  await keys('stty size\r');
+  await t.expect('40 120');
+  await keys("sh -c 'echo sle\"\"eping; exec sleep 600'\r");
+  await t.expect('sleeping');
+  const mark = t.out.length;
+  await keys('\x03'); // Ctrl-C reaches the box's sleep, not the gateway
+  await keys('echo aft""er-$?\r');
+  await t.expect('after-130', mark);
+  assert.equal((await pagePost(b.takeoverUrl, 'input', { rows: 5 })).status, 400);
+  assert.equal((await pagePost(b.takeoverUrl, 'input', { keys: 'x'.repeat(5000) })).status, 400); // over a frame's keys
+  assert.equal((await pagePost(b.takeoverUrl, 'input', { keys: 'x'.repeat(70000) })).status, 413); // over max_body_bytes
+  assert.equal((await fetch(b.takeoverUrl.replace('?', '/input?'))).status, 405);
+  assert.equal((await fetch(b.takeoverUrl.replace('?', '/nothing?'))).status, 404);
+
+  assert.equal((await pagePost(b.takeoverUrl, 'return', { note: 'done from the page' })).status, 204);
+  const r = await pending;
+  assert.ok(!r.isError, JSON.stringify(r.content));
+  assert.equal(r.structuredContent.note, 'done from the page');
+  await t.done;
+  assert.equal(t.end.reason, 'returned');
+  // That takeover's URL is dead now, and the box is the agent's again with a new one.
+  assert.equal((await fetch(b.takeoverUrl)).status, 404);
+  const after = await sc(s, 'sandbox_status', { id: b.id });
+  assert.notEqual(after.takeoverUrl, b.takeoverUrl);
+  assert.equal((await sc(s, 'sandbox_exec', { id: b.id, cmd: 'echo free' })).stdout, 'free\n');
+  await sc(s, 'sandbox_stop', { id: b.id });
+  await s.client.close();
+});
 
 h.test('teardown: the gateways stop cleanly', async () => {
   for (const g of [gw, rateGw]) {

@@ -75,11 +75,31 @@ static void test_hosts_wired(void **state) {
         free(c);
 }
 
+/* no_proxy: the names wired box only (external ones go to sbx-egress, unwired ones resolve nowhere). */
+static void test_no_proxy(void **state) {
+        Sbx__BoxService web = SBX__BOX_SERVICE__INIT, api = SBX__BOX_SERVICE__INIT, db = SBX__BOX_SERVICE__INIT;
+        Sbx__BoxService *services[] = { &web, &api, &db };
+        Box box = { .services = services, .n_services = 3 };
+        char *v;
+
+        web.name = (char *) "web";
+        api.name = (char *) "api";
+        db.name = (char *) "db";
+        v = box_no_proxy(&box, "127.0.0.1\tlocalhost\n");
+        assert_string_equal(v, "localhost,127.0.0.1");
+        free(v);
+        v = box_no_proxy(&box, "127.0.0.1\tlocalhost\n127.0.0.1\tweb\t# sbx-wire box\n#\tapi\t# sbx-wire external\n"
+                               "127.0.0.1\tdb\t# sbx-wire box\n");
+        assert_string_equal(v, "localhost,127.0.0.1,web,db");
+        free(v);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_url_target),
                 cmocka_unit_test(test_url_refused),
                 cmocka_unit_test(test_hosts_wired),
+                cmocka_unit_test(test_no_proxy),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,8 +84,8 @@ static uint32_t take_and_attach(Fixture *f) {
         Sbx__Msg *m;
         uint32_t number;
 
-        assert_int_equal(takeover_begin(&f->s, f->agent, 5, "box-1", NULL, 1000, "log in, please", false), 0);
-        assert_int_equal(takeover_begin(&f->s, f->agent, 6, "box-1", NULL, 1000, "again", false), -EBUSY);
+        assert_int_equal(takeover_begin(&f->s, f->agent, 5, "box-1", NULL, NULL, 1000, "log in, please", false), 0);
+        assert_int_equal(takeover_begin(&f->s, f->agent, 6, "box-1", NULL, NULL, 1000, "again", false), -EBUSY);
         assert_non_null(takeover_find(&f->s, "box-1"));
         assert_null(takeover_find(&f->s, "box-2"));
         t = takeover_find(&f->s, "box-1");
@@ -280,7 +280,7 @@ static void test_expiry(void **state) {
         Sbx__Msg *m;
 
         f->s.cfg.takeover_max_seconds = 1;
-        assert_int_equal(takeover_begin(&f->s, f->agent, 5, "box-1", NULL, 1000, "", false), 0);
+        assert_int_equal(takeover_begin(&f->s, f->agent, 5, "box-1", NULL, NULL, 1000, "", false), 0);
         fake_pump(&f->s, 10);
         assert_true(fake_nothing_to_read(f->agent_peer));
         assert_true(takeovers_next_deadline(&f->s) != ~0ull);
@@ -320,7 +320,7 @@ static void test_agent_cancels(void **state) {
 static void test_box_gone(void **state) {
         Fixture *f = *state;
 
-        assert_int_equal(takeover_begin(&f->s, f->agent, 5, "box-1", NULL, 1000, "n", false), 0);
+        assert_int_equal(takeover_begin(&f->s, f->agent, 5, "box-1", NULL, NULL, 1000, "n", false), 0);
         takeover_box_gone(&f->s, "box-1", "box stopped");
         fake_pump(&f->s, 10);
         expect_reply(f->agent_peer, 5, -ECONNABORTED);
@@ -333,8 +333,8 @@ static void test_progress(void **state) {
         uint32_t seq = 0;
         Sbx__Msg *m = NULL;
 
-        assert_int_equal(takeover_begin(&f->s, f->agent, 5, "box-1", NULL, 1000, "n", true), 0);
-        assert_int_equal(takeover_begin(&f->s, f->person, 6, "box-2", NULL, 1000, "n", false), 0);
+        assert_int_equal(takeover_begin(&f->s, f->agent, 5, "box-1", NULL, NULL, 1000, "n", true), 0);
+        assert_int_equal(takeover_begin(&f->s, f->person, 6, "box-2", NULL, NULL, 1000, "n", false), 0);
         assert_true(takeovers_next_deadline(&f->s) <= takeover_find(&f->s, "box-1")->progress_usec);
         takeover_find(&f->s, "box-1")->progress_usec = 0;     /* as if SBX_TAKEOVER_PROGRESS_S passed */
         takeover_find(&f->s, "box-2")->progress_usec = ~0ull;
@@ -351,20 +351,27 @@ static void test_progress(void **state) {
         assert_true(fake_nothing_to_read(f->person_peer));
 }
 
-/* Who may attach and return; the box's state is takeover meanwhile, ready after. */
+/* Who may attach and return; the box's state is takeover meanwhile, ready
+ * after; its capability is new digits after (the takeover's URL is dead). */
 static void test_permitted(void **state) {
         Fixture *f = *state;
         BoxState st = BOX_READY;
+        char cap[SBX_TAKEOVER_CAP_HEX + 1], before[sizeof(cap)];
         Takeover *t;
 
-        assert_int_equal(takeover_begin(&f->s, f->agent, 5, "box-1", &st, 1000, "n", false), 0);
+        assert_int_equal(random_hex(cap, SBX_TAKEOVER_CAP_HEX), 0);
+        memcpy(before, cap, sizeof(cap));
+        assert_int_equal(takeover_begin(&f->s, f->agent, 5, "box-1", &st, cap, 1000, "n", false), 0);
         assert_int_equal(st, BOX_TAKEOVER);
         t = takeover_find(&f->s, "box-1");
         assert_true(takeover_permitted(t, 0));
         assert_true(takeover_permitted(t, 1000));
         assert_false(takeover_permitted(t, 2000));
+        assert_string_equal(cap, before);
         takeover_return(&f->s, t, "");
         assert_int_equal(st, BOX_READY);
+        assert_int_equal(strlen(cap), SBX_TAKEOVER_CAP_HEX);
+        assert_string_not_equal(cap, before);
 }
 
 int main(void) {
