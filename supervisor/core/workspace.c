@@ -286,41 +286,69 @@ static int open_parent(int root, const char *rel, bool create, uid_t uid, int *r
         return 0;
 }
 
+/* The owner and mode of a file written at name in parent: those of the
+ * regular file there, or a new file's (0644, uid). *ret_exists says which. */
+typedef struct FileAttributes {
+        mode_t mode;
+        uid_t owner;
+        gid_t group;
+} FileAttributes;
+
+static int file_attributes(int parent, const char *name, uid_t uid, FileAttributes *ret, bool *ret_exists,
+                           char *err, size_t errsize) {
+        struct stat st;
+        int r;
+
+        if (parent < 0 || fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                *ret = (FileAttributes) { .mode = 0644, .owner = uid, .group = uid };
+                *ret_exists = false;
+                return 0;
+        }
+        r = writable_file(&st, err, errsize);
+        if (r < 0)
+                return r;
+        *ret = (FileAttributes) { .mode = st.st_mode & 07777, .owner = st.st_uid, .group = st.st_gid };
+        *ret_exists = true;
+        return 0;
+}
+
+/* name, which must not exist in parent, made with content and attributes a. */
+static int write_new_at(int parent, const char *name, const char *content, size_t len, const FileAttributes *a) {
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        fd = openat(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        r = loop_write(fd, content, len);
+        if (r >= 0 && (fchown(fd, a->owner, a->group) < 0 || fchmod(fd, a->mode) < 0))
+                r = -errno;
+        if (r < 0)
+                (void) unlinkat(parent, name, 0);
+        return r;
+}
+
 /* Replace (or create) name in parent with content, atomically; keeps an existing
  * file's owner and mode. *ret_created says whether it was new. */
 static int write_at(int parent, const char *name, const char *content, size_t len, uid_t uid, bool *ret_created,
                     char *err, size_t errsize) {
         char tmp[64], hex[17];
-        struct stat st;
+        FileAttributes a;
         bool exists;
-        mode_t mode = 0644;
-        uid_t owner = uid;
-        gid_t group = uid;
-        _cleanup_close_ int fd = -EBADF;
         int r;
 
-        exists = fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-        if (exists) {
-                r = writable_file(&st, err, errsize);
-                if (r < 0)
-                        return r;
-                mode = st.st_mode & 07777;
-                owner = st.st_uid;
-                group = st.st_gid;
-        }
+        r = file_attributes(parent, name, uid, &a, &exists, err, errsize);
+        if (r < 0)
+                return r;
         r = random_hex(hex, 12);
         if (r < 0)
                 return r;
         snprintf(tmp, sizeof(tmp), ".sbx-write-%s", hex);
-        fd = openat(parent, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-                return -errno;
-        r = loop_write(fd, content, len);
-        if (r >= 0 && (fchown(fd, owner, group) < 0 || fchmod(fd, mode) < 0))
+        r = write_new_at(parent, tmp, content, len, &a);
+        if (r < 0)
+                return r;
+        if (renameat(parent, tmp, parent, name) < 0) {
                 r = -errno;
-        if (r >= 0 && renameat(parent, tmp, parent, name) < 0)
-                r = -errno;
-        if (r < 0) {
                 (void) unlinkat(parent, tmp, 0);
                 return r;
         }
@@ -348,20 +376,21 @@ static int stage_parents_like(int view, int stage_fd, const char *rel) {
         return 0;
 }
 
-/* The staged file takes the published file's owner and mode, if there is one. */
-static int stage_file_like(int view_parent, int parent, const char *name, char *err, size_t errsize) {
-        _cleanup_close_ int f = -EBADF;
-        struct stat st;
+/* The staged file, written once in the new staging directory (nothing else
+ * sees it: no temporary name), with the published file's owner and mode if
+ * there is one. *ret_created: there is none. */
+static int stage_file(int view_parent, int parent, const char *name, const FileChange *ch, uid_t uid,
+                      bool *ret_created, char *err, size_t errsize) {
+        FileAttributes a;
+        bool exists;
         int r;
 
-        if (view_parent < 0 || fstatat(view_parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return 0;
-        r = writable_file(&st, err, errsize);
+        r = file_attributes(view_parent, name, uid, &a, &exists, err, errsize);
+        if (r >= 0)
+                r = write_new_at(parent, name, ch->content, ch->len, &a);
         if (r < 0)
                 return r;
-        f = openat(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, st.st_mode & 07777);
-        if (f < 0 || fchown(f, st.st_uid, st.st_gid) < 0 || fchmod(f, st.st_mode & 07777) < 0)
-                return -errno;
+        *ret_created = !exists;
         return 0;
 }
 
@@ -432,10 +461,8 @@ static int operation_stage(OperationWork *o, int view) {
         if (r >= 0)
                 r = stage_parents_like(view, stage_fd, ch->rel);
         if (r >= 0)
-                r = stage_file_like(view_parent, parent, name, o->error, sizeof(o->error));
-        if (r >= 0)
-                r = write_at(parent, name, ch->content, ch->len, sb->uid_base, &ch->created, o->error,
-                             sizeof(o->error));
+                r = stage_file(view_parent, parent, name, ch, sb->uid_base, &ch->created, o->error,
+                               sizeof(o->error));
         if (r >= 0)
                 r = publish_begin(s->store, &s->layer_limits, sb, s->store_conns, stage_fd, ch->owner, sb->top_layer, true,
                                   -1, &op, &o->pub);

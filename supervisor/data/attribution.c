@@ -22,6 +22,7 @@
 /* libgit2 refuses to diff a buffer above GIT_XDIFF_MAX_SIZE (1 GiB). */
 #define DIFF_TEXT_MAX (UINT64_C(1) << 30)
 #define NO_NEWLINE_MARKER "\\ No newline at end of file\n"
+#define DIFF_CONTEXT_LINES 3u
 
 static int git_ready(void) {
         static bool ready;
@@ -382,21 +383,26 @@ static uint64_t lines_in(const char *text, size_t from, size_t to) {
         return count_lines(text + from, to - from);
 }
 
-/* The change from old_text (old_total lines) to new_text as at most one hunk,
- * when it is known without a diff (see above): 1, the hunk applied and
- * *ret_new_total set, or 0 (nothing done). */
-static int update_by_region(UpdateState *s, const char *old_text, size_t old_len, const char *new_text,
-                            size_t new_len, uint64_t old_total, uint64_t *ret_new_total) {
+/* Where two texts differ, in whole lines: the same lines_before lines (bytes
+ * [0, start) of both) come first, then old[start, old_end) (old_lines lines)
+ * became new[start, new_end) (new_lines lines), then the rest of both is the
+ * same. Where both sides have lines, their first lines differ, and so do
+ * their last lines. */
+typedef struct ChangedRegion {
+        size_t start, old_end, new_end;
+        uint64_t lines_before, old_lines, new_lines;
+} ChangedRegion;
+
+static void changed_region(const char *old_text, size_t old_len, const char *new_text, size_t new_len,
+                           ChangedRegion *ret) {
         size_t head, tail, start, old_end, new_end;
-        uint64_t head_lines, old_lines, new_lines, pos;
-        int r;
+        uint64_t old_lines, new_lines, before;
 
         /* Whole lines in the common prefix are the same in both; the next line differs
          * (or ends one of the texts). */
         head = common_prefix(old_text, new_text, MIN(old_len, new_len));
         tail = common_suffix(old_text, old_len, new_text, new_len, MIN(old_len, new_len) - head);
         start = line_start(old_text, head);
-        head_lines = lines_in(old_text, 0, start);
 
         /* The common suffix from the first line that begins at the same place in both. */
         old_end = old_len - tail;
@@ -419,21 +425,39 @@ static int update_by_region(UpdateState *s, const char *old_text, size_t old_len
                 old_lines--;
                 new_lines--;
         }
+        before = lines_in(old_text, 0, start);
+        /* Lines only inserted or only deleted sit as low as they can, as xdiff puts them. */
+        if (old_lines == 0 && new_lines > 0) {
+                before += slide_down(new_text, new_len, &start, &new_end);
+                old_end = start;
+        } else if (new_lines == 0 && old_lines > 0) {
+                before += slide_down(old_text, old_len, &start, &old_end);
+                new_end = start;
+        }
+        *ret = (ChangedRegion) {
+                .start = start, .old_end = old_end, .new_end = new_end,
+                .lines_before = before, .old_lines = old_lines, .new_lines = new_lines,
+        };
+}
 
-        pos = head_lines + 1;
-        if (old_lines == 0 && new_lines > 0)
-                pos += slide_down(new_text, new_len, &start, &new_end);
-        else if (new_lines == 0 && old_lines > 0)
-                pos += slide_down(old_text, old_len, &start, &old_end);
-        else if (old_lines > 0 && old_lines + new_lines <= SBX_BLAME_DIFF_LINES_MAX &&
-                 !lines_disjoint(old_text, start, old_end, old_lines, new_text, start, new_end, new_lines))
+/* The change from old_text (old_total lines) to new_text as at most one hunk,
+ * when it is known without a diff (see above): 1, the hunk applied and
+ * *ret_new_total set, or 0 (nothing done). */
+static int update_by_region(UpdateState *s, const char *old_text, size_t old_len, const char *new_text,
+                            size_t new_len, uint64_t old_total, uint64_t *ret_new_total) {
+        ChangedRegion g;
+        int r;
+
+        changed_region(old_text, old_len, new_text, new_len, &g);
+        if (g.old_lines > 0 && g.new_lines > 0 && g.old_lines + g.new_lines <= SBX_BLAME_DIFF_LINES_MAX &&
+            !lines_disjoint(old_text, g.start, g.old_end, g.old_lines, new_text, g.start, g.new_end, g.new_lines))
                 return 0;
         /* Past the diff budget the changed region is the new owner's as a whole. */
 
-        r = update_apply(s, pos, old_lines, new_lines);
+        r = update_apply(s, g.lines_before + 1, g.old_lines, g.new_lines);
         if (r < 0)
                 return r;
-        *ret_new_total = old_total - old_lines + new_lines;
+        *ret_new_total = old_total - g.old_lines + g.new_lines;
         return 1;
 }
 
@@ -597,6 +621,7 @@ typedef struct DiffOutput {
         size_t max_bytes;
         const char *old_header;
         const char *new_header;
+        uint64_t lines_skipped; /* before the part of both texts that was diffed */
         bool headers_done;
         bool truncated;
         int error;
@@ -648,11 +673,11 @@ static int output_headers(DiffOutput *o) {
 }
 
 /* "start,count" as diff -u and git print it: ",1" is left out. */
-static void format_hunk_side(char *buf, size_t size, int start, int lines) {
+static void format_hunk_side(char *buf, size_t size, uint64_t start, int lines) {
         if (lines == 1)
-                (void) snprintf(buf, size, "%d", start);
+                (void) snprintf(buf, size, "%" PRIu64, start);
         else
-                (void) snprintf(buf, size, "%d,%d", start, lines);
+                (void) snprintf(buf, size, "%" PRIu64 ",%d", start, lines);
 }
 
 static int diff_hunk(const git_diff_delta *delta, const git_diff_hunk *hunk, void *payload) {
@@ -662,8 +687,10 @@ static int diff_hunk(const git_diff_delta *delta, const git_diff_hunk *hunk, voi
 
         r = output_headers(o);
         if (r == 0) {
-                format_hunk_side(old_side, sizeof(old_side), hunk->old_start, hunk->old_lines);
-                format_hunk_side(new_side, sizeof(new_side), hunk->new_start, hunk->new_lines);
+                format_hunk_side(old_side, sizeof(old_side), o->lines_skipped + (uint64_t) hunk->old_start,
+                                 hunk->old_lines);
+                format_hunk_side(new_side, sizeof(new_side), o->lines_skipped + (uint64_t) hunk->new_start,
+                                 hunk->new_lines);
                 n = snprintf(header, sizeof(header), "@@ -%s +%s @@\n", old_side, new_side);
                 r = output_line(o, header, (size_t) n, "", 0, "", 0);
         }
@@ -752,8 +779,36 @@ static int diff_path(const char *prefix, const char *path, char **ret) {
         return 0;
 }
 
-int text_unified_diff(const char *path, const char *old_text, size_t old_len, const char *new_text,
-                      size_t new_len, size_t max_bytes, char **ret, size_t *ret_len, bool *ret_truncated) {
+/* The part of two texts a diff with `context` lines of context needs: the
+ * lines where they differ (changed_region) and up to `context` lines before
+ * and after them, which are the same in both. xdiff would hash every line of
+ * both texts to find the same region (a one-line edit of a 1 MB file cost
+ * more than the rest of its publication); what lies outside is only counted.
+ * Both texts begin the part at *ret_start, after *ret_lines_before lines. */
+static void diff_window(const char *old_text, size_t old_len, const char *new_text, size_t new_len,
+                        unsigned context, size_t *ret_start, size_t *ret_old_end, size_t *ret_new_end,
+                        uint64_t *ret_lines_before) {
+        ChangedRegion g;
+        size_t start, old_end;
+        uint64_t before;
+
+        changed_region(old_text, old_len, new_text, new_len, &g);
+        start = g.start;
+        before = g.lines_before;
+        for (unsigned i = 0; i < context && start > 0; i++, before--)
+                start = line_start(old_text, start - 1);
+        old_end = g.old_end;
+        for (unsigned i = 0; i < context && old_end < old_len; i++)
+                old_end = line_end(old_text, old_len, old_end);
+        *ret_start = start;
+        *ret_old_end = old_end;
+        *ret_new_end = g.new_end + (old_end - g.old_end);
+        *ret_lines_before = before;
+}
+
+static int unified_diff(const char *path, const char *old_text, size_t old_len, const char *new_text,
+                        size_t new_len, bool windowed, size_t max_bytes, char **ret, size_t *ret_len,
+                        bool *ret_truncated) {
         _cleanup_free_ char *old_header = NULL, *new_header = NULL;
         _cleanup_(diff_output_done) DiffOutput o = { .max_bytes = max_bytes };
         git_diff_options opts;
@@ -786,9 +841,16 @@ int text_unified_diff(const char *path, const char *old_text, size_t old_len, co
                 return -ENOMEM;
         o.allocated = 1;
 
-        diff_options_init(&opts, 3);
-        r = git_diff_buffers(old_text, old_len, NULL, new_text, new_len, NULL, &opts, NULL, NULL,
-                             diff_hunk, diff_line, &o);
+        diff_options_init(&opts, DIFF_CONTEXT_LINES);
+        if (windowed && old_text && new_text) {
+                size_t start, old_end, new_end;
+                diff_window(old_text, old_len, new_text, new_len, DIFF_CONTEXT_LINES, &start, &old_end, &new_end,
+                            &o.lines_skipped);
+                r = git_diff_buffers(old_text + start, old_end - start, NULL, new_text + start, new_end - start,
+                                     NULL, &opts, NULL, NULL, diff_hunk, diff_line, &o);
+        } else
+                r = git_diff_buffers(old_text, old_len, NULL, new_text, new_len, NULL, &opts, NULL, NULL,
+                                     diff_hunk, diff_line, &o);
         if (o.error < 0)
                 return o.error;
         if (r < 0 && !o.truncated)
@@ -804,4 +866,16 @@ int text_unified_diff(const char *path, const char *old_text, size_t old_len, co
         *ret_len = o.len;
         *ret_truncated = o.truncated;
         return 0;
+}
+
+int text_unified_diff(const char *path, const char *old_text, size_t old_len, const char *new_text,
+                      size_t new_len, size_t max_bytes, char **ret, size_t *ret_len, bool *ret_truncated) {
+        return unified_diff(path, old_text, old_len, new_text, new_len, true, max_bytes, ret, ret_len,
+                            ret_truncated);
+}
+
+int text_unified_diff_whole(const char *path, const char *old_text, size_t old_len, const char *new_text,
+                            size_t new_len, size_t max_bytes, char **ret, size_t *ret_len, bool *ret_truncated) {
+        return unified_diff(path, old_text, old_len, new_text, new_len, false, max_bytes, ret, ret_len,
+                            ret_truncated);
 }

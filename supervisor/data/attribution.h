@@ -44,6 +44,11 @@ int blame_parse(const char *buf, size_t len, Blame *ret);
 
 /* Unified diff ("--- a/PATH", "+++ b/PATH", @@ hunks, 3 lines of context) of
  * two texts; at most max_bytes, cut at a line boundary with *ret_truncated set.
- * Either text may be NULL for an added or deleted file. */
+ * Either text may be NULL for an added or deleted file. Only the lines from
+ * the first that differs to the last that differs, with their context, are
+ * diffed (the cost of a small edit of a large file is that of the edit). */
 int text_unified_diff(const char *path, const char *old_text, size_t old_len, const char *new_text,
                       size_t new_len, size_t max_bytes, char **ret, size_t *ret_len, bool *ret_truncated);
+/* The same, always by diffing the whole texts. */
+int text_unified_diff_whole(const char *path, const char *old_text, size_t old_len, const char *new_text,
+                            size_t new_len, size_t max_bytes, char **ret, size_t *ret_len, bool *ret_truncated);

@@ -231,10 +231,17 @@ static int copy_range(CopyContext *ctx, int in, int out, off_t off, off_t end) {
         return 0;
 }
 
-/* Copy the data of in (size bytes) into the empty out, its holes left holes. */
-static int copy_data(CopyContext *ctx, int in, int out, off_t size) {
-        off_t pos = 0;
+/* Copy the data of in (st: its size and blocks) into the empty out, its
+ * holes left holes. A file with as many blocks as bytes has no hole to look
+ * for (what it allocated ahead reads as zeros and is copied as such), and
+ * out is sized only for a trailing hole: ext4 truncates (a journal handle
+ * and the orphan list) even to the size a file has, once per file of an
+ * import. */
+static int copy_data(CopyContext *ctx, int in, int out, const struct stat *st) {
+        off_t size = st->st_size, pos = 0, end = 0;
 
+        if ((uint64_t) st->st_blocks * 512 >= (uint64_t) size)
+                return copy_range(ctx, in, out, 0, size);
         while (pos < size) {
                 off_t data = lseek(in, pos, SEEK_DATA), hole;
                 if (data < 0 && errno == ENXIO)
@@ -254,11 +261,11 @@ static int copy_data(CopyContext *ctx, int in, int out, off_t size) {
                 if (r < 0)
                         return r;
                 pos = hole;
+                end = MIN(hole, size);
         }
         /* A trailing hole, or a file of holes only. */
-        return ftruncate(out, size) < 0 ? -errno : 0;
+        return end < size && ftruncate(out, size) < 0 ? -errno : 0;
 }
-
 
 /* Append name to the path being copied (unless it would not fit); returns the
  * length to cut it back to. */
@@ -450,7 +457,7 @@ static int copy_file(int src_dirfd, int dst_dirfd, const char *name, const struc
         out = openat(dst_dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (out < 0)
                 return -errno;
-        r = copy_data(ctx, in, out, st.st_size);
+        r = copy_data(ctx, in, out, &st);
         if (r >= 0)
                 r = account(ctx, out);
         if (r < 0)

@@ -637,6 +637,136 @@ static void test_diff_truncated(void **state) {
         assert_diff("n", NULL, "1\n2\n3\n4\n5\n", 0, "", true);
 }
 
+/* The length of the line at p (with its '\n', if it has one). */
+static size_t line_len(const char *p) {
+        const char *nl = strchr(p, '\n');
+
+        return nl ? (size_t) (nl - p) + 1 : strlen(p);
+}
+
+/* Applies a unified diff of one file to old_text into out (of size
+ * out_size); false if it does not apply. *ret_changed: its - and + lines. */
+static bool diff_applies(const char *old_text, const char *diff, char *out, size_t out_size, size_t *ret_changed) {
+        const char *o = old_text, *d = diff;
+        size_t out_len = 0, changed = 0;
+        uint64_t old_line = 1;
+
+        out[0] = '\0';
+        for (int i = 0; i < 2 && *d; i++)
+                d += line_len(d); /* the --- and +++ headers */
+        while (*d) {
+                unsigned long start, count = 1;
+                size_t n = line_len(d);
+
+                if (sscanf(d, "@@ -%lu,%lu", &start, &count) < 1)
+                        return false;
+                if (count == 0)
+                        start++; /* the line before the hunk */
+                for (; old_line < start && *o; old_line++, o += line_len(o)) {
+                        memcpy(out + out_len, o, line_len(o));
+                        out_len += line_len(o);
+                }
+                for (d += n; *d && *d != '@'; d += n) {
+                        size_t len;
+                        n = line_len(d);
+                        len = n - 1 - (d[n] == '\\' ? 1 : 0); /* without the origin, and a marked last '\n' */
+                        if (*d == '\\')
+                                continue;
+                        if (*d != '+' && (line_len(o) != len || memcmp(o, d + 1, len) != 0))
+                                return false;
+                        if (*d != '-') {
+                                memcpy(out + out_len, d + 1, len);
+                                out_len += len;
+                        }
+                        if (*d != ' ')
+                                changed++;
+                        if (*d != '+') {
+                                o += len;
+                                old_line++;
+                        }
+                }
+        }
+        assert_true(out_len + strlen(o) < out_size);
+        strcpy(out + out_len, o);
+        *ret_changed = changed;
+        return true;
+}
+
+/* text_unified_diff diffs only where the texts differ, with its context: a
+ * diff that turns old_text into new_text, as short as the whole texts' diff
+ * (which may pair repeated lines otherwise). */
+static void check_diff_window(const char *old_text, const char *new_text) {
+        _cleanup_free_ char *a = NULL, *b = NULL;
+        size_t a_len = 0, b_len = 0, a_changed = 0, b_changed = 0;
+        bool a_cut = true, b_cut = true;
+        char out[512], whole_out[512];
+
+        assert_int_equal(text_unified_diff("f", old_text, strlen(old_text), new_text, strlen(new_text), 1u << 20, &a,
+                                           &a_len, &a_cut),
+                         0);
+        assert_int_equal(text_unified_diff_whole("f", old_text, strlen(old_text), new_text, strlen(new_text),
+                                                 1u << 20, &b, &b_len, &b_cut),
+                         0);
+        assert_false(a_cut);
+        assert_true(diff_applies(old_text, b, whole_out, sizeof(whole_out), &b_changed));
+        assert_string_equal(whole_out, new_text);
+        if (!diff_applies(old_text, a, out, sizeof(out), &a_changed) || strcmp(out, new_text) != 0 ||
+            a_changed != b_changed)
+                fail_msg("'%s' -> '%s': windowed\n%swhole\n%s", old_text, new_text, a, b);
+}
+
+/* One changed line in the middle of 10,000: its hunk says where it is. */
+static void test_diff_large(void **state) {
+        _cleanup_free_ char *old_text = NULL, *new_text = NULL, *d = NULL;
+        size_t old_len = 0, new_len = 0, len = 0;
+        FILE *o = open_memstream(&old_text, &old_len), *n = open_memstream(&new_text, &new_len);
+        bool cut = true;
+
+        assert_non_null(o);
+        assert_non_null(n);
+        for (int i = 1; i <= 10000; i++) {
+                fprintf(o, "row %d\n", i);
+                fprintf(n, i == 5000 ? "row %d changed\n" : "row %d\n", i);
+        }
+        assert_int_equal(fclose(o), 0);
+        assert_int_equal(fclose(n), 0);
+        assert_int_equal(text_unified_diff("big", old_text, old_len, new_text, new_len, 4096, &d, &len, &cut), 0);
+        assert_string_equal(d, "--- a/big\n+++ b/big\n@@ -4997,7 +4997,7 @@\n"
+                               " row 4997\n row 4998\n row 4999\n-row 5000\n+row 5000 changed\n row 5001\n"
+                               " row 5002\n row 5003\n");
+        assert_false(cut);
+}
+
+/* Random texts over a few short lines (repeated lines, no final newline)
+ * and random edits of them. */
+static void test_diff_random(void **state) {
+        static const char *const pieces[] = { "a\n", "b\n", "c\n", "\n", "a\r\n", "ab\n", "a", "b" };
+        unsigned seed = 1717;
+
+        for (int round = 0; round < 20000; round++) {
+                char old_text[128] = "", new_text[256];
+                int n = rand_r(&seed) % 12, edits = 1 + rand_r(&seed) % 3;
+
+                for (int i = 0; i < n; i++)
+                        strcat(old_text, pieces[rand_r(&seed) % ELEMENTSOF(pieces)]);
+                strcpy(new_text, old_text);
+                for (int e = 0; e < edits; e++) {
+                        size_t len = strlen(new_text), at = (size_t) rand_r(&seed) % (len + 1);
+                        size_t cut = (size_t) rand_r(&seed) % 4;
+                        char repl[16] = "";
+
+                        for (int k = rand_r(&seed) % 3; k > 0; k--)
+                                strcat(repl, pieces[rand_r(&seed) % ELEMENTSOF(pieces)]);
+                        cut = MIN(cut, len - at);
+                        if (len - cut + strlen(repl) >= 200)
+                                continue;
+                        memmove(new_text + at + strlen(repl), new_text + at + cut, len - at - cut + 1);
+                        memcpy(new_text + at, repl, strlen(repl));
+                }
+                check_diff_window(old_text, new_text);
+        }
+}
+
 static void test_diff_rejects(void **state) {
         char *d = NULL;
         size_t len = 0;
@@ -664,6 +794,8 @@ int main(void) {
                 cmocka_unit_test(test_random_updates),
                 cmocka_unit_test(test_region_cases),
                 cmocka_unit_test(test_region_random),
+                cmocka_unit_test(test_diff_large),
+                cmocka_unit_test(test_diff_random),
                 cmocka_unit_test(test_diff_budget),
                 cmocka_unit_test(test_round_trip),
                 cmocka_unit_test(test_parse_rejects),

@@ -385,6 +385,39 @@ static void test_sparse_copy(void **state) {
                 assert_int_equal(back[i], 0);
 }
 
+/* Sizes come through whether a file ends in data or in a hole (only a
+ * trailing hole sizes the copy): an empty file, a plain one, one that
+ * begins with a hole and ends in data. */
+static void test_copy_sizes(void **state) {
+        Fixture *f = *state;
+        static const struct { const char *name; off_t hole; const char *data; } files[] = {
+                { "empty", 0, "" }, { "plain", 0, "abc" }, { "tail", 8ll << 20, "end" },
+        };
+        _cleanup_close_ int layer = -EBADF;
+        TreeReport rep;
+
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                _cleanup_close_ int fd = openat(f->src_fd, files[i].name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                size_t n = strlen(files[i].data);
+                assert_true(fd >= 0);
+                assert_int_equal(pwrite(fd, files[i].data, n, files[i].hole), (ssize_t) n);
+        }
+        assert_int_equal(layer_create(f->layers_fd, 1, f->src_fd, -1, 0, NULL, NULL, &rep), 0);
+        layer = openat(f->layers_fd, "1", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(layer >= 0);
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                _cleanup_close_ int copy = openat(layer, files[i].name, O_RDONLY | O_CLOEXEC);
+                size_t n = strlen(files[i].data);
+                char back[8] = "";
+                struct stat st;
+                assert_true(copy >= 0);
+                assert_int_equal(fstat(copy, &st), 0);
+                assert_int_equal(st.st_size, files[i].hole + (off_t) n);
+                assert_int_equal(pread(copy, back, sizeof(back), files[i].hole), (ssize_t) n);
+                assert_memory_equal(back, files[i].data, n);
+        }
+}
+
 /* One file with names in two directories is one file in the layer, counted once. */
 static void test_hard_links_kept(void **state) {
         Fixture *f = *state;
@@ -596,6 +629,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_chown_tree, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_source_reader, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_sparse_copy, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_copy_sizes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hard_links_kept, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_budget_stops, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_find_free, setup, teardown),
