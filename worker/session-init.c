@@ -79,8 +79,7 @@ static void sync_expect(char want) {
 }
 
 /* SETUP_GO (go) and the job's detached mounts with it, one per name of
- * go->mounts, in order: ret_fds holds go->n_mounts of them, exactly. A job's
- * spare session waits here until a job takes it. */
+ * go->mounts, in order: ret_fds holds go->n_mounts of them, exactly. */
 static void sync_expect_go(SetupGo *go, int *ret_fds) {
         union {
                 struct cmsghdr align;
