@@ -9,7 +9,7 @@
  *   sbxd -> init     SetupGo (tag SETUP_GO): the init is in the session's cgroup;
  *                    with a job's mount names and their detached mounts
  *                    attached, one per name, in order (a job's spare session
- *                    waits here until a job takes it, supervisor/core/job.h),
+ *                    gets its /out only, supervisor/core/job.h),
  *                    then, if n_tmpfs, the session tmpfs sbxd made (and a
  *                    claim's /tmp), detached (supervisor/os/livemount.h)
  *   init -> sbxd     SETUP_USERNS with three O_PATH fds: the workspace upper

@@ -80,8 +80,7 @@ static void sync_expect(char want) {
 
 /* SETUP_GO (go) and the job's detached mounts with it, one per name of
  * go->mounts, in order, then go->n_tmpfs tmpfs mounts sbxd made: ret_fds
- * holds go->n_mounts + go->n_tmpfs of them, exactly. A job's
- * spare session waits here until a job takes it. */
+ * holds go->n_mounts + go->n_tmpfs of them, exactly. */
 static void sync_expect_go(SetupGo *go, int *ret_fds) {
         union {
                 struct cmsghdr align;

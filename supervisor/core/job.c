@@ -524,28 +524,45 @@ static int job_input(Server *s, const JobSpec *spec, size_t i, SessionMounts *m,
         return 0;
 }
 
-/* STATE/jobs/ID/out with its two logs, out owned by the sandbox's root. */
-static int job_dirs(Server *s, Job *job, uid_t sandbox_root, int *ret_out) {
+/* STATE/jobs/ID/out with its two logs (log_fds), out owned by the sandbox's root. */
+static int job_dirs(Server *s, const char *id, uid_t sandbox_root, int log_fds[static 2], int *ret_out) {
         _cleanup_close_ int dir = -EBADF, out = -EBADF;
         static const char *const logs[2] = { "stdout.log", "stderr.log" };
 
-        if (mkdirat(s->jobs_fd, job->id, 0700) < 0)
+        if (mkdirat(s->jobs_fd, id, 0700) < 0)
                 return -errno;
-        dir = openat(s->jobs_fd, job->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        dir = openat(s->jobs_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dir < 0 || mkdirat(dir, "out", 0755) < 0)
                 return -errno;
         out = openat(dir, "out", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (out < 0)
                 return -errno;
         for (size_t i = 0; i < 2; i++) {
-                job->log_fds[i] = openat(out, logs[i], O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW |
-                                                       O_CLOEXEC, 0644);
-                if (job->log_fds[i] < 0)
+                log_fds[i] = openat(out, logs[i], O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+                                    0644);
+                if (log_fds[i] < 0)
                         return -errno;
         }
         if (fchown(out, sandbox_root, sandbox_root) < 0)
                 return -errno;
         *ret_out = TAKE_FD(out);
+        return 0;
+}
+
+/* The job directory of id (job_dirs) and its out as the next mount of m, "d:out". */
+static int job_out_mount(Server *s, const char *id, uid_t sandbox_root, int log_fds[static 2], SessionMounts *m,
+                         char *err, size_t size) {
+        _cleanup_close_ int out = -EBADF;
+        int r;
+
+        r = job_dirs(s, id, sandbox_root, log_fds, &out);
+        if (r >= 0)
+                r = detached_mount(out, false, &m->fds[m->names.n]);
+        if (r < 0) {
+                snprintf(err, size, "cannot make the output directory: %s", strerror(-r));
+                return r;
+        }
+        strlcpy(m->names.paths[m->names.n++], "d:out", SPAWN_MOUNT_PATH_MAX);
         return 0;
 }
 
@@ -569,33 +586,47 @@ static int job_new_id(char id[static JOB_ID_SIZE]) {
 
 /* A job's sandbox and session made ahead, for the next job of its image and
  * policy: the sandbox job-HEX of the id that job will take, root's until
- * then, and its session, whose set-up waits before it mounted anything
- * (SETUP_GO, os/ns.h) for the job's mounts. Used once: the job's end deletes
- * it as any job's sandbox. */
+ * then, its job directory with /out and the two logs, and its session, set
+ * up whole with /out mounted (its worker waits for a command). The job that
+ * takes it brings its host inputs (session_job_attach) and its command. Used
+ * once: the job's end deletes it as any job's sandbox. */
 struct JobSpare {
         TAILQ_ENTRY(JobSpare) link;
         char id[JOB_ID_SIZE];
         char image[SBX_NAME_MAX + 1];
         EgressPolicy egress;
         char session_id[33];
+        SessionMounts *mounts;          /* "d:out", which its session borrows */
+        int log_fds[2];                 /* stdout.log, stderr.log */
         unsigned long long until_usec;  /* dropped then if nobody took it */
 };
 
-/* Its sandbox goes (with its session) and it is freed. */
+static void job_spare_free(JobSpare *sp) {
+        mounts_free(sp->mounts);
+        safe_close(sp->log_fds[0]);
+        safe_close(sp->log_fds[1]);
+        free(sp);
+}
+
+/* Its sandbox goes (with its session), then its job directory, and it is freed. */
 static void job_spare_drop(Server *s, JobSpare *sp) {
         char name[SBX_NAME_MAX + 1];
         Sandbox *sb;
+        int r;
 
         job_sandbox_name(sp->id, name);
         sb = sandbox_find(s, name);
         if (sb && sandbox_delete(s, sb) < 0)
                 log_warning("Failed to delete sandbox '%s' of a spare job sandbox, ignoring", name);
+        r = tree_remove_at(s->jobs_fd, sp->id);
+        if (r < 0 && r != -ENOENT)
+                log_warning_errno(r, "Failed to remove the job directory of spare '%s', ignoring: %m", name);
         TAILQ_REMOVE(&s->job_spares, sp, link);
-        free(sp);
+        job_spare_free(sp);
 }
 
-/* Its sandbox and session, if both are still there and the session still
- * waits for its mounts. */
+/* Its sandbox and session, if both are still there and the session is
+ * being set up or waits for a command. */
 static bool job_spare_usable(Server *s, const JobSpare *sp, Sandbox **ret_sb, WorkspaceSession **ret_ws) {
         char name[SBX_NAME_MAX + 1];
         WorkspaceSession *ws;
@@ -604,44 +635,59 @@ static bool job_spare_usable(Server *s, const JobSpare *sp, Sandbox **ret_sb, Wo
         job_sandbox_name(sp->id, name);
         sb = sandbox_find(s, name);
         ws = sb ? session_find(s, sb, sp->session_id) : NULL;
-        if (!ws || ws->state != SESSION_SETUP || ws->mounts)
+        if (!ws || (ws->state != SESSION_SETUP && ws->state != SESSION_SPAWNING && ws->state != SESSION_READY) ||
+            ws->running > 0 || !TAILQ_EMPTY(&ws->commands))
                 return false;
         *ret_sb = sb;
         *ret_ws = ws;
         return true;
 }
 
-static int job_spare_make(Server *s, const char *image, EgressPolicy egress, char *err, size_t size) {
-        _cleanup_free_ JobSpare *sp = calloc(1, sizeof(*sp));
-        JobSpare *made;
+/* The spare's sandbox, job directory and session (sp's id, image, egress). */
+static int job_spare_build(Server *s, JobSpare *sp, char *err, size_t size) {
         char name[SBX_NAME_MAX + 1];
         WorkspaceSession *ws;
         Sandbox *sb = NULL;
         int r;
 
-        if (!sp)
-                return -ENOMEM;
-        r = job_new_id(sp->id);
-        if (r < 0)
-                return r;
-        strlcpy(sp->image, image, sizeof(sp->image));
-        sp->egress = egress;
         job_sandbox_name(sp->id, name);
-        r = sandbox_create_for_claim(s, &(SandboxSpec) { .name = name, .image = image, .owner_uid = 0,
-                                                         .egress = egress_policy_to_string(egress) },
+        r = sandbox_create_for_claim(s, &(SandboxSpec) { .name = name, .image = sp->image, .owner_uid = 0,
+                                                         .egress = egress_policy_to_string(sp->egress) },
                                      sandbox_made_now, &sb, err, size);
         if (r < 0 || !sb)
                 return r < 0 ? r : -EIO;
-        r = session_new_job(s, sb, NULL, &ws, err, size);
+        r = job_out_mount(s, sp->id, sb->uid_base, sp->log_fds, sp->mounts, err, size);
+        if (r >= 0)
+                r = session_new_job(s, sb, sp->mounts, &ws, err, size);
         if (r < 0) {
                 (void) sandbox_delete(s, sb);
+                (void) tree_remove_at(s->jobs_fd, sp->id);
                 return r;
         }
         strlcpy(sp->session_id, ws->id, sizeof(sp->session_id));
+        return 0;
+}
+
+static int job_spare_make(Server *s, const char *image, EgressPolicy egress, char *err, size_t size) {
+        JobSpare *sp = calloc(1, sizeof(*sp));
+        int r;
+
+        if (!sp)
+                return -ENOMEM;
+        sp->log_fds[0] = sp->log_fds[1] = -EBADF;
+        sp->mounts = calloc(1, sizeof(SessionMounts));
+        strlcpy(sp->image, image, sizeof(sp->image));
+        sp->egress = egress;
+        r = sp->mounts ? job_new_id(sp->id) : -ENOMEM;
+        if (r >= 0)
+                r = job_spare_build(s, sp, err, size);
+        if (r < 0) {
+                job_spare_free(sp);
+                return r;
+        }
         sp->until_usec = now_usec() + s->cfg.spare_idle_seconds * 1000000ull;
-        log_debug("Made spare job sandbox '%s' (image %s, egress %s)", name, image, egress_policy_to_string(egress));
-        made = TAKE_PTR(sp);
-        TAILQ_INSERT_TAIL(&s->job_spares, made, link);
+        log_debug("Made spare job sandbox job-%s (image %s, egress %s)", sp->id, image, egress_policy_to_string(egress));
+        TAILQ_INSERT_TAIL(&s->job_spares, sp, link);
         return 0;
 }
 
@@ -668,43 +714,64 @@ static void job_spares_refill(Server *s, const char *image, EgressPolicy egress)
 }
 
 /* A spare for job (its image and policy), now the job's: the job takes its
- * id, its sandbox becomes the job owner's. 0 if there is none. */
+ * id, job directory and logs, its sandbox becomes the job owner's, and the
+ * job's host inputs are mounted into its session, which must run for that
+ * (one still being set up is left for a job without inputs). 0 if there is none. */
 static int job_spare_take(Server *s, Job *job, Sandbox **ret_sb, WorkspaceSession **ret_ws, char *err, size_t size) {
+        bool inputs = job->mounts->names.n > 0;
+        WorkspaceSession *ws;
         JobSpare *sp, *next;
+        Sandbox *sb;
         int r;
 
         TAILQ_FOREACH_SAFE(sp, &s->job_spares, link, next) {
                 if (sp->egress != job->egress || strcmp(sp->image, job->image) != 0)
                         continue;
-                if (!job_spare_usable(s, sp, ret_sb, ret_ws)) {
+                if (!job_spare_usable(s, sp, &sb, &ws)) {
                         job_spare_drop(s, sp);
                         continue;
                 }
+                if (inputs && ws->state != SESSION_READY)
+                        continue;
                 /* What making a sandbox and a session for the owner would have checked. */
                 r = owner_quota_check(s, "owner_sandboxes_max", job->uid, 1, err, size);
                 if (r >= 0)
                         r = owner_quota_check(s, "owner_sessions_max", job->uid, 1, err, size);
                 if (r < 0)
                         return r;
+                r = session_job_attach(ws, job->mounts);
+                if (r < 0) {
+                        snprintf(err, size, "cannot mount the inputs in the sandbox: %s", strerror(-r));
+                        job_spare_drop(s, sp);
+                        return r;
+                }
                 free(job->output_dir);
                 if (asprintf(&job->output_dir, "%s/jobs/%s/out", s->cfg.state_dir, sp->id) < 0) {
                         job->output_dir = NULL;
+                        job_spare_drop(s, sp);
                         return -ENOMEM;
                 }
                 strlcpy(job->id, sp->id, sizeof(job->id));
-                (*ret_sb)->owner_uid = job->uid;
+                sb->owner_uid = job->uid;
+                /* The inputs are mounted: their detached copies go, and the session's /out stays the job's. */
+                mounts_free(job->mounts);
+                job->mounts = TAKE_PTR(sp->mounts);
+                job->log_fds[0] = TAKE_FD(sp->log_fds[0]);
+                job->log_fds[1] = TAKE_FD(sp->log_fds[1]);
                 TAILQ_REMOVE(&s->job_spares, sp, link);
-                free(sp);
+                job_spare_free(sp);
+                *ret_sb = sb;
+                *ret_ws = ws;
                 return 1;
         }
         return 0;
 }
 
 /* The job's sandbox (an empty workspace on its image), /out and its session
- * (a spare's if there is one); its command waits there until the session runs. */
+ * (a spare's if there is one, which runs already); its command waits there
+ * until the session runs. */
 static int job_launch(Server *s, Job *job, const JobSpec *spec, char *err, size_t size) {
         char name[SBX_NAME_MAX + 1];
-        _cleanup_close_ int out = -EBADF;
         WorkspaceSession *ws = NULL;
         Sandbox *sb = NULL;
         int r;
@@ -712,6 +779,7 @@ static int job_launch(Server *s, Job *job, const JobSpec *spec, char *err, size_
         r = job_spare_take(s, job, &sb, &ws, err, size);
         if (r < 0)
                 return r;
+        job->has_sandbox = r > 0;
         if (r == 0) {
                 job_sandbox_name(job->id, name);
                 r = sandbox_create_for_claim(s, &(SandboxSpec) { .name = name, .image = job->image,
@@ -720,23 +788,10 @@ static int job_launch(Server *s, Job *job, const JobSpec *spec, char *err, size_
                                              sandbox_made_now, &sb, err, size);
                 if (r < 0 || !sb)
                         return r < 0 ? r : -EIO;
-        }
-        job->has_sandbox = true;
-        r = job_dirs(s, job, sb->uid_base, &out);
-        if (r >= 0)
-                r = detached_mount(out, false, &job->mounts->fds[job->mounts->names.n]);
-        if (r < 0) {
-                snprintf(err, size, "cannot make the output directory: %s", strerror(-r));
-                return r;
-        }
-        strlcpy(job->mounts->names.paths[job->mounts->names.n++], "d:out", SPAWN_MOUNT_PATH_MAX);
-        if (ws) {
-                r = session_job_go(ws, job->mounts);
-                if (r < 0) {
-                        snprintf(err, size, "cannot start the spare session: %s", strerror(-r));
+                job->has_sandbox = true;
+                r = job_out_mount(s, job->id, sb->uid_base, job->log_fds, job->mounts, err, size);
+                if (r < 0)
                         return r;
-                }
-        } else {
                 spare_make_room(s, sb);
                 r = session_new_job(s, sb, job->mounts, &ws, err, size);
                 if (r < 0)
@@ -966,6 +1021,25 @@ static bool job_spare_left(const Sandbox *sb) {
                strlen(hex) == 32 && strspn(hex, "0123456789abcdef") == 32;
 }
 
+/* A spare of the last sbxd goes: its sandbox, and its job directory if no job has its id. */
+static void job_spare_left_delete(Server *s, Sandbox *sb) {
+        const char *h = sb->name + strlen(JOB_SANDBOX_PREFIX);
+        char id[JOB_ID_SIZE];
+        const Job *job;
+        int r;
+
+        snprintf(id, sizeof(id), "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
+        if (sandbox_delete(s, sb) < 0)
+                log_warning("Failed to delete spare job sandbox '%s' of the previous sbxd, ignoring", sb->name);
+        TAILQ_FOREACH(job, &s->jobs, link)
+                if (strcmp(job->id, id) == 0)
+                        return;
+        r = tree_remove_at(s->jobs_fd, id);
+        if (r < 0 && r != -ENOENT)
+                log_warning_errno(r, "Failed to remove the job directory %s of a spare of the previous sbxd, ignoring: %m",
+                                  id);
+}
+
 int jobs_load(Server *s) {
         Sandbox *sb, *next;
         Job *job;
@@ -978,8 +1052,8 @@ int jobs_load(Server *s) {
                 if (!job->ended)
                         job_lost(s, job);
         TAILQ_FOREACH_SAFE(sb, &s->sandboxes, link, next)
-                if (job_spare_left(sb) && sandbox_delete(s, sb) < 0)
-                        log_warning("Failed to delete spare job sandbox '%s' of the previous sbxd, ignoring", sb->name);
+                if (job_spare_left(sb))
+                        job_spare_left_delete(s, sb);
         return 0;
 }
 
@@ -988,10 +1062,10 @@ void jobs_free(Server *s) {
 
         JobSpare *sp;
 
-        /* Their sandboxes stay: the next sbxd deletes them (jobs_load). */
+        /* Their sandboxes and job directories stay: the next sbxd deletes them (jobs_load). */
         while ((sp = TAILQ_FIRST(&s->job_spares))) {
                 TAILQ_REMOVE(&s->job_spares, sp, link);
-                free(sp);
+                job_spare_free(sp);
         }
         while ((job = TAILQ_FIRST(&s->jobs))) {
                 TAILQ_REMOVE(&s->jobs, job, link);

@@ -266,7 +266,6 @@ static int session_spawn(Server *s, WorkspaceSession *ws, char *ret_error, size_
         memcpy(st.tmpfs_fds, tmpfs, sizeof(tmpfs));
         st.prepare = session_prepare;
         st.prepare_userdata = ws;
-        st.hold_go = ws->job && !ws->mounts;
         if (ws->mounts) {
                 st.mounts = &ws->mounts->names;
                 st.mount_fds = ws->mounts->fds;
@@ -381,12 +380,10 @@ int session_new_job(Server *s, Sandbox *sb, const SessionMounts *mounts, Workspa
         return session_new_with(s, sb, false, false, true, mounts, ret, ret_error, error_size);
 }
 
-int session_job_go(WorkspaceSession *ws, const SessionMounts *mounts) {
-        ws->mounts = mounts;
-        /* Still waiting for its image: session_spawn sends them. */
-        if (ws->spawn.sync < 0)
-                return 0;
-        return session_spawn_go(&ws->spawn, &mounts->names, mounts->fds);
+int session_job_attach(WorkspaceSession *ws, const SessionMounts *inputs) {
+        if (ws->state != SESSION_READY)
+                return -EBUSY;
+        return session_attach_mounts(ws->pidfd_src.fd, &inputs->names, inputs->fds);
 }
 
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id) {

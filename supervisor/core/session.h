@@ -162,12 +162,13 @@ struct Command {
 int session_new(Server *s, Sandbox *sb, bool automatic, bool publish_policy, WorkspaceSession **ret,
                 char *ret_error, size_t error_size);
 /* A job's session (core/job.h): managed, discarded at its end, with mounts
- * (borrowed: they outlive the session); mounts NULL: a spare, whose set-up
- * waits (before anything is mounted in it) for session_job_go. */
+ * (borrowed: they outlive the session); a spare's are its /out alone. */
 int session_new_job(Server *s, Sandbox *sb, const SessionMounts *mounts, WorkspaceSession **ret, char *ret_error,
                     size_t error_size);
-/* The spare job session ws goes on with mounts (borrowed, as above). */
-int session_job_go(WorkspaceSession *ws, const SessionMounts *mounts);
+/* A job's host inputs ("d:in/NAME", "f:in/NAME") into its spare session ws,
+ * which runs (-EBUSY while it is being set up): os/ns.h,
+ * session_attach_mounts. Their detached mounts are spent. */
+int session_job_attach(WorkspaceSession *ws, const SessionMounts *inputs);
 /* Live sessions, spares included. */
 unsigned sessions_live(Server *s);
 WorkspaceSession *session_find(Server *s, const Sandbox *sb, const char *id);

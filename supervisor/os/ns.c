@@ -3,10 +3,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/openat2.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -123,12 +128,84 @@ static int send_go(SpawnState *st) {
         return r;
 }
 
-int session_spawn_go(SpawnState *st, const SpawnMounts *mounts, const int *mount_fds) {
-        st->hold_go = false;
-        st->mounts = mounts;
-        st->mount_fds = mount_fds;
-        /* pid is set once the child is in its cgroup (session_spawn_continue). */
-        return st->pid > 0 && st->sync >= 0 ? send_go(st) : 0;
+/* Where a job mount goes under /in: its NAME of "d:in/NAME" or "f:in/NAME";
+ * NULL for any other entry ("d:out" goes with SETUP_GO). */
+static const char *input_name(const char *m) {
+        const char *name = m + 5;
+
+        if ((m[0] != 'd' && m[0] != 'f') || strncmp(m + 1, ":in/", 4) != 0 || !name[0] || strchr(name, '/') ||
+            !strcmp(name, ".") || !strcmp(name, ".."))
+                return NULL;
+        return name;
+}
+
+typedef struct AttachWork {
+        int pidfd;
+        const SpawnMounts *mounts;
+        const int *fds;
+        int r;
+} AttachWork;
+
+/* On a thread of its own, which takes its own filesystem attributes
+ * (unshare CLONE_FS) so that it alone enters the session's mount namespace
+ * and leaves it with its end. Each mount point is made in /in, which the init
+ * made, and reached without following a link or leaving /'s mount. */
+static void *attach_thread(void *userdata) {
+        static const uint64_t resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+        AttachWork *w = userdata;
+        _cleanup_close_ int in = -EBADF;
+
+        if (unshare(CLONE_FS) < 0 || setns(w->pidfd, CLONE_NEWNS) < 0) {
+                w->r = -errno;
+                return NULL;
+        }
+        in = openat2_fd(AT_FDCWD, "/in", O_PATH | O_DIRECTORY, resolve);
+        if (in < 0) {
+                w->r = in;
+                return NULL;
+        }
+        for (size_t i = 0; i < w->mounts->n; i++) {
+                const char *m = w->mounts->paths[i], *name = input_name(m);
+                _cleanup_close_ int target = -EBADF;
+                int r;
+
+                if (!name) {
+                        w->r = -EINVAL;
+                        return NULL;
+                }
+                r = m[0] == 'd' ? mkdirat(in, name, 0755) : mknodat(in, name, S_IFREG | 0444, 0);
+                if (r < 0 && errno != EEXIST) {
+                        w->r = -errno;
+                        return NULL;
+                }
+                target = openat2_fd(in, name, O_PATH | O_NOFOLLOW, resolve | RESOLVE_BENEATH);
+                if (target < 0) {
+                        w->r = target;
+                        return NULL;
+                }
+                if (move_mount(w->fds[i], "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
+                        w->r = -errno;
+                        return NULL;
+                }
+        }
+        w->r = 0;
+        return NULL;
+}
+
+int session_attach_mounts(int pidfd, const SpawnMounts *mounts, const int *mount_fds) {
+        AttachWork w = { .pidfd = pidfd, .mounts = mounts, .fds = mount_fds, .r = -EIO };
+        pthread_t t;
+        int r;
+
+        if (mounts->n == 0)
+                return 0;
+        if (pidfd < 0 || mounts->n > SPAWN_MOUNTS_MAX)
+                return -EINVAL;
+        r = pthread_create(&t, NULL, attach_thread, &w);
+        if (r != 0)
+                return -r;
+        r = pthread_join(t, NULL);
+        return r != 0 ? -r : w.r;
 }
 
 void pidfd_kill_wait(int pidfd) {
@@ -217,8 +294,6 @@ int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size)
                         if (r < 0)
                                 goto fail;
                 }
-                if (st->hold_go)
-                        return 1;
                 r = send_go(st);
                 if (r < 0)
                         goto fail;

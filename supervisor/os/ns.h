@@ -30,7 +30,9 @@
  * each a detached mount sbxd made from a descriptor, sent to the init with
  * SETUP_GO in this order (proto/setup.h: SetupGo, which names them); the
  * init attaches each at its path ("d:out", "f:in/NAME", "d:in/NAME": a
- * directory or a file) before pivot_root. */
+ * directory or a file) before pivot_root. A spare job session gets only
+ * "d:out" so; the inputs of the job that takes it are attached into its
+ * running session later (session_attach_mounts). */
 #define SPAWN_MOUNTS_MAX SETUP_MOUNTS_MAX
 #define SPAWN_MOUNT_PATH_MAX SETUP_MOUNT_PATH_MAX
 typedef struct SpawnMounts {
@@ -72,9 +74,7 @@ typedef struct SpawnState {
          * a negative errno fails the set-up. */
         int (*prepare)(void *userdata, int upper_fd, int root_fd);
         void *prepare_userdata;
-        /* SETUP_GO waits for session_spawn_go (a job's spare session); else
-         * it goes once the child is in its cgroup, with mounts, if given. */
-        bool hold_go;
+        /* SETUP_GO goes once the child is in its cgroup, with these mounts. */
         const SpawnMounts *mounts;      /* borrowed until SETUP_GO went; NULL: none */
         const int *mount_fds;           /* their detached mounts, one per name (borrowed) */
         /* Owned, sent with SETUP_GO, then closed: the session tmpfs and /tmp's
@@ -92,10 +92,11 @@ int session_spawn_begin(Spawner *sp, const SpawnParams *p, CgroupSession *cgroup
  * runs (the caller then closes st->sync), or a negative errno with ret_errmsg.
  * Once the spawner reported the child, st->pid is set and st->pidfd valid. */
 int session_spawn_continue(SpawnState *st, char *ret_errmsg, size_t errmsg_size);
-/* Release a held SETUP_GO (hold_go) with mounts (NULL: none) and their
- * detached mounts (borrowed until it went): sent now if the child is in its
- * cgroup already, else as soon as it is. */
-int session_spawn_go(SpawnState *st, const SpawnMounts *mounts, const int *mount_fds);
+/* A job's host inputs into the running session whose PID 1 is pidfd (a
+ * spare job session a job took, core/job.h): each of mounts ("d:in/NAME",
+ * "f:in/NAME") attached at /in/NAME of the session's mount namespace from its
+ * detached mount, by a short-lived thread of the caller's that enters it. */
+int session_attach_mounts(int pidfd, const SpawnMounts *mounts, const int *mount_fds);
 /* Close what is left; a child whose set-up did not finish is killed and waited for. */
 void spawn_state_done(SpawnState *st);
 /* SIGKILL through the pidfd and wait until the process is gone (not our
