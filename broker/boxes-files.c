@@ -185,18 +185,13 @@ int box_render_placed(const Sbx__Reply *reply, const json_t *args, json_t **ret)
         return 0;
 }
 
-int box_shot_content(const json_t *sc, json_t *content) {
-        _cleanup_close_ int fd = -EBADF;
+int box_shot_content(const json_t *sc, int fd, json_t *content) {
         _cleanup_free_ char *b64 = NULL;
-        const char *path = tool_sc_str(sc, "path");
         struct stat st;
         uint8_t *map;
         size_t n;
 
-        if (strcmp(tool_sc_str(sc, "kind"), "png") != 0 || !path[0])
-                return 0;
-        fd = open(path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) < 0)
+        if (strcmp(tool_sc_str(sc, "kind"), "png") != 0 || fd < 0 || fstat(fd, &st) < 0)
                 return 0;       /* the file's fields say where it is */
         if (!S_ISREG(st.st_mode) || st.st_size == 0 || (uint64_t) st.st_size > SBX_BOX_SHOT_IMAGE_MAX)
                 return 0;

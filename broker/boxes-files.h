@@ -36,5 +36,6 @@ int box_prepare_wire(json_t *args, ToolRequest *req, char **ret_error);
 int box_render_wire(const Sbx__Reply *reply, const json_t *args, json_t **ret);
 /* The wiring rows as the results show them (a new array), or NULL. */
 json_t *box_wiring_json(Sbx__BoxWiring *const *rows, size_t n);
-/* sandbox_shot's PNG as MCP image content, read from the placed file. */
-int box_shot_content(const json_t *sc, json_t *content);
+/* sandbox_shot's PNG as MCP image content, read from fd: the placed file, which
+ * sbxd sends open with the reply (sbx-gateway cannot open the caller's files). */
+int box_shot_content(const json_t *sc, int fd, json_t *content);

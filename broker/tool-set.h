@@ -32,8 +32,9 @@ typedef void (*tool_text_t)(FILE *f, const Sbx__Reply *reply, const json_t *args
 typedef int (*tool_render_fd_t)(const Sbx__Reply *reply, const json_t *args, int fd, JsonSplice *splice, json_t **ret);
 
 /* Blocks appended to the result's content after its text (every --content
- * mode): sandbox_shot's image. sc is the validated structuredContent. */
-typedef int (*tool_content_t)(const json_t *sc, json_t *content);
+ * mode): sandbox_shot's image. sc is the validated structuredContent; fd what
+ * came with the reply (sandbox_shot: its picture), or -EBADF; not taken. */
+typedef int (*tool_content_t)(const json_t *sc, int fd, json_t *content);
 
 /* One tool: a row of its set's table, in tools/list order. */
 struct ToolDef {

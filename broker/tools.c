@@ -285,7 +285,7 @@ int tool_result_from_reply(const Tool *tool, const json_t *args, const Sbx__Repl
 
         r = result_content(tool, args, reply, mode, sc, &content);
         if (r >= 0 && tool->def->content)
-                r = tool->def->content(sc, content);
+                r = tool->def->content(sc, fd, content);
         if (r == -EMSGSIZE || r == -ELOOP)
                 return error_result(r == -ELOOP ? "the reply nests too deep to send" : "the reply is too large to send",
                                     ret_result);

@@ -118,6 +118,8 @@ static void reply_placed(Server *s, const BoxOp *op, Pending *p, const BoxPlaced
         Sbx__BoxFileReply o = SBX__BOX_FILE_REPLY__INIT;
         const char *gateway_url = p->client ? p->client->gateway_url : "";
         char url[MAX(SBX_PATH_MAX, SBX_GATEWAY_URL_MAX) + BOX_PLACED_ID_HEX + 16];
+        _cleanup_close_ int shot = -EBADF;
+        BoxPlaced again;
 
         /* Through sbx-gateway: its URL of the file, which it serves to the owner's tokens (BOX_FILE_OPEN). */
         if (placed && gateway_url[0])
@@ -139,7 +141,11 @@ static void reply_placed(Server *s, const BoxOp *op, Pending *p, const BoxPlaced
                 o.special = op->special;
         }
         msg_reply_set(&reply, SBX__REPLY__BODY_BOX_FILE, &o);
-        pending_answer(s, p, &reply);
+        /* A picture goes with its file open, for the image content: the broker
+         * (sbx-gateway's included, which cannot read the caller's files) reads that. */
+        if (placed && op->kind == BOX_OP_SHOT && box_files_open(s, op->caller_uid, placed->id, &shot, &again) < 0)
+                shot = -EBADF;
+        pending_answer_fd(s, p, &reply, TAKE_FD(shot));
 }
 
 /* The box's file rel, placed for the caller as name. */

@@ -269,13 +269,19 @@ void pending_stop(Pending *p) {
         c->n_pending--;
 }
 
-void pending_answer(Server *s, Pending *p, Sbx__Reply *reply) {
+void pending_answer_fd(Server *s, Pending *p, Sbx__Reply *reply, int fd) {
         Client *c = p->client;
 
-        if (!c)
+        if (!c) {
+                safe_close(fd);
                 return;
+        }
         pending_stop(p);
-        client_reply(s, c, p->seq, reply);
+        client_reply_fd(s, c, p->seq, reply, fd);
+}
+
+void pending_answer(Server *s, Pending *p, Sbx__Reply *reply) {
+        pending_answer_fd(s, p, reply, -EBADF);
 }
 
 void pending_answer_error(Server *s, Pending *p, int err, const char *fmt, ...) {

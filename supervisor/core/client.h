@@ -76,6 +76,8 @@ static inline bool pending_active(const Pending *p) {
 }
 /* Answer and detach (nothing if it is not active). */
 void pending_answer(Server *s, Pending *p, Sbx__Reply *reply);
+/* The same with fd attached (taken; closed if nobody waits any more). */
+void pending_answer_fd(Server *s, Pending *p, Sbx__Reply *reply, int fd);
 void pending_answer_error(Server *s, Pending *p, int err, const char *fmt, ...) _printf_(4, 5);
 /* Detach without answering. */
 void pending_stop(Pending *p);
