@@ -61,6 +61,7 @@ SUPERVISOR_OS_SRCS += supervisor/os/netns.c
 SUPERVISOR_OS_SRCS += supervisor/os/seccomp.c
 SUPERVISOR_OS_SRCS += supervisor/os/image.c
 SUPERVISOR_OS_SRCS += supervisor/os/uidrange.c
+SUPERVISOR_OS_SRCS += supervisor/os/workmount.c
 
 SUPERVISOR_DATA_SRCS += supervisor/data/store.c
 SUPERVISOR_DATA_SRCS += supervisor/data/layer.c

@@ -20,6 +20,8 @@
 /* A claim's session keeps its root's upper and its /tmp too (core/claim.h). */
 #define KEPT_SYS "sys"
 #define KEPT_TMP "tmp"
+#define KEPT_WORK "work"
+#define KEPT_TREES 4                    /* upper, sys, tmp, work */
 /* The session tmpfs holds ws/upper and sys/upper side by side (worker/session-init.c). */
 #define SYS_UPPER_FROM_WS_UPPER "../../sys/upper"
 
@@ -74,10 +76,10 @@ static int copy_into(int dirfd, const char *name, int src) {
         return tree_copy(src, dst, -1, 0, NULL, NULL, NULL);
 }
 
-/* Copy the upper (and a claim's sys upper and /tmp, when >= 0) and the note
+/* Copy the upper (and a claim's sys upper, /tmp and /work upper, when >= 0) and the note
  * to kept/.tmp-WS, sync, then name it kept/WS. */
-static int save(Server *s, WorkspaceSession *ws, const int trees[3], bool in_run_dir) {
-        static const char *const names[3] = { "upper", KEPT_SYS, KEPT_TMP };
+static int save(Server *s, WorkspaceSession *ws, const int trees[KEPT_TREES], bool in_run_dir) {
+        static const char *const names[KEPT_TREES] = { "upper", KEPT_SYS, KEPT_TMP, KEPT_WORK };
         _cleanup_close_ int kept = -EBADF, tmp = -EBADF;
         char tmp_name[48];
         int r = 0;
@@ -129,19 +131,19 @@ static bool sys_upper_untouched(int sys) {
         return true;
 }
 
-/* Nothing to keep of a claim's session: no file in its workspace, root or /tmp. */
-static bool claim_trees_untouched(const int trees[3]) {
+/* Nothing to keep of a claim's session: no file in its workspace, root, /tmp or /work upper. */
+static bool claim_trees_untouched(const int trees[KEPT_TREES]) {
         return tree_is_empty(trees[0]) > 0 && (trees[1] < 0 || sys_upper_untouched(trees[1])) &&
-               (trees[2] < 0 || tree_is_empty(trees[2]) > 0);
+               (trees[2] < 0 || tree_is_empty(trees[2]) > 0) && (trees[3] < 0 || tree_is_empty(trees[3]) > 0);
 }
 
-static void trees_close(int (*trees)[3]) {
-        for (size_t i = 0; i < 3; i++)
+static void trees_close(int (*trees)[KEPT_TREES]) {
+        for (size_t i = 0; i < KEPT_TREES; i++)
                 safe_close((*trees)[i]);
 }
 
 void kept_session_save(Server *s, WorkspaceSession *ws) {
-        _cleanup_(trees_close) int trees[3] = { -EBADF, -EBADF, -EBADF };
+        _cleanup_(trees_close) int trees[KEPT_TREES] = { -EBADF, -EBADF, -EBADF, -EBADF };
         bool claim = ws->sandbox->claim != NULL;
         int r;
 
@@ -162,6 +164,10 @@ void kept_session_save(Server *s, WorkspaceSession *ws) {
         if (claim && ws->root_fd >= 0 &&
             (trees[2] = openat(ws->root_fd, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
                 log_warning_errno(-errno, "Cannot read /tmp of claim session %s, it is lost: %m", ws->id);
+        /* A box's /work over its version's layers: the upper of that overlay, its own tmpfs. */
+        if (ws->work_upper_fd >= 0 &&
+            (trees[3] = openat(ws->work_upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+                log_warning_errno(-errno, "Cannot read /work of claim session %s, it is lost: %m", ws->id);
         session_stop_worker(s, ws);
         trees[0] = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (trees[0] < 0 || (!claim && tree_is_empty(trees[0]) != 0)) {
@@ -331,6 +337,14 @@ int kept_session_seed(const WorkspaceSession *from, int upper_fd, int root_fd) {
         if (r >= 0)
                 r = seed_tree(src, KEPT_TMP, root_fd, "tmp");
         return r;
+}
+
+int kept_work_seed(const WorkspaceSession *from, int dst_fd) {
+        _cleanup_close_ int src = openat(from->kept_fd, from->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (src < 0)
+                return -errno;
+        return seed_tree(src, KEPT_WORK, dst_fd, ".");
 }
 
 int kept_sessions_load(Server *s, Sandbox *sb) {

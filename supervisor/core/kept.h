@@ -11,8 +11,9 @@
  * only a copy the filesystem cannot hold at all fails, and says so in the log.
  *
  * A claim's session (core/claim.h) is kept whole: besides the workspace's
- * upper, its root's upper (/usr/local, /root, /etc...) as kept/WS/sys and its
- * /tmp as kept/WS/tmp (not a warm claim's, nor one that wrote nothing).
+ * upper, its root's upper (/usr/local, /root, /etc...) as kept/WS/sys, its
+ * /tmp as kept/WS/tmp and, for a box started from a version, the upper of its
+ * /work overlay as kept/WS/work (not a warm claim's, nor one that wrote nothing).
  * Its claim does not finalize it:
  * the claim's next session is filled from it (kept_session_seed) before that
  * session's worker starts, and it goes once the new one runs. Processes do
@@ -30,6 +31,10 @@ void kept_session_save(Server *s, WorkspaceSession *ws);
  * root_fd: its merged root, O_PATH) with the files kept of the stopped
  * session from, before anything in the session looked at them. */
 int kept_session_seed(const WorkspaceSession *from, int upper_fd, int root_fd);
+/* Merge the kept /work upper of from (if it has one) into dst_fd, the upper of
+ * the /work overlay of a box's session that runs again (core/box.c), before
+ * anything in it looked at /work. */
+int kept_work_seed(const WorkspaceSession *from, int dst_fd);
 /* At start, once sb is loaded and before its layers are collected: its kept
  * sessions, back as stopped sessions. */
 int kept_sessions_load(Server *s, Sandbox *sb);

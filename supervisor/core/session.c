@@ -196,7 +196,7 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
         ws->automatic = automatic;
         ws->publish_policy = publish_policy;
         ws->created_unix = time(NULL);
-        ws->upper_fd = ws->workspace_fd = ws->kept_fd = ws->root_fd = -EBADF;
+        ws->upper_fd = ws->workspace_fd = ws->kept_fd = ws->root_fd = ws->work_upper_fd = -EBADF;
         /* Every fd -EBADF: a session that never spawned (restored) closes its spawn state too. */
         ws->spawn = (SpawnState) { .pidfd = -EBADF, .sync = -EBADF, .sock = -EBADF, .upper_fd = -EBADF,
                                    .workspace_fd = -EBADF, .egress_fd = -EBADF, .root_fd = -EBADF };
@@ -578,6 +578,7 @@ static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
         /* Their last close frees the session's tmpfs: not on the loop. */
         server_close_later(s, TAKE_FD(ws->upper_fd));
         server_close_later(s, TAKE_FD(ws->workspace_fd));
+        server_close_later(s, TAKE_FD(ws->work_upper_fd));
         if (ws->kept_fd >= 0) {
                 int r = tree_remove_at(ws->kept_fd, ws->id);
                 if (r < 0)

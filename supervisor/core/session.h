@@ -103,6 +103,8 @@ struct WorkspaceSession {
                                        directory, removed once it is finalized; else -EBADF */
         int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */
         int root_fd;                /* O_PATH, the merged /: resolve with openat2 only (data/claimfs.h) */
+        int work_upper_fd;          /* a box started from a version: the upper of its /work overlay, on a
+                                       tmpfs of its own (os/workmount.h); kept as kept.h says; else -EBADF */
         int egress_fd;              /* listening at 127.0.0.1:SBX_EGRESS_PORT inside it, served by
                                        sbx-egress (core/egress-proxy.h); -EBADF: none */
         CgroupSession *cgroup;
