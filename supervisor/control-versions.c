@@ -77,11 +77,45 @@ static int publish_source(Request *rq, const char *image, Box **ret_box, int *re
         return 0;
 }
 
+/* A publication's client, answered once its layer is built (core/version.h). */
+typedef struct PublishAnswer {
+        Pending pending;
+        char from[SBX_NAME_MAX + 1];    /* the box id or box_image */
+        uid_t uid;
+} PublishAnswer;
+
+static void version_publish_abandon(Server *s, Pending *p, bool cancelled) {
+        /* The version is recorded anyway; sandbox_versions lists it. */
+}
+
+static void version_publish_answer(Server *s, int r, const Sbx__VersionInfo *v, void *userdata) {
+        PublishAnswer *a = userdata;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+
+        if (r == -ECANCELED)
+                pending_answer_error(s, &a->pending, r, "cannot record the version: box %s stopped meanwhile", a->from);
+        else if (r == -E2BIG)
+                pending_answer_error(s, &a->pending, r, "cannot record the version: its box's version has %u layers "
+                                     "already, the most one version may have; publish from a box started afresh",
+                                     SBX_VERSION_LAYERS_MAX);
+        else if (r < 0)
+                pending_answer_error(s, &a->pending, r, "cannot record the version: %s", strerror(-r));
+        else {
+                log_info("Version %s of service '%s' published by uid %u from %s (%zu layers)", v->id, v->service,
+                         (unsigned) a->uid, a->from, v->n_layers);
+                msg_reply_set(&reply, SBX__REPLY__BODY_VERSION, (void *) v);
+                pending_answer(s, &a->pending, &reply);
+        }
+        pending_stop(&a->pending);
+        free(a);
+}
+
 int handle_version_publish(Request *rq) {
         const Sbx__VersionPublish *m = rq->msg->version_publish;
         const char *box_image = rq->server->cfg.box_image;
         _cleanup_close_ int tree = -EBADF;
-        Sbx__VersionInfo *v = NULL, *parent = NULL;
+        Sbx__VersionInfo *parent = NULL;
+        PublishAnswer *a;
         Box *box = NULL;
         int r;
 
@@ -93,19 +127,22 @@ int handle_version_publish(Request *rq) {
                 return request_error(rq, -EINVAL, "invalid arguments: image: '%.80s' is neither a box id nor "
                                      "box_image '%s' (the image every box here runs on, sbxd.conf(5))", m->image,
                                      box_image);
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        a->uid = rq->client->uid;
+        snprintf(a->from, sizeof(a->from), "%s", box ? box->id : box_image);
+        pending_start(&a->pending, rq->client, rq->seq, version_publish_abandon);
         r = version_publish(rq->server, rq->client->uid, m, &(VersionSource) {
-                        .tree_fd = tree, .parent = parent, .box_image = box_image, .from_box = box ? box->id : "",
-                }, &v);
-        if (r == -E2BIG)
-                return request_error(rq, r, "cannot record the version: version %s has %u layers already, the most "
-                                     "one version may have; publish from a box started afresh", parent->id,
-                                     SBX_VERSION_LAYERS_MAX);
-        if (r < 0)
+                        .tree_fd = tree, .parent = parent, .lane = box ? &box->claim->sandbox->lane : NULL,
+                        .box_image = box_image, .from_box = box ? box->id : "",
+                }, version_publish_answer, a);
+        if (r < 0) {
+                pending_stop(&a->pending);
+                free(a);
                 return request_error(rq, r, "cannot record the version: %s", strerror(-r));
-        request_own(rq, version_info_free, v);
-        log_info("Version %s of service '%s' published by uid %u from %s (%zu layers)", v->id, v->service,
-                 (unsigned) rq->client->uid, box ? box->id : box_image, v->n_layers);
-        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_VERSION, v);
+        }
+        return REPLY_DEFERRED;
 }
 
 int handle_version_list(Request *rq) {

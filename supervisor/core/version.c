@@ -10,6 +10,7 @@
 #include "core/version.h"
 #include "data/layer.h"
 #include "data/store.h"
+#include "workpool.h"
 #include "fd-util.h"
 #include "macro.h"
 #include "os/workmount.h"
@@ -26,16 +27,6 @@ static int versions_dir(Server *s, int *ret) {
                 return fd;
         *ret = fd;
         return 0;
-}
-
-static int version_store(Server *s, const Sbx__VersionInfo *v) {
-        size_t len = sbx__version_info__get_packed_size(v);
-        _cleanup_free_ uint8_t *buf = malloc(len ?: 1);
-
-        if (!buf)
-                return -ENOMEM;
-        sbx__version_info__pack(v, buf);
-        return store_version_put(s->store, v->id, v->owner_uid, buf, len);
 }
 
 /* Layer i of v, bottom first: layer *ret_n of the version *ret_id that built
@@ -113,45 +104,114 @@ static int layer_names(const Sbx__VersionInfo *parent, const char *id, bool buil
         return 0;
 }
 
-int version_publish(Server *s, uid_t owner, const Sbx__VersionPublish *m, const VersionSource *src,
-                    Sbx__VersionInfo **ret) {
-        _cleanup_close_ int vdir = -EBADF;
-        char id[SBX_VERSION_ID_SIZE], names[SBX_VERSION_LAYERS_MAX][LAYER_NAME_SIZE];
-        char *layers[SBX_VERSION_LAYERS_MAX];
-        Sbx__VersionInfo v = SBX__VERSION_INFO__INIT;
-        bool built = false;
-        int r = random_id("ver-", id, sizeof(id));
+static int versions_collect(Server *s, int vdir);
 
+/* A publication whose layer is built off the loop (the tree may hold many
+ * files): the record is packed on the loop at its start, stored at its done. */
+typedef struct VersionPublication {
+        Work work;
+        Server *server;
+        int vdir, tree_fd;              /* owned; the tree read on a pool thread */
+        char id[SBX_VERSION_ID_SIZE];
+        uid_t owner;
+        uint8_t *record;                /* the packed VersionInfo */
+        size_t record_len;
+        VersionPublished done;
+        void *userdata;
+} VersionPublication;
+
+static void publication_free(VersionPublication *p) {
+        safe_close(p->vdir);
+        safe_close(p->tree_fd);
+        free(p->record);
+        free(p);
+}
+
+static int publication_run(Work *w) {
+        VersionPublication *p = container_of(w, VersionPublication, work);
+        bool built;
+
+        return version_build(p->vdir, p->id, p->tree_fd, &built);
+}
+
+static void publication_done(Work *w, int r, void *userdata) {
+        VersionPublication *p = container_of(w, VersionPublication, work);
+        Sbx__VersionInfo *v = NULL;
+
+        if (r >= 0 && work_cancelled(w))
+                r = -ECANCELED;         /* the box went meanwhile */
         if (r >= 0)
-                r = versions_dir(s, &vdir);
+                r = store_version_put(p->server->store, p->id, p->owner, p->record, p->record_len);
+        if (r >= 0)
+                r = version_get(p->server, p->owner, p->id, &v);
+        if (r < 0)
+                (void) tree_remove_at(p->vdir, p->id);
+        p->done(p->server, r, v, p->userdata);
+        if (v)
+                sbx__version_info__free_unpacked(v, NULL);
+        if (--p->server->versions_publishing == 0 && p->server->versions_collect_due &&
+            versions_collect(p->server, p->vdir) < 0)
+                p->server->versions_collect_due = true; /* the next removal tries again */
+        publication_free(p);
+}
+
+/* The record of version id as src and m make it, packed into p. */
+static int publication_pack(VersionPublication *p, const Sbx__VersionPublish *m, const VersionSource *src) {
+        char names[SBX_VERSION_LAYERS_MAX][LAYER_NAME_SIZE], *layers[SBX_VERSION_LAYERS_MAX];
+        Sbx__VersionInfo v = SBX__VERSION_INFO__INIT;
+        int r = layer_names(src->parent, p->id, src->tree_fd >= 0, names, layers, &v.n_layers);
+
         if (r < 0)
                 return r;
-        if (src->parent && src->parent->n_layers >= SBX_VERSION_LAYERS_MAX)
-                return -E2BIG;
-        r = version_build(vdir, id, src->tree_fd, &built);
-        if (r >= 0)
-                r = layer_names(src->parent, id, built, names, layers, &v.n_layers);
-        if (r < 0) {
-                (void) tree_remove_at(vdir, id);
-                return r;
-        }
-        v.id = id;
+        v.id = p->id;
         v.service = m->service;
         v.label = m->label;
         v.image = m->image;
         v.git_sha = m->git_sha;
         v.note = m->note;
-        v.owner_uid = owner;
+        v.owner_uid = p->owner;
         v.created_unix = now_unix_usec() / 1000000;
         v.box_image = (char *) src->box_image;
         v.from_box = (char *) src->from_box;
         v.layers = layers;
-        r = version_store(s, &v);
+        p->record_len = sbx__version_info__get_packed_size(&v);
+        p->record = malloc(p->record_len ?: 1);
+        if (!p->record)
+                return -ENOMEM;
+        sbx__version_info__pack(&v, p->record);
+        return 0;
+}
+
+int version_publish(Server *s, uid_t owner, const Sbx__VersionPublish *m, const VersionSource *src,
+                    VersionPublished done, void *userdata) {
+        VersionPublication *p = calloc(1, sizeof(*p));
+        int r;
+
+        if (!p)
+                return -ENOMEM;
+        *p = (VersionPublication) { .server = s, .vdir = -EBADF, .tree_fd = -EBADF, .owner = owner, .done = done,
+                                    .userdata = userdata };
+        r = random_id("ver-", p->id, sizeof(p->id));
+        if (r >= 0)
+                r = versions_dir(s, &p->vdir);
+        if (r >= 0)
+                r = publication_pack(p, m, src);
+        if (r >= 0 && src->tree_fd >= 0 && (p->tree_fd = fcntl(src->tree_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+                r = -errno;
         if (r < 0) {
-                (void) tree_remove_at(vdir, id);
+                publication_free(p);
                 return r;
         }
-        return version_get(s, owner, id, ret);
+        p->work.run = publication_run;
+        p->work.done = publication_done;
+        s->versions_publishing++;
+        if (src->lane) {
+                work_submit(s->work, src->lane, &p->work);
+                return 0;
+        }
+        /* An image alone: nothing to copy. */
+        publication_done(&p->work, publication_run(&p->work), s);
+        return 1;
 }
 
 typedef struct VersionFind {
@@ -246,11 +306,17 @@ static bool refs_have(const VersionRefs *refs, const char *id) {
         return false;
 }
 
-/* Remove the directories of STATE/versions no recorded version uses. */
+/* Remove the directories of STATE/versions no recorded version uses; while a
+ * layer is built (its version not recorded yet), once the last one is done. */
 static int versions_collect(Server *s, int vdir) {
         _cleanup_(closedirp) DIR *d = NULL;
         VersionRefs refs = {};
-        int r = store_version_foreach(s->store, refs_row, &refs);
+        int r;
+
+        s->versions_collect_due = s->versions_publishing > 0;
+        if (s->versions_collect_due)
+                return 0;
+        r = store_version_foreach(s->store, refs_row, &refs);
 
         if (r >= 0 && !(d = opendir_at(vdir)))
                 r = -errno;

@@ -26,16 +26,21 @@ typedef struct VersionSource {
         int tree_fd;                            /* read: a box's /work whole (parent NULL), or the upper of
                                                  * its /work overlay (parent set); -EBADF: an image alone */
         const Sbx__VersionInfo *parent;         /* the version the box was started from, or NULL */
+        WorkLane *lane;                         /* the box's sandbox's: the tree is copied there, off the loop */
         const char *box_image;
         const char *from_box;                   /* the box's id, or "" */
 } VersionSource;
 
+/* Its end, on the loop: the record (borrowed for the call), or r < 0. */
+typedef void (*VersionPublished)(Server *s, int r, const Sbx__VersionInfo *v, void *userdata);
+
 /* Record a version for owner: parent's layers (referred to, not copied) and
- * the tree as a new layer over them, minus its .sbx (the box's logs); -E2BIG
- * past SBX_VERSION_LAYERS_MAX. *ret (free with
- * sbx__version_info__free_unpacked) is what was recorded. */
+ * the tree as a new layer over them, minus its .sbx (the box's logs), copied
+ * off the loop on src->lane; -E2BIG past SBX_VERSION_LAYERS_MAX. 0: done
+ * is called later; 1: it was called already (an image alone: nothing to
+ * copy); < 0: nothing was started, done is not called. */
 int version_publish(Server *s, uid_t owner, const Sbx__VersionPublish *m, const VersionSource *src,
-                    Sbx__VersionInfo **ret);
+                    VersionPublished done, void *userdata);
 /* The version id that caller may use (its owner's, or root's any): -ENOENT. */
 int version_get(Server *s, uid_t caller, const char *id, Sbx__VersionInfo **ret);
 /* The versions caller may use, oldest first. */

@@ -66,6 +66,10 @@ h.test('two boxes from one 10 MB version share its layer on disk and diverge in 
   assert.ok(wh.isCharacterDevice() && wh.rdev === 0, 'doomed.txt is a whiteout');
   assert.equal(fs.readFileSync(path.join(top, 'shared.txt'), 'utf8'), 'b\n');
   assert.ok(!fs.existsSync(path.join(top, 'data')), 'the unchanged files are not copied');
+  const opaque = await run('python3', ['-c', 'import os,sys; print(os.getxattr(sys.argv[1], "trusted.overlay.opaque"))',
+    path.join(top, 'keep')]);
+  assert.equal(opaque.stdout, "b'y'\n", 'keep, removed and made again, is opaque');
+  assert.deepEqual(fs.readdirSync(path.join(top, 'keep')), ['n']);
   assert.ok(!fs.existsSync(path.join(top, '.sbx')));
   const ctl = JSON.parse((await sbxctl(h.socket, ['--json', 'version', 'list'])).stdout);
   assert.deepEqual(ctl.find((v) => v.id === v2).layers, [`${v1}/0`, `${v2}/0`]);
