@@ -134,10 +134,15 @@ static int box_attach_work(Server *s, Box *box, WorkspaceSession *ws, const Work
 
         box->work_serial = ws->serial;
         if (r >= 0 && box->version[0]) {
+                unsigned long long t0 = now_usec();
+
                 r = version_attach_box(s, box->uid, box->version, ws);
                 if (r < 0)
                         snprintf(err, sizeof(err), "cannot mount the layers of version %s: %s", box->version,
                                  strerror(-r));
+                else
+                        log_debug("Box %s: /work over the layers of version %s in %llu us", box->id, box->version,
+                                  now_usec() - t0);
         }
         if (r >= 0 && seed && ws->work_upper_fd >= 0) {
                 r = kept_work_seed(seed, ws->work_upper_fd);

@@ -3,27 +3,17 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fd-util.h"
 #include "macro.h"
 #include "os/workmount.h"
 #include "sbx-limits.h"
-
-/* The mover's stack: it makes two system calls. sbxd's loop alone attaches. */
-#define MOVER_STACK_SIZE 16384
-
-typedef struct Mover {
-        int pidfd;
-        int mount_fd;
-        int target_fd;
-        int err;
-} Mover;
 
 /* A read-only idmapped clone of the layer directory fd. */
 static int layer_idmapped(int fd, int userns_fd, int *ret) {
@@ -93,27 +83,32 @@ static int overlay_make(const int *lowers, size_t n, int upper, int work, int *r
         return 0;
 }
 
-static int mover_main(void *userdata) {
-        Mover *mv = userdata;
-
-        if (setns(mv->pidfd, CLONE_NEWNS) < 0 ||
-            move_mount(mv->mount_fd, "", mv->target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-                mv->err = errno;
-        return 0;
-}
-
+/* Attach mount_fd at target_fd in the mount namespace of pidfd's process:
+ * this thread joins it for the one call and comes back. First this thread
+ * gets a filesystem context of its own (setns(2) refuses one that other
+ * threads share; sbxd's pool threads keep theirs); joining resets its root and
+ * cwd, which are put back. */
 static int mount_move_into(int pidfd, int mount_fd, int target_fd) {
-        static _Alignas(16) char stack[MOVER_STACK_SIZE];
-        Mover mv = { .pidfd = pidfd, .mount_fd = mount_fd, .target_fd = target_fd };
-        int status;
-        pid_t pid = clone(mover_main, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &mv);
+        static int home = -EBADF;
+        _cleanup_close_ int cwd = -EBADF;
+        int r = 0;
 
-        if (pid < 0)
+        /* Each time: threads started since share it again (a context nobody shares is kept as is). */
+        if (unshare(CLONE_FS) < 0)
                 return -errno;
-        while (waitpid(pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        return -errno;
-        return mv.err ? -mv.err : 0;
+        if (home < 0 && (home = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC)) < 0)
+                return -errno;
+        cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (cwd < 0)
+                return -errno;
+        if (setns(pidfd, CLONE_NEWNS) < 0)
+                return -errno;
+        if (move_mount(mount_fd, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                r = -errno;
+        /* sbxd must never resolve a path in a session's namespace: not coming back is fatal. */
+        if (setns(home, CLONE_NEWNS) < 0 || fchdir(cwd) < 0)
+                abort();
+        return r;
 }
 
 int work_overlay_attach(pid_t pid, int pidfd, int target_fd, const int *layer_fds, size_t n_layers,

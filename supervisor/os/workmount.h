@@ -9,10 +9,11 @@
  * The overlay is made in sbxd's mount namespace from fds (overlayfs takes its
  * layers as fds and accepts detached mounts as layers: Linux 6.15), so no
  * host path is in its options, and is then moved onto the target inside the
- * session's mount namespace by a short child that shares sbxd's memory
- * (CLONE_VM | CLONE_VFORK) and joins that namespace (setns(2) refuses a
- * process whose filesystem context its threads share). Its cost does not
- * depend on the layers' sizes. Non-logging. */
+ * session's mount namespace by the calling thread, which joins that namespace
+ * for the one call and comes back (a child process to do it would wait to be
+ * scheduled: milliseconds on a loaded machine). Its cost does not depend on
+ * the layers' sizes. Call it from one thread only (sbxd's loop); that thread
+ * gets a filesystem context of its own (unshare(2) CLONE_FS). Non-logging. */
 #pragma once
 
 #include <stddef.h>
