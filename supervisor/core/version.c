@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "core/version.h"
@@ -391,13 +392,22 @@ out:
 int version_check(Server *s, uid_t caller, const char *id, char *err, size_t errsize) {
         Sbx__VersionInfo *v = NULL;
         int r = version_get(s, caller, id, &v);
+        size_t v_layers = v ? v->n_layers : 0;
 
         if (v)
                 sbx__version_info__free_unpacked(v, NULL);
         if (r == -ENOENT)
                 snprintf(err, errsize, "invalid arguments: version: no version '%.80s' (sandbox_versions lists them)",
                          id);
-        else if (r < 0)
+        else if (r >= 0 && v_layers > 0 && !work_overlay_supported()) {
+                struct utsname u;
+
+                r = -EOPNOTSUPP;
+                snprintf(err, errsize, "cannot start a box from version %.80s: its /work would be an overlay of the "
+                         "version's layers, which this kernel (Linux %s) cannot build: it needs Linux 6.15 or later "
+                         "(overlayfs layers given as file descriptors and detached mounts)", id,
+                         uname(&u) == 0 ? u.release : "?");
+        } else if (r < 0)
                 snprintf(err, errsize, "cannot read version %.80s: %s", id, strerror(-r));
         return r;
 }

@@ -111,6 +111,20 @@ static int mount_move_into(int pidfd, int mount_fd, int target_fd) {
         return r;
 }
 
+int work_overlay_supported(void) {
+        static int known = -1;
+        _cleanup_close_ int tmpfs = -EBADF, upper = -EBADF, work = -EBADF, lower = -EBADF, overlay = -EBADF;
+
+        if (known >= 0)
+                return known;
+        /* The same steps on a small tmpfs of its own, with a detached clone of one of its directories as the lower. */
+        if (upper_tmpfs(1u << 20, 0, &tmpfs, &upper, &work) < 0 || mkdirat(tmpfs, "lower", 0755) < 0)
+                return 0;               /* not known: tried again next time */
+        lower = open_tree(tmpfs, "lower", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        known = lower >= 0 && overlay_make(&lower, 1, upper, work, &overlay) >= 0;
+        return known;
+}
+
 int work_overlay_attach(pid_t pid, int pidfd, int target_fd, const int *layer_fds, size_t n_layers,
                         uint64_t size_bytes, uid_t uid, int *ret_upper_fd) {
         _cleanup_close_ int userns = -EBADF, tmpfs = -EBADF, upper = -EBADF, work = -EBADF, overlay = -EBADF;

@@ -28,3 +28,6 @@
  * tmpfs alive. */
 int work_overlay_attach(pid_t pid, int pidfd, int target_fd, const int *layer_fds, size_t n_layers,
                         uint64_t size_bytes, uid_t uid, int *ret_upper_fd);
+/* 1 if this kernel builds such an overlay (overlayfs layers as fds, detached
+ * mounts as layers: Linux 6.15), else 0; probed once. */
+int work_overlay_supported(void);

@@ -8,18 +8,12 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { useSbx, sbxctl, run, waitFor } from './helpers.mjs';
+import { useSbx, sbxctl, run, waitFor, boxCalls } from './helpers.mjs';
 
 const h = useSbx({ sandboxes: [], sets: 'boxes',
   config: '[sbxd]\nbox_image = default\nbox_spares = 1\nboxes_per_user = 5\n' });
 
-const start = (args = {}) => h.mcp.sc('sandbox_start', args);
-const exec = async (id, cmd) => {
-  const r = await h.mcp.sc('sandbox_exec', { id, cmd });
-  assert.equal(r.exitCode, 0, `${cmd}: ${r.stderr}`);
-  return r.stdout;
-};
-const stop = (id) => h.mcp.sc('sandbox_stop', { id });
+const { start, exec, stop } = boxCalls(h);
 const publish = async (id, label) =>
   (await h.mcp.sc('sandbox_publish_version', { service: 'web', label, image: id })).versionId;
 const layerDir = (id, n = 0) => path.join(h.stateDir, 'versions', id, 'layers', String(n));

@@ -6,19 +6,13 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { useSbx, sbxctl } from './helpers.mjs';
+import { useSbx, sbxctl, boxCalls } from './helpers.mjs';
 
 const U1 = 65534;
 const h = useSbx({ sandboxes: [], sets: 'boxes', world: true,
   config: '[sbxd]\nsocket_mode = 0666\nbox_image = default\nbox_spares = 0\nboxes_per_user = 5\n' });
 
-const start = (args = {}) => h.mcp.sc('sandbox_start', args);
-const exec = async (id, cmd) => {
-  const r = await h.mcp.sc('sandbox_exec', { id, cmd });
-  assert.equal(r.exitCode, 0, `${cmd}: ${r.stderr}`);
-  return r.stdout;
-};
-const stop = (id) => h.mcp.sc('sandbox_stop', { id });
+const { start, exec, stop } = boxCalls(h);
 
 let versionId;
 let source;
