@@ -126,8 +126,10 @@ static void box_terminated(Server *s, Box *box, const char *why) {
 
 /* Its /work in ws (the image has none), over the layers of its version if it
  * started from one, with the kept files of its /work's upper when ws runs again
- * after sbxd restarted (seed: ws's kept session, core/kept.h), then /work/.sbx. */
+ * after sbxd restarted (seed: ws's kept session, core/kept.h: its tmpfs kept in
+ * place is the upper again, a copy is copied into a new one), then /work/.sbx. */
 static int box_attach_work(Server *s, Box *box, WorkspaceSession *ws, const WorkspaceSession *seed) {
+        _cleanup_close_ int kept_mount = -EBADF;
         uid_t uid = box->claim->sandbox->uid_base;
         char err[300] = "";
         int r = claimfs_mkdir(ws->root_fd, uid, "work", err, sizeof(err));
@@ -136,15 +138,17 @@ static int box_attach_work(Server *s, Box *box, WorkspaceSession *ws, const Work
         if (r >= 0 && box->version[0]) {
                 unsigned long long t0 = now_usec();
 
-                r = version_attach_box(s, box->uid, box->version, ws);
+                if (seed && kept_work_mount(seed, &kept_mount) < 0)
+                        kept_mount = -EBADF;    /* none kept in place: the copy below, if any */
+                r = version_attach_box(s, box->uid, box->version, ws, kept_mount);
                 if (r < 0)
                         snprintf(err, sizeof(err), "cannot mount the layers of version %s: %s", box->version,
                                  strerror(-r));
                 else
-                        log_debug("Box %s: /work over the layers of version %s in %llu us", box->id, box->version,
-                                  now_usec() - t0);
+                        log_debug("Box %s: /work over the layers of version %s in %llu us%s", box->id, box->version,
+                                  now_usec() - t0, kept_mount >= 0 ? ", its upper the one kept in place" : "");
         }
-        if (r >= 0 && seed && ws->work_upper_fd >= 0) {
+        if (r >= 0 && seed && ws->work_upper_fd >= 0 && kept_mount < 0) {
                 r = kept_work_seed(seed, ws->work_upper_fd);
                 if (r < 0)
                         snprintf(err, sizeof(err), "cannot put back its kept files: %s", strerror(-r));

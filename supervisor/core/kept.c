@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -420,6 +421,27 @@ int kept_work_seed(const WorkspaceSession *from, int dst_fd) {
         if (src < 0)
                 return -errno;
         return seed_tree(src, (from->kept_live ? live_names : copy_names)[3], dst_fd, ".");
+}
+
+int kept_work_mount(const WorkspaceSession *from, int *ret) {
+        _cleanup_close_ int src = -EBADF, m = -EBADF;
+        struct statx stx;
+
+        if (!from->kept_live)
+                return -ENOENT;
+        src = openat(from->kept_fd, from->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (src < 0)
+                return -errno;
+        /* Only the tmpfs mounted there: never a bind of the run directory's own directory. */
+        if (statx(src, LIVE_WORK, AT_SYMLINK_NOFOLLOW, STATX_TYPE, &stx) < 0)
+                return -errno;
+        if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) || !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+                return -ENOENT;
+        m = open_tree(src, LIVE_WORK, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+        if (m < 0)
+                return -errno;
+        *ret = TAKE_FD(m);
+        return 0;
 }
 
 int kept_sessions_load(Server *s, Sandbox *sb) {

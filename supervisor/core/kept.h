@@ -43,6 +43,10 @@ int kept_session_seed(const WorkspaceSession *from, int upper_fd, int root_fd);
  * the /work overlay of a box's session that runs again (core/box.c), before
  * anything in it looked at /work. */
 int kept_work_seed(const WorkspaceSession *from, int dst_fd);
+/* *ret: a detached clone of the /work upper tmpfs of from kept in place
+ * (RUN_DIR/live/SANDBOX/WS/work), to be that overlay's upper again; -ENOENT
+ * if from has none there (a copy, or not a box's from a version). */
+int kept_work_mount(const WorkspaceSession *from, int *ret);
 /* At start, once sb is loaded and before its layers are collected: its kept
  * sessions, back as stopped sessions. */
 int kept_sessions_load(Server *s, Sandbox *sb);

@@ -344,7 +344,7 @@ int version_remove(Server *s, uid_t caller, const char *id) {
         return r == -ENOENT ? 0 : r;
 }
 
-int version_attach_box(Server *s, uid_t caller, const char *id, WorkspaceSession *ws) {
+int version_attach_box(Server *s, uid_t caller, const char *id, WorkspaceSession *ws, int upper_mount) {
         _cleanup_close_ int vdir = -EBADF, target = -EBADF;
         int layers[SBX_VERSION_LAYERS_MAX];
         Sbx__VersionInfo *v = NULL;
@@ -380,7 +380,7 @@ int version_attach_box(Server *s, uid_t caller, const char *id, WorkspaceSession
         if (r >= 0)
                 r = work_overlay_attach(ws->pid, ws->pidfd_src.fd, target, layers, n,
                                         ws->sandbox->disk_bytes ?: s->cfg.session_disk_bytes, ws->sandbox->uid_base,
-                                        &ws->work_upper_fd, &ws->work_live_fd);
+                                        upper_mount, &ws->work_upper_fd, &ws->work_live_fd);
         for (size_t i = 0; i < n; i++)
                 (void) close(layers[i]);
 out:

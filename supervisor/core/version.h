@@ -51,6 +51,7 @@ int version_remove(Server *s, uid_t caller, const char *id);
 /* Whether caller may start a box from version id: -ENOENT with err saying why. */
 int version_check(Server *s, uid_t caller, const char *id, char *err, size_t errsize);
 /* Mount caller's version id as the lowers of /work of ws (a box's running
- * session; its /work exists), with a new upper in ws->work_upper_fd. Nothing
- * to do for a version of an image alone, or if ws has its overlay already. */
-int version_attach_box(Server *s, uid_t caller, const char *id, WorkspaceSession *ws);
+ * session; its /work exists), with a new upper in ws->work_upper_fd (on the
+ * kept tmpfs upper_mount mounts if >= 0, os/workmount.h). Nothing to do for a
+ * version of an image alone, or if ws has its overlay already. */
+int version_attach_box(Server *s, uid_t caller, const char *id, WorkspaceSession *ws, int upper_mount);

@@ -34,8 +34,8 @@ static int layer_idmapped(int fd, int userns_fd, int *ret) {
 /* A detached tmpfs of size_bytes (*ret_mount: its mount, which must stay open
  * until overlayfs has taken its layers: closing it dissolves the mount) with
  * WORK_UPPER (uid's) and "work". */
-static int upper_tmpfs(uint64_t size_bytes, uid_t uid, int *ret_mount, int *ret_upper, int *ret_work) {
-        _cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC), m = -EBADF, upper = -EBADF;
+static int upper_tmpfs(uint64_t size_bytes, uid_t uid, int *ret_mount) {
+        _cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC), m = -EBADF;
         char opt[32];
 
         if (fs < 0)
@@ -50,14 +50,20 @@ static int upper_tmpfs(uint64_t size_bytes, uid_t uid, int *ret_mount, int *ret_
         if (mkdirat(m, WORK_UPPER, 0755) < 0 || fchownat(m, WORK_UPPER, uid, uid, AT_SYMLINK_NOFOLLOW) < 0 ||
             mkdirat(m, "work", 0700) < 0)
                 return -errno;
-        upper = openat(m, WORK_UPPER, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        *ret_mount = TAKE_FD(m);
+        return 0;
+}
+
+/* The upper and work directories of the tmpfs mount m (upper_tmpfs's). */
+static int upper_dirs(int m, int *ret_upper, int *ret_work) {
+        _cleanup_close_ int upper = openat(m, WORK_UPPER, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
         if (upper < 0)
                 return -errno;
         *ret_work = openat(m, "work", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (*ret_work < 0)
                 return -errno;
         *ret_upper = TAKE_FD(upper);
-        *ret_mount = TAKE_FD(m);
         return 0;
 }
 
@@ -118,7 +124,8 @@ int work_overlay_supported(void) {
         if (known >= 0)
                 return known;
         /* The same steps on a small tmpfs of its own, with a detached clone of one of its directories as the lower. */
-        if (upper_tmpfs(1u << 20, 0, &tmpfs, &upper, &work) < 0 || mkdirat(tmpfs, "lower", 0755) < 0)
+        if (upper_tmpfs(1u << 20, 0, &tmpfs) < 0 || upper_dirs(tmpfs, &upper, &work) < 0 ||
+            mkdirat(tmpfs, "lower", 0755) < 0)
                 return 0;               /* not known: tried again next time */
         lower = open_tree(tmpfs, "lower", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         known = lower >= 0 && overlay_make(&lower, 1, upper, work, &overlay) >= 0;
@@ -126,7 +133,7 @@ int work_overlay_supported(void) {
 }
 
 int work_overlay_attach(pid_t pid, int pidfd, int target_fd, const int *layer_fds, size_t n_layers,
-                        uint64_t size_bytes, uid_t uid, int *ret_upper_fd, int *ret_mount_fd) {
+                        uint64_t size_bytes, uid_t uid, int upper_mount, int *ret_upper_fd, int *ret_mount_fd) {
         _cleanup_close_ int userns = -EBADF, tmpfs = -EBADF, upper = -EBADF, work = -EBADF, overlay = -EBADF;
         int lowers[SBX_VERSION_LAYERS_MAX];
         char path[64];
@@ -146,8 +153,12 @@ int work_overlay_attach(pid_t pid, int pidfd, int target_fd, const int *layer_fd
                 r = layer_idmapped(layer_fds[made], userns, &lowers[made]);
         if (r < 0)
                 made--;
+        if (r >= 0 && upper_mount >= 0 && (tmpfs = fcntl(upper_mount, F_DUPFD_CLOEXEC, 3)) < 0)
+                r = -errno;
+        else if (r >= 0 && upper_mount < 0)
+                r = upper_tmpfs(size_bytes, uid, &tmpfs);
         if (r >= 0)
-                r = upper_tmpfs(size_bytes, uid, &tmpfs, &upper, &work);
+                r = upper_dirs(tmpfs, &upper, &work);
         if (r >= 0)
                 r = overlay_make(lowers, n_layers, upper, work, &overlay);
         for (size_t i = 0; i < made; i++)

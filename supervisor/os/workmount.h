@@ -24,14 +24,16 @@
 #define WORK_UPPER "upper"
 
 /* Mount the overlay of layer_fds (n_layers directories, newest first) with a
- * new tmpfs of size_bytes as its upper (its root and upper owned by uid) on
+ * new tmpfs of size_bytes as its upper (its root and upper owned by uid), or
+ * the one upper_mount mounts (>= 0: a detached mount of such a tmpfs that an
+ * earlier overlay used, whose upper it is again, nothing copied), on
  * the directory target_fd (O_PATH, in the session's mount namespace) of the
  * session whose PID 1 is pid (pidfd: its pidfd; the layers are idmapped with
  * its user namespace). *ret_upper_fd: the upper, O_RDONLY, which keeps its
  * tmpfs alive; *ret_mount_fd: sbxd's detached mount of that tmpfs, attached
  * nowhere (a stop keeps it in place with os/livemount.h). */
 int work_overlay_attach(pid_t pid, int pidfd, int target_fd, const int *layer_fds, size_t n_layers,
-                        uint64_t size_bytes, uid_t uid, int *ret_upper_fd, int *ret_mount_fd);
+                        uint64_t size_bytes, uid_t uid, int upper_mount, int *ret_upper_fd, int *ret_mount_fd);
 /* 1 if this kernel builds such an overlay (overlayfs layers as fds, detached
  * mounts as layers: Linux 6.15), else 0; probed once. */
 int work_overlay_supported(void);

@@ -165,6 +165,9 @@ h.test('SIGTERM: a box from a version keeps its /work upper in place, no copy, a
   assert.ok(wh.isCharacterDevice() && wh.rdev === 0, 'b.txt is a whiteout');
   assert.deepEqual(keptCopies(), [], 'nothing copied to the state directory');
   assert.equal(await backAfterRestart(b.id, 'cat a.txt n.txt; ls'), 'over\nnew\na.txt\nc.txt\nn.txt\n');
+  // That tmpfs is the upper of its /work again: not copied at the start either.
+  assert.match(fs.readFileSync(h.sbxdLog, 'utf8'),
+    new RegExp(`Box ${b.id}: /work over the layers of version ${v} in \\d+ us, its upper the one kept in place`));
   const ino = fs.statSync(path.join(layerDir(v), 'c.txt')).ino;
   assert.equal(await exec(b.id, 'stat -c %i c.txt'), `${ino}\n`, 'over the version\'s layer again');
   await waitFor(() => liveWork().length === 0, { what: 'the kept /work mount to go once the box runs' });
@@ -179,6 +182,8 @@ h.test('SIGTERM: a box from a version keeps its /work upper in place, no copy, a
   assert.deepEqual(liveWork(), []);
   const [copy] = keptCopies();
   assert.ok(copy && fs.readFileSync(path.join(copy, 'work', 'a.txt'), 'utf8') === 'again\n', 'kept/WS/work holds /work');
+  const logged = fs.readFileSync(h.sbxdLog, 'utf8').length;
   assert.equal(await backAfterRestart(b.id, 'cat a.txt n.txt; ls'), 'again\nnew\na.txt\nn.txt\n');
+  assert.doesNotMatch(fs.readFileSync(h.sbxdLog, 'utf8').slice(logged), /its upper the one kept in place/);
   await stop(b.id);
 });
