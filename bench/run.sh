@@ -762,23 +762,34 @@ if want boxes; then
   node bench/boxes.mjs "$N" "$NT" "$NF" "$OUT/boxes.json"
 fi
 
-# ---- boxes (issue 21 part B): sandbox_start from a version against one from a spare ----------
+# ---- boxes (issue 21 part B): sandbox_start from a version of 100 files and of 10,000 files
+# (10 kB each), against one from a spare, interleaved. A box from a version mounts its layers:
+# both should cost about what a spare start does, whatever the version's size.
 if want boxes_version; then
   N=$(sc 30 5)
   FILES=$(sc 100 10)
+  LARGE=$(sc 10000 1000)
   cat >"$D/scripts/boxes_version.json" <<EOF
 {"setup":[{"tool":"sandbox_start","args":{},"save":{"src":"id"}},
-          {"tool":"sandbox_exec","args":{"id":"\${src}","cmd":"mkdir -p d && for i in \$(seq $FILES); do head -c 10000 /dev/urandom > d/f\$i; done"}},
-          {"tool":"sandbox_publish_version","args":{"service":"bench","label":"v1","image":"\${src}"},"save":{"vid":"versionId"}}],
+          {"tool":"sandbox_exec","args":{"id":"\${src}","cmd":"mkdir -p d && cd d && head -c $((FILES * 10000)) /dev/urandom | split -b 10000 -a 5"}},
+          {"tool":"sandbox_publish_version","args":{"service":"bench","label":"v1","image":"\${src}"},"save":{"vid":"versionId"}},
+          {"tool":"sandbox_stop","args":{"id":"\${src}"}},
+          {"tool":"sandbox_start","args":{},"save":{"big":"id"}},
+          {"tool":"sandbox_exec","args":{"id":"\${big}","cmd":"mkdir -p d && cd d && head -c $((LARGE * 10000)) /dev/urandom | split -b 10000 -a 5"}},
+          {"tool":"sandbox_publish_version","args":{"service":"bench","label":"v2","image":"\${big}"},"save":{"lid":"versionId"}},
+          {"tool":"sandbox_stop","args":{"id":"\${big}"}}],
  "warmup":1, "n":$N,
  "loop":[{"tag":"version","tool":"sandbox_start","args":{"version":"\${vid}"},"save":{"v":"id"}},
          {"tag":"stop_v","tool":"sandbox_stop","args":{"id":"\${v}"}},
          {"tag":"pause1","sleep_ms":300},
          {"tag":"spare","tool":"sandbox_start","args":{},"save":{"p":"id"}},
          {"tag":"stop_p","tool":"sandbox_stop","args":{"id":"\${p}"}},
-         {"tag":"pause2","sleep_ms":300}]}
+         {"tag":"pause2","sleep_ms":300},
+         {"tag":"large","tool":"sandbox_start","args":{"version":"\${lid}"},"save":{"l":"id"}},
+         {"tag":"stop_l","tool":"sandbox_stop","args":{"id":"\${l}"}},
+         {"tag":"pause3","sleep_ms":300}]}
 EOF
-  log "boxes_version: $N pairs, sandbox_start from a version ($FILES files of 10 kB) vs from a spare"
+  log "boxes_version: $N triples, sandbox_start from a version of $FILES and of $LARGE files (10 kB) vs from a spare"
   drive boxes_version "$BIN/sandbox-mcp" --set boxes --socket "$SOCK"
 fi
 

@@ -443,3 +443,8 @@
 #define SBX_VERSION_ID_SIZE 17u                 /* "ver-" and 12 hex digits, NUL */
 #define SBX_VERSION_TEXT_MAX 1024u              /* bytes of its service, label, image, gitSha or note */
 #define SBX_VERSIONS_LISTED_MAX 1024u           /* versions one listing shows */
+/* Layers of one version: each publication of a box started from a version adds
+ * one over its version's (a fork of a fork...). Every one is a lower of the
+ * /work overlay of a box started from it; overlayfs takes 500, and a chain
+ * this long is better published again from a fresh box. */
+#define SBX_VERSION_LAYERS_MAX 64u

@@ -43,8 +43,12 @@ static int version_listed(const Sbx__VersionInfo *v, void *userdata) {
         return 0;
 }
 
-/* image names the caller's running box: its /work, read-only, into *ret_work. */
-static int publish_source(Request *rq, const char *image, Box **ret_box, int *ret_work) {
+/* image names the caller's running box: what of its /work a version records,
+ * read-only, into *ret_tree: the upper of its /work overlay when it was
+ * started from a version's layers (*ret_parent: that version), else its
+ * /work whole. */
+static int publish_source(Request *rq, const char *image, Box **ret_box, int *ret_tree,
+                          Sbx__VersionInfo **ret_parent) {
         WorkspaceSession *ws;
         Box *box;
         int r = find_box(rq, image, true, &box), fd;
@@ -55,37 +59,90 @@ static int publish_source(Request *rq, const char *image, Box **ret_box, int *re
         if (box->state != BOX_READY || !ws)
                 return request_error(rq, -EAGAIN, "Box '%s' is %s: only a ready box can be published", box->id,
                                      box_state_name(box));
-        fd = openat2_fd(ws->root_fd, "work", O_RDONLY | O_DIRECTORY | O_CLOEXEC, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (ws->work_upper_fd >= 0) {
+                r = version_get(rq->server, box->uid, box->version, ret_parent);
+                if (r < 0)
+                        return request_error(rq, r, "cannot read version %s, which box %s was started from: %s",
+                                             box->version, box->id, strerror(-r));
+                request_own(rq, version_info_free, *ret_parent);
+                fd = openat(ws->work_upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                fd = fd < 0 ? -errno : fd;
+        } else
+                fd = openat2_fd(ws->root_fd, "work", O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                                RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
         if (fd < 0)
                 return request_error(rq, fd, "cannot open /work of box %s: %s", box->id, strerror(-fd));
         *ret_box = box;
-        *ret_work = fd;
+        *ret_tree = fd;
         return 0;
+}
+
+/* A publication's client, answered once its layer is built (core/version.h). */
+typedef struct PublishAnswer {
+        Pending pending;
+        char from[SBX_NAME_MAX + 1];    /* the box id or box_image */
+        uid_t uid;
+} PublishAnswer;
+
+static void version_publish_abandon(Server *s, Pending *p, bool cancelled) {
+        /* The version is recorded anyway; sandbox_versions lists it. */
+}
+
+static void version_publish_answer(Server *s, int r, const Sbx__VersionInfo *v, void *userdata) {
+        PublishAnswer *a = userdata;
+        Sbx__Reply reply = SBX__REPLY__INIT;
+
+        if (r == -ECANCELED)
+                pending_answer_error(s, &a->pending, r, "cannot record the version: box %s stopped meanwhile", a->from);
+        else if (r == -E2BIG)
+                pending_answer_error(s, &a->pending, r, "cannot record the version: its box's version has %u layers "
+                                     "already, the most one version may have; publish from a box started afresh",
+                                     SBX_VERSION_LAYERS_MAX);
+        else if (r < 0)
+                pending_answer_error(s, &a->pending, r, "cannot record the version: %s", strerror(-r));
+        else {
+                log_info("Version %s of service '%s' published by uid %u from %s (%zu layers)", v->id, v->service,
+                         (unsigned) a->uid, a->from, v->n_layers);
+                msg_reply_set(&reply, SBX__REPLY__BODY_VERSION, (void *) v);
+                pending_answer(s, &a->pending, &reply);
+        }
+        pending_stop(&a->pending);
+        free(a);
 }
 
 int handle_version_publish(Request *rq) {
         const Sbx__VersionPublish *m = rq->msg->version_publish;
         const char *box_image = rq->server->cfg.box_image;
-        _cleanup_close_ int work = -EBADF;
-        Sbx__VersionInfo *v = NULL;
+        _cleanup_close_ int tree = -EBADF;
+        Sbx__VersionInfo *parent = NULL;
+        PublishAnswer *a;
         Box *box = NULL;
         int r;
 
         if (box_id_is_valid(m->image)) {
-                r = publish_source(rq, m->image, &box, &work);
+                r = publish_source(rq, m->image, &box, &tree, &parent);
                 if (r < 0)
                         return r;
         } else if (strcmp(m->image, box_image) != 0)
                 return request_error(rq, -EINVAL, "invalid arguments: image: '%.80s' is neither a box id nor "
                                      "box_image '%s' (the image every box here runs on, sbxd.conf(5))", m->image,
                                      box_image);
-        r = version_publish(rq->server, rq->client->uid, m, work, box_image, box ? box->id : "", &v);
-        if (r < 0)
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        a->uid = rq->client->uid;
+        snprintf(a->from, sizeof(a->from), "%s", box ? box->id : box_image);
+        pending_start(&a->pending, rq->client, rq->seq, version_publish_abandon);
+        r = version_publish(rq->server, rq->client->uid, m, &(VersionSource) {
+                        .tree_fd = tree, .parent = parent, .lane = box ? &box->claim->sandbox->lane : NULL,
+                        .box_image = box_image, .from_box = box ? box->id : "",
+                }, version_publish_answer, a);
+        if (r < 0) {
+                pending_stop(&a->pending);
+                free(a);
                 return request_error(rq, r, "cannot record the version: %s", strerror(-r));
-        request_own(rq, version_info_free, v);
-        log_info("Version %s of service '%s' published by uid %u from %s", v->id, v->service,
-                 (unsigned) rq->client->uid, box ? box->id : box_image);
-        return msg_reply_set(&rq->reply, SBX__REPLY__BODY_VERSION, v);
+        }
+        return REPLY_DEFERRED;
 }
 
 int handle_version_list(Request *rq) {
@@ -100,9 +157,25 @@ int handle_version_list(Request *rq) {
         return msg_reply_set(&rq->reply, SBX__REPLY__BODY_VERSION_LIST, vl.l);
 }
 
+/* A live box started from version id: its layers are the lowers of that box's /work. */
+static const Box *version_user(Server *s, const char *id) {
+        const Box *box;
+
+        TAILQ_FOREACH(box, &s->boxes, link)
+                if (box->state != BOX_TERMINATED && strcmp(box->version, id) == 0)
+                        return box;
+        return NULL;
+}
+
 int handle_version_rm(Request *rq) {
         const char *id = rq->msg->version_rm->id;
-        int r = version_remove(rq->server, rq->client->uid, id);
+        const Box *box = version_user(rq->server, id);
+        int r;
+
+        if (box && (rq->client->uid == 0 || rq->client->uid == box->uid))
+                return request_error(rq, -EBUSY, "version %s is in use: box %s was started from it and runs on its "
+                                     "layers; stop the box first (sbxctl box stop %s)", id, box->id, box->id);
+        r = version_remove(rq->server, rq->client->uid, id);
 
         if (r == -ENOENT)
                 return request_error(rq, r, "no version '%s'", id);

@@ -62,6 +62,7 @@ SUPERVISOR_OS_SRCS += supervisor/os/livemount.c
 SUPERVISOR_OS_SRCS += supervisor/os/seccomp.c
 SUPERVISOR_OS_SRCS += supervisor/os/image.c
 SUPERVISOR_OS_SRCS += supervisor/os/uidrange.c
+SUPERVISOR_OS_SRCS += supervisor/os/workmount.c
 
 SUPERVISOR_DATA_SRCS += supervisor/data/store.c
 SUPERVISOR_DATA_SRCS += supervisor/data/layer.c

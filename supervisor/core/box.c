@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "core/box.h"
+#include "core/kept.h"
 #include "core/takeover.h"
 #include "core/secret.h"
 #include "core/version.h"
@@ -146,18 +147,39 @@ static void box_terminated(Server *s, Box *box, const char *why) {
         boxes_forget_gone(s);
 }
 
-/* The values of its secrets in its sandbox; /work filled from its version. */
-static int box_secrets_and_version(Server *s, Box *box, WorkspaceSession *ws) {
-        Sandbox *sb = box->claim->sandbox;
-        int r = secrets_attach(s, sb, box->uid, (const char *const *) box->secrets, box->n_secrets);
+/* Its /work in ws (the image has none), over the layers of its version if it
+ * started from one, with the kept files of its /work's upper when ws runs again
+ * after sbxd restarted (seed: ws's kept session, core/kept.h: its tmpfs kept in
+ * place is the upper again, a copy is copied into a new one), then /work/.sbx. */
+static int box_attach_work(Server *s, Box *box, WorkspaceSession *ws, const WorkspaceSession *seed) {
+        _cleanup_close_ int kept_mount = -EBADF;
+        uid_t uid = box->claim->sandbox->uid_base;
+        char err[300] = "";
+        int r = claimfs_mkdir(ws->root_fd, uid, "work", err, sizeof(err));
 
-        if (r < 0)
-                log_warning_errno(r, "Box %s gets none of its secrets: %m", box->id);
-        if (box->version[0]) {
-                r = version_fill_box(s, box->uid, box->version, ws->root_fd, sb->uid_base);
+        box->work_serial = ws->serial;
+        if (r >= 0 && box->version[0]) {
+                unsigned long long t0 = now_usec();
+
+                if (seed && kept_work_mount(seed, &kept_mount) < 0)
+                        kept_mount = -EBADF;    /* none kept in place: the copy below, if any */
+                r = version_attach_box(s, box->uid, box->version, ws, kept_mount);
                 if (r < 0)
-                        log_warning_errno(r, "Cannot fill /work of box %s from version %s: %m", box->id, box->version);
+                        snprintf(err, sizeof(err), "cannot mount the layers of version %s: %s", box->version,
+                                 strerror(-r));
+                else
+                        log_debug("Box %s: /work over the layers of version %s in %llu us%s", box->id, box->version,
+                                  now_usec() - t0, kept_mount >= 0 ? ", its upper the one kept in place" : "");
         }
+        if (r >= 0 && seed && ws->work_upper_fd >= 0 && kept_mount < 0) {
+                r = kept_work_seed(seed, ws->work_upper_fd);
+                if (r < 0)
+                        snprintf(err, sizeof(err), "cannot put back its kept files: %s", strerror(-r));
+        }
+        if (r >= 0)
+                r = claimfs_mkdir(ws->root_fd, uid, "work/.sbx", err, sizeof(err));
+        if (r < 0)
+                log_warning("Cannot make /work in box %s: %s", box->id, err[0] ? err : strerror(-r));
         return r;
 }
 
@@ -183,20 +205,21 @@ static void box_save(Server *s, Box *box) {
                 log_warning_errno(r, "Failed to record box %s (it will not outlive sbxd), ignoring: %m", box->id);
 }
 
-/* Its working directory, made when it is claimed (the image has none). */
+/* Its working directory and its secrets, when it is claimed. */
 static int box_make_workdir(Server *s, Box *box) {
         WorkspaceSession *ws = box_session(s, box);
-        char err[300] = "";
         int r;
 
         if (!ws)
                 return -EAGAIN;
-        r = claimfs_mkdir(ws->root_fd, box->claim->sandbox->uid_base, "work/.sbx", err, sizeof(err));
-        if (r < 0)
-                log_warning("Cannot make /work in box %s: %s", box->id, err[0] ? err : strerror(-r));
-        /* wt-21b: its secrets and the version it starts from (core/secret.h, core/version.h). */
-        if (r >= 0)
-                r = box_secrets_and_version(s, box, ws);
+        r = box_attach_work(s, box, ws, NULL);
+        /* wt-21b: its secrets (core/secret.h). */
+        if (r >= 0) {
+                r = secrets_attach(s, box->claim->sandbox, box->uid, (const char *const *) box->secrets,
+                                   box->n_secrets);
+                if (r < 0)
+                        log_warning_errno(r, "Box %s gets none of its secrets: %m", box->id);
+        }
         return r;
 }
 
@@ -230,9 +253,18 @@ static void box_claim_gone(Server *s, Claim *cl, void *data, const char *why) {
         box_terminated(s, box, why ?: "stopped");
 }
 
+/* Its claim's session runs again (sbxd restarted, or it was lost): /work anew. */
+static void box_claim_resumed(Server *s, Claim *cl, void *data, WorkspaceSession *ws) {
+        Box *box = data;
+
+        if (box->work_serial != ws->serial && box->state != BOX_CLAIMED && box->state != BOX_TERMINATED)
+                (void) box_attach_work(s, box, ws, ws->seed);
+}
+
 static const ClaimObserver box_claim_observer = {
         .ready = box_claim_ready,
         .gone = box_claim_gone,
+        .resumed = box_claim_resumed,
 };
 
 static void box_starter_abandon(Server *s, Pending *p, bool cancelled) {
@@ -389,6 +421,7 @@ static int box_restore(Box *box, const Sbx__BoxInfo *info) {
         req.secrets = info->secrets;
         req.has_idle_timeout = true;
         req.idle_timeout_min = info->idle_timeout_min;
+        req.version = info->version;    /* its /work goes over that version's layers again */
         return box_set_options(box, &req, NULL);
 }
 

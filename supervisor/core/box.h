@@ -68,6 +68,7 @@ struct Box {
         char version[SBX_VERSION_ID_SIZE]; /* the version its /work was filled from (core/version.h), or "" */
         Pending starter;                /* sandbox_start of a cold box, answered once it runs */
         unsigned restarts_seen;         /* its claim's session restarts it knows of */
+        uint64_t work_serial;           /* the session whose /work it made (WorkspaceSession.serial) */
         bool display_started;           /* Xvfb was started in its session (has_display) */
 };
 

@@ -682,6 +682,8 @@ static bool claim_tick(Server *s, Claim *cl, int64_t now) {
                 }
                 return true;
         }
+        if (ws && ws->state == SESSION_READY && cl->observer && cl->observer->resumed)
+                cl->observer->resumed(s, cl, cl->observer_data, ws);
         if (ws && ws->seed && ws->state == SESSION_READY) {
                 /* It runs with the kept files: their copy goes. */
                 session_destroy(s, TAKE_PTR(ws->seed));

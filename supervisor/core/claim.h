@@ -54,6 +54,9 @@ typedef enum ClaimAgain {
 typedef struct ClaimObserver {
         void (*ready)(Server *s, Claim *cl, void *data);
         void (*gone)(Server *s, Claim *cl, void *data, const char *why);
+        /* At every tick while its session runs (ws->seed: the kept one its files came from, until the
+         * tick after this one): what the observer adds to a session it has not seen yet. */
+        void (*resumed)(Server *s, Claim *cl, void *data, WorkspaceSession *ws);
 } ClaimObserver;
 
 struct Claim {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,12 +18,15 @@
 #include "log.h"
 #include "macro.h"
 #include "os/livemount.h"
+#include "os/workmount.h"
 #include "sbx-limits.h"
 
 #define KEPT_DIR "kept"
 /* A claim's session keeps its root's upper and its /tmp too (core/claim.h). */
 #define KEPT_SYS "sys"
 #define KEPT_TMP "tmp"
+#define KEPT_WORK "work"
+#define KEPT_TREES 4                    /* upper, sys, tmp, work */
 /* The session tmpfs holds ws/upper and sys/upper side by side (worker/session-init.c). */
 #define SYS_UPPER_FROM_WS_UPPER "../../sys/upper"
 
@@ -31,9 +35,10 @@
 typedef enum KeptWhere { KEPT_IN_STATE, KEPT_IN_RUN_DIR, KEPT_LIVE } KeptWhere;
 
 /* The trees of a kept session, in its directory: a copy's, and a live one's
- * (its session tmpfs at s, a claim's /tmp at tmp). */
-static const char *const copy_names[3] = { "upper", KEPT_SYS, KEPT_TMP };
-static const char *const live_names[3] = { LIVE_SESSION "/ws/upper", LIVE_SESSION "/sys/upper", LIVE_TMP };
+ * (its session tmpfs at s, a claim's /tmp at tmp, a box's /work tmpfs at work). */
+static const char *const copy_names[KEPT_TREES] = { "upper", KEPT_SYS, KEPT_TMP, KEPT_WORK };
+static const char *const live_names[KEPT_TREES] = { LIVE_SESSION "/ws/upper", LIVE_SESSION "/sys/upper", LIVE_TMP,
+                                                    LIVE_WORK "/" WORK_UPPER };
 
 static int dir_open(int dirfd, const char *name, bool create) {
         int fd;
@@ -84,9 +89,9 @@ static int copy_into(int dirfd, const char *name, int src) {
         return tree_copy(src, dst, -1, 0, NULL, NULL, NULL);
 }
 
-/* Copy the upper (and a claim's sys upper and /tmp, when >= 0) and the note
- * (meta, len bytes) to kept/.tmp-ID, sync, then name it kept/ID. */
-static int save_into(int kept, const char *id, const int trees[3], const char *meta, size_t len) {
+/* Copy the upper (and a claim's sys upper, /tmp and /work upper, when >= 0)
+ * and the note (meta, len bytes) to kept/.tmp-ID, sync, then name it kept/ID. */
+static int save_into(int kept, const char *id, const int trees[KEPT_TREES], const char *meta, size_t len) {
         _cleanup_close_ int tmp = -EBADF;
         char tmp_name[48];
         int r = 0;
@@ -115,7 +120,7 @@ static int save_into(int kept, const char *id, const int trees[3], const char *m
 }
 
 /* save_into the kept directory of where, with ws's note. */
-static int save(Server *s, WorkspaceSession *ws, const int trees[3], KeptWhere where) {
+static int save(Server *s, WorkspaceSession *ws, const int trees[KEPT_TREES], KeptWhere where) {
         _cleanup_close_ int kept = -EBADF;
         char meta[META_MAX];
         int r = kept_dir_open(s, ws->sandbox, where, true, &kept);
@@ -130,12 +135,15 @@ static int subdir_open(int dirfd, const char *path) {
         return openat2_fd(dirfd, path, O_RDONLY | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
 }
 
-/* Keep ws in place: sbxd's clones of its tmpfs (and a claim's /tmp) mounted
- * at RUN_DIR/live/SANDBOX/WS/{s,tmp} in the host's mount namespace, with the
- * note beside them. No copy, no sync: RUN_DIR outlives sbxd (not a reboot:
- * sbxd --save-kept copies them to the state directory before one, sbxd(8)). */
+/* Keep ws in place: sbxd's clones of its tmpfs (and a claim's /tmp, and a
+ * box's /work upper tmpfs) mounted at RUN_DIR/live/SANDBOX/WS/{s,tmp,work} in
+ * the host's mount namespace, with the note beside them. No copy, no sync:
+ * RUN_DIR outlives sbxd (not a reboot: sbxd --save-kept copies them to the
+ * state directory before one, sbxd(8)). */
 static int live_save(Server *s, WorkspaceSession *ws) {
-        static const char *const mounts[SETUP_TMPFS_MAX] = { LIVE_SESSION, LIVE_TMP };
+        const struct { const char *name; int fd; } mounts[] = {
+                { LIVE_SESSION, ws->live_fds[0] }, { LIVE_TMP, ws->live_fds[1] }, { LIVE_WORK, ws->work_live_fd },
+        };
         _cleanup_close_ int live = -EBADF, dir = -EBADF;
         char path[PATH_MAX], meta[META_MAX];
         int r = kept_dir_open(s, ws->sandbox, KEPT_LIVE, true, &live);
@@ -147,13 +155,15 @@ static int live_save(Server *s, WorkspaceSession *ws) {
         dir = openat(live, ws->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dir < 0)
                 r = -errno;
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(mounts) && ws->live_fds[i] >= 0; i++) {
-                if (mkdirat(dir, mounts[i], 0700) < 0)
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(mounts); i++) {
+                if (mounts[i].fd < 0)
+                        continue;
+                if (mkdirat(dir, mounts[i].name, 0700) < 0)
                         r = -errno;
                 if (r >= 0)
-                        r = live_session_path(s->cfg.run_dir, ws->sandbox->id, ws->id, mounts[i], path);
+                        r = live_session_path(s->cfg.run_dir, ws->sandbox->id, ws->id, mounts[i].name, path);
                 if (r >= 0)
-                        r = live_mount_attach(ws->live_fds[i], path);
+                        r = live_mount_attach(mounts[i].fd, path);
         }
         if (r >= 0)
                 r = write_file_atomic_at(dir, "meta", meta, meta_format(ws, meta), 0600);
@@ -183,19 +193,19 @@ static bool sys_upper_untouched(int sys) {
         return true;
 }
 
-/* Nothing to keep of a claim's session: no file in its workspace, root or /tmp. */
-static bool claim_trees_untouched(const int trees[3]) {
+/* Nothing to keep of a claim's session: no file in its workspace, root, /tmp or /work upper. */
+static bool claim_trees_untouched(const int trees[KEPT_TREES]) {
         return tree_is_empty(trees[0]) > 0 && (trees[1] < 0 || sys_upper_untouched(trees[1])) &&
-               (trees[2] < 0 || tree_is_empty(trees[2]) > 0);
+               (trees[2] < 0 || tree_is_empty(trees[2]) > 0) && (trees[3] < 0 || tree_is_empty(trees[3]) > 0);
 }
 
-static void trees_close(int (*trees)[3]) {
-        for (size_t i = 0; i < 3; i++)
+static void trees_close(int (*trees)[KEPT_TREES]) {
+        for (size_t i = 0; i < KEPT_TREES; i++)
                 safe_close((*trees)[i]);
 }
 
 void kept_session_save(Server *s, WorkspaceSession *ws) {
-        _cleanup_(trees_close) int trees[3] = { -EBADF, -EBADF, -EBADF };
+        _cleanup_(trees_close) int trees[KEPT_TREES] = { -EBADF, -EBADF, -EBADF, -EBADF };
         bool claim = ws->sandbox->claim != NULL;
         int r;
 
@@ -216,6 +226,10 @@ void kept_session_save(Server *s, WorkspaceSession *ws) {
         if (claim && ws->root_fd >= 0 &&
             (trees[2] = openat(ws->root_fd, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
                 log_warning_errno(-errno, "Cannot read /tmp of claim session %s, it is lost: %m", ws->id);
+        /* A box's /work over its version's layers: the upper of that overlay, its own tmpfs. */
+        if (ws->work_upper_fd >= 0 &&
+            (trees[3] = openat(ws->work_upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+                log_warning_errno(-errno, "Cannot read /work of claim session %s, it is lost: %m", ws->id);
         session_stop_worker(s, ws);
         trees[0] = openat(ws->upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (trees[0] < 0 || (!claim && tree_is_empty(trees[0]) != 0)) {
@@ -401,6 +415,35 @@ int kept_session_seed(const WorkspaceSession *from, int upper_fd, int root_fd) {
         return r;
 }
 
+int kept_work_seed(const WorkspaceSession *from, int dst_fd) {
+        _cleanup_close_ int src = openat(from->kept_fd, from->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (src < 0)
+                return -errno;
+        return seed_tree(src, (from->kept_live ? live_names : copy_names)[3], dst_fd, ".");
+}
+
+int kept_work_mount(const WorkspaceSession *from, int *ret) {
+        _cleanup_close_ int src = -EBADF, m = -EBADF;
+        struct statx stx;
+
+        if (!from->kept_live)
+                return -ENOENT;
+        src = openat(from->kept_fd, from->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (src < 0)
+                return -errno;
+        /* Only the tmpfs mounted there: never a bind of the run directory's own directory. */
+        if (statx(src, LIVE_WORK, AT_SYMLINK_NOFOLLOW, STATX_TYPE, &stx) < 0)
+                return -errno;
+        if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) || !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+                return -ENOENT;
+        m = open_tree(src, LIVE_WORK, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+        if (m < 0)
+                return -errno;
+        *ret = TAKE_FD(m);
+        return 0;
+}
+
 int kept_sessions_load(Server *s, Sandbox *sb) {
         static const KeptWhere wheres[] = { KEPT_IN_STATE, KEPT_IN_RUN_DIR, KEPT_LIVE };
 
@@ -421,9 +464,10 @@ static DIR *dir_stream(int dirfd, const char *name) {
 
 /* The live kept session name below live (RUN_DIR/live/SANDBOX) copied to
  * kept (STATE/sandboxes/SANDBOX/kept) as a stop copies one, then unmounted
- * and removed. A claim's has its /tmp mounted beside it. */
+ * and removed. A claim's has its /tmp (and a box's its /work upper) mounted
+ * beside it. */
 static int save_live_one(const char *run_dir, const char *sb_id, int live, int kept, const char *name) {
-        _cleanup_(trees_close) int trees[3] = { -EBADF, -EBADF, -EBADF };
+        _cleanup_(trees_close) int trees[KEPT_TREES] = { -EBADF, -EBADF, -EBADF, -EBADF };
         _cleanup_close_ int dir = -EBADF;
         _cleanup_free_ char *meta = NULL;
         size_t len;
@@ -447,6 +491,8 @@ static int save_live_one(const char *run_dir, const char *sb_id, int live, int k
                 if (trees[1] < 0 || trees[2] < 0)
                         return trees[1] < 0 ? trees[1] : trees[2];
         }
+        if (faccessat(dir, LIVE_WORK, F_OK, AT_SYMLINK_NOFOLLOW) == 0 && (trees[3] = subdir_open(dir, live_names[3])) < 0)
+                return trees[3];
         r = save_into(kept, name, (const int *) trees, meta, len);
         if (r < 0)
                 return r;

@@ -17,8 +17,10 @@
  *
  * A claim's session (core/claim.h) is kept whole: besides the workspace's
  * upper, its root's upper (/usr/local, /root, /etc...) on the same tmpfs
- * (copied as kept/WS/sys) and its /tmp, a tmpfs sbxd made too, mounted at
- * live/ID/WS/tmp (copied as kept/WS/tmp); not a warm claim's, nor one that
+ * (copied as kept/WS/sys), its /tmp, a tmpfs sbxd made too, mounted at
+ * live/ID/WS/tmp (copied as kept/WS/tmp) and, for a box started from a
+ * version, the tmpfs of the upper of its /work overlay, mounted at
+ * live/ID/WS/work (copied as kept/WS/work); not a warm claim's, nor one that
  * wrote nothing.
  * Its claim does not finalize it:
  * the claim's next session is filled from it (kept_session_seed) before that
@@ -37,6 +39,14 @@ void kept_session_save(Server *s, WorkspaceSession *ws);
  * root_fd: its merged root, O_PATH) with the files kept of the stopped
  * session from, before anything in the session looked at them. */
 int kept_session_seed(const WorkspaceSession *from, int upper_fd, int root_fd);
+/* Merge the kept /work upper of from (if it has one) into dst_fd, the upper of
+ * the /work overlay of a box's session that runs again (core/box.c), before
+ * anything in it looked at /work. */
+int kept_work_seed(const WorkspaceSession *from, int dst_fd);
+/* *ret: a detached clone of the /work upper tmpfs of from kept in place
+ * (RUN_DIR/live/SANDBOX/WS/work), to be that overlay's upper again; -ENOENT
+ * if from has none there (a copy, or not a box's from a version). */
+int kept_work_mount(const WorkspaceSession *from, int *ret);
 /* At start, once sb is loaded and before its layers are collected: its kept
  * sessions, back as stopped sessions. */
 int kept_sessions_load(Server *s, Sandbox *sb);

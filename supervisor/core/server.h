@@ -115,6 +115,8 @@ struct Server {
         TAILQ_HEAD(, Box) boxes;        /* the boxes set's (core/box.h), terminated ones remembered */
         unsigned n_boxes;
         bool boxes_wanted;              /* a box was asked for: box spares are kept (core/box.h) */
+        unsigned versions_publishing;   /* version layers being built off the loop (core/version.c) */
+        bool versions_collect_due;      /* a removal's layer collection waits for them */
         unsigned long long box_files_sweep_usec; /* expired placed files are looked for next then (core/boxfiles.h) */
 };
 

@@ -197,7 +197,7 @@ static WorkspaceSession *session_alloc(Sandbox *sb, bool automatic, bool publish
         ws->automatic = automatic;
         ws->publish_policy = publish_policy;
         ws->created_unix = time(NULL);
-        ws->upper_fd = ws->workspace_fd = ws->kept_fd = ws->root_fd = -EBADF;
+        ws->upper_fd = ws->workspace_fd = ws->kept_fd = ws->root_fd = ws->work_upper_fd = ws->work_live_fd = -EBADF;
         ws->live_fds[0] = ws->live_fds[1] = -EBADF;
         /* Every fd -EBADF: a session that never spawned (restored) closes its spawn state too. */
         ws->spawn = (SpawnState) { .pidfd = -EBADF, .sync = -EBADF, .sock = -EBADF, .upper_fd = -EBADF,
@@ -610,6 +610,8 @@ static void session_end(Server *s, WorkspaceSession *ws, bool refill_spares) {
         server_close_later(s, TAKE_FD(ws->workspace_fd));
         for (size_t i = 0; i < ELEMENTSOF(ws->live_fds); i++)
                 server_close_later(s, TAKE_FD(ws->live_fds[i]));
+        server_close_later(s, TAKE_FD(ws->work_upper_fd));
+        server_close_later(s, TAKE_FD(ws->work_live_fd));
         if (ws->kept_fd >= 0) {
                 int r = ws->kept_live ? live_session_remove(s->cfg.run_dir, ws->sandbox->id, ws->kept_fd, ws->id)
                                       : tree_remove_at(ws->kept_fd, ws->id);

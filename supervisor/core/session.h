@@ -107,6 +107,9 @@ struct WorkspaceSession {
         int live_fds[SETUP_TMPFS_MAX];
         int workspace_fd;           /* O_PATH, the merged /workspace: resolve with openat2 only */
         int root_fd;                /* O_PATH, the merged /: resolve with openat2 only (data/claimfs.h) */
+        int work_upper_fd;          /* a box started from a version: the upper of its /work overlay, on a
+                                       tmpfs of its own (os/workmount.h); kept as kept.h says; else -EBADF */
+        int work_live_fd;           /* then sbxd's mount of that tmpfs, kept in place at a stop (core/kept.h) */
         int egress_fd;              /* listening at 127.0.0.1:SBX_EGRESS_PORT inside it, served by
                                        sbx-egress (core/egress-proxy.h); -EBADF: none */
         CgroupSession *cgroup;

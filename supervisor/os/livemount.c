@@ -108,7 +108,7 @@ int live_session_path(const char *run_dir, const char *sb_id, const char *ws_id,
 }
 
 int live_session_remove(const char *run_dir, const char *sb_id, int live, const char *ws_id) {
-        static const char *const mounts[] = { LIVE_SESSION, LIVE_TMP };
+        static const char *const mounts[] = { LIVE_SESSION, LIVE_TMP, LIVE_WORK };
         char path[PATH_MAX];
 
         for (size_t i = 0; i < ELEMENTSOF(mounts); i++) {

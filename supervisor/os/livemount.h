@@ -13,10 +13,12 @@
 #include <sys/types.h>
 
 /* A session kept in place is RUN_DIR/live/SANDBOX/WS: its tmpfs mounted at
- * s, a claim's /tmp at tmp, and its note (core/kept.h). */
+ * s, a claim's /tmp at tmp, a box's /work upper tmpfs (os/workmount.h) at
+ * work, and its note (core/kept.h). */
 #define LIVE_DIR "live"
 #define LIVE_SESSION "s"
 #define LIVE_TMP "tmp"
+#define LIVE_WORK "work"
 
 /* A new detached tmpfs named source, of size bytes, nosuid and nodev, its
  * root owned by uid:uid with mode: *ret_mnt for the worker, *ret_keep a

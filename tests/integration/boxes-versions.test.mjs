@@ -1,23 +1,18 @@
 // Versions of the boxes set (issue 21 part B; shared/seeds/003):
 // sandbox_publish_version of a box's /work or of box_image, sandbox_versions,
 // sandbox_start from a version (startedFrom snapshot: a fork whose /work is
-// the version's copy), forks that diverge, and sbxctl version list|rm.
+// over the version's layers), forks that diverge, and sbxctl version list|rm
+// (boxes-forks.test.mjs: shared layers, whiteouts, disk use, restart).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { useSbx, sbxctl } from './helpers.mjs';
+import { useSbx, sbxctl, boxCalls } from './helpers.mjs';
 
 const U1 = 65534;
 const h = useSbx({ sandboxes: [], sets: 'boxes', world: true,
   config: '[sbxd]\nsocket_mode = 0666\nbox_image = default\nbox_spares = 0\nboxes_per_user = 5\n' });
 
-const start = (args = {}) => h.mcp.sc('sandbox_start', args);
-const exec = async (id, cmd) => {
-  const r = await h.mcp.sc('sandbox_exec', { id, cmd });
-  assert.equal(r.exitCode, 0, `${cmd}: ${r.stderr}`);
-  return r.stdout;
-};
-const stop = (id) => h.mcp.sc('sandbox_stop', { id });
+const { start, exec, stop } = boxCalls(h);
 
 let versionId;
 let source;
@@ -119,18 +114,27 @@ h.test('a version is its publisher\'s: another user neither lists nor starts fro
   }
 });
 
-h.test('sbxctl version rm: gone at once, its files too; a box started from it keeps its copy', async () => {
+h.test('sbxctl version rm: refused while a box started from it runs, then gone with its files', async () => {
   const b = await start({ version: versionId });
   try {
-    const rm = await sbxctl(h.socket, ['version', 'rm', versionId]);
-    assert.equal(rm.code, 0, rm.stderr);
-    assert.ok(!fs.existsSync(path.join(h.stateDir, 'versions', versionId)));
-    assert.ok(!(await h.mcp.sc('sandbox_versions', {})).versions.some((v) => v.versionId === versionId));
+    const busy = await sbxctl(h.socket, ['version', 'rm', versionId]);
+    assert.equal(busy.code, 1);
+    assert.match(busy.stderr, new RegExp(`in use: box ${b.id} was started from it.*sbxctl box stop ${b.id}`));
     assert.equal(await exec(b.id, 'cat top.txt'), 'keep\n');
-    const again = await sbxctl(h.socket, ['version', 'rm', versionId]);
-    assert.equal(again.code, 4);
   } finally {
     await stop(b.id);
-    await stop(source);
   }
+  // The second-generation version of the fork test refers to this one's layer: that stays until it goes too.
+  const rm = await sbxctl(h.socket, ['version', 'rm', versionId]);
+  assert.equal(rm.code, 0, rm.stderr);
+  assert.ok(!(await h.mcp.sc('sandbox_versions', {})).versions.some((v) => v.versionId === versionId));
+  assert.ok(fs.existsSync(path.join(h.stateDir, 'versions', versionId, 'layers', '0')));
+  for (const v of (await h.mcp.sc('sandbox_versions', {})).versions) {
+    const r = await sbxctl(h.socket, ['version', 'rm', v.versionId]);
+    assert.equal(r.code, 0, r.stderr);
+  }
+  assert.ok(!fs.existsSync(path.join(h.stateDir, 'versions', versionId)));
+  const again = await sbxctl(h.socket, ['version', 'rm', versionId]);
+  assert.equal(again.code, 4);
+  await stop(source);
 });

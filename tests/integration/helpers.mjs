@@ -549,6 +549,20 @@ export function useSbx(options = {}) {
   return proxy;
 }
 
+// The boxes set's calls of the box tests (h: a useSbx harness with --set boxes): start,
+// exec (its exit code 0 asserted; its stdout) and stop.
+export function boxCalls(h) {
+  return {
+    start: (args = {}) => h.mcp.sc('sandbox_start', args),
+    exec: async (id, cmd) => {
+      const r = await h.mcp.sc('sandbox_exec', { id, cmd });
+      assert.equal(r.exitCode, 0, `${cmd}: ${r.stderr}`);
+      return r.stdout;
+    },
+    stop: (id) => h.mcp.sc('sandbox_stop', { id }),
+  };
+}
+
 /* ---- raw stdio JSON-RPC to sandbox-mcp ---------------------------------------- */
 
 export class RawMcp {
