@@ -298,8 +298,19 @@ static int render_execute(const Sbx__Reply *reply, const json_t *args, json_t **
                 return -EBADMSG;
         if (!minimal) {
                 _cleanup_free_ char *cmd = command_line(args, r->executable);
-                digest = digest_make(cmd, (const char *) e->stdout.data, e->stdout.len, (const char *) e->stderr.data,
-                                     e->stderr.len, e->has_exit_code && e->exit_code == 0);
+                DigestReport rep[SBX_DIGEST_JUNIT_FILES];
+                size_t n = MIN(r->n_reports, ELEMENTSOF(rep));
+
+                for (size_t i = 0; i < n; i++)
+                        rep[i] = (DigestReport) {
+                                .path = r->reports[i]->path, .found = r->reports[i]->found,
+                                .data = (const char *) r->reports[i]->content.data,
+                                .len = r->reports[i]->content.len, .truncated = r->reports[i]->truncated,
+                                .size = r->reports[i]->size, .error = r->reports[i]->error,
+                        };
+                digest = digest_make_reports(cmd, (const char *) e->stdout.data, e->stdout.len,
+                                             (const char *) e->stderr.data, e->stderr.len,
+                                             e->has_exit_code && e->exit_code == 0, rep, n);
         }
         o = json_pack("{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:{s:b, s:b, s:I, s:I}, s:o, s:s, s:o, s:s, s:s}",
                       "status", status_of(r),

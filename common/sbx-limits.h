@@ -163,6 +163,8 @@
 #define SBX_DIGEST_DETECT_BYTES (1u << 20)      /* a parser is tried if its marks are in a stream's first or last MiB */
 #define SBX_DIGEST_FIELD_MAX 400u               /* bytes of a failure's name or message, of the summary */
 #define SBX_DIGEST_JUNIT_MAX (16u << 20)        /* bytes of a JUnit XML report the digest parses (larger: not read as one) */
+#define SBX_DIGEST_JUNIT_FILES 4u               /* JUnit XML files runtime_execute's arguments name that sbxd reads */
+#define SBX_DIGEST_JUNIT_FILES_BYTES (8u << 20) /* bytes of them together (with the streams' defaults, under SBX_REPLY_IN_FD_MAX) */
 #define SBX_QUERY_TERMS_MAX 32u                 /* runtime_query_output queryTerms */
 #define SBX_QUERY_EXCERPTS_DEFAULT 10u
 #define SBX_QUERY_EXCERPTS_MAX 50u

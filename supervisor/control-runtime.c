@@ -19,7 +19,21 @@
 #include "utf8.h"
 
 /* The run of req: its policy checks, environment and stdin. */
-static int run_new(Request *rq, const Sbx__RuntimeExecute *req, const char *exe, RuntimeRun **ret) {
+/* The reports call names, copied into j. */
+static int run_reports(RuntimeRun *j, const RuntimeCall *call) {
+        RuntimeReportPath p[SBX_DIGEST_JUNIT_FILES];
+        size_t n = runtime_report_paths(call, p, ELEMENTSOF(p));
+
+        for (; j->n_reports < n; j->n_reports++) {
+                j->reports[j->n_reports].path = strndup(p[j->n_reports].path, p[j->n_reports].len);
+                if (!j->reports[j->n_reports].path)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int run_new(Request *rq, const Sbx__RuntimeExecute *req, const RuntimeCall *call, const char *exe,
+                   RuntimeRun **ret) {
         const Config *cfg = &rq->server->cfg;
         _cleanup_free_ RuntimeRun *j = NULL;
         _cleanup_free_ char *in = NULL;
@@ -56,6 +70,11 @@ static int run_new(Request *rq, const Sbx__RuntimeExecute *req, const char *exe,
         j->has_stdin = req->has_stdin;
         j->stdin_len = req->stdin_size;
         j->stdin_data = (uint8_t *) TAKE_PTR(in);
+        r = run_reports(j, call);
+        if (r < 0) {
+                runtime_run_free(TAKE_PTR(j));
+                return r;
+        }
         *ret = TAKE_PTR(j);
         return 0;
 }
@@ -82,7 +101,7 @@ int handle_runtime_execute(Request *rq) {
                 r = transcripts_admit(s, rq->sandbox, transcript_files_new(true), why, sizeof(why));
         if (r < 0)
                 return request_error(rq, r, "cannot start the command: %s", why);
-        r = run_new(rq, req, exe, &run);
+        r = run_new(rq, req, &call, exe, &run);
         if (r >= 0)
                 r = command_session_for(rq, req->workspace_session, &ws);
         if (r < 0) {
