@@ -153,6 +153,7 @@
  * 1 MiB frames (three of them decompressed), against 0.5 ms uncompressed. */
 #define SBX_ARTIFACT_FRAME_BYTES (256u << 10)
 #define SBX_ARTIFACT_ZSTD_LEVEL 3
+#define SBX_ARTIFACT_FRAMES_KEPT 4u            /* decompressed frames a reader keeps (a page: up to 3, and another place) */
 #define SBX_ARTIFACT_FRAMES_MAX (1u << 22)      /* frames one compressed file may index (1 TiB of text) */
 #define SBX_RUNTIME_STDIN_MAX (512u << 10)      /* bytes of runtime_execute stdin (the seed's 512 KiB) */
 #define SBX_RUNTIME_ARGS_MAX 256u               /* items of runtime_execute args */
