@@ -180,6 +180,16 @@ def query_rows(suffix, what, of, per):
             "ms", dist(s), "the page from a cursor at 0", dist(b), r, "<= 1.2x", r <= 1.2)
 
 
+d = load("artifacts_zscan")
+if d:
+    by = d["vars"]["bytes"]
+    mb = lambda v: [by / (x / 1e6) / 1e6 for x in v]
+    s, b = mb(d["samples"]["sbx"]), mb(d["samples"]["base"])
+    md = lambda v: {"median": statistics.median(v), "p10": min(v), "p90": max(v), "n": len(v)}
+    row("query scan, persisted (in-process)", "decompress and search %d MiB in zstd frames, one core's CPU time "
+        "(bench/zscanbench.c)" % (by >> 20), "MB/s", md(s), "the plain file's scan (pread)", md(b),
+        statistics.median(s) / statistics.median(b), None, None, "context: CPU time, so load does not hide it")
+
 query_rows("", "", "transcript", "MB scanned per second")
 query_rows("_persisted", ", persisted artifact", "persisted artifact (zstd frames: each decompressed once)",
            "MB of uncompressed text scanned per second")

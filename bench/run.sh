@@ -26,6 +26,7 @@ BIN=$(realpath "${BENCH_BIN:-build/bin}")
 DRIVE=$(realpath "${BENCH_DRIVE:-build/bench/mcpdrive}")
 MINSESS=$(realpath "${BENCH_MINSESS:-build/bench/minsess}")
 DIGEST=$(realpath "${BENCH_DIGEST:-build/bench/digestbench}")
+ZSCAN=$(realpath "${BENCH_ZSCAN:-build/bench/zscanbench}")
 ONLY=${BENCH_ONLY:-}
 T_START=$(date +%s)
 
@@ -243,6 +244,8 @@ if want artifacts; then
   log "artifacts: digest of 50 MB, twice"
   "$DIGEST" $(sc 52428800 5242880) 5 >"$OUT/artifacts_digest.json"
   "$DIGEST" $(sc 52428800 5242880) 5 generic >"$OUT/artifacts_digest_generic.json"
+  log "artifacts: scan of zstd frames against the plain file, in-process"
+  "$ZSCAN" $(sc 1073741824 16777216) $(sc 5 3) >"$OUT/artifacts_zscan.json"
   QBYTES=$(sc 1073741824 4194304)
   QLINES=$(sc 10000000 100000)
   N=$(sc 5 3)

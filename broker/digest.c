@@ -33,6 +33,9 @@ typedef struct Digest {
         const char *out, *err;          /* the streams */
         size_t out_len, err_len;
         const char *command;
+        const DigestReport *reports;    /* the JUnit XML files the command named */
+        size_t n_reports;
+        bool report_read[SBX_DIGEST_JUNIT_FILES];
         bool has_counts;
         unsigned long passed, failed, skipped, warnings;
         Failure f[SBX_DIGEST_MAX_FAILURES];
@@ -722,16 +725,13 @@ static void junit_init(void) {
         xmlInitParser();
 }
 
-/* JUnit XML in either stream (a report the command printed, as `cat
- * report.xml` does): its test cases. No network, no DTD, no entity
- * substitution, libxml2's default size limits, no messages. */
-static bool parse_junit(Digest *d) {
+/* The test cases of the JUnit report x; whether it had a <testsuite>. No
+ * network, no DTD, no entity substitution, libxml2's default size limits,
+ * no messages. */
+static bool junit_read(Digest *d, Line x) {
         static pthread_once_t once = PTHREAD_ONCE_INIT;
         bool suite = false;
-        Line x;
 
-        if (!junit_span(d->out, d->out_len, &x) && !junit_span(d->err, d->err_len, &x))
-                return false;
         pthread_once(&once, junit_init);
         xmlTextReaderPtr r = xmlReaderForMemory(x.p, (int) x.len, NULL, NULL,
                                                 XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
@@ -748,6 +748,23 @@ static bool parse_junit(Digest *d) {
                         junit_case(d, r);
         }
         xmlFreeTextReader(r);
+        return suite;
+}
+
+/* JUnit XML in either stream (a report the command printed, as `cat
+ * report.xml` does) and in the report files it named: their test cases. */
+static bool parse_junit(Digest *d) {
+        bool suite = false;
+        Line x;
+
+        if (junit_span(d->out, d->out_len, &x) || junit_span(d->err, d->err_len, &x))
+                suite = junit_read(d, x);
+        for (size_t i = 0; i < d->n_reports; i++) {
+                const DigestReport *rp = &d->reports[i];
+
+                d->report_read[i] = rp->found && junit_span(rp->data, rp->len, &x) && junit_read(d, x);
+                suite |= d->report_read[i];
+        }
         if (!suite)
                 return false;
         d->has_counts = true;
@@ -1035,12 +1052,41 @@ static bool parse_by_command(Digest *d) {
         return false;
 }
 
+/* What the digest says of each report file: whether its cases were read, or why not. */
+static json_t *reports_json(const Digest *d) {
+        json_t *a = json_array();
+
+        for (size_t i = 0; a && i < d->n_reports; i++) {
+                const DigestReport *rp = &d->reports[i];
+                const char *why = !rp->found ? rp->error : d->report_read[i] ? NULL : "not a JUnit XML report";
+                json_t *o = json_pack("{s:o, s:b, s:I, s:I, s:b}",
+                                      "path", msg_json_string(rp->path, strlen(rp->path), MSG_JSON_TEXT_REPLACE),
+                                      "read", d->report_read[i], "bytes", (json_int_t) rp->len,
+                                      "size", (json_int_t) rp->size, "truncated", rp->truncated);
+
+                if (o && why)
+                        json_object_set_new(o, "error", msg_json_string(why, strlen(why), MSG_JSON_TEXT_REPLACE));
+                if (!o || json_array_append_new(a, o) < 0) {
+                        json_decref(a);
+                        return NULL;
+                }
+        }
+        return a;
+}
+
 json_t *digest_make(const char *command, const char *out, size_t out_len, const char *err, size_t err_len,
                     bool exited_ok) {
+        return digest_make_reports(command, out, out_len, err, err_len, exited_ok, NULL, 0);
+}
+
+json_t *digest_make_reports(const char *command, const char *out, size_t out_len, const char *err, size_t err_len,
+                            bool exited_ok, const DigestReport *reports, size_t n_reports) {
         static bool (*const parsers[])(Digest *) = {
                 parse_junit, parse_go_json, parse_go, parse_cargo, parse_pytest, parse_jest, parse_vitest, parse_node_spec,
                 parse_tap, parse_eslint, parse_tsc, parse_make, parse_gcc, parse_by_command,
         };
+        const Digest in = { .out = out, .out_len = out_len, .err = err, .err_len = err_len, .command = command ?: "",
+                            .reports = reports, .n_reports = MIN(n_reports, (size_t) SBX_DIGEST_JUNIT_FILES) };
         Digest *d = calloc(1, sizeof(Digest));
         json_t *failures, *o = NULL;
         bool ok;
@@ -1048,14 +1094,13 @@ json_t *digest_make(const char *command, const char *out, size_t out_len, const 
         if (!d)
                 return NULL;
         for (size_t i = 0; i < ELEMENTSOF(parsers); i++) {
-                *d = (Digest) { .out = out, .out_len = out_len, .err = err, .err_len = err_len,
-                                .command = command ?: "" };
+                *d = in;
                 if (parsers[i](d))
                         break;
                 d->kind = NULL;
         }
         if (!d->kind) {
-                *d = (Digest) { .out = out, .out_len = out_len, .err = err, .err_len = err_len, .command = command ?: "" };
+                *d = in;        /* no report was read: parse_junit would have matched */
                 parse_generic(d);
         }
         ok = exited_ok && (strcmp(d->parser, "generic") == 0 || (d->total == 0 && d->failed == 0));
@@ -1074,6 +1119,8 @@ json_t *digest_make(const char *command, const char *out, size_t out_len, const 
                 json_object_set_new(o, "counts", json_pack("{s:I, s:I, s:I}", "passed", (json_int_t) d->passed,
                                                            "failed", (json_int_t) d->failed, "skipped",
                                                            (json_int_t) d->skipped));
+        if (o && d->n_reports)
+                json_object_set_new(o, "reports", reports_json(d));
         free(d);
         return o;
 }

@@ -19,9 +19,26 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* A JUnit XML file the command named, as sbxd read it (RuntimeReport). */
+typedef struct DigestReport {
+        const char *path;
+        bool found;                     /* false: error says why */
+        const char *data;               /* its first len bytes */
+        size_t len;
+        bool truncated;                 /* cut at its limit: the cases before the cut count */
+        unsigned long long size;        /* the file's */
+        const char *error;
+} DigestReport;
+
 /* {kind, parser, ok, summary, failures: [{name, message, file?, line?}],
  * failureCount} of the output. command is what ran (runtime, executable,
  * args), for detection; exited_ok whether it exited with status 0 (the
  * verdict when a parser cannot tell). NULL if out of memory. */
 json_t *digest_make(const char *command, const char *out, size_t out_len, const char *err, size_t err_len,
                     bool exited_ok);
+/* The same with the n (at most SBX_DIGEST_JUNIT_FILES) report files the
+ * command named, parsed as printed JUnit XML is; the digest then has
+ * reports: [{path, read, bytes, size, truncated, error?}], read saying
+ * whether its test cases were read. */
+json_t *digest_make_reports(const char *command, const char *out, size_t out_len, const char *err, size_t err_len,
+                            bool exited_ok, const DigestReport *reports, size_t n);

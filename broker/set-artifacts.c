@@ -298,8 +298,19 @@ static int render_execute(const Sbx__Reply *reply, const json_t *args, json_t **
                 return -EBADMSG;
         if (!minimal) {
                 _cleanup_free_ char *cmd = command_line(args, r->executable);
-                digest = digest_make(cmd, (const char *) e->stdout.data, e->stdout.len, (const char *) e->stderr.data,
-                                     e->stderr.len, e->has_exit_code && e->exit_code == 0);
+                DigestReport rep[SBX_DIGEST_JUNIT_FILES];
+                size_t n = MIN(r->n_reports, ELEMENTSOF(rep));
+
+                for (size_t i = 0; i < n; i++)
+                        rep[i] = (DigestReport) {
+                                .path = r->reports[i]->path, .found = r->reports[i]->found,
+                                .data = (const char *) r->reports[i]->content.data,
+                                .len = r->reports[i]->content.len, .truncated = r->reports[i]->truncated,
+                                .size = r->reports[i]->size, .error = r->reports[i]->error,
+                        };
+                digest = digest_make_reports(cmd, (const char *) e->stdout.data, e->stdout.len,
+                                             (const char *) e->stderr.data, e->stderr.len,
+                                             e->has_exit_code && e->exit_code == 0, rep, n);
         }
         o = json_pack("{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:{s:b, s:b, s:I, s:I}, s:o, s:s, s:o, s:s, s:s}",
                       "status", status_of(r),
@@ -468,7 +479,8 @@ static const ToolDef artifacts_tools[] = {
                         "administrator allows: runtime_allowed) in the sandbox's /workspace, and wait until it "
                         "ends (timeoutMs, at most runtime_max_duration_ms). The answer is a digest of the output "
                         "(the tool detected: node --test, TAP, pytest, go test, cargo test, jest, vitest, tsc, "
-                        "ESLint, gcc/clang, make, else generic; its failures with file and line), the last "
+                        "ESLint, gcc/clang, make, JUnit XML printed or named in args (--junitxml and the like), else "
+                        "generic; its failures with file and line), the last "
                         "maxResponseLines lines of stdout and stderr (default 20), and, with persistOutput "
                         "(default true), an artifactHandle: query the full output with runtime_query_output "
                         "instead of running the command again. A toolchain missing from the sandbox's image is an "

@@ -159,6 +159,7 @@
  * 1 MiB frames (three of them decompressed), against 0.5 ms uncompressed. */
 #define SBX_ARTIFACT_FRAME_BYTES (256u << 10)
 #define SBX_ARTIFACT_ZSTD_LEVEL 3
+#define SBX_ARTIFACT_FRAMES_KEPT 4u            /* decompressed frames a reader keeps (a page: up to 3, and another place) */
 #define SBX_ARTIFACT_FRAMES_MAX (1u << 22)      /* frames one compressed file may index (1 TiB of text) */
 #define SBX_RUNTIME_STDIN_MAX (512u << 10)      /* bytes of runtime_execute stdin (the seed's 512 KiB) */
 #define SBX_RUNTIME_ARGS_MAX 256u               /* items of runtime_execute args */
@@ -169,6 +170,8 @@
 #define SBX_DIGEST_DETECT_BYTES (1u << 20)      /* a parser is tried if its marks are in a stream's first or last MiB */
 #define SBX_DIGEST_FIELD_MAX 400u               /* bytes of a failure's name or message, of the summary */
 #define SBX_DIGEST_JUNIT_MAX (16u << 20)        /* bytes of a JUnit XML report the digest parses (larger: not read as one) */
+#define SBX_DIGEST_JUNIT_FILES 4u               /* JUnit XML files runtime_execute's arguments name that sbxd reads */
+#define SBX_DIGEST_JUNIT_FILES_BYTES (8u << 20) /* bytes of them together (with the streams' defaults, under SBX_REPLY_IN_FD_MAX) */
 #define SBX_QUERY_TERMS_MAX 32u                 /* runtime_query_output queryTerms */
 #define SBX_QUERY_EXCERPTS_DEFAULT 10u
 #define SBX_QUERY_EXCERPTS_MAX 50u

@@ -8,6 +8,7 @@ BENCH_DRIVE := $(BENCH_DIR)/mcpdrive
 BENCH_MINSESS := $(BENCH_DIR)/minsess
 BENCH_SCALE ?= 1
 BENCH_DIGEST := $(BENCH_DIR)/digestbench
+BENCH_ZSCAN := $(BENCH_DIR)/zscanbench
 
 $(BENCH_DRIVE): bench/mcpdrive.c
 	@mkdir -p $(@D)
@@ -22,9 +23,14 @@ $(BENCH_DIGEST): bench/digestbench.c $(BUILD)/obj/broker/digest.o $(LIBSBX)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) -std=gnu11 -O2 -g -Wall -Wextra $< $(BUILD)/obj/broker/digest.o $(LIBSBX) $(PKG_LIBS) -o $@
 
-.PHONY: bench bench-tools
-bench-tools: $(BENCH_DRIVE) $(BENCH_MINSESS) $(BENCH_DIGEST)
+# The persisted scan row (issue 19): zstd frames decompressed and searched, in-process.
+$(BENCH_ZSCAN): bench/zscanbench.c $(BUILD)/obj/supervisor/data/zframes.o $(LIBSBX)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) -std=gnu11 -O2 -g -Wall -Wextra $< $(BUILD)/obj/supervisor/data/zframes.o $(LIBSBX) $(PKG_LIBS) -o $@
 
-bench: all $(BENCH_DRIVE) $(BENCH_MINSESS) $(BENCH_DIGEST)
+.PHONY: bench bench-tools
+bench-tools: $(BENCH_DRIVE) $(BENCH_MINSESS) $(BENCH_DIGEST) $(BENCH_ZSCAN)
+
+bench: all $(BENCH_DRIVE) $(BENCH_MINSESS) $(BENCH_DIGEST) $(BENCH_ZSCAN)
 	@BENCH_SCALE=$(BENCH_SCALE) BENCH_BIN=$(BIN) BENCH_DRIVE=$(BENCH_DRIVE) BENCH_MINSESS=$(BENCH_MINSESS) \
-	  BENCH_DIGEST=$(BENCH_DIGEST) bench/run.sh
+	  BENCH_DIGEST=$(BENCH_DIGEST) BENCH_ZSCAN=$(BENCH_ZSCAN) bench/run.sh

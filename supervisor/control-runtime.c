@@ -19,7 +19,21 @@
 #include "utf8.h"
 
 /* The run of req: its policy checks, environment and stdin. */
-static int run_new(Request *rq, const Sbx__RuntimeExecute *req, const char *exe, RuntimeRun **ret) {
+/* The reports call names, copied into j. */
+static int run_reports(RuntimeRun *j, const RuntimeCall *call) {
+        RuntimeReportPath p[SBX_DIGEST_JUNIT_FILES];
+        size_t n = runtime_report_paths(call, p, ELEMENTSOF(p));
+
+        for (; j->n_reports < n; j->n_reports++) {
+                j->reports[j->n_reports].path = strndup(p[j->n_reports].path, p[j->n_reports].len);
+                if (!j->reports[j->n_reports].path)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int run_new(Request *rq, const Sbx__RuntimeExecute *req, const RuntimeCall *call, const char *exe,
+                   RuntimeRun **ret) {
         const Config *cfg = &rq->server->cfg;
         _cleanup_free_ RuntimeRun *j = NULL;
         _cleanup_free_ char *in = NULL;
@@ -56,6 +70,11 @@ static int run_new(Request *rq, const Sbx__RuntimeExecute *req, const char *exe,
         j->has_stdin = req->has_stdin;
         j->stdin_len = req->stdin_size;
         j->stdin_data = (uint8_t *) TAKE_PTR(in);
+        r = run_reports(j, call);
+        if (r < 0) {
+                runtime_run_free(TAKE_PTR(j));
+                return r;
+        }
         *ret = TAKE_PTR(j);
         return 0;
 }
@@ -82,7 +101,7 @@ int handle_runtime_execute(Request *rq) {
                 r = transcripts_admit(s, rq->sandbox, transcript_files_new(true), why, sizeof(why));
         if (r < 0)
                 return request_error(rq, r, "cannot start the command: %s", why);
-        r = run_new(rq, req, exe, &run);
+        r = run_new(rq, req, &call, exe, &run);
         if (r >= 0)
                 r = command_session_for(rq, req->workspace_session, &ws);
         if (r < 0) {
@@ -117,6 +136,7 @@ typedef struct Query {
         Work work;
         Pending pending;
         Server *server;
+        Sandbox *sandbox;               /* whose lane it runs in; not touched once cancelled */
         int dirfd;                      /* the transcripts directory, dup'ed for the pool thread */
         char command[48];               /* whose transcript is read */
         char handle[SBX_NAME_MAX + 1];
@@ -308,16 +328,23 @@ static int query_kept(Query *q, const StoreCommand *rec) {
 
 /* ---- off the loop: a command that ended, in its sandbox's lane ---- */
 
+/* The transcript the previous query of the lane read, if it is the same
+ * command's: a cursor's next page finds the frames the last one
+ * decompressed, so no page decompresses more than another (only the lane's
+ * works touch it, one at a time). */
 static int query_work_start(Work *w) {
         Query *q = container_of(w, Query, work);
+        Sandbox *sb = q->sandbox;
 
+        if (sb->query_kept && strcmp(sb->query_kept_id, q->command) == 0)
+                q->owned = TAKE_PTR(sb->query_kept);
         q->dirfd = fcntl(q->server->transcripts_fd, F_DUPFD_CLOEXEC, 3);
         return q->dirfd < 0 ? -errno : 0;
 }
 
 static int query_work_run(Work *w) {
         Query *q = container_of(w, Query, work);
-        int r = transcript_open(q->dirfd, q->command, &q->owned);
+        int r = q->owned ? 0 : transcript_open(q->dirfd, q->command, &q->owned);
 
         if (r < 0)
                 return query_fail(q, r, "cannot open the output of '%.80s': %s", q->handle, strerror(-r));
@@ -349,6 +376,11 @@ static void query_work_done(Work *w, int r, void *userdata) {
         else {
                 msg_reply_set(&reply, SBX__REPLY__BODY_RUNTIME_QUERY, &q->o);
                 pending_answer(s, &q->pending, &reply);
+        }
+        if (!work_cancelled(w) && q->owned) {
+                transcript_free(q->sandbox->query_kept);
+                q->sandbox->query_kept = TAKE_PTR(q->owned);
+                strlcpy(q->sandbox->query_kept_id, q->command, sizeof(q->sandbox->query_kept_id));
         }
         pending_stop(&q->pending);
         query_free(q);
@@ -437,6 +469,7 @@ int handle_runtime_query(Request *rq) {
                 return msg_reply_set(&rq->reply, SBX__REPLY__BODY_RUNTIME_QUERY, &q->o);
         }
         q->server = rq->server;
+        q->sandbox = sb;
         pending_start(&q->pending, rq->client, rq->seq, query_abandon);
         work_submit(rq->server->work, &sb->lane, &q->work);
         return REPLY_DEFERRED;

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/artifacts.h"
 #include "core/sandbox.h"
@@ -30,8 +33,72 @@ unsigned runtime_runs_running(Server *s, uid_t owner) {
 void runtime_run_free(RuntimeRun *j) {
         if (!j)
                 return;
+        for (size_t i = 0; i < j->n_reports; i++) {
+                free(j->reports[i].path);
+                free(j->reports[i].data);
+        }
         free(j->stdin_data);
         free(j);
+}
+
+/* At most max bytes of report rp into its data (the rest cut); -errno. */
+static int report_read(RunReport *rp, int root_fd, const char *cwd, size_t max) {
+        _cleanup_free_ char *full = NULL, *buf = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        size_t len = 0;
+
+        if (asprintf(&full, "%s/%s", rp->path[0] == '/' ? "" : cwd, rp->path) < 0)
+                return -ENOMEM;
+        /* O_NONBLOCK: a FIFO does not hold the loop (and is refused below). */
+        fd = openat2_fd(root_fd, full, O_RDONLY | O_NOCTTY | O_NONBLOCK, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (fd < 0)
+                return fd;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+        max = (size_t) MIN((uint64_t) max, (uint64_t) st.st_size);
+        buf = malloc(MAX(max, (size_t) 1));
+        if (!buf)
+                return -ENOMEM;
+        while (len < max) {
+                ssize_t n = read(fd, buf + len, max - len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        break;
+                len += (size_t) n;
+        }
+        rp->size = (uint64_t) st.st_size;
+        rp->truncated = (uint64_t) len < rp->size;
+        rp->len = len;
+        rp->data = TAKE_PTR(buf);
+        return 0;
+}
+
+void runtime_run_read_reports(RuntimeRun *j, int root_fd, const char *cwd) {
+        size_t left = SBX_DIGEST_JUNIT_FILES_BYTES;
+
+        if (j->reports_read)
+                return;
+        j->reports_read = true;
+        for (size_t i = 0; i < j->n_reports; i++) {
+                RunReport *rp = &j->reports[i];
+                int r = root_fd < 0 ? -ESTALE : report_read(rp, root_fd, cwd, MIN(left, (size_t) SBX_DIGEST_JUNIT_MAX));
+
+                rp->found = r >= 0;
+                if (r >= 0)
+                        left -= rp->len;
+                else
+                        snprintf(rp->error, sizeof(rp->error), "%s",
+                                 r == -ENOENT ? "no such file" : r == -EISDIR ? "a directory, not a file"
+                                 : r == -EINVAL ? "not a regular file" : r == -ESTALE ? "the session's files are gone"
+                                 : r == -EXDEV ? "a symlink leaves the sandbox" : strerror(-r));
+        }
 }
 
 static int artifact_remove(Server *s, const StoreArtifact *a, const char *reason) {
@@ -209,6 +276,7 @@ static bool toolchain_missing(const Sbx__ClaimExecReply *o, size_t *ret_len) {
 void runtime_run_answer(Server *s, Pending *p, Command *c, Sbx__ClaimExecReply *o) {
         Sbx__RuntimeExecuteReply x = SBX__RUNTIME_EXECUTE_REPLY__INIT;
         Sbx__Reply reply = SBX__REPLY__INIT;
+        Sbx__RuntimeReport rep[SBX_DIGEST_JUNIT_FILES], *reps[SBX_DIGEST_JUNIT_FILES];
         RuntimeRun *j = c->run;
         char handle[48] = "";
         size_t len;
@@ -219,6 +287,22 @@ void runtime_run_answer(Server *s, Pending *p, Command *c, Sbx__ClaimExecReply *
                                      (const char *) o->stderr.data + strlen(RUNTIME_MISSING_MARK));
                 return;
         }
+        runtime_run_read_reports(j, -EBADF, NULL);     /* read at its end (core/session.c), else: gone */
+        for (size_t i = 0; i < j->n_reports; i++) {
+                const RunReport *rp = &j->reports[i];
+
+                sbx__runtime_report__init(&rep[i]);
+                rep[i].path = rp->path;
+                rep[i].found = rp->found;
+                rep[i].content.data = (uint8_t *) rp->data;
+                rep[i].content.len = rp->len;
+                rep[i].truncated = rp->truncated;
+                rep[i].size = rp->size;
+                rep[i].error = (char *) rp->error;
+                reps[i] = &rep[i];
+        }
+        x.n_reports = j->n_reports;
+        x.reports = reps;
         if (j->persist && c->finished && c->transcript) {
                 r = artifact_add(s, c, handle, sizeof(handle));
                 if (r < 0)

@@ -26,10 +26,22 @@
 
 #include "core/client.h"
 #include "core/runtime.h"
+#include "sbx-limits.h"
 #include "sbx.pb-c.h"
 
 typedef struct Server Server;
 typedef struct Command Command;
+
+/* A JUnit XML report the run's arguments name (core/runtime.h), read once it
+ * ended for the broker's digest. */
+typedef struct RunReport {
+        char *path;                     /* as the argument names it */
+        char *data;                     /* its first len bytes, or NULL */
+        size_t len;
+        uint64_t size;                  /* the file's */
+        bool found, truncated;
+        char error[96];                 /* when not found: why */
+} RunReport;
 
 typedef struct RuntimeRun {
         uid_t owner;
@@ -41,11 +53,21 @@ typedef struct RuntimeRun {
         size_t stdin_len;
         bool has_stdin;
         uint64_t bytes[2];                      /* raw stdout, stderr */
+        RunReport reports[SBX_DIGEST_JUNIT_FILES];
+        size_t n_reports;
+        bool reports_read;
 } RuntimeRun;
 
 /* Running runs of owner's sandboxes (runtime_max_concurrent_jobs counts them). */
 unsigned runtime_runs_running(Server *s, uid_t owner);
 void runtime_run_free(RuntimeRun *run);
+/* The run's reports (once: its first end), each resolved in root_fd (the
+ * session's /, O_PATH) from cwd (the command's, absolute) with openat2
+ * RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS: regular files only, at most
+ * SBX_DIGEST_JUNIT_MAX bytes each and SBX_DIGEST_JUNIT_FILES_BYTES together
+ * (the rest cut). One that cannot be read says why; root_fd < 0: the
+ * session's files are gone. */
+void runtime_run_read_reports(RuntimeRun *run, int root_fd, const char *cwd);
 /* Answer p for c's ended run: ClaimExecReply o (its streams) inside a
  * RuntimeExecuteReply, with its artifact when persisted; or the error of a
  * missing toolchain. */

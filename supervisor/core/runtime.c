@@ -283,3 +283,77 @@ size_t runtime_env(const Config *cfg, const char **env, size_t max) {
         }
         return n;
 }
+
+/* The options that name a JUnit XML report: "--opt=P" or "--opt P", or with
+ * key, "--opt key=P" among comma-separated options. */
+static const struct {
+        const char *option;
+        const char *key;                /* NULL: the value is the path */
+} report_options[] = {
+        { "--junitxml", NULL },         /* pytest */
+        { "--junit-xml", NULL },        /* pytest's older spelling, others */
+        { "--junitfile", NULL },        /* gotestsum */
+        { "--reporter-options", "mochaFile" },  /* mocha-junit-reporter */
+};
+
+static bool ends_with(const char *s, const char *suffix) {
+        size_t n = strlen(s), k = strlen(suffix);
+
+        return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The path of key in the comma-separated options value (borrowed up to
+ * ret_len), or NULL. */
+static const char *option_key(const char *value, const char *key, size_t *ret_len) {
+        size_t k = strlen(key);
+
+        for (const char *p = value; *p; p += strcspn(p, ","), p += *p == ',') {
+                size_t n = strcspn(p, ",");
+
+                if (n > k + 1 && strncmp(p, key, k) == 0 && p[k] == '=') {
+                        *ret_len = n - k - 1;
+                        return p + k + 1;
+                }
+        }
+        return NULL;
+}
+
+/* The report a value of report_options[o] names into ret (if room), its count. */
+static size_t report_add(size_t o, const char *value, RuntimeReportPath *ret, size_t n, size_t max) {
+        size_t len = strlen(value);
+        const char *p = report_options[o].key ? option_key(value, report_options[o].key, &len) : value;
+
+        if (!p || len == 0 || len > SBX_PATH_MAX || n >= max)
+                return n;
+        for (size_t i = 0; i < n; i++)
+                if (ret[i].len == len && memcmp(ret[i].path, p, len) == 0)
+                        return n;
+        ret[n] = (RuntimeReportPath) { p, len };
+        return n + 1;
+}
+
+size_t runtime_report_paths(const RuntimeCall *call, RuntimeReportPath *ret, size_t max) {
+        bool code = call->code && call->code[0];
+        size_t n = 0;
+
+        for (size_t i = 0; i < call->n_args; i++) {
+                const char *a = call->args[i];
+                bool option = false;
+
+                for (size_t o = 0; o < ELEMENTSOF(report_options) && !option; o++) {
+                        size_t k = strlen(report_options[o].option);
+
+                        if (strncmp(a, report_options[o].option, k) != 0 || (a[k] != '=' && a[k] != '\0'))
+                                continue;
+                        option = true;
+                        if (a[k] == '=')
+                                n = report_add(o, a + k + 1, ret, n, max);
+                        else if (i + 1 < call->n_args)
+                                n = report_add(o, call->args[++i], ret, n, max);
+                }
+                /* Without code, an argument that is a .xml file (not an option) may be the report a tool writes. */
+                if (!option && !code && a[0] != '-' && ends_with(a, ".xml"))
+                        n = report_add(0, a, ret, n, max);
+        }
+        return n;
+}

@@ -45,3 +45,15 @@ int runtime_compose(const Config *cfg, const RuntimeCall *call, char **ret_cmd, 
 /* Of runtime_env_allowlist, the variables sbxd's own environment has, as
  * KEY=VALUE (borrowed from environ), at most max of them. */
 size_t runtime_env(const Config *cfg, const char **env, size_t max);
+
+/* A JUnit XML report an argument names: borrowed from call's args. */
+typedef struct RuntimeReportPath {
+        const char *path;
+        size_t len;
+} RuntimeReportPath;
+
+/* The reports call's args name (at most max, each once, in order): the value
+ * of --junitxml, --junit-xml, --junitfile (as "--opt=P" or "--opt P"), the
+ * mochaFile=P of --reporter-options, and without inline code an argument
+ * ending in ".xml" that is not an option. */
+size_t runtime_report_paths(const RuntimeCall *call, RuntimeReportPath *ret, size_t max);

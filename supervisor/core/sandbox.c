@@ -19,6 +19,7 @@
 #include "array.h"
 #include "fd-util.h"
 #include "data/layer.h"
+#include "data/transcript.h"
 #include "sbx-limits.h"
 #include "log.h"
 #include "msg.h"
@@ -60,6 +61,7 @@ static Sandbox *sandbox_free(Sandbox *sb) {
         free(sb->source_dir);
         free(sb->layers_path);
         secrets_free(sb->secrets);
+        transcript_free(sb->query_kept);
         free(sb);
         return NULL;
 }

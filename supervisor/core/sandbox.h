@@ -54,6 +54,10 @@ struct Sandbox {
         Secrets *secrets;           /* a box's (core/secret.h): in its commands' environment, redacted
                                        from their output; owned; NULL: none */
         WorkLane lane;              /* its works off the loop, in order (common/workpool.h) */
+        /* The transcript the last runtime_query_output of its lane read, kept open with
+         * its last decompressed frames for the next page (control-runtime.c); owned. */
+        struct Transcript *query_kept;
+        char query_kept_id[48];     /* its command */
 };
 
 /* Called when a claim's sandbox is made (sandbox_create_for_claim, below). */

@@ -900,6 +900,11 @@ static size_t command_env_of(const WorkspaceSession *ws, char **env) {
         return n;
 }
 
+/* The directory c runs in. */
+static const char *command_cwd(const Command *c, const WorkspaceSession *ws) {
+        return c->cwd ?: ws->job ? SESSION_JOB_CWD : "/workspace";
+}
+
 /* c (a runtime_execute run) just went to its worker: its stdin, then end of input. */
 static int run_send_stdin(Command *c) {
         RuntimeRun *j = c->run;
@@ -959,7 +964,7 @@ static int command_send_exec(WorkspaceSession *ws, Command *c) {
         for (size_t i = 0; secrets && i < secrets->n; i++)
                 env[e.n_env++] = secrets->env[i];
         e.env = env;
-        e.cwd = c->cwd ?: (char *) (ws->job ? SESSION_JOB_CWD : "/workspace");
+        e.cwd = (char *) command_cwd(c, ws);
         e.separate_streams = transcript_has_streams(c->transcript);
         c->start_usec = now_usec();
         r = session_send(ws, SBX__MSG_TYPE__MSG_SUPERVISOR_EXEC, &e);
@@ -1347,6 +1352,9 @@ static void command_ended(Server *s, Command *c, bool exited, int exit_code, int
         WorkspaceSession *ws = c->session;
 
         command_redact_flush(s, c);
+        /* Its reports, while the session's files are there (an automatic one publishes and goes next). */
+        if (c->run && ws)
+                runtime_run_read_reports(c->run, ws->root_fd, command_cwd(c, ws));
 
         if (!ws || ws->automatic || c->finished) {
                 command_record_end(s, c, exited, exit_code, sig);

@@ -71,6 +71,11 @@ static void count(Server *s, Sandbox *sb, uint64_t bytes, uint64_t files) {
         }
 }
 
+void transcripts_forget_kept(Sandbox *sb, const char *id) {
+        if (sb && sb->query_kept && strcmp(sb->query_kept_id, id) == 0)
+                sb->query_kept = transcript_free(sb->query_kept);
+}
+
 /* Evict the transcript of the ended command rec to stay within the budget reason. */
 static int evict(Server *s, const StoreCommand *rec, const char *reason) {
         Command *c = live_of_id(s, rec->id);
@@ -86,6 +91,7 @@ static int evict(Server *s, const StoreCommand *rec, const char *reason) {
                 c->transcript = transcript_free(c->transcript);
                 strlcpy(c->rec.evicted, reason, sizeof(c->rec.evicted));
         }
+        transcripts_forget_kept(sandbox_find_id(s, rec->sandbox), rec->id);
         r = transcript_remove(s->transcripts_fd, rec->id);
         if (r < 0 && r != -ENOENT)
                 log_warning_errno(r, "Failed to remove the transcript of %s, ignoring: %m", rec->id);
@@ -105,6 +111,7 @@ int transcripts_compressed(Server *s, const char *id, uint64_t bytes, unsigned f
                 return -ESTALE;
         }
         before = rec.transcript_bytes;
+        transcripts_forget_kept(sandbox_find_id(s, rec.sandbox), id);     /* it read the plain text */
         if (c) {
                 before = c->charged_bytes;
                 c->charged_bytes = c->rec.transcript_bytes = bytes;

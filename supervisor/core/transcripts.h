@@ -42,6 +42,8 @@ void transcripts_uncount(Server *s, Sandbox *sb, uint64_t bytes, uint64_t files)
  * core/artifacts.h), its record naming reason; 0 if it is gone already or
  * still running, -ENOENT if there is no such record. */
 int transcripts_evict(Server *s, const char *id, const char *reason);
+/* sb's query_kept, if it is id's (it is removed or rewritten): closed. */
+void transcripts_forget_kept(Sandbox *sb, const char *id);
 /* The transcript of the ended command id was compressed on disk
  * (transcript_compress, a persisted artifact's): it stores bytes in files
  * now. Its record, the command in memory (which takes *t, the transcript

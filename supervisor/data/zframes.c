@@ -26,6 +26,7 @@ typedef struct ZSlot {
         char *text;
         uint64_t frame;         /* UINT64_MAX: empty */
         size_t len;
+        uint64_t used;          /* z->clock when last read; 0: never */
 } ZSlot;
 
 struct ZFrames {
@@ -34,8 +35,8 @@ struct ZFrames {
         uint64_t n, size, lines, index_off;
         ZSTD_DCtx *dctx;
         void *packed;           /* one compressed frame */
-        ZSlot slot[2];
-        unsigned next;          /* slot to reuse */
+        ZSlot slot[SBX_ARTIFACT_FRAMES_KEPT];
+        uint64_t clock;         /* reads so far: the least recently read slot is reused */
 };
 
 static void put_le64(uint8_t *p, uint64_t v) {
@@ -210,7 +211,8 @@ int zframes_open(int fd, ZFrames **ret) {
         if (!z)
                 return -ENOMEM;
         z->fd = fd;
-        z->slot[0].frame = z->slot[1].frame = UINT64_MAX;
+        for (unsigned k = 0; k < ELEMENTSOF(z->slot); k++)
+                z->slot[k].frame = UINT64_MAX;
         r = read_index(z, (uint64_t) st.st_size);
         if (r < 0)
                 return r;
@@ -226,24 +228,26 @@ uint64_t zframes_lines(const ZFrames *z) {
         return z->lines;
 }
 
-/* Frame i decompressed, from the two kept or into the older of them. */
+/* Frame i decompressed, from those kept or into the least recently read slot. */
 static int frame_get(ZFrames *z, uint64_t i, const ZSlot **ret) {
         uint64_t end = i + 1 < z->n ? z->e[i + 1].file_off : z->index_off;
         size_t want = (size_t) MIN(z->size - i * FRAME, (uint64_t) FRAME), got;
-        ZSlot *s;
+        ZSlot *s = &z->slot[0];
         int r;
 
-        for (unsigned k = 0; k < ELEMENTSOF(z->slot); k++)
+        for (unsigned k = 0; k < ELEMENTSOF(z->slot); k++) {
                 if (z->slot[k].frame == i) {
-                        z->next = !k;
+                        z->slot[k].used = ++z->clock;
                         *ret = &z->slot[k];
                         return 0;
                 }
+                if (z->slot[k].used < s->used)
+                        s = &z->slot[k];
+        }
         if (!z->dctx)
                 z->dctx = ZSTD_createDCtx();
         if (!z->packed)
                 z->packed = malloc(ZSTD_compressBound(FRAME));
-        s = &z->slot[z->next];
         if (!s->text)
                 s->text = malloc(FRAME);
         if (!z->dctx || !z->packed || !s->text)
@@ -257,7 +261,7 @@ static int frame_get(ZFrames *z, uint64_t i, const ZSlot **ret) {
                 return -EBADMSG;
         s->frame = i;
         s->len = got;
-        z->next = !z->next;
+        s->used = ++z->clock;
         *ret = s;
         return 0;
 }
@@ -289,8 +293,8 @@ ZFrames *zframes_free(ZFrames *z) {
                 return NULL;
         ZSTD_freeDCtx(z->dctx);
         free(z->packed);
-        free(z->slot[0].text);
-        free(z->slot[1].text);
+        for (unsigned k = 0; k < ELEMENTSOF(z->slot); k++)
+                free(z->slot[k].text);
         free(z->e);
         free(z);
         return NULL;

@@ -8,10 +8,11 @@
  * before it; its offset in the text; its offset in the file), then the frame
  * count, the text's size, its lines and the magic "SBXZFRM1". `zstd -d`
  * reads such a file as the plain text (it skips the index). A read finds its
- * frames from the index and decompresses only those, keeping the last two
- * decompressed, so reading a line that spans two frames, or a window
- * after another, decompresses each frame once. Memory: the index and two
- * frames. Non-logging. */
+ * frames from the index and decompresses only those, keeping the last
+ * SBX_ARTIFACT_FRAMES_KEPT read decompressed (the least recently read is
+ * reused), so reading a line that spans two frames, or a window
+ * after another, decompresses each frame once. Memory: the index and
+ * SBX_ARTIFACT_FRAMES_KEPT frames. Non-logging. */
 #pragma once
 
 #include <stddef.h>

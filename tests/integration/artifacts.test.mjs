@@ -193,6 +193,69 @@ h.test('digests of real runs here: node --test, pytest and go test, with file an
   assert.deepEqual(g.digest.failures[0], { name: 'TestX', message: 'bad 1', file: 'g_test.go', line: 6 });
 });
 
+h.test('JUnit XML files named in the arguments: sbxd reads them in the sandbox, the digest parses them', async () => {
+  // -p no:terminal: pytest prints nothing, only the report it writes says what failed (a raise: without
+  // its terminal, pytest's assertion rewriting cannot explain a comparison).
+  await h.mcp.sc('file_write', { sandbox_id: SB, path: 'pj/test_j.py', content:
+    'def test_a():\n    raise ValueError("bad value")\n\ndef test_b():\n    pass\n' });
+  const r = await run({ runtime: 'python', args: ['-m', 'pytest', '-p', 'no:terminal', '-p', 'no:cacheprovider',
+    '--junitxml', 'rep/r.xml', 'pj'] });
+  assert.equal(r.status, 'failure', JSON.stringify(r));
+  assert.equal(r.stdoutSummary, '');
+  assert.equal(r.digest.parser, 'junit-xml', JSON.stringify(r.digest));
+  assert.deepEqual(r.digest.counts, { passed: 1, failed: 1, skipped: 0 });
+  assert.equal(r.digest.failures[0].name, 'pj.test_j.test_a');
+  assert.equal(r.digest.failures[0].message, 'ValueError: bad value');
+  assert.equal(r.digest.failures[0].file, 'pj/test_j.py');
+  assert.equal(r.digest.failures[0].line, 2);
+  assert.equal(r.digest.reports.length, 1);
+  assert.equal(r.digest.reports[0].path, 'rep/r.xml');
+  assert.equal(r.digest.reports[0].read, true);
+  assert.equal(r.digest.reports[0].truncated, false);
+
+  // A symlink to a host path resolves inside the sandbox's root (there is no such file there), a
+  // directory named .xml and a missing file are said so: none is an error of the run.
+  const dir = fs.mkdtempSync('/tmp/junit-host-');
+  const host = path.join(dir, 'host.xml');
+  fs.writeFileSync(host, '<?xml version="1.0"?><testsuite><testcase classname="host" name="secret">' +
+    '<failure message="host-only"/></testcase></testsuite>');
+  try {
+    const l = await run({ runtime: 'shell', args: ['-c', `ln -sf ${host} h.xml && ln -sf /etc/passwd p.xml && ` +
+      'mkdir -p d.xml && exit 1', 'sh', '--junit-xml=h.xml', '--junitfile', 'p.xml', 'd.xml', 'missing.xml'] });
+    assert.equal(l.status, 'failure', JSON.stringify(l));
+    const by = Object.fromEntries(l.digest.reports.map((x) => [x.path, x]));
+    assert.deepEqual(Object.keys(by), ['h.xml', 'p.xml', 'd.xml', 'missing.xml']);
+    assert.deepEqual([by['h.xml'].read, by['h.xml'].error], [false, 'no such file']);
+    assert.deepEqual([by['p.xml'].read, by['p.xml'].error], [false, 'not a JUnit XML report']);
+    assert.deepEqual([by['d.xml'].read, by['d.xml'].error], [false, 'a directory, not a file']);
+    assert.deepEqual([by['missing.xml'].read, by['missing.xml'].error], [false, 'no such file']);
+    assert.notEqual(l.digest.parser, 'junit-xml');
+    assert.ok(!JSON.stringify(l).includes('host-only'));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+
+  // A report over the limit (8 MiB of reports, SBX_DIGEST_JUNIT_FILES_BYTES) is cut, as a printed one
+  // is: the cases before the cut count.
+  const b = await run({ runtime: 'python', args: ['--junitxml=big.xml'], code: 'import sys\n' +
+    'with open(sys.argv[1].split("=")[1], "w") as f:\n' +
+    '    f.write(\'<?xml version="1.0"?><testsuite><testcase classname="big" name="first">' +
+    '<failure message="early"/></testcase>\')\n' +
+    '    i = 0\n' +
+    '    while f.tell() < 9 << 20:\n' +
+    '        f.write(\'<testcase classname="big" name="t%d"/>\' % i)\n' +
+    '        i += 1\n' +
+    '    f.write("</testsuite>")\n' +
+    'print("cases", i + 1)\nsys.exit(1)\n' });
+  assert.equal(b.digest.parser, 'junit-xml', JSON.stringify(b.digest));
+  const rep = b.digest.reports[0];
+  assert.deepEqual([rep.path, rep.read, rep.truncated, rep.bytes], ['big.xml', true, true, 8 << 20]);
+  assert.ok(rep.size >= 9 << 20);
+  assert.equal(b.digest.failures[0].name, 'big.first');
+  const cases = Number(b.stdoutSummary.split(' ')[1]);
+  assert.ok(b.digest.counts.passed > 0 && b.digest.counts.passed + 1 < cases, JSON.stringify(b.digest.counts));
+});
+
 // 1000 stdout lines, "hit" on every 100th, and 10 stderr lines, "hit" on the 5th.
 const NOISY = 'i=1; while [ $i -le 1000 ]; do if [ $((i % 100)) -eq 0 ]; then echo "line $i hit"; ' +
   'else echo "line $i"; fi; i=$((i+1)); done; i=1; while [ $i -le 10 ]; do if [ $i -eq 5 ]; then ' +

@@ -197,8 +197,53 @@ static void test_junit_hostile(void **state) {
         json_decref(d);
 }
 
+/* Report files the command named: the cases of a read one count, a missing
+ * one and one that is not JUnit XML are said so, a cut one keeps its cases
+ * before the cut and says it was cut. */
+static void test_junit_reports(void **state) {
+        static const char report[] = "<?xml version=\"1.0\"?><testsuites><testsuite name=\"pytest\"><testcase "
+                                     "classname=\"t\" name=\"a\"><failure message=\"boom\">t.py:7: boom</failure>"
+                                     "</testcase><testcase classname=\"t\" name=\"b\"/></testsuite></testsuites>";
+        const DigestReport reports[] = {
+                { .path = "r.xml", .found = true, .data = report, .len = sizeof(report) - 1, .size = sizeof(report) - 1 },
+                { .path = "gone.xml", .error = "no such file" },
+                { .path = "p.xml", .found = true, .data = "not xml", .len = 7, .size = 7 },
+                { .path = "cut.xml", .found = true, .data = report, .len = 180, .size = sizeof(report) - 1,
+                  .truncated = true },
+        };
+        json_t *d = digest_make_reports("python python3 -m pytest --junitxml=r.xml", "", 0, "", 0, false, reports,
+                                        ELEMENTSOF(reports));
+        json_t *f, *rs;
+
+        assert_non_null(d);
+        assert_string_equal(json_string_value(json_object_get(d, "parser")), "junit-xml");
+        f = json_array_get(json_object_get(d, "failures"), 0);
+        assert_string_equal(json_string_value(json_object_get(f, "name")), "t.a");
+        assert_string_equal(json_string_value(json_object_get(f, "file")), "t.py");
+        assert_int_equal(json_integer_value(json_object_get(f, "line")), 7);
+        /* r.xml's two cases and cut.xml's first: the second is past its cut */
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "counts"), "failed")), 2);
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "counts"), "passed")), 1);
+        rs = json_object_get(d, "reports");
+        assert_int_equal(json_array_size(rs), 4);
+        assert_true(json_is_true(json_object_get(json_array_get(rs, 0), "read")));
+        assert_null(json_object_get(json_array_get(rs, 0), "error"));
+        assert_true(json_is_false(json_object_get(json_array_get(rs, 1), "read")));
+        assert_string_equal(json_string_value(json_object_get(json_array_get(rs, 1), "error")), "no such file");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(rs, 2), "error")), "not a JUnit XML report");
+        assert_true(json_is_true(json_object_get(json_array_get(rs, 3), "read")));
+        assert_true(json_is_true(json_object_get(json_array_get(rs, 3), "truncated")));
+        json_decref(d);
+        /* None read: another parser's digest, which still says what became of the files. */
+        d = digest_make_reports("sh", "error: x\n", 9, "", 0, false, reports + 1, 1);
+        assert_string_equal(json_string_value(json_object_get(d, "parser")), "generic");
+        assert_int_equal(json_array_size(json_object_get(d, "reports")), 1);
+        json_decref(d);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_junit_reports),
                 cmocka_unit_test(test_fixtures),
                 cmocka_unit_test(test_bounds),
                 cmocka_unit_test(test_junit_hostile),
