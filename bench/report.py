@@ -407,7 +407,7 @@ if d:
     s, b = d["samples"]["script"], d["samples"]["auto"]
     r = paired_ratio(s, b)
     row("sandbox_script", "sandbox_script `true`, egress none, on the built python image (a spare sandbox and "
-        "session per call, /out; 100 ms pause after)", "ms", dist(s), "exec_command `true` in an automatic session, interleaved",
+        "session per call, /out; 100 ms pause after each call)", "ms", dist(s), "exec_command `true` in an automatic session, interleaved",
         dist(b), r, "<= 2.0x", r <= 2.0)
 
 # boxes (issue 21 part B): a start from a version mounts its layers under the box's /work

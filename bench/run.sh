@@ -733,14 +733,16 @@ if want script; then
   log "script: building python if needed"
   "$BIN/sbxctl" --socket "$SOCK" image build python >/dev/null
   N=$(sc 100 20)
-  # The untimed pause after each job: the spare job sandbox it used is made
-  # again after its answer (core/job.h), which is not the next call's time
-  # (an agent's calls are seconds apart); without it the remaking lands in
-  # the exec_command that follows (docs/benchmarks.md).
+  # The untimed pause after each call: the spare it used (a job sandbox, or
+  # the automatic session's spare session) is made again after its answer
+  # (core/job.h, core/spare.h), which is not the next call's time (an agent's
+  # calls are seconds apart); without it the remaking lands in the call that
+  # follows, on these two cores (docs/benchmarks.md).
   printf '{"warmup":3, "n":%s, "loop":[
  {"tag":"script","tool":"sandbox_script","args":{"command":"true","image":"python","egress":"none"}},
  {"sleep_ms":100},
- {"tag":"auto","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"true"},"expect":"ok"}]}\n' "$N" \
+ {"tag":"auto","tool":"exec_command","args":{"sandbox_id":"tiny","cmd":"true"},"expect":"ok"},
+ {"sleep_ms":100}]}\n' "$N" \
     >"$D/scripts/script.json"
   log "script: $N pairs, sandbox_script vs exec_command in an automatic session"
   drive script "$BIN/sandbox-mcp" --set runtime,script --socket "$SOCK"

@@ -366,6 +366,11 @@ h.test('after an sbxd restart: a job that ran reads supervisor_lost, its sandbox
   assert.deepEqual(sleeps(T(313)), []);
   const l = await sbxctl(h.socket, ['sandbox', 'list', '--json']);
   assert.deepEqual(JSON.parse(l.stdout), []);
+  // the spares' job directories went with their sandboxes: only the jobs' own are left
+  const jobs = await sbxctl(h.socket, ['job', 'list', '--json']);
+  assert.equal(jobs.code, 0, jobs.stderr);
+  const ids = JSON.parse(jobs.stdout).map((j) => j.job_id).sort();
+  assert.deepEqual(fs.readdirSync(path.join(h.stateDir, 'jobs')).sort(), ids);
 });
 
 h.test('sbxd in a mount namespace of its own (ProtectSystem=): inputs reopened by their real path, same inode only', async () => {
