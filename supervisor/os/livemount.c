@@ -15,8 +15,65 @@
 #include "macro.h"
 #include "os/livemount.h"
 
+typedef struct CloneArgs {
+        int mnt;
+        int fds[2];
+        int err;
+} CloneArgs;
+
+/* In a child of a mount namespace of its own, made private: a->mnt attached
+ * on /tmp there, then two detached clones of it into a->fds (the fd table is
+ * the caller's, CLONE_FILES). */
+static int clone_in_private_ns(void *userdata) {
+        CloneArgs *a = userdata;
+
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            move_mount(a->mnt, "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+                a->err = -errno;
+                return 1;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(a->fds); i++) {
+                a->fds[i] = open_tree(AT_FDCWD, "/tmp", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                if (a->fds[i] < 0) {
+                        a->err = -errno;
+                        return 1;
+                }
+        }
+        return 0;
+}
+
+/* Two detached clones of the detached mount mnt, which it consumes. Kernels
+ * before 6.15 (Debian 12's 6.1) clone only a mount of the caller's own
+ * namespace, not a detached one (open_tree(2) fails with EINVAL), so the
+ * clones are made where mnt is attached, in a throw-away namespace. */
+static int tmpfs_clones(int mnt, int ret_fds[2]) {
+        CloneArgs a = { .mnt = mnt, .fds = { -EBADF, -EBADF } };
+        int status = 0;
+        pid_t pid = clone_vfork(clone_in_private_ns, CLONE_NEWNS | CLONE_FILES, &a, NULL);
+
+        safe_close(mnt);
+        if (pid < 0)
+                return pid;
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR) {
+                        a.err = -errno;
+                        break;
+                }
+        if (a.err == 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
+                a.err = -ECHILD;
+        if (a.err < 0) {
+                safe_close(a.fds[0]);
+                safe_close(a.fds[1]);
+                return a.err;
+        }
+        ret_fds[0] = a.fds[0];
+        ret_fds[1] = a.fds[1];
+        return 0;
+}
+
 int session_tmpfs_new(const char *source, uint64_t size, uid_t uid, mode_t mode, int *ret_mnt, int *ret_keep) {
-        _cleanup_close_ int fs = -EBADF, mnt = -EBADF, keep = -EBADF;
+        _cleanup_close_ int fs = -EBADF, mnt = -EBADF;
+        int clones[2] = { -EBADF, -EBADF }, r;
         char size_s[24], uid_s[16], mode_s[8];
 
         snprintf(size_s, sizeof(size_s), "%" PRIu64, size);
@@ -35,11 +92,11 @@ int session_tmpfs_new(const char *source, uint64_t size, uid_t uid, mode_t mode,
         mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
         if (mnt < 0)
                 return -errno;
-        keep = open_tree(mnt, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-        if (keep < 0)
-                return -errno;
-        *ret_mnt = TAKE_FD(mnt);
-        *ret_keep = TAKE_FD(keep);
+        r = tmpfs_clones(TAKE_FD(mnt), clones);
+        if (r < 0)
+                return r;
+        *ret_mnt = clones[0];
+        *ret_keep = clones[1];
         return 0;
 }
 

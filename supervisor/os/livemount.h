@@ -1,9 +1,10 @@
 /* Session tmpfs mounts that sbxd makes and holds, so that a managed
  * session's writable layer can outlive sbxd without a copy (core/kept.h).
- * sbxd makes the tmpfs detached (fsopen(2), fsmount(2)) and keeps a detached
- * clone of it (open_tree(2) OPEN_TREE_CLONE, possible only before the worker
- * attaches the original in its own mount namespace): the superblock lives as
- * long as either mount does. At a stop the clone is attached below
+ * sbxd makes the tmpfs detached (fsopen(2), fsmount(2)) and two detached
+ * clones of it (open_tree(2) OPEN_TREE_CLONE, made where it is attached in a
+ * throw-away private mount namespace, as Debian 12's kernel clones no
+ * detached mount): one for the worker to attach in its own namespace, one
+ * sbxd keeps. The superblock lives as long as either mount does. At a stop the clone is attached below
  * RUN_DIR/live in the host's mount namespace: PID 1's when sbxd runs in one
  * of its own (systemd's ProtectSystem= gives it one, whose mounts vanish with
  * the service), else sbxd's. Non-logging. */

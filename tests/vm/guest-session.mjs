@@ -4,11 +4,16 @@
 // the official MCP SDK client, as an agent's MCP host would. It runs a command,
 // edits a file, hits the sandbox's memory and pids limits, restarts sbxd with
 // `systemctl restart` and reads the first command's transcript again in the
-// same session, kills sbxd for systemd to restart, and leaves a command
-// running for the stop that follows.
+// same session, keeps a managed session's files in place across a restart
+// and across a stop followed by `sbxd --save-kept` (keptChecks), kills sbxd
+// for systemd to restart, and leaves a command running for the stop that
+// follows.
 // Prints one line per check: "ok - ..." or "not ok - ..." with "#" lines.
 //
-//   node tests/vm/guest-session.mjs --user NAME --sandbox NAME [--broker-log FILE]
+// With --leave-managed FILE it only leaves a managed session with a file
+// live, for an orderly power-off, and writes its kept directory to FILE.
+//
+//   node tests/vm/guest-session.mjs --user NAME --sandbox NAME [--broker-log FILE] [--leave-managed FILE]
 
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -23,6 +28,7 @@ const opt = (name, def) => {
 const USER = opt('--user');
 const SANDBOX = opt('--sandbox');
 const BROKER_LOG = opt('--broker-log', '/dev/null');
+const LEAVE_MANAGED = opt('--leave-managed');
 /* Under software emulation a call takes 10-30 times longer than natively. */
 const CALL_TIMEOUT_MS = 300000;
 
@@ -52,6 +58,16 @@ function systemctl(...a) {
   return execFileSync('systemctl', a, { encoding: 'utf8', timeout: CALL_TIMEOUT_MS });
 }
 
+function sh(script) {
+  return execFileSync('sh', ['-c', script], { encoding: 'utf8', timeout: CALL_TIMEOUT_MS });
+}
+
+function timedMs(fn) {
+  const t0 = Date.now();
+  fn();
+  return Date.now() - t0;
+}
+
 /* systemctl is-active exits non-zero for every state but active. */
 function isActive() {
   try {
@@ -61,16 +77,115 @@ function isActive() {
   }
 }
 
+/* ---- managed sessions kept in place at a stop (sbxd(8) "Stopping"): the
+ * session's own tmpfs is mounted at /run/sbx/live/SANDBOX/WS/s in PID 1's
+ * mount namespace (sbxd's own is private under ProtectSystem=), where this
+ * script runs, outside the unit. */
+const KEPT_FILES = 3000;
+const STATE_DIR = '/var/lib/sbx';
+const LIVE_DIR = '/run/sbx/live';
+
+/* FSTYPE SOURCE of what is mounted exactly at path in this (the host's)
+ * mount namespace, or '' if nothing is. */
+function mountedAt(path) {
+  try {
+    return sh(`findmnt -rn -o FSTYPE,SOURCE --mountpoint '${path}'`).trim();
+  } catch {
+    return '';
+  }
+}
+
+/* A managed session with KEPT_FILES files in dir, and their count and checksum. */
+async function managedWithFiles(client, dir) {
+  const sum = `ls ${dir} | wc -l; cat ${dir}/* | md5sum`;
+  const created = await call(client, 'create_workspace_session', {});
+  const ws = created.workspace_session_id;
+  if (created.isError || !ws) {
+    check(false, `a managed session with ${KEPT_FILES} files`, created);
+    return { ws, sum, want: null };
+  }
+  const made = await exec(client, `mkdir ${dir} && awk 'BEGIN { for (i = 0; i < ${KEPT_FILES}; i++) ` +
+    `{ f = "${dir}/f" i; print i > f; close(f) } }' && ${sum}`, { workspace_session_id: ws, yield_time_ms: 120000 });
+  check(!made.isError && made.status === 'ok' && (made.output ?? '').startsWith(`${KEPT_FILES}\n`),
+    `a managed session with ${KEPT_FILES} files`, made);
+  return { ws, sum, want: made.output };
+}
+
+/* Finalize ws with publish: its KEPT_FILES files published, the next command sees them. */
+async function publishedBack(client, kept, what) {
+  const f = await call(client, 'finalize_workspace_session', { workspace_session_id: kept.ws, action: 'publish' });
+  const seen = await exec(client, kept.sum);
+  check(!f.isError && f.action === 'published' && f.publication?.changed_paths === KEPT_FILES && seen.output === kept.want,
+    `${what}: its finalize publishes every file, the next command sees them`, { f, seen, want: kept.want });
+}
+
+async function keptChecks(client) {
+  const id = JSON.parse(execFileSync('sbxctl', ['--json', 'sandbox', 'show', SANDBOX], { encoding: 'utf8' })).id;
+  const live = (ws) => `${LIVE_DIR}/${id}/${ws}/s`;
+
+  const one = await managedWithFiles(client, 'kept1');
+  const restartMs = timedMs(() => systemctl('restart', 'sbxd'));
+  console.log(`# systemctl restart sbxd with a managed session of ${KEPT_FILES} files: ${restartMs} ms`);
+  const ns = sh('readlink /proc/self/ns/mnt /proc/1/ns/mnt /proc/$(systemctl show -p MainPID --value sbxd)/ns/mnt').trim().split('\n');
+  const m = mountedAt(live(one.ws));
+  check(isActive() && /^tmpfs /.test(m) && ns[0] === ns[1] && ns[2] !== ns[1],
+    'after systemctl restart sbxd the managed session\'s tmpfs is mounted in /run/sbx/live in the host\'s mount namespace ' +
+    '(sbxd\'s own is private)', { mounted: m, ns });
+  const listed = (await call(client, 'list_workspace_sessions', {})).sessions?.find((s) => s.workspace_session_id === one.ws);
+  check(listed?.state === 'stopped', 'after the restart the managed session is listed, stopped', listed);
+  await publishedBack(client, one, 'the session kept across the restart');
+  check(mountedAt(live(one.ws)) === '', 'its live mount is gone once it is finalized', mountedAt(live(one.ws)));
+
+  const two = await managedWithFiles(client, 'kept2');
+  const stopMs = timedMs(() => systemctl('stop', 'sbxd'));
+  const result = systemctl('show', '-p', 'Result', '--value', 'sbxd').trim();
+  const m2 = mountedAt(live(two.ws));
+  check(result === 'success' && /^tmpfs /.test(m2), 'systemctl stop sbxd leaves the managed session mounted in the host\'s ' +
+    '/run/sbx/live', { result, mounted: m2 });
+  let saved = '';
+  const saveMs = timedMs(() => {
+    try {
+      saved = execFileSync('sbxd', ['--config', '/etc/sbx/sbxd.conf', '--save-kept'], { encoding: 'utf8', stdio: 'pipe' });
+    } catch (e) {
+      saved = `failed: ${e.message}\n${e.stderr ?? ''}`;
+    }
+  });
+  console.log(`# systemctl stop sbxd with a managed session of ${KEPT_FILES} files: ${stopMs} ms; ` +
+    `sbxd --save-kept (the copy a stop made before): ${saveMs} ms`);
+  const keptDir = `${STATE_DIR}/sandboxes/${id}/kept/${two.ws}`;
+  const left = sh(`ls -A ${LIVE_DIR}; grep -c ' ${LIVE_DIR}/' /proc/self/mounts || true`);
+  check(!saved.startsWith('failed') && fs.existsSync(`${keptDir}/upper/kept2/f0`) && left === '0\n',
+    'sbxd --save-kept by hand moves it to the state directory and unmounts it', { saved, keptDir, left });
+  systemctl('start', 'sbxd');
+  await publishedBack(client, two, 'the session saved by sbxd --save-kept, after the next start');
+  check(!fs.existsSync(keptDir), 'its saved copy in the state directory goes with the finalize', keptDir);
+}
+
+/* For an orderly power-off (VM_POWEROFF=clean): a managed session with a
+ * file, left live; its kept directory in the state directory goes to file. */
+async function leaveManaged(client, file) {
+  const id = JSON.parse(execFileSync('sbxctl', ['--json', 'sandbox', 'show', SANDBOX], { encoding: 'utf8' })).id;
+  const ws = (await call(client, 'create_workspace_session', {})).workspace_session_id;
+  const r = await exec(client, 'echo kept at the power-off > poweroff.txt', { workspace_session_id: ws });
+  if (check(r.status === 'ok', 'a managed session with a file is live for the power-off', r))
+    fs.writeFileSync(file, `${STATE_DIR}/sandboxes/${id}/kept/${ws}\n`);
+}
+
 async function main() {
   const log = fs.openSync(BROKER_LOG, 'a');
   const transport = new StdioClientTransport({
     command: 'setpriv',
     args: ['--reuid', USER, '--regid', USER, '--init-groups', '--reset-env', '--',
-      'sandbox-mcp', '--set', 'runtime'],
+      'sandbox-mcp', '--set', 'runtime,sessions'],
     stderr: log,
   });
   const client = new Client({ name: 'sbx-check-vm', version: '1' });
   await client.connect(transport, { timeout: CALL_TIMEOUT_MS });
+  if (LEAVE_MANAGED) {
+    await leaveManaged(client, LEAVE_MANAGED);
+    await client.close();
+    return failures;
+  }
   const tools = (await client.listTools(undefined, { timeout: CALL_TIMEOUT_MS })).tools.map((t) => t.name);
   check(['exec_command', 'read_command_lines', 'file_edit', 'file_read'].every((t) => tools.includes(t)),
     `sandbox-mcp as ${USER} lists the runtime tools`, tools);
@@ -154,6 +269,8 @@ async function main() {
   const kept = await call(client, 'file_read', { path: 'README.md', limit: 1 });
   check(!kept.isError && /^# edited in the VM: /.test(kept.content ?? kept.text ?? ''),
     'after the restart, file_read sees the layer file_edit published', kept);
+
+  await keptChecks(client);
 
   /* A crash: systemd kills what is left in the unit and starts sbxd again
    * (Restart=on-failure), which reports the command it lost. */

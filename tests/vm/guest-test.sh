@@ -151,8 +151,12 @@ check_sh "tmpfs pages written in a removed child cgroup still count against its 
 # An orderly power-off (VM_POWEROFF=clean) stops sbxd once more, with a live
 # session; the host reads the console for it.
 if grep -qw 'sbx_vm.poweroff=clean' /proc/cmdline; then
-  check "for the shutdown: sbxd started again, with a live session" \
-    bash -c 'systemctl start sbxd && sbxctl session create myrepo'
+  # A managed session with a file; its kept directory goes to the share, for
+  # the host to look for in the image afterwards.
+  check "for the shutdown: sbxd started again" systemctl start sbxd
+  check "for the shutdown: a live managed session with a file" \
+    node tests/vm/guest-session.mjs --user alice --sandbox myrepo --broker-log "$OUT/sandbox-mcp.log" \
+    --leave-managed "$OUT/kept-at-poweroff"
 fi
 
 journalctl -u sbxd --no-pager -o short-monotonic >"$OUT/sbxd-journal.txt" 2>&1

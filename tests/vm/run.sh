@@ -66,16 +66,24 @@ append="console=ttyS0 root=/dev/vda rw panic=-1 loglevel=4 fsck.mode=skip"
 append+=" systemd.unified_cgroup_hierarchy=1 systemd.show_status=1"
 [[ $POWEROFF == clean ]] && append+=" sbx_vm.poweroff=clean"
 
+# snapshot=on: the guest's writes go to a temporary file in TMPDIR, the
+# cached image stays as built. For an orderly shutdown the guest runs on a
+# sparse copy instead, which the host reads after the power-off (debugfs):
+# what sbxd.service's ExecStopPost saved on the way down.
+drive="file=$image/root.img,if=virtio,format=raw,snapshot=on"
+if [[ $POWEROFF == clean ]]; then
+  cp --sparse=always "$image/root.img" "$WORK/root.img" || fail "cannot copy the guest image"
+  drive="file=$WORK/root.img,if=virtio,format=raw"
+fi
+
 echo "check-vm: booting $image (timeout ${TIMEOUT} s, $CPUS vCPUs, $MEMORY MiB, power-off $POWEROFF)"
 t1=$SECONDS
-# snapshot=on: the guest's writes go to a temporary file in TMPDIR, the
-# cached image stays as built.
 TMPDIR=$WORK/tmp timeout --kill-after=10 "$TIMEOUT" \
   qemu-system-x86_64 -accel tcg -machine q35 -smp "$CPUS" -m "$MEMORY" \
   -nodefaults -no-user-config -display none -monitor none -no-reboot \
   -serial "file:$WORK/console.log" \
   -kernel "$image/vmlinux" -initrd "$image/initrd.img" -append "$append" \
-  -drive "file=$image/root.img,if=virtio,format=raw,snapshot=on" \
+  -drive "$drive" \
   -virtfs "local,path=$WORK/share,mount_tag=sbxhost,security_model=none,id=sbxhost" \
   -device virtio-rng-pci </dev/null >"$WORK/qemu.log" 2>&1
 qrc=$?
@@ -105,8 +113,21 @@ if [[ $POWEROFF == clean && -s $tap ]]; then
   else
     echo "not ok $((n + 1)) - the orderly shutdown stopped sbxd.service and powered off" >>"$tap"
   fi
-  echo "1..$((n + 1))" >>"$tap"
+  # The guest named the managed session live at the shutdown: sbxd kept it in
+  # place, and ExecStopPost (sbxd --save-kept, the system going down) copied
+  # it to the state directory on the disk and unmounted it.
+  kept=$(cat "$out/kept-at-poweroff" 2>/dev/null)
+  desc="the shutdown's ExecStopPost saved the live managed session to the disk (${kept:-not named by the guest})"
+  if [[ -n $kept ]] && listing=$(debugfs -R "ls -p $kept" "$WORK/root.img" 2>&1) && grep -q '/meta/' <<<"$listing" &&
+     grep -q '/upper/' <<<"$listing"; then
+    echo "ok $((n + 2)) - $desc" >>"$tap"
+  else
+    echo "not ok $((n + 2)) - $desc" >>"$tap"
+    printf '%s\n' "${listing:-}" | tail -n 5 | sed 's/^/#   /' >>"$tap"
+  fi
+  echo "1..$((n + 2))" >>"$tap"
 fi
+rm -f "$WORK/root.img"
 [[ -s $tap ]] && cat "$tap"
 passed=$(grep -c '^ok ' "$tap" 2>/dev/null)
 failed=$(grep -c '^not ok ' "$tap" 2>/dev/null)
