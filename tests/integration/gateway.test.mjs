@@ -483,6 +483,71 @@ async function* sseEvents(res) {
 const getStream = (tok, sid, headers = {}) => fetch(gw.url, { method: 'GET',
   headers: { Accept: 'text/event-stream', Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid, ...headers } });
 
+h.test('SSE answers to POST: a tools/call with a progressToken gets its progress, then its answer, as events', async () => {
+  const src = path.join(h.dir, 'src-py');
+  await writeFixture(src);
+  const made = await sbxctl(h.socket, ['sandbox', 'create', 'py', '--source', src, '--image', 'python', '--owner', String(OWNER)]);
+  assert.equal(made.code, 0, made.stderr);
+  // The SDK client accepts both; its POSTs' answers are recorded by type.
+  const types = [];
+  const transport = new StreamableHTTPClientTransport(new URL(gw.url), {
+    requestInit: { headers: { Authorization: `Bearer ${tokens.all}` } },
+    fetch: async (url, init) => {
+      const res = await fetch(url, init);
+      if (init?.method === 'POST') types.push(JSON.parse(init.body).method + ' ' + res.headers.get('content-type'));
+      return res;
+    },
+  });
+  const client = new Client({ name: 'gateway-sse', version: '0.0.1' }, { capabilities: {} });
+  await client.connect(transport);
+  try {
+    // The first command in a sandbox of the python image waits for its build, whose steps are progress.
+    const progress = [];
+    const t0 = Date.now();
+    const r = await client.callTool({ name: 'exec_command', arguments: { sandbox_id: 'py', cmd: 'true', yield_time_ms: 30000 } },
+      undefined, { timeout: 600000, resetTimeoutOnProgress: true, onprogress: (p) => progress.push(p) });
+    process.stdout.write(`# the python image built during a streamed call in ${Date.now() - t0} ms, ${progress.length} progress events\n`);
+    assert.ok(!r.isError, JSON.stringify(r.content));
+    assert.ok(progress.length >= 1, 'progress during the build');
+    assert.match(progress[0].message, /^image 'python': building, step [a-z]+$/);
+    const plain = await client.callTool({ name: 'exec_command', arguments: { sandbox_id: 'py', cmd: 'true' } });
+    assert.ok(!plain.isError, JSON.stringify(plain.content));
+    assert.deepEqual(types.filter((t) => t.startsWith('tools/call')),
+      ['tools/call text/event-stream', 'tools/call application/json'], 'SSE only for the call with a progressToken');
+    assert.ok(types.includes('tools/list application/json') || !types.some((t) => t.startsWith('tools/list')));
+  } finally {
+    await client.close();
+  }
+  // (that call may have yielded before the build ended: wait for it)
+  const built = await sbxctl(h.socket, ['image', 'build', 'python'], { timeout: 600000 });
+  assert.equal(built.code, 0, built.stderr);
+  // Raw: the same call accepting JSON only gets JSON; accepting both, one event with an id, then the end.
+  const tok = tokens.all;
+  const sid = await rawSession(tok);
+  const callMsg = (id) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'exec_command',
+    arguments: { sandbox_id: 'py', cmd: 'echo sse', yield_time_ms: 30000 }, _meta: { progressToken: `p${id}` } } });
+  const json = await post(callMsg(2), { tok, sid, headers: { Accept: 'application/json' } });
+  assert.equal(json.status, 200, json.text);
+  assert.match(json.headers.get('content-type'), /^application\/json/);
+  assert.equal(JSON.parse(json.text).id, 2);
+  const res = await fetch(gw.url, { method: 'POST', body: JSON.stringify(callMsg(3)), headers: { 'Content-Type': 'application/json',
+    Accept: 'application/json, text/event-stream', Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid } });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /^text\/event-stream/);
+  const events = [];
+  for await (const ev of sseEvents(res)) events.push(ev);
+  assert.equal(events.length, 1, JSON.stringify(events));
+  assert.match(events[0].id, /^[0-9]+$/);
+  assert.equal(events[0].data.id, 3);
+  assert.match(events[0].data.result.structuredContent.output, /sse/);
+  // Its id is a point in the session's one sequence: a GET may resume from it.
+  const resumed = await getStream(tok, sid, { 'Last-Event-ID': events[0].id });
+  assert.equal(resumed.status, 200);
+  await resumed.body.cancel();
+  const del = await fetch(gw.url, { method: 'DELETE', headers: { Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid } });
+  assert.equal(del.status, 200);
+}, { timeout: 900000 });
+
 h.test('Last-Event-ID: a dropped GET stream resumes with the notifications it missed', async () => {
   const tok = tokens.all;
   const sid = await rawSession(tok);
