@@ -103,11 +103,12 @@ void gateway_call_free(GwCall *c);
  * and a resuming stream takes over the slot of the one it resumes. Then wait
  * up to timeout_ms for the next notification after *io_cursor (-ETIMEDOUT;
  * -ESHUTDOWN once the session ended or another stream took over), which
- * moves *io_cursor to its id; give the slot back. The session keeps its last
+ * moves *io_cursor to its id; -ECONNRESET once client_fd, the stream's
+ * client, hung up (seen within a second); give the slot back. The session keeps its last
  * SBX_GATEWAY_STREAM_EVENTS notifications, sent or not, for replay. */
 int gateway_stream_open(GwSession *s, bool resume, unsigned long long *io_cursor, unsigned *ret_gen);
-int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, unsigned long long *io_cursor,
-                        char **ret_line, size_t *ret_len);
+int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, int client_fd,
+                        unsigned long long *io_cursor, char **ret_line, size_t *ret_len);
 void gateway_stream_close(GwSession *s);
 /* The event loop's fd (epoll): readable when an idle session's sbxd
  * connection is; then gateway_sessions_dispatch() reads those connections

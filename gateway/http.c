@@ -194,7 +194,7 @@ typedef struct Stream {
         Gateway *g;
         GwSession *s;
         GwCall *call;
-        int client_fd;          /* call: its client, whose hang-up cancels it */
+        int client_fd;          /* its client: a hang-up ends a GET stream, cancels a call */
         bool last;              /* call: its answer was the event being written */
         char *line;             /* the event being written */
         size_t len, off;
@@ -325,8 +325,8 @@ static int stream_next(Stream *st, char **ret_line, size_t *ret_len) {
         int r;
 
         if (!st->call)
-                return gateway_stream_next(st->s, st->gen, GATEWAY_SSE_KEEPALIVE_S * 1000u, &st->cursor, ret_line,
-                                           ret_len);
+                return gateway_stream_next(st->s, st->gen, GATEWAY_SSE_KEEPALIVE_S * 1000u, st->client_fd,
+                                           &st->cursor, ret_line, ret_len);
         if (st->last)
                 return -ENODATA;        /* the answer was the last event */
         r = gateway_call_next(st->call, st->client_fd, ret_line, ret_len, &st->cursor);
@@ -446,7 +446,7 @@ static enum MHD_Result handle_get(Gateway *g, struct MHD_Connection *c, Req *q) 
                 gateway_session_unref(g, s);
                 return MHD_NO;
         }
-        *st = (Stream) { .g = g, .s = s, .cursor = cursor, .gen = gen };
+        *st = (Stream) { .g = g, .s = s, .client_fd = client_fd_of(c), .cursor = cursor, .gen = gen };
         return respond_stream(c, st);
 }
 

@@ -823,17 +823,28 @@ static const Note *note_after(const GwSession *s, unsigned long long cursor) {
         return NULL;
 }
 
-int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, unsigned long long *io_cursor,
-                        char **ret_line, size_t *ret_len) {
+int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, int client_fd,
+                        unsigned long long *io_cursor, char **ret_line, size_t *ret_len) {
+        unsigned long long until = now_usec() + timeout_ms * 1000ull;
         const Note *n;
-        struct timespec ts;
         int r = 0;
 
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += timeout_ms / 1000;
         pthread_mutex_lock(&s->lock);
-        while (!(n = note_after(s, *io_cursor)) && !s->ended && gen == s->stream_gen && r == 0)
-                r = -pthread_cond_timedwait(&s->stream_cond, &s->lock, &ts);
+        /* In slices, to see a client gone (a write to its socket would show it only at
+         * the keepalive, and the stream holds the session off its idle expiry). */
+        while (!(n = note_after(s, *io_cursor)) && !s->ended && gen == s->stream_gen && r == 0) {
+                struct timespec ts;
+
+                if (client_gone(client_fd))
+                        r = -ECONNRESET;
+                else if (now_usec() >= until)
+                        r = -ETIMEDOUT;
+                else {
+                        clock_gettime(CLOCK_REALTIME, &ts);
+                        ts.tv_sec += POLL_SLICE_MS / 1000;
+                        (void) pthread_cond_timedwait(&s->stream_cond, &s->lock, &ts);
+                }
+        }
         if (s->ended || gen != s->stream_gen)
                 r = -ESHUTDOWN;
         else if (n) {
