@@ -701,19 +701,23 @@ static int wait_answer(GwSession *s, GwCall *w, int client_fd) {
 }
 
 int gateway_call_start(GwSession *s, const char *body, size_t len, const json_t *id, bool stream, GwCall **ret) {
+        json_t *copy = id ? json_deep_copy(id) : NULL;
         GwCall *w = NULL;
         int r;
 
-        if (id && !(w = calloc(1, sizeof(*w))))
+        if (id && (!copy || !(w = calloc(1, sizeof(*w))))) {
+                json_decref(copy);
                 return -ENOMEM;
+        }
         pthread_mutex_lock(&s->lock);
         if (s->ended) {
                 pthread_mutex_unlock(&s->lock);
+                json_decref(copy);
                 free(w);
                 return -ESHUTDOWN;
         }
         if (w) {
-                *w = (GwCall) { .session = s, .id = json_deep_copy(id), .stream = stream, .next = s->waiters };
+                *w = (GwCall) { .session = s, .id = copy, .stream = stream, .next = s->waiters };
                 s->refs++;
                 s->waiters = w;
         }
@@ -740,7 +744,7 @@ int gateway_call_next(GwCall *w, int client_fd, char **ret_line, size_t *ret_len
         int r;
 
         pthread_mutex_lock(&s->lock);
-        r = w->id ? wait_answer(s, w, client_fd) : -ENOMEM;
+        r = wait_answer(s, w, client_fd);
         n = r >= 0 ? w->notes : NULL;
         if (n) {
                 w->notes = n->next;
