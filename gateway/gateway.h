@@ -53,6 +53,8 @@ typedef struct Gateway Gateway;
 
 /* An MCP session (one Mcp-Session-Id): refcounted, its lock guards all of it. */
 typedef struct GwSession GwSession;
+/* A request of a session waiting for its answer. */
+typedef struct GwCall GwCall;
 
 /* What sbxd said of a bearer token (TOKEN_CHECK). */
 typedef struct TokenAuth {
@@ -106,23 +108,31 @@ void gateway_session_unref(Gateway *g, GwSession *s);
 /* DELETE: it leaves the table; calls in flight get their answers or errors. */
 void gateway_session_end(Gateway *g, GwSession *s);
 const char *gateway_session_id(const GwSession *s);
-/* Hand one JSON-RPC message (the POST body) to the session. For a request
- * (id not NULL), wait for its answer, *ret_line (malloc'd); client_fd is
- * the HTTP client's socket: its hang-up cancels the call. -ECONNRESET for
- * a client gone, -ESHUTDOWN for a session ended meanwhile. */
-int gateway_session_post(GwSession *s, const char *body, size_t len, const json_t *id, int client_fd,
-                         char **ret_line, size_t *ret_len);
+/* Hand one JSON-RPC message (the POST body) to the session. A
+ * notification (id NULL): 0, *ret untouched. A request: *ret is its call,
+ * which holds a reference to the session; stream: the notifications that
+ * belong to it (its progress) come to the call, not to the GET stream.
+ * -ESHUTDOWN for a session ended meanwhile. */
+int gateway_call_start(GwSession *s, const char *body, size_t len, const json_t *id, bool stream, GwCall **ret);
+/* Wait for the call's next message, *ret_line (malloc'd): 1 for a
+ * notification of a streamed call, 0 for its answer, the last. *ret_event:
+ * its SSE event id, from the session's sequence (0 for an answer of a call
+ * not streamed). client_fd is the HTTP client's socket: its hang-up cancels
+ * the call (-ECONNRESET); -ESHUTDOWN for a session ended meanwhile. */
+int gateway_call_next(GwCall *c, int client_fd, char **ret_line, size_t *ret_len, unsigned long long *ret_event);
+void gateway_call_free(GwCall *c);
 /* GET stream: take a stream slot (-EBUSY: SBX_GATEWAY_STREAMS_PER_SESSION)
  * and its generation; *io_cursor is the event id it has seen: the newest
  * one, or with resume (Last-Event-ID) the one given (-EINVAL: never sent),
  * and a resuming stream takes over the slot of the one it resumes. Then wait
  * up to timeout_ms for the next notification after *io_cursor (-ETIMEDOUT;
  * -ESHUTDOWN once the session ended or another stream took over), which
- * moves *io_cursor to its id; give the slot back. The session keeps its last
+ * moves *io_cursor to its id; -ECONNRESET once client_fd, the stream's
+ * client, hung up (seen within a second); give the slot back. The session keeps its last
  * SBX_GATEWAY_STREAM_EVENTS notifications, sent or not, for replay. */
 int gateway_stream_open(GwSession *s, bool resume, unsigned long long *io_cursor, unsigned *ret_gen);
-int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, unsigned long long *io_cursor,
-                        char **ret_line, size_t *ret_len);
+int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, int client_fd,
+                        unsigned long long *io_cursor, char **ret_line, size_t *ret_len);
 void gateway_stream_close(GwSession *s);
 /* The event loop's fd (epoll): readable when an idle session's sbxd
  * connection is; then gateway_sessions_dispatch() reads those connections

@@ -290,21 +290,92 @@ static enum MHD_Result request_start(Gateway *g, struct MHD_Connection *c, const
         return MHD_YES;
 }
 
+/* An SSE response: the session's GET stream (s), or the answer to one POST (call). */
+/* An SSE event being written, in as many reads as the client takes. */
+typedef struct SseLine {
+        char *line;
+        size_t len, off;
+} SseLine;
+
+static ssize_t sse_keepalive(char *buf, size_t max) {
+        static const char keepalive[] = ": keepalive\n\n";
+
+        memcpy(buf, keepalive, MIN(max, sizeof(keepalive) - 1));
+        return (ssize_t) MIN(max, sizeof(keepalive) - 1);
+}
+
+/* The next bytes of l->line (which goes once written). */
+static ssize_t sse_copy(SseLine *l, char *buf, size_t max) {
+        size_t n = MIN(max, l->len - l->off);
+
+        memcpy(buf, l->line + l->off, n);
+        l->off += n;
+        if (l->off == l->len) {
+                free(l->line);
+                l->line = NULL;
+        }
+        return (ssize_t) n;
+}
+
+static int sse_set(SseLine *l, char *line) {
+        if (!line)
+                return -ENOMEM;
+        *l = (SseLine) { .line = line, .len = strlen(line) };
+        return 0;
+}
+
+typedef struct Stream {
+        Gateway *g;
+        GwSession *s;
+        GwCall *call;
+        int client_fd;          /* its client: a hang-up ends a GET stream, cancels a call */
+        bool last;              /* call: its answer was the event being written */
+        SseLine out;            /* the event being written */
+        unsigned long long cursor;      /* the id of the last event taken */
+        unsigned gen;
+} Stream;
+
 static int client_fd_of(struct MHD_Connection *c) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 
         return ci ? ci->connect_fd : -1;
 }
 
+static enum MHD_Result respond_stream(struct MHD_Connection *c, Stream *st);
+
+/* An SSE answer to this POST: a tools/call with a progressToken from a
+ * client that accepts text/event-stream. Only then can notifications belong
+ * to the call; any other answer is one JSON object, which costs less. */
+static bool post_streams(struct MHD_Connection *c, const JsonRpcMessage *m) {
+        const char *accept = header(c, MHD_HTTP_HEADER_ACCEPT);
+
+        return m->kind == JSONRPC_REQUEST && strcmp(m->method, "tools/call") == 0 && accept &&
+               strstr(accept, SSE_TYPE) && json_object_get(json_object_get(m->params, "_meta"), "progressToken");
+}
+
 static enum MHD_Result post_to(struct MHD_Connection *c, GwSession *s, const Req *q, const JsonRpcMessage *m,
                                bool new_session) {
         _cleanup_free_ char *line = NULL;
-        bool request = m->kind == JSONRPC_REQUEST;
+        bool request = m->kind == JSONRPC_REQUEST, stream = post_streams(c, m);
+        unsigned long long event;
+        GwCall *call = NULL;
+        Stream *st;
         size_t len = 0;
         int r;
 
-        r = gateway_session_post(s, q->body, q->len, request ? (m->id ?: json_null()) : NULL, client_fd_of(c), &line,
-                                 &len);
+        r = gateway_call_start(s, q->body, q->len, request ? (m->id ?: json_null()) : NULL, stream, &call);
+        if (r >= 0 && stream) {
+                st = calloc(1, sizeof(*st));
+                if (!st) {
+                        gateway_call_free(call);
+                        return MHD_NO;
+                }
+                *st = (Stream) { .call = call, .client_fd = client_fd_of(c) };
+                return respond_stream(c, st);
+        }
+        if (r >= 0 && request)
+                r = gateway_call_next(call, client_fd_of(c), &line, &len, &event);
+        gateway_call_free(call);
         if (r == -ECONNRESET)
                 return MHD_NO;
         if (r == -ESHUTDOWN)
@@ -383,46 +454,21 @@ static GwSession *session_of(Gateway *g, struct MHD_Connection *c, const Req *q,
 
 /* ---- GET: the session's notifications as SSE --------------------------------------------------- */
 
-/* An SSE event being written, in as many reads as the client takes. */
-typedef struct SseLine {
-        char *line;
-        size_t len, off;
-} SseLine;
+/* The stream's next message, waiting for it: 0 with *ret_line and its
+ * event id in st->cursor; -ETIMEDOUT (a GET stream's keepalive); another
+ * negative errno ends the stream. */
+static int stream_next(Stream *st, char **ret_line, size_t *ret_len) {
+        int r;
 
-static ssize_t sse_keepalive(char *buf, size_t max) {
-        static const char keepalive[] = ": keepalive\n\n";
-
-        memcpy(buf, keepalive, MIN(max, sizeof(keepalive) - 1));
-        return (ssize_t) MIN(max, sizeof(keepalive) - 1);
+        if (!st->call)
+                return gateway_stream_next(st->s, st->gen, GATEWAY_SSE_KEEPALIVE_S * 1000u, st->client_fd,
+                                           &st->cursor, ret_line, ret_len);
+        if (st->last)
+                return -ENODATA;        /* the answer was the last event */
+        r = gateway_call_next(st->call, st->client_fd, ret_line, ret_len, &st->cursor);
+        st->last = r == 0;
+        return MIN(r, 0);
 }
-
-/* The next bytes of l->line (which goes once written). */
-static ssize_t sse_copy(SseLine *l, char *buf, size_t max) {
-        size_t n = MIN(max, l->len - l->off);
-
-        memcpy(buf, l->line + l->off, n);
-        l->off += n;
-        if (l->off == l->len) {
-                free(l->line);
-                l->line = NULL;
-        }
-        return (ssize_t) n;
-}
-
-static int sse_set(SseLine *l, char *line) {
-        if (!line)
-                return -ENOMEM;
-        *l = (SseLine) { .line = line, .len = strlen(line) };
-        return 0;
-}
-
-typedef struct Stream {
-        Gateway *g;
-        GwSession *s;
-        SseLine out;            /* the event being written */
-        unsigned long long cursor;      /* the id of the last event taken */
-        unsigned gen;
-} Stream;
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         Stream *st = cls;
@@ -431,12 +477,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 _cleanup_free_ char *note = NULL;
                 char *line;
                 size_t len;
-                int r = gateway_stream_next(st->s, st->gen, GATEWAY_SSE_KEEPALIVE_S * 1000u, &st->cursor, &note, &len);
+                int r = stream_next(st, &note, &len);
 
                 if (r == -ETIMEDOUT)
                         return sse_keepalive(buf, max);
-                if (r < 0)
+                if (r == -ENODATA)
                         return MHD_CONTENT_READER_END_OF_STREAM;
+                if (r < 0)
+                        return st->call ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
                 /* note ends in "\n": "id: N\nevent: message\ndata: <json>\n\n" */
                 if (asprintf(&line, "id: %llu\nevent: message\ndata: %.*s\n\n", st->cursor, (int) (len - 1), note) < 0)
                         line = NULL;
@@ -449,10 +497,31 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_free(void *cls) {
         Stream *st = cls;
 
-        gateway_stream_close(st->s);
-        gateway_session_unref(st->g, st->s);
+        if (st->call)
+                gateway_call_free(st->call);
+        else {
+                gateway_stream_close(st->s);
+                gateway_session_unref(st->g, st->s);
+        }
         free(st->out.line);
         free(st);
+}
+
+/* Queue st as an SSE response; it is freed with the response (also when that fails). */
+static enum MHD_Result respond_stream(struct MHD_Connection *c, Stream *st) {
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_CHUNK, stream_read, st,
+                                                                   stream_free);
+        enum MHD_Result ret;
+
+        if (!r) {
+                stream_free(st);
+                return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, SSE_TYPE);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return ret;
 }
 
 /* Last-Event-ID: absent (false), or the decimal event id in *ret (-EINVAL if not one). */
@@ -470,7 +539,6 @@ static int last_event_id(struct MHD_Connection *c, unsigned long long *ret) {
 static enum MHD_Result handle_get(Gateway *g, struct MHD_Connection *c, Req *q) {
         const char *accept = header(c, MHD_HTTP_HEADER_ACCEPT);
         unsigned long long cursor = 0;
-        struct MHD_Response *r;
         enum MHD_Result ret;
         GwSession *s;
         Stream *st;
@@ -496,25 +564,13 @@ static enum MHD_Result handle_get(Gateway *g, struct MHD_Connection *c, Req *q) 
                                                     "Conflict: this session has its stream open already");
         }
         st = calloc(1, sizeof(*st));
-        r = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_CHUNK, stream_read, st, stream_free) : NULL;
-        if (!r) {
-                if (st)
-                        stream_free(st);
-                else {
-                        gateway_stream_close(s);
-                        gateway_session_unref(g, s);
-                }
+        if (!st) {
+                gateway_stream_close(s);
+                gateway_session_unref(g, s);
                 return MHD_NO;
         }
-        st->g = g;
-        st->s = s;
-        st->cursor = cursor;
-        st->gen = gen;
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, SSE_TYPE);
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-        MHD_destroy_response(r);
-        return ret;
+        *st = (Stream) { .g = g, .s = s, .client_fd = client_fd_of(c), .cursor = cursor, .gen = gen };
+        return respond_stream(c, st);
 }
 
 static enum MHD_Result handle_delete(Gateway *g, struct MHD_Connection *c, Req *q) {

@@ -29,20 +29,25 @@
 
 #define POLL_SLICE_MS 1000      /* a waiting thread looks at its client this often */
 
-typedef struct Waiter {
-        struct Waiter *next;
-        const json_t *id;
-        char *line;
-        size_t len;
-        bool done;
-} Waiter;
-
 typedef struct Note {
         struct Note *next;
         unsigned long long id;          /* the SSE event id: 1, 2, ... in the session */
         char *line;
         size_t len;
 } Note;
+
+/* A request waiting for its answer. A streamed one (an SSE answer to its
+ * POST) also takes the notifications that belong to it (its progress). */
+struct GwCall {
+        GwCall *next;
+        GwSession *session;             /* a reference of the call's own */
+        json_t *id;
+        char *line;
+        size_t len;
+        bool done;
+        bool stream;
+        Note *notes, *notes_tail;       /* not yet taken by gateway_call_next() */
+};
 
 struct GwSession {
         GwSession *next;
@@ -67,7 +72,7 @@ struct GwSession {
         bool streamed;                  /* a GET stream was opened: notifications are kept for it */
         unsigned long long last_id;     /* of the newest notification */
         unsigned long long used_usec;
-        Waiter *waiters;
+        GwCall *waiters;
         Note *notes, *notes_tail;       /* the last SBX_GATEWAY_STREAM_EVENTS, sent or not (replay) */
         size_t n_notes;
 };
@@ -339,13 +344,17 @@ int gateway_rate_take(Gateway *g, const char *token_id, unsigned *ret_retry_s) {
 
 /* ---- sessions -------------------------------------------------------------------- */
 
-static void session_free(GwSession *s) {
-        while (s->notes) {
-                Note *n = s->notes;
-                s->notes = n->next;
+static void notes_free(Note *n) {
+        while (n) {
+                Note *next = n->next;
                 free(n->line);
                 free(n);
+                n = next;
         }
+}
+
+static void session_free(GwSession *s) {
+        notes_free(s->notes);
         mcp_session_free(s->mcp);       /* its socket leaves the epoll set as it closes */
         safe_close(s->wake_fd);
         if (s->token)
@@ -357,50 +366,62 @@ static void session_free(GwSession *s) {
         free(s);
 }
 
-/* The broker session's output (under s->lock): to the request waiting for
- * it, or, for a notification, to the GET stream's queue. */
-static int session_send(void *userdata, const char *line, size_t len, const json_t *id, bool response) {
-        GwSession *s = userdata;
-        Note *n;
+/* A copy of line as the session's next event (s->lock held): the GET
+ * stream's and the streamed calls' events share one sequence of ids, so a
+ * Last-Event-ID of either names a point in the session. */
+static int note_append(GwSession *s, const char *line, size_t len, Note **head, Note **tail) {
+        Note *n = calloc(1, sizeof(*n));
 
-        if (response) {
-                for (Waiter *w = s->waiters; w; w = w->next)
-                        if (!w->done && id && json_equal((json_t *) w->id, (json_t *) id)) {
-                                w->line = strndup(line, len);
-                                if (!w->line)
-                                        return -ENOMEM;
-                                w->len = len;
-                                w->done = true;
-                                pthread_cond_broadcast(&s->cond);
-                                return 0;
-                        }
-                return 0;       /* its client went away */
-        }
-        if (!s->streamed)
-                return 0;       /* no GET stream ever asked for notifications */
-        n = calloc(1, sizeof(*n));
         if (!n || !(n->line = strndup(line, len))) {
                 free(n);
                 return -ENOMEM;
         }
         n->len = len;
         n->id = ++s->last_id;
-        if (s->n_notes >= SBX_GATEWAY_STREAM_EVENTS) {
+        if (*tail)
+                (*tail)->next = n;
+        else
+                *head = n;
+        *tail = n;
+        return 0;
+}
+
+/* The broker session's output (under s->lock): to the request waiting for
+ * it; a notification that belongs to a streamed call to that call, any
+ * other to the GET stream's queue. */
+static int session_send(void *userdata, const char *line, size_t len, const json_t *id, bool response) {
+        GwSession *s = userdata;
+        int r;
+
+        for (GwCall *w = s->waiters; w && id; w = w->next) {
+                if (w->done || !json_equal(w->id, (json_t *) id) || (!response && !w->stream))
+                        continue;
+                if (response) {
+                        w->line = strndup(line, len);
+                        if (!w->line)
+                                return -ENOMEM;
+                        w->len = len;
+                        w->done = true;
+                } else if ((r = note_append(s, line, len, &w->notes, &w->notes_tail)) < 0)
+                        return r;
+                pthread_cond_broadcast(&s->cond);
+                return 0;
+        }
+        if (response)
+                return 0;       /* its client went away */
+        if (!s->streamed)
+                return 0;       /* no GET stream ever asked for notifications */
+        r = note_append(s, line, len, &s->notes, &s->notes_tail);
+        if (r < 0)
+                return r;
+        if (++s->n_notes > SBX_GATEWAY_STREAM_EVENTS) {
                 Note *old = s->notes;   /* the oldest leaves the replay buffer */
 
                 s->notes = old->next;
-                if (!s->notes)
-                        s->notes_tail = NULL;
                 s->n_notes--;
-                free(old->line);
-                free(old);
+                old->next = NULL;
+                notes_free(old);
         }
-        if (s->notes_tail)
-                s->notes_tail->next = n;
-        else
-                s->notes = n;
-        s->notes_tail = n;
-        s->n_notes++;
         pthread_cond_broadcast(&s->stream_cond);
         return 0;
 }
@@ -716,8 +737,9 @@ static void session_read_once(GwSession *s, int client_fd) {
         pthread_cond_broadcast(&s->cond);
 }
 
-static int wait_answer(GwSession *s, Waiter *w, int client_fd) {
-        while (!w->done) {
+/* Until the call's answer or, for a streamed call, a notification of it (s->lock held). */
+static int wait_answer(GwSession *s, GwCall *w, int client_fd) {
+        while (!w->done && !w->notes) {
                 if (s->ended)
                         return -ESHUTDOWN;
                 if (client_gone(client_fd)) {
@@ -740,30 +762,81 @@ static int wait_answer(GwSession *s, Waiter *w, int client_fd) {
         return 0;
 }
 
-int gateway_session_post(GwSession *s, const char *body, size_t len, const json_t *id, int client_fd,
-                         char **ret_line, size_t *ret_len) {
-        Waiter w = { .id = id };
+int gateway_call_start(GwSession *s, const char *body, size_t len, const json_t *id, bool stream, GwCall **ret) {
+        json_t *copy = id ? json_deep_copy(id) : NULL;
+        GwCall *w = NULL;
         int r;
 
+        if (id && (!copy || !(w = calloc(1, sizeof(*w))))) {
+                json_decref(copy);
+                return -ENOMEM;
+        }
         pthread_mutex_lock(&s->lock);
         if (s->ended) {
                 pthread_mutex_unlock(&s->lock);
+                json_decref(copy);
+                free(w);
                 return -ESHUTDOWN;
         }
-        if (id) {
-                w.next = s->waiters;
-                s->waiters = &w;
+        if (w) {
+                *w = (GwCall) { .session = s, .id = copy, .stream = stream, .next = s->waiters };
+                s->refs++;
+                s->waiters = w;
         }
         r = mcp_session_handle_line(body, len, false, s->mcp);
-        if (r >= 0 && id && !w.done)
-                session_watch(s, false);        /* this thread reads until its answer */
+        if (r >= 0 && w && !w->done)
+                session_watch(s, false);        /* the call's thread reads until its answer */
+        if (r >= 0 && !w && !s->waiters)
+                session_watch(s, true);         /* a notification (a cancel) may have frames to write */
         if (r >= 0 && s->reading && mcp_session_wants_write(s->mcp))
                 wake(s);        /* the reader polls for writing too now */
-        if (r >= 0 && id)
-                r = wait_answer(s, &w, client_fd);
-        for (Waiter **p = &s->waiters; *p; p = &(*p)->next)
-                if (*p == &w) {
-                        *p = w.next;
+        s->used_usec = now_usec();
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0 || !w) {
+                gateway_call_free(w);
+                return r;
+        }
+        *ret = w;
+        return 0;
+}
+
+int gateway_call_next(GwCall *w, int client_fd, char **ret_line, size_t *ret_len, unsigned long long *ret_event) {
+        GwSession *s = w->session;
+        Note *n;
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        r = wait_answer(s, w, client_fd);
+        n = r >= 0 ? w->notes : NULL;
+        if (n) {
+                w->notes = n->next;
+                if (!w->notes)
+                        w->notes_tail = NULL;
+                *ret_line = TAKE_PTR(n->line);
+                *ret_len = n->len;
+                *ret_event = n->id;
+                r = 1;
+        } else if (r >= 0) {
+                *ret_event = w->stream ? ++s->last_id : 0;
+                *ret_line = TAKE_PTR(w->line);
+                *ret_len = w->len;
+        }
+        s->used_usec = now_usec();
+        pthread_mutex_unlock(&s->lock);
+        free(n);
+        return r;
+}
+
+void gateway_call_free(GwCall *w) {
+        GwSession *s;
+
+        if (!w)
+                return;
+        s = w->session;
+        pthread_mutex_lock(&s->lock);
+        for (GwCall **p = &s->waiters; *p; p = &(*p)->next)
+                if (*p == w) {
+                        *p = w->next;
                         break;
                 }
         s->used_usec = now_usec();
@@ -771,13 +844,11 @@ int gateway_session_post(GwSession *s, const char *body, size_t len, const json_
                 session_watch(s, true);
         pthread_cond_broadcast(&s->cond);
         pthread_mutex_unlock(&s->lock);
-        if (r < 0 || !id) {
-                free(w.line);
-                return r;
-        }
-        *ret_line = w.line;
-        *ret_len = w.len;
-        return 0;
+        notes_free(w->notes);
+        free(w->line);
+        json_decref(w->id);
+        free(w);
+        gateway_session_unref(s->gateway, s);
 }
 
 /* ---- the GET stream ------------------------------------------------------------------------ */
@@ -818,17 +889,28 @@ static const Note *note_after(const GwSession *s, unsigned long long cursor) {
         return NULL;
 }
 
-int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, unsigned long long *io_cursor,
-                        char **ret_line, size_t *ret_len) {
+int gateway_stream_next(GwSession *s, unsigned gen, unsigned timeout_ms, int client_fd,
+                        unsigned long long *io_cursor, char **ret_line, size_t *ret_len) {
+        unsigned long long until = now_usec() + timeout_ms * 1000ull;
         const Note *n;
-        struct timespec ts;
         int r = 0;
 
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += timeout_ms / 1000;
         pthread_mutex_lock(&s->lock);
-        while (!(n = note_after(s, *io_cursor)) && !s->ended && gen == s->stream_gen && r == 0)
-                r = -pthread_cond_timedwait(&s->stream_cond, &s->lock, &ts);
+        /* In slices, to see a client gone (a write to its socket would show it only at
+         * the keepalive, and the stream holds the session off its idle expiry). */
+        while (!(n = note_after(s, *io_cursor)) && !s->ended && gen == s->stream_gen && r == 0) {
+                struct timespec ts;
+
+                if (client_gone(client_fd))
+                        r = -ECONNRESET;
+                else if (now_usec() >= until)
+                        r = -ETIMEDOUT;
+                else {
+                        clock_gettime(CLOCK_REALTIME, &ts);
+                        ts.tv_sec += POLL_SLICE_MS / 1000;
+                        (void) pthread_cond_timedwait(&s->stream_cond, &s->lock, &ts);
+                }
+        }
         if (s->ended || gen != s->stream_gen)
                 r = -ESHUTDOWN;
         else if (n) {

@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import https from 'node:https';
+import net from 'node:net';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -38,9 +39,10 @@ const h = useSbx({ sandboxes: [], world: true, connect: false,
 
 /* An sbx-gateway on a port the kernel picks, as GW_UID. */
 class Gateway {
-  constructor(name, conf) {
+  constructor(name, conf, listen = ['127.0.0.1:0']) {
     this.name = name;
     this.conf = conf;
+    this.listen = listen;
   }
 
   async start() {
@@ -50,13 +52,17 @@ class Gateway {
     fs.chmodSync(this.confPath, 0o644);
     this.logPath = path.join(h.logDir, `${this.name}.log`);
     const log = fs.openSync(this.logPath, 'a');
-    this.proc = spawn(GATEWAY, ['--config', this.confPath, '--listen', '127.0.0.1:0', '--socket', h.socket,
-      '--log-level', 'debug'], { uid: GW_UID, gid: GW_UID, stdio: ['ignore', log, log] });
+    this.proc = spawn(GATEWAY, ['--config', this.confPath, ...this.listen.flatMap((l) => ['--listen', l]),
+      '--socket', h.socket, '--log-level', 'debug'], { uid: GW_UID, gid: GW_UID, stdio: ['ignore', log, log] });
     fs.closeSync(log);
     this.exited = new Promise((r) => this.proc.on('exit', (code, signal) => r({ code, signal })));
-    const m = await waitFor(() => /Listening on 127\.0\.0\.1:(\d+)/.exec(fs.readFileSync(this.logPath, 'utf8')),
-      { what: `${this.name} listening` });
-    this.url = `${/tls_certificate/.test(this.conf) ? 'https' : 'http'}://127.0.0.1:${m[1]}/mcp`;
+    const ports = await waitFor(() => {
+      const all = [...fs.readFileSync(this.logPath, 'utf8').matchAll(/Listening on 127\.0\.0\.1:(\d+)/g)].map((x) => x[1]);
+      return all.length >= this.listen.length && all;
+    }, { what: `${this.name} listening` });
+    const scheme = /tls_certificate/.test(this.conf) ? 'https' : 'http';
+    this.urls = ports.map((port) => `${scheme}://127.0.0.1:${port}/mcp`);
+    this.url = this.urls[0];
     return this;
   }
 
@@ -485,6 +491,71 @@ async function* sseEvents(res) {
 const getStream = (tok, sid, headers = {}) => fetch(gw.url, { method: 'GET',
   headers: { Accept: 'text/event-stream', Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid, ...headers } });
 
+h.test('SSE answers to POST: a tools/call with a progressToken gets its progress, then its answer, as events', async () => {
+  const src = path.join(h.dir, 'src-py');
+  await writeFixture(src);
+  const made = await sbxctl(h.socket, ['sandbox', 'create', 'py', '--source', src, '--image', 'python', '--owner', String(OWNER)]);
+  assert.equal(made.code, 0, made.stderr);
+  // The SDK client accepts both; its POSTs' answers are recorded by type.
+  const types = [];
+  const transport = new StreamableHTTPClientTransport(new URL(gw.url), {
+    requestInit: { headers: { Authorization: `Bearer ${tokens.all}` } },
+    fetch: async (url, init) => {
+      const res = await fetch(url, init);
+      if (init?.method === 'POST') types.push(JSON.parse(init.body).method + ' ' + res.headers.get('content-type'));
+      return res;
+    },
+  });
+  const client = new Client({ name: 'gateway-sse', version: '0.0.1' }, { capabilities: {} });
+  await client.connect(transport);
+  try {
+    // The first command in a sandbox of the python image waits for its build, whose steps are progress.
+    const progress = [];
+    const t0 = Date.now();
+    const r = await client.callTool({ name: 'exec_command', arguments: { sandbox_id: 'py', cmd: 'true', yield_time_ms: 30000 } },
+      undefined, { timeout: 600000, resetTimeoutOnProgress: true, onprogress: (p) => progress.push(p) });
+    process.stdout.write(`# the python image built during a streamed call in ${Date.now() - t0} ms, ${progress.length} progress events\n`);
+    assert.ok(!r.isError, JSON.stringify(r.content));
+    assert.ok(progress.length >= 1, 'progress during the build');
+    assert.match(progress[0].message, /^image 'python': building, step [a-z]+$/);
+    const plain = await client.callTool({ name: 'exec_command', arguments: { sandbox_id: 'py', cmd: 'true' } });
+    assert.ok(!plain.isError, JSON.stringify(plain.content));
+    assert.deepEqual(types.filter((t) => t.startsWith('tools/call')),
+      ['tools/call text/event-stream', 'tools/call application/json'], 'SSE only for the call with a progressToken');
+    for (const t of types.filter((x) => !x.startsWith('tools/call'))) assert.doesNotMatch(t, /event-stream/);
+  } finally {
+    await client.close();
+  }
+  // (that call may have yielded before the build ended: wait for it)
+  const built = await sbxctl(h.socket, ['image', 'build', 'python'], { timeout: 600000 });
+  assert.equal(built.code, 0, built.stderr);
+  // Raw: the same call accepting JSON only gets JSON; accepting both, one event with an id, then the end.
+  const tok = tokens.all;
+  const sid = await rawSession(tok);
+  const callMsg = (id) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'exec_command',
+    arguments: { sandbox_id: 'py', cmd: 'echo sse', yield_time_ms: 30000 }, _meta: { progressToken: `p${id}` } } });
+  const json = await post(callMsg(2), { tok, sid, headers: { Accept: 'application/json' } });
+  assert.equal(json.status, 200, json.text);
+  assert.match(json.headers.get('content-type'), /^application\/json/);
+  assert.equal(JSON.parse(json.text).id, 2);
+  const res = await fetch(gw.url, { method: 'POST', body: JSON.stringify(callMsg(3)), headers: { 'Content-Type': 'application/json',
+    Accept: 'application/json, text/event-stream', Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid } });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /^text\/event-stream/);
+  const events = [];
+  for await (const ev of sseEvents(res)) events.push(ev);
+  assert.equal(events.length, 1, JSON.stringify(events));
+  assert.match(events[0].id, /^[0-9]+$/);
+  assert.equal(events[0].data.id, 3);
+  assert.match(events[0].data.result.structuredContent.output, /sse/);
+  // Its id is a point in the session's one sequence: a GET may resume from it.
+  const resumed = await getStream(tok, sid, { 'Last-Event-ID': events[0].id });
+  assert.equal(resumed.status, 200);
+  await resumed.body.cancel();
+  const del = await fetch(gw.url, { method: 'DELETE', headers: { Authorization: `Bearer ${tok}`, 'Mcp-Session-Id': sid } });
+  assert.equal(del.status, 200);
+}, { timeout: 900000 });
+
 h.test('Last-Event-ID: a dropped GET stream resumes with the notifications it missed', async () => {
   const tok = tokens.all;
   const sid = await rawSession(tok);
@@ -761,6 +832,143 @@ h.test('takeover page: the gateway\'s takeoverUrl, a terminal over SSE and POST,
   assert.equal((await sc(s, 'sandbox_exec', { id: b.id, cmd: 'echo free' })).stdout, 'free\n');
   await sc(s, 'sandbox_stop', { id: b.id });
   await s.client.close();
+});
+
+h.test('more than one --listen: both addresses serve', async () => {
+  const two = await new Gateway('gateway-two', '', ['127.0.0.1:0', '127.0.0.1:0']).start();
+  try {
+    assert.equal(new Set(two.urls).size, 2, two.urls.join(' '));
+    for (const url of two.urls) {
+      const s = await connect(tokens.all, { url });
+      assert.equal((await sc(s, 'exec_command', { sandbox_id: 'mine', cmd: 'echo listened' })).output, 'listened\n');
+      await s.transport.terminateSession();
+      await s.client.close();
+    }
+  } finally {
+    assert.equal((await two.stop()).code, 0, tail(two.logPath));
+  }
+});
+
+h.test('slowloris: headers a byte at a time, and a client that never reads, do not stall another client', async () => {
+  const u = new URL(gw.url);
+  const hostile = await token(['--owner', String(OWNER), '--name', 'hostile']);
+  const sockets = [];
+  const open = () => new Promise((resolve, reject) => {
+    const sock = net.connect({ host: u.hostname, port: Number(u.port) }, () => resolve(sock));
+    sock.on('error', () => {});
+    sock.once('error', reject);
+    sockets.push(sock);
+  });
+  const drip = [];
+  try {
+    // 50 connections, each sending its request's headers one byte every 100 ms.
+    const head = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${hostile}\r\nX-Pad: ${'p'.repeat(400)}\r\n`;
+    for (let i = 0; i < 50; i++) {
+      const sock = await open();
+      let at = 0;
+      drip.push(setInterval(() => { if (at < head.length && !sock.destroyed) sock.write(head[at++]); }, 100));
+    }
+    // One that sends 3000 pipelined pings of a session and never reads the answers (about
+    // 1 MB: more than the socket buffers hold, so its connection's thread blocks writing).
+    const sid = await rawSession(hostile);
+    const reader = await open();
+    reader.pause();
+    const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+    const one = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${hostile}\r\nMcp-Session-Id: ${sid}\r\n` +
+      `Content-Type: application/json\r\nAccept: application/json\r\nContent-Length: ${ping.length}\r\n\r\n${ping}`;
+    reader.write(one.repeat(3000));
+    await sleep(1000);
+    // Meanwhile another client's calls complete (the test's timeout is only a hang guard).
+    const t0 = Date.now();
+    const s = await connect(tokens.all);
+    for (let i = 0; i < 5; i++)
+      assert.equal((await sc(s, 'exec_command', { sandbox_id: 'mine', cmd: `echo call-${i}` })).output, `call-${i}\n`);
+    process.stdout.write(`# 5 calls beside 51 hostile connections: ${Date.now() - t0} ms\n`);
+    assert.ok(!reader.destroyed && sockets.every((x) => !x.destroyed), 'the hostile connections were open meanwhile');
+    await s.transport.terminateSession();
+    await s.client.close();
+  } finally {
+    drip.forEach(clearInterval);
+    sockets.forEach((x) => x.destroy());
+  }
+  // The gateway serves on once they are gone.
+  assert.equal((await post({ jsonrpc: '2.0', id: 2, method: 'ping' }, { tok: tokens.all, sid: await rawSession(tokens.all) })).status, 200);
+}, { timeout: 120000 });
+
+h.test('the artifacts and boxes sets over HTTP: tools/list and a real call each', async () => {
+  const art = await connect(await token(['--owner', String(OWNER), '--name', 'artifacts-only', '--sets', 'artifacts']));
+  try {
+    assert.ok(art.tools.includes('runtime_execute') && art.tools.includes('runtime_query_output'), art.tools.join(' '));
+    assert.ok(!art.tools.includes('exec_command') && !art.tools.includes('sandbox_start'), art.tools.join(' '));
+    const r = await sc(art, 'runtime_execute', { sandbox_id: 'mine', runtime: 'shell', code: 'echo from-artifacts' });
+    assert.match(r.stdoutSummary, /from-artifacts/, JSON.stringify(r));
+  } finally {
+    await art.transport.terminateSession();
+    await art.client.close();
+  }
+  const box = await connect(await token(['--owner', String(OWNER), '--name', 'boxes-only', '--sets', 'boxes']));
+  try {
+    assert.deepEqual(box.tools.slice(0, 4), ['sandbox_start', 'sandbox_exec', 'sandbox_status', 'sandbox_stop']);
+    assert.ok(!box.tools.includes('exec_command'), box.tools.join(' '));
+    const b = await sc(box, 'sandbox_start', { idleTimeoutMin: 0 });
+    assert.match(b.id, /^box-[0-9a-f]{12}$/);
+    const e = await sc(box, 'sandbox_exec', { id: b.id, cmd: 'echo from-box; pwd' });
+    assert.equal(e.exitCode, 0);
+    assert.equal(e.stdout, 'from-box\n/work\n');
+    await sc(box, 'sandbox_stop', { id: b.id });
+  } finally {
+    await box.transport.terminateSession();
+    await box.client.close();
+  }
+}, { timeout: 300000 });
+
+const claimNames = async () => JSON.parse((await sbxctl(h.socket, ['claim', 'list', '--json'])).stdout).map((x) => x.name);
+
+h.test('a lifecycle claim made over HTTP survives its session\'s DELETE and idle expiry, then its shutdown_after_seconds', async () => {
+  // DELETE
+  const s = await connect(tokens.all);
+  const c = await sc(s, 'create_sandbox', { shutdown_after_seconds: 6 });
+  await s.transport.terminateSession();
+  await s.client.close();
+  assert.ok((await claimNames()).includes(c.sandbox_claim_name), 'the claim outlives the DELETE');
+  // idle expiry (session_idle_seconds = 2)
+  const lim = await new Gateway('gateway-idle', 'session_idle_seconds = 2\n').start();
+  let d;
+  try {
+    const t = await connect(tokens.all, { url: lim.url });
+    d = await sc(t, 'create_sandbox', { shutdown_after_seconds: 30 });
+    const sid = t.transport.sessionId;
+    await t.client.close();
+    // (the SDK's GET stream, gone with the close, no longer holds the session: the gateway
+    // looks at its client every second, not only at its keepalive write, every 15 s)
+    await waitFor(() => new RegExp(`MCP session ${sid} idle for 2 s, ending it`).test(fs.readFileSync(lim.logPath, 'utf8')),
+      { what: 'the idle session ended', timeout: 20000, interval: 200 });
+    assert.ok((await claimNames()).includes(d.sandbox_claim_name), 'the claim outlives the idle expiry');
+  } finally {
+    assert.equal((await lim.stop()).code, 0, tail(lim.logPath));
+  }
+  // then each goes after its shutdown_after_seconds
+  for (const n of [c.sandbox_claim_name, d.sandbox_claim_name])
+    await waitFor(async () => !(await claimNames()).includes(n), { what: `claim ${n} expired`, timeout: 60000, interval: 500 });
+  for (const n of [c.sandbox_claim_name, d.sandbox_claim_name])
+    assert.match(fs.readFileSync(h.sbxdLog, 'utf8'), new RegExp(`Sandbox claim '${n}' in namespace 'default' expired`));
+}, { timeout: 180000 });
+
+h.test('X-Forwarded-For, -Host and -Proto change nothing by default', async () => {
+  // The rate limit is the token's, whatever address a header claims (rateGw: 2 per second, bursts of 4).
+  const statuses = [];
+  for (let i = 0; i < 12; i++) {
+    const r = await post(INIT, { tok: tokens.runtime, url: rateGw.url, headers: { 'X-Forwarded-For': `198.51.100.${i + 1}` } });
+    statuses.push(r.status);
+  }
+  assert.ok(statuses.includes(429), statuses.join(' '));
+  // No URL is built from them, and they admit nothing: a refused Origin stays refused.
+  const fwd = { 'X-Forwarded-Host': 'evil.example', 'X-Forwarded-Proto': 'https', 'X-Forwarded-For': '203.0.113.9' };
+  const r = await post(INIT, { tok: tokens.all, headers: fwd });
+  assert.equal(r.status, 200, r.text);
+  assert.ok(![...r.headers.values(), r.text].some((v) => /evil\.example|203\.0\.113/.test(v)), r.text);
+  assert.equal((await post(INIT, { tok: tokens.all, headers: { ...fwd, Origin: 'http://evil.example' } })).status, 403);
+  assert.equal((await post(INIT, { headers: fwd })).status, 401);
 });
 
 h.test('teardown: the gateways stop cleanly', async () => {
