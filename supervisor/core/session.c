@@ -381,6 +381,9 @@ int session_new_job(Server *s, Sandbox *sb, const SessionMounts *mounts, Workspa
 }
 
 int session_job_attach(WorkspaceSession *ws, const SessionMounts *inputs) {
+        /* No inputs: a spare still being set up serves as well. */
+        if (inputs->names.n == 0)
+                return 0;
         if (ws->state != SESSION_READY)
                 return -EBUSY;
         return session_attach_mounts(ws->pidfd_src.fd, &inputs->names, inputs->fds);
