@@ -507,21 +507,26 @@ static void stream_free(void *cls) {
         free(st);
 }
 
-/* Queue st as an SSE response; it is freed with the response (also when that fails). */
-static enum MHD_Result respond_stream(struct MHD_Connection *c, Stream *st) {
-        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_CHUNK, stream_read, st,
-                                                                   stream_free);
+/* Queue an SSE response read by reader from cls, which free_cls frees with
+ * the response (also when that fails). */
+static enum MHD_Result respond_sse(struct MHD_Connection *c, MHD_ContentReaderCallback reader, void *cls,
+                                   MHD_ContentReaderFreeCallback free_cls) {
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_CHUNK, reader, cls, free_cls);
         enum MHD_Result ret;
 
         if (!r) {
-                stream_free(st);
+                free_cls(cls);
                 return MHD_NO;
         }
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, SSE_TYPE);
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
         ret = MHD_queue_response(c, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
         return ret;
+}
+
+static enum MHD_Result respond_stream(struct MHD_Connection *c, Stream *st) {
+        return respond_sse(c, stream_read, st, stream_free);
 }
 
 /* Last-Event-ID: absent (false), or the decimal event id in *ret (-EINVAL if not one). */
@@ -671,8 +676,6 @@ static unsigned query_u32(struct MHD_Connection *c, const char *key) {
 
 static enum MHD_Result takeover_events(Gateway *g, struct MHD_Connection *c, const char *box, const char *cap) {
         unsigned rows = query_u32(c, "rows"), cols = query_u32(c, "cols");
-        struct MHD_Response *resp;
-        enum MHD_Result ret;
         TermStream *st;
         int r;
 
@@ -684,16 +687,7 @@ static enum MHD_Result takeover_events(Gateway *g, struct MHD_Connection *c, con
                 free(st);
                 return respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, NULL, 0, NULL);
         }
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_CHUNK, term_read, st, term_free);
-        if (!resp) {
-                term_free(st);
-                return MHD_NO;
-        }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, SSE_TYPE);
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-        ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        return respond_sse(c, term_read, st, term_free);
 }
 
 /* POST input {"keys": "...", "rows": n, "cols": n} (each optional) or return {"note": "..."}. */

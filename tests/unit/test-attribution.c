@@ -404,11 +404,11 @@ static void test_region_cases(void **state) {
                 check_same_as_diff(cases[i][0], cases[i][1]);
 }
 
-/* Random texts over a few short lines and random edits of them, one to three
- * at a time: the same result as the diff every time. */
-static void test_region_random(void **state) {
+/* 20,000 random texts over a few short lines (repeated lines, no final
+ * newline) and random edits of them, one to three at a time, each pair
+ * given to check. */
+static void random_edits(unsigned seed, void (*check)(const char *old_text, const char *new_text)) {
         static const char *const pieces[] = { "a\n", "b\n", "c\n", "\n", "a\r\n", "ab\n", "a", "b" };
-        unsigned seed = 4242;
 
         for (int round = 0; round < 20000; round++) {
                 char old_text[128] = "", new_text[256];
@@ -430,8 +430,13 @@ static void test_region_random(void **state) {
                         memmove(new_text + at + strlen(repl), new_text + at + cut, len - at - cut + 1);
                         memcpy(new_text + at, repl, strlen(repl));
                 }
-                check_same_as_diff(old_text, new_text);
+                check(old_text, new_text);
         }
+}
+
+/* The changed region's blame: the same result as the diff every time. */
+static void test_region_random(void **state) {
+        random_edits(4242, check_same_as_diff);
 }
 
 static void test_round_trip(void **state) {
@@ -737,34 +742,9 @@ static void test_diff_large(void **state) {
         assert_false(cut);
 }
 
-/* Random texts over a few short lines (repeated lines, no final newline)
- * and random edits of them. */
+/* The windowed unified diff of random edits: as the whole-text one. */
 static void test_diff_random(void **state) {
-        static const char *const pieces[] = { "a\n", "b\n", "c\n", "\n", "a\r\n", "ab\n", "a", "b" };
-        unsigned seed = 1717;
-
-        for (int round = 0; round < 20000; round++) {
-                char old_text[128] = "", new_text[256];
-                int n = rand_r(&seed) % 12, edits = 1 + rand_r(&seed) % 3;
-
-                for (int i = 0; i < n; i++)
-                        strcat(old_text, pieces[rand_r(&seed) % ELEMENTSOF(pieces)]);
-                strcpy(new_text, old_text);
-                for (int e = 0; e < edits; e++) {
-                        size_t len = strlen(new_text), at = (size_t) rand_r(&seed) % (len + 1);
-                        size_t cut = (size_t) rand_r(&seed) % 4;
-                        char repl[16] = "";
-
-                        for (int k = rand_r(&seed) % 3; k > 0; k--)
-                                strcat(repl, pieces[rand_r(&seed) % ELEMENTSOF(pieces)]);
-                        cut = MIN(cut, len - at);
-                        if (len - cut + strlen(repl) >= 200)
-                                continue;
-                        memmove(new_text + at + strlen(repl), new_text + at + cut, len - at - cut + 1);
-                        memcpy(new_text + at, repl, strlen(repl));
-                }
-                check_diff_window(old_text, new_text);
-        }
+        random_edits(1717, check_diff_window);
 }
 
 static void test_diff_rejects(void **state) {
