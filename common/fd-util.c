@@ -227,7 +227,17 @@ int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t le
         if (fd < 0)
                 return -errno;
         r = loop_write(fd, buf, len);
-        if (r >= 0 && fsync(fd) < 0)
+        if (r < 0) {
+                (void) unlinkat(dirfd, tmp, 0);
+                return r;
+        }
+        return file_commit_at(fd, dirfd, tmp, name);
+}
+
+int file_commit_at(int fd, int dirfd, const char *tmp, const char *name) {
+        int r = 0;
+
+        if (fsync(fd) < 0)
                 r = -errno;
         if (r >= 0 && renameat(dirfd, tmp, dirfd, name) < 0)
                 r = -errno;

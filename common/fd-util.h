@@ -49,6 +49,9 @@ int random_hex(char *buf, size_t n);
 int random_id(const char *prefix, char *buf, size_t size);
 /* Write a whole file atomically and durably below dirfd (tmp + fsync + rename). */
 int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
+/* The file tmp below dirfd, written through fd, made durable and renamed to
+ * name (tmp removed if that fails), then the directory synced. */
+int file_commit_at(int fd, int dirfd, const char *tmp, const char *name);
 /* openat2(2) with O_CLOEXEC added to flags; resolve is RESOLVE_* flags. The fd or -errno. */
 int openat2_fd(int dirfd, const char *path, int flags, uint64_t resolve);
 /* The whole regular file at path below dirfd, NUL-terminated, if it holds at

@@ -1837,16 +1837,14 @@ int transcript_compress(int dirfd, const char *id, uint64_t *ret_text, uint64_t 
         file_name(id, FILE_ZTM, tmp);
         file_name(id, FILE_ZST, zst);
         r = zframes_write(src, size, dst, &written);
-        /* Durable before the plain text goes: a crash leaves one of the two whole. */
-        if (r >= 0 && fsync(dst) < 0)
-                r = -errno;
-        if (r >= 0 && renameat(dirfd, tmp, dirfd, zst) < 0)
-                r = -errno;
         if (r < 0) {
                 (void) unlinkat(dirfd, tmp, 0);
                 return r;
         }
-        (void) fsync(dirfd);
+        /* Durable before the plain text goes: a crash leaves one of the two whole. */
+        r = file_commit_at(dst, dirfd, tmp, zst);
+        if (r < 0)
+                return r;
         if (unlinkat(dirfd, log, 0) < 0 && errno != ENOENT)
                 return -errno;
         *ret_text = size;
